@@ -1,0 +1,52 @@
+// Dense operands of the kernels (vectors are n x 1 matrices) and their seeded generator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "waco/kernels/sparse.hpp"
+
+namespace waco::kernels {
+
+enum class Layout { RowMajor, ColMajor };
+
+/// A dense single-precision matrix in the given layout.
+struct DenseMatrix {
+  index_t rows = 0;
+  index_t cols = 0;
+  Layout layout = Layout::RowMajor;
+  std::vector<float> data;
+
+  DenseMatrix() = default;
+  DenseMatrix(index_t r, index_t c, Layout l)
+      : rows(r), cols(c), layout(l), data(static_cast<std::size_t>(r) * c, 0.0f) {}
+
+  std::size_t offset(index_t i, index_t j) const {
+    return layout == Layout::RowMajor ? static_cast<std::size_t>(i) * cols + j
+                                      : static_cast<std::size_t>(j) * rows + i;
+  }
+  float& operator()(index_t i, index_t j) { return data[offset(i, j)]; }
+  float operator()(index_t i, index_t j) const { return data[offset(i, j)]; }
+};
+
+/// The same logical matrix in another layout.
+DenseMatrix with_layout(const DenseMatrix& m, Layout layout);
+
+/// A seeded dense operand. Entry (i, j) of the operand named `name` is
+///   u(splitmix64(seed ^ fnv1a(name) ^ splitmix64(i * cols + j)))
+/// mapped to [-1, 1) with 24 random bits, so it depends on (seed, name, i, j) and not on the
+/// layout, the platform or the standard library.
+DenseMatrix random_dense(index_t rows, index_t cols, Layout layout, std::uint64_t seed,
+                         std::string_view name);
+
+/// SplitMix64 (Steele et al.), the project's portable hash/PRNG step.
+inline std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace waco::kernels

@@ -1,0 +1,83 @@
+// Reading and writing sparse and dense operands: Matrix Market (.mtx, .mtx.gz; coordinate and
+// array) and FROSTT (.tns, .tns.gz). Gzip is detected from the file's magic bytes, not its name.
+//
+// Every malformed input throws Error with a message "<path>:<line>: <problem>" (line omitted when
+// not applicable) and a hint; nothing crashes or hangs on bad input. Readers return canonical
+// operands (sorted, duplicates summed). Writers write a temporary file next to the target and
+// rename it into place, so a failed write never leaves a half-written result.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "waco/kernels/dense.hpp"
+#include "waco/kernels/sparse.hpp"
+
+namespace waco::kernels {
+
+enum class Field { Real, Integer, Pattern };
+enum class Symmetry { General, Symmetric, SkewSymmetric };
+
+std::string_view field_name(Field f);        ///< "real", "integer", "pattern"
+std::string_view symmetry_name(Symmetry s);  ///< "general", "symmetric", "skew-symmetric"
+
+struct ReadOptions {
+  bool drop_explicit_zeros = false;  ///< drop stored zeros (default: keep them as entries)
+  bool allow_nonfinite = false;      ///< accept NaN / Inf values (default: refuse)
+};
+
+/// What the reader saw, beside the operand itself.
+struct SourceInfo {
+  std::string path;
+  Field field = Field::Real;
+  Symmetry symmetry = Symmetry::General;
+  std::int64_t stored_entries = 0;     ///< entry lines in the file
+  std::int64_t duplicates_summed = 0;  ///< entries merged into an earlier identical coordinate
+  std::int64_t explicit_zeros = 0;     ///< zero-valued entries kept (after expansion)
+  std::int64_t zeros_dropped = 0;      ///< zero-valued entries dropped (drop_explicit_zeros)
+  std::int64_t bytes = 0;              ///< uncompressed bytes parsed
+  bool gzip = false;
+  double seconds = 0.0;                ///< wall time of the read
+};
+
+struct LoadedMatrix {
+  CooMatrix matrix;
+  SourceInfo source;
+};
+
+struct LoadedTensor {
+  CooTensor tensor;
+  SourceInfo source;
+};
+
+/// Reads a Matrix Market coordinate file (real, integer or pattern; general, symmetric or
+/// skew-symmetric, expanded to both triangles; pattern values are 1.0).
+LoadedMatrix read_matrix_market(const std::string& path, const ReadOptions& opts = {});
+
+/// Reads a Matrix Market array file (real or integer, general) into the requested layout.
+DenseMatrix read_matrix_market_dense(const std::string& path, Layout layout = Layout::RowMajor,
+                                     const ReadOptions& opts = {});
+
+/// Reads a FROSTT .tns file: one entry per line, 1-based indices then the value; the order comes
+/// from the first entry line; dims are the maximum index per mode. Lines starting with '#' are
+/// comments.
+LoadedTensor read_frostt(const std::string& path, const ReadOptions& opts = {});
+
+/// True when the path names a FROSTT tensor (.tns or .tns.gz), false for anything else.
+bool is_tensor_path(const std::string& path);
+
+/// Writes a coordinate real general Matrix Market file. `comment` lines go after the banner.
+void write_matrix_market(const std::string& path, const CooMatrix& a,
+                         const std::string& comment = {});
+
+/// Writes an array real general Matrix Market file (column-major, as the format requires).
+void write_matrix_market_dense(const std::string& path, const DenseMatrix& m,
+                               const std::string& comment = {});
+
+/// Writes a FROSTT .tns file (1-based).
+void write_frostt(const std::string& path, const CooTensor& t);
+
+/// Throws Error unless `path` can be created or overwritten (checked before long work starts).
+void check_writable(const std::string& path);
+
+}  // namespace waco::kernels

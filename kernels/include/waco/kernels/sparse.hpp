@@ -1,0 +1,77 @@
+// Sparse operands: COO and CSR matrices and COO tensors, the currency of every stage.
+//
+// Indices are 32-bit (index_t); readers parse 64-bit and refuse inputs that do not fit.
+// Values are single precision (the kernels' precision); references accumulate in double.
+// A CooMatrix / CooTensor is *canonical* when its entries are sorted lexicographically by
+// coordinate (row-major for matrices) with no repeated coordinate. Readers and generators return
+// canonical operands, so the order of a canonical COO is also the order of its CSR / CSF.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace waco::kernels {
+
+using index_t = std::int32_t;
+/// Largest dimension or entry count that 32-bit storage can hold.
+inline constexpr std::int64_t kMaxIndex = std::numeric_limits<index_t>::max();
+
+/// A sparse matrix in coordinate form. Invariant (when canonical): sorted by (row, col), unique.
+struct CooMatrix {
+  index_t rows = 0;
+  index_t cols = 0;
+  std::vector<index_t> row;
+  std::vector<index_t> col;
+  std::vector<float> val;
+
+  std::int64_t nnz() const { return static_cast<std::int64_t>(val.size()); }
+};
+
+/// A sparse tensor of any order in coordinate form; idx[m][e] is the mode-m index of entry e.
+struct CooTensor {
+  std::vector<index_t> dims;
+  std::vector<std::vector<index_t>> idx;
+  std::vector<float> val;
+
+  int order() const { return static_cast<int>(dims.size()); }
+  std::int64_t nnz() const { return static_cast<std::int64_t>(val.size()); }
+};
+
+/// Compressed sparse rows with 32-bit positions and coordinates.
+struct CsrMatrix {
+  index_t rows = 0;
+  index_t cols = 0;
+  std::vector<index_t> rowptr;  ///< rows + 1 entries
+  std::vector<index_t> colidx;
+  std::vector<float> val;
+
+  std::int64_t nnz() const { return static_cast<std::int64_t>(val.size()); }
+};
+
+/// Sorts the entries by (row, col) and sums repeated coordinates. Returns how many entries were
+/// merged into an earlier one (0 when there were no duplicates). O(nnz + rows) (counting sort).
+std::int64_t canonicalize(CooMatrix& a);
+/// Same for a tensor (lexicographic order over the modes). Returns the number of merged entries.
+std::int64_t canonicalize(CooTensor& t);
+
+/// True when sorted by coordinate with no repeats.
+bool is_canonical(const CooMatrix& a);
+bool is_canonical(const CooTensor& t);
+
+/// Checks dimensions and that every coordinate is in range; throws InternalError otherwise.
+void check_bounds(const CooMatrix& a);
+void check_bounds(const CooTensor& t);
+
+/// CSR of a canonical COO matrix, in O(nnz + rows). Precondition: is_canonical(a).
+CsrMatrix to_csr(const CooMatrix& a);
+
+/// A 64-bit content fingerprint of a canonical operand (dimensions, coordinates and value bits),
+/// stable across runs and platforms: two files with the same canonical content match.
+std::uint64_t fingerprint(const CooMatrix& a);
+std::uint64_t fingerprint(const CooTensor& t);
+
+/// The transpose, canonical.
+CooMatrix transpose(const CooMatrix& a);
+
+}  // namespace waco::kernels

@@ -1,0 +1,40 @@
+#include "waco/kernels/timing.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "waco/kernels/error.hpp"
+
+namespace waco::kernels {
+
+double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+TimingStats summarize(std::vector<double> samples) {
+  WACO_ASSERT(!samples.empty(), "summarize needs at least one sample");
+  TimingStats s;
+  s.seconds = samples;
+  std::sort(samples.begin(), samples.end());
+  const std::size_t n = samples.size();
+  s.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  s.min = samples.front();
+  s.max = samples.back();
+  return s;
+}
+
+TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& opts) {
+  WACO_ASSERT(opts.repeats >= 1 && opts.warmup >= 0, "repeats must be >= 1, warmup >= 0");
+  for (int i = 0; i < opts.warmup; ++i) fn();
+  std::vector<double> samples;
+  samples.reserve(opts.repeats);
+  for (int i = 0; i < opts.repeats; ++i) {
+    const double t0 = now_seconds();
+    fn();
+    samples.push_back(now_seconds() - t0);
+  }
+  return summarize(std::move(samples));
+}
+
+}  // namespace waco::kernels

@@ -1,0 +1,34 @@
+// Generated edge-case operands shared by every kernel test (STYLE.md item 9): empty rows, one
+// dense row, a single column, sizes not divisible by split sizes, power-law rows, rectangular,
+// explicit zeros, an empty matrix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "waco/kernels/sparse.hpp"
+
+namespace waco::test {
+
+struct NamedMatrix {
+  std::string name;
+  kernels::CooMatrix matrix;
+};
+
+struct NamedTensor {
+  std::string name;
+  kernels::CooTensor tensor;
+};
+
+/// Canonical edge-case matrices, small enough for the reference to run in milliseconds.
+std::vector<NamedMatrix> edge_case_matrices();
+/// Canonical edge-case 3-D tensors (empty slices, a dense fibre, one slice, odd sizes).
+std::vector<NamedTensor> edge_case_tensors();
+
+/// Builds a canonical matrix from triplets (values as given).
+kernels::CooMatrix from_triplets(kernels::index_t rows, kernels::index_t cols,
+                                 const std::vector<kernels::index_t>& r,
+                                 const std::vector<kernels::index_t>& c,
+                                 const std::vector<float>& v);
+
+}  // namespace waco::test

@@ -1,0 +1,81 @@
+// Unit "baselines": every registered implementation against the reference kernels on every
+// generated edge case, for each kernel it supports, with 1 and 2 threads and several dense sizes.
+#include <catch2/catch.hpp>
+
+#include "support/edge_cases.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/implementation.hpp"
+#include "waco/kernels/reference.hpp"
+
+using namespace waco::kernels;
+
+namespace {
+
+std::vector<int> dense_sizes(KernelKind k) {
+  switch (k) {
+    case KernelKind::SpMV: return {1};
+    case KernelKind::SpMM: return {1, 7, 64};
+    case KernelKind::SDDMM: return {1, 13, 64};
+    case KernelKind::MTTKRP: return {1, 5, 16};
+  }
+  return {1};
+}
+
+void check_all(const ImplementationInfo& info, KernelKind k, const CooMatrix* A,
+               const CooTensor* T, const std::string& name) {
+  for (int dense : dense_sizes(k)) {
+    const DenseOperands ops = make_dense_operands(k, A, T, dense, 7);
+    const Problem p = make_problem(k, A, T, ops);
+    const Reference ref = compute_reference(p);
+    for (int threads : {1, 2}) {
+      INFO(info.name << " " << kernel_name(k) << " on '" << name << "', dense " << dense << ", "
+                     << threads << " threads");
+      auto impl = info.make();
+      impl->prepare(p, threads);
+      for (int rep = 0; rep < 2; ++rep) {  // a second run must not accumulate onto the first
+        impl->run();
+        const Verification v =
+            verify(impl->output().data(), static_cast<std::int64_t>(impl->output().size()), ref);
+        INFO("run " << rep << ": " << v.message);
+        CHECK(v.ok);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("baselines: the registry has csr, csf and eigen") {
+  std::vector<std::string> names;
+  for (const auto& info : implementations()) names.push_back(info.name);
+  CHECK(std::find(names.begin(), names.end(), "csr") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "csf") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "eigen") != names.end());
+}
+
+TEST_CASE("baselines: matrix kernels equal the reference on edge cases") {
+  const auto cases = waco::test::edge_case_matrices();
+  for (const auto& info : implementations())
+    for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM})
+      if (info.supports(k))
+        for (const auto& [name, a] : cases) check_all(info, k, &a, nullptr, name);
+}
+
+TEST_CASE("baselines: mttkrp implementations equal the reference on edge cases") {
+  const auto cases = waco::test::edge_case_tensors();
+  for (const auto& info : implementations())
+    if (info.supports(KernelKind::MTTKRP))
+      for (const auto& [name, t] : cases) check_all(info, KernelKind::MTTKRP, nullptr, &t, name);
+}
+
+TEST_CASE("baselines: unknown or unsupported implementations are user errors") {
+  CHECK_THROWS_AS(make_implementation("no-such-impl", KernelKind::SpMV), Error);
+  CHECK_THROWS_WITH(make_implementation("csf", KernelKind::SpMV),
+                    Catch::Contains("does not support spmv"));
+  try {
+    make_implementation("nope", KernelKind::SpMM);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.hint()).find("csr") != std::string::npos);  // the hint lists them
+  }
+}

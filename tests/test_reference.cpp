@@ -1,0 +1,101 @@
+// Unit "reference": the oracle itself, checked by hand on tiny inputs, and verify().
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "support/edge_cases.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/reference.hpp"
+
+using namespace waco::kernels;
+using waco::test::from_triplets;
+
+namespace {
+DenseMatrix dense(index_t r, index_t c, Layout l, std::vector<float> row_major) {
+  DenseMatrix m(r, c, l);
+  for (index_t i = 0; i < r; ++i)
+    for (index_t j = 0; j < c; ++j) m(i, j) = row_major[static_cast<std::size_t>(i) * c + j];
+  return m;
+}
+}  // namespace
+
+// A = [[1 0 2], [0 0 0], [0 3 0]]
+TEST_CASE("reference: spmv, spmm, sddmm by hand") {
+  const CooMatrix A = from_triplets(3, 3, {0, 0, 2}, {0, 2, 1}, {1.f, 2.f, 3.f});
+  DenseOperands ops;
+  ops.B = dense(3, 1, Layout::RowMajor, {1.f, 2.f, 3.f});
+  Problem p = make_problem(KernelKind::SpMV, &A, nullptr, ops);
+  Reference r = compute_reference(p);
+  CHECK(r.value == std::vector<double>{7.0, 0.0, 6.0});
+  CHECK(r.scale == std::vector<double>{7.0, 0.0, 6.0});
+
+  ops.B = dense(3, 2, Layout::RowMajor, {1.f, -1.f, 2.f, 0.f, 3.f, 1.f});
+  p = make_problem(KernelKind::SpMM, &A, nullptr, ops);
+  r = compute_reference(p);
+  CHECK(r.value == std::vector<double>{7.0, 1.0, 0.0, 0.0, 6.0, 0.0});
+  CHECK(r.scale == std::vector<double>{7.0, 3.0, 0.0, 0.0, 6.0, 0.0});
+
+  // SDDMM with K = 2: D[i,j] = A[i,j] * sum_k B[i,k] C[k,j]
+  ops.B = dense(3, 2, Layout::RowMajor, {1.f, 2.f, 0.f, 0.f, -1.f, 1.f});
+  ops.C = dense(2, 3, Layout::ColMajor, {1.f, 0.f, 3.f, 1.f, 2.f, -1.f});
+  p = make_problem(KernelKind::SDDMM, &A, nullptr, ops);
+  r = compute_reference(p);
+  // (0,0): 1*(1*1 + 2*1) = 3; (0,2): 2*(1*3 + 2*-1) = 2; (2,1): 3*(-1*0 + 1*2) = 6
+  CHECK(r.value == std::vector<double>{3.0, 2.0, 6.0});
+  CHECK(p.output_size() == 3);
+  CHECK(p.flops() == 3 * (2 * 2 + 1));
+}
+
+TEST_CASE("reference: mttkrp by hand") {
+  CooTensor T;
+  T.dims = {2, 2, 2};
+  T.idx = {{0, 0, 1}, {0, 1, 1}, {1, 0, 1}};
+  T.val = {1.f, 2.f, 3.f};
+  canonicalize(T);
+  DenseOperands ops;
+  ops.B = dense(2, 2, Layout::RowMajor, {1.f, 2.f, 3.f, 4.f});
+  ops.C = dense(2, 2, Layout::RowMajor, {1.f, 0.f, 2.f, 1.f});
+  const Problem p = make_problem(KernelKind::MTTKRP, nullptr, &T, ops);
+  const Reference r = compute_reference(p);
+  // D[0,:] = 1*B[0,:]*C[1,:] + 2*B[1,:]*C[0,:] = (2,2) + (6,0) = (8, 2)
+  // D[1,:] = 3*B[1,:]*C[1,:] = (18, 12)
+  CHECK(r.value == std::vector<double>{8.0, 2.0, 18.0, 12.0});
+}
+
+TEST_CASE("reference: verify accepts rounding, rejects wrong values, NaN and size mismatch") {
+  Reference r;
+  r.value = {1.0, -2.0, 0.0};
+  r.scale = {1.0, 4.0, 0.0};
+  const std::vector<float> good = {1.00001f, -2.0f, 0.0f};
+  Verification v = verify(good.data(), 3, r);
+  CHECK(v.ok);
+  CHECK(v.max_rel_error < 1e-4);
+
+  const std::vector<float> bad = {1.0f, -1.9f, 0.0f};
+  v = verify(bad.data(), 3, r);
+  CHECK_FALSE(v.ok);
+  CHECK(v.worst_index == 1);
+  CHECK(v.message.find("entry 1") != std::string::npos);
+
+  const std::vector<float> nonzero_where_zero = {1.0f, -2.0f, 1e-3f};
+  CHECK_FALSE(verify(nonzero_where_zero.data(), 3, r).ok);
+
+  const std::vector<float> nan = {NAN, -2.0f, 0.0f};
+  CHECK_FALSE(verify(nan.data(), 3, r).ok);
+
+  CHECK_FALSE(verify(good.data(), 2, r).ok);
+}
+
+TEST_CASE("reference: dense operand shapes follow the kernel") {
+  const CooMatrix A = from_triplets(5, 7, {0, 4}, {6, 0}, {1.f, 1.f});
+  DenseOperands d = make_dense_operands(KernelKind::SDDMM, &A, nullptr, 3, 1);
+  CHECK(d.B.rows == 5);
+  CHECK(d.B.cols == 3);
+  CHECK(d.B.layout == Layout::RowMajor);
+  CHECK(d.C.rows == 3);
+  CHECK(d.C.cols == 7);
+  CHECK(d.C.layout == Layout::ColMajor);
+  d = make_dense_operands(KernelKind::SpMM, &A, nullptr, 4, 1);
+  CHECK(d.B.rows == 7);
+  CHECK(d.B.cols == 4);
+}
