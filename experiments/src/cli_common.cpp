@@ -1,0 +1,189 @@
+#include "cli_common.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+
+namespace waco::cli {
+using namespace waco::kernels;
+
+Operand load_operand(const std::string& path, const ReadOptions& opts,
+                     std::optional<KernelKind> kernel) {
+  Operand op;
+  const bool tensor = is_tensor_path(path);
+  if (kernel) {
+    if (needs_tensor(*kernel) && !tensor)
+      throw Error(path + ": mttkrp needs a 3-D sparse tensor",
+                  "give a FROSTT .tns or .tns.gz file");
+    if (!needs_tensor(*kernel) && tensor)
+      throw Error(path + ": " + std::string(kernel_name(*kernel)) + " needs a sparse matrix",
+                  "give a Matrix Market .mtx or .mtx.gz file, or use --kernel mttkrp");
+  }
+  if (tensor)
+    op.tensor = read_frostt(path, opts);
+  else
+    op.matrix = read_matrix_market(path, opts);
+  return op;
+}
+
+void add_read_options(CLI::App& app, ReadOptions& opts) {
+  app.add_flag("--drop-zeros", opts.drop_explicit_zeros,
+               "Drop explicitly stored zero entries (default: keep them as entries)");
+  app.add_flag("--allow-nonfinite", opts.allow_nonfinite,
+               "Accept NaN and Inf values in input files (default: refuse them)");
+}
+
+void add_threads_option(CLI::App& app, int& threads) {
+  app.add_option("--threads", threads, "Threads to use (0 = all available cores)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+}
+
+int resolve_threads(int requested) { return requested > 0 ? requested : available_cpus(); }
+
+void add_kernel_option(CLI::App& app, std::string& kernel) {
+  app.add_option("--kernel", kernel, "Kernel: spmv, spmm, sddmm or mttkrp")
+      ->required()
+      ->check(CLI::IsMember({"spmv", "spmm", "sddmm", "mttkrp"}));
+}
+
+KernelKind kernel_from_option(const std::string& name) {
+  auto k = parse_kernel(name);
+  if (!k) throw Error("unknown kernel '" + name + "'", "use spmv, spmm, sddmm or mttkrp");
+  return *k;
+}
+
+const std::vector<ImplementationInfo>& all_implementations() {
+  static const std::vector<ImplementationInfo> all = [] {
+    std::vector<ImplementationInfo> v = implementations();
+    return v;
+  }();
+  return all;
+}
+
+std::string implementations_help() {
+  std::ostringstream s;
+  for (const ImplementationInfo& info : all_implementations()) {
+    s << "  " << info.name << " (";
+    for (std::size_t i = 0; i < info.kernels.size(); ++i)
+      s << (i ? ", " : "") << kernel_name(info.kernels[i]);
+    s << "): " << info.description << "\n";
+  }
+  return s.str();
+}
+
+namespace {
+
+DenseMatrix read_operand(const std::string& dir, const std::string& name, index_t rows,
+                         index_t cols, Layout layout, const std::string& what) {
+  const std::string path = (std::filesystem::path(dir) / (name + ".mtx")).string();
+  if (!std::filesystem::exists(path))
+    throw Error(path + ": missing dense operand " + name + " (" + what + ")",
+                "--inputs DIR must hold " + name + ".mtx as a Matrix Market array file");
+  DenseMatrix m = read_matrix_market_dense(path, layout);
+  if (m.rows != rows || m.cols != cols)
+    throw Error(path + ": " + name + " is " + std::to_string(m.rows) + " x " +
+                    std::to_string(m.cols) + ", expected " + std::to_string(rows) + " x " +
+                    std::to_string(cols) + " (" + what + ")");
+  return m;
+}
+
+}  // namespace
+
+DenseOperands dense_operands(KernelKind k, const Operand& op, int dense, std::uint64_t seed,
+                             const std::string& inputs_dir) {
+  const CooMatrix* A = op.matrix ? &op.matrix->matrix : nullptr;
+  const CooTensor* T = op.tensor ? &op.tensor->tensor : nullptr;
+  if (inputs_dir.empty()) return make_dense_operands(k, A, T, dense, seed);
+  if (!std::filesystem::is_directory(inputs_dir))
+    throw Error(inputs_dir + ": --inputs is not a directory");
+  DenseOperands d;
+  switch (k) {
+    case KernelKind::SpMV:
+      d.B = read_operand(inputs_dir, "x", A->cols, 1, Layout::RowMajor, "cols x 1");
+      break;
+    case KernelKind::SpMM:
+      d.B = read_operand(inputs_dir, "B", A->cols, dense, Layout::RowMajor, "cols x J");
+      break;
+    case KernelKind::SDDMM:
+      d.B = read_operand(inputs_dir, "B", A->rows, dense, Layout::RowMajor, "rows x K");
+      d.C = read_operand(inputs_dir, "C", dense, A->cols, Layout::ColMajor, "K x cols");
+      break;
+    case KernelKind::MTTKRP:
+      if (T->order() != 3) throw Error("mttkrp needs a 3-D tensor");
+      d.B = read_operand(inputs_dir, "B", T->dims[1], dense, Layout::RowMajor, "dims[1] x J");
+      d.C = read_operand(inputs_dir, "C", T->dims[2], dense, Layout::RowMajor, "dims[2] x J");
+      break;
+  }
+  return d;
+}
+
+void write_output(const std::string& path, const Problem& p, const std::vector<float>& out) {
+  const std::string comment = "result of waco-hybrid run --kernel " +
+                              std::string(kernel_name(p.kind)) + " (" + git_revision() + ")";
+  if (p.kind == KernelKind::SDDMM) {
+    CooMatrix d = *p.A;
+    d.val = out;
+    write_matrix_market(path, d, comment);
+    return;
+  }
+  const index_t rows = p.kind == KernelKind::MTTKRP ? p.T->dims[0] : p.A->rows;
+  const index_t cols = p.kind == KernelKind::SpMV ? 1 : p.dense_size();
+  DenseMatrix m(rows, cols, Layout::RowMajor);
+  m.data = out;
+  write_matrix_market_dense(path, m, comment);
+}
+
+double min_traffic_bytes(const Problem& p) {
+  const double nnz = static_cast<double>(p.nnz());
+  const double n = p.dense_size();
+  switch (p.kind) {
+    case KernelKind::SpMV:
+      return nnz * 8 + (p.A->rows + 1.0) * 4 + p.A->cols * 4.0 + p.A->rows * 4.0;
+    case KernelKind::SpMM:
+      return nnz * 8 + (p.A->rows + 1.0) * 4 + (p.A->cols + double(p.A->rows)) * n * 4;
+    case KernelKind::SDDMM:
+      return nnz * 12 + (p.A->rows + 1.0) * 4 + (p.A->cols + double(p.A->rows)) * n * 4;
+    case KernelKind::MTTKRP:
+      return nnz * 16 + (double(p.T->dims[0]) + p.T->dims[1] + p.T->dims[2]) * n * 4;
+  }
+  return 0.0;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  check_writable(path);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw Error(tmp + ": cannot write", "check free space and permissions");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error(path + ": cannot move the result into place: " + ec.message());
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (s >= 1.0) std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
+  return buf;
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace waco::cli

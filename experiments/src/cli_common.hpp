@@ -1,0 +1,69 @@
+// Helpers shared by the subcommands: loading operands with clear errors, common options, the
+// combined implementation registry, and JSON / table output.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "waco/kernels/implementation.hpp"
+#include "waco/kernels/io.hpp"
+#include "waco/kernels/kernel.hpp"
+
+namespace waco::cli {
+
+/// A sparse operand read from a file: a matrix, or a tensor for .tns/.tns.gz paths.
+struct Operand {
+  std::optional<kernels::LoadedMatrix> matrix;
+  std::optional<kernels::LoadedTensor> tensor;
+  const kernels::SourceInfo& source() const { return matrix ? matrix->source : tensor->source; }
+};
+
+/// Reads FILE as a matrix or tensor (by its extension). When `kernel` is given, checks that the
+/// operand suits it (a tensor for MTTKRP, a matrix otherwise) and says what to give instead.
+Operand load_operand(const std::string& path, const kernels::ReadOptions& opts,
+                     std::optional<kernels::KernelKind> kernel = std::nullopt);
+
+/// --drop-zeros and --allow-nonfinite.
+void add_read_options(CLI::App& app, kernels::ReadOptions& opts);
+/// --threads T (default 0 = every available core).
+void add_threads_option(CLI::App& app, int& threads);
+/// Threads to use for a requested count (0 = all available cores).
+int resolve_threads(int requested);
+/// --kernel {spmv,spmm,sddmm,mttkrp} (required), stored by name.
+void add_kernel_option(CLI::App& app, std::string& kernel);
+kernels::KernelKind kernel_from_option(const std::string& name);
+
+/// Every implementation of this binary: the baselines of kernels/ (later also tiled ones).
+const std::vector<kernels::ImplementationInfo>& all_implementations();
+/// "name (kernels): description" lines for --help.
+std::string implementations_help();
+
+/// Dense operands for a problem: seeded, or read from DIR (x.mtx / B.mtx / C.mtx) with their
+/// shapes checked against the sparse operand.
+kernels::DenseOperands dense_operands(kernels::KernelKind k, const Operand& op, int dense,
+                                      std::uint64_t seed, const std::string& inputs_dir);
+
+/// Writes a kernel's canonical output as Matrix Market: SDDMM as a coordinate matrix with A's
+/// pattern, the others as dense arrays.
+void write_output(const std::string& path, const kernels::Problem& p,
+                  const std::vector<float>& out);
+
+/// Minimum bytes a kernel must move: the sparse operand once (CSR: 4-byte coordinates and values
+/// plus positions) and the dense operands and output once. Used for effective GB/s.
+double min_traffic_bytes(const kernels::Problem& p);
+
+/// Writes text to a file (through a temporary file renamed into place); Error if it cannot.
+void write_text_file(const std::string& path, const std::string& text);
+/// Prints JSON (indented) on stdout.
+void print_json(const nlohmann::json& j);
+/// A number of seconds as text with a sensible unit ("1.23 ms").
+std::string format_seconds(double s);
+/// 16 lower-case hex digits.
+std::string hex64(std::uint64_t v);
+
+}  // namespace waco::cli

@@ -1,0 +1,201 @@
+// waco-hybrid bench: several implementations side by side on one or more files, interleaved
+// (round r times every implementation once before round r+1), so that machine noise hits all of
+// them alike; reports median/min/max and the ratio of each median to the first implementation's.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli_common.hpp"
+#include "command.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/reference.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::cli {
+using namespace waco::kernels;
+
+namespace {
+
+struct Options {
+  std::string kernel;
+  std::vector<std::string> impls;
+  std::vector<std::string> files;
+  int dense = 0;
+  int threads = 0;
+  int repeat = 10;
+  int warmup = 2;
+  std::uint64_t seed = 1;
+  double tolerance = kDefaultTolerance;
+  bool json = false;
+  bool csv = false;
+  std::string save;  ///< also write the JSON here
+  ReadOptions read;
+};
+
+struct Row {
+  std::string file;
+  std::string impl;
+  std::string error;  ///< why this implementation has no time on this file (empty if none)
+  TimingStats t;
+  double gflops = 0, gbs = 0, ratio = 0, conversion = 0, tuning = 0, max_rel_error = 0;
+  std::int64_t nnz = 0;
+};
+
+std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string& file, int threads) {
+  const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);
+  const Operand op = load_operand(file, o.read, kind);
+  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, "");
+  const Problem p = make_problem(kind, op.matrix ? &op.matrix->matrix : nullptr,
+                                 op.tensor ? &op.tensor->tensor : nullptr, operands);
+  const Reference ref = compute_reference(p);
+
+  std::vector<Row> rows;
+  std::vector<std::unique_ptr<Implementation>> impls;
+  for (const std::string& name : o.impls) {
+    Row r;
+    r.file = file;
+    r.impl = name;
+    r.nnz = p.nnz();
+    auto impl = make_implementation(all_implementations(), name, kind);
+    try {
+      impl->prepare(p, threads);
+      impl->run();
+      const Verification v = verify(impl->output().data(),
+                                    static_cast<std::int64_t>(impl->output().size()), ref, o.tolerance);
+      r.max_rel_error = v.max_rel_error;
+      if (!v.ok) r.error = "wrong result: " + v.message;
+    } catch (const Error& e) {  // an implementation that cannot run this input: a row, not a stop
+      r.error = e.what();
+    }
+    r.conversion = impl->conversion_seconds();
+    r.tuning = impl->tuning_seconds();
+    rows.push_back(r);
+    impls.push_back(r.error.empty() ? std::move(impl) : nullptr);
+  }
+
+  std::vector<std::vector<double>> samples(impls.size());
+  for (int round = 0; round < o.warmup + o.repeat; ++round) {
+    for (std::size_t i = 0; i < impls.size(); ++i) {
+      if (!impls[i]) continue;
+      const double t0 = now_seconds();
+      impls[i]->run();
+      const double dt = now_seconds() - t0;
+      if (round >= o.warmup) samples[i].push_back(dt);
+    }
+  }
+  const double flops = p.flops(), bytes = min_traffic_bytes(p);
+  for (std::size_t i = 0; i < impls.size(); ++i) {
+    if (!impls[i]) continue;
+    rows[i].t = summarize(samples[i]);
+    rows[i].gflops = flops / rows[i].t.median * 1e-9;
+    rows[i].gbs = bytes / rows[i].t.median * 1e-9;
+    if (rows[0].error.empty()) rows[i].ratio = rows[i].t.median / rows[0].t.median;
+  }
+  return rows;
+}
+
+void print_table(const std::vector<Row>& rows, const Options& o, int threads) {
+  std::printf("%s, dense %d, %d threads, %d warm-up + %d timed runs, interleaved; ratio = median / median of %s\n",
+              o.kernel.c_str(), o.dense > 0 ? o.dense : default_dense_size(*parse_kernel(o.kernel)),
+              threads, o.warmup, o.repeat, o.impls.front().c_str());
+  std::printf("%-28s %-10s %12s %12s %12s %9s %8s %7s\n", "file", "impl", "median", "min", "max",
+              "GFLOP/s", "GB/s", "ratio");
+  for (const Row& r : rows) {
+    std::string f = r.file;
+    if (f.size() > 28) f = "..." + f.substr(f.size() - 25);
+    if (!r.error.empty()) {
+      std::printf("%-28s %-10s  failed: %s\n", f.c_str(), r.impl.c_str(), r.error.c_str());
+      continue;
+    }
+    std::printf("%-28s %-10s %12s %12s %12s %9.2f %8.2f %7.3f\n", f.c_str(), r.impl.c_str(),
+                format_seconds(r.t.median).c_str(), format_seconds(r.t.min).c_str(),
+                format_seconds(r.t.max).c_str(), r.gflops, r.gbs, r.ratio);
+  }
+}
+
+nlohmann::json row_json(const Row& r) {
+  nlohmann::json j = {{"file", r.file}, {"impl", r.impl}, {"nnz", r.nnz}};
+  if (!r.error.empty()) {
+    j["error"] = r.error;
+    return j;
+  }
+  j.update({{"median_s", r.t.median}, {"min_s", r.t.min}, {"max_s", r.t.max},
+            {"times_s", r.t.seconds}, {"gflops", r.gflops}, {"effective_gbs", r.gbs},
+            {"ratio_to_first", r.ratio == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.ratio)},
+            {"verified", true}, {"max_rel_error", r.max_rel_error},
+            {"conversion_s", r.conversion}, {"tuning_s", r.tuning}});
+  return j;
+}
+
+int bench(const Options& o) {
+  const KernelKind kind = kernel_from_option(o.kernel);
+  for (const std::string& name : o.impls) make_implementation(all_implementations(), name, kind);
+  if (!o.save.empty()) check_writable(o.save);
+  const int threads = resolve_threads(o.threads);
+  std::vector<Row> rows;
+  for (std::size_t f = 0; f < o.files.size(); ++f) {
+    std::cerr << "[" << f + 1 << "/" << o.files.size() << "] " << o.files[f] << "\n";
+    for (Row& r : bench_file(o, kind, o.files[f], threads)) rows.push_back(std::move(r));
+  }
+  bool failed = false;
+  for (const Row& r : rows) failed |= r.error.rfind("wrong result", 0) == 0;
+
+  nlohmann::json out = {{"kernel", o.kernel}, {"threads", threads}, {"warmup", o.warmup},
+                          {"repeats", o.repeat}, {"interleaved", true},
+                          {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
+                          {"results", nlohmann::json::array()},
+                          {"context", context_json(threads, "none")}};
+  for (const Row& r : rows) out["results"].push_back(row_json(r));
+  if (!o.save.empty()) write_text_file(o.save, out.dump(2) + "\n");
+  if (o.json) {
+    print_json(out);
+  } else if (o.csv) {
+    std::printf("file,impl,nnz,median_s,min_s,max_s,gflops,effective_gbs,ratio_to_first,conversion_s,tuning_s,error\n");
+    for (const Row& r : rows)
+      std::printf("%s,%s,%lld,%.9g,%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,%.6g,\"%s\"\n", r.file.c_str(),
+                  r.impl.c_str(), static_cast<long long>(r.nnz), r.t.median, r.t.min, r.t.max,
+                  r.gflops, r.gbs, r.ratio, r.conversion, r.tuning, r.error.c_str());
+  } else {
+    print_table(rows, o, threads);
+  }
+  return failed ? kExitFailure : kExitOk;
+}
+
+}  // namespace
+
+Command make_bench_command() {
+  return {"bench", "Compare implementations side by side (interleaved runs, ratios to the first)",
+          [](CLI::App& sub) -> std::function<int()> {
+            auto o = std::make_shared<Options>();
+            add_kernel_option(sub, o->kernel);
+            sub.add_option("--impl", o->impls, "Comma-separated implementations; the first is the "
+                                               "reference point of the ratios")
+                ->required()
+                ->delimiter(',');
+            sub.add_option("FILES", o->files, "Matrix Market or (mttkrp) FROSTT files")->required();
+            sub.add_option("--dense", o->dense, "Dense size (default 256 spmm/sddmm, 16 mttkrp)")
+                ->check(CLI::Range(1, 1 << 20));
+            add_threads_option(sub, o->threads);
+            sub.add_option("--repeat", o->repeat, "Timed rounds")->check(CLI::Range(1, 1000000))->capture_default_str();
+            sub.add_option("--warmup", o->warmup, "Untimed rounds first")->check(CLI::Range(0, 1000000))->capture_default_str();
+            sub.add_option("--seed", o->seed, "Seed of the generated dense operands")->capture_default_str();
+            sub.add_option("--tolerance", o->tolerance, "Verification tolerance")
+                ->check(CLI::PositiveNumber)->capture_default_str();
+            auto* json = sub.add_flag("--json", o->json, "Print JSON");
+            sub.add_flag("--csv", o->csv, "Print CSV")->excludes(json);
+            sub.add_option("--save", o->save, "Also write the JSON results to FILE");
+            add_read_options(sub, o->read);
+            sub.footer(
+                "Each implementation is verified against the reference before it is timed; one that\n"
+                "cannot run a file, or computes a wrong result, gets a 'failed' row (exit 1 if wrong).\n\n"
+                "Implementations:\n" + implementations_help() +
+                "\nExamples:\n"
+                "  waco-hybrid bench --kernel spmv --impl csr,eigen,rsb,rsb-tuned examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid bench --kernel spmm --impl csr,eigen --dense 128 --csv a.mtx b.mtx.gz\n");
+            return [o] { return bench(*o); };
+          }};
+}
+
+}  // namespace waco::cli

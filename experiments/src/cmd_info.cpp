@@ -1,0 +1,182 @@
+// waco-hybrid info FILE: shape and statistics of a sparse matrix or tensor.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include "cli_common.hpp"
+#include "command.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/sparse.hpp"
+
+namespace waco::cli {
+using namespace waco::kernels;
+
+namespace {
+
+struct Options {
+  std::string file;
+  bool json = false;
+  ReadOptions read;
+};
+
+struct LengthStats {
+  std::int64_t min = 0, max = 0, empty = 0;
+  double mean = 0.0;
+};
+
+LengthStats length_stats(const std::vector<std::int64_t>& count) {
+  LengthStats s;
+  if (count.empty()) return s;
+  s.min = *std::min_element(count.begin(), count.end());
+  s.max = *std::max_element(count.begin(), count.end());
+  std::int64_t total = 0;
+  for (std::int64_t c : count) {
+    total += c;
+    s.empty += c == 0;
+  }
+  s.mean = static_cast<double>(total) / static_cast<double>(count.size());
+  return s;
+}
+
+nlohmann::json stats_json(const LengthStats& s) {
+  return {{"min", s.min}, {"mean", s.mean}, {"max", s.max}, {"empty", s.empty}};
+}
+
+nlohmann::json source_json(const SourceInfo& src) {
+  return {{"path", src.path},
+          {"field", field_name(src.field)},
+          {"symmetry", symmetry_name(src.symmetry)},
+          {"stored_entries", src.stored_entries},
+          {"duplicates_summed", src.duplicates_summed},
+          {"explicit_zeros", src.explicit_zeros},
+          {"zeros_dropped", src.zeros_dropped},
+          {"gzip", src.gzip},
+          {"bytes", src.bytes},
+          {"read_seconds", src.seconds}};
+}
+
+nlohmann::json matrix_info(const LoadedMatrix& m) {
+  const CooMatrix& a = m.matrix;
+  std::vector<std::int64_t> per_row(a.rows, 0), per_col(a.cols, 0);
+  for (std::int64_t e = 0; e < a.nnz(); ++e) {
+    ++per_row[a.row[e]];
+    ++per_col[a.col[e]];
+  }
+  const LengthStats rows = length_stats(per_row), cols = length_stats(per_col);
+  // CSR structure (4-byte positions, coordinates, values) plus the dense operands of SpMV and of
+  // SpMM with the default J: what must stay in cache for one pass to reuse its operands.
+  const std::int64_t csr = (static_cast<std::int64_t>(a.rows) + 1) * 4 + a.nnz() * 8;
+  const std::int64_t spmv_ws = csr + (static_cast<std::int64_t>(a.rows) + a.cols) * 4;
+  const std::int64_t J = default_dense_size(KernelKind::SpMM);
+  const std::int64_t spmm_ws = csr + (static_cast<std::int64_t>(a.rows) + a.cols) * J * 4;
+  const std::int64_t llc = cache_sizes().llc();
+  const double density =
+      a.rows && a.cols ? static_cast<double>(a.nnz()) / (double(a.rows) * double(a.cols)) : 0.0;
+  return {{"kind", "matrix"},
+          {"rows", a.rows},
+          {"cols", a.cols},
+          {"nnz", a.nnz()},
+          {"density", density},
+          {"source", source_json(m.source)},
+          {"nnz_per_row", stats_json(rows)},
+          {"nnz_per_col", stats_json(cols)},
+          {"empty_rows", rows.empty},
+          {"empty_cols", cols.empty},
+          {"csr_bytes", csr},
+          {"llc_bytes", llc},
+          {"spmv_working_set_bytes", spmv_ws},
+          {"spmv_fits_llc", llc > 0 && spmv_ws <= llc},
+          {"spmm_j", J},
+          {"spmm_working_set_bytes", spmm_ws},
+          {"spmm_fits_llc", llc > 0 && spmm_ws <= llc},
+          {"fingerprint", hex64(fingerprint(a))}};
+}
+
+nlohmann::json tensor_info(const LoadedTensor& t) {
+  const CooTensor& x = t.tensor;
+  nlohmann::json modes = nlohmann::json::array();
+  for (int m = 0; m < x.order(); ++m) {
+    std::vector<std::int64_t> count(x.dims[m], 0);
+    for (index_t i : x.idx[m]) ++count[i];
+    modes.push_back({{"mode", m}, {"dim", x.dims[m]}, {"nnz_per_slice", stats_json(length_stats(count))}});
+  }
+  return {{"kind", "tensor"},
+          {"order", x.order()},
+          {"dims", x.dims},
+          {"nnz", x.nnz()},
+          {"source", source_json(t.source)},
+          {"modes", modes},
+          {"coo_bytes", x.nnz() * (4 * x.order() + 4)},
+          {"llc_bytes", cache_sizes().llc()},
+          {"fingerprint", hex64(fingerprint(x))}};
+}
+
+void print_text(const nlohmann::json& j) {
+  const auto& src = j["source"];
+  std::cout << "file:        " << src["path"].get<std::string>() << (src["gzip"].get<bool>() ? " (gzip)" : "")
+            << "\n";
+  if (j["kind"] == "matrix") {
+    std::cout << "matrix:      " << j["rows"] << " x " << j["cols"] << ", " << j["nnz"]
+              << " nonzeros (density " << j["density"].get<double>() << ")\n"
+              << "stored:      " << src["stored_entries"] << " entries, "
+              << src["field"].get<std::string>() << ", " << src["symmetry"].get<std::string>()
+              << "; " << src["duplicates_summed"] << " duplicates summed, " << src["explicit_zeros"]
+              << " explicit zeros kept, " << src["zeros_dropped"] << " dropped\n";
+    for (const char* dim : {"row", "col"}) {
+      const auto& s = j[std::string("nnz_per_") + dim];
+      std::cout << "nnz per " << dim << ": min " << s["min"] << ", mean " << s["mean"].get<double>()
+                << ", max " << s["max"] << "; " << s["empty"] << " empty " << dim << "s\n";
+    }
+    std::cout << "CSR bytes:   " << j["csr_bytes"] << "\n"
+              << "working set: SpMV " << j["spmv_working_set_bytes"] << " B ("
+              << (j["spmv_fits_llc"].get<bool>() ? "fits" : "exceeds") << " the "
+              << j["llc_bytes"] << " B LLC), SpMM J=" << j["spmm_j"] << " "
+              << j["spmm_working_set_bytes"] << " B ("
+              << (j["spmm_fits_llc"].get<bool>() ? "fits" : "exceeds") << ")\n";
+  } else {
+    std::cout << "tensor:      order " << j["order"] << ", dims " << j["dims"].dump() << ", "
+              << j["nnz"] << " nonzeros\n"
+              << "stored:      " << src["stored_entries"] << " entries; "
+              << src["duplicates_summed"] << " duplicates summed\n";
+    for (const auto& m : j["modes"])
+      std::cout << "mode " << m["mode"] << ":      nnz per slice min "
+                << m["nnz_per_slice"]["min"] << ", mean "
+                << m["nnz_per_slice"]["mean"].get<double>() << ", max "
+                << m["nnz_per_slice"]["max"] << "; " << m["nnz_per_slice"]["empty"]
+                << " empty slices\n";
+  }
+  std::cout << "read:        " << src["bytes"] << " bytes in "
+            << format_seconds(src["read_seconds"].get<double>()) << "\n"
+            << "fingerprint: " << j["fingerprint"].get<std::string>() << "\n";
+}
+
+}  // namespace
+
+Command make_info_command() {
+  return {"info", "Shape, statistics and working set of a sparse matrix or tensor",
+          [](CLI::App& sub) -> std::function<int()> {
+            auto o = std::make_shared<Options>();
+            sub.add_option("FILE", o->file, "Matrix Market (.mtx[.gz]) or FROSTT (.tns[.gz]) file")
+                ->required();
+            sub.add_flag("--json", o->json, "Print JSON (with a context block)");
+            add_read_options(sub, o->read);
+            sub.footer(
+                "Examples:\n"
+                "  waco-hybrid info examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid info --json data/tensor.tns.gz\n"
+                "nnz counts both triangles of symmetric files; duplicates are summed.");
+            return [o] {
+              const Operand op = load_operand(o->file, o->read);
+              nlohmann::json j = op.matrix ? matrix_info(*op.matrix) : tensor_info(*op.tensor);
+              if (o->json) {
+                j["context"] = context_json(1, "none");
+                print_json(j);
+              } else {
+                print_text(j);
+              }
+              return kExitOk;
+            };
+          }};
+}
+
+}  // namespace waco::cli

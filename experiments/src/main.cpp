@@ -1,0 +1,66 @@
+// waco-hybrid: the command-line driver. main() is a dispatch table over the subcommands; it is the
+// only place that catches user errors and turns them into "error: ..." lines and exit codes.
+#include <iostream>
+#include <vector>
+
+#include "command.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace waco::cli;
+  const std::vector<Command> commands = {
+      make_info_command(),
+      make_run_command(),
+      make_bench_command(),
+      make_generate_command(),
+  };
+
+  CLI::App app{
+      "waco-hybrid: finds the sparse format and loop schedule that run a sparse kernel\n"
+      "(SpMV, SpMM, SDDMM, MTTKRP) fastest on this CPU.\n\n"
+      "Examples:\n"
+      "  waco-hybrid info examples/bcsstk13.mtx.gz\n"
+      "  waco-hybrid run --kernel spmm --impl csr --check examples/bcsstk13.mtx.gz\n"
+      "  waco-hybrid bench --kernel spmv --impl csr,eigen,rsb examples/bcsstk13.mtx.gz\n",
+      "waco-hybrid"};
+  app.set_version_flag("--version", std::string("waco-hybrid ") + waco::kernels::version() +
+                                        " (" + waco::kernels::git_revision() + ")");
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  std::function<int()> action;
+  for (const Command& c : commands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.summary);
+    auto run = std::make_shared<std::function<int()>>(c.setup(*sub));
+    sub->callback([run, &action] { action = *run; });
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  try {
+    return action ? action() : kExitUsage;
+  } catch (const waco::kernels::Error& e) {
+    std::cerr << "error: " << e.what();
+    if (!e.hint().empty()) std::cerr << " (hint: " << e.hint() << ")";
+    std::cerr << "\n";
+    return kExitFailure;
+  } catch (const waco::kernels::InternalError& e) {
+    std::cerr << "error: internal error (this is a bug in waco-hybrid): " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+    return kExitFailure;
+  }
+}

@@ -1,0 +1,190 @@
+// Unit "cli": the waco-hybrid binary end to end: exit codes (0 ok, 1 failure, 2 usage), error
+// lines, JSON output, --output / --inputs round trips, bench ratios, generate.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_paths.hpp"
+#include "waco/kernels/io.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/reference.hpp"
+
+using namespace waco::kernels;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+
+/// Runs waco-hybrid with `args` (a shell-quoted string), capturing stdout and stderr apart.
+Result cli(const std::string& args) {
+  // Test processes run in parallel: each capture gets its own file.
+  static int calls = 0;
+  const std::string err_path = (fs::temp_directory_path() / ("waco-cli-stderr-" +
+                                std::to_string(getpid()) + "-" + std::to_string(++calls))).string();
+  const std::string cmd = waco::test::cli_binary() + " " + args + " 2>" + err_path;
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  fs::remove(err_path);
+  return r;
+}
+
+std::string example() { return waco::test::examples_dir() + "/bcsstk13.mtx.gz"; }
+
+}  // namespace
+
+TEST_CASE("cli: help, version and usage errors") {
+  Result r = cli("--help");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("info") != std::string::npos);
+  CHECK(r.out.find("bench") != std::string::npos);
+  r = cli("--version");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("waco-hybrid") != std::string::npos);
+  for (const char* sub : {"info", "run", "bench", "generate"}) {
+    r = cli(std::string(sub) + " --help");
+    INFO(sub);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("Example") != std::string::npos);
+  }
+  CHECK(cli("").status == 2);
+  CHECK(cli("no-such-command").status == 2);
+  CHECK(cli("info --no-such-option " + example()).status == 2);
+  CHECK(cli("run --kernel spmx " + example()).status == 2);
+  CHECK(cli("run --kernel spmv --threads -1 " + example()).status == 2);
+}
+
+TEST_CASE("cli: info reports the example matrix") {
+  const Result r = cli("info --json " + example());
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["rows"] == 2003);
+  CHECK(j["cols"] == 2003);
+  CHECK(j["nnz"] == 83883);
+  CHECK(j["source"]["stored_entries"] == 42943);
+  CHECK(j["source"]["symmetry"] == "symmetric");
+  CHECK(j["nnz_per_row"]["max"] == 95);
+  CHECK(j["fingerprint"].get<std::string>().size() == 16);
+  CHECK(j.contains("context"));
+  CHECK(j["context"].contains("git_revision"));
+  const Result text = cli("info " + example());
+  CHECK(text.status == 0);
+  CHECK(text.out.find("83883") != std::string::npos);
+}
+
+TEST_CASE("cli: bad input is one error line naming the file, exit 1") {
+  const std::string dir = waco::test::scratch_dir("cli-bad");
+  {
+    std::ofstream(dir + "/bad.mtx") << "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n4 1 2.0\n";
+  }
+  for (const std::string& args :
+       {"info " + dir + "/missing.mtx", "info " + dir + "/bad.mtx", "info " + dir,
+        "run --kernel spmv " + dir + "/bad.mtx",
+        "run --kernel mttkrp " + example(),
+        "run --kernel spmv --output /nonexistent-dir/y.mtx " + example()}) {
+    INFO(args);
+    const Result r = cli(args);
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("error: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  const Result r = cli("info " + dir + "/bad.mtx");
+  CHECK(r.err.find("bad.mtx:4") != std::string::npos);  // file and line
+}
+
+TEST_CASE("cli: run verifies and reports JSON for every kernel") {
+  for (const char* k : {"spmv", "spmm", "sddmm"}) {
+    INFO(k);
+    const Result r = cli(std::string("run --json --check --repeat 3 --dense 16 --kernel ") + k + " " + example());
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["verified"] == true);
+    CHECK(j["max_rel_error"].get<double>() <= j["tolerance"].get<double>());
+    CHECK(j["times_s"].size() == 3);
+    CHECK(j["min_s"].get<double>() <= j["median_s"].get<double>());
+    CHECK(j["median_s"].get<double>() <= j["max_s"].get<double>());
+    CHECK(j["gflops"].get<double>() > 0);
+    CHECK(j["context"]["counters"].is_string());
+  }
+  const std::string dir = waco::test::scratch_dir("cli-mttkrp");
+  REQUIRE(cli("generate --kind tensor --dims 30,20,10 --nnz 500 --seed 3 -o " + dir + "/t.tns").status == 0);
+  const Result r = cli("run --json --check --repeat 2 --kernel mttkrp " + dir + "/t.tns");
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["impl"] == "csf");
+}
+
+TEST_CASE("cli: --inputs and --output round-trip through Matrix Market") {
+  const std::string dir = waco::test::scratch_dir("cli-io");
+  const LoadedMatrix a = read_matrix_market(example());
+  const DenseOperands ops = make_dense_operands(KernelKind::SDDMM, &a.matrix, nullptr, 8, 99);
+  write_matrix_market_dense(dir + "/B.mtx", ops.B);
+  write_matrix_market_dense(dir + "/C.mtx", ops.C);
+  const Result r = cli("run --kernel sddmm --dense 8 --repeat 1 --inputs " + dir + " --output " +
+                       dir + "/D.mtx " + example());
+  REQUIRE(r.status == 0);
+  const LoadedMatrix d = read_matrix_market(dir + "/D.mtx");
+  REQUIRE(d.matrix.nnz() == a.matrix.nnz());
+  CHECK(d.matrix.row == a.matrix.row);
+  const Problem p = make_problem(KernelKind::SDDMM, &a.matrix, nullptr, ops);
+  const Verification v = verify(d.matrix.val.data(), d.matrix.nnz(), compute_reference(p));
+  INFO(v.message);
+  CHECK(v.ok);
+  // a missing operand file is named
+  fs::remove(dir + "/C.mtx");
+  const Result missing = cli("run --kernel sddmm --dense 8 --inputs " + dir + " " + example());
+  CHECK(missing.status == 1);
+  CHECK(missing.err.find("C.mtx") != std::string::npos);
+}
+
+TEST_CASE("cli: bench runs implementations side by side with ratios to the first") {
+  const Result r = cli("bench --json --repeat 3 --warmup 1 --kernel spmv --impl csr,eigen " + example());
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["results"].size() == 2);
+  CHECK(j["results"][0]["ratio_to_first"].get<double>() == Approx(1.0));
+  CHECK(j["results"][1]["ratio_to_first"].get<double>() > 0.0);
+  CHECK(j["results"][1]["verified"] == true);
+  const Result csv = cli("bench --csv --repeat 2 --kernel spmm --dense 8 --impl csr,eigen " + example());
+  CHECK(csv.status == 0);
+  CHECK(csv.out.rfind("file,impl,", 0) == 0);
+  CHECK(cli("bench --kernel spmv --impl csr,nope " + example()).status == 1);
+}
+
+TEST_CASE("cli: generate writes every kind, readable by info") {
+  const std::string dir = waco::test::scratch_dir("cli-gen");
+  for (const std::string& args :
+       {std::string("--kind uniform --rows 300 --cols 200 --nnz 2000"),
+        std::string("--kind banded --rows 300 --bandwidth 3"),
+        std::string("--kind blocks --rows 256 --block 4 --blocks 50 --fill 0.5"),
+        std::string("--kind stencil2d --nx 20 --ny 15"), std::string("--kind stencil3d --nx 6 --ny 5 --nz 4"),
+        std::string("--kind rmat --scale 8 --edge-factor 4"), std::string("--kind powerlaw --rows 500"),
+        std::string("--kind smallworld --rows 400 --neighbors 4")}) {
+    INFO(args);
+    const Result g = cli("generate " + args + " --seed 5 -o " + dir + "/m.mtx");
+    REQUIRE(g.status == 0);
+    const Result i = cli("info --json " + dir + "/m.mtx");
+    REQUIRE(i.status == 0);
+    CHECK(nlohmann::json::parse(i.out)["nnz"].get<long>() > 0);
+  }
+  CHECK(cli("generate --kind nope -o " + dir + "/x.mtx").status == 1);
+  CHECK(cli("generate --list").status == 0);
+}
