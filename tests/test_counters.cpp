@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "../kernels/src/counters_backends.hpp"
+#include "counters_backends.hpp"  // private header of waco_kernels
 #include "waco/kernels/counters.hpp"
 #include "waco/kernels/error.hpp"
 

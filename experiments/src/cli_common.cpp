@@ -67,6 +67,35 @@ const std::vector<ImplementationInfo>& all_implementations() {
   return all;
 }
 
+void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts) {
+  app.add_option("--cache-dir", opts.compiler.cache_dir,
+                 "Where compiled kernels are cached (default: " + codegen::default_cache_dir() + ")");
+  app.add_option("--compiler", opts.compiler.compiler, "C++ compiler for generated kernels")
+      ->capture_default_str();
+  app.add_option("--max-padding", opts.storage.max_padding,
+                 "Refuse formats storing more than this many values per nonzero")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+std::unique_ptr<codegen::GeneratedKernel> make_generated(KernelKind k, const std::string& schedule,
+                                                          const codegen::GeneratedOptions& opts) {
+  return std::make_unique<codegen::GeneratedKernel>(codegen::schedule_from_string(k, schedule),
+                                                    opts);
+}
+
+std::string schedule_help() {
+  return "Schedules (--schedule): a SuperSchedule in its text form, e.g.\n"
+         "  \"split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 threads=2 chunk=32\"\n"
+         "  split: split sizes s_x > 1 (powers of two); a split variable x has loops x1 (outer) and\n"
+         "    x0 (inner), an unsplit one the loop x; order: every loop once, x1 before x0;\n"
+         "  format: U (dense interval) or C (compressed) per level of the sparse operand, whose\n"
+         "    levels are the loops over its variables in loop order (spmv/spmm A(i,k), sddmm A(i,j),\n"
+         "    mttkrp A(i,k,l)); parallel: the OpenMP loop (default: the first); threads: 0 = all\n"
+         "    cores; chunk: OpenMP dynamic chunk, 1..256.\n"
+         "  or a shortcut: csr, dcsr, csc, bcsrRxC (e.g. bcsr4x4), csf (mttkrp).\n";
+}
+
 std::string implementations_help() {
   std::ostringstream s;
   for (const ImplementationInfo& info : all_implementations()) {

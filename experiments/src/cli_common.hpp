@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "waco/codegen/generated_kernel.hpp"
 #include "waco/kernels/implementation.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/kernel.hpp"
@@ -37,6 +38,15 @@ int resolve_threads(int requested);
 /// --kernel {spmv,spmm,sddmm,mttkrp} (required), stored by name.
 void add_kernel_option(CLI::App& app, std::string& kernel);
 kernels::KernelKind kernel_from_option(const std::string& name);
+
+/// --schedule-related options of generated kernels: --cache-dir, --compiler, --max-padding.
+void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts);
+/// A generated kernel for a schedule text or shortcut name (e.g. "csr", "bcsr4x4").
+std::unique_ptr<codegen::GeneratedKernel> make_generated(kernels::KernelKind k,
+                                                          const std::string& schedule,
+                                                          const codegen::GeneratedOptions& opts);
+/// The --help paragraph on schedules: the text form and the shortcuts.
+std::string schedule_help();
 
 /// Every implementation of this binary: the baselines of kernels/ (later also tiled ones).
 const std::vector<kernels::ImplementationInfo>& all_implementations();

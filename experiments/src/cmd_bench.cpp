@@ -12,6 +12,7 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/reference.hpp"
 #include "waco/kernels/timing.hpp"
+#include "waco/codegen/super_schedule.hpp"
 
 namespace waco::cli {
 using namespace waco::kernels;
@@ -21,6 +22,8 @@ namespace {
 struct Options {
   std::string kernel;
   std::vector<std::string> impls;
+  std::vector<std::string> schedules;  ///< generated kernels, after the implementations
+  codegen::GeneratedOptions generated;
   std::vector<std::string> files;
   int dense = 0;
   int threads = 0;
@@ -53,12 +56,16 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
 
   std::vector<Row> rows;
   std::vector<std::unique_ptr<Implementation>> impls;
-  for (const std::string& name : o.impls) {
+  std::vector<std::string> names = o.impls;
+  for (const std::string& s : o.schedules) names.push_back("gen:" + s);
+  for (const std::string& name : names) {
     Row r;
     r.file = file;
     r.impl = name;
     r.nnz = p.nnz();
-    auto impl = make_implementation(all_implementations(), name, kind);
+    std::unique_ptr<Implementation> impl =
+        name.rfind("gen:", 0) == 0 ? std::unique_ptr<Implementation>(make_generated(kind, name.substr(4), o.generated))
+                                   : make_implementation(all_implementations(), name, kind);
     try {
       impl->prepare(p, threads);
       impl->run();
@@ -99,17 +106,17 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
 void print_table(const std::vector<Row>& rows, const Options& o, int threads) {
   std::printf("%s, dense %d, %d threads, %d warm-up + %d timed runs, interleaved; ratio = median / median of %s\n",
               o.kernel.c_str(), o.dense > 0 ? o.dense : default_dense_size(*parse_kernel(o.kernel)),
-              threads, o.warmup, o.repeat, o.impls.front().c_str());
-  std::printf("%-28s %-10s %12s %12s %12s %9s %8s %7s\n", "file", "impl", "median", "min", "max",
+              threads, o.warmup, o.repeat, rows.empty() ? "-" : rows.front().impl.c_str());
+  std::printf("%-28s %-14s %12s %12s %12s %9s %8s %7s\n", "file", "impl", "median", "min", "max",
               "GFLOP/s", "GB/s", "ratio");
   for (const Row& r : rows) {
     std::string f = r.file;
     if (f.size() > 28) f = "..." + f.substr(f.size() - 25);
     if (!r.error.empty()) {
-      std::printf("%-28s %-10s  failed: %s\n", f.c_str(), r.impl.c_str(), r.error.c_str());
+      std::printf("%-28s %-14s  failed: %s\n", f.c_str(), r.impl.c_str(), r.error.c_str());
       continue;
     }
-    std::printf("%-28s %-10s %12s %12s %12s %9.2f %8.2f %7.3f\n", f.c_str(), r.impl.c_str(),
+    std::printf("%-28s %-14s %12s %12s %12s %9.2f %8.2f %7.3f\n", f.c_str(), r.impl.c_str(),
                 format_seconds(r.t.median).c_str(), format_seconds(r.t.min).c_str(),
                 format_seconds(r.t.max).c_str(), r.gflops, r.gbs, r.ratio);
   }
@@ -132,6 +139,9 @@ nlohmann::json row_json(const Row& r) {
 int bench(const Options& o) {
   const KernelKind kind = kernel_from_option(o.kernel);
   for (const std::string& name : o.impls) make_implementation(all_implementations(), name, kind);
+  for (const std::string& s : o.schedules) codegen::schedule_from_string(kind, s);  // parse early
+  if (o.impls.empty() && o.schedules.empty())
+    throw Error("bench needs at least one --impl or --schedule");
   if (!o.save.empty()) check_writable(o.save);
   const int threads = resolve_threads(o.threads);
   std::vector<Row> rows;
@@ -172,8 +182,11 @@ Command make_bench_command() {
             add_kernel_option(sub, o->kernel);
             sub.add_option("--impl", o->impls, "Comma-separated implementations; the first is the "
                                                "reference point of the ratios")
-                ->required()
                 ->delimiter(',');
+            sub.add_option("--schedule", o->schedules,
+                           "A generated kernel to compare (repeatable; text form or shortcut), "
+                           "named gen:<schedule>, after the --impl ones");
+            add_codegen_options(sub, o->generated);
             sub.add_option("FILES", o->files, "Matrix Market or (mttkrp) FROSTT files")->required();
             sub.add_option("--dense", o->dense, "Dense size (default 256 spmm/sddmm, 16 mttkrp)")
                 ->check(CLI::Range(1, 1 << 20));
@@ -190,10 +203,11 @@ Command make_bench_command() {
             sub.footer(
                 "Each implementation is verified against the reference before it is timed; one that\n"
                 "cannot run a file, or computes a wrong result, gets a 'failed' row (exit 1 if wrong).\n\n"
-                "Implementations:\n" + implementations_help() +
+                "Implementations:\n" + implementations_help() + "\n" + schedule_help() +
                 "\nExamples:\n"
                 "  waco-hybrid bench --kernel spmv --impl csr,eigen,rsb,rsb-tuned examples/bcsstk13.mtx.gz\n"
-                "  waco-hybrid bench --kernel spmm --impl csr,eigen --dense 128 --csv a.mtx b.mtx.gz\n");
+                "  waco-hybrid bench --kernel spmm --impl csr,eigen --dense 128 --csv a.mtx b.mtx.gz\n"
+                "  waco-hybrid bench --kernel spmv --impl csr --schedule csr --schedule bcsr4x4 A.mtx\n");
             return [o] { return bench(*o); };
           }};
 }

@@ -9,6 +9,7 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/reference.hpp"
 #include "waco/kernels/timing.hpp"
+#include "waco/codegen/super_schedule.hpp"
 
 namespace waco::cli {
 using namespace waco::kernels;
@@ -18,6 +19,8 @@ namespace {
 struct Options {
   std::string kernel;
   std::string impl;
+  std::string schedule;
+  codegen::GeneratedOptions generated;
   std::string file;
   int dense = 0;
   int threads = 0;
@@ -36,9 +39,17 @@ struct Options {
 
 int run(const Options& o) {
   const KernelKind kind = kernel_from_option(o.kernel);
-  const std::string impl_name =
-      o.impl.empty() ? (needs_tensor(kind) ? "csf" : "csr") : o.impl;
-  std::unique_ptr<Implementation> impl = make_implementation(all_implementations(), impl_name, kind);
+  std::string impl_name = o.impl.empty() ? (needs_tensor(kind) ? "csf" : "csr") : o.impl;
+  std::unique_ptr<Implementation> impl;
+  codegen::GeneratedKernel* generated = nullptr;
+  if (!o.schedule.empty()) {
+    auto g = make_generated(kind, o.schedule, o.generated);
+    generated = g.get();
+    impl_name = "generated";
+    impl = std::move(g);
+  } else {
+    impl = make_implementation(all_implementations(), impl_name, kind);
+  }
   const auto backend = parse_counter_backend(o.counters);
   if (!backend) throw Error("unknown counter backend '" + o.counters + "'", "use auto, likwid, perf or none");
   if (!o.output.empty()) check_writable(o.output);
@@ -88,6 +99,15 @@ int run(const Options& o) {
     nlohmann::json counter_json = nlohmann::json::object();
     for (const auto& [name, value] : counts) counter_json[name] = static_cast<double>(value) / o.repeat;
     const SourceInfo& src = op.source();
+    nlohmann::json gen_json = nullptr;
+    if (generated)
+      gen_json = {{"schedule", codegen::to_text(generated->schedule())},
+                  {"schedule_json", codegen::to_json(generated->schedule())},
+                  {"compile_s", generated->compile_seconds()},
+                  {"cache_hit", generated->cache_hit()},
+                  {"kernel_source", generated->source_path()},
+                  {"stored_values", generated->storage().stored_values()},
+                  {"storage_bytes", generated->storage().bytes()}};
     print_json({{"kernel", o.kernel},
                 {"impl", impl_name},
                 {"file", o.file},
@@ -109,6 +129,7 @@ int run(const Options& o) {
                 {"read_s", src.seconds},
                 {"conversion_s", impl->conversion_seconds()},
                 {"tuning_s", impl->tuning_seconds()},
+                {"generated", gen_json},
                 {"counters", counter_json},
                 {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
                 {"context", context_json(threads, counters->backend())}});
@@ -120,6 +141,11 @@ int run(const Options& o) {
               << "  " << gflops << " GFLOP/s, " << gbs << " GB/s effective\n"
               << "  verified: " << (o.no_verify ? "skipped (--no-verify)" : "yes") ;
     if (!o.no_verify) std::cout << ", max relative error " << v.max_rel_error;
+    if (generated)
+      std::cout << "\n  schedule: " << codegen::to_text(generated->schedule()) << "\n  kernel: "
+                << generated->source_path() << " ("
+                << (generated->cache_hit() ? "cached" : "compiled in " + format_seconds(generated->compile_seconds()))
+                << "), " << generated->storage().stored_values() << " stored values";
     std::cout << "\n  conversion " << format_seconds(impl->conversion_seconds());
     if (impl->tuning_seconds() > 0) std::cout << ", tuning " << format_seconds(impl->tuning_seconds());
     std::cout << "\n";
@@ -137,7 +163,11 @@ Command make_run_command() {
           [](CLI::App& sub) -> std::function<int()> {
             auto o = std::make_shared<Options>();
             add_kernel_option(sub, o->kernel);
-            sub.add_option("--impl", o->impl, "Implementation (default: csr, or csf for mttkrp)");
+            auto* impl = sub.add_option("--impl", o->impl, "Implementation (default: csr, or csf for mttkrp)");
+            sub.add_option("--schedule", o->schedule,
+                           "Generate, compile and run this SuperSchedule (text form or shortcut)")
+                ->excludes(impl);
+            add_codegen_options(sub, o->generated);
             sub.add_option("FILE", o->file, "Matrix Market (.mtx[.gz]) or, for mttkrp, FROSTT (.tns[.gz])")
                 ->required();
             sub.add_option("--dense", o->dense,
@@ -177,11 +207,13 @@ Command make_run_command() {
                 "Every result is verified against a serial double-precision reference before any\n"
                 "time counts. Generated dense operands: entry (i, j) of operand N is\n"
                 "splitmix64(seed ^ fnv1a(N) ^ splitmix64(i * cols + j)) mapped to [-1, 1).\n\n"
-                "Implementations:\n" + implementations_help() +
+                "Implementations:\n" + implementations_help() + "\n" + schedule_help() +
                 "\nExamples:\n"
                 "  waco-hybrid run --kernel spmv --impl csr examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid run --kernel spmm --impl eigen --dense 128 --threads 2 --json examples/bcsstk13.mtx.gz\n"
-                "  waco-hybrid run --kernel sddmm --inputs ops/ --output D.mtx --check A.mtx\n");
+                "  waco-hybrid run --kernel sddmm --inputs ops/ --output D.mtx --check A.mtx\n"
+                "  waco-hybrid run --kernel spmv --schedule bcsr4x4 --json examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid run --kernel spmm --schedule \"order=i,k,j format=UC parallel=i chunk=16\" A.mtx\n");
             return [o] { return run(*o); };
           }};
 }

@@ -27,5 +27,6 @@ Command make_info_command();
 Command make_run_command();
 Command make_bench_command();
 Command make_generate_command();
+Command make_emit_command();
 
 }  // namespace waco::cli

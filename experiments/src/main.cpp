@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       make_run_command(),
       make_bench_command(),
       make_generate_command(),
+      make_emit_command(),
   };
 
   CLI::App app{

@@ -83,13 +83,12 @@ bool is_canonical(const CooTensor& t) {
 
 std::int64_t canonicalize(CooMatrix& a) {
   check_bounds(a);
-  if (!is_canonical(a)) {
-    std::vector<std::int64_t> order = counting_order(a.col, a.cols, identity(a.nnz()));
-    order = counting_order(a.row, a.rows, order);
-    a.row = permuted(a.row, order);
-    a.col = permuted(a.col, order);
-    a.val = permuted(a.val, order);
-  }
+  if (is_canonical(a)) return 0;
+  std::vector<std::int64_t> order = counting_order(a.col, a.cols, identity(a.nnz()));
+  order = counting_order(a.row, a.rows, order);
+  a.row = permuted(a.row, order);
+  a.col = permuted(a.col, order);
+  a.val = permuted(a.val, order);
   // Merge runs of equal coordinates (adjacent after sorting).
   std::size_t out = 0;
   for (std::size_t e = 0; e < a.val.size(); ++e) {

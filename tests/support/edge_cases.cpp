@@ -102,6 +102,8 @@ std::vector<NamedMatrix> edge_case_matrices() {
   out.push_back({"rectangular wide 13x200", random_sparse(13, 200, 0.15, 11)});
   out.push_back({"power-law rows", power_law_rows(150, 130, 1.2, 12)});
   out.push_back({"dense 16x16", random_sparse(16, 16, 1.0, 13)});
+  // Above Eigen's threshold for its OpenMP path (nnz x J > 20000 even for J = 1).
+  out.push_back({"random 400x300 (30k nnz)", random_sparse(400, 300, 0.25, 15)});
   {  // explicit zeros stored as entries
     CooMatrix a = random_sparse(23, 23, 0.2, 14);
     for (std::size_t e = 0; e < a.val.size(); e += 3) a.val[e] = 0.0f;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "waco/kernels/dense.hpp"
+#include "waco/kernels/error.hpp"
 #include "waco/kernels/sparse.hpp"
 
 namespace waco::kernels {
@@ -51,7 +52,8 @@ struct LoadedTensor {
 };
 
 /// Reads a Matrix Market coordinate file (real, integer or pattern; general, symmetric or
-/// skew-symmetric, expanded to both triangles; pattern values are 1.0).
+/// skew-symmetric, expanded to both triangles; pattern values are 1.0). A symmetric file may
+/// store either triangle (some real files store the upper one) but not a mix of both.
 LoadedMatrix read_matrix_market(const std::string& path, const ReadOptions& opts = {});
 
 /// Reads a Matrix Market array file (real or integer, general) into the requested layout.

@@ -1,0 +1,104 @@
+// Compile generated C++ once, cache the shared object on disk, load it with dlopen
+// (ARCHITECTURE.md section 6; issue 4, "Code generation").
+//
+// compile_and_load() turns a self-contained C++ source into a loaded shared library. The library
+// is cached in a directory keyed by a SHA-256 digest (first 128 bits, hex) of the source, the
+// compiler's version line, the flags, a cache format version and, when a flag asks for "native"
+// code, the host CPU's identity, so a compile is paid once per machine and a second call (in this
+// or any later process) only dlopens. The cache directory holds, per kernel:
+//   <key>.cpp  the source (for users to read; it is also what the compiler is given),
+//   <key>.so   the shared object, present only when complete,
+//   <key>.log  the compiler's output, written only when a compile failed.
+// Installing is safe when several processes compile the same kernel at once: each links into a
+// unique temporary (<key>.so.tmp.<pid>.XXXXXX) and rename()s it into place, which is atomic on one
+// filesystem, so nobody ever dlopens a partially written file.
+//
+// The compiler is run without a shell (posix_spawnp with an argv), in its own process group, with
+// its stdout+stderr captured and a timeout that kills the whole group. Any failure (non-zero exit,
+// signal, timeout, compiler not found, unusable cache directory, dlopen/dlsym error) throws
+// waco::kernels::Error with the full command line and the compiler's log.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace waco::codegen {
+
+/// The version of the cache layout and key derivation; bump it to invalidate every cached kernel.
+inline constexpr int kCompilerCacheFormatVersion = 1;
+
+/// How to compile a kernel. Every field takes part in the cache key except cache_dir and
+/// timeout_seconds.
+struct CompilerOptions {
+  /// The C++ compiler, looked up on PATH when it has no '/'.
+  std::string compiler = "c++";
+  /// Flags given to the compiler before "-o <output> <source>"; must produce a shared object.
+  std::vector<std::string> flags = {"-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared",
+                                    "-fPIC"};
+  /// Where compiled kernels live; empty means default_cache_dir(). Created (mkdir -p) on demand.
+  std::string cache_dir;
+  /// Wall-clock limit of one compiler run, in seconds; on expiry the compiler is killed and
+  /// compile_and_load throws.
+  double timeout_seconds = 120.0;
+};
+
+/// The per-user default cache directory: $XDG_CACHE_HOME/waco-hybrid/kernels, else
+/// $HOME/.cache/waco-hybrid/kernels, else /tmp/waco-hybrid-<uid>/kernels (empty variables count
+/// as unset). Only computes the path; nothing is created.
+std::string default_cache_dir();
+
+/// A shared object loaded with dlopen(RTLD_NOW | RTLD_LOCAL), closed on destruction. Hold it in a
+/// shared_ptr for as long as any function pointer taken from it is in use.
+class LoadedLibrary {
+ public:
+  /// Loads `path`. Throws kernels::Error with dlerror()'s message when the loader refuses it.
+  explicit LoadedLibrary(const std::string& path);
+  ~LoadedLibrary();
+  LoadedLibrary(const LoadedLibrary&) = delete;
+  LoadedLibrary& operator=(const LoadedLibrary&) = delete;
+
+  /// The address of the symbol `name` (an extern "C" name). Throws kernels::Error when it is
+  /// missing; never returns null.
+  void* symbol(const std::string& name) const;
+  /// The path the library was loaded from.
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  void* handle_ = nullptr;
+  std::string path_;
+};
+
+/// What compile_and_load did.
+struct CompileResult {
+  std::shared_ptr<LoadedLibrary> library;
+  bool cache_hit = false;        ///< true: <key>.so was present and only loaded
+  double compile_seconds = 0.0;  ///< wall time of the compiler run; 0 on a cache hit
+  double load_seconds = 0.0;     ///< wall time of dlopen
+  std::string key;               ///< the cache key (32 hex digits)
+  std::string library_path;      ///< <cache_dir>/<key>.so
+  std::string source_path;       ///< <cache_dir>/<key>.cpp (absent on a hit from a cache that
+                                 ///< lost it; the .so alone is enough)
+};
+
+/// The cache key of `source` compiled with `opts` (runs `compiler --version` once per compiler
+/// per process). Throws kernels::Error when the compiler cannot be run.
+std::string cache_key(const std::string& source, const CompilerOptions& opts = {});
+
+/// Compiles `source` to a shared object unless the cache already holds it, then loads it.
+/// A cached object that the loader refuses (e.g. a system library it needs changed) is compiled
+/// again once. Throws kernels::Error on any failure: the message of a compiler failure holds the
+/// command line and the first lines of the compiler's output, and the full output is kept in
+/// <key>.log. Thread-safe, and safe across processes sharing the cache directory.
+CompileResult compile_and_load(const std::string& source, const CompilerOptions& opts = {});
+
+/// The first line of `compiler --version`, cached per compiler name for the life of the process.
+/// Throws kernels::Error when the compiler is missing or fails.
+std::string compiler_version(const std::string& compiler);
+
+/// How many times this process ran a compiler to build a kernel (not counting --version queries).
+/// Lets tests prove that a cache hit did not compile.
+std::int64_t compiler_invocations();
+
+}  // namespace waco::codegen

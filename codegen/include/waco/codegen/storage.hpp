@@ -1,0 +1,56 @@
+// Format storage (WACO section 4.1.2; ARCHITECTURE.md section 6): the sparse operand of a Problem
+// laid out in a SuperSchedule's format. Each level is U (a dense interval of `dim` coordinates:
+// child position = parent position * dim + coordinate) or C (pos/crd arrays: the children of
+// parent position p are crd[pos[p] .. pos[p+1])). Coordinates are split parts: x (whole), x1 = x / s,
+// x0 = x % s. A U level under a C level stores explicit zeros (padding); the padding bound refuses,
+// before allocating, formats that would store too much.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/kernels/kernel.hpp"
+
+namespace waco::codegen {
+
+struct Level {
+  LevelFormat format = LevelFormat::U;
+  Loop loop;                          ///< the split variable part this level stores
+  std::int64_t dim = 0;               ///< coordinates of the level: extent, ceil(extent/s) or s
+  std::vector<kernels::index_t> pos;  ///< C only: parent count + 1 entries
+  std::vector<kernels::index_t> crd;  ///< C only: one coordinate per position
+  std::int64_t size = 0;              ///< positions at this level
+};
+
+struct Storage {
+  std::vector<Level> levels;
+  std::vector<float> vals;                     ///< one per leaf position, explicit zeros included
+  std::vector<kernels::index_t> entry_position;  ///< canonical nonzero e -> its leaf position
+  std::int64_t nnz = 0;
+  double build_seconds = 0.0;
+
+  std::int64_t stored_values() const { return static_cast<std::int64_t>(vals.size()); }
+  /// Bytes of the index arrays and values.
+  std::int64_t bytes() const;
+};
+
+struct StorageOptions {
+  /// Refuse formats storing more than max_padding * nnz values (the WACO artifact used 20).
+  double max_padding = 20.0;
+};
+
+/// A built storage, or why the format was refused (then storage is empty).
+struct StorageResult {
+  std::optional<Storage> storage;
+  std::string refused;
+};
+
+/// Builds the sparse operand of `p` in the format of `s` (canonical, valid, for p's kernel).
+/// O(levels * (nnz + level dims)): one counting sort per level and one scan per level.
+StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
+                            const StorageOptions& opts = {});
+
+}  // namespace waco::codegen

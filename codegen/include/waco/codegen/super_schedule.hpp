@@ -1,0 +1,111 @@
+// SuperSchedule (WACO section 4.1.2, ARCHITECTURE.md section 2): a storage format for the sparse
+// operand and a loop schedule, as one value type used by every stage.
+//
+// Every index variable x is split into x1 (outer) and x0 (inner, size s_x, a power of two); a
+// split size of 1 means "not split" and the variable is then a single loop named x. The loop
+// order is a permutation of the loops with x1 before x0. The sparse operand's levels follow the
+// loop order restricted to its variables (iteration is concordant with storage), each level
+// uncompressed (U: a dense interval) or compressed (C: pos/crd). One loop runs in parallel with
+// OpenMP dynamic scheduling (chunk), on `threads` threads (0 = every available core).
+//
+// Text form (one line; the order of the key=value fields is fixed when printed, free when parsed):
+//   split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 threads=2 chunk=32
+// `split` lists only variables with s > 1 and may be omitted; `format` has one U/C letter per level
+// of the sparse operand in level order. Example (CSR SpMV): "order=i,k format=UC parallel=i
+// threads=0 chunk=128".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/codegen/kernel_spec.hpp"
+
+namespace waco::codegen {
+
+enum class LevelFormat : std::uint8_t { U, C };
+
+/// One loop: variable x whole (not split), or its outer part x1, or its inner part x0.
+struct Loop {
+  enum class Part : std::uint8_t { Whole, Outer, Inner };
+  char var = 'i';
+  Part part = Part::Whole;
+
+  /// "i", "i1" or "i0".
+  std::string name() const;
+  bool operator==(const Loop& o) const { return var == o.var && part == o.part; }
+  bool operator!=(const Loop& o) const { return !(*this == o); }
+};
+
+/// The JSON form's schema version (bump on any change of the JSON layout).
+inline constexpr int kScheduleJsonVersion = 1;
+/// Largest split size.
+inline constexpr int kMaxSplit = 1 << 16;
+/// Largest OpenMP chunk size.
+inline constexpr int kMaxChunk = 256;
+
+struct SuperSchedule {
+  kernels::KernelKind kind = kernels::KernelKind::SpMV;
+  std::vector<int> split;             ///< per kernel_spec(kind).vars; 1 = not split
+  std::vector<Loop> order;            ///< every loop once, x1 before x0
+  std::vector<LevelFormat> formats;   ///< per sparse level, in level order
+  Loop parallel;                      ///< the loop run in parallel
+  int threads = 0;                    ///< 0 = every available core
+  int chunk = 1;                      ///< OpenMP dynamic chunk size, 1..kMaxChunk
+
+  bool operator==(const SuperSchedule& o) const;
+  bool operator!=(const SuperSchedule& o) const { return !(*this == o); }
+
+  /// The sparse operand's levels: the loops of `order` over sparse variables, in order.
+  std::vector<Loop> levels() const;
+  /// Split size of variable v (1 when not split).
+  int split_of(char v) const;
+};
+
+/// Reasons a schedule is invalid; empty when valid. Checks: split sizes powers of two in
+/// 1..kMaxSplit, the loop list matches the splits (x alone iff s_x = 1; x1 and x0 otherwise) with
+/// every loop once and x1 before x0, one format per level, the parallel loop is one of the loops,
+/// threads >= 0, chunk a power of two in 1..kMaxChunk.
+std::vector<std::string> validate(const SuperSchedule& s);
+
+/// The canonical form: idempotent. Variables whose split size is 1 become one Whole loop (an
+/// x1/x0 pair of split 1 collapses to x, dropping the x0 level's format), and a parallel loop
+/// that disappeared becomes the merged loop. Precondition: validate() would accept the schedule
+/// up to split-1 pairs.
+SuperSchedule canonicalize(const SuperSchedule& s);
+
+/// Hash consistent with ==.
+std::size_t hash_value(const SuperSchedule& s);
+
+/// The text form (see the file comment). print(parse(t)) == t for printed text.
+std::string to_text(const SuperSchedule& s);
+/// Parses the text form for kernel k; throws kernels::Error naming the offending token and what
+/// was expected. The result is validated (invalid schedules throw with the reasons) and canonical.
+SuperSchedule parse_schedule(kernels::KernelKind k, const std::string& text);
+
+/// {"version": kScheduleJsonVersion, "kernel", "split": {"i": 4, ...}, "order": [...],
+///  "format": "UCUU", "parallel", "threads", "chunk"}.
+nlohmann::json to_json(const SuperSchedule& s);
+/// Inverse of to_json; throws kernels::Error on a wrong version, kernel or content.
+SuperSchedule schedule_from_json(const nlohmann::json& j);
+
+/// Named schedules that stand wherever a schedule is expected: "csr" (the default schedule),
+/// "dcsr", "csc", "bcsrRxC" (R, C powers of two, e.g. bcsr4x4), and "csf" (MTTKRP). Returns
+/// nullopt when `name` is not a shortcut; throws Error when it is one but not for kernel k.
+std::optional<SuperSchedule> schedule_shortcut(kernels::KernelKind k, const std::string& name);
+
+/// A shortcut name or the text form.
+SuperSchedule schedule_from_string(kernels::KernelKind k, const std::string& text);
+
+}  // namespace waco::codegen
+
+template <>
+struct std::hash<waco::codegen::SuperSchedule> {
+  std::size_t operator()(const waco::codegen::SuperSchedule& s) const {
+    return waco::codegen::hash_value(s);
+  }
+};

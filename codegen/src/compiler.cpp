@@ -1,0 +1,632 @@
+// Compile once, cache on disk, load with dlopen (see compiler.hpp for the cache layout and the
+// guarantees). Implementation notes:
+// - The key is SHA-256 (FIPS 180-4, implemented below: ~50 lines, no dependency) over a
+//   length-prefixed record of everything that changes the produced code; 128 bits are kept.
+// - The compiler runs via posix_spawnp (no shell, so no quoting problems or injection), in a new
+//   process group so that a timeout can SIGKILL the driver together with cc1plus/as/ld. Its output
+//   is read through a pipe with poll(), which also implements the timeout.
+// - Installation: source and object are written to mkstemp names in the cache directory and
+//   rename()d into place; rename is atomic within a filesystem, so readers see either no file or a
+//   complete one. Two processes racing on one key both compile and the last rename wins; the
+//   contents are equivalent and a process that already dlopened the earlier inode keeps it mapped.
+#include "waco/codegen/compiler.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "waco/kernels/error.hpp"
+
+extern char** environ;
+
+namespace waco::codegen {
+
+using kernels::Error;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// SHA-256 (FIPS 180-4).
+
+class Sha256 {
+ public:
+  void update(const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    total_ += n;
+    while (n > 0) {
+      const std::size_t take = std::min(n, std::size_t{64} - fill_);
+      std::memcpy(block_.data() + fill_, p, take);
+      fill_ += take;
+      p += take;
+      n -= take;
+      if (fill_ == 64) {
+        compress();
+        fill_ = 0;
+      }
+    }
+  }
+  void update(const std::string& s) { update(s.data(), s.size()); }
+
+  std::array<unsigned char, 32> finish() {
+    const std::uint64_t bits = total_ * 8;
+    const unsigned char pad = 0x80;
+    update(&pad, 1);
+    const unsigned char zero = 0;
+    while (fill_ != 56) update(&zero, 1);
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(bits >> (56 - 8 * i));
+    update(len, 8);
+    std::array<unsigned char, 32> out{};
+    for (int i = 0; i < 8; ++i)
+      for (int b = 0; b < 4; ++b) out[4 * i + b] = static_cast<unsigned char>(h_[i] >> (24 - 8 * b));
+    return out;
+  }
+
+ private:
+  static std::uint32_t rotr(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+  void compress() {
+    static constexpr std::uint32_t k[64] = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2};
+    std::uint32_t w[64];
+    for (int i = 0; i < 16; ++i)
+      w[i] = (std::uint32_t{block_[4 * i]} << 24) | (std::uint32_t{block_[4 * i + 1]} << 16) |
+             (std::uint32_t{block_[4 * i + 2]} << 8) | std::uint32_t{block_[4 * i + 3]};
+    for (int i = 16; i < 64; ++i) {
+      const std::uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+      const std::uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    std::uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6],
+                  h = h_[7];
+    for (int i = 0; i < 64; ++i) {
+      const std::uint32_t t1 =
+          h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
+      const std::uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+      h = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    h_[0] += a, h_[1] += b, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
+  }
+
+  std::array<std::uint32_t, 8> h_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  std::array<unsigned char, 64> block_{};
+  std::size_t fill_ = 0;
+  std::uint64_t total_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers.
+
+std::atomic<std::int64_t> g_compiler_invocations{0};
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty() || dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/// A shell-readable rendering of argv (for messages only; nothing is ever run through a shell).
+std::string command_line(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                         "0123456789_./=+:,@%^-") == std::string::npos;
+    if (plain) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) out += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
+}
+
+/// The first `max_lines` lines of a log, each cut at 400 characters, with a note of what was left.
+std::string trim_log(const std::string& log, std::size_t max_lines = 40) {
+  std::istringstream in(log);
+  std::string line, out;
+  std::size_t n = 0, total = 0;
+  while (std::getline(in, line)) {
+    ++total;
+    if (n >= max_lines) continue;
+    if (line.size() > 400) line = line.substr(0, 400) + " [...]";
+    out += "  | " + line + "\n";
+    ++n;
+  }
+  if (total == 0) return "  (the compiler printed nothing)\n";
+  if (total > n) out += "  | ... (" + std::to_string(total - n) + " more lines)\n";
+  return out;
+}
+
+/// Removes a file on destruction unless released (temporaries of a failed install).
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
+  ~TempFileGuard() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+  void release() { path_.clear(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// Creates a unique file "<prefix>XXXXXX" (mkstemp) and returns its open descriptor and name.
+int make_temp(const std::string& prefix, std::string& name) {
+  std::string templ = prefix + "XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  const int fd = ::mkostemp(buf.data(), O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error("cannot create a temporary file '" + templ + "' in the kernel cache: " +
+                    errno_text(err),
+                "make the cache directory writable or choose another one (CompilerOptions::"
+                "cache_dir / --cache-dir)");
+  }
+  name.assign(buf.data());
+  return fd;
+}
+
+/// Writes `content` to `final_path` atomically: a temporary in the same directory, then rename.
+void write_file_atomically(const std::string& final_path, const std::string& content, mode_t mode) {
+  std::string tmp;
+  const int fd = make_temp(final_path + ".tmp." + std::to_string(::getpid()) + ".", tmp);
+  TempFileGuard guard(tmp);
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t w = ::write(fd, content.data() + done, content.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = errno;
+      ::close(fd);
+      throw Error("cannot write '" + tmp + "': " + errno_text(err), "check free space in the cache");
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  ::fchmod(fd, mode);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    throw Error("cannot write '" + tmp + "': " + errno_text(err), "check free space in the cache");
+  }
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const int err = errno;
+    throw Error("cannot install '" + final_path + "': " + errno_text(err),
+                "make the cache directory writable or choose another one");
+  }
+  guard.release();
+}
+
+/// mkdir -p with an error naming the component that failed.
+void make_directories(const std::string& dir) {
+  const std::string hint =
+      "choose another kernel cache directory (CompilerOptions::cache_dir / --cache-dir) or "
+      "remove what is in the way";
+  if (dir.empty()) throw Error("the kernel cache directory is an empty path", hint);
+  std::size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    const std::string prefix = dir.substr(0, pos);
+    if (prefix.empty() || prefix == "/") continue;
+    if (::mkdir(prefix.c_str(), 0755) == 0) continue;
+    const int err = errno;
+    struct stat st {};
+    if (::stat(prefix.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) continue;
+      throw Error("cannot create the kernel cache directory '" + dir + "': '" + prefix +
+                      "' exists and is not a directory",
+                  hint);
+    }
+    throw Error("cannot create the kernel cache directory '" + dir + "': mkdir '" + prefix +
+                    "': " + errno_text(err),
+                hint);
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    throw Error("the kernel cache directory '" + dir + "' is not writable: " + errno_text(err),
+                hint);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a process without a shell.
+
+struct ProcessResult {
+  int spawn_error = 0;  ///< errno of posix_spawnp; 0 when the process started
+  bool timed_out = false;
+  int status = 0;  ///< waitpid status
+  std::string output;
+};
+
+/// Runs argv[0] (PATH lookup) with stdin from /dev/null and stdout+stderr captured, in its own
+/// process group; kills the group after `timeout_seconds`. Output beyond 4 MiB is discarded.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds) {
+  WACO_ASSERT(!argv.empty(), "run_process needs a program");
+  constexpr std::size_t kMaxOutput = std::size_t{4} << 20;
+  ProcessResult result;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    const int err = errno;
+    throw Error("cannot create a pipe to run '" + argv[0] + "': " + errno_text(err),
+                "the process may be out of file descriptors");
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    result.spawn_error = rc;
+    return result;
+  }
+
+  using Clock = std::chrono::steady_clock;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(timeout_seconds > 0 ? timeout_seconds : 0));
+  auto remaining_ms = [&]() -> int {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return left.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(left.count(), 1 << 30));
+  };
+  char buf[65536];
+  for (;;) {
+    const int wait_ms = remaining_ms();
+    if (wait_ms == 0) {
+      result.timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int pr = ::poll(&p, 1, wait_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) {
+      result.timed_out = true;
+      break;
+    }
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: every writer (driver and its children) has closed the pipe
+    if (result.output.size() < kMaxOutput)
+      result.output.append(buf, std::min<std::size_t>(static_cast<std::size_t>(n),
+                                                       kMaxOutput - result.output.size()));
+  }
+  ::close(fds[0]);
+
+  // The pipe is closed, or time is up; reap the process (waiting for the rest of the deadline).
+  for (;;) {
+    if (result.timed_out) ::kill(-pid, SIGKILL);
+    const pid_t w = ::waitpid(pid, &result.status, result.timed_out ? 0 : WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      const int err = errno;
+      throw Error("cannot wait for '" + argv[0] + "': " + errno_text(err),
+                  "is SIGCHLD ignored by the host program?");
+    }
+    if (remaining_ms() == 0) {
+      result.timed_out = true;
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return result;
+}
+
+/// "exited with status 1", "was killed by signal 11 (Segmentation fault)", "timed out ...".
+std::string describe_outcome(const ProcessResult& r, double timeout_seconds) {
+  if (r.timed_out) {
+    std::ostringstream s;
+    s << "timed out after " << timeout_seconds << " s and was killed";
+    return s.str();
+  }
+  if (WIFEXITED(r.status)) return "exited with status " + std::to_string(WEXITSTATUS(r.status));
+  if (WIFSIGNALED(r.status))
+    return "was killed by signal " + std::to_string(WTERMSIG(r.status)) + " (" +
+           ::strsignal(WTERMSIG(r.status)) + ")";
+  return "ended with wait status " + std::to_string(r.status);
+}
+
+bool succeeded(const ProcessResult& r) {
+  return r.spawn_error == 0 && !r.timed_out && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
+}
+
+std::string compiler_hint() {
+  return "install a C++ compiler or choose another one (CompilerOptions::compiler / --compiler)";
+}
+
+[[noreturn]] void throw_spawn_error(const std::string& compiler, int err,
+                                    const std::vector<std::string>& argv) {
+  if (err == ENOENT)
+    throw Error("C++ compiler '" + compiler + "' not found" +
+                    (compiler.find('/') == std::string::npos ? " on PATH" : "") +
+                    " (command: " + command_line(argv) + ")",
+                compiler_hint());
+  throw Error("cannot run C++ compiler '" + compiler + "': " + errno_text(err) +
+                  " (command: " + command_line(argv) + ")",
+              compiler_hint());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache key.
+
+/// When the flags ask for host-specific code (-march=native and friends), the same flags mean
+/// different code on another CPU; a cache shared across machines (e.g. an NFS home) must not hand
+/// one machine's object to another. The CPU model and feature flags from /proc/cpuinfo (or
+/// uname's machine when that is absent) identify the host.
+const std::string& host_identity() {
+  static const std::string identity = [] {
+    std::string model, flags;
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line) && (model.empty() || flags.empty())) {
+      if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+      if (flags.empty() && (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0))
+        flags = line;
+    }
+    utsname u{};
+    std::string machine = ::uname(&u) == 0 ? u.machine : "unknown";
+    return machine + "\n" + model + "\n" + flags;
+  }();
+  return identity;
+}
+
+void hash_field(Sha256& h, const std::string& name, const std::string& value) {
+  h.update(name + " " + std::to_string(value.size()) + "\n");
+  h.update(value);
+  h.update("\n", 1);
+}
+
+std::string resolve_cache_dir(const CompilerOptions& opts) {
+  return opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir;
+}
+
+/// The /tmp fallback is a shared directory: make sure its per-user top is ours and not a link.
+void check_tmp_fallback(const std::string& dir) {
+  const std::string top = "/tmp/waco-hybrid-" + std::to_string(::getuid());
+  if (dir.rfind(top + "/", 0) != 0) return;
+  struct stat st {};
+  if (::lstat(top.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
+    throw Error("the kernel cache directory '" + top +
+                    "' is not a directory owned by this user (or is a symbolic link)",
+                "set XDG_CACHE_HOME or HOME, or choose a cache directory (--cache-dir)");
+}
+
+std::shared_ptr<LoadedLibrary> load(const std::string& path, double& seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto lib = std::make_shared<LoadedLibrary>(path);
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return lib;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Public API.
+
+std::string default_cache_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return join_path(xdg, "waco-hybrid/kernels");
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return join_path(home, ".cache/waco-hybrid/kernels");
+  return "/tmp/waco-hybrid-" + std::to_string(::getuid()) + "/kernels";
+}
+
+LoadedLibrary::LoadedLibrary(const std::string& path) : path_(path) {
+  ::dlerror();
+  // RTLD_NODELETE: a kernel library stays mapped after the last dlclose. Unmapping a library whose
+  // code ran in an OpenMP parallel region crashed libgomp's pooled worker threads intermittently
+  // (SIGSEGV in unmapped code, about 8 runs in 10 of a loop of prepare/run/destroy); kernels are
+  // small, so keeping them mapped for the life of the process costs little.
+  handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (handle_ == nullptr) {
+    const char* msg = ::dlerror();
+    throw Error("cannot load compiled kernel '" + path + "': " + (msg ? msg : "unknown dlopen error"),
+                "delete the file to have it compiled again");
+  }
+}
+
+LoadedLibrary::~LoadedLibrary() {
+  if (handle_ != nullptr) ::dlclose(handle_);
+}
+
+void* LoadedLibrary::symbol(const std::string& name) const {
+  ::dlerror();
+  void* sym = ::dlsym(handle_, name.c_str());
+  const char* msg = ::dlerror();
+  if (msg != nullptr || sym == nullptr)
+    throw Error("compiled kernel '" + path_ + "' has no symbol '" + name + "'" +
+                    (msg ? std::string(": ") + msg : std::string()),
+                "the generated source must define it as extern \"C\"");
+  return sym;
+}
+
+std::string compiler_version(const std::string& compiler) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(compiler); it != cache.end()) return it->second;
+
+  if (compiler.empty()) throw Error("the C++ compiler name is empty", compiler_hint());
+  const std::vector<std::string> argv = {compiler, "--version"};
+  constexpr double kVersionTimeout = 30.0;
+  const ProcessResult r = run_process(argv, kVersionTimeout);
+  if (r.spawn_error != 0) throw_spawn_error(compiler, r.spawn_error, argv);
+  if (!succeeded(r))
+    throw Error("`" + command_line(argv) + "` " + describe_outcome(r, kVersionTimeout) +
+                    "; its output:\n" + trim_log(r.output),
+                compiler_hint());
+  std::string line = r.output.substr(0, r.output.find('\n'));
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+  if (line.empty())
+    throw Error("`" + command_line(argv) + "` printed no version line", compiler_hint());
+  cache.emplace(compiler, line);
+  return line;
+}
+
+std::int64_t compiler_invocations() { return g_compiler_invocations.load(); }
+
+std::string cache_key(const std::string& source, const CompilerOptions& opts) {
+  Sha256 h;
+  hash_field(h, "format", "waco-hybrid kernel cache v" + std::to_string(kCompilerCacheFormatVersion));
+  hash_field(h, "compiler", compiler_version(opts.compiler));
+  bool native = false;
+  h.update("flags " + std::to_string(opts.flags.size()) + "\n");
+  for (const std::string& f : opts.flags) {
+    hash_field(h, "flag", f);
+    native = native || f.find("native") != std::string::npos;
+  }
+  if (native) hash_field(h, "host", host_identity());
+  hash_field(h, "source", source);
+  const auto digest = h.finish();
+  static const char* hex = "0123456789abcdef";
+  std::string key;
+  for (int i = 0; i < 16; ++i) {  // 128 bits
+    key += hex[digest[i] >> 4];
+    key += hex[digest[i] & 15];
+  }
+  return key;
+}
+
+CompileResult compile_and_load(const std::string& source, const CompilerOptions& opts) {
+  CompileResult result;
+  const std::string dir = resolve_cache_dir(opts);
+  result.key = cache_key(source, opts);
+  result.library_path = join_path(dir, result.key + ".so");
+  result.source_path = join_path(dir, result.key + ".cpp");
+
+  // Cache hit: the object is only ever present complete (it is renamed into place).
+  if (is_regular_file(result.library_path)) {
+    check_tmp_fallback(dir);
+    try {
+      result.library = load(result.library_path, result.load_seconds);
+      result.cache_hit = true;
+      return result;
+    } catch (const Error&) {
+      // A cached object the loader refuses (say, a library it links was upgraded or the file was
+      // damaged outside our control) is rebuilt below; if the rebuilt one fails too, that error
+      // is thrown.
+    }
+  }
+
+  make_directories(dir);
+  check_tmp_fallback(dir);
+  write_file_atomically(result.source_path, source, 0644);
+
+  std::string tmp_so;
+  const int fd = make_temp(result.library_path + ".tmp." + std::to_string(::getpid()) + ".", tmp_so);
+  ::close(fd);
+  TempFileGuard guard(tmp_so);
+
+  std::vector<std::string> argv;
+  argv.push_back(opts.compiler);
+  argv.insert(argv.end(), opts.flags.begin(), opts.flags.end());
+  argv.push_back("-o");
+  argv.push_back(tmp_so);
+  argv.push_back(result.source_path);
+
+  ++g_compiler_invocations;
+  const auto t0 = std::chrono::steady_clock::now();
+  const ProcessResult r = run_process(argv, opts.timeout_seconds);
+  result.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (r.spawn_error != 0) throw_spawn_error(opts.compiler, r.spawn_error, argv);
+  if (!succeeded(r)) {
+    const std::string log_path = join_path(dir, result.key + ".log");
+    std::string log_note = "the full log is " + log_path;
+    try {
+      write_file_atomically(log_path, "$ " + command_line(argv) + "\n" + r.output, 0644);
+    } catch (const Error& e) {
+      log_note = std::string("the log could not be saved: ") + e.what();
+    }
+    throw Error("compiling a kernel failed: `" + command_line(argv) + "` " +
+                    describe_outcome(r, opts.timeout_seconds) + "; compiler output:\n" +
+                    trim_log(r.output) + "(" + log_note + ")",
+                r.timed_out ? "raise the compile timeout or simplify the kernel"
+                            : "the generated source is " + result.source_path);
+  }
+  // mkstemp made the file 0600 and the linker may keep that; a cache shared by a group must be
+  // readable. Failing to widen it is harmless for this user, so the result is not checked.
+  (void)::chmod(tmp_so.c_str(), 0755);
+  if (::rename(tmp_so.c_str(), result.library_path.c_str()) != 0) {
+    const int err = errno;
+    throw Error("cannot install compiled kernel '" + result.library_path + "': " + errno_text(err),
+                "make the cache directory writable or choose another one");
+  }
+  guard.release();
+  ::unlink(join_path(dir, result.key + ".log").c_str());  // a stale log of an earlier failure
+  result.library = load(result.library_path, result.load_seconds);
+  return result;
+}
+
+}  // namespace waco::codegen

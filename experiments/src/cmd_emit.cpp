@@ -1,0 +1,66 @@
+// waco-hybrid emit: the generated C++ source of a SuperSchedule, to read or to take into one's
+// own code (the function waco_kernel and its argument block WacoArgs are self-contained).
+#include <iostream>
+#include <memory>
+
+#include "cli_common.hpp"
+#include "command.hpp"
+#include "waco/codegen/emitter.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/kernels/error.hpp"
+
+namespace waco::cli {
+using namespace waco::kernels;
+
+namespace {
+
+struct Options {
+  std::string kernel;
+  std::string schedule;
+  std::string output;
+  bool json = false;
+};
+
+int emit(const Options& o) {
+  const KernelKind kind = kernel_from_option(o.kernel);
+  const codegen::SuperSchedule s = codegen::schedule_from_string(kind, o.schedule);
+  const std::string source = codegen::emit_kernel_source(s);
+  if (o.json) {
+    print_json({{"kernel", o.kernel},
+                {"schedule", codegen::to_text(s)},
+                {"schedule_json", codegen::to_json(s)},
+                {"race_free_parallel_loop", codegen::parallel_loop_is_race_free(s)},
+                {"source", source}});
+  } else if (o.output.empty()) {
+    std::cout << source;
+  }
+  if (!o.output.empty()) {
+    write_text_file(o.output, source);
+    std::cerr << "wrote " << o.output << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command make_emit_command() {
+  return {"emit", "Print the generated C++ source of a SuperSchedule",
+          [](CLI::App& sub) -> std::function<int()> {
+            auto o = std::make_shared<Options>();
+            add_kernel_option(sub, o->kernel);
+            sub.add_option("--schedule", o->schedule, "SuperSchedule text form or shortcut")->required();
+            sub.add_option("--output,-o", o->output, "Write the source to FILE instead of stdout");
+            sub.add_flag("--json", o->json, "Print JSON with the canonical schedule and the source");
+            sub.footer(
+                schedule_help() +
+                "\nThe source defines struct WacoArgs and extern \"C\" void waco_kernel(const WacoArgs*);\n"
+                "compile it with -O3 -fopenmp. Level l of the sparse operand is pos[l]/crd[l] (C) or\n"
+                "level_dim[l] (U); vals its values; in[] the dense inputs; out the output.\n\n"
+                "Examples:\n"
+                "  waco-hybrid emit --kernel spmv --schedule csr\n"
+                "  waco-hybrid emit --kernel spmm --schedule bcsr4x4 -o spmm_bcsr4x4.cpp\n");
+            return [o] { return emit(*o); };
+          }};
+}
+
+}  // namespace waco::cli

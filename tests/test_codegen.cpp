@@ -1,0 +1,194 @@
+// Unit "codegen": format storage and generated kernels against the reference kernels.
+// The property test draws random valid SuperSchedules per kernel (seeded: all level formats, splits
+// that do and do not divide the dimensions, every loop order, any parallel loop, 1 and 2 threads)
+// and checks each generated kernel on small generated operands. WACO_CODEGEN_CASES overrides the
+// number of schedules per kernel (default 300).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <future>
+#include <set>
+
+#include "support/edge_cases.hpp"
+#include "support/test_paths.hpp"
+#include "waco/codegen/emitter.hpp"
+#include "waco/codegen/generated_kernel.hpp"
+#include "waco/codegen/storage.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/reference.hpp"
+
+using namespace waco::codegen;
+using namespace waco::kernels;
+
+namespace {
+
+GeneratedOptions test_options() {
+  GeneratedOptions o;
+  // Shared across test runs of one build tree so that reruns hit the cache.
+  o.compiler.cache_dir = std::string(WACO_BINARY_DIR) + "/test-kernel-cache";
+  return o;
+}
+
+struct Rng {
+  std::uint64_t state;
+  std::uint64_t next() { return state = splitmix64(state); }
+  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
+};
+
+/// A random valid schedule for kernel k whose split sizes are at most 2^max_log2.
+SuperSchedule random_schedule(KernelKind k, Rng& rng, int max_log2) {
+  const KernelSpec& spec = kernel_spec(k);
+  SuperSchedule s;
+  s.kind = k;
+  for (char v : spec.vars) {
+    const int s_v = 1 << rng.below(max_log2 + 1);
+    s.split.push_back(s_v);
+    if (s_v == 1) {
+      s.order.push_back({v, Loop::Part::Whole});
+    } else {
+      s.order.push_back({v, Loop::Part::Outer});
+      s.order.push_back({v, Loop::Part::Inner});
+    }
+  }
+  for (std::size_t i = s.order.size(); i > 1; --i)
+    std::swap(s.order[i - 1], s.order[rng.below(static_cast<int>(i))]);
+  for (std::size_t a = 0; a < s.order.size(); ++a)  // x1 before x0
+    for (std::size_t b = a + 1; b < s.order.size(); ++b)
+      if (s.order[a].var == s.order[b].var && s.order[a].part == Loop::Part::Inner)
+        std::swap(s.order[a], s.order[b]);
+  for (std::size_t l = 0; l < s.levels().size(); ++l)
+    s.formats.push_back(rng.below(2) ? LevelFormat::C : LevelFormat::U);
+  s.parallel = s.order[rng.below(static_cast<int>(s.order.size()))];
+  s.threads = 1 + rng.below(2);
+  s.chunk = 1 << rng.below(9);
+  return s;
+}
+
+struct Operands {
+  std::string name;
+  CooMatrix A;
+  CooTensor T;
+};
+
+std::vector<Operands> operands_for(KernelKind k) {
+  std::vector<Operands> out;
+  if (needs_tensor(k)) {
+    for (auto& [name, t] : waco::test::edge_case_tensors()) out.push_back({name, {}, t});
+  } else {
+    for (auto& [name, a] : waco::test::edge_case_matrices()) out.push_back({name, a, {}});
+  }
+  return out;
+}
+
+/// Runs schedule s on operand op with dense size n; returns "" when correct or refused
+/// (refused is counted), else the failure.
+std::string check(const SuperSchedule& s, const Operands& op, int dense, int& refused) {
+  const CooMatrix* A = needs_tensor(s.kind) ? nullptr : &op.A;
+  const CooTensor* T = needs_tensor(s.kind) ? &op.T : nullptr;
+  const DenseOperands d = make_dense_operands(s.kind, A, T, dense, 3);
+  const Problem p = make_problem(s.kind, A, T, d);
+  GeneratedKernel g(s, test_options());
+  try {
+    g.prepare(p, 2);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("format refused") != std::string::npos) {
+      ++refused;
+      return "";
+    }
+    return std::string("prepare failed: ") + e.what();
+  }
+  const Reference ref = compute_reference(p);
+  for (int rep = 0; rep < 2; ++rep) {
+    g.run();
+    const Verification v = verify(g.output().data(), static_cast<std::int64_t>(g.output().size()), ref);
+    if (!v.ok) return "run " + std::to_string(rep) + ": " + v.message;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("codegen: storage of CSR is CSR and of BCSR pads blocks with zeros") {
+  const CooMatrix A = waco::test::from_triplets(5, 6, {0, 0, 2, 4}, {1, 5, 2, 0}, {1, 2, 3, 4});
+  const DenseOperands d = make_dense_operands(KernelKind::SpMV, &A, nullptr, 1, 1);
+  const Problem p = make_problem(KernelKind::SpMV, &A, nullptr, d);
+  StorageResult r = build_storage(*schedule_shortcut(KernelKind::SpMV, "csr"), p);
+  REQUIRE(r.storage);
+  const CsrMatrix csr = to_csr(A);
+  CHECK(r.storage->levels[1].pos == csr.rowptr);
+  CHECK(r.storage->levels[1].crd == csr.colidx);
+  CHECK(r.storage->vals == csr.val);
+
+  r = build_storage(*schedule_shortcut(KernelKind::SpMV, "bcsr2x2"), p);
+  REQUIRE(r.storage);
+  // blocks (i1, k1): (0,0) (0,2) (1,1) (2,0): 4 blocks of 4 values
+  CHECK(r.storage->stored_values() == 16);
+  CHECK(r.storage->levels[1].crd == std::vector<index_t>{0, 2, 1, 0});
+  float sum = 0;
+  for (float v : r.storage->vals) sum += v;
+  CHECK(sum == 10.0f);
+  for (std::int64_t e = 0; e < A.nnz(); ++e) CHECK(r.storage->vals[r.storage->entry_position[e]] == A.val[e]);
+}
+
+TEST_CASE("codegen: the padding bound refuses with a reason before allocating") {
+  const CooMatrix A = waco::test::from_triplets(1000, 1000, {0, 999}, {0, 999}, {1, 1});
+  const DenseOperands d = make_dense_operands(KernelKind::SpMV, &A, nullptr, 1, 1);
+  const Problem p = make_problem(KernelKind::SpMV, &A, nullptr, d);
+  const StorageResult r =
+      build_storage(parse_schedule(KernelKind::SpMV, "order=i,k format=UU parallel=i"), p);
+  CHECK_FALSE(r.storage);
+  CHECK(r.refused.find("padding bound of 20") != std::string::npos);
+  StorageOptions loose;
+  loose.max_padding = 1e6;
+  CHECK(build_storage(parse_schedule(KernelKind::SpMV, "order=i,k format=UU parallel=i"), p, loose).storage);
+}
+
+TEST_CASE("codegen: named shortcuts equal the reference on every edge case") {
+  const std::vector<std::pair<KernelKind, std::vector<std::string>>> shortcuts = {
+      {KernelKind::SpMV, {"csr", "dcsr", "csc", "bcsr4x4", "bcsr2x8"}},
+      {KernelKind::SpMM, {"csr", "dcsr", "csc", "bcsr4x4"}},
+      {KernelKind::SDDMM, {"csr", "dcsr", "csc", "bcsr4x4"}},
+      {KernelKind::MTTKRP, {"csf"}}};
+  for (const auto& [k, names] : shortcuts)
+    for (const std::string& name : names)
+      for (const Operands& op : operands_for(k)) {
+        int refused = 0;
+        INFO(kernel_name(k) << " " << name << " on " << op.name);
+        CHECK(check(*schedule_shortcut(k, name), op, 13, refused) == "");
+      }
+}
+
+TEST_CASE("codegen: random schedules equal the reference (property test)") {
+  const char* env = std::getenv("WACO_CODEGEN_CASES");
+  const int cases = env ? std::atoi(env) : 300;
+  for (KernelKind k : kAllKernels) {
+    Rng rng{0x5EED0000ull + static_cast<std::uint64_t>(k)};
+    const std::vector<Operands> ops = operands_for(k);
+    std::vector<SuperSchedule> schedules;
+    std::set<std::string> seen;
+    while (static_cast<int>(schedules.size()) < cases) {
+      SuperSchedule s = canonicalize(random_schedule(k, rng, 4));
+      if (seen.insert(to_text(s)).second) schedules.push_back(s);
+    }
+    // Compile everything first, two compilers at a time (the cache makes the runs below hits).
+    std::vector<std::future<void>> jobs;
+    for (int w = 0; w < 2; ++w)
+      jobs.push_back(std::async(std::launch::async, [&, w] {
+        for (std::size_t i = w; i < schedules.size(); i += 2)
+          compile_and_load(emit_kernel_source(schedules[i]), test_options().compiler);
+      }));
+    for (auto& j : jobs) j.get();
+    int refused = 0, ran = 0;
+    for (std::size_t i = 0; i < schedules.size(); ++i) {
+      const Operands& op = ops[i % ops.size()];
+      const int dense = 1 + static_cast<int>(i % 17);
+      INFO(kernel_name(k) << " schedule '" << to_text(schedules[i]) << "' on " << op.name
+                          << ", dense " << dense);
+      const int before = refused;
+      CHECK(check(schedules[i], op, dense, refused) == "");
+      ran += refused == before;
+    }
+    INFO(kernel_name(k) << ": " << ran << " ran, " << refused << " refused by the padding bound");
+    CHECK(ran >= cases / 2);
+  }
+}

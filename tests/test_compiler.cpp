@@ -1,0 +1,319 @@
+// Unit "compiler": compile once, cache on disk, load with dlopen (codegen/compiler.hpp).
+// Every test uses its own cache directory under the build tree's scratch area, and small sources
+// so that each compile takes well under a second.
+#include <catch2/catch.hpp>
+
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/test_paths.hpp"
+#include "waco/codegen/compiler.hpp"
+#include "waco/kernels/error.hpp"
+
+namespace fs = std::filesystem;
+using waco::codegen::compile_and_load;
+using waco::codegen::CompilerOptions;
+using waco::codegen::compiler_invocations;
+using waco::kernels::Error;
+
+namespace {
+
+using IntFn = int (*)(int);
+
+const std::string kSource = R"(// test kernel
+extern "C" int f(int x) { return 2 * x + 1; }
+)";
+
+CompilerOptions options_in(const std::string& dir) {
+  CompilerOptions opts;
+  opts.cache_dir = dir;
+  return opts;
+}
+
+int call_f(const waco::codegen::CompileResult& r, int x) {
+  return reinterpret_cast<IntFn>(r.library->symbol("f"))(x);
+}
+
+/// File names in `dir` (not paths), sorted.
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+int count_with(const std::vector<std::string>& names, const std::string& part) {
+  int n = 0;
+  for (const auto& s : names) n += s.find(part) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return std::string(e.what()) + "\nhint: " + e.hint();
+  }
+  FAIL("expected a waco::kernels::Error");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("compiler: compiles, loads and calls, and a second compile is a cache hit") {
+  const std::string dir = waco::test::scratch_dir("compiler-basic") + "/cache/nested";
+  const CompilerOptions opts = options_in(dir);  // also proves mkdir -p of two missing levels
+
+  const std::int64_t before = compiler_invocations();
+  const auto first = compile_and_load(kSource, opts);
+  CHECK(compiler_invocations() == before + 1);
+  CHECK_FALSE(first.cache_hit);
+  CHECK(first.compile_seconds > 0.0);
+  CHECK(first.key.size() == 32);
+  CHECK(first.library_path == dir + "/" + first.key + ".so");
+  CHECK(first.source_path == dir + "/" + first.key + ".cpp");
+  CHECK(call_f(first, 20) == 41);
+  {
+    std::ifstream in(first.source_path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text == kSource);
+  }
+  CHECK(listing(dir) == std::vector<std::string>{first.key + ".cpp", first.key + ".so"});
+
+  const auto second = compile_and_load(kSource, opts);
+  CHECK(compiler_invocations() == before + 1);  // no compiler run
+  CHECK(second.cache_hit);
+  CHECK(second.compile_seconds == 0.0);
+  CHECK(second.key == first.key);
+  CHECK(second.library_path == first.library_path);
+  CHECK(call_f(second, 20) == 41);
+  CHECK(call_f(second, -3) == call_f(first, -3));
+
+
+  // A missing symbol is an Error naming it and the library.
+  const std::string msg = message_of([&] { second.library->symbol("no_such_function"); });
+  CHECK_THAT(msg, Catch::Contains("no_such_function"));
+  CHECK_THAT(msg, Catch::Contains(first.library_path));
+}
+
+TEST_CASE("compiler: the library outlives the CompileResult that loaded it") {
+  const CompilerOptions opts = options_in(waco::test::scratch_dir("compiler-lifetime"));
+  std::shared_ptr<waco::codegen::LoadedLibrary> keep;
+  {
+    const auto r = compile_and_load(kSource, opts);
+    keep = r.library;
+  }
+  CHECK(keep.use_count() == 1);
+  CHECK(reinterpret_cast<IntFn>(keep->symbol("f"))(5) == 11);
+}
+
+TEST_CASE("compiler: the key depends on source, flags and compiler, and on nothing else") {
+  const std::string dir = waco::test::scratch_dir("compiler-key");
+  CompilerOptions a = options_in(dir);
+  CompilerOptions b = options_in(dir + "/elsewhere");  // cache_dir is not part of the key
+  b.timeout_seconds = 5;                                // nor is the timeout
+  CHECK(waco::codegen::cache_key(kSource, a) == waco::codegen::cache_key(kSource, b));
+  CHECK(waco::codegen::cache_key(kSource + " ", a) != waco::codegen::cache_key(kSource, a));
+  b.flags = {"-O2", "-std=c++17", "-shared", "-fPIC"};
+  CHECK(waco::codegen::cache_key(kSource, b) != waco::codegen::cache_key(kSource, a));
+  // Flag boundaries matter: {"-O3 -g"} is not {"-O3", "-g"}.
+  CompilerOptions c = a, d = a;
+  c.flags = {"-O3", "-g"};
+  d.flags = {"-O3 -g"};
+  CHECK(waco::codegen::cache_key(kSource, c) != waco::codegen::cache_key(kSource, d));
+
+  // A compile with another flag set is a different cache entry: the compiler runs again.
+  const auto first = compile_and_load(kSource, a);
+  const std::int64_t before = compiler_invocations();
+  b.cache_dir = dir;
+  const auto other = compile_and_load(kSource, b);
+  CHECK(compiler_invocations() == before + 1);
+  CHECK_FALSE(other.cache_hit);
+  CHECK(other.key != first.key);
+  CHECK(call_f(other, 1) == 3);
+  CHECK(count_with(listing(dir), ".so") == 2);
+}
+
+TEST_CASE("compiler: a compile error reports the command and the compiler's message") {
+  const std::string dir = waco::test::scratch_dir("compiler-syntax");
+  const CompilerOptions opts = options_in(dir);
+  const std::string bad = "extern \"C\" int f(int x) { return x + undeclared_name_xyz; }\n";
+  const std::int64_t before = compiler_invocations();
+  const std::string msg = message_of([&] { compile_and_load(bad, opts); });
+  CHECK(compiler_invocations() == before + 1);
+  CHECK_THAT(msg, Catch::Contains("undeclared_name_xyz"));  // the compiler's diagnostic
+  CHECK_THAT(msg, Catch::Contains("c++ -O3"));               // the command line ...
+  CHECK_THAT(msg, Catch::Contains("-shared -fPIC -o"));
+  CHECK_THAT(msg, Catch::Contains("exited with status"));
+  const std::string key = waco::codegen::cache_key(bad, opts);
+  CHECK_THAT(msg, Catch::Contains(dir + "/" + key + ".cpp"));  // ... with the source it compiled
+  CHECK_THAT(msg, Catch::Contains(key + ".log"));
+  // Left behind: the source and the full log; no object, no temporaries.
+  CHECK(listing(dir) == std::vector<std::string>{key + ".cpp", key + ".log"});
+  // A failure is not cached: the next attempt runs the compiler again (and fails again).
+  CHECK_THROWS_AS(compile_and_load(bad, opts), Error);
+  CHECK(compiler_invocations() == before + 2);
+}
+
+TEST_CASE("compiler: a missing compiler is a clear Error") {
+  CompilerOptions opts = options_in(waco::test::scratch_dir("compiler-missing"));
+  opts.compiler = "no-such-c++";
+  const std::string msg = message_of([&] { compile_and_load(kSource, opts); });
+  CHECK_THAT(msg, Catch::Contains("'no-such-c++' not found"));
+  CHECK_THAT(msg, Catch::Contains("--compiler"));
+  CHECK_THROWS_AS(waco::codegen::compiler_version("/no/such/dir/c++"), Error);
+}
+
+TEST_CASE("compiler: an unusable cache directory is a clear Error") {
+  const std::string scratch = waco::test::scratch_dir("compiler-unwritable");
+  const std::string file = scratch + "/not-a-dir";
+  std::ofstream(file) << "a regular file in the way\n";
+  SECTION("the directory itself is a file") {
+    const std::string msg = message_of([&] { compile_and_load(kSource, options_in(file)); });
+    CHECK_THAT(msg, Catch::Contains("cannot create the kernel cache directory '" + file + "'"));
+    CHECK_THAT(msg, Catch::Contains("is not a directory"));
+  }
+  SECTION("a parent of the directory is a file") {
+    const std::string dir = file + "/kernels";
+    const std::string msg = message_of([&] { compile_and_load(kSource, options_in(dir)); });
+    CHECK_THAT(msg, Catch::Contains("'" + dir + "'"));
+    CHECK_THAT(msg, Catch::Contains("'" + file + "' exists and is not a directory"));
+  }
+}
+
+TEST_CASE("compiler: the timeout kills the compiler and reports it") {
+  const std::string dir = waco::test::scratch_dir("compiler-timeout");
+  CompilerOptions opts = options_in(dir);
+  opts.timeout_seconds = 0.02;  // far below any real compile of an OpenMP shared object
+  const std::string msg = message_of([&] { compile_and_load(kSource + "// timeout\n", opts); });
+  CHECK_THAT(msg, Catch::Contains("timed out"));
+  CHECK_THAT(msg, Catch::Contains("c++ -O3"));
+  CHECK(count_with(listing(dir), ".so") == 0);
+  CHECK(count_with(listing(dir), ".tmp.") == 0);
+}
+
+TEST_CASE("compiler: two processes compiling the same new kernel both succeed") {
+  const std::string dir = waco::test::scratch_dir("compiler-race");
+  const std::string source = kSource + "// race\n";
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  std::vector<pid_t> children;
+  for (int c = 0; c < 2; ++c) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      // Child: wait for the start signal, compile, verify, report through the exit status
+      // (10 = compiled, 11 = cache hit, 1 = failure). Never returns into Catch.
+      ::close(go[1]);
+      char byte;
+      const bool started = ::read(go[0], &byte, 1) == 1;
+      int code = 1;
+      try {
+        const auto r = compile_and_load(source, options_in(dir));
+        if (started && reinterpret_cast<IntFn>(r.library->symbol("f"))(7) == 15)
+          code = r.cache_hit ? 11 : 10;
+      } catch (const Error& e) {
+        std::fprintf(stderr, "child: %s\n", e.what());
+      }
+      ::_exit(code);
+    }
+    children.push_back(pid);
+  }
+  ::close(go[0]);
+  REQUIRE(::write(go[1], "xx", 2) == 2);  // release both at once
+  ::close(go[1]);
+  int compiled = 0;
+  for (const pid_t pid : children) {
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    const int code = WEXITSTATUS(status);
+    CHECK((code == 10 || code == 11));
+    compiled += code == 10 ? 1 : 0;
+  }
+  INFO("processes that ran the compiler: " << compiled);
+  CHECK(compiled >= 1);
+  const auto names = listing(dir);
+  const std::string key = waco::codegen::cache_key(source, options_in(dir));
+  CHECK(names == std::vector<std::string>{key + ".cpp", key + ".so"});  // no temporaries
+  const auto again = compile_and_load(source, options_in(dir));
+  CHECK(again.cache_hit);
+}
+
+TEST_CASE("compiler: two threads compiling the same new kernel both succeed") {
+  const std::string dir = waco::test::scratch_dir("compiler-threads");
+  const std::string source = kSource + "// threads\n";
+  int results[2] = {0, 0};
+  std::string errors[2];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      const CompilerOptions opts = options_in(dir);  // separate option objects
+      try {
+        const auto r = compile_and_load(source, opts);
+        results[t] = reinterpret_cast<IntFn>(r.library->symbol("f"))(t);
+      } catch (const Error& e) {
+        errors[t] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(errors[0].empty());
+  CHECK(errors[1].empty());
+  CHECK(results[0] == 1);
+  CHECK(results[1] == 3);
+  const std::string key = waco::codegen::cache_key(source, options_in(dir));
+  CHECK(listing(dir) == std::vector<std::string>{key + ".cpp", key + ".so"});
+}
+
+TEST_CASE("compiler: a damaged cached object is rebuilt") {
+  const std::string dir = waco::test::scratch_dir("compiler-damaged");
+  const std::string source = kSource + "// damaged\n";
+  // Kernel libraries stay mapped once loaded (RTLD_NODELETE), so the damaged object must be one
+  // this process never loaded: plant garbage under the key the source will have.
+  fs::create_directories(dir);
+  const std::string path = dir + "/" + waco::codegen::cache_key(source, options_in(dir)) + ".so";
+  std::ofstream(path) << "not an ELF file";
+  const std::int64_t before = compiler_invocations();
+  const auto second = compile_and_load(source, options_in(dir + "/"));  // trailing slash is fine
+  CHECK(compiler_invocations() == before + 1);
+  CHECK_FALSE(second.cache_hit);
+  CHECK(call_f(second, 2) == 5);
+}
+
+TEST_CASE("compiler: default cache directory follows XDG_CACHE_HOME, then HOME") {
+  const char* old_xdg = std::getenv("XDG_CACHE_HOME");
+  const char* old_home = std::getenv("HOME");
+  const std::string saved_xdg = old_xdg ? old_xdg : "", saved_home = old_home ? old_home : "";
+  ::setenv("XDG_CACHE_HOME", "/x/cache", 1);
+  ::setenv("HOME", "/h/me", 1);
+  CHECK(waco::codegen::default_cache_dir() == "/x/cache/waco-hybrid/kernels");
+  ::setenv("XDG_CACHE_HOME", "", 1);
+  CHECK(waco::codegen::default_cache_dir() == "/h/me/.cache/waco-hybrid/kernels");
+  ::unsetenv("XDG_CACHE_HOME");
+  ::unsetenv("HOME");
+  CHECK(waco::codegen::default_cache_dir() ==
+        "/tmp/waco-hybrid-" + std::to_string(::getuid()) + "/kernels");
+  if (old_xdg) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
+  if (old_home) ::setenv("HOME", saved_home.c_str(), 1);
+}
+
+TEST_CASE("compiler: compiler_version is the first line of --version and is stable") {
+  const std::string v = waco::codegen::compiler_version("c++");
+  CHECK_FALSE(v.empty());
+  CHECK(v.find('\n') == std::string::npos);
+  CHECK(v.find_first_of("0123456789") != std::string::npos);
+  CHECK(waco::codegen::compiler_version("c++") == v);
+}
