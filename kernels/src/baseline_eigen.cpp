@@ -10,7 +10,6 @@
 // Supports SpMV and SpMM only.
 #include <Eigen/Core>
 #include <Eigen/SparseCore>
-
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -67,9 +66,9 @@ class EigenImplementation final : public Implementation {
     tuning_seconds_ = 0.0;
 
     out_.assign(static_cast<std::size_t>(p.output_size()), 0.0f);
-    WACO_ASSERT(static_cast<std::int64_t>(out_.size()) ==
-                    static_cast<std::int64_t>(a_.rows()) * dense_,
-                "eigen: output size does not match rows x dense size");
+    WACO_ASSERT(
+        static_cast<std::int64_t>(out_.size()) == static_cast<std::int64_t>(a_.rows()) * dense_,
+        "eigen: output size does not match rows x dense size");
   }
 
   void run() override {

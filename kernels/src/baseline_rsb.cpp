@@ -12,9 +12,11 @@
 // librsb state is process-global: rsb_lib_init runs once per process (a thread-safe static; never
 // undone, librsb is left to the process' exit), and the executing thread count
 // (RSB_IO_WANT_EXECUTING_THREADS) is shared by every matrix, so run() re-asserts this instance's
-// count before each product (a ~20 ns call). Every librsb error code becomes an Error carrying
-// rsb_strerror_r's text. Empty matrices (0 nnz, even 0 x 0) and single-column ones are assembled
-// and multiplied by librsb 1.3 itself (checked); only the tuner is skipped when nnz == 0.
+// count before each product (a ~20 ns call). librsb caps that count, silently, at the OpenMP
+// thread limit it saw at initialization: see rsb_init() for how this file deals with it. Every
+// librsb error code becomes an Error carrying rsb_strerror_r's text. Empty matrices (0 nnz, even 0
+// x 0) and single-column ones are assembled and multiplied by librsb 1.3 itself (checked); only the
+// tuner is skipped when nnz == 0.
 //
 // Built against librsb only when WACO_HAVE_RSB is defined (CMake found librsb via pkg-config);
 // otherwise have_rsb() is false and make_rsb() throws an Error saying how to get it.
@@ -26,9 +28,10 @@
 #include "waco/kernels/error.hpp"
 
 #ifdef WACO_HAVE_RSB
+#include <omp.h>
 #include <rsb.h>
 
-#include <limits>
+#include <algorithm>
 
 #include "waco/kernels/timing.hpp"
 #endif
@@ -65,10 +68,35 @@ void check_rsb(rsb_err_t code, const std::string& impl, const char* what) {
   }
 }
 
-/// rsb_lib_init exactly once per process (thread-safe static); rethrows its error on every call.
+/// What rsb_lib_init left behind: its status and the most executing threads librsb will use.
+struct RsbInit {
+  rsb_err_t status = RSB_ERR_NO_ERROR;
+  int max_threads = 1;
+};
+
+/// rsb_lib_init exactly once per process (thread-safe static).
+///
+/// librsb 1.3 silently caps the threads it runs at the calling thread's omp_get_max_threads() at
+/// rsb_lib_init (measured: with OMP_NUM_THREADS=1 a later request for 2 threads is accepted and
+/// reported back by rsb_lib_get_opt, yet every product runs on one thread). So the OpenMP limit is
+/// raised to at least the processor count around the call, and the resulting cap is recorded
+/// for prepare() to enforce.
+const RsbInit& rsb_init() {
+  static const RsbInit init = [] {
+    RsbInit r;
+    const int saved = omp_get_max_threads();
+    r.max_threads = std::max(saved, omp_get_num_procs());
+    omp_set_num_threads(r.max_threads);
+    r.status = rsb_lib_init(RSB_NULL_INIT_OPTIONS);
+    omp_set_num_threads(saved);
+    return r;
+  }();
+  return init;
+}
+
+/// Initializes librsb if needed; rethrows the initialization error on every call.
 void ensure_rsb_initialized(const std::string& impl) {
-  static const rsb_err_t init_status = rsb_lib_init(RSB_NULL_INIT_OPTIONS);
-  check_rsb(init_status, impl, "rsb_lib_init");
+  check_rsb(rsb_init().status, impl, "rsb_lib_init");
 }
 
 /// The library-wide executing thread count librsb currently uses.
@@ -88,8 +116,7 @@ void set_rsb_threads(int threads, const std::string& impl) {
   if (got != threads) {
     throw Error(impl + ": librsb was asked for " + std::to_string(threads) +
                     " executing threads but reports " + std::to_string(got),
-                "use a thread count librsb supports (1.." +
-                    std::to_string(kMaxRsbThreads) + ")");
+                "use a thread count librsb supports (1.." + std::to_string(kMaxRsbThreads) + ")");
   }
 }
 
@@ -109,9 +136,9 @@ class RsbImplementation final : public Implementation {
                   name_ + " implements spmv and spmm only; use --impl csr");
     }
     if (threads < 1 || threads > kMaxRsbThreads) {
-      throw Error(name_ + ": thread count " + std::to_string(threads) + " is invalid",
-                  "give --threads between 1 and " +
-                      std::to_string(kMaxRsbThreads) + " (librsb's limit)");
+      throw Error(
+          name_ + ": thread count " + std::to_string(threads) + " is invalid",
+          "give --threads between 1 and " + std::to_string(kMaxRsbThreads) + " (librsb's limit)");
     }
     p.validate();
     const CooMatrix& a = *p.A;
@@ -126,6 +153,14 @@ class RsbImplementation final : public Implementation {
     }
 
     ensure_rsb_initialized(name_);
+    if (threads > rsb_init().max_threads) {
+      throw Error(name_ + ": " + std::to_string(threads) +
+                      " threads requested, but librsb runs at most " +
+                      std::to_string(rsb_init().max_threads) +
+                      " (the OpenMP thread limit when it was initialized)",
+                  "use --threads " + std::to_string(rsb_init().max_threads) +
+                      " or fewer, or raise OMP_NUM_THREADS");
+    }
     threads_ = threads;
     set_rsb_threads(threads_, name_);
 
@@ -167,10 +202,10 @@ class RsbImplementation final : public Implementation {
                          out_.data(), 1),
                 name_, "rsb_spmv");
     } else {
-      check_rsb(rsb_spmm(RSB_TRANSPOSITION_N, &alpha, mtx_.get(), dense_,
-                         RSB_FLAG_WANT_ROW_MAJOR_ORDER, b_->data.data(), dense_, &beta,
-                         out_.data(), dense_),
-                name_, "rsb_spmm");
+      check_rsb(
+          rsb_spmm(RSB_TRANSPOSITION_N, &alpha, mtx_.get(), dense_, RSB_FLAG_WANT_ROW_MAJOR_ORDER,
+                   b_->data.data(), dense_, &beta, out_.data(), dense_),
+          name_, "rsb_spmm");
     }
   }
 
