@@ -28,5 +28,6 @@ Command make_run_command();
 Command make_bench_command();
 Command make_generate_command();
 Command make_emit_command();
+Command make_features_command();
 
 }  // namespace waco::cli
