@@ -9,6 +9,7 @@
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/signature/jstream.hpp"
 
 namespace waco::cli {
 using namespace waco::kernels;
@@ -62,6 +63,7 @@ KernelKind kernel_from_option(const std::string& name) {
 const std::vector<ImplementationInfo>& all_implementations() {
   static const std::vector<ImplementationInfo> all = [] {
     std::vector<ImplementationInfo> v = implementations();
+    for (const ImplementationInfo& info : signature::implementations()) v.push_back(info);
     return v;
   }();
   return all;

@@ -48,7 +48,7 @@ std::unique_ptr<codegen::GeneratedKernel> make_generated(kernels::KernelKind k,
 /// The --help paragraph on schedules: the text form and the shortcuts.
 std::string schedule_help();
 
-/// Every implementation of this binary: the baselines of kernels/ (later also tiled ones).
+/// Every implementation of this binary: the baselines of kernels/ and the tiled ones of signature/.
 const std::vector<kernels::ImplementationInfo>& all_implementations();
 /// "name (kernels): description" lines for --help.
 std::string implementations_help();

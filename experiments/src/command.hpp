@@ -28,6 +28,8 @@ Command make_run_command();
 Command make_bench_command();
 Command make_generate_command();
 Command make_emit_command();
+Command make_signature_command();
+Command make_tile_command();
 Command make_features_command();
 
 }  // namespace waco::cli

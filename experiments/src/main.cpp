@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
       make_bench_command(),
       make_generate_command(),
       make_emit_command(),
+      make_signature_command(),
+      make_tile_command(),
       make_features_command(),
   };
 

@@ -1,0 +1,139 @@
+// The data-movement model of tiled SpMM and SDDMM and the tile selection it drives (SC'20
+// Section IV, eq. 1-9).
+//
+// Naming. The model follows the paper's letters, which differ from the kernel expressions of
+// kernel.hpp: the sparse matrix is M x N (rows i, columns j) and K is the dense width (J of our
+// SpMM, K of our SDDMM). A tiled loop nest has tiles T_i (row panel height), T_j (column panel
+// width) and T_k (dense tile width); the innermost tiling loop is the *streaming* dimension and the
+// array it does not index stays *stationary* in cache:
+//   streaming M (i): the dense input tile T_j x T_k is stationary;
+//   streaming N (j): the output tile T_i x T_k is stationary -- "J-Stream" (Alg. 6), the kernel
+//                    implemented in jstream.hpp;
+//   streaming K (k): the sparse tile T_i x T_j is stationary (T_k is a fixed vector width).
+//
+// Volumes are counted in 4-byte elements (floats and 32-bit indices), from the paper's Section
+// IV.C for SpMM, with ceil(K / T_k) dense tiles so that tiles need not divide K:
+//   M-stream  N K + 2 nnz ceil(K/T_k) + 2 nars(T_j) K    capacity T_j T_k + 2 T_j rho + T_k <= C
+//   N-stream  M K + 2 nnz ceil(K/T_k) + nacs(T_i) K      capacity T_i T_k + 2 T_i rho + T_k <= C
+//   K-stream  2 nnz + (2 nars(T_j) + nacs(T_i)) K        capacity 2 rho T_i T_j + w (T_i + T_j) <= C
+// (eq. 1/5 is the N-stream capacity; rho = nnz / (M N); w = kVectorWidth). The SDDMM analogue
+// (P = S .* (A B^T), A: M x K, B: N x K) reads A and B, and per dense tile reads a nonzero's row
+// index and reads/writes its partial dot product, then reads S's value and writes P once:
+//   M-stream  N K + nars(T_j) K + 3 nnz ceil(K/T_k) + 2 nnz   capacity T_j T_k + 3 T_j rho + T_k
+//   N-stream  M K + nacs(T_i) K + 3 nnz ceil(K/T_k) + 2 nnz   capacity T_i T_k + 3 T_i rho + T_k
+//   K-stream  3 nnz + (nars(T_j) + nacs(T_i)) K               capacity 3 rho T_i T_j + w (T_i+T_j)
+//
+// Capacity. Each thread runs its own row panel, so C is what one thread may use of one cache
+// level: by default the private L2 (the stationary tile must survive the streamed operand, and
+// L2 is the largest level a core does not share); for a shared level C = size / threads. Only a
+// fraction of it (kDefaultCacheFraction) is given to the modeled footprint: the streamed operand
+// passes through the same cache, and with LRU-like replacement a reused tile survives a stream
+// only when it leaves room for it (the classic "half the cache" rule of tiling).
+//
+// Candidates (justification in model.cpp): tile sizes along a sparse dimension are powers of two
+// (for which nacs/nars are exact) plus ceil(dim / (threads * panels_per_thread)), the largest
+// panel that still gives every thread panels_per_thread panels (the paper used 1 panel per
+// thread: Table II, 145 = ceil(4039 / 28)); tiles along a sparse dimension are capped at that
+// value so that dynamic scheduling can balance the panels. Dense tiles T_k are ceil(K / n) rounded
+// up to kVectorWidth for n = 1, 2, ...: for a given number of dense tiles the smallest equal
+// width has the same volume and the smallest footprint; widths below min_dense_tile
+// (kDefaultMinDenseTile, measured) are left out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "waco/kernels/kernel.hpp"
+#include "waco/signature/signature.hpp"
+
+namespace waco::signature {
+
+/// Floats per SIMD-friendly dense tile step (one 64-byte cache line).
+inline constexpr int kVectorWidth = 16;
+/// Share of the cache level the modeled footprint may use (see the header comment).
+inline constexpr double kDefaultCacheFraction = 0.5;
+/// Panels each thread should get at least (caps the sparse tile sizes).
+inline constexpr int kDefaultPanelsPerThread = 4;
+/// Smallest dense tile width considered (min(K, this)); 16 gives the paper's unrestricted set.
+/// Calibrated: in 36 exhaustive sweeps on ../shared/data (SpMM/SDDMM, K = 128/256, 1 thread),
+/// widths below 128 were 1.1-5x slower than the best width in all but 2 cases; each extra dense
+/// tile repeats the per-nonzero work, which the volume model prices at 2-3 elements only (the
+/// paper saw the same effect and attributed it to prefetching, Section VI.A).
+inline constexpr int kDefaultMinDenseTile = 128;
+
+enum class StreamDim { M, N, K };
+
+/// "M", "N", "K".
+const char* stream_name(StreamDim s);
+/// What stays in cache: "input dense tile", "output tile", "sparse tile" (SpMM wording).
+const char* stationary_name(StreamDim s, kernels::KernelKind kind);
+
+/// Which cache bounds the tiles, and its capacity for one thread.
+struct CacheCapacity {
+  std::string level;          ///< "L1d", "L2", "L3" or "override"
+  std::int64_t bytes = 0;     ///< size of that cache (or the override)
+  bool shared = false;        ///< divided among the threads
+  std::int64_t per_thread_bytes = 0;
+  double fraction = 1.0;      ///< share of per_thread_bytes the footprint may use
+  /// Capacity C of eq. 1/5 in 4-byte elements.
+  std::int64_t elements() const {
+    return static_cast<std::int64_t>(static_cast<double>(per_thread_bytes) * fraction) / 4;
+  }
+};
+
+/// The capacity of `level` ("l1", "l2", "l3"/"llc", case-insensitive) from kernels::cache_sizes(),
+/// divided among `threads` when the level is shared (L3), of which `fraction` (0, 1] is usable.
+/// override_bytes > 0 replaces it all (level "override": the usable bytes per thread, as given).
+/// Throws Error for an unknown level, a fraction outside (0, 1], or when sysfs gave no size for
+/// the level (hint: pass --cache-bytes).
+CacheCapacity cache_capacity(const std::string& level, int threads, std::int64_t override_bytes,
+                             double fraction = kDefaultCacheFraction);
+
+/// One modeled tile configuration.
+struct TileCandidate {
+  StreamDim stream = StreamDim::N;
+  std::int64_t T_i = 1;  ///< row panel height (1 when streaming M)
+  std::int64_t T_j = 1;  ///< column panel width (1 when streaming N)
+  std::int64_t T_k = 1;  ///< dense tile width
+  double volume = 0.0;     ///< modeled elements moved
+  double footprint = 0.0;  ///< modeled elements in cache per thread
+  bool fits = false;       ///< footprint <= capacity
+  bool exact = true;       ///< nacs/nars at these tiles are exact (powers of two)
+};
+
+struct ModelOptions {
+  kernels::KernelKind kind = kernels::KernelKind::SpMM;
+  std::int64_t dense = 128;  ///< K of the paper (our SpMM J or SDDMM K)
+  int threads = 1;
+  int panels_per_thread = kDefaultPanelsPerThread;  ///< caps sparse tiles (>= 1)
+  int min_dense_tile = kDefaultMinDenseTile;        ///< smallest T_k candidate (>= 1)
+  CacheCapacity cache;
+};
+
+/// Modeled volume and footprint of one configuration (fits/exact filled in too).
+TileCandidate evaluate(const LocalitySignature& sig, const ModelOptions& opt, StreamDim stream,
+                       std::int64_t T_i, std::int64_t T_j, std::int64_t T_k);
+
+/// The candidate tile sizes along a sparse dimension of extent `dim` split into at least `parts`
+/// panels (threads * panels_per_thread; see the header comment).
+std::vector<std::int64_t> sparse_tile_candidates(std::int64_t dim, int parts);
+/// The candidate dense tile widths for dense width K, none below min(K, min_width).
+std::vector<std::int64_t> dense_tile_candidates(std::int64_t K,
+                                                std::int64_t min_width = kVectorWidth);
+
+struct TileSelection {
+  ModelOptions options;
+  std::vector<TileCandidate> candidates;  ///< every evaluated configuration, all streams
+  TileCandidate best;                     ///< min volume over all streams among those that fit
+  TileCandidate best_jstream;             ///< min volume among N-stream configurations that fit
+  double seconds = 0.0;                   ///< time of the selection (signature excluded)
+};
+
+/// Evaluates all candidates and picks the minimum modeled volume subject to the capacity
+/// constraint (ties: larger T_k, then larger tiles). When nothing fits (a tiny cache) the
+/// smallest-footprint candidate of each stream is chosen and marked fits = false.
+/// Precondition: opt.dense >= 1, opt.threads >= 1, opt.cache.elements() >= 1.
+TileSelection select_tiles(const LocalitySignature& sig, const ModelOptions& opt);
+
+}  // namespace waco::signature

@@ -1,0 +1,409 @@
+// Unit "signature": every statistic of compute_signature equals a brute-force computation, exactly,
+// on the generated edge cases, on random and structured matrices (rectangular, empty rows and
+// columns, T larger than the dimension) and on a few real matrices of the shared data; plus the
+// data-movement model's formulas and candidate sets.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "support/edge_cases.hpp"
+#include "support/test_paths.hpp"
+#include "waco/kernels/dense.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/generators.hpp"
+#include "waco/kernels/io.hpp"
+#include "waco/signature/model.hpp"
+#include "waco/signature/signature.hpp"
+
+using namespace waco::kernels;
+using namespace waco::signature;
+
+namespace {
+
+/// A seeded random matrix: each entry present with probability `density`, plus optionally a few
+/// dense rows/columns; rows/cols listed in `empty_rows`/`empty_cols` are left empty.
+CooMatrix random_matrix(index_t rows, index_t cols, double density, std::uint64_t seed,
+                        bool dense_lines = false) {
+  std::vector<index_t> r, c;
+  std::vector<float> v;
+  std::uint64_t s = seed;
+  for (index_t i = 0; i < rows; ++i)
+    for (index_t j = 0; j < cols; ++j) {
+      s = splitmix64(s);
+      const double u = static_cast<double>(s >> 11) / 9007199254740992.0;
+      const bool line = dense_lines && (i == rows / 3 || j == cols / 2);
+      const bool skip = (i % 7 == 3) || (j % 5 == 1);  // empty rows and columns
+      if ((u < density || line) && !skip) {
+        r.push_back(i);
+        c.push_back(j);
+        v.push_back(1.0f + static_cast<float>(u));
+      }
+    }
+  return waco::test::from_triplets(rows, cols, r, c, v);
+}
+
+/// Dense occupancy grid of a small matrix.
+std::vector<std::vector<bool>> grid(const CooMatrix& a) {
+  std::vector<std::vector<bool>> g(a.rows, std::vector<bool>(a.cols, false));
+  for (std::int64_t e = 0; e < a.nnz(); ++e) g[a.row[e]][a.col[e]] = true;
+  return g;
+}
+
+/// Field-by-field equality of two signatures (timing excluded).
+void check_same(const LocalitySignature& x, const LocalitySignature& y) {
+  CHECK(x.rows == y.rows);
+  CHECK(x.cols == y.cols);
+  CHECK(x.nnz == y.nnz);
+  for (const auto& [p, q] : {std::make_pair(&x.col_segments, &y.col_segments),
+                             std::make_pair(&x.row_segments, &y.row_segments)}) {
+    CHECK(p->nonempty_lines == q->nonempty_lines);
+    CHECK(p->intervals == q->intervals);
+    CHECK(p->nonactive == q->nonactive);
+    CHECK(p->aligned_active == q->aligned_active);
+  }
+  REQUIRE(x.blocks.size() == y.blocks.size());
+  for (std::size_t i = 0; i < x.blocks.size(); ++i) {
+    CHECK(x.blocks[i].nonempty_blocks == y.blocks[i].nonempty_blocks);
+    CHECK(x.blocks[i].fill_ratio == y.blocks[i].fill_ratio);
+  }
+}
+
+/// The chunked (parallel) pass stitched at many boundaries equals the single-chunk pass.
+void check_chunking(const CooMatrix& a, const LocalitySignature& serial) {
+  for (int threads : {2, 3, 7}) {
+    INFO(threads << " chunks");
+    check_same(serial, compute_signature(a, threads, 1));
+  }
+}
+
+/// Brute-force check of every statistic on a small matrix (dense grid, all T).
+void check_brute_small(const CooMatrix& a, const std::string& name) {
+  INFO("matrix '" << name << "' " << a.rows << " x " << a.cols << ", nnz " << a.nnz());
+  const LocalitySignature s = compute_signature(a, 1);
+  check_chunking(a, s);
+  const auto g = grid(a);
+  const std::int64_t M = a.rows, N = a.cols;
+  REQUIRE(s.rows == a.rows);
+  REQUIRE(s.cols == a.cols);
+  REQUIRE(s.nnz == a.nnz());
+
+  // Both directions share one brute force: at(line, pos) reads the grid along the line.
+  for (int dir = 0; dir < 2; ++dir) {
+    const SegmentSignature& seg = dir == 0 ? s.col_segments : s.row_segments;
+    const std::int64_t length = dir == 0 ? M : N;
+    const std::int64_t lines = dir == 0 ? N : M;
+    const auto at = [&](std::int64_t line, std::int64_t pos) {
+      return dir == 0 ? g[pos][line] : g[line][pos];
+    };
+    INFO((dir == 0 ? "column segments" : "row segments"));
+    REQUIRE(seg.length == length);
+    REQUIRE(seg.lines == lines);
+
+    // Alg. 7: intervals between consecutive nonzeros (and the virtual boundaries).
+    std::vector<std::int64_t> intervals(length + 1, 0);
+    std::int64_t nonempty = 0;
+    for (std::int64_t l = 0; l < lines; ++l) {
+      std::int64_t last = -1;
+      bool any = false;
+      for (std::int64_t p = 0; p <= length; ++p) {
+        if (p == length || at(l, p)) {
+          ++intervals[p - last - 1];
+          last = p;
+          if (p < length) any = true;
+        }
+      }
+      nonempty += any;
+    }
+    CHECK(seg.intervals == intervals);
+    CHECK(seg.nonempty_lines == nonempty);
+
+    // Eq. 10 by enumeration of every unaligned segment, for every T (and beyond the length).
+    // prefix[l][p]: nonzeros of line l before position p.
+    std::vector<std::vector<std::int64_t>> prefix(lines, std::vector<std::int64_t>(length + 1, 0));
+    for (std::int64_t l = 0; l < lines; ++l)
+      for (std::int64_t p = 0; p < length; ++p) prefix[l][p + 1] = prefix[l][p] + at(l, p);
+    for (std::int64_t T = 1; T <= length + 3; ++T) {
+      const std::int64_t Tc = std::min(T, length);
+      std::int64_t inactive = 0, total = 0;
+      if (length > 0)
+        for (std::int64_t l = 0; l < lines; ++l)
+          for (std::int64_t start = 0; start + Tc <= length; ++start) {
+            ++total;
+            inactive += prefix[l][start + Tc] == prefix[l][start];
+          }
+      INFO("T = " << T);
+      CHECK(seg.nonactive_segments(T) == inactive);
+      CHECK(seg.total_segments(T) == total);
+      const double p = total == 0 ? 0.0 : static_cast<double>(total - inactive) / total;
+      CHECK(seg.active_proportion(T) == p);
+    }
+
+    // Exact aligned counts for every power of two, including T far beyond the length.
+    for (std::int64_t T = 1; T <= 4 * std::max<std::int64_t>(length, 1); T *= 2) {
+      std::int64_t active = 0;
+      for (std::int64_t l = 0; l < lines; ++l)
+        for (std::int64_t p0 = 0; p0 < length; p0 += T) {
+          bool any = false;
+          for (std::int64_t p = p0; p < std::min(length, p0 + T); ++p) any = any || at(l, p);
+          active += any;
+        }
+      INFO("aligned T = " << T);
+      CHECK(seg.aligned_active_pow2(T) == active);
+      CHECK(seg.aligned_active_estimate(T) == static_cast<double>(active));
+    }
+  }
+  // nacs / nars are the aligned counts of the two directions.
+  for (std::int64_t T = 1; T <= 64; T *= 2) {
+    CHECK(s.nacs(T) == s.col_segments.aligned_active_pow2(T));
+    CHECK(s.nars(T) == s.row_segments.aligned_active_pow2(T));
+  }
+
+  // Block statistics by enumeration of every aligned block.
+  REQUIRE(s.blocks.size() == 36);
+  for (int bi = 1; bi <= kMaxBlock; bi *= 2)
+    for (int bk = 1; bk <= kMaxBlock; bk *= 2) {
+      std::int64_t blocks = 0;
+      for (std::int64_t i0 = 0; i0 < M; i0 += bi)
+        for (std::int64_t k0 = 0; k0 < N; k0 += bk) {
+          bool any = false;
+          for (std::int64_t i = i0; i < std::min(M, i0 + bi); ++i)
+            for (std::int64_t k = k0; k < std::min(N, k0 + bk); ++k) any = any || g[i][k];
+          blocks += any;
+        }
+      INFO("block " << bi << " x " << bk);
+      const BlockStat& b = s.block(bi, bk);
+      CHECK(b.bi == bi);
+      CHECK(b.bk == bk);
+      CHECK(b.nonempty_blocks == blocks);
+      const double fill =
+          blocks == 0 ? 0.0 : static_cast<double>(a.nnz()) / (static_cast<double>(blocks) * bi * bk);
+      CHECK(b.fill_ratio == fill);
+    }
+}
+
+/// Key-sorting brute force for larger matrices: distinct (pos / T, line) pairs.
+std::int64_t distinct_pairs(const std::vector<index_t>& pos, const std::vector<index_t>& line,
+                            std::int64_t T, std::int64_t line_div) {
+  std::vector<std::int64_t> keys(pos.size());
+  for (std::size_t e = 0; e < pos.size(); ++e)
+    keys[e] = (static_cast<std::int64_t>(pos[e]) / T) * (std::int64_t{1} << 32) + line[e] / line_div;
+  std::sort(keys.begin(), keys.end());
+  return std::unique(keys.begin(), keys.end()) - keys.begin();
+}
+
+/// Non-active unaligned segments of size T counted as the complement of the union of the
+/// windows [r - T + 1, r] (clamped) that each nonzero makes active -- independent of eq. 10-14.
+std::int64_t nonactive_by_windows(const std::vector<index_t>& pos, const std::vector<index_t>& line,
+                                  std::int64_t lines, std::int64_t length, std::int64_t T) {
+  // Group positions per line (sorted).
+  std::vector<std::int64_t> start(lines + 1, 0);
+  for (index_t l : line) ++start[l + 1];
+  for (std::int64_t l = 0; l < lines; ++l) start[l + 1] += start[l];
+  std::vector<index_t> sorted(pos.size());
+  std::vector<std::int64_t> cur(start.begin(), start.end() - 1);
+  for (std::size_t e = 0; e < pos.size(); ++e) sorted[cur[line[e]]++] = pos[e];
+  std::int64_t inactive = 0;
+  const std::int64_t starts = length - T + 1;  // valid segment starts 0..starts-1
+  for (std::int64_t l = 0; l < lines; ++l) {
+    std::sort(sorted.begin() + start[l], sorted.begin() + start[l + 1]);
+    std::int64_t covered = 0, reach = -1;  // union of [max(0, r-T+1), min(r, starts-1)]
+    for (std::int64_t e = start[l]; e < start[l + 1]; ++e) {
+      const std::int64_t lo = std::max<std::int64_t>(std::max<std::int64_t>(0, sorted[e] - T + 1),
+                                                     reach + 1);
+      const std::int64_t hi = std::min<std::int64_t>(sorted[e], starts - 1);
+      if (hi >= lo) {
+        covered += hi - lo + 1;
+        reach = hi;
+      }
+    }
+    inactive += starts - covered;
+  }
+  return inactive;
+}
+
+void check_brute_large(const CooMatrix& a, const std::string& name) {
+  INFO("matrix '" << name << "' " << a.rows << " x " << a.cols << ", nnz " << a.nnz());
+  const LocalitySignature s = compute_signature(a, 2, 1000);
+  check_chunking(a, compute_signature(a, 1));
+  for (std::int64_t T = 1; T <= 2 * std::max<index_t>(a.rows, 1); T *= 2) {
+    INFO("T = " << T);
+    CHECK(s.nacs(T) == distinct_pairs(a.row, a.col, T, 1));
+  }
+  for (std::int64_t T = 1; T <= 2 * std::max<index_t>(a.cols, 1); T *= 2) {
+    INFO("T = " << T);
+    CHECK(s.nars(T) == distinct_pairs(a.col, a.row, T, 1));
+  }
+  for (std::int64_t T : {1, 2, 3, 7, 16, 100, 1000}) {
+    if (T <= a.rows) {
+      INFO("column segments T = " << T);
+      CHECK(s.col_segments.nonactive_segments(T) ==
+            nonactive_by_windows(a.row, a.col, a.cols, a.rows, T));
+    }
+    if (T <= a.cols) {
+      INFO("row segments T = " << T);
+      CHECK(s.row_segments.nonactive_segments(T) ==
+            nonactive_by_windows(a.col, a.row, a.rows, a.cols, T));
+    }
+  }
+  for (int bi = 1; bi <= kMaxBlock; bi *= 2)
+    for (int bk = 1; bk <= kMaxBlock; bk *= 2) {
+      INFO("block " << bi << " x " << bk);
+      CHECK(s.block(bi, bk).nonempty_blocks == distinct_pairs(a.row, a.col, bi, bk));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("signature: statistics equal brute force on the edge cases") {
+  for (const auto& m : waco::test::edge_case_matrices()) {
+    if (static_cast<std::int64_t>(m.matrix.rows) * m.matrix.cols > 200000) {
+      check_brute_large(m.matrix, m.name);
+    } else {
+      check_brute_small(m.matrix, m.name);
+    }
+  }
+}
+
+TEST_CASE("signature: statistics equal brute force on random rectangular matrices") {
+  struct Shape {
+    index_t rows, cols;
+    double density;
+    bool dense_lines;
+  };
+  const Shape shapes[] = {{1, 1, 1.0, false},   {1, 37, 0.3, false},  {41, 1, 0.3, false},
+                          {13, 70, 0.05, true}, {70, 13, 0.2, false}, {64, 64, 0.02, false},
+                          {65, 33, 0.5, true},  {100, 3, 0.9, false}, {37, 29, 0.0, false}};
+  std::uint64_t seed = 11;
+  for (const Shape& sh : shapes)
+    check_brute_small(random_matrix(sh.rows, sh.cols, sh.density, ++seed, sh.dense_lines),
+                      std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + " d=" +
+                          std::to_string(sh.density));
+}
+
+TEST_CASE("signature: statistics equal brute force on an empty shape") {
+  CooMatrix empty;
+  empty.rows = 0;
+  empty.cols = 5;
+  const LocalitySignature s = compute_signature(empty);
+  CHECK(s.nacs(1) == 0);
+  CHECK(s.nars(4) == 0);
+  CHECK(s.p_col(3) == 0.0);
+  CHECK(s.p_row(3) == 0.0);
+  CHECK(s.block(4, 4).nonempty_blocks == 0);
+  CHECK(s.block(4, 4).fill_ratio == 0.0);
+  CooMatrix none;
+  none.rows = 9;
+  none.cols = 4;
+  check_brute_small(none, "9x4 without nonzeros");
+}
+
+TEST_CASE("signature: statistics equal brute force on generated structured matrices") {
+  GeneratorSpec banded;
+  banded.kind = "banded";
+  banded.rows = 3000;
+  banded.cols = 2000;
+  banded.bandwidth = 17;
+  banded.fill = 0.6;
+  GeneratorSpec blocks;
+  blocks.kind = "blocks";
+  blocks.rows = 2500;
+  blocks.block = 8;
+  blocks.blocks = 300;
+  GeneratorSpec rmat;
+  rmat.kind = "rmat";
+  rmat.scale = 11;
+  GeneratorSpec uniform;
+  uniform.kind = "uniform";
+  uniform.rows = 5000;
+  uniform.cols = 333;
+  uniform.nnz = 20000;
+  for (const GeneratorSpec& g : {banded, blocks, rmat, uniform})
+    check_brute_large(generate(g), g.kind);
+  // Small instances through the exhaustive grid check as well.
+  banded.rows = 90;
+  banded.cols = 70;
+  banded.bandwidth = 5;
+  check_brute_small(generate(banded), "small banded");
+  rmat.scale = 6;
+  check_brute_small(generate(rmat), "small rmat");
+}
+
+TEST_CASE("signature: statistics equal brute force on real matrices") {
+  const auto dir = waco::test::shared_data_dir();
+  if (!dir) {
+    WARN("shared data not found: skipped");
+    return;
+  }
+  for (const char* name : {"3elt.mtx", "494_bus.mtx", "Groebner_id2003_aug.mtx.gz",
+                           "sparse_images_1024.mtx.gz", "cage10.mtx.gz"}) {
+    const std::string path = *dir + "/matrices/" + name;
+    const LoadedMatrix m = read_matrix_market(path);
+    check_brute_large(m.matrix, name);
+  }
+}
+
+TEST_CASE("signature: the model's formulas and candidates") {
+  const CooMatrix a = random_matrix(200, 150, 0.05, 99, true);
+  const LocalitySignature s = compute_signature(a);
+  ModelOptions opt;
+  opt.kind = KernelKind::SpMM;
+  opt.dense = 100;
+  opt.threads = 2;
+  opt.min_dense_tile = 16;
+  opt.cache = cache_capacity("l2", 2, 1 << 14);  // override: 4096 elements
+  CHECK(opt.cache.level == "override");
+  CHECK(opt.cache.elements() == 4096);
+
+  const double M = 200, N = 150, K = 100, nnz = static_cast<double>(a.nnz());
+  // N-stream (J-Stream), SpMM: M K + 2 nnz ceil(K / T_k) + nacs(T_i) K.
+  const TileCandidate n = evaluate(s, opt, StreamDim::N, 32, 1, 48);
+  CHECK(n.volume == Approx(M * K + 2 * nnz * 3 + static_cast<double>(s.nacs(32)) * K));
+  CHECK(n.footprint == Approx(32 * 48 + 2 * 32 * nnz / (M * N) + 48));
+  CHECK(n.exact);
+  const TileCandidate m = evaluate(s, opt, StreamDim::M, 1, 16, 100);
+  CHECK(m.volume == Approx(N * K + 2 * nnz + 2 * static_cast<double>(s.nars(16)) * K));
+  const TileCandidate k = evaluate(s, opt, StreamDim::K, 8, 4, 16);
+  CHECK(k.volume ==
+        Approx(2 * nnz + (2 * static_cast<double>(s.nars(4)) + static_cast<double>(s.nacs(8))) * K));
+  // SDDMM N-stream: M K + nacs K + 3 nnz ceil(K / T_k) + 2 nnz.
+  opt.kind = KernelKind::SDDMM;
+  const TileCandidate d = evaluate(s, opt, StreamDim::N, 64, 1, 100);
+  CHECK(d.volume == Approx(M * K + static_cast<double>(s.nacs(64)) * K + 3 * nnz + 2 * nnz));
+  // A non-power-of-two panel uses the paper's estimate from p[T].
+  const TileCandidate e = evaluate(s, opt, StreamDim::N, 100, 1, 100);
+  CHECK_FALSE(e.exact);
+  CHECK(s.col_segments.aligned_active_estimate(100) == Approx(150.0 * 2.0 * s.p_col(100)));
+
+  CHECK(dense_tile_candidates(128) == std::vector<std::int64_t>{128, 64, 48, 32, 16});
+  CHECK(dense_tile_candidates(256) == std::vector<std::int64_t>{256, 128, 96, 64, 48, 32, 16});
+  CHECK(dense_tile_candidates(100) == std::vector<std::int64_t>{100, 64, 48, 32, 16});
+  CHECK(dense_tile_candidates(7) == std::vector<std::int64_t>{7});
+  CHECK(dense_tile_candidates(256, 128) == std::vector<std::int64_t>{256, 128});
+  CHECK(dense_tile_candidates(100, 128) == std::vector<std::int64_t>{100});
+  CHECK(sparse_tile_candidates(4039, 28) ==
+        std::vector<std::int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 145});
+  CHECK(sparse_tile_candidates(1, 2) == std::vector<std::int64_t>{1});
+
+  // The selection: every chosen candidate fits, and none that fits has a smaller volume.
+  opt.kind = KernelKind::SpMM;
+  const TileSelection sel = select_tiles(s, opt);
+  REQUIRE(sel.best_jstream.fits);
+  CHECK(sel.best_jstream.stream == StreamDim::N);
+  for (const TileCandidate& c : sel.candidates) {
+    if (!c.fits) continue;
+    CHECK(c.volume >= sel.best.volume);
+    if (c.stream == StreamDim::N) CHECK(c.volume >= sel.best_jstream.volume);
+  }
+  CHECK(sel.best_jstream.T_i <= 25);  // at least 4 panels per thread
+}
+
+TEST_CASE("signature: cache capacity errors name the level") {
+  CHECK_THROWS_AS(cache_capacity("l7", 1, 0), Error);
+  CHECK_THROWS_AS(cache_capacity("l2", 1, 0, 0.0), Error);
+  CHECK_THROWS_AS(cache_capacity("l2", 1, 0, 1.5), Error);
+  const CacheCapacity l3 = cache_capacity("", 2, 1000);
+  CHECK(l3.per_thread_bytes == 1000);
+}
