@@ -12,6 +12,12 @@ if "$waco" run --help | grep -q "rsb-tuned"; then impls=csr,eigen,rsb,rsb-tuned;
 
 set -x
 "$waco" info "$example"
-"$waco" bench --kernel spmv --impl "$impls" --repeat 20 "$example"
-"$waco" bench --kernel spmm --impl "$impls" --repeat 10 "$example"
-"$waco" run --kernel sddmm --impl csr --check "$example"
+# Baselines and generated kernels (SuperSchedules compiled on first use, then cached) side by side.
+"$waco" bench --kernel spmv --impl "$impls" --schedule csr --schedule bcsr4x4 --repeat 20 "$example"
+"$waco" bench --kernel spmm --impl "$impls",jstream --schedule csr --repeat 10 "$example"
+"$waco" run --kernel sddmm --schedule csr --check "$example"
+# The locality signature and the tile sizes the data-movement model picks from it.
+"$waco" signature "$example"
+"$waco" tile --kernel spmm "$example"
+# The WACONet embedding of the matrix and what it costs (when built with LibTorch).
+"$waco" features --arch small "$example"
