@@ -143,6 +143,31 @@ TEST_CASE("codegen: the padding bound refuses with a reason before allocating") 
   CHECK(build_storage(parse_schedule(KernelKind::SpMV, "order=i,k format=UU parallel=i"), p, loose).storage);
 }
 
+TEST_CASE("codegen: a second prepare hits the cache and computes the identical result") {
+  CooMatrix A;
+  for (const auto& c : waco::test::edge_case_matrices())
+    if (c.name == "odd sizes 37x53") A = c.matrix;
+  REQUIRE(A.nnz() > 0);
+  const DenseOperands d = make_dense_operands(KernelKind::SpMM, &A, nullptr, 9, 5);
+  const Problem p = make_problem(KernelKind::SpMM, &A, nullptr, d);
+  GeneratedOptions o;
+  o.compiler.cache_dir = waco::test::scratch_dir("codegen-cache");  // empty: a real compile
+  const SuperSchedule s = parse_schedule(KernelKind::SpMM, "split=i:2 order=i1,k,i0,j format=UCU parallel=i1 threads=2 chunk=4");
+  const std::int64_t before = compiler_invocations();
+  GeneratedKernel cold(s, o);
+  cold.prepare(p, 2);
+  CHECK_FALSE(cold.cache_hit());
+  CHECK(compiler_invocations() == before + 1);
+  GeneratedKernel warm(s, o);
+  warm.prepare(p, 2);
+  CHECK(warm.cache_hit());
+  CHECK(compiler_invocations() == before + 1);
+  cold.run();
+  warm.run();
+  CHECK(cold.output() == warm.output());  // bit for bit
+  CHECK(cold.source_path() == warm.source_path());
+}
+
 TEST_CASE("codegen: named shortcuts equal the reference on every edge case") {
   const std::vector<std::pair<KernelKind, std::vector<std::string>>> shortcuts = {
       {KernelKind::SpMV, {"csr", "dcsr", "csc", "bcsr4x4", "bcsr2x8"}},
