@@ -31,5 +31,7 @@ Command make_emit_command();
 Command make_signature_command();
 Command make_tile_command();
 Command make_features_command();
+Command make_space_command();
+Command make_tune_command();
 
 }  // namespace waco::cli

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
       make_signature_command(),
       make_tile_command(),
       make_features_command(),
+      make_space_command(),
+      make_tune_command(),
   };
 
   CLI::App app{

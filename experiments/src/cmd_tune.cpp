@@ -1,0 +1,542 @@
+// waco-hybrid tune: search the admissible SuperSchedules of a kernel on a matrix (issue 5,
+// "Search and the results database"): exhaustively, at random (uniform over the admissible set,
+// seeded), or over an explicit list (--schedules FILE). Every candidate is measured in isolation
+// (heuristics/measure.hpp: verified, median of repeated runs, crashes and hangs contained), and
+// every result goes to the SQLite results database as it comes, so an interrupted run resumes
+// where it stopped. Reports the best schedule, its speedup over the `csr` schedule and the csr
+// baseline implementation (measured the same way, in the same run), counts per status, the time
+// spent, and where the tuned kernel's source is.
+//
+// Order matters: the Measurer forks its worker before anything here runs OpenMP (the locality
+// signature of the space does), because GNU libgomp does not survive fork.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli_common.hpp"
+#include "command.hpp"
+#include "waco/heuristics/measure.hpp"
+#include "waco/heuristics/pass.hpp"
+#include "waco/heuristics/results_db.hpp"
+#include "waco/heuristics/space.hpp"
+#include "waco/heuristics/tuner.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/reference.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::cli {
+using namespace waco::kernels;
+using namespace waco::heuristics;
+
+namespace {
+
+/// Largest admissible set measured exhaustively without an explicit --budget.
+constexpr std::uint64_t kExhaustiveLimit = 20000;
+/// Candidates drawn for a random search bounded only by --budget-seconds.
+constexpr std::uint64_t kRandomPool = 100000;
+
+struct Options {
+  std::string kernel;
+  std::string file;
+  std::string search = "random";
+  std::string schedules;
+  std::uint64_t budget = 0;
+  double budget_seconds = 0.0;
+  std::string passes = "all";
+  std::string db;
+  std::uint64_t seed = 1;
+  int dense = 0;
+  int threads = 0;
+  int repeat = 10;
+  int warmup = 2;
+  double timeout = 60.0;
+  double compile_timeout = 300.0;
+  double tolerance = kDefaultTolerance;
+  bool retry_failed = false;
+  bool json = false;
+  bool quiet = false;
+  codegen::GeneratedOptions generated;
+  PassParams params;
+  ReadOptions read;
+};
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_interrupt(int) {
+  g_interrupted = 1;
+  ::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
+  ::signal(SIGTERM, SIG_DFL);
+}
+
+/// Restores the previous SIGINT/SIGTERM handlers when the command ends.
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    g_interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~InterruptGuard() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+std::vector<Candidate> read_schedule_file(KernelKind kind, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the schedule list " + path, "check the path given to --schedules");
+  std::vector<Candidate> out;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    const std::string text = line.substr(first, last - first + 1);
+    try {
+      out.push_back(Candidate::generated(codegen::schedule_from_string(kind, text)));
+    } catch (const Error& e) {
+      throw Error(path + ":" + std::to_string(number) + ": " + e.what(),
+                  e.hint().empty() ? "one schedule per line (text form or shortcut); # comments"
+                                   : e.hint());
+    }
+  }
+  if (out.empty()) throw Error("the schedule list " + path + " holds no schedule",
+                               "one schedule per line, in the text form or a shortcut name");
+  return out;
+}
+
+std::string format_duration(double s) {
+  char buf[32];
+  if (s < 0) return "?";
+  if (s < 90) std::snprintf(buf, sizeof buf, "%.0f s", s);
+  else if (s < 5400) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  return buf;
+}
+
+nlohmann::json status_json(const std::map<MeasureStatus, std::int64_t>& counts) {
+  nlohmann::json j = nlohmann::json::object();
+  for (MeasureStatus s : kAllStatuses) {
+    const auto it = counts.find(s);
+    j[std::string(status_name(s))] = it == counts.end() ? 0 : it->second;
+  }
+  return j;
+}
+
+nlohmann::json entry_json(const TuneEntry& e) {
+  const Measurement& m = e.measurement;
+  nlohmann::json j = {{"schedule", e.candidate.label()},
+                      {"status", std::string(status_name(m.status))},
+                      {"threads", m.threads},
+                      {"reused", e.reused}};
+  if (e.candidate.schedule) j["schedule_json"] = codegen::to_json(*e.candidate.schedule);
+  if (m.status == MeasureStatus::Ok) {
+    j["median_s"] = m.median_s;
+    j["min_s"] = m.min_s;
+    j["max_s"] = m.max_s;
+    j["max_rel_error"] = m.max_rel_error;
+  } else {
+    j["reason"] = m.reason;
+  }
+  if (!m.kernel_source.empty()) {
+    j["kernel_source"] = m.kernel_source;
+    j["kernel_source_exists"] = std::filesystem::exists(m.kernel_source);
+  }
+  if (m.stored_values >= 0) j["stored_values"] = m.stored_values;
+  return j;
+}
+
+int run_tune(const Options& o) {
+  const double t_start = now_seconds();
+  const KernelKind kind = kernel_from_option(o.kernel);
+  if (o.search != "exhaustive" && o.search != "random")
+    throw Error("unknown search '" + o.search + "'", "use --search exhaustive or --search random");
+  const Pipeline pipeline = parse_pipeline(o.passes);  // early: a typo fails before any work
+  const int threads = resolve_threads(o.threads);
+  const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);
+  const std::string db_path = o.db.empty() ? default_results_path() : o.db;
+
+  // 1. The problem and its reference (serial: no OpenMP yet).
+  const Operand op = load_operand(o.file, o.read, kind);
+  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, "");
+  const Problem p = make_problem(kind, op.matrix ? &op.matrix->matrix : nullptr,
+                                 op.tensor ? &op.tensor->tensor : nullptr, operands);
+  const Reference ref = compute_reference(p);
+
+  // 2. The measurement worker, before anything runs OpenMP.
+  MeasureOptions mo;
+  mo.warmup = o.warmup;
+  mo.repeats = o.repeat;
+  mo.threads = threads;
+  mo.tolerance = o.tolerance;
+  mo.prepare_timeout_s = o.compile_timeout;
+  mo.run_timeout_s = o.timeout;
+  mo.generated = o.generated;
+  Measurer measurer(p, ref, mo);
+
+  // 3. The database.
+  ResultsDb db(db_path);
+  const MatrixRecord rec = op.matrix ? matrix_record(op.matrix->matrix, o.file)
+                                     : matrix_record(op.tensor->tensor, o.file);
+  db.record_matrix(rec);
+  const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat};
+  const nlohmann::json context = context_json(threads, "none");
+
+  // 4. The candidates.
+  std::vector<Candidate> candidates;
+  nlohmann::json space_json = nullptr;
+  std::string search = o.search;
+  std::uint64_t admissible = 0;
+  if (!o.schedules.empty()) {
+    search = "list";
+    candidates = read_schedule_file(kind, o.schedules);
+    if (o.budget > 0 && candidates.size() > o.budget) candidates.resize(o.budget);
+  } else {
+    SpaceOptions so;
+    so.cores = threads;
+    so.max_padding = o.generated.storage.max_padding;
+    const double s0 = now_seconds();
+    Space space = Space::for_problem(p, so);
+    const std::uint64_t legal = legal_count(space, o.params);
+    const PipelineResult pr = run_pipeline(space, pipeline, o.params);
+    admissible = pr.final_count;
+    nlohmann::json passes = nlohmann::json::array();
+    for (const PassStats& s : pr.passes) passes.push_back(s.to_json());
+    space_json = {{"full_count", pr.initial_count},
+                  {"legal_count", legal},
+                  {"admissible_count", admissible},
+                  {"pipeline", print_pipeline(pipeline)},
+                  {"passes", passes}};
+    if (admissible == 0)
+      throw Error("the pipeline '" + print_pipeline(pipeline) + "' leaves no admissible schedule",
+                  "use fewer passes (--passes), e.g. --passes legality");
+    std::vector<codegen::SuperSchedule> chosen;
+    if (o.search == "exhaustive") {
+      if (o.budget == 0 && o.budget_seconds <= 0 && admissible > kExhaustiveLimit)
+        throw Error("the admissible set has " + std::to_string(admissible) +
+                        " schedules, too many to measure all without a budget",
+                    "add --budget N or --budget-seconds S, or trim more with --passes");
+      const std::uint64_t cap = o.budget > 0 ? o.budget : admissible;
+      space.for_each([&](const codegen::SuperSchedule& s) {
+        chosen.push_back(s);
+        return chosen.size() < cap;
+      });
+    } else {
+      std::uint64_t n = o.budget;
+      if (n == 0) n = o.budget_seconds > 0 ? std::min<std::uint64_t>(admissible, kRandomPool) : 100;
+      chosen = space.sample(n, o.seed);
+    }
+    space_json["seconds"] = now_seconds() - s0;
+    candidates.reserve(chosen.size());
+    for (const codegen::SuperSchedule& s : chosen) candidates.push_back(Candidate::generated(s));
+  }
+
+  // 5. The references: the csr schedule and the baseline implementation, measured alike.
+  const std::string shortcut = needs_tensor(kind) ? "csf" : "csr";
+  InterruptGuard interrupt_guard;
+  TuneOptions to;
+  to.budget_seconds = o.budget_seconds;
+  to.retry_failed = o.retry_failed;
+  to.stop = &g_interrupted;
+  to.context = context;
+  const TuneEntry csr_schedule = measure_or_reuse(
+      db, key, measurer, Candidate::generated(*codegen::schedule_shortcut(kind, shortcut)), to);
+  const TuneEntry csr_baseline =
+      measure_or_reuse(db, key, measurer, Candidate::baseline(shortcut), to);
+  const std::optional<double> csr_s = csr_schedule.measurement.status == MeasureStatus::Ok
+                                          ? std::optional<double>(csr_schedule.measurement.median_s)
+                                          : std::nullopt;
+
+  // 6. The search, with progress on stderr.
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  double last_print = -1e9;
+  if (!o.quiet) {
+    std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n",
+                 std::string(kernel_name(kind)).c_str(), search.c_str(), candidates.size(),
+                 db_path.c_str());
+    to.progress = [&](const TuneProgress& pr) {
+      const double now = now_seconds();
+      const bool final = pr.done == pr.total;
+      if (!tty && !final && now - last_print < 5.0) return;
+      last_print = now;
+      std::string best = "none yet";
+      if (pr.best_median_s) {
+        best = format_seconds(*pr.best_median_s);
+        if (csr_s) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, " (%.2fx csr)", *csr_s / *pr.best_median_s);
+          best += buf;
+        }
+      }
+      std::fprintf(stderr, "%stune: %lld/%lld done (%lld reused), %.2f/s, %s left, best %s%s",
+                   tty ? "\r\033[K" : "", static_cast<long long>(pr.done),
+                   static_cast<long long>(pr.total), static_cast<long long>(pr.reused), pr.rate,
+                   format_duration(pr.eta_s).c_str(), best.c_str(), tty && !final ? "" : "\n");
+      std::fflush(stderr);
+    };
+  }
+  const TuneResult r = run_candidates(db, key, measurer, candidates, to);
+  if (!o.quiet && tty && !r.entries.empty() && !r.complete) std::fprintf(stderr, "\n");
+
+  // 7. Side by side: the best and both references measured again back to back (not stored),
+  // so that the reported speedups compare timings of one moment even when some came from the
+  // database or the machine's load changed during the search.
+  const TuneEntry* best = r.best ? &r.entries[*r.best] : nullptr;
+  std::optional<Measurement> confirm_best, confirm_csr, confirm_base;
+  if (best && r.stopped_by != "interrupted") {
+    confirm_csr = measurer.measure(csr_schedule.candidate);
+    confirm_best = measurer.measure(best->candidate);
+    confirm_base = measurer.measure(csr_baseline.candidate);
+  }
+  const bool confirmed = confirm_best && confirm_csr && confirm_base &&
+                         confirm_best->status == MeasureStatus::Ok;
+  const auto speedup = [&](const TuneEntry& base,
+                           const std::optional<Measurement>& again) -> nlohmann::json {
+    if (confirmed && again->status == MeasureStatus::Ok)
+      return again->median_s / confirm_best->median_s;
+    if (!best || base.measurement.status != MeasureStatus::Ok) return nullptr;
+    return base.measurement.median_s / best->measurement.median_s;
+  };
+  const auto search_speedup = [&](const TuneEntry& base) -> nlohmann::json {
+    if (!best || base.measurement.status != MeasureStatus::Ok) return nullptr;
+    return base.measurement.median_s / best->measurement.median_s;
+  };
+  // Timings that moved a lot between the search and the side-by-side run mean a loaded or
+  // unstable machine: say so rather than let a ratio of noise pass for a speedup.
+  std::string noise;
+  if (confirmed && confirm_csr->status == MeasureStatus::Ok &&
+      csr_schedule.measurement.status == MeasureStatus::Ok) {
+    const double drift = confirm_csr->median_s / csr_schedule.measurement.median_s;
+    const double best_drift = confirm_best->median_s / best->measurement.median_s;
+    if (drift > 1.5 || drift < 1 / 1.5 || best_drift > 1.5 || best_drift < 1 / 1.5) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "timings are unstable: the %s schedule took %s in the search and %s side by "
+                    "side, the best %s and %s (a loaded machine? try --threads 1 or more --repeat)",
+                    shortcut.c_str(), format_seconds(csr_schedule.measurement.median_s).c_str(),
+                    format_seconds(confirm_csr->median_s).c_str(),
+                    format_seconds(best->measurement.median_s).c_str(),
+                    format_seconds(confirm_best->median_s).c_str());
+      noise = buf;
+      std::fprintf(stderr, "warning: %s\n", buf);
+    }
+  }
+  const auto median_or_null = [](const std::optional<Measurement>& m) -> nlohmann::json {
+    if (!m || m->status != MeasureStatus::Ok) return nullptr;
+    return m->median_s;
+  };
+  std::vector<const TuneEntry*> ranked;
+  for (const TuneEntry& e : r.entries)
+    if (e.measurement.status == MeasureStatus::Ok) ranked.push_back(&e);
+  std::sort(ranked.begin(), ranked.end(), [](const TuneEntry* a, const TuneEntry* b) {
+    return a->measurement.median_s < b->measurement.median_s;
+  });
+  const double total_s = now_seconds() - t_start;
+
+  if (o.json) {
+    nlohmann::json top = nlohmann::json::array();
+    for (std::size_t i = 0; i < std::min<std::size_t>(5, ranked.size()); ++i)
+      top.push_back(entry_json(*ranked[i]));
+    nlohmann::json failures = nlohmann::json::array();
+    for (const TuneEntry& e : r.entries)
+      if (e.measurement.status != MeasureStatus::Ok && failures.size() < 10)
+        failures.push_back(entry_json(e));
+    print_json({{"kernel", std::string(kernel_name(kind))},
+                {"file", o.file},
+                {"fingerprint", rec.fingerprint},
+                {"nnz", p.nnz()},
+                {"dense", p.dense_size()},
+                {"threads", threads},
+                {"search", search},
+                {"seed", o.seed},
+                {"budget", o.budget > 0 ? nlohmann::json(o.budget) : nlohmann::json(nullptr)},
+                {"budget_seconds", o.budget_seconds > 0 ? nlohmann::json(o.budget_seconds)
+                                                        : nlohmann::json(nullptr)},
+                {"warmup", o.warmup},
+                {"repeats", o.repeat},
+                {"space", space_json},
+                {"candidates", candidates.size()},
+                {"considered", r.entries.size()},
+                {"measured", r.measured},
+                {"reused", r.reused},
+                {"complete", r.complete},
+                {"stopped_by", r.stopped_by.empty() ? nlohmann::json(nullptr)
+                                                    : nlohmann::json(r.stopped_by)},
+                {"status_counts", status_json(r.status_counts)},
+                {"best", best ? entry_json(*best) : nlohmann::json(nullptr)},
+                {"kernel_source", best && !best->measurement.kernel_source.empty()
+                                      ? nlohmann::json(best->measurement.kernel_source)
+                                      : nlohmann::json(nullptr)},
+                {"csr", entry_json(csr_schedule)},
+                {"csr_baseline", entry_json(csr_baseline)},
+                {"speedup_over_csr", speedup(csr_schedule, confirm_csr)},
+                {"speedup_over_csr_baseline", speedup(csr_baseline, confirm_base)},
+                {"side_by_side", {{"confirmed", confirmed},
+                                  {"best_median_s", median_or_null(confirm_best)},
+                                  {"csr_median_s", median_or_null(confirm_csr)},
+                                  {"csr_baseline_median_s", median_or_null(confirm_base)}}},
+                {"noise_warning", noise.empty() ? nlohmann::json(nullptr) : nlohmann::json(noise)},
+                {"search_speedup_over_csr", search_speedup(csr_schedule)},
+                {"search_speedup_over_csr_baseline", search_speedup(csr_baseline)},
+                {"top", top},
+                {"failures", failures},
+                {"search_s", r.seconds},
+                {"time_s", total_s},
+                {"db", db_path},
+                {"context", context}});
+  } else {
+    std::printf("%s on %s (nnz %lld, dense %lld, %d threads), %s search\n",
+                std::string(kernel_name(kind)).c_str(), o.file.c_str(),
+                static_cast<long long>(p.nnz()), static_cast<long long>(p.dense_size()), threads,
+                search.c_str());
+    if (!space_json.is_null())
+      std::printf("  space: legal %llu, admissible %llu (--passes %s)\n",
+                  static_cast<unsigned long long>(space_json["legal_count"].get<std::uint64_t>()),
+                  static_cast<unsigned long long>(admissible), print_pipeline(pipeline).c_str());
+    std::printf("  candidates %zu: %lld measured now, %lld from %s%s\n", candidates.size(),
+                static_cast<long long>(r.measured), static_cast<long long>(r.reused),
+                db_path.c_str(),
+                r.complete ? "" : (" (stopped: " + r.stopped_by + ")").c_str());
+    std::string counts;
+    for (const auto& [s, n] : r.status_counts)
+      counts += (counts.empty() ? "" : ", ") + std::string(status_name(s)) + " " + std::to_string(n);
+    std::printf("  status: %s\n", counts.empty() ? "nothing considered" : counts.c_str());
+    const auto show_ref = [&](const char* what, const TuneEntry& e) {
+      if (e.measurement.status == MeasureStatus::Ok)
+        std::printf("  %-13s %s\n", what, format_seconds(e.measurement.median_s).c_str());
+      else
+        std::printf("  %-13s %s: %s\n", what, std::string(status_name(e.measurement.status)).c_str(),
+                    e.measurement.reason.c_str());
+    };
+    show_ref((shortcut + " schedule").c_str(), csr_schedule);
+    show_ref((shortcut + " baseline").c_str(), csr_baseline);
+    if (best) {
+      std::printf("  best          %s  %s\n", format_seconds(best->measurement.median_s).c_str(),
+                  best->candidate.label().c_str());
+      const nlohmann::json s1 = speedup(csr_schedule, confirm_csr),
+                           s2 = speedup(csr_baseline, confirm_base);
+      if (!s1.is_null()) std::printf("  speedup       %.3fx over the %s schedule", s1.get<double>(), shortcut.c_str());
+      if (!s2.is_null()) std::printf(", %.3fx over the %s baseline", s2.get<double>(), shortcut.c_str());
+      std::printf("%s\n", confirmed ? " (measured again side by side)" : " (search timings)");
+      if (!best->measurement.kernel_source.empty())
+        std::printf("  kernel source %s\n", best->measurement.kernel_source.c_str());
+    } else {
+      std::printf("  best          none: no candidate was measured successfully\n");
+    }
+    std::printf("  time          %s (search %s)\n", format_seconds(total_s).c_str(),
+                format_seconds(r.seconds).c_str());
+  }
+  if (r.stopped_by == "interrupted") {
+    std::fprintf(stderr, "tune: interrupted; run the same command again to resume (results so far "
+                         "are in %s)\n", db_path.c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command make_tune_command() {
+  return {"tune", "Search the schedule space: measure candidates, keep results in a database",
+          [](CLI::App& sub) -> std::function<int()> {
+            auto o = std::make_shared<Options>();
+            add_kernel_option(sub, o->kernel);
+            sub.add_option("FILE", o->file,
+                           "Matrix Market (.mtx[.gz]) or, for mttkrp, FROSTT (.tns[.gz])")
+                ->required();
+            sub.add_option("--search", o->search,
+                           "exhaustive: every admissible schedule (in space order); random: a "
+                           "uniform sample of them (--seed)")
+                ->check(CLI::IsMember({"exhaustive", "random"}))
+                ->capture_default_str();
+            sub.add_option("--schedules", o->schedules,
+                           "Search this list instead of the space: one schedule per line (text "
+                           "form or shortcut), # comments");
+            auto* budget = sub.add_option("--budget", o->budget,
+                                          "Candidates to consider (random default: 100)")
+                               ->check(CLI::PositiveNumber);
+            sub.add_option("--budget-seconds", o->budget_seconds,
+                           "Stop starting measurements after this many seconds")
+                ->check(CLI::PositiveNumber)
+                ->excludes(budget);
+            sub.add_option("--passes", o->passes,
+                           "Trimming pipeline defining the admissible set: pass names separated "
+                           "by commas, 'all' or 'none' (see waco-hybrid space --list-passes)")
+                ->capture_default_str();
+            sub.add_option("--db", o->db,
+                           "Results database (default: " + default_results_path() + ")");
+            sub.add_option("--seed", o->seed, "Seed of the random sample and the dense operands")
+                ->capture_default_str();
+            sub.add_option("--dense", o->dense,
+                           "Dense size: J for spmm/mttkrp, K for sddmm (default 256, 256, 16)")
+                ->check(CLI::Range(1, 1 << 20));
+            add_threads_option(sub, o->threads);
+            sub.add_option("--repeat", o->repeat, "Timed runs per candidate (median reported)")
+                ->check(CLI::Range(1, 1000000))
+                ->capture_default_str();
+            sub.add_option("--warmup", o->warmup, "Untimed runs per candidate after verification")
+                ->check(CLI::Range(0, 1000000))
+                ->capture_default_str();
+            sub.add_option("--timeout", o->timeout,
+                           "Seconds a candidate may take to verify and time before it is killed")
+                ->check(CLI::PositiveNumber)
+                ->capture_default_str();
+            sub.add_option("--compile-timeout", o->compile_timeout,
+                           "Seconds a candidate may take to build its format and compile")
+                ->check(CLI::PositiveNumber)
+                ->capture_default_str();
+            sub.add_option("--tolerance", o->tolerance, "Max |out - ref| / sum|products| per entry")
+                ->check(CLI::PositiveNumber)
+                ->capture_default_str();
+            sub.add_flag("--retry-failed", o->retry_failed,
+                         "Measure again candidates stored with a status other than ok");
+            sub.add_flag("--json", o->json, "Print JSON (speedup_over_csr, best, status_counts, "
+                                            "kernel_source, context)");
+            sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
+            add_codegen_options(sub, o->generated);
+            sub.add_option("--tile-window", o->params.tile_window,
+                           "tile-window pass: log2 distance kept around the model's tiles")
+                ->check(CLI::NonNegativeNumber)
+                ->capture_default_str();
+            sub.add_option("--max-block-padding", o->params.max_block_padding,
+                           "block-fill pass: stored values per nonzero kept")
+                ->check(CLI::PositiveNumber)
+                ->capture_default_str();
+            add_read_options(sub, o->read);
+            sub.footer(
+                "At the end the best schedule and both references are measured again back to\n"
+                "back; speedup_over_csr and speedup_over_csr_baseline come from these timings\n"
+                "(search_speedup_* from the stored ones).\n"
+                "Each candidate is built, compiled (cached), verified against the reference and\n"
+                "timed in a child process; one that crashes, hangs (--timeout) or computes a wrong\n"
+                "result is recorded with that status and its reason. Results are stored as they\n"
+                "come; a run stopped by Ctrl-C or kill resumes on the next call without measuring\n"
+                "again what the database holds for this matrix, kernel, dense size, thread count\n"
+                "and --repeat. The speedups compare medians measured in the same run.\n\n"
+                "Examples:\n"
+                "  waco-hybrid tune --kernel spmv --search random --budget 50 examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid tune --kernel spmm --search exhaustive --passes all --json A.mtx\n"
+                "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"
+                "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n");
+            return [o] { return run_tune(*o); };
+          }};
+}
+
+}  // namespace waco::cli

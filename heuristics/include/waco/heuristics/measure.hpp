@@ -1,0 +1,146 @@
+// Measuring one candidate (a SuperSchedule or a baseline implementation) in isolation, so that a
+// kernel that crashes or hangs cannot take the tuner down (issue 5, "Search and the results
+// database"; ARCHITECTURE.md section 7: warm-up, median of repeats, verified).
+//
+// A Measurer forks one *worker* process when it is constructed. For every candidate the worker
+// forks a fresh *measuring child* that builds the format, compiles (through the on-disk compile
+// cache) and loads the kernel, verifies it against the reference, times it and sends the result
+// back over a socket. The worker enforces two time limits (prepare: format + compile; run:
+// verification + timing), kills a child that overruns, and turns signals, timeouts, refusals,
+// compile errors and wrong results into a MeasureStatus with a reason: expected failures of a
+// search are values, never exceptions (STYLE.md item 6).
+//
+// Why a worker and not a fork per candidate from the caller: GNU libgomp's thread pool does not
+// survive fork(). A child forked after its parent ran an OpenMP parallel region hangs in its own
+// first parallel region (checked with GCC 12.2: a two-line program hangs). The worker is forked
+// before the caller runs any OpenMP and never runs OpenMP itself, so every measuring child starts
+// with a clean libgomp, whatever the caller does afterwards. The constructor checks this with a
+// probe child that runs a parallel region under a time limit, and throws InternalError when the
+// probe hangs (the caller constructed the Measurer too late).
+//
+// The problem's operands and the reference are inherited by the worker at fork time (copy on
+// write): they are needed only during construction.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/codegen/generated_kernel.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/reference.hpp"
+
+namespace waco::heuristics {
+
+/// How a measurement ended. Text names (status_name): ok, refused, compile-error, wrong-result,
+/// crashed, timeout.
+enum class MeasureStatus { Ok, Refused, CompileError, WrongResult, Crashed, Timeout };
+
+inline constexpr MeasureStatus kAllStatuses[] = {
+    MeasureStatus::Ok,          MeasureStatus::Refused, MeasureStatus::CompileError,
+    MeasureStatus::WrongResult, MeasureStatus::Crashed, MeasureStatus::Timeout};
+
+/// "ok", "refused", "compile-error", "wrong-result", "crashed", "timeout".
+std::string_view status_name(MeasureStatus s);
+/// Inverse of status_name; nullopt for an unknown name.
+std::optional<MeasureStatus> parse_status(std::string_view name);
+
+/// What to measure: a generated kernel for a SuperSchedule, or a baseline implementation of
+/// kernels::implementations() by name (e.g. "csr").
+struct Candidate {
+  std::optional<codegen::SuperSchedule> schedule;  ///< set for generated kernels (canonical)
+  std::string implementation = "generated";        ///< "generated" or a baseline's name
+
+  static Candidate generated(const codegen::SuperSchedule& s);
+  static Candidate baseline(std::string name);
+  bool is_generated() const { return schedule.has_value(); }
+  /// The schedule's text form, or "impl=<name>" for a baseline.
+  std::string label() const;
+  /// Threads the candidate runs on when the run's default is `run_threads` (>= 1): the
+  /// schedule's own count when it fixes one, else run_threads.
+  int effective_threads(int run_threads) const;
+};
+
+/// The result of one measurement. Times are meaningful only when status == Ok.
+struct Measurement {
+  MeasureStatus status = MeasureStatus::Crashed;
+  std::string reason;           ///< empty when ok; otherwise what happened (message, signal...)
+  std::vector<double> seconds;  ///< every timed run
+  double median_s = 0.0;
+  double min_s = 0.0;
+  double max_s = 0.0;
+  int warmup = 0;
+  int repeats = 0;
+  int threads = 0;              ///< threads the kernel ran on
+  bool verified = false;        ///< the output matched the reference before and after timing
+  double max_rel_error = -1.0;  ///< of the last verification; -1 when none ran
+  double conversion_s = 0.0;    ///< format build time
+  double compile_s = 0.0;       ///< 0 on a compile-cache hit
+  bool cache_hit = false;
+  std::string kernel_source;    ///< generated C++ source of the kernel (generated only)
+  std::int64_t stored_values = -1;  ///< values the format stores (generated only)
+  double wall_s = 0.0;          ///< wall time of the whole isolated measurement
+
+  nlohmann::json to_json() const;
+  static Measurement from_json(const nlohmann::json& j);
+};
+
+struct MeasureOptions {
+  int warmup = 2;   ///< untimed runs after verification
+  int repeats = 10; ///< timed runs (>= 1)
+  /// Threads of baselines and of schedules whose threads field is 0 (0 = every available core).
+  int threads = 0;
+  double tolerance = kernels::kDefaultTolerance;
+  /// Limit for building the format and compiling (a cold compile takes seconds), in seconds.
+  double prepare_timeout_s = 300.0;
+  /// Limit for verification, warm-up and timed runs, in seconds.
+  double run_timeout_s = 60.0;
+  codegen::GeneratedOptions generated;
+  /// Test hook (fault injection): runs in the measuring child after prepare, before the first
+  /// run. It may crash, hang or throw to exercise the isolation; leave empty in production.
+  std::function<void(const Candidate&)> child_hook;
+};
+
+/// Measures candidates of one problem, each in its own child process (see the file comment).
+/// Not copyable; one measurement at a time (not thread-safe).
+class Measurer {
+ public:
+  /// Forks the worker and probes that OpenMP works in its children. Precondition: this process
+  /// has not run an OpenMP parallel region yet (GNU libgomp); throws kernels::InternalError when
+  /// the probe shows it has, kernels::Error when fork/socketpair fail. `p` must be validated and
+  /// `ref` its reference; both are only read here (the worker keeps its own copy).
+  Measurer(const kernels::Problem& p, const kernels::Reference& ref, MeasureOptions opts);
+  ~Measurer();
+  Measurer(const Measurer&) = delete;
+  Measurer& operator=(const Measurer&) = delete;
+
+  /// Measures one candidate in a fresh child. Expected failures (refused, compile error, wrong
+  /// result, crash, timeout) come back as the status with a reason. Throws kernels::Error only
+  /// when the worker itself is gone (e.g. killed from outside).
+  Measurement measure(const Candidate& c);
+
+  const MeasureOptions& options() const { return opts_; }
+  /// Threads a candidate with threads = 0 runs on (options().threads resolved).
+  int run_threads() const { return run_threads_; }
+  /// The worker's process id (for tests and diagnostics).
+  pid_t worker_pid() const { return worker_; }
+
+ private:
+  /// Closes the socket (the worker exits on EOF) and reaps the worker; idempotent.
+  void stop();
+
+  MeasureOptions opts_;
+  int run_threads_ = 1;
+  pid_t worker_ = -1;
+  int sock_ = -1;
+};
+
+}  // namespace waco::heuristics

@@ -1,0 +1,102 @@
+// Trimming passes (seed 003 section 2.5, ARCHITECTURE.md section 4, STYLE.md item 4): small
+// objects that restrict a Space by adding constraints to one of its stages, never by filtering
+// enumerated candidates, so they apply to spaces of billions of candidates. Every pass is marked
+// sound (removes only illegal candidates or candidates equivalent to a kept one) or heuristic (may
+// remove the best). The list of passes is in ONE place, src/passes.def; the pipeline parser,
+// list_passes() (--list-passes) and the pipeline printer all come from it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/heuristics/space.hpp"
+
+namespace waco::heuristics {
+
+/// The tunable parameters of the passes (units in the names; defaults justified in README.md).
+struct PassParams {
+  /// tile-window: keep split sizes within 2^tile_window of the model's tile (log2 distance).
+  int tile_window = 0;
+  /// block-fill: keep formats storing at most this many values per nonzero (1 / minimum fill).
+  double max_block_padding = 2.0;
+  /// chunk-rows: every thread should get at least this many chunks of the parallel loop.
+  int min_chunks_per_thread = 4;
+  /// chunk-rows: how many powers of two below the largest such chunk are kept too.
+  int chunk_window = 0;
+  /// tile-window: the cache level the tile model uses ("l1", "l2", "l3") or bytes > 0.
+  std::string cache_level = "l2";
+  std::int64_t cache_bytes = 0;
+};
+
+/// What one pass did, as a value.
+struct PassStats {
+  std::string name;
+  bool sound = false;
+  std::uint64_t in = 0;
+  std::uint64_t out = 0;
+  /// Removed candidates per reason (kebab-case), in = out + sum of these.
+  std::vector<std::pair<std::string, std::uint64_t>> removed;
+  double seconds = 0.0;
+  /// Why the pass removed nothing when it does not apply (e.g. "needs the matrix"), else empty.
+  std::string note;
+
+  nlohmann::json to_json() const;
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  /// kebab-case name, as in pipelines.
+  virtual std::string name() const = 0;
+  /// One or two sentences: what it keeps and why (with the paper section).
+  virtual std::string description() const = 0;
+  /// True when it removes only illegal candidates or candidates equivalent to a kept one.
+  virtual bool sound() const = 0;
+  /// The constraints this pass adds to `space` (empty with a note when it does not apply).
+  /// May throw kernels::Error (e.g. no cache size for the tile model).
+  virtual std::vector<std::shared_ptr<const Constraint>> constraints(const Space& space,
+                                                                     std::string& note) const = 0;
+};
+
+/// One registry entry (from passes.def).
+struct PassInfo {
+  std::string name;
+  std::string description;
+  bool sound = false;
+};
+
+/// Every pass, in registry order (which is also the default pipeline).
+std::vector<PassInfo> list_passes();
+/// A pass by name; throws kernels::Error listing the known names when unknown.
+std::unique_ptr<Pass> make_pass(const std::string& name, const PassParams& params = {});
+
+/// A pipeline: pass names in order.
+using Pipeline = std::vector<std::string>;
+/// Parses "a,b,c" (spaces around names allowed; "all" = every pass in registry order; "" or
+/// "none" = no pass). Throws kernels::Error naming an unknown pass and listing the known ones, or
+/// a pass given twice.
+Pipeline parse_pipeline(const std::string& text);
+/// "a,b,c" ("none" for the empty pipeline); parse_pipeline(print_pipeline(p)) == p.
+std::string print_pipeline(const Pipeline& p);
+/// Every pass in registry order.
+Pipeline default_pipeline();
+
+/// Applies one pass to the space (adds its constraints) and returns its statistics.
+PassStats run_pass(Space& space, const Pass& pass);
+
+struct PipelineResult {
+  std::uint64_t initial_count = 0;  ///< the space before any pass
+  std::vector<PassStats> passes;
+  std::uint64_t final_count = 0;
+};
+/// Runs the passes in order on `space` (which keeps their constraints).
+PipelineResult run_pipeline(Space& space, const Pipeline& pipeline, const PassParams& params = {});
+
+/// The legal space's size: the space restricted by the legality pass alone.
+std::uint64_t legal_count(const Space& space, const PassParams& params = {});
+
+}  // namespace waco::heuristics

@@ -1,0 +1,182 @@
+// The SuperSchedule space of a kernel on a problem (issue 5, ARCHITECTURE.md section 2) as a
+// factored object: it is counted, enumerated by index and sampled without being materialized.
+//
+// A candidate is (split vector, loop order, level formats, parallel loop, threads, chunk). The
+// space is the product of four *stages*, each restricted by constraints that look only at what
+// that stage and the stages before it fix:
+//   Split      the split vector sigma: every variable x has s_x in {1, 2, ..., min(2^ceil(log2
+//              dim_x), 2^16)} (before any constraint);
+//   Storage    sigma plus the sparse operand's level sequence (the order restricted to A's loops)
+//              and the U/C format of each level;
+//   Nest       the split pattern (which variables are split), the full loop order and the
+//              parallel loop (split sizes excluded: nest constraints are cached per pattern);
+//   Execution  sigma, the parallel loop, threads in 1..cores and chunk in {1, 2, ..., 256}.
+// Trimming passes (pass.hpp) add constraints; nothing is enumerated to apply them. The count is
+//   sum_sigma sum_lambda |formats(sigma, lambda)| * sum_p |orders(pattern, lambda, p)| * |exec(sigma, p)|
+// with formats cached per (sparse split sizes, lambda), orders per pattern and exec per (sigma, p),
+// so counting the full SpMM space (about 4e8 candidates) takes milliseconds and MTTKRP's (about
+// 1e12) well under a second. Counts are exact unsigned 64-bit integers; an overflow is an Error
+// (it cannot happen for kMaxSplit = 2^16, 4 variables and 256 cores).
+//
+// Index order: sigma (product order, the last variable fastest), then lambda, the parallel loop,
+// the order, the format, the (threads, chunk) pair. at(i) decodes an index, so uniform sampling is
+// uniform indices (sample()).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "waco/codegen/kernel_spec.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/heuristics/prefix_counts.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/signature/signature.hpp"
+
+namespace waco::heuristics {
+
+using codegen::LevelFormat;
+using codegen::Loop;
+using codegen::SuperSchedule;
+
+enum class Stage { Split, Storage, Nest, Execution };
+/// "split", "storage", "nest", "execution".
+const char* stage_name(Stage s);
+
+class Space;
+
+/// A restriction of one stage. check_* returns nullptr to keep the candidate, else the reason it is
+/// removed (a static kebab-case string, e.g. "split-above-dimension"). Only the method of stage()
+/// is called.
+class Constraint {
+ public:
+  virtual ~Constraint() = default;
+  virtual Stage stage() const = 0;
+  /// split: per KernelSpec::vars.
+  virtual const char* check_split(const Space& space, const std::vector<int>& split) const;
+  /// levels: the sparse operand's loops in level order; formats: one per level.
+  virtual const char* check_storage(const Space& space, const std::vector<int>& split,
+                                    const std::vector<Loop>& levels,
+                                    const std::vector<LevelFormat>& formats) const;
+  /// order: the full loop order (it implies the split pattern); parallel: one of its loops.
+  virtual const char* check_nest(const Space& space, const std::vector<Loop>& order,
+                                 const Loop& parallel) const;
+  virtual const char* check_execution(const Space& space, const std::vector<int>& split,
+                                      const Loop& parallel, int threads, int chunk) const;
+};
+
+struct SpaceOptions {
+  /// Threads range over 1..cores (0: kernels::available_cpus()).
+  int cores = 0;
+  /// The padding bound of codegen::StorageOptions used by the legality pass.
+  double max_padding = 20.0;
+};
+
+/// Per-matrix facts the signature-driven passes read (absent for the structural space).
+struct MatrixFacts {
+  PrefixCounts counts;
+  signature::LocalitySignature signature;  ///< only for 2-D operands (SpMV, SpMM, SDDMM)
+  bool has_signature = false;
+};
+
+class Space {
+ public:
+  /// The full space of kernel k for a problem (its extents and its sparsity statistics: prefix
+  /// counts and, for matrices, the locality signature; computed here, O(bits x nnz)).
+  static Space for_problem(const kernels::Problem& p, const SpaceOptions& opts = {});
+  /// The same from the sparse operand alone, without dense operands: a canonical matrix for
+  /// SpMV/SpMM/SDDMM or a canonical order-3 tensor for MTTKRP (the other pointer null), and the
+  /// dense extent (SpMM/MTTKRP J, SDDMM K; ignored for SpMV). Throws Error on a mismatch.
+  static Space for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
+                           const kernels::CooTensor* t, std::int64_t dense,
+                           const SpaceOptions& opts = {});
+  /// The structural space: no matrix, given extents per KernelSpec::vars (sparse extents unknown
+  /// may be given as kMaxSplit). Passes that need the matrix do not apply (they say so).
+  static Space structural(kernels::KernelKind k, std::vector<std::int64_t> extents,
+                          const SpaceOptions& opts = {});
+
+  kernels::KernelKind kind() const { return kind_; }
+  const codegen::KernelSpec& spec() const { return *spec_; }
+  const std::vector<std::int64_t>& extents() const { return extents_; }
+  std::int64_t extent(char var) const;
+  const SpaceOptions& options() const { return opts_; }
+  int cores() const { return cores_; }
+  /// The matrix facts, or nullptr for the structural space.
+  const MatrixFacts* facts() const { return facts_.get(); }
+  /// The split sizes before constraints for variable index v: 1, 2, ... up to the extent rounded
+  /// up to a power of two, at most kMaxSplit.
+  const std::vector<int>& split_choices(std::size_t v) const { return split_choices_[v]; }
+  const std::vector<std::shared_ptr<const Constraint>>& constraints() const { return constraints_; }
+
+  /// Adds a constraint (the space shrinks). Invalidates the index built by at().
+  void add_constraint(std::shared_ptr<const Constraint> c);
+
+  /// Number of candidates (exact).
+  std::uint64_t count() const;
+  /// What `probe` would do to the current space: candidates per reason, "" = kept. The sum is
+  /// count(). Used for the per-pass statistics.
+  std::map<std::string, std::uint64_t> tally(const Constraint& probe) const;
+
+  /// The candidate of index i in [0, count()): canonical and valid. Builds an index of the
+  /// split vectors on first use (O(count of split vectors)). Throws Error when out of range.
+  SuperSchedule at(std::uint64_t index) const;
+  /// Calls visit on every candidate in index order until it returns false.
+  void for_each(const std::function<bool(const SuperSchedule&)>& visit) const;
+  /// n distinct candidates uniformly at random (all of them, in index order, if n >= count()),
+  /// reproducible for a seed on every platform (SplitMix64 + rejection, no std distributions).
+  std::vector<SuperSchedule> sample(std::uint64_t n, std::uint64_t seed) const;
+  /// Every candidate (guarded: Error when count() > limit).
+  std::vector<SuperSchedule> materialize(std::uint64_t limit = 1'000'000) const;
+
+  /// The legality check of the storage stage (exact: it mirrors codegen::build_storage's size
+  /// checks with sizes from the prefix counts). nullptr when the format is built, else the
+  /// reason. Needs facts(); without them returns nullptr.
+  const char* storage_refusal(const std::vector<int>& split, const std::vector<Loop>& levels,
+                              const std::vector<LevelFormat>& formats) const;
+  /// Values the format stores (explicit zeros included; from the prefix counts). Needs facts().
+  double stored_values(const std::vector<int>& split, const std::vector<Loop>& levels,
+                       const std::vector<LevelFormat>& formats) const;
+  /// Iterations of the parallel loop (per enclosing iteration for an inner part x0: s_x).
+  std::int64_t trip_count(const std::vector<int>& split, const Loop& loop) const;
+
+  struct Pattern;  // per split pattern: orders grouped by level sequence and parallel loop
+
+ private:
+  Space() = default;
+  void init(kernels::KernelKind k, std::vector<std::int64_t> extents, const SpaceOptions& opts);
+  const Pattern& pattern(unsigned mask) const;
+  const std::vector<std::uint8_t>& formats_of(const std::vector<int>& split, unsigned mask,
+                                              std::size_t lambda) const;
+  const std::vector<std::pair<int, int>>& exec_of(const std::vector<int>& split,
+                                                  const Loop& parallel) const;
+  bool split_ok(const std::vector<int>& split) const;
+  void for_each_split(const std::function<void(const std::vector<int>&)>& f) const;
+  std::uint64_t split_count(const std::vector<int>& split) const;
+  void build_index() const;
+  void clear_caches();
+
+  kernels::KernelKind kind_ = kernels::KernelKind::SpMV;
+  const codegen::KernelSpec* spec_ = nullptr;
+  std::vector<std::int64_t> extents_;
+  SpaceOptions opts_;
+  int cores_ = 1;
+  std::shared_ptr<const MatrixFacts> facts_;
+  std::vector<std::vector<int>> split_choices_;
+  std::vector<std::shared_ptr<const Constraint>> constraints_;
+
+  // Caches (mutable: counting is logically const; a Space is not thread-safe).
+  mutable std::map<unsigned, std::shared_ptr<Pattern>> patterns_;
+  mutable std::map<std::pair<std::vector<int>, std::size_t>, std::vector<std::uint8_t>> formats_;
+  mutable std::map<std::pair<std::vector<int>, int>, std::vector<std::pair<int, int>>> exec_;
+  mutable std::vector<std::vector<int>> index_splits_;
+  mutable std::vector<std::uint64_t> index_cum_;  ///< cumulative counts, index_splits_.size() + 1
+};
+
+/// The threads and chunk sizes of the space before constraints.
+std::vector<int> chunk_choices();
+
+}  // namespace waco::heuristics

@@ -1,0 +1,506 @@
+// The SQLite results database (see results_db.hpp for the tables and the guarantees). Only this
+// translation unit includes <sqlite3.h>; SQLite is linked PRIVATE to waco_heuristics.
+#include "waco/heuristics/results_db.hpp"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <system_error>
+
+#include "waco/kernels/error.hpp"
+
+namespace waco::heuristics {
+
+using kernels::Error;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kBusyTimeoutMs = 30000;
+
+// Every table of schema version 1. Executed in one transaction when the file is new.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE meta(
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL);
+CREATE TABLE matrices(
+  id          INTEGER PRIMARY KEY,
+  fingerprint TEXT NOT NULL UNIQUE,
+  path        TEXT NOT NULL,
+  rows        INTEGER NOT NULL,
+  cols        INTEGER NOT NULL,
+  nnz         INTEGER NOT NULL,
+  statistics  TEXT NOT NULL,
+  added       TEXT NOT NULL);
+CREATE TABLE schedules(
+  id     INTEGER PRIMARY KEY,
+  kernel TEXT NOT NULL,
+  text   TEXT NOT NULL,
+  json   TEXT NOT NULL,
+  UNIQUE(kernel, text));
+CREATE TABLE measurements(
+  id             INTEGER PRIMARY KEY,
+  matrix_id      INTEGER NOT NULL REFERENCES matrices(id),
+  schedule_id    INTEGER REFERENCES schedules(id),
+  kernel         TEXT NOT NULL,
+  implementation TEXT NOT NULL,
+  dense          INTEGER NOT NULL,
+  threads        INTEGER NOT NULL,
+  warmup         INTEGER NOT NULL,
+  repeats        INTEGER NOT NULL,
+  median_s       REAL,
+  min_s          REAL,
+  max_s          REAL,
+  times_s        TEXT NOT NULL,
+  verified       INTEGER NOT NULL,
+  max_rel_error  REAL,
+  status         TEXT NOT NULL CHECK(status IN
+                   ('ok','refused','compile-error','wrong-result','crashed','timeout')),
+  reason         TEXT NOT NULL,
+  conversion_s   REAL,
+  compile_s      REAL,
+  cache_hit      INTEGER NOT NULL,
+  stored_values  INTEGER,
+  kernel_source  TEXT NOT NULL,
+  wall_s         REAL,
+  context        TEXT NOT NULL,
+  created        TEXT NOT NULL);
+CREATE UNIQUE INDEX measurements_identity ON measurements(
+  matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
+)sql";
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+/// A prepared statement, finalized on destruction. Binds are 1-based as in SQLite.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    const int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+    if (rc == SQLITE_OK) return;
+    const std::string msg = sqlite3_errmsg(db);
+    const std::string file = sqlite3_db_filename(db, "main");
+    sqlite3_finalize(stmt_);
+    // Our SQL is fixed, so SQLITE_ERROR is a bug; the other codes are about the file.
+    WACO_ASSERT(rc != SQLITE_ERROR, "results database: bad SQL: " + msg);
+    throw Error("results database " + file + ": " + msg,
+                rc == SQLITE_NOTADB ? "the file is not an SQLite database; choose another --db"
+                                    : "check the file and its permissions");
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int i, std::int64_t v) {
+    check(sqlite3_bind_int64(stmt_, i, v));
+    return *this;
+  }
+  Statement& bind(int i, int v) { return bind(i, static_cast<std::int64_t>(v)); }
+  Statement& bind(int i, double v) {
+    check(std::isfinite(v) ? sqlite3_bind_double(stmt_, i, v) : sqlite3_bind_null(stmt_, i));
+    return *this;
+  }
+  Statement& bind(int i, const std::string& v) {
+    check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& bind_null(int i) {
+    check(sqlite3_bind_null(stmt_, i));
+    return *this;
+  }
+
+  /// Steps once: true when a row is available, false when done. Throws Error on failure (e.g.
+  /// the database is locked for longer than the busy timeout, or the disk is full).
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw Error(std::string("results database: ") + sqlite3_errmsg(db_) + " (" +
+                    sqlite3_db_filename(db_, "main") + ")",
+                rc == SQLITE_BUSY ? "another process holds the database; try again" : "");
+  }
+
+  std::int64_t int64(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double real(int col, double if_null = 0.0) const {
+    return sqlite3_column_type(stmt_, col) == SQLITE_NULL ? if_null
+                                                          : sqlite3_column_double(stmt_, col);
+  }
+  bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string text(int col) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, col);
+    return t ? std::string(reinterpret_cast<const char*>(t),
+                           static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+
+ private:
+  void check(int rc) {
+    WACO_ASSERT(rc == SQLITE_OK, std::string("results database: bind failed: ") +
+                                     sqlite3_errmsg(db_));
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+nlohmann::json row_statistics(const kernels::CooMatrix& a) {
+  std::vector<std::int64_t> per_row(static_cast<std::size_t>(a.rows), 0);
+  for (kernels::index_t r : a.row) ++per_row[static_cast<std::size_t>(r)];
+  std::int64_t empty = 0, mx = 0, mn = a.rows > 0 ? per_row[0] : 0;
+  double sum = 0, sumsq = 0;
+  for (std::int64_t n : per_row) {
+    empty += n == 0;
+    mx = std::max(mx, n);
+    mn = std::min(mn, n);
+    sum += static_cast<double>(n);
+    sumsq += static_cast<double>(n) * static_cast<double>(n);
+  }
+  const double rows = std::max(1.0, static_cast<double>(a.rows));
+  const double mean = sum / rows;
+  std::int64_t bandwidth = 0;
+  for (std::size_t e = 0; e < a.row.size(); ++e)
+    bandwidth = std::max<std::int64_t>(bandwidth, std::abs(static_cast<std::int64_t>(a.row[e]) -
+                                                           static_cast<std::int64_t>(a.col[e])));
+  return {{"dims", {a.rows, a.cols}},
+          {"density", a.rows > 0 && a.cols > 0
+                          ? static_cast<double>(a.nnz()) /
+                                (static_cast<double>(a.rows) * static_cast<double>(a.cols))
+                          : 0.0},
+          {"row_nnz_min", mn},
+          {"row_nnz_max", mx},
+          {"row_nnz_mean", mean},
+          {"row_nnz_stddev", std::sqrt(std::max(0.0, sumsq / rows - mean * mean))},
+          {"empty_rows", empty},
+          {"bandwidth", bandwidth}};
+}
+
+}  // namespace
+
+std::string default_results_path() {
+  std::string base = env("XDG_DATA_HOME");
+  if (!base.empty()) return base + "/waco-hybrid/waco-results.sqlite";
+  const std::string home = env("HOME");
+  if (!home.empty()) return home + "/.local/share/waco-hybrid/waco-results.sqlite";
+  return "/tmp/waco-hybrid-" + std::to_string(::getuid()) + "/waco-results.sqlite";
+}
+
+MatrixRecord matrix_record(const kernels::CooMatrix& a, const std::string& path) {
+  MatrixRecord r;
+  r.fingerprint = [&] {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx",
+                  static_cast<unsigned long long>(kernels::fingerprint(a)));
+    return std::string(buf);
+  }();
+  r.path = path;
+  r.rows = a.rows;
+  r.cols = a.cols;
+  r.nnz = a.nnz();
+  r.statistics = row_statistics(a);
+  return r;
+}
+
+MatrixRecord matrix_record(const kernels::CooTensor& t, const std::string& path) {
+  MatrixRecord r;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(kernels::fingerprint(t)));
+  r.fingerprint = buf;
+  r.path = path;
+  r.rows = t.order() > 0 ? t.dims[0] : 0;
+  r.cols = t.order() > 1 ? t.dims[1] : 0;
+  r.nnz = t.nnz();
+  r.statistics = {{"dims", t.dims}, {"order", t.order()}};
+  return r;
+}
+
+// ---- ResultsDb -----------------------------------------------------------------------------
+
+ResultsDb::ResultsDb(const std::string& path) : path_(path) {
+  if (path.empty()) throw Error("the results database path is empty", "give --db FILE");
+  const fs::path dir = fs::path(path).parent_path();
+  if (!dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+      throw Error("cannot create the directory of the results database " + dir.string() + ": " +
+                      ec.message(),
+                  "choose another file with --db");
+  }
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
+    const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error("cannot open the results database " + path + ": " + msg,
+                "check the path and its permissions, or choose another file with --db");
+  }
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  try {
+    // A file that is not SQLite fails at the first statement that reads it.
+    std::int64_t tables = 0;
+    {  // scoped: a statement left active keeps a read transaction open
+      Statement probe(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+      probe.step();
+      tables = probe.int64(0);
+    }
+    {
+      Statement wal(db_, "PRAGMA journal_mode = WAL");
+      wal.step();
+    }
+    exec("PRAGMA synchronous = NORMAL");
+    exec("PRAGMA foreign_keys = ON");
+    if (tables == 0) {
+      exec("BEGIN IMMEDIATE");
+      // Another process may have created the schema between our check and the lock.
+      bool fresh = false;
+      {
+        Statement again(db_, "SELECT count(*) FROM sqlite_master WHERE name = 'meta'");
+        again.step();
+        fresh = again.int64(0) == 0;
+      }
+      if (fresh) {
+        exec(kSchemaV1);
+        Statement v(db_, "INSERT INTO meta(key, value) VALUES ('schema_version', ?1), "
+                         "('application', 'waco-hybrid results'), ('created', ?2)");
+        v.bind(1, std::to_string(kResultsSchemaVersion)).bind(2, utc_now());
+        v.step();
+      }
+      exec("COMMIT");
+    }
+    Statement has_meta(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                            "name = 'meta'");
+    has_meta.step();
+    if (has_meta.int64(0) == 0)
+      throw Error(path + " is an SQLite database but not a waco-hybrid results database (no "
+                         "table 'meta')",
+                  "choose another file with --db");
+    Statement ver(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+    if (!ver.step())
+      throw Error(path + " has no schema version: not a waco-hybrid results database",
+                  "choose another file with --db");
+    const std::string text = ver.text(0);
+    char* end = nullptr;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0')
+      throw Error(path + " has an unreadable schema version '" + text + "'",
+                  "choose another file with --db");
+    version_ = static_cast<int>(v);
+    if (version_ != kResultsSchemaVersion)
+      throw Error("the results database " + path + " has schema version " + text +
+                      ", this waco-hybrid reads version " + std::to_string(kResultsSchemaVersion),
+                  version_ > kResultsSchemaVersion
+                      ? "it was written by a newer waco-hybrid: use that one, or another --db"
+                      : "it was written by an older waco-hybrid: choose another --db");
+  } catch (...) {  // close the handle, then let the error through unchanged
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+ResultsDb::~ResultsDb() { sqlite3_close(db_); }
+
+void ResultsDb::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    const bool not_a_db = sqlite3_errcode(db_) == SQLITE_NOTADB;
+    throw Error("results database " + path_ + ": " + msg,
+                not_a_db ? "the file is not an SQLite database; choose another file with --db"
+                         : "");
+  }
+}
+
+ResultsDb::Transaction::Transaction(ResultsDb& db) : db_(&db) {
+  WACO_ASSERT(db.tx_depth_ == 0, "nested results-database transactions");
+  db.exec("BEGIN IMMEDIATE");
+  ++db.tx_depth_;
+}
+
+ResultsDb::Transaction::~Transaction() {
+  if (done_) return;
+  --db_->tx_depth_;
+  sqlite3_exec(db_->db_, "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+void ResultsDb::Transaction::commit() {
+  WACO_ASSERT(!done_, "transaction committed twice");
+  db_->exec("COMMIT");
+  done_ = true;
+  --db_->tx_depth_;
+}
+
+std::int64_t ResultsDb::record_matrix(const MatrixRecord& m) {
+  Statement s(db_,
+              "INSERT INTO matrices(fingerprint, path, rows, cols, nnz, statistics, added) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(fingerprint) DO UPDATE SET "
+              "path = excluded.path, statistics = excluded.statistics RETURNING id");
+  s.bind(1, m.fingerprint).bind(2, m.path).bind(3, m.rows).bind(4, m.cols).bind(5, m.nnz);
+  s.bind(6, m.statistics.dump()).bind(7, utc_now());
+  WACO_ASSERT(s.step(), "INSERT ... RETURNING gave no row");
+  const std::int64_t id = s.int64(0);
+  while (s.step()) {
+  }
+  return id;
+}
+
+std::optional<MatrixRecord> ResultsDb::find_matrix(const std::string& fingerprint) const {
+  Statement s(db_, "SELECT fingerprint, path, rows, cols, nnz, statistics FROM matrices WHERE "
+                   "fingerprint = ?1");
+  s.bind(1, fingerprint);
+  if (!s.step()) return std::nullopt;
+  MatrixRecord m;
+  m.fingerprint = s.text(0);
+  m.path = s.text(1);
+  m.rows = s.int64(2);
+  m.cols = s.int64(3);
+  m.nnz = s.int64(4);
+  m.statistics = nlohmann::json::parse(s.text(5));
+  return m;
+}
+
+std::int64_t ResultsDb::record_schedule(const codegen::SuperSchedule& sched) {
+  const codegen::SuperSchedule c = codegen::canonicalize(sched);
+  Statement s(db_, "INSERT INTO schedules(kernel, text, json) VALUES (?1, ?2, ?3) "
+                   "ON CONFLICT(kernel, text) DO UPDATE SET json = json RETURNING id");
+  s.bind(1, std::string(kernels::kernel_name(c.kind)))
+      .bind(2, codegen::to_text(c))
+      .bind(3, codegen::to_json(c).dump());
+  WACO_ASSERT(s.step(), "INSERT ... RETURNING gave no row");
+  const std::int64_t id = s.int64(0);
+  while (s.step()) {
+  }
+  return id;
+}
+
+void ResultsDb::record_measurement(const MeasurementKey& key, const Candidate& c,
+                                   const Measurement& m, const nlohmann::json& context) {
+  std::optional<Transaction> tx;
+  if (tx_depth_ == 0) tx.emplace(*this);
+  std::int64_t matrix_id = 0;
+  {
+    Statement s(db_, "SELECT id FROM matrices WHERE fingerprint = ?1");
+    s.bind(1, key.fingerprint);
+    if (!s.step())
+      WACO_ASSERT(false, "record_measurement before record_matrix for " + key.fingerprint);
+    matrix_id = s.int64(0);
+  }
+  std::optional<std::int64_t> schedule_id;
+  if (c.schedule) schedule_id = record_schedule(*c.schedule);
+  Statement s(db_,
+              "INSERT OR REPLACE INTO measurements(matrix_id, schedule_id, kernel, implementation, "
+              "dense, threads, warmup, repeats, median_s, min_s, max_s, times_s, verified, "
+              "max_rel_error, status, reason, conversion_s, compile_s, cache_hit, stored_values, "
+              "kernel_source, wall_s, context, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+              "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)");
+  const bool ok = m.status == MeasureStatus::Ok;
+  s.bind(1, matrix_id);
+  if (schedule_id) s.bind(2, *schedule_id); else s.bind_null(2);
+  s.bind(3, std::string(kernels::kernel_name(key.kernel))).bind(4, c.implementation);
+  s.bind(5, key.dense).bind(6, m.threads).bind(7, m.warmup).bind(8, key.repeats);
+  if (ok) s.bind(9, m.median_s).bind(10, m.min_s).bind(11, m.max_s);
+  else s.bind_null(9).bind_null(10).bind_null(11);
+  s.bind(12, nlohmann::json(m.seconds).dump()).bind(13, m.verified ? 1 : 0);
+  if (m.max_rel_error >= 0) s.bind(14, m.max_rel_error); else s.bind_null(14);
+  s.bind(15, std::string(status_name(m.status))).bind(16, m.reason);
+  s.bind(17, m.conversion_s).bind(18, m.compile_s).bind(19, m.cache_hit ? 1 : 0);
+  if (m.stored_values >= 0) s.bind(20, m.stored_values); else s.bind_null(20);
+  s.bind(21, m.kernel_source).bind(22, m.wall_s).bind(23, context.dump()).bind(24, utc_now());
+  s.step();
+  if (tx) tx->commit();
+}
+
+namespace {
+
+constexpr const char* kSelectMeasurement =
+    "SELECT m.implementation, s.json, m.threads, m.warmup, m.repeats, m.median_s, m.min_s, "
+    "m.max_s, m.times_s, m.verified, m.max_rel_error, m.status, m.reason, m.conversion_s, "
+    "m.compile_s, m.cache_hit, m.stored_values, m.kernel_source, m.wall_s, m.context, m.created "
+    "FROM measurements m JOIN matrices x ON x.id = m.matrix_id "
+    "LEFT JOIN schedules s ON s.id = m.schedule_id "
+    "WHERE x.fingerprint = ?1 AND m.kernel = ?2 AND m.dense = ?3 AND m.repeats = ?4 ";
+
+StoredMeasurement read_measurement(const Statement& s) {
+  StoredMeasurement r;
+  r.candidate.implementation = s.text(0);
+  if (!s.is_null(1))
+    r.candidate.schedule = codegen::schedule_from_json(nlohmann::json::parse(s.text(1)));
+  Measurement& m = r.measurement;
+  m.threads = static_cast<int>(s.int64(2));
+  m.warmup = static_cast<int>(s.int64(3));
+  m.repeats = static_cast<int>(s.int64(4));
+  m.median_s = s.real(5);
+  m.min_s = s.real(6);
+  m.max_s = s.real(7);
+  m.seconds = nlohmann::json::parse(s.text(8)).get<std::vector<double>>();
+  m.verified = s.int64(9) != 0;
+  m.max_rel_error = s.real(10, -1.0);
+  const auto st = parse_status(s.text(11));
+  WACO_ASSERT(st.has_value(), "the CHECK constraint admits only known statuses");
+  m.status = *st;
+  m.reason = s.text(12);
+  m.conversion_s = s.real(13);
+  m.compile_s = s.real(14);
+  m.cache_hit = s.int64(15) != 0;
+  m.stored_values = s.is_null(16) ? -1 : s.int64(16);
+  m.kernel_source = s.text(17);
+  m.wall_s = s.real(18);
+  r.context = nlohmann::json::parse(s.text(19));
+  r.created = s.text(20);
+  return r;
+}
+
+}  // namespace
+
+std::vector<StoredMeasurement> ResultsDb::measurements(const MeasurementKey& key) const {
+  Statement s(db_, (std::string(kSelectMeasurement) + "ORDER BY m.id").c_str());
+  s.bind(1, key.fingerprint).bind(2, std::string(kernels::kernel_name(key.kernel)));
+  s.bind(3, key.dense).bind(4, key.repeats);
+  std::vector<StoredMeasurement> out;
+  while (s.step()) out.push_back(read_measurement(s));
+  return out;
+}
+
+std::optional<StoredMeasurement> ResultsDb::find_measurement(const MeasurementKey& key,
+                                                             const Candidate& c,
+                                                             int threads) const {
+  Statement s(db_, (std::string(kSelectMeasurement) +
+                    "AND m.implementation = ?5 AND m.threads = ?6 AND "
+                    "ifnull(s.text, '') = ?7")
+                       .c_str());
+  s.bind(1, key.fingerprint).bind(2, std::string(kernels::kernel_name(key.kernel)));
+  s.bind(3, key.dense).bind(4, key.repeats).bind(5, c.implementation).bind(6, threads);
+  s.bind(7, c.schedule ? codegen::to_text(codegen::canonicalize(*c.schedule)) : std::string());
+  if (!s.step()) return std::nullopt;
+  return read_measurement(s);
+}
+
+std::int64_t ResultsDb::count(const char* table) const {
+  Statement s(db_, (std::string("SELECT count(*) FROM ") + table).c_str());
+  s.step();
+  return s.int64(0);
+}
+
+std::int64_t ResultsDb::count_matrices() const { return count("matrices"); }
+std::int64_t ResultsDb::count_schedules() const { return count("schedules"); }
+std::int64_t ResultsDb::count_measurements() const { return count("measurements"); }
+
+}  // namespace waco::heuristics

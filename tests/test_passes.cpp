@@ -1,0 +1,212 @@
+// Tests of the trimming passes (heuristics/pass.hpp): the registry, pipelines as strings, errors
+// for unknown names, statistics that add up, sound passes removing only illegal candidates
+// (exhaustively on small spaces), and the signature-driven passes' inputs.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "support/edge_cases.hpp"
+#include "waco/codegen/storage.hpp"
+#include "waco/heuristics/pass.hpp"
+#include "waco/heuristics/space.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/generators.hpp"
+#include "waco/signature/signature.hpp"
+
+using namespace waco;
+using namespace waco::heuristics;
+using kernels::KernelKind;
+
+namespace {
+
+kernels::CooMatrix generated(const std::string& kind, std::int64_t rows, std::uint64_t seed) {
+  kernels::GeneratorSpec g;
+  g.kind = kind;
+  g.rows = rows;
+  g.nnz = rows * 6;
+  g.bandwidth = 3;
+  g.block = 4;
+  g.blocks = rows / 8;
+  g.seed = seed;
+  return kernels::generate(g);
+}
+
+}  // namespace
+
+TEST_CASE("passes: the registry lists every pass once, each with a description") {
+  const auto passes = list_passes();
+  REQUIRE(passes.size() == 10);
+  std::set<std::string> names;
+  for (const PassInfo& p : passes) {
+    REQUIRE(names.insert(p.name).second);
+    REQUIRE(!p.description.empty());
+    REQUIRE(make_pass(p.name)->name() == p.name);
+    REQUIRE(make_pass(p.name)->sound() == p.sound);
+  }
+  REQUIRE(names.count("legality"));
+  REQUIRE(names.count("chunk-rows"));
+  // Soundness as documented.
+  for (const PassInfo& p : passes)
+    REQUIRE(p.sound == (p.name == "legality" || p.name == "sparse-iteration"));
+}
+
+TEST_CASE("passes: pipelines parse and print back") {
+  const Pipeline all = default_pipeline();
+  REQUIRE(parse_pipeline(print_pipeline(all)) == all);
+  REQUIRE(parse_pipeline("all") == all);
+  REQUIRE(parse_pipeline("none").empty());
+  REQUIRE(parse_pipeline("").empty());
+  REQUIRE(print_pipeline({}) == "none");
+  const Pipeline p = parse_pipeline(" legality , chunk-rows,tile-window ");
+  REQUIRE(p == Pipeline{"legality", "chunk-rows", "tile-window"});
+  REQUIRE(print_pipeline(p) == "legality,chunk-rows,tile-window");
+  REQUIRE(parse_pipeline(print_pipeline(p)) == p);
+}
+
+TEST_CASE("passes: unknown or repeated names are errors listing the known passes") {
+  try {
+    parse_pipeline("legality,parallelise-outer");
+    FAIL("no error");
+  } catch (const kernels::Error& e) {
+    REQUIRE_THAT(e.what(), Catch::Contains("parallelise-outer"));
+    for (const PassInfo& p : list_passes()) REQUIRE_THAT(e.hint(), Catch::Contains(p.name));
+  }
+  REQUIRE_THROWS_AS(make_pass("nope"), kernels::Error);
+  REQUIRE_THROWS_AS(parse_pipeline("legality,legality"), kernels::Error);
+  REQUIRE_THROWS_AS(parse_pipeline("legality,,chunk-rows"), kernels::Error);
+}
+
+TEST_CASE("passes: statistics add up through the default pipeline") {
+  const kernels::CooMatrix a = generated("powerlaw", 2000, 3);
+  kernels::CooTensor t = kernels::generate_tensor({40, 30, 20}, 800, 5);
+  for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM, KernelKind::MTTKRP}) {
+    SpaceOptions so;
+    so.cores = 2;
+    PassParams pp;
+    pp.cache_bytes = 512 * 1024;  // do not depend on sysfs
+    Space s = k == KernelKind::MTTKRP ? Space::for_operand(k, nullptr, &t, 16, so)
+                                      : Space::for_operand(k, &a, nullptr, 64, so);
+    const std::uint64_t full = s.count();
+    const std::uint64_t legal = legal_count(s, pp);
+    const PipelineResult r = run_pipeline(s, default_pipeline(), pp);
+    INFO(kernels::kernel_name(k));
+    REQUIRE(r.initial_count == full);
+    REQUIRE(r.passes.size() == default_pipeline().size());
+    std::uint64_t prev = full;
+    for (const PassStats& p : r.passes) {
+      INFO(p.name);
+      REQUIRE(p.in == prev);
+      std::uint64_t removed = 0;
+      for (const auto& [why, n] : p.removed) {
+        REQUIRE(!why.empty());
+        REQUIRE(n > 0);
+        removed += n;
+      }
+      REQUIRE(p.in == p.out + removed);
+      REQUIRE(p.seconds >= 0);
+      const auto j = p.to_json();
+      REQUIRE(j.at("in").get<std::uint64_t>() == p.in);
+      prev = p.out;
+    }
+    REQUIRE(r.final_count == prev);
+    REQUIRE(r.final_count == s.count());
+    REQUIRE(r.passes[0].out == legal);
+    REQUIRE(r.final_count > 0);
+    REQUIRE(r.final_count < legal);
+    // The admissible set enumerates to its count.
+    if (r.final_count <= 200000) REQUIRE(s.materialize(200000).size() == r.final_count);
+  }
+}
+
+TEST_CASE("passes: sound passes remove only illegal candidates (exhaustive, small spaces)") {
+  // Every candidate a sound pass removes must be illegal: a split above the extent or a format
+  // build_storage refuses. (No sound pass relies on equivalence.) Checked on the full space of
+  // small matrices, with threads fixed to keep it enumerable.
+  std::vector<kernels::CooMatrix> mats = {
+      test::from_triplets(5, 7, {0, 0, 2, 2, 4}, {0, 6, 1, 2, 3}, {1, 2, 3, 4, 5}),
+      generated("banded", 12, 1)};
+  for (const PassInfo& info : list_passes()) {
+    if (!info.sound) continue;
+    for (const auto& a : mats)
+      for (KernelKind k : {KernelKind::SpMV, KernelKind::SDDMM}) {
+        SpaceOptions so;
+        so.cores = 1;
+        so.max_padding = 2.0;
+        Space before = Space::for_operand(k, &a, nullptr, 2, so);
+        run_pipeline(before, parse_pipeline("parallelize-outer"));  // heuristic, applied to both
+        Space after = before;
+        const PassStats st = run_pass(after, *make_pass(info.name));
+        std::set<std::string> kept;
+        after.for_each([&](const codegen::SuperSchedule& x) {
+          kept.insert(codegen::to_text(x));
+          return true;
+        });
+        REQUIRE(kept.size() == st.out);
+        const kernels::DenseOperands ops = kernels::make_dense_operands(k, &a, nullptr, 2, 1);
+        const kernels::Problem p = kernels::make_problem(k, &a, nullptr, ops);
+        codegen::StorageOptions sto;
+        sto.max_padding = 2.0;
+        std::map<std::string, bool> built;  // by format key
+        std::uint64_t removed = 0;
+        before.for_each([&](const codegen::SuperSchedule& x) {
+          if (kept.count(codegen::to_text(x))) return true;
+          ++removed;
+          bool above = false;
+          for (std::size_t v = 0; v < x.split.size(); ++v)
+            above = above || x.split[v] > before.extents()[v];
+          if (above) return true;
+          std::string key = codegen::to_text(x);
+          key = key.substr(0, key.find(" parallel="));
+          auto it = built.find(key);
+          if (it == built.end())
+            it = built.emplace(key, codegen::build_storage(x, p, sto).storage.has_value()).first;
+          INFO(info.name << " removed a legal candidate: " << codegen::to_text(x));
+          REQUIRE_FALSE(it->second);
+          return true;
+        });
+        REQUIRE(removed == st.in - st.out);
+        if (info.name == "legality") REQUIRE(removed > 0);  // the check can fail
+      }
+  }
+}
+
+TEST_CASE("passes: block-fill keeps exactly the blocks the signature calls full enough") {
+  const kernels::CooMatrix a = generated("blocks", 256, 9);
+  const signature::LocalitySignature sig = signature::compute_signature(a);
+  SpaceOptions so;
+  so.cores = 1;
+  Space s = Space::for_operand(KernelKind::SpMV, &a, nullptr, 1, so);
+  PassParams pp;
+  pp.max_block_padding = 2.0;
+  std::string note;
+  const auto cons = make_pass("block-fill", pp)->constraints(s, note);
+  REQUIRE(cons.size() == 1);
+  for (int bi = 1; bi <= 32; bi *= 2)
+    for (int bk = 1; bk <= 32; bk *= 2) {
+      if (bi == 1 || bk == 1) continue;
+      const codegen::SuperSchedule x = codegen::schedule_from_string(
+          KernelKind::SpMV, "bcsr" + std::to_string(bi) + "x" + std::to_string(bk));
+      const double fill = sig.block(bi, bk).fill_ratio;
+      const bool keep = cons[0]->check_storage(s, x.split, x.levels(), x.formats) == nullptr;
+      INFO(bi << "x" << bk << " fill " << fill);
+      REQUIRE(keep == (fill >= 0.5));
+    }
+}
+
+TEST_CASE("passes: structural space without a matrix") {
+  const codegen::KernelSpec& spec = codegen::kernel_spec(KernelKind::SpMM);
+  std::vector<std::int64_t> ext;
+  for (char v : spec.vars) ext.push_back(spec.is_sparse_var(v) ? codegen::kMaxSplit : 256);
+  SpaceOptions so;
+  so.cores = 2;
+  Space s = Space::structural(KernelKind::SpMM, ext, so);
+  const PipelineResult r = run_pipeline(s, default_pipeline());
+  for (const PassStats& p : r.passes)
+    if (p.name == "tile-window" || p.name == "block-fill") {
+      REQUIRE(p.out == p.in);
+      REQUIRE(!p.note.empty());
+    }
+  REQUIRE(r.final_count > 0);
+  REQUIRE(r.final_count < r.initial_count);
+}

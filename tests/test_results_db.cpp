@@ -1,0 +1,393 @@
+// Unit "results_db": the SQLite results database (heuristics/results_db.hpp) and the measuring
+// loop on top of it (heuristics/tuner.hpp): schema creation, reopening and version checks;
+// matrices, schedules and measurements round-trip; transactions roll back; a tuning run killed
+// with SIGKILL midway resumes without losing or repeating a measurement.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "support/test_paths.hpp"
+#include "support/edge_cases.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/heuristics/results_db.hpp"
+#include "waco/heuristics/tuner.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/context.hpp"
+
+using namespace waco;
+using namespace waco::heuristics;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Runs one SQL statement on the file directly (to tamper with it as another program could).
+void raw_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  INFO((err ? err : ""));
+  sqlite3_free(err);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+kernels::CooMatrix small_matrix() {
+  std::vector<kernels::index_t> r, c;
+  std::vector<float> v;
+  for (int i = 0; i < 400; ++i)
+    for (int k : {i, (i * 13 + 5) % 400, (i * 101 + 7) % 400}) {
+      r.push_back(i);
+      c.push_back(k);
+      v.push_back(1.0f + static_cast<float>(k % 5));
+    }
+  return test::from_triplets(400, 400, r, c, v);  // sums the repeated coordinates
+}
+
+Measurement fake_ok(double median, int threads) {
+  Measurement m;
+  m.status = MeasureStatus::Ok;
+  m.seconds = {median * 1.1, median, median * 0.9};
+  m.median_s = median;
+  m.min_s = median * 0.9;
+  m.max_s = median * 1.1;
+  m.warmup = 2;
+  m.repeats = 3;
+  m.threads = threads;
+  m.verified = true;
+  m.max_rel_error = 1e-7;
+  m.conversion_s = 0.001;
+  m.compile_s = 0.5;
+  m.kernel_source = "/tmp/k.cpp";
+  m.stored_values = 1200;
+  m.wall_s = 0.7;
+  return m;
+}
+
+Candidate spmv(const std::string& text) {
+  return Candidate::generated(codegen::schedule_from_string(kernels::KernelKind::SpMV, text));
+}
+
+/// Eight SpMV candidates sharing one compiled kernel (chunk is a runtime parameter).
+std::vector<Candidate> chunk_candidates() {
+  std::vector<Candidate> v;
+  for (int chunk = 1; chunk <= 128; chunk *= 2)
+    v.push_back(spmv("order=i,k format=UC parallel=i threads=1 chunk=" + std::to_string(chunk)));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("results_db: a new file gets the schema, in a directory created on demand") {
+  const std::string dir = test::scratch_dir("results-db-create");
+  const std::string path = dir + "/deep/er/results.sqlite";
+  {
+    ResultsDb db(path);
+    CHECK(db.schema_version() == kResultsSchemaVersion);
+    CHECK(db.path() == path);
+    CHECK(db.count_matrices() == 0);
+    CHECK(db.count_schedules() == 0);
+    CHECK(db.count_measurements() == 0);
+  }
+  CHECK(fs::exists(path));
+  ResultsDb again(path);  // reopening an existing file
+  CHECK(again.schema_version() == kResultsSchemaVersion);
+}
+
+TEST_CASE("results_db: the default path follows XDG_DATA_HOME, then HOME") {
+  const char* old_xdg = std::getenv("XDG_DATA_HOME");
+  const std::string saved_xdg = old_xdg ? old_xdg : "";
+  setenv("XDG_DATA_HOME", "/some/data", 1);
+  CHECK(default_results_path() == "/some/data/waco-hybrid/waco-results.sqlite");
+  setenv("XDG_DATA_HOME", "", 1);  // empty counts as unset
+  const char* home = std::getenv("HOME");
+  if (home && *home)
+    CHECK(default_results_path() ==
+          std::string(home) + "/.local/share/waco-hybrid/waco-results.sqlite");
+  if (old_xdg) setenv("XDG_DATA_HOME", saved_xdg.c_str(), 1); else unsetenv("XDG_DATA_HOME");
+}
+
+TEST_CASE("results_db: other schema versions and other files are refused with clear errors") {
+  const std::string dir = test::scratch_dir("results-db-version");
+  const std::string newer = dir + "/newer.sqlite";
+  { ResultsDb db(newer); }
+  raw_sql(newer, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+  try {
+    ResultsDb db(newer);
+    FAIL("a newer schema was accepted");
+  } catch (const kernels::Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("schema version 99") != std::string::npos);
+    CHECK(what.find(std::to_string(kResultsSchemaVersion)) != std::string::npos);
+    CHECK(std::string(e.hint()).find("newer") != std::string::npos);
+  }
+
+  const std::string foreign = dir + "/foreign.sqlite";
+  raw_sql(foreign, "CREATE TABLE t(x)");
+  CHECK_THROWS_WITH(ResultsDb(foreign),
+                    Catch::Contains("not a waco-hybrid results database"));
+
+  const std::string text = dir + "/notes.txt";
+  std::ofstream(text) << "this is not a database, just a text file that is long enough to have "
+                         "a header SQLite would look for..................................\n";
+  CHECK_THROWS_AS(ResultsDb(text), kernels::Error);
+
+  CHECK_THROWS_WITH(ResultsDb("/proc/no-such-dir/x.sqlite"), Catch::Contains("results database"));
+}
+
+TEST_CASE("results_db: matrices, schedules and measurements round-trip") {
+  const std::string path = test::scratch_dir("results-db-roundtrip") + "/r.sqlite";
+  ResultsDb db(path);
+  const kernels::CooMatrix a = small_matrix();
+  const MatrixRecord rec = matrix_record(a, "small.mtx");
+  CHECK(rec.fingerprint.size() == 16);
+  CHECK(rec.nnz == a.nnz());
+  CHECK(rec.statistics.at("row_nnz_max").get<int>() >= 1);
+  const std::int64_t id = db.record_matrix(rec);
+  CHECK(db.record_matrix(rec) == id);  // keyed by fingerprint
+  CHECK(db.count_matrices() == 1);
+  const auto found = db.find_matrix(rec.fingerprint);
+  REQUIRE(found.has_value());
+  CHECK(found->rows == 400);
+  CHECK(found->nnz == a.nnz());
+  CHECK(found->statistics == rec.statistics);
+  CHECK_FALSE(db.find_matrix("0000000000000000").has_value());
+
+  const Candidate bcsr = spmv("bcsr4x4");
+  CHECK(db.record_schedule(*bcsr.schedule) == db.record_schedule(*bcsr.schedule));
+  CHECK(db.count_schedules() == 1);
+
+  const MeasurementKey key{rec.fingerprint, kernels::KernelKind::SpMV, 1, 3};
+  const nlohmann::json ctx = kernels::context_json(2, "none");
+  db.record_measurement(key, bcsr, fake_ok(0.002, 2), ctx);
+  Measurement refused;
+  refused.status = MeasureStatus::Refused;
+  refused.reason = "stores 40 x nnz values, above the bound of 20 x nnz";
+  refused.threads = 2;
+  refused.repeats = 3;
+  const Candidate big = spmv("bcsr64x64");
+  db.record_measurement(key, big, refused, ctx);
+  db.record_measurement(key, Candidate::baseline("csr"), fake_ok(0.003, 2), ctx);
+  CHECK(db.count_measurements() == 3);
+  CHECK(db.count_schedules() == 2);
+
+  const std::vector<StoredMeasurement> all = db.measurements(key);
+  REQUIRE(all.size() == 3);
+  CHECK(all[0].candidate.schedule == bcsr.schedule);
+  CHECK(all[0].measurement.to_json() == fake_ok(0.002, 2).to_json());
+  CHECK(all[0].context == ctx);
+  CHECK_FALSE(all[0].created.empty());
+  CHECK(all[1].measurement.status == MeasureStatus::Refused);
+  CHECK(all[1].measurement.reason == refused.reason);
+  CHECK(all[1].measurement.max_rel_error == -1.0);
+  CHECK_FALSE(all[2].candidate.schedule.has_value());
+  CHECK(all[2].candidate.implementation == "csr");
+
+  // The same identity replaces; another thread count or repeat count is another measurement.
+  db.record_measurement(key, bcsr, fake_ok(0.001, 2), ctx);
+  CHECK(db.count_measurements() == 3);
+  auto again = db.find_measurement(key, bcsr, 2);
+  REQUIRE(again.has_value());
+  CHECK(again->measurement.median_s == 0.001);
+  CHECK_FALSE(db.find_measurement(key, bcsr, 1).has_value());
+  db.record_measurement(key, bcsr, fake_ok(0.004, 1), ctx);
+  CHECK(db.count_measurements() == 4);
+  MeasurementKey other = key;
+  other.repeats = 50;
+  CHECK(db.measurements(other).empty());
+  other = key;
+  other.dense = 256;
+  CHECK(db.measurements(other).empty());
+  CHECK(db.find_measurement(key, Candidate::baseline("csr"), 2).has_value());
+  CHECK_FALSE(db.find_measurement(key, Candidate::baseline("eigen"), 2).has_value());
+
+  // Another process (or a reopened handle) sees what was committed.
+  ResultsDb second(path);
+  CHECK(second.count_measurements() == 4);
+}
+
+TEST_CASE("results_db: an uncommitted transaction rolls back") {
+  const std::string path = test::scratch_dir("results-db-tx") + "/r.sqlite";
+  ResultsDb db(path);
+  const MatrixRecord rec = matrix_record(small_matrix(), "m.mtx");
+  db.record_matrix(rec);
+  const MeasurementKey key{rec.fingerprint, kernels::KernelKind::SpMV, 1, 3};
+  {
+    ResultsDb::Transaction tx(db);
+    db.record_measurement(key, spmv("csr"), fake_ok(0.001, 2), nlohmann::json::object());
+    db.record_measurement(key, spmv("dcsr"), fake_ok(0.001, 2), nlohmann::json::object());
+    CHECK(db.count_measurements() == 2);  // visible inside the transaction
+  }
+  CHECK(db.count_measurements() == 0);
+  {
+    ResultsDb::Transaction tx(db);
+    db.record_measurement(key, spmv("csr"), fake_ok(0.001, 2), nlohmann::json::object());
+    tx.commit();
+  }
+  CHECK(ResultsDb(path).count_measurements() == 1);
+}
+
+TEST_CASE("results_db: a killed tuning run resumes without losing or repeating work") {
+  const std::string dir = test::scratch_dir("results-db-resume");
+  const std::string path = dir + "/r.sqlite";
+  const kernels::CooMatrix a = small_matrix();
+  const auto ops = kernels::make_dense_operands(kernels::KernelKind::SpMV, &a, nullptr, 1, 3);
+  const kernels::Problem p = kernels::make_problem(kernels::KernelKind::SpMV, &a, nullptr, ops);
+  const kernels::Reference ref = kernels::compute_reference(p);
+  const MatrixRecord rec = matrix_record(a, "small.mtx");
+  MeasureOptions mo;
+  mo.warmup = 1;
+  mo.repeats = 3;
+  mo.threads = 1;
+  mo.generated.compiler.cache_dir = dir + "/cache";
+  const MeasurementKey key{rec.fingerprint, kernels::KernelKind::SpMV, 1, mo.repeats};
+  const std::vector<Candidate> candidates = chunk_candidates();
+
+  // A first run, in a child process, slowed down so that it is killed midway.
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int code = 0;
+    try {
+      ResultsDb db(path);
+      db.record_matrix(rec);
+      MeasureOptions slow = mo;
+      slow.child_hook = [](const Candidate&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      };
+      Measurer m(p, ref, slow);
+      run_candidates(db, key, m, candidates, {});
+      code = 10;  // finished: the parent was too slow to kill it
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      code = 11;
+    }
+    _exit(code);
+  }
+  std::int64_t before_kill = 0;
+  for (int i = 0; i < 6000; ++i) {  // up to 60 s (the first candidate compiles)
+    if (fs::exists(path)) {
+      try {
+        before_kill = ResultsDb(path).count_measurements();
+      } catch (const kernels::Error&) {
+        before_kill = 0;  // the child is still creating the schema
+      }
+    }
+    if (before_kill >= 3) break;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  int st = 0;
+  REQUIRE(waitpid(pid, &st, 0) == pid);
+  REQUIRE(WIFSIGNALED(st));
+  const std::int64_t after_kill = ResultsDb(path).count_measurements();
+  INFO("measured before the kill: " << after_kill);
+  REQUIRE(after_kill >= 3);
+  REQUIRE(after_kill < static_cast<std::int64_t>(candidates.size()));
+
+  // Resume: what is stored is reused, the rest is measured, nothing twice.
+  ResultsDb db(path);
+  Measurer m(p, ref, mo);
+  std::vector<std::int64_t> progress_done;
+  TuneOptions to;
+  to.progress = [&](const TuneProgress& pr) {
+    progress_done.push_back(pr.done);
+    CHECK(pr.total == static_cast<std::int64_t>(candidates.size()));
+  };
+  const TuneResult r = run_candidates(db, key, m, candidates, to);
+  CHECK(r.reused == after_kill);
+  CHECK(r.measured == static_cast<std::int64_t>(candidates.size()) - after_kill);
+  CHECK(r.complete);
+  CHECK(r.entries.size() == candidates.size());
+  CHECK(progress_done.size() == candidates.size());
+  CHECK(progress_done.back() == static_cast<std::int64_t>(candidates.size()));
+  CHECK(db.count_measurements() == static_cast<std::int64_t>(candidates.size()));
+  std::set<std::string> labels;
+  for (const StoredMeasurement& s : db.measurements(key)) labels.insert(s.candidate.label());
+  CHECK(labels.size() == candidates.size());
+  REQUIRE(r.best.has_value());
+  CHECK(r.status_counts.at(MeasureStatus::Ok) == static_cast<std::int64_t>(candidates.size()));
+
+  // A third run measures nothing.
+  const TuneResult again = run_candidates(db, key, m, candidates, {});
+  CHECK(again.measured == 0);
+  CHECK(again.reused == static_cast<std::int64_t>(candidates.size()));
+  CHECK(db.count_measurements() == static_cast<std::int64_t>(candidates.size()));
+}
+
+TEST_CASE("results_db: failed candidates are recorded, retried on request, and budgets stop") {
+  const std::string dir = test::scratch_dir("results-db-failures");
+  const std::string path = dir + "/r.sqlite";
+  const kernels::CooMatrix a = small_matrix();
+  const auto ops = kernels::make_dense_operands(kernels::KernelKind::SpMV, &a, nullptr, 1, 3);
+  const kernels::Problem p = kernels::make_problem(kernels::KernelKind::SpMV, &a, nullptr, ops);
+  const kernels::Reference ref = kernels::compute_reference(p);
+  ResultsDb db(path);
+  const MatrixRecord rec = matrix_record(a, "small.mtx");
+  db.record_matrix(rec);
+  MeasureOptions mo;
+  mo.warmup = 0;
+  mo.repeats = 2;
+  mo.threads = 1;
+  mo.generated.compiler.cache_dir = dir + "/cache";
+  mo.child_hook = [](const Candidate& c) {
+    if (c.schedule && c.schedule->chunk == 4) raise(SIGABRT);
+  };
+  const MeasurementKey key{rec.fingerprint, kernels::KernelKind::SpMV, 1, mo.repeats};
+  const std::vector<Candidate> candidates = chunk_candidates();
+  {
+    Measurer m(p, ref, mo);
+    std::vector<Candidate> with_dup = candidates;
+    with_dup.push_back(candidates[0]);  // duplicates are measured once
+    const TuneResult r = run_candidates(db, key, m, with_dup, {});
+    CHECK(r.measured == 8);
+    CHECK(r.status_counts.at(MeasureStatus::Crashed) == 1);
+    CHECK(r.status_counts.at(MeasureStatus::Ok) == 7);
+    const auto crashed = db.find_measurement(key, candidates[2], 1);
+    REQUIRE(crashed.has_value());
+    CHECK(crashed->measurement.status == MeasureStatus::Crashed);
+    CHECK(crashed->measurement.reason.find("signal 6") != std::string::npos);
+  }
+  {
+    mo.child_hook = nullptr;  // "fixed": a retry measures the crashed one only
+    Measurer m(p, ref, mo);
+    TuneOptions to;
+    to.retry_failed = true;
+    const TuneResult r = run_candidates(db, key, m, candidates, to);
+    CHECK(r.measured == 1);
+    CHECK(r.reused == 7);
+    CHECK(r.status_counts.at(MeasureStatus::Ok) == 8);
+    CHECK(db.count_measurements() == 8);
+
+    // A stop flag already raised: nothing is considered.
+    volatile std::sig_atomic_t stop = 1;
+    TuneOptions stopped;
+    stopped.stop = &stop;
+    const TuneResult s = run_candidates(db, key, m, candidates, stopped);
+    CHECK(s.entries.empty());
+    CHECK_FALSE(s.complete);
+    CHECK(s.stopped_by == "interrupted");
+
+    // A tiny time budget: stored results are still taken, new measurements are not started.
+    std::vector<Candidate> more = candidates;
+    more.push_back(spmv("order=i,k format=UC parallel=i threads=1 chunk=256"));
+    TuneOptions budget;
+    budget.budget_seconds = 1e-9;
+    const TuneResult b = run_candidates(db, key, m, more, budget);
+    CHECK(b.reused == 8);
+    CHECK(b.measured == 0);
+    CHECK_FALSE(b.complete);
+    CHECK(b.stopped_by == "budget-seconds");
+  }
+}

@@ -1,0 +1,198 @@
+// Unit "tune": `waco-hybrid tune` end to end on the bundled example: the JSON report (best,
+// speedup_over_csr, status counts, kernel source), resuming from the results database, explicit
+// schedule lists, and usage errors. Kept small (a few candidates, few repeats).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_paths.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+/// Runs waco-hybrid with `args` (shell-quoted), capturing stdout and stderr apart.
+Result cli(const std::string& args) {
+  static int calls = 0;
+  const std::string err_path = (fs::temp_directory_path() / ("waco-tune-stderr-" +
+                                std::to_string(getpid()) + "-" + std::to_string(++calls))).string();
+  const std::string cmd = waco::test::cli_binary() + " " + args + " 2>" + err_path;
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  fs::remove(err_path);
+  return r;
+}
+
+std::string example() { return waco::test::examples_dir() + "/bcsstk13.mtx.gz"; }
+
+/// Options shared by every run: a private database and kernel cache, few repeats.
+std::string common(const std::string& dir) {
+  return "--db " + dir + "/results.sqlite --cache-dir " + dir + "/cache --repeat 3 --warmup 1 "
+         "--threads 2 ";
+}
+
+}  // namespace
+
+TEST_CASE("tune: a random search reports the best schedule and resumes from the database") {
+  const std::string dir = waco::test::scratch_dir("tune-random");
+  const std::string args =
+      "tune --kernel spmv --search random --budget 3 --seed 5 --json " + common(dir) + example();
+  const Result r = cli(args);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("kernel") == "spmv");
+  CHECK(j.at("search") == "random");
+  CHECK(j.at("candidates") == 3);
+  CHECK(j.at("considered") == 3);
+  CHECK(j.at("measured") == 3);
+  CHECK(j.at("reused") == 0);
+  CHECK(j.at("complete") == true);
+  const auto& space = j.at("space");
+  CHECK(space.at("legal_count").get<std::uint64_t>() >= space.at("admissible_count").get<std::uint64_t>());
+  CHECK(space.at("passes").is_array());
+  std::int64_t counted = 0;
+  for (const auto& [status, n] : j.at("status_counts").items()) counted += n.get<std::int64_t>();
+  CHECK(counted == 3);
+  CHECK(j.at("csr").at("status") == "ok");
+  CHECK(j.at("csr_baseline").at("status") == "ok");
+  REQUIRE(j.at("best").is_object());
+  CHECK(j.at("best").at("median_s").get<double>() > 0.0);
+  CHECK(j.at("speedup_over_csr").get<double>() > 0.0);
+  CHECK(j.at("side_by_side").at("confirmed") == true);
+  CHECK(j.at("side_by_side").at("best_median_s").get<double>() > 0.0);
+  CHECK(j.at("search_speedup_over_csr").get<double>() > 0.0);
+  CHECK(j.at("speedup_over_csr_baseline").get<double>() > 0.0);
+  CHECK(fs::exists(j.at("kernel_source").get<std::string>()));
+  CHECK(j.at("time_s").get<double>() > 0.0);
+  CHECK(j.at("context").contains("cpu"));
+  CHECK(r.err.find("3/3 done") != std::string::npos);  // progress on stderr
+
+  // The same command again measures nothing: everything comes from the database.
+  const Result again = cli(args);
+  REQUIRE(again.status == 0);
+  const auto k = nlohmann::json::parse(again.out);
+  CHECK(k.at("measured") == 0);
+  CHECK(k.at("reused") == 3);
+  CHECK(k.at("best").at("schedule") == j.at("best").at("schedule"));
+  CHECK(k.at("best").at("median_s") == j.at("best").at("median_s"));
+}
+
+TEST_CASE("tune: an explicit schedule list, with failures recorded by status") {
+  const std::string dir = waco::test::scratch_dir("tune-list");
+  const std::string list = dir + "/schedules.txt";
+  std::ofstream(list) << "# two schedules and a refused one\ncsr\n\n"
+                         "order=i,k format=UC parallel=i threads=1 chunk=64\n"
+                         "bcsr64x64\n";
+  const Result r = cli("tune --kernel spmv --schedules " + list + " --max-padding 2 --json " +
+                       common(dir) + example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("search") == "list");
+  CHECK(j.at("space").is_null());
+  CHECK(j.at("candidates") == 3);
+  CHECK(j.at("status_counts").at("ok") == 2);
+  CHECK(j.at("status_counts").at("refused") == 1);
+  REQUIRE(j.at("failures").size() == 1);
+  CHECK(j.at("failures")[0].at("schedule").get<std::string>().find("split=i:64,k:64") == 0);
+  CHECK_FALSE(j.at("failures")[0].at("reason").get<std::string>().empty());
+
+  // A bad line is reported with its file and line number.
+  std::ofstream(list) << "csr\norder=i,k format=XY\n";
+  const Result bad = cli("tune --kernel spmv --schedules " + list + " " + common(dir) + example());
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("schedules.txt:2") != std::string::npos);
+}
+
+TEST_CASE("tune: Ctrl-C stops after the current candidate and the next run resumes") {
+  const std::string dir = waco::test::scratch_dir("tune-interrupt");
+  const std::string args = "tune --kernel spmv --search random --budget 16 --seed 9 --json " +
+                           common(dir) + example();
+  const std::string out_path = dir + "/out.json";
+  const std::string err_path = dir + "/err.txt";
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    execl("/bin/sh", "sh", "-c", ("exec " + waco::test::cli_binary() + " " + args).c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for the search to start (the Ctrl-C handler is installed by then), let it measure a
+  // little, then interrupt it.
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream started(err_path);
+    const std::string text((std::istreambuf_iterator<char>(started)),
+                           std::istreambuf_iterator<char>());
+    if (text.find("16 candidates") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  kill(pid, SIGINT);
+  int st = 0;
+  REQUIRE(waitpid(pid, &st, 0) == pid);
+  std::ifstream e(err_path);
+  const std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  INFO(err);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 1);
+  CHECK(err.find("interrupted") != std::string::npos);
+  std::ifstream o(out_path);
+  const auto first = nlohmann::json::parse(o);
+  CHECK(first.at("complete") == false);
+  CHECK(first.at("stopped_by") == "interrupted");
+  const std::int64_t done = first.at("considered").get<std::int64_t>();
+  CHECK(done < 16);
+
+  const Result again = cli(args);
+  REQUIRE(again.status == 0);
+  const auto j = nlohmann::json::parse(again.out);
+  CHECK(j.at("reused") == done);
+  CHECK(j.at("measured") == 16 - done);
+  CHECK(j.at("complete") == true);
+}
+
+TEST_CASE("tune: usage errors") {
+  const std::string dir = waco::test::scratch_dir("tune-usage");
+  CHECK(cli("tune --help").status == 0);
+  CHECK(cli("tune --help").out.find("Example") != std::string::npos);
+  CHECK(cli("tune --kernel spmv --search sideways " + example()).status == 2);
+  CHECK(cli("tune --kernel spmv --budget 3 --budget-seconds 4 " + example()).status == 2);
+  CHECK(cli("tune --kernel spmv " + common(dir)).status == 2);  // no FILE
+  const Result pass = cli("tune --kernel spmv --passes legality,no-such-pass " + common(dir) + example());
+  CHECK(pass.status == 1);
+  CHECK(pass.err.find("no-such-pass") != std::string::npos);
+  const Result db = cli("tune --kernel spmv --budget 1 --db /proc/none/r.sqlite " + example());
+  CHECK(db.status == 1);
+  CHECK(db.err.find("results database") != std::string::npos);
+}
