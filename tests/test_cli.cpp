@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/kernel.hpp"
@@ -21,32 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;  ///< stdout
-  std::string err;  ///< stderr
-};
+using Result = waco::test::CliResult;
 
-/// Runs waco-hybrid with `args` (a shell-quoted string), capturing stdout and stderr apart.
-Result cli(const std::string& args) {
-  // Test processes run in parallel: each capture gets its own file.
-  static int calls = 0;
-  const std::string err_path = (fs::temp_directory_path() / ("waco-cli-stderr-" +
-                                std::to_string(getpid()) + "-" + std::to_string(++calls))).string();
-  const std::string cmd = waco::test::cli_binary() + " " + args + " 2>" + err_path;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  fs::remove(err_path);
-  return r;
-}
+Result cli(const std::string& args) { return waco::test::run_cli(args); }
 
 std::string example() { return waco::test::examples_dir() + "/bcsstk13.mtx.gz"; }
 

@@ -1,0 +1,18 @@
+// Runs the built waco-hybrid binary for end-to-end tests, capturing exit status, stdout and
+// stderr separately (test processes run in parallel: every call has its own stderr file).
+#pragma once
+
+#include <string>
+
+namespace waco::test {
+
+struct CliResult {
+  int status = -1;  ///< exit status, -1 when killed by a signal
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+
+/// Runs `waco-hybrid <args>`; args are passed through the shell (quote them as for sh).
+CliResult run_cli(const std::string& args);
+
+}  // namespace waco::test
