@@ -25,14 +25,7 @@ namespace {
 constexpr int kMaxOrder = 64;
 
 bool next_entry_line(TextReader& in, std::string_view& line) {
-  while (in.next_line(line)) {
-    std::size_t k = 0;
-    while (k < line.size() && (line[k] == ' ' || line[k] == '\t')) ++k;
-    if (k == line.size() || line[k] == '#') continue;
-    line.remove_prefix(k);
-    return true;
-  }
-  return false;
+  return io_detail::next_content_line(in, line, '#');
 }
 
 std::int64_t count_fields(std::string_view line) {

@@ -194,14 +194,7 @@ Header read_header(TextReader& in) {
 
 // Reads the next data line (skipping blank and comment lines); false at end of file.
 bool next_data_line(TextReader& in, std::string_view& line) {
-  while (in.next_line(line)) {
-    std::size_t k = 0;
-    while (k < line.size() && (line[k] == ' ' || line[k] == '\t')) ++k;
-    if (k == line.size() || line[k] == '%') continue;
-    line.remove_prefix(k);
-    return true;
-  }
-  return false;
+  return io_detail::next_content_line(in, line, '%');
 }
 
 // Parses one value token under the file's field rules.

@@ -70,6 +70,19 @@ class TextReader {
   std::int64_t file_bytes_ = 0;
 };
 
+/// The next line with content: skips blank lines and lines whose first non-blank character is
+/// `comment` ('%' in Matrix Market, '#' in FROSTT); leading blanks are removed. False at the end.
+inline bool next_content_line(TextReader& in, std::string_view& line, char comment) {
+  while (in.next_line(line)) {
+    std::size_t k = 0;
+    while (k < line.size() && (line[k] == ' ' || line[k] == '\t')) ++k;
+    if (k == line.size() || line[k] == comment) continue;
+    line.remove_prefix(k);
+    return true;
+  }
+  return false;
+}
+
 /// Splits a line into whitespace-separated (space, tab) tokens.
 class Tokens {
  public:
