@@ -115,17 +115,14 @@ std::string emit_kernel_source(const SuperSchedule& s) {
   w.line("// Split sizes, chunk and threads are runtime arguments (WacoArgs).");
   w.line("");
   w.open("struct WacoArgs");
-  w.line("const int* pos[" + std::to_string(kMaxLevels) + "];");
-  w.line("const int* crd[" + std::to_string(kMaxLevels) + "];");
-  w.line("long long level_dim[" + std::to_string(kMaxLevels) + "];");
-  w.line("const float* vals;");
-  w.line("const float* in[2];");
-  w.line("float* out;");
-  w.line("long long out_size;");
-  w.line("long long extent[" + std::to_string(kMaxVars) + "];");
-  w.line("long long split[" + std::to_string(kMaxVars) + "];");
-  w.line("int threads;");
-  w.line("int chunk;");
+  {  // one field per line, from the same text that declares the host-side struct
+    std::istringstream fields(kWacoArgsFields);
+    std::string field;
+    while (std::getline(fields, field, ';')) {
+      field.erase(0, field.find_first_not_of(' '));
+      if (!field.empty()) w.line(field + ";");
+    }
+  }
   w.close(";");
   w.line("");
   w.open("extern \"C\" void waco_kernel(const WacoArgs* a)");

@@ -18,20 +18,32 @@ inline constexpr int kAbiVersion = 1;
 inline constexpr int kMaxLevels = 8;
 inline constexpr int kMaxVars = 4;
 
-/// The argument block of a generated kernel (identical declaration emitted in every source).
-struct WacoArgs {
-  const int* pos[kMaxLevels];
-  const int* crd[kMaxLevels];
-  long long level_dim[kMaxLevels];
-  const float* vals;
-  const float* in[2];
-  float* out;
-  long long out_size;
-  long long extent[kMaxVars];
-  long long split[kMaxVars];
-  int threads;
+/// The fields of the argument block of a generated kernel, written once: they declare WacoArgs
+/// below and, as text (kWacoArgsFields), the identical struct in every generated source.
+#define WACO_ARGS_FIELDS                                                                   \
+  const int* pos[8];                                                                       \
+  const int* crd[8];                                                                       \
+  long long level_dim[8];                                                                  \
+  const float* vals;                                                                       \
+  const float* in[2];                                                                      \
+  float* out;                                                                              \
+  long long out_size;                                                                      \
+  long long extent[4];                                                                     \
+  long long split[4];                                                                      \
+  int threads;                                                                             \
   int chunk;
+#define WACO_STRINGIFY_FIELDS(...) #__VA_ARGS__
+#define WACO_STRINGIFY(x) WACO_STRINGIFY_FIELDS(x)
+
+/// The argument block of a generated kernel.
+struct WacoArgs {
+  WACO_ARGS_FIELDS
 };
+static_assert(sizeof(WacoArgs::pos) / sizeof(WacoArgs::pos[0]) == kMaxLevels &&
+                  sizeof(WacoArgs::extent) / sizeof(WacoArgs::extent[0]) == kMaxVars,
+              "WACO_ARGS_FIELDS must match kMaxLevels and kMaxVars");
+/// The same fields as C++ source text.
+inline constexpr const char* kWacoArgsFields = WACO_STRINGIFY(WACO_ARGS_FIELDS);
 
 /// Whether the parallel loop writes disjoint outputs (else the generator uses atomics).
 bool parallel_loop_is_race_free(const SuperSchedule& s);
