@@ -10,13 +10,12 @@ data=${1:-../shared/data}
 n=${2:-10}
 out=${3:-bench-results}
 waco=${WACO_BUILD_DIR:-build}/experiments/waco-hybrid
-[ -f "$data/MANIFEST.tsv" ] || { echo "error: $data/MANIFEST.tsv not found" >&2; exit 1; }
 [ -x "$waco" ] || { echo "error: $waco not built (run scripts/build.sh)" >&2; exit 1; }
 mkdir -p "$out"
 cache=$(mktemp -d)  # a fresh kernel cache: the first compile below is a real one
 trap 'rm -rf "$cache"' EXIT
-mapfile -t files < <(awk -F'\t' 'NR > 1 && $1 == "matrix" { print $8 "\t" $4 }' "$data/MANIFEST.tsv" |
-                     sort -t$'\t' -k1,1nr | head -n "$n" | cut -f2 | sed "s#^#$data/#")
+mapfile -t files < <(scripts/largest_matrices.sh "$data" "$n")
+[ ${#files[@]} -gt 0 ] || exit 1
 
 echo "== compile time: first compile, then a cache hit (fresh cache $cache)"
 for attempt in first hit; do
