@@ -18,6 +18,7 @@ PACKAGES=(
   likwid                 # hardware counters, where the CPU allows
   libtorch-dev           # learned cost model (learned/)
   libopenblas0-openmp    # fast BLAS for LibTorch (the default reference BLAS is ~30x slower)
+  jq                     # JSON in the benchmark scripts (scripts/bench_oracle.sh)
 )
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else

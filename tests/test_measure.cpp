@@ -18,6 +18,7 @@
 
 #include "support/edge_cases.hpp"
 #include "support/test_paths.hpp"
+#include "waco/codegen/storage.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/kernels/error.hpp"
@@ -166,6 +167,22 @@ TEST_CASE("measure: refusals and compile errors are statuses with reasons") {
   CHECK(padded.status == MeasureStatus::Refused);
   CHECK_FALSE(padded.reason.empty());
   CHECK_FALSE(padded.verified);
+  // Refused by the worker from the prefix counts, before any child: build_storage's own words,
+  // and nothing built or compiled.
+  codegen::StorageOptions bound;
+  bound.max_padding = 1.5;
+  const codegen::StorageResult built =
+      codegen::build_storage(*schedule("bcsr8x8").schedule, f.p, bound);
+  REQUIRE_FALSE(built.storage.has_value());
+  CHECK(padded.reason == built.refused);
+  CHECK(padded.compile_s == 0.0);
+  CHECK(padded.kernel_source.empty());
+  CHECK(padded.stored_values == -1);
+  CHECK(padded.threads == 2);
+  // A format just inside the bound is built (once, by the child) and measured.
+  const Measurement banded = m.measure(schedule("order=i,k format=UC parallel=i threads=0 chunk=8"));
+  CHECK(banded.status == MeasureStatus::Ok);
+  CHECK(banded.stored_values == f.a.nnz());
 
   const Measurement unknown = m.measure(Candidate::baseline("no-such-impl"));
   CHECK(unknown.status == MeasureStatus::Refused);

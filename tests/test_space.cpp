@@ -3,8 +3,10 @@
 // form; index decoding; uniform, reproducible sampling; the legality check against build_storage.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "support/edge_cases.hpp"
@@ -62,6 +64,142 @@ class FixChunk final : public Constraint {
 };
 
 std::uint64_t factorial(int n) { return n <= 1 ? 1 : static_cast<std::uint64_t>(n) * factorial(n - 1); }
+
+/// What a pipeline does to the full space of a small problem, by brute force: every candidate is
+/// checked against the constraints of every pass in pipeline order, the first that rejects it
+/// names the pass and reason (as run_pass counts), independently of Space's caches and counting.
+/// The (threads, chunk) pairs are aggregated per (split vector, parallel loop), the rest is
+/// enumerated one candidate at a time.
+struct BruteTally {
+  std::uint64_t total = 0;
+  std::uint64_t kept = 0;
+  std::vector<std::map<std::string, std::uint64_t>> removed;  ///< per pass
+  std::set<std::string> kept_texts;  ///< the kept candidates, in the text form
+};
+
+BruteTally brute_tally(const Space& fresh, const Pipeline& pipeline, const PassParams& pp) {
+  using codegen::Loop;
+  const codegen::KernelSpec& spec = fresh.spec();
+  std::vector<std::pair<std::size_t, std::shared_ptr<const Constraint>>> cons;
+  for (std::size_t p = 0; p < pipeline.size(); ++p) {
+    std::string note;
+    for (const auto& c : make_pass(pipeline[p], pp)->constraints(fresh, note)) cons.emplace_back(p, c);
+  }
+  struct Verdict {
+    std::size_t index;
+    const char* reason;
+  };
+  const Verdict keep{cons.size(), nullptr};
+  auto first = [&](Stage st, const auto& check) {
+    for (std::size_t i = 0; i < cons.size(); ++i)
+      if (cons[i].second->stage() == st)
+        if (const char* r = check(*cons[i].second)) return Verdict{i, r};
+    return keep;
+  };
+  BruteTally t;
+  t.removed.resize(pipeline.size());
+  auto attribute = [&](const Verdict& v, std::uint64_t n) {
+    t.total += n;
+    if (v.index == cons.size()) t.kept += n;
+    else t.removed[cons[v.index].first][v.reason] += n;
+  };
+  const std::size_t nv = spec.vars.size();
+  std::vector<std::size_t> idx(nv, 0);
+  for (;;) {
+    std::vector<int> split(nv);
+    std::vector<Loop> loops;
+    for (std::size_t v = 0; v < nv; ++v) {
+      split[v] = fresh.split_choices(v)[idx[v]];
+      if (split[v] > 1) {
+        loops.push_back({spec.vars[v], Loop::Part::Outer});
+        loops.push_back({spec.vars[v], Loop::Part::Inner});
+      } else {
+        loops.push_back({spec.vars[v], Loop::Part::Whole});
+      }
+    }
+    const Verdict vs = first(Stage::Split, [&](const Constraint& c) { return c.check_split(fresh, split); });
+    // Per parallel loop: the (threads, chunk) pairs by their first execution verdict.
+    std::map<std::string, std::vector<std::pair<Verdict, std::uint64_t>>> exec;
+    std::map<std::string, std::vector<std::pair<int, int>>> exec_kept;
+    for (const Loop& par : loops) {
+      auto& h = exec[par.name()];
+      for (int th = 1; th <= fresh.cores(); ++th)
+        for (int ch : chunk_choices()) {
+          const Verdict v = first(Stage::Execution, [&](const Constraint& c) {
+            return c.check_execution(fresh, split, par, th, ch);
+          });
+          if (v.index == cons.size()) exec_kept[par.name()].emplace_back(th, ch);
+          bool found = false;
+          for (auto& [hv, n] : h)
+            if (hv.index == v.index && hv.reason == v.reason) {
+              ++n;
+              found = true;
+            }
+          if (!found) h.push_back({v, 1});
+        }
+    }
+    std::map<std::pair<std::string, std::uint64_t>, Verdict> storage;  // by (levels, format)
+    std::vector<int> perm(loops.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    do {
+      bool legal = true;
+      for (std::size_t a = 0; a < perm.size(); ++a)
+        for (std::size_t b = a + 1; b < perm.size(); ++b)
+          legal = legal && !(loops[perm[a]].var == loops[perm[b]].var &&
+                             loops[perm[a]].part == Loop::Part::Inner);
+      if (!legal) continue;
+      std::vector<Loop> order, levels;
+      std::string level_key;
+      for (int i : perm) order.push_back(loops[i]);
+      for (const Loop& l : order)
+        if (spec.is_sparse_var(l.var)) {
+          levels.push_back(l);
+          level_key += l.name() + ",";
+        }
+      for (const Loop& par : order) {
+        const Verdict vn = first(Stage::Nest, [&](const Constraint& c) { return c.check_nest(fresh, order, par); });
+        for (std::uint64_t m = 0; m < (std::uint64_t{1} << levels.size()); ++m) {
+          std::vector<codegen::LevelFormat> f;
+          for (std::size_t l = 0; l < levels.size(); ++l)
+            f.push_back((m >> l) & 1u ? codegen::LevelFormat::C : codegen::LevelFormat::U);
+          auto it = storage.find({level_key, m});
+          if (it == storage.end())
+            it = storage.emplace(std::make_pair(level_key, m), first(Stage::Storage, [&](const Constraint& c) {
+              return c.check_storage(fresh, split, levels, f);
+            })).first;
+          Verdict v = vs;
+          for (const Verdict& w : {it->second, vn})
+            if (w.index < v.index) v = w;
+          for (const auto& [ve, n] : exec[par.name()]) attribute(ve.index < v.index ? ve : v, n);
+          if (v.index != cons.size() || t.kept_texts.size() > 100000) continue;
+          for (const auto& [th, ch] : exec_kept[par.name()]) {
+            codegen::SuperSchedule x;
+            x.kind = fresh.kind();
+            x.split = split;
+            x.order = order;
+            x.formats = f;
+            x.parallel = par;
+            x.threads = th;
+            x.chunk = ch;
+            t.kept_texts.insert(codegen::to_text(x));
+          }
+        }
+      }
+    } while (std::next_permutation(perm.begin(), perm.end()));
+    std::size_t v = nv;
+    bool done = true;
+    while (v > 0) {
+      --v;
+      if (++idx[v] < fresh.split_choices(v).size()) {
+        done = false;
+        break;
+      }
+      idx[v] = 0;
+    }
+    if (done) break;
+  }
+  return t;
+}
 
 }  // namespace
 
@@ -129,6 +267,89 @@ TEST_CASE("space: count equals the number enumerated, and at(i) is the i-th") {
     REQUIRE(seen == n);
     REQUIRE(texts.size() == n);  // all distinct
     REQUIRE_THROWS_AS(s.at(n), kernels::Error);
+  }
+  // MTTKRP: four variables, up to 2520 orders per split pattern.
+  const kernels::CooTensor t = kernels::generate_tensor({5, 3, 4}, 12, 3);
+  SpaceOptions so;
+  so.cores = 1;
+  Space s = Space::for_operand(KernelKind::MTTKRP, nullptr, &t, 2, so);
+  run_pipeline(s, parse_pipeline("legality,parallelize-outer,chunk-rows,vectorizable-inner"));
+  const std::uint64_t n = s.count();
+  INFO("mttkrp count " << n);
+  REQUIRE(n > 1000);
+  REQUIRE(n < 1000000);
+  std::uint64_t seen = 0;
+  std::set<std::string> texts;
+  s.for_each([&](const codegen::SuperSchedule& x) {
+    REQUIRE(codegen::validate(x).empty());
+    if (seen % 997 == 0) REQUIRE(s.at(seen) == x);
+    texts.insert(codegen::to_text(x));
+    ++seen;
+    return true;
+  });
+  REQUIRE(seen == n);
+  REQUIRE(texts.size() == n);
+}
+
+TEST_CASE("space: counts and pass statistics equal a brute-force check of every candidate") {
+  // 40 rows: parallel loops over i1/i0 have trip counts for which chunk-rows' verdicts differ.
+  std::vector<kernels::index_t> rows, cols;
+  std::vector<float> vals;
+  for (int r = 0; r < 40; ++r)
+    for (int c = 0; c < 5; ++c)
+      if ((r * 7 + c * 3) % 5 < 2 || (r < 4 && c < 4)) {
+        rows.push_back(r);
+        cols.push_back(c);
+        vals.push_back(1.0f + static_cast<float>(r + c));
+      }
+  const kernels::CooMatrix a = test::from_triplets(40, 5, rows, cols, vals);
+  // 2 x 2 x 2 (and J = 8): small enough to check all 2520 orders x 64 formats of MTTKRP's
+  // all-split patterns.
+  kernels::CooTensor t;
+  t.dims = {2, 2, 2};
+  t.idx = {{0, 0, 1, 1, 1}, {0, 1, 0, 1, 1}, {1, 0, 1, 0, 1}};
+  t.val = {1, 2, 3, 4, 5};
+  PassParams pp;
+  pp.cache_bytes = 4096;  // not from sysfs
+  pp.chunk_window = 2;    // how many chunks are kept depends on the parallel loop's trip count
+  for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM, KernelKind::MTTKRP}) {
+    SpaceOptions so;
+    so.cores = 2;
+    so.max_padding = 1.5;  // the padding bound removes something
+    const Space fresh = k == KernelKind::MTTKRP ? Space::for_operand(k, nullptr, &t, 8, so)
+                                                : Space::for_operand(k, &a, nullptr, 2, so);
+    const BruteTally b = brute_tally(fresh, default_pipeline(), pp);
+    Space s = fresh;
+    const PipelineResult r = run_pipeline(s, default_pipeline(), pp);
+    INFO(kernels::kernel_name(k) << ": brute force " << b.total << " candidates, kept " << b.kept);
+    REQUIRE(r.initial_count == b.total);
+    REQUIRE(r.final_count == b.kept);
+    REQUIRE(s.count() == b.kept);
+    std::uint64_t removed = 0;
+    for (std::size_t p = 0; p < r.passes.size(); ++p) {
+      INFO(r.passes[p].name);
+      const std::map<std::string, std::uint64_t> got(r.passes[p].removed.begin(),
+                                                     r.passes[p].removed.end());
+      REQUIRE(got == b.removed[p]);
+      for (const auto& [why, n] : got) removed += n;
+    }
+    REQUIRE(removed > 0);
+    REQUIRE(b.removed[0].count("padding-bound"));  // the legality pass
+    // The same candidates, not only as many.
+    REQUIRE(b.kept <= 100000);
+    std::set<std::string> kept;
+    s.for_each([&](const codegen::SuperSchedule& x) {
+      kept.insert(codegen::to_text(x));
+      return true;
+    });
+    REQUIRE(kept == b.kept_texts);
+    // The same space counted again from scratch, constraint by constraint (add_constraint).
+    Space again = fresh;
+    for (const std::string& name : default_pipeline()) {
+      std::string note;
+      for (const auto& c : make_pass(name, pp)->constraints(fresh, note)) again.add_constraint(c);
+    }
+    REQUIRE(again.count() == b.kept);
   }
 }
 

@@ -78,8 +78,12 @@ int run_space(const Options& o) {
   }
   const double stats_seconds = now_seconds() - t0;
   const std::uint64_t full = space->count();
-  const std::uint64_t legal = legal_count(*space, o.params);
+  // The legal space: the legality pass's output when the pipeline starts with it (it is not
+  // counted twice), else the space restricted by legality alone.
+  const bool legality_first = !pipeline.empty() && pipeline.front() == "legality";
+  const std::uint64_t legal_alone = legality_first ? 0 : legal_count(*space, o.params);
   const PipelineResult r = run_pipeline(*space, pipeline, o.params);
+  const std::uint64_t legal = legality_first ? r.passes.front().out : legal_alone;
   const double total_seconds = now_seconds() - t0;
 
   if (o.sample > 0) {

@@ -214,8 +214,10 @@ int run_tune(const Options& o) {
     so.max_padding = o.generated.storage.max_padding;
     const double s0 = now_seconds();
     Space space = Space::for_problem(p, so);
-    const std::uint64_t legal = legal_count(space, o.params);
+    const bool legality_first = !pipeline.empty() && pipeline.front() == "legality";
+    const std::uint64_t legal_alone = legality_first ? 0 : legal_count(space, o.params);
     const PipelineResult pr = run_pipeline(space, pipeline, o.params);
+    const std::uint64_t legal = legality_first ? pr.passes.front().out : legal_alone;
     admissible = pr.final_count;
     nlohmann::json passes = nlohmann::json::array();
     for (const PassStats& s : pr.passes) passes.push_back(s.to_json());

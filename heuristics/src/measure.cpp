@@ -3,7 +3,8 @@
 // one type byte, a 32-bit length, then the payload (JSON text). Sockets rather than pipes so that
 // writes can use MSG_NOSIGNAL: a peer that died is an error value, never a SIGPIPE.
 //
-//   parent  --'M' candidate JSON-->  worker  --fork-->  child
+//   parent  --'M' candidate JSON-->  worker  --fork-->  child   (a refused format: no child,
+//                                                                 the worker answers 'R' itself)
 //   parent  --'O' (OpenMP probe)-->  worker  --fork-->  child
 //   child   --'P' (prepared)------>  worker             (switches from the prepare to the run limit)
 //   child   --'R' Measurement----->  worker  --'R' Measurement-->  parent
@@ -25,7 +26,8 @@
 
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/emitter.hpp"
-#include "waco/codegen/storage.hpp"
+#include "waco/codegen/kernel_spec.hpp"
+#include "waco/heuristics/prefix_counts.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/implementation.hpp"
@@ -259,11 +261,8 @@ Measurement measure_here(const kernels::Problem& p, const kernels::Reference& re
     const std::vector<std::string> problems = codegen::validate(s);
     if (!problems.empty())
       return failed(m, MeasureStatus::Refused, "invalid schedule: " + problems.front());
-    {  // the format first: a refusal is cheap and must not cost a compile
-      codegen::StorageResult built = codegen::build_storage(s, p, opts.generated.storage);
-      if (!built.storage) return failed(m, MeasureStatus::Refused, built.refused);
-      m.stored_values = built.storage->stored_values();
-    }
+    // A format build_storage refuses never gets here: the worker refused it from the prefix
+    // counts (FormatCheck), so the format is built once, by prepare() below.
     try {
       const codegen::CompileResult cr =
           codegen::compile_and_load(codegen::emit_kernel_source(s), opts.generated.compiler);
@@ -292,6 +291,7 @@ Measurement measure_here(const kernels::Problem& p, const kernels::Reference& re
   if (generated) {
     m.threads = generated->threads();
     m.kernel_source = generated->source_path();
+    m.stored_values = generated->storage().stored_values();
   }
   write_frame(sock, 'P', {});
   if (opts.child_hook) opts.child_hook(c);
@@ -333,6 +333,41 @@ Measurement openmp_probe() {
 }
 
 // ---- the worker ----------------------------------------------------------------------------
+
+/// The refusal check of generated candidates, in the worker before any child is forked: exact
+/// (check_format mirrors codegen::build_storage's size checks) and O(levels) per candidate, from
+/// the prefix counts of the sparse operand, computed on first use (serial: no OpenMP in the
+/// worker). A refused format costs neither a child, a build nor a compile.
+class FormatCheck {
+ public:
+  FormatCheck(const kernels::Problem& p, const MeasureOptions& opts) : p_(p), opts_(opts) {}
+
+  /// build_storage's refusal message for the candidate's format, or nullopt when it is built
+  /// (or when the candidate is not a valid schedule of this problem: the child says why).
+  std::optional<std::string> refusal(const Candidate& c) {
+    if (!c.schedule || c.schedule->kind != p_.kind || !codegen::validate(*c.schedule).empty())
+      return std::nullopt;
+    if (kernels::needs_tensor(p_.kind) && (p_.T == nullptr || p_.T->order() != 3))
+      return std::nullopt;
+    if (!counts_) {
+      counts_ = PrefixCounts::compute(p_);
+      extents_ = codegen::extents(codegen::kernel_spec(p_.kind), p_);
+    }
+    const codegen::SuperSchedule& s = *c.schedule;
+    const std::vector<codegen::Loop> levels = s.levels();
+    const double bound = opts_.generated.storage.max_padding;
+    const FormatVerdict v = check_format(*counts_, codegen::kernel_spec(p_.kind), extents_,
+                                         s.split, levels, s.formats, bound);
+    if (v.refusal == nullptr) return std::nullopt;
+    return describe_refusal(v, levels, s.formats, counts_->nnz(), bound);
+  }
+
+ private:
+  const kernels::Problem& p_;
+  const MeasureOptions& opts_;
+  std::optional<PrefixCounts> counts_;
+  std::vector<std::int64_t> extents_;
+};
 
 /// Forks a child running `body` and supervises it: the prepare limit until its 'P' frame, then
 /// the run limit until its 'R' frame.
@@ -418,6 +453,7 @@ Measurement supervise(double prepare_limit, double run_limit, Body body) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  FormatCheck format_check(p, opts);
   for (;;) {
     char type = 0;
     std::string payload;
@@ -430,13 +466,20 @@ Measurement supervise(double prepare_limit, double run_limit, Body body) {
       });
     } else {
       WACO_ASSERT(type == 'M', "unexpected request to the measurement worker");
-      m = supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
-        const nlohmann::json j = nlohmann::json::parse(payload);
-        Candidate c;
-        c.implementation = j.at("implementation").get<std::string>();
-        if (!j.at("schedule").is_null()) c.schedule = codegen::schedule_from_json(j.at("schedule"));
-        return measure_here(p, ref, opts, run_threads, c, child_sock);
-      });
+      const nlohmann::json j = nlohmann::json::parse(payload);
+      Candidate c;
+      c.implementation = j.at("implementation").get<std::string>();
+      if (!j.at("schedule").is_null()) c.schedule = codegen::schedule_from_json(j.at("schedule"));
+      if (std::optional<std::string> why = format_check.refusal(c)) {
+        m.warmup = opts.warmup;
+        m.repeats = opts.repeats;
+        m.threads = c.effective_threads(run_threads);
+        m = failed(m, MeasureStatus::Refused, std::move(*why));
+      } else {
+        m = supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
+          return measure_here(p, ref, opts, run_threads, c, child_sock);
+        });
+      }
     }
     if (!write_frame(sock, 'R', m.to_json().dump())) ::_exit(0);
   }

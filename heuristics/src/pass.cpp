@@ -119,14 +119,13 @@ PassStats run_pass(Space& space, const Pass& pass) {
   const auto constraints = pass.constraints(space, st.note);
   std::map<std::string, std::uint64_t> removed;
   for (const auto& c : constraints) {
-    const auto hist = space.tally(*c);
+    const auto hist = space.constrain(c);
     std::uint64_t seen = 0;
     for (const auto& [reason, n] : hist) {
       seen += n;
       if (!reason.empty()) removed[reason] += n;
     }
     WACO_ASSERT(seen == current, "a tally does not add up to the space's count");
-    space.add_constraint(c);
     current = hist.count("") ? hist.at("") : 0;
   }
   st.out = space.count();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <sstream>
 
 #include "waco/kernels/error.hpp"
 
@@ -130,12 +131,149 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
 
 std::int64_t PrefixCounts::distinct(const std::vector<int>& shift) const {
   WACO_ASSERT(shift.size() == bits_.size(), "one shift per mode");
+  return distinct(shift.data());
+}
+
+std::int64_t PrefixCounts::distinct(const int* shift) const {
   std::size_t idx = 0;
   for (std::size_t m = 0; m < bits_.size(); ++m) {
     const int s = std::clamp(shift[m], 0, bits_[m]);
     idx = idx * static_cast<std::size_t>(bits_[m] + 1) + static_cast<std::size_t>(s);
   }
   return table_[idx];
+}
+
+// ---- format sizes (mirrors codegen::build_storage) ----------------------------------------
+
+namespace {
+
+int log2_floor(std::int64_t v) {
+  int r = 0;
+  while ((std::int64_t{1} << (r + 1)) <= v) ++r;
+  return r;
+}
+
+}  // namespace
+
+LevelShapes level_shapes(const PrefixCounts& pc, const codegen::KernelSpec& spec,
+                         const std::vector<std::int64_t>& extents, const std::vector<int>& split,
+                         const std::vector<codegen::Loop>& levels) {
+  using codegen::Loop;
+  constexpr std::size_t kMaxModes = 3;
+  WACO_ASSERT(pc.modes() == static_cast<int>(spec.sparse_vars.size()) &&
+                  spec.sparse_vars.size() <= kMaxModes && levels.size() <= LevelShapes::kMaxLevels,
+              "the prefix counts do not describe this kernel's sparse operand");
+  LevelShapes ls;
+  ls.count = levels.size();
+  // The prefix through each level as a shift per mode: absent (bits), x1 (log2 s) or whole (0).
+  std::array<int, kMaxModes> shift{};
+  for (int m = 0; m < pc.modes(); ++m) shift[static_cast<std::size_t>(m)] = pc.bits(m);
+  for (std::size_t l = 0; l < levels.size(); ++l) {
+    const Loop& lp = levels[l];
+    const std::size_t v = static_cast<std::size_t>(spec.var_index(lp.var));
+    std::size_t m = 0;
+    while (spec.sparse_vars[m] != lp.var) ++m;
+    const std::int64_t e = extents[v];
+    const std::int64_t s = split[v];
+    if (lp.part == Loop::Part::Whole) {
+      ls.dims[l] = static_cast<double>(e);
+      shift[m] = 0;
+    } else if (lp.part == Loop::Part::Outer) {
+      ls.dims[l] = static_cast<double>((e + s - 1) / s);
+      shift[m] = std::min(log2_floor(s), pc.bits(static_cast<int>(m)));
+    } else {
+      ls.dims[l] = static_cast<double>(s);
+      shift[m] = 0;
+    }
+    ls.compressed[l] = static_cast<double>(pc.distinct(shift.data()));
+  }
+  return ls;
+}
+
+FormatVerdict check_format(const LevelShapes& ls, const std::vector<codegen::LevelFormat>& formats,
+                           std::int64_t nnz_count, double max_padding) {
+  const double nnz = static_cast<double>(std::max<std::int64_t>(nnz_count, 1));
+  const double value_bound = max_padding * nnz;
+  double dims_sum = 0;
+  for (std::size_t l = 0; l < ls.count; ++l) dims_sum += ls.dims[l];
+  const double index_bound = value_bound + 2.0 * dims_sum + 2.0 * static_cast<double>(ls.count);
+  FormatVerdict v;
+  double parent = 1, index_words = 0;
+  for (std::size_t l = 0; l < ls.count; ++l) {
+    double size = 0;
+    v.level = static_cast<int>(l);
+    if (formats[l] == codegen::LevelFormat::U) {
+      size = parent * ls.dims[l];
+      if (size > value_bound && size > index_bound) {
+        v.refusal = "padding-bound";
+        v.size = size;
+        return v;
+      }
+    } else {
+      index_words += parent + 1;
+      if (index_words > index_bound) {
+        v.refusal = "padding-bound";
+        v.size = parent + 1;
+        return v;
+      }
+      size = ls.compressed[l];
+      index_words += size;
+    }
+    if (size > static_cast<double>(kernels::kMaxIndex)) {
+      v.refusal = "index-overflow";
+      v.size = size;
+      return v;
+    }
+    parent = size;
+  }
+  v.level = -1;
+  v.size = parent;
+  if (parent > value_bound) {
+    v.refusal = "padding-bound";
+    return v;
+  }
+  v.stored_values = parent;
+  return v;
+}
+
+FormatVerdict check_format(const PrefixCounts& pc, const codegen::KernelSpec& spec,
+                           const std::vector<std::int64_t>& extents, const std::vector<int>& split,
+                           const std::vector<codegen::Loop>& levels,
+                           const std::vector<codegen::LevelFormat>& formats, double max_padding) {
+  return check_format(level_shapes(pc, spec, extents, split, levels), formats, pc.nnz(),
+                      max_padding);
+}
+
+double format_stored_values(const LevelShapes& ls,
+                            const std::vector<codegen::LevelFormat>& formats) {
+  double parent = 1;
+  for (std::size_t l = 0; l < ls.count; ++l)
+    parent = formats[l] == codegen::LevelFormat::U ? parent * ls.dims[l] : ls.compressed[l];
+  return parent;
+}
+
+std::string describe_refusal(const FormatVerdict& v, const std::vector<codegen::Loop>& levels,
+                             const std::vector<codegen::LevelFormat>& formats, std::int64_t nnz,
+                             double max_padding) {
+  if (v.refusal == nullptr) return {};
+  std::ostringstream why;
+  why << "format refused: ";
+  if (v.level < 0) {
+    why << "it would store " << static_cast<long long>(v.size) << " values for " << nnz
+        << " nonzeros (" << v.size / static_cast<double>(std::max<std::int64_t>(nnz, 1))
+        << " x), over the padding bound of " << max_padding << " x nnz";
+    return why.str();
+  }
+  const std::size_t l = static_cast<std::size_t>(v.level);
+  if (std::string(v.refusal) == "index-overflow") {
+    why << "level " << l << " needs more positions than 32-bit indices hold";
+    return why.str();
+  }
+  const bool u = formats[l] == codegen::LevelFormat::U;
+  why << "level " << l << " (" << levels[l].name() << ", " << (u ? "U) would hold " : "C) needs ")
+      << static_cast<long long>(v.size) << " positions for " << nnz
+      << " nonzeros, over the padding bound of " << max_padding << " x nnz";
+  return why.str();
 }
 
 }  // namespace waco::heuristics

@@ -4,6 +4,7 @@
 #include "waco/heuristics/space.hpp"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <set>
 
@@ -62,12 +63,6 @@ int loop_code(const codegen::KernelSpec& spec, const Loop& l) {
   return spec.var_index(l.var) * 3 + static_cast<int>(l.part);
 }
 
-int log2_int(std::int64_t v) {
-  int r = 0;
-  while ((std::int64_t{1} << (r + 1)) <= v) ++r;
-  return r;
-}
-
 /// The loops of a split pattern, in KernelSpec::vars order (x1 before x0).
 std::vector<Loop> pattern_loops(const std::vector<char>& vars, unsigned mask) {
   std::vector<Loop> loops;
@@ -124,12 +119,65 @@ std::uint64_t uniform_below(std::uint64_t& state, std::uint64_t n) {
 struct Space::Pattern {
   unsigned mask = 0;
   std::vector<Loop> loops;                 ///< the pattern's loops (parallel loop q indexes these)
-  std::vector<std::vector<Loop>> lambdas;  ///< sparse level sequences (canonical, per sparse mask)
   std::vector<std::vector<Loop>> orders;   ///< every legal order of the pattern
   /// groups[lambda][q]: ids of the orders with that level sequence whose nest with parallel loop
   /// loops[q] passes every nest constraint.
   std::vector<std::vector<std::vector<int>>> groups;
 };
+
+struct Space::Cursor {
+  std::size_t flat = 0;    ///< index of the split vector in product order
+  std::size_t sparse = 0;  ///< index of its sparse split sizes
+  unsigned mask = 0;       ///< its split pattern (bit v: variable v is split)
+  std::vector<int> split;
+  std::vector<std::size_t> choice;  ///< per variable: index into split_choices
+};
+
+struct Space::StorageMemo {
+  /// Per format slot (sparse index x max_lambdas + lambda): -1 or an index into `rejected`.
+  std::vector<std::int32_t> slot;
+  /// Per memoized slot: the probe's reasons with the mask of the formats it rejects for each.
+  std::vector<std::vector<std::pair<const char*, std::uint64_t>>> rejected;
+};
+
+namespace {
+
+constexpr std::size_t kMaxLoops = 16;
+
+/// Candidates per removal reason (a few distinct static strings: linear search on the pointer).
+class ReasonHist {
+ public:
+  void put(const char* reason, std::uint64_t n) {
+    if (n == 0) return;
+    for (auto& [r, c] : hist_)
+      if (r == reason) {
+        c = add(c, n);
+        return;
+      }
+    hist_.emplace_back(reason, n);
+  }
+  std::map<std::string, std::uint64_t> to_map() const {
+    std::map<std::string, std::uint64_t> m;
+    for (const auto& [r, c] : hist_) {
+      std::uint64_t& slot = m[r == nullptr ? std::string() : std::string(r)];
+      slot = add(slot, c);
+    }
+    return m;
+  }
+
+ private:
+  std::vector<std::pair<const char*, std::uint64_t>> hist_;
+};
+
+std::uint64_t popcount(std::uint64_t x) { return static_cast<std::uint64_t>(__builtin_popcountll(x)); }
+
+std::vector<LevelFormat> format_levels(std::uint64_t m, std::size_t levels) {
+  std::vector<LevelFormat> f(levels);
+  for (std::size_t l = 0; l < levels; ++l) f[l] = (m >> l) & 1u ? LevelFormat::C : LevelFormat::U;
+  return f;
+}
+
+}  // namespace
 
 void Space::init(kernels::KernelKind k, std::vector<std::int64_t> extents,
                  const SpaceOptions& opts) {
@@ -153,6 +201,46 @@ void Space::init(kernels::KernelKind k, std::vector<std::int64_t> extents,
     }
     split_choices_.push_back(std::move(c));
   }
+
+  const std::size_t nv = spec_->vars.size();
+  WACO_ASSERT(2 * nv <= kMaxLoops && spec_->sparse_vars.size() <= 3,
+              "a kernel with more than 8 loops or 6 sparse levels (format masks are 64-bit)");
+  split_stride_.assign(nv, 0);
+  sparse_stride_.assign(nv, 0);
+  split_total_ = 1;
+  for (std::size_t v = nv; v-- > 0;) {
+    split_stride_[v] = split_total_;
+    split_total_ *= split_choices_[v].size();
+  }
+  sparse_total_ = 1;
+  sparse_bits_ = 0;
+  max_choices_ = 0;
+  for (std::size_t v = nv; v-- > 0;) {
+    max_choices_ = std::max(max_choices_, split_choices_[v].size());
+    if (!spec_->is_sparse_var(spec_->vars[v])) continue;
+    sparse_bits_ |= 1u << v;
+    sparse_stride_[v] = sparse_total_;
+    sparse_total_ *= split_choices_[v].size();
+  }
+  lambdas_.assign(std::size_t{1} << nv, {});
+  max_lambdas_ = 0;
+  for (unsigned m = 0; m < (1u << nv); ++m) {
+    if ((m & ~sparse_bits_) != 0) continue;
+    std::vector<Loop> sparse;
+    for (const Loop& l : pattern_loops(spec_->vars, m))
+      if (spec_->is_sparse_var(l.var)) sparse.push_back(l);
+    lambdas_[m] = legal_orders(sparse);
+    max_lambdas_ = std::max(max_lambdas_, lambdas_[m].size());
+  }
+  split_alive_.assign(split_total_, 1);
+  patterns_.clear();
+  formats_.assign(sparse_total_ * max_lambdas_, 0);
+  formats_known_.assign(formats_.size(), 0);
+  exec_.assign(3 * nv * max_choices_, {});
+  exec_known_.assign(exec_.size(), 0);
+  count_.reset();
+  index_splits_.clear();
+  index_cum_.clear();
 }
 
 Space Space::for_problem(const kernels::Problem& p, const SpaceOptions& opts) {
@@ -239,18 +327,20 @@ std::int64_t Space::extent(char var) const {
   return extents_[static_cast<std::size_t>(v)];
 }
 
-void Space::clear_caches() {
-  patterns_.clear();
-  formats_.clear();
-  exec_.clear();
-  index_splits_.clear();
-  index_cum_.clear();
-}
-
-void Space::add_constraint(std::shared_ptr<const Constraint> c) {
-  WACO_ASSERT(c != nullptr, "null constraint");
-  constraints_.push_back(std::move(c));
-  clear_caches();
+void Space::decode(std::size_t flat, Cursor& c) const {
+  const std::size_t nv = split_choices_.size();
+  c.flat = flat;
+  c.sparse = 0;
+  c.mask = 0;
+  c.split.resize(nv);
+  c.choice.resize(nv);
+  for (std::size_t v = 0; v < nv; ++v) {
+    const std::size_t ch = (flat / split_stride_[v]) % split_choices_[v].size();
+    c.choice[v] = ch;
+    c.split[v] = split_choices_[v][ch];
+    if (ch > 0) c.mask |= 1u << v;  // choice 0 is split size 1
+    c.sparse += ch * sparse_stride_[v];
+  }
 }
 
 const Space::Pattern& Space::pattern(unsigned mask) const {
@@ -260,20 +350,17 @@ const Space::Pattern& Space::pattern(unsigned mask) const {
   pat->mask = mask;
   pat->loops = pattern_loops(spec_->vars, mask);
   pat->orders = legal_orders(pat->loops);
-  // Level sequences: the legal orders of the sparse loops alone (canonical per sparse mask).
-  std::vector<Loop> sparse;
-  for (const Loop& l : pat->loops)
-    if (spec_->is_sparse_var(l.var)) sparse.push_back(l);
-  pat->lambdas = legal_orders(sparse);
-  pat->groups.assign(pat->lambdas.size(), std::vector<std::vector<int>>(pat->loops.size()));
+  const std::vector<std::vector<Loop>>& lambdas = lambdas_[mask & sparse_bits_];
+  pat->groups.assign(lambdas.size(), std::vector<std::vector<int>>(pat->loops.size()));
+  std::vector<Loop> lam;
   for (std::size_t o = 0; o < pat->orders.size(); ++o) {
     const std::vector<Loop>& order = pat->orders[o];
-    std::vector<Loop> lam;
+    lam.clear();
     for (const Loop& l : order)
       if (spec_->is_sparse_var(l.var)) lam.push_back(l);
     const std::size_t li = static_cast<std::size_t>(
-        std::find(pat->lambdas.begin(), pat->lambdas.end(), lam) - pat->lambdas.begin());
-    WACO_ASSERT(li < pat->lambdas.size(), "level sequence not found");
+        std::find(lambdas.begin(), lambdas.end(), lam) - lambdas.begin());
+    WACO_ASSERT(li < lambdas.size(), "level sequence not found");
     for (std::size_t q = 0; q < pat->loops.size(); ++q) {
       bool ok = true;
       for (const auto& c : constraints_)
@@ -284,182 +371,320 @@ const Space::Pattern& Space::pattern(unsigned mask) const {
       if (ok) pat->groups[li][q].push_back(static_cast<int>(o));
     }
   }
-  patterns_[mask] = pat;
-  return *pat;
+  return *patterns_.emplace(mask, std::move(pat)).first->second;
 }
 
-const std::vector<std::uint8_t>& Space::formats_of(const std::vector<int>& split, unsigned mask,
-                                                   std::size_t lambda) const {
-  std::vector<int> key;
-  for (char v : spec_->sparse_vars) key.push_back(split[static_cast<std::size_t>(spec_->var_index(v))]);
-  auto k = std::make_pair(std::move(key), lambda);
-  auto it = formats_.find(k);
-  if (it != formats_.end()) return it->second;
-  const std::vector<Loop>& levels = pattern(mask).lambdas[lambda];
+std::uint64_t Space::formats_of(const Cursor& c, std::size_t lambda) const {
+  const std::size_t slot = c.sparse * max_lambdas_ + lambda;
+  if (formats_known_[slot]) return formats_[slot];
+  const std::vector<Loop>& levels = lambdas_[c.mask & sparse_bits_][lambda];
   const std::size_t L = levels.size();
-  std::vector<std::uint8_t> ok;
+  std::vector<int> split = c.split;  // storage constraints see the sparse split sizes only
+  for (std::size_t v = 0; v < split.size(); ++v)
+    if (sparse_stride_[v] == 0) split[v] = 1;
+  std::uint64_t bits = 0;
   std::vector<LevelFormat> f(L);
-  for (unsigned m = 0; m < (1u << L); ++m) {
+  for (std::uint64_t m = 0; m < (std::uint64_t{1} << L); ++m) {
     for (std::size_t l = 0; l < L; ++l) f[l] = (m >> l) & 1u ? LevelFormat::C : LevelFormat::U;
     bool keep = true;
-    for (const auto& c : constraints_)
-      if (c->stage() == Stage::Storage && c->check_storage(*this, split, levels, f) != nullptr) {
+    for (const auto& con : constraints_)
+      if (con->stage() == Stage::Storage && con->check_storage(*this, split, levels, f) != nullptr) {
         keep = false;
         break;
       }
-    if (keep) ok.push_back(static_cast<std::uint8_t>(m));
+    if (keep) bits |= std::uint64_t{1} << m;
   }
-  return formats_.emplace(std::move(k), std::move(ok)).first->second;
+  formats_[slot] = bits;
+  formats_known_[slot] = 1;
+  return bits;
 }
 
-const std::vector<std::pair<int, int>>& Space::exec_of(const std::vector<int>& split,
+const std::vector<std::pair<int, int>>& Space::exec_of(const Cursor& c,
                                                        const Loop& parallel) const {
-  auto k = std::make_pair(split, loop_code(*spec_, parallel));
-  auto it = exec_.find(k);
-  if (it != exec_.end()) return it->second;
+  const std::size_t v = static_cast<std::size_t>(spec_->var_index(parallel.var));
+  const std::size_t key =
+      static_cast<std::size_t>(loop_code(*spec_, parallel)) * max_choices_ + c.choice[v];
+  if (exec_known_[key]) return exec_[key];
+  std::vector<int> split(split_choices_.size(), 1);  // execution constraints see s_x of x only
+  split[v] = c.split[v];
   std::vector<std::pair<int, int>> ok;
   for (int t = 1; t <= cores_; ++t)
-    for (int c : chunk_choices()) {
+    for (int ch : chunk_choices()) {
       bool keep = true;
       for (const auto& con : constraints_)
         if (con->stage() == Stage::Execution &&
-            con->check_execution(*this, split, parallel, t, c) != nullptr) {
+            con->check_execution(*this, split, parallel, t, ch) != nullptr) {
           keep = false;
           break;
         }
-      if (keep) ok.emplace_back(t, c);
+      if (keep) ok.emplace_back(t, ch);
     }
-  return exec_.emplace(std::move(k), std::move(ok)).first->second;
+  exec_[key] = std::move(ok);
+  exec_known_[key] = 1;
+  return exec_[key];
 }
 
-bool Space::split_ok(const std::vector<int>& split) const {
-  for (const auto& c : constraints_)
-    if (c->stage() == Stage::Split && c->check_split(*this, split) != nullptr) return false;
-  return true;
-}
-
-void Space::for_each_split(const std::function<void(const std::vector<int>&)>& f) const {
-  const std::size_t n = split_choices_.size();
-  std::vector<std::size_t> idx(n, 0);
-  std::vector<int> split(n);
-  for (;;) {
-    for (std::size_t v = 0; v < n; ++v) split[v] = split_choices_[v][idx[v]];
-    if (split_ok(split)) f(split);
-    std::size_t v = n;
-    while (v > 0) {
-      --v;
-      if (++idx[v] < split_choices_[v].size()) break;
-      idx[v] = 0;
-      if (v == 0) return;
-    }
-    if (n == 0) return;
-  }
-}
-
-static unsigned mask_of(const std::vector<int>& split) {
-  unsigned m = 0;
-  for (std::size_t v = 0; v < split.size(); ++v)
-    if (split[v] > 1) m |= 1u << v;
-  return m;
-}
-
-std::uint64_t Space::split_count(const std::vector<int>& split) const {
-  const unsigned mask = mask_of(split);
-  const Pattern& pat = pattern(mask);
+std::uint64_t Space::split_count(const Cursor& c) const {
+  const Pattern& pat = pattern(c.mask);
+  const std::size_t nq = pat.loops.size();
+  std::array<std::uint64_t, kMaxLoops> e{};
+  for (std::size_t q = 0; q < nq; ++q) e[q] = exec_of(c, pat.loops[q]).size();
   std::uint64_t total = 0;
-  for (std::size_t li = 0; li < pat.lambdas.size(); ++li) {
-    const std::uint64_t F = formats_of(split, mask, li).size();
+  for (std::size_t li = 0; li < pat.groups.size(); ++li) {
+    const std::uint64_t F = popcount(formats_of(c, li));
     if (F == 0) continue;
     std::uint64_t inner = 0;
-    for (std::size_t q = 0; q < pat.loops.size(); ++q) {
-      const std::uint64_t n = pat.groups[li][q].size();
-      if (n == 0) continue;
-      inner = add(inner, mul(n, exec_of(split, pat.loops[q]).size()));
-    }
+    for (std::size_t q = 0; q < nq; ++q)
+      inner = add(inner, mul(pat.groups[li][q].size(), e[q]));
     total = add(total, mul(F, inner));
   }
   return total;
 }
 
 std::uint64_t Space::count() const {
+  if (count_) return *count_;
   std::uint64_t total = 0;
-  for_each_split([&](const std::vector<int>& s) { total = add(total, split_count(s)); });
+  Cursor c;
+  for (std::size_t flat = 0; flat < split_total_; ++flat) {
+    if (!split_alive_[flat]) continue;
+    decode(flat, c);
+    total = add(total, split_count(c));
+  }
+  count_ = total;
   return total;
 }
 
 std::map<std::string, std::uint64_t> Space::tally(const Constraint& probe) const {
-  std::map<std::string, std::uint64_t> hist;
-  auto put = [&](const char* reason, std::uint64_t w) {
-    if (w == 0) return;
-    std::string key = reason == nullptr ? std::string() : std::string(reason);
-    hist[key] = add(hist[key], w);
-  };
+  return tally_impl(probe, nullptr);
+}
+
+std::map<std::string, std::uint64_t> Space::tally_impl(const Constraint& probe,
+                                                       StorageMemo* memo) const {
+  ReasonHist hist;
   const Stage st = probe.stage();
-  // Nest probes do not depend on split sizes: per (pattern, lambda, q) reason histograms.
-  std::map<std::tuple<unsigned, std::size_t, std::size_t>, std::map<std::string, std::uint64_t>>
-      nest_hist;
-  for_each_split([&](const std::vector<int>& split) {
+  // The probe's verdicts per stage result, computed once (nest: per (pattern, lambda, q) reason
+  // counts; execution: per (loop code, choice) reason counts; storage: rejected format masks).
+  StorageMemo local;
+  StorageMemo& sm = memo ? *memo : local;
+  if (st == Stage::Storage) {
+    sm.slot.assign(formats_.size(), -1);
+    sm.rejected.clear();
+  }
+  std::map<unsigned, std::vector<std::vector<std::pair<const char*, std::uint64_t>>>> nest_memo;
+  std::vector<std::vector<std::pair<const char*, std::uint64_t>>> exec_memo;
+  std::vector<std::uint8_t> exec_memo_known;
+  if (st == Stage::Execution) {
+    exec_memo.assign(exec_.size(), {});
+    exec_memo_known.assign(exec_.size(), 0);
+  }
+  const auto put_counted = [](std::vector<std::pair<const char*, std::uint64_t>>& v,
+                              const char* r) {
+    for (auto& [k, n] : v)
+      if (k == r) {
+        ++n;
+        return;
+      }
+    v.emplace_back(r, 1);
+  };
+
+  Cursor c;
+  std::array<std::uint64_t, kMaxLoops> e{};
+  for (std::size_t flat = 0; flat < split_total_; ++flat) {
+    if (!split_alive_[flat]) continue;
+    decode(flat, c);
     if (st == Stage::Split) {
-      put(probe.check_split(*this, split), split_count(split));
-      return;
+      hist.put(probe.check_split(*this, c.split), split_count(c));
+      continue;
     }
-    const unsigned mask = mask_of(split);
-    const Pattern& pat = pattern(mask);
-    for (std::size_t li = 0; li < pat.lambdas.size(); ++li) {
-      const std::vector<std::uint8_t>& formats = formats_of(split, mask, li);
-      const std::uint64_t F = formats.size();
-      if (F == 0) continue;
+    const Pattern& pat = pattern(c.mask);
+    const std::size_t nq = pat.loops.size();
+    for (std::size_t q = 0; q < nq; ++q) e[q] = exec_of(c, pat.loops[q]).size();
+    std::vector<std::vector<std::pair<const char*, std::uint64_t>>>* per_mask = nullptr;
+    if (st == Stage::Nest) {
+      per_mask = &nest_memo[c.mask];
+      if (per_mask->empty()) per_mask->resize(pat.groups.size() * nq);
+    }
+    for (std::size_t li = 0; li < pat.groups.size(); ++li) {
+      const std::uint64_t bits = formats_of(c, li);
+      if (bits == 0) continue;
+      const std::uint64_t F = popcount(bits);
       if (st == Stage::Storage) {
         std::uint64_t inner = 0;
-        for (std::size_t q = 0; q < pat.loops.size(); ++q)
-          inner = add(inner, mul(pat.groups[li][q].size(), exec_of(split, pat.loops[q]).size()));
-        const std::vector<Loop>& levels = pat.lambdas[li];
-        std::vector<LevelFormat> f(levels.size());
-        for (std::uint8_t m : formats) {
-          for (std::size_t l = 0; l < levels.size(); ++l)
-            f[l] = (m >> l) & 1u ? LevelFormat::C : LevelFormat::U;
-          put(probe.check_storage(*this, split, levels, f), inner);
+        for (std::size_t q = 0; q < nq; ++q)
+          inner = add(inner, mul(pat.groups[li][q].size(), e[q]));
+        if (inner == 0) continue;
+        const std::size_t slot = c.sparse * max_lambdas_ + li;
+        if (sm.slot[slot] < 0) {
+          const std::vector<Loop>& levels = lambdas_[c.mask & sparse_bits_][li];
+          std::vector<int> split = c.split;
+          for (std::size_t v = 0; v < split.size(); ++v)
+            if (sparse_stride_[v] == 0) split[v] = 1;
+          std::vector<std::pair<const char*, std::uint64_t>> rej;
+          std::vector<LevelFormat> f(levels.size());
+          for (std::uint64_t rest = bits; rest != 0; rest &= rest - 1) {
+            const std::uint64_t m = static_cast<std::uint64_t>(__builtin_ctzll(rest));
+            for (std::size_t l = 0; l < levels.size(); ++l)
+              f[l] = (m >> l) & 1u ? LevelFormat::C : LevelFormat::U;
+            const char* r = probe.check_storage(*this, split, levels, f);
+            if (r == nullptr) continue;
+            bool found = false;
+            for (auto& [k, mk] : rej)
+              if (k == r) {
+                mk |= std::uint64_t{1} << m;
+                found = true;
+              }
+            if (!found) rej.emplace_back(r, std::uint64_t{1} << m);
+          }
+          sm.slot[slot] = static_cast<std::int32_t>(sm.rejected.size());
+          sm.rejected.push_back(std::move(rej));
         }
+        std::uint64_t removed = 0;
+        for (const auto& [r, mk] : sm.rejected[static_cast<std::size_t>(sm.slot[slot])]) {
+          hist.put(r, mul(popcount(mk), inner));
+          removed |= mk;
+        }
+        hist.put(nullptr, mul(F - popcount(removed), inner));
         continue;
       }
-      for (std::size_t q = 0; q < pat.loops.size(); ++q) {
+      for (std::size_t q = 0; q < nq; ++q) {
         const std::vector<int>& group = pat.groups[li][q];
-        if (group.empty()) continue;
-        const auto& exec = exec_of(split, pat.loops[q]);
+        if (group.empty() || e[q] == 0) continue;
         if (st == Stage::Nest) {
-          auto key = std::make_tuple(mask, li, q);
-          auto it = nest_hist.find(key);
-          if (it == nest_hist.end()) {
-            std::map<std::string, std::uint64_t> h;
-            for (int o : group) {
-              const char* r = probe.check_nest(*this, pat.orders[static_cast<std::size_t>(o)],
-                                               pat.loops[q]);
-              ++h[r == nullptr ? std::string() : std::string(r)];
-            }
-            it = nest_hist.emplace(key, std::move(h)).first;
+          auto& h = (*per_mask)[li * nq + q];
+          if (h.empty()) {
+            for (int o : group)
+              put_counted(h, probe.check_nest(*this, pat.orders[static_cast<std::size_t>(o)],
+                                              pat.loops[q]));
           }
-          const std::uint64_t w = mul(F, exec.size());
-          for (const auto& [r, n] : it->second) hist[r] = add(hist[r], mul(w, n));
+          const std::uint64_t w = mul(F, e[q]);
+          for (const auto& [r, n] : h) hist.put(r, mul(w, n));
         } else {
+          const Loop& par = pat.loops[q];
+          const std::size_t v = static_cast<std::size_t>(spec_->var_index(par.var));
+          const std::size_t key =
+              static_cast<std::size_t>(loop_code(*spec_, par)) * max_choices_ + c.choice[v];
+          if (!exec_memo_known[key]) {
+            std::vector<int> split(split_choices_.size(), 1);
+            split[v] = c.split[v];
+            for (const auto& [t, ch] : exec_of(c, par))
+              put_counted(exec_memo[key], probe.check_execution(*this, split, par, t, ch));
+            exec_memo_known[key] = 1;
+          }
           const std::uint64_t w = mul(F, group.size());
-          for (const auto& [t, c] : exec)
-            put(probe.check_execution(*this, split, pat.loops[q], t, c), w);
+          for (const auto& [r, n] : exec_memo[key]) hist.put(r, mul(w, n));
         }
       }
     }
-  });
+  }
+  return hist.to_map();
+}
+
+void Space::filter_caches(const Constraint& con, const StorageMemo* memo) {
+  Cursor c;
+  switch (con.stage()) {
+    case Stage::Split:
+      for (std::size_t flat = 0; flat < split_total_; ++flat) {
+        if (!split_alive_[flat]) continue;
+        decode(flat, c);
+        if (con.check_split(*this, c.split) != nullptr) split_alive_[flat] = 0;
+      }
+      break;
+    case Stage::Storage:
+      for (std::size_t slot = 0; slot < formats_.size(); ++slot) {
+        if (!formats_known_[slot] || formats_[slot] == 0) continue;
+        if (memo && memo->slot[slot] >= 0) {
+          for (const auto& [r, mk] : memo->rejected[static_cast<std::size_t>(memo->slot[slot])])
+            formats_[slot] &= ~mk;
+          continue;
+        }
+        // Not seen by the tally: the split sizes of this slot's sparse index (dense ones 1).
+        const std::size_t sparse = slot / max_lambdas_, li = slot % max_lambdas_;
+        std::vector<int> split(split_choices_.size(), 1);
+        unsigned mask = 0;
+        for (std::size_t v = 0; v < split.size(); ++v) {
+          if (sparse_stride_[v] == 0) continue;
+          const std::size_t ch = (sparse / sparse_stride_[v]) % split_choices_[v].size();
+          split[v] = split_choices_[v][ch];
+          if (ch > 0) mask |= 1u << v;
+        }
+        const std::vector<Loop>& levels = lambdas_[mask][li];
+        for (std::uint64_t rest = formats_[slot]; rest != 0; rest &= rest - 1) {
+          const std::uint64_t m = static_cast<std::uint64_t>(__builtin_ctzll(rest));
+          if (con.check_storage(*this, split, levels, format_levels(m, levels.size())) != nullptr)
+            formats_[slot] &= ~(std::uint64_t{1} << m);
+        }
+      }
+      break;
+    case Stage::Nest:
+      for (auto& [mask, shared] : patterns_) {
+        auto pat = std::make_shared<Pattern>(*shared);  // copies of this Space share the old one
+        for (auto& per_lambda : pat->groups)
+          for (std::size_t q = 0; q < per_lambda.size(); ++q) {
+            std::vector<int>& group = per_lambda[q];
+            group.erase(std::remove_if(group.begin(), group.end(),
+                                       [&](int o) {
+                                         return con.check_nest(
+                                                    *this, pat->orders[static_cast<std::size_t>(o)],
+                                                    pat->loops[q]) != nullptr;
+                                       }),
+                        group.end());
+          }
+        shared = std::move(pat);
+      }
+      break;
+    case Stage::Execution:
+      for (std::size_t key = 0; key < exec_.size(); ++key) {
+        if (!exec_known_[key] || exec_[key].empty()) continue;
+        const std::size_t code = key / max_choices_, ch = key % max_choices_;
+        const std::size_t v = code / 3;
+        const Loop par{spec_->vars[v], static_cast<Loop::Part>(code % 3)};
+        std::vector<int> split(split_choices_.size(), 1);
+        split[v] = split_choices_[v][ch];
+        auto& list = exec_[key];
+        list.erase(std::remove_if(list.begin(), list.end(),
+                                  [&](const std::pair<int, int>& tc) {
+                                    return con.check_execution(*this, split, par, tc.first,
+                                                               tc.second) != nullptr;
+                                  }),
+                   list.end());
+      }
+      break;
+  }
+}
+
+void Space::add_constraint(std::shared_ptr<const Constraint> c) {
+  WACO_ASSERT(c != nullptr, "null constraint");
+  constraints_.push_back(c);  // first: stage results computed while filtering include it
+  filter_caches(*c, nullptr);
+  count_.reset();
+  index_splits_.clear();
+  index_cum_.clear();
+}
+
+std::map<std::string, std::uint64_t> Space::constrain(std::shared_ptr<const Constraint> c) {
+  WACO_ASSERT(c != nullptr, "null constraint");
+  StorageMemo memo;
+  auto hist = tally_impl(*c, &memo);
+  constraints_.push_back(c);
+  filter_caches(*c, c->stage() == Stage::Storage ? &memo : nullptr);
+  count_.reset();
+  index_splits_.clear();
+  index_cum_.clear();
   return hist;
 }
 
 void Space::build_index() const {
   if (!index_cum_.empty()) return;
   index_cum_.push_back(0);
-  for_each_split([&](const std::vector<int>& s) {
-    const std::uint64_t n = split_count(s);
-    if (n == 0) return;
-    index_splits_.push_back(s);
+  Cursor c;
+  for (std::size_t flat = 0; flat < split_total_; ++flat) {
+    if (!split_alive_[flat]) continue;
+    decode(flat, c);
+    const std::uint64_t n = split_count(c);
+    if (n == 0) continue;
+    index_splits_.push_back(flat);
     index_cum_.push_back(add(index_cum_.back(), n));
-  });
+  }
 }
 
 SuperSchedule Space::at(std::uint64_t index) const {
@@ -470,17 +695,18 @@ SuperSchedule Space::at(std::uint64_t index) const {
                 "the space has " + std::to_string(total) + " candidates");
   const std::size_t si = static_cast<std::size_t>(
       std::upper_bound(index_cum_.begin(), index_cum_.end(), index) - index_cum_.begin() - 1);
-  const std::vector<int>& split = index_splits_[si];
+  Cursor c;
+  decode(index_splits_[si], c);
   std::uint64_t rem = index - index_cum_[si];
-  const unsigned mask = mask_of(split);
-  const Pattern& pat = pattern(mask);
-  for (std::size_t li = 0; li < pat.lambdas.size(); ++li) {
-    const auto& formats = formats_of(split, mask, li);
-    if (formats.empty()) continue;
+  const Pattern& pat = pattern(c.mask);
+  for (std::size_t li = 0; li < pat.groups.size(); ++li) {
+    const std::uint64_t bits = formats_of(c, li);
+    if (bits == 0) continue;
+    const std::uint64_t F = popcount(bits);
     for (std::size_t q = 0; q < pat.loops.size(); ++q) {
       const auto& group = pat.groups[li][q];
-      const auto& exec = exec_of(split, pat.loops[q]);
-      const std::uint64_t fe = mul(formats.size(), exec.size());
+      const auto& exec = exec_of(c, pat.loops[q]);
+      const std::uint64_t fe = mul(F, exec.size());
       const std::uint64_t block = mul(group.size(), fe);
       if (rem >= block) {
         rem -= block;
@@ -488,14 +714,15 @@ SuperSchedule Space::at(std::uint64_t index) const {
       }
       const std::vector<Loop>& order = pat.orders[static_cast<std::size_t>(group[rem / fe])];
       const std::uint64_t r2 = rem % fe;
-      const std::uint8_t fm = formats[r2 / exec.size()];
+      std::uint64_t rest = bits;  // the (r2 / |exec|)-th set bit is the format
+      for (std::uint64_t skip = r2 / exec.size(); skip > 0; --skip) rest &= rest - 1;
+      const std::uint64_t fm = static_cast<std::uint64_t>(__builtin_ctzll(rest));
       const auto [threads, chunk] = exec[r2 % exec.size()];
       SuperSchedule s;
       s.kind = kind_;
-      s.split = split;
+      s.split = c.split;
       s.order = order;
-      for (std::size_t l = 0; l < pat.lambdas[li].size(); ++l)
-        s.formats.push_back((fm >> l) & 1u ? LevelFormat::C : LevelFormat::U);
+      s.formats = format_levels(fm, lambdas_[c.mask & sparse_bits_][li].size());
       s.parallel = pat.loops[q];
       s.threads = threads;
       s.chunk = chunk;
@@ -508,27 +735,30 @@ SuperSchedule Space::at(std::uint64_t index) const {
 
 void Space::for_each(const std::function<bool(const SuperSchedule&)>& visit) const {
   build_index();
-  for (const std::vector<int>& split : index_splits_) {
-    const unsigned mask = mask_of(split);
-    const Pattern& pat = pattern(mask);
-    for (std::size_t li = 0; li < pat.lambdas.size(); ++li) {
-      const auto& formats = formats_of(split, mask, li);
+  Cursor c;
+  for (const std::size_t flat : index_splits_) {
+    decode(flat, c);
+    const Pattern& pat = pattern(c.mask);
+    for (std::size_t li = 0; li < pat.groups.size(); ++li) {
+      const std::uint64_t bits = formats_of(c, li);
+      if (bits == 0) continue;
       for (std::size_t q = 0; q < pat.loops.size(); ++q) {
-        const auto& exec = exec_of(split, pat.loops[q]);
+        const auto& exec = exec_of(c, pat.loops[q]);
         for (int o : pat.groups[li][q])
-          for (std::uint8_t fm : formats)
+          for (std::uint64_t rest = bits; rest != 0; rest &= rest - 1) {
+            const std::uint64_t fm = static_cast<std::uint64_t>(__builtin_ctzll(rest));
             for (const auto& [threads, chunk] : exec) {
               SuperSchedule s;
               s.kind = kind_;
-              s.split = split;
+              s.split = c.split;
               s.order = pat.orders[static_cast<std::size_t>(o)];
-              for (std::size_t l = 0; l < pat.lambdas[li].size(); ++l)
-                s.formats.push_back((fm >> l) & 1u ? LevelFormat::C : LevelFormat::U);
+              s.formats = format_levels(fm, lambdas_[c.mask & sparse_bits_][li].size());
               s.parallel = pat.loops[q];
               s.threads = threads;
               s.chunk = chunk;
               if (!visit(s)) return;
             }
+          }
       }
     }
   }
@@ -568,84 +798,30 @@ std::vector<SuperSchedule> Space::materialize(std::uint64_t limit) const {
   return out;
 }
 
-// ---- storage sizes from the prefix counts (mirrors codegen::build_storage) ----
+// ---- storage sizes from the prefix counts (prefix_counts.hpp mirrors codegen::build_storage) ----
 
-namespace {
-
-struct LevelSizes {
-  std::vector<double> dims;
-  std::vector<std::vector<int>> shifts;  ///< per level: the prefix through it, as shifts
-};
-
-LevelSizes level_sizes(const Space& sp, const std::vector<int>& split,
-                       const std::vector<Loop>& levels) {
-  const codegen::KernelSpec& spec = sp.spec();
-  const PrefixCounts& pc = sp.facts()->counts;
-  LevelSizes ls;
-  std::vector<int> shift(spec.sparse_vars.size());
-  for (std::size_t m = 0; m < shift.size(); ++m) shift[m] = pc.bits(static_cast<int>(m));
-  for (const Loop& l : levels) {
-    const std::size_t v = static_cast<std::size_t>(spec.var_index(l.var));
-    const std::size_t m = static_cast<std::size_t>(
-        std::find(spec.sparse_vars.begin(), spec.sparse_vars.end(), l.var) -
-        spec.sparse_vars.begin());
-    const std::int64_t e = sp.extents()[v];
-    const std::int64_t s = split[v];
-    if (l.part == Loop::Part::Whole) {
-      ls.dims.push_back(static_cast<double>(e));
-      shift[m] = 0;
-    } else if (l.part == Loop::Part::Outer) {
-      ls.dims.push_back(static_cast<double>((e + s - 1) / s));
-      shift[m] = std::min(log2_int(s), pc.bits(static_cast<int>(m)));
-    } else {
-      ls.dims.push_back(static_cast<double>(s));
-      shift[m] = 0;
-    }
-    ls.shifts.push_back(shift);
+const LevelShapes& Space::shapes(const std::vector<int>& split,
+                                 const std::vector<Loop>& levels) const {
+  // Storage constraints are asked about every format of one (split, levels) in a row.
+  if (!(shape_split_ == split && shape_levels_ == levels)) {
+    shape_ = level_shapes(facts_->counts, *spec_, extents_, split, levels);
+    shape_split_ = split;
+    shape_levels_ = levels;
   }
-  return ls;
+  return shape_;
 }
-
-}  // namespace
 
 const char* Space::storage_refusal(const std::vector<int>& split, const std::vector<Loop>& levels,
                                    const std::vector<LevelFormat>& formats) const {
   if (!facts_) return nullptr;
-  const PrefixCounts& pc = facts_->counts;
-  const LevelSizes ls = level_sizes(*this, split, levels);
-  const double nnz = static_cast<double>(std::max<std::int64_t>(pc.nnz(), 1));
-  const double value_bound = opts_.max_padding * nnz;
-  const double dims_sum = std::accumulate(ls.dims.begin(), ls.dims.end(), 0.0);
-  const double L = static_cast<double>(levels.size());
-  const double index_bound = value_bound + 2.0 * dims_sum + 2.0 * L;
-  double parent = 1, index_words = 0;
-  for (std::size_t l = 0; l < levels.size(); ++l) {
-    double size = 0;
-    if (formats[l] == LevelFormat::U) {
-      size = parent * ls.dims[l];
-      if (size > value_bound && size > index_bound) return "padding-bound";
-    } else {
-      index_words += parent + 1;
-      if (index_words > index_bound) return "padding-bound";
-      size = static_cast<double>(pc.distinct(ls.shifts[l]));
-      index_words += size;
-    }
-    if (size > static_cast<double>(kernels::kMaxIndex)) return "index-overflow";
-    parent = size;
-  }
-  if (parent > value_bound) return "padding-bound";
-  return nullptr;
+  return check_format(shapes(split, levels), formats, facts_->counts.nnz(), opts_.max_padding)
+      .refusal;
 }
 
 double Space::stored_values(const std::vector<int>& split, const std::vector<Loop>& levels,
                             const std::vector<LevelFormat>& formats) const {
   WACO_ASSERT(facts_ != nullptr, "stored_values needs the matrix facts");
-  const LevelSizes ls = level_sizes(*this, split, levels);
-  double parent = 1;
-  for (std::size_t l = 0; l < levels.size(); ++l)
-    parent = formats[l] == LevelFormat::U ? parent * ls.dims[l]
-                                          : static_cast<double>(facts_->counts.distinct(ls.shifts[l]));
-  return parent;
+  return format_stored_values(shapes(split, levels), formats);
 }
 
 std::int64_t Space::trip_count(const std::vector<int>& split, const Loop& loop) const {

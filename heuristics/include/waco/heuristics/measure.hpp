@@ -3,9 +3,11 @@
 // database"; ARCHITECTURE.md section 7: warm-up, median of repeats, verified).
 //
 // A Measurer forks one *worker* process when it is constructed. For every candidate the worker
-// forks a fresh *measuring child* that builds the format, compiles (through the on-disk compile
-// cache) and loads the kernel, verifies it against the reference, times it and sends the result
-// back over a socket. The worker enforces two time limits (prepare: format + compile; run:
+// first decides whether codegen::build_storage would refuse its format, exactly and in O(levels),
+// from the prefix counts of the sparse operand (prefix_counts.hpp; computed once per Measurer), and
+// answers a refusal at once. Otherwise it forks a fresh *measuring child* that compiles (through
+// the on-disk compile cache), builds the format once and loads the kernel, verifies it against the
+// reference, times it and sends the result back over a socket. The worker enforces two time limits (prepare: format + compile; run:
 // verification + timing), kills a child that overruns, and turns signals, timeouts, refusals,
 // compile errors and wrong results into a MeasureStatus with a reason: expected failures of a
 // search are values, never exceptions (STYLE.md item 6).

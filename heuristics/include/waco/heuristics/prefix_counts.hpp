@@ -13,9 +13,14 @@
 // bits x nnz log nnz) for 3-D tensors.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "waco/codegen/kernel_spec.hpp"
+#include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/kernel.hpp"
 
 namespace waco::heuristics {
@@ -39,11 +44,62 @@ class PrefixCounts {
   /// Distinct tuples (x_m >> shift[m])_m over the nonzeros; shifts above bits(m) are clamped
   /// (they mean the mode is absent from the tuple). Precondition: shift.size() == modes().
   std::int64_t distinct(const std::vector<int>& shift) const;
+  /// The same for an array of modes() shifts (no allocation; the counting loops use it).
+  std::int64_t distinct(const int* shift) const;
 
  private:
   std::vector<int> bits_;
   std::int64_t nnz_ = 0;
   std::vector<std::int64_t> table_;  ///< row-major over (bits_[m] + 1)
 };
+
+/// The format-independent part of a format's sizes: per level of the sparse operand its
+/// dimension and the positions it has when compressed (distinct prefixes through it).
+struct LevelShapes {
+  static constexpr std::size_t kMaxLevels = 6;  ///< 3 sparse modes, each split in two
+  std::size_t count = 0;
+  std::array<double, kMaxLevels> dims{};
+  std::array<double, kMaxLevels> compressed{};
+};
+
+/// The shapes of `levels` (the loop order restricted to the sparse variables) for the sparse
+/// operand described by `pc` (modes in spec.sparse_vars order), the kernel's extents and split
+/// sizes per spec.vars. O(levels).
+LevelShapes level_shapes(const PrefixCounts& pc, const codegen::KernelSpec& spec,
+                         const std::vector<std::int64_t>& extents, const std::vector<int>& split,
+                         const std::vector<codegen::Loop>& levels);
+
+/// What codegen::build_storage decides for one format of the sparse operand, from the prefix
+/// counts alone: the same level sizes and bounds (StorageOptions::max_padding x nnz stored values
+/// or index words, 32-bit positions), checked in the same order, so the verdict is exact.
+struct FormatVerdict {
+  /// nullptr when build_storage builds the format, else "padding-bound" or "index-overflow".
+  const char* refusal = nullptr;
+  /// The refused level (-1: the stored values as a whole), with its positions (or the values).
+  int level = -1;
+  double size = 0;
+  /// Values stored (explicit zeros included) when the format is built.
+  double stored_values = 0;
+};
+
+/// The verdict for one format (one per level) of levels with these shapes. O(levels).
+FormatVerdict check_format(const LevelShapes& shapes,
+                           const std::vector<codegen::LevelFormat>& formats, std::int64_t nnz,
+                           double max_padding);
+/// The same from the problem's description (level_shapes, then check_format).
+FormatVerdict check_format(const PrefixCounts& pc, const codegen::KernelSpec& spec,
+                           const std::vector<std::int64_t>& extents, const std::vector<int>& split,
+                           const std::vector<codegen::Loop>& levels,
+                           const std::vector<codegen::LevelFormat>& formats, double max_padding);
+
+/// Values the format stores (explicit zeros included), with no bound applied.
+double format_stored_values(const LevelShapes& shapes,
+                            const std::vector<codegen::LevelFormat>& formats);
+
+/// A refusal as a sentence in the words of build_storage ("format refused: level 2 (k0, U) would
+/// hold ..."); empty when v.refusal is nullptr.
+std::string describe_refusal(const FormatVerdict& v, const std::vector<codegen::Loop>& levels,
+                             const std::vector<codegen::LevelFormat>& formats, std::int64_t nnz,
+                             double max_padding);
 
 }  // namespace waco::heuristics

@@ -6,16 +6,23 @@
 // that stage and the stages before it fix:
 //   Split      the split vector sigma: every variable x has s_x in {1, 2, ..., min(2^ceil(log2
 //              dim_x), 2^16)} (before any constraint);
-//   Storage    sigma plus the sparse operand's level sequence (the order restricted to A's loops)
-//              and the U/C format of each level;
+//   Storage    the sparse variables' split sizes, the sparse operand's level sequence (the order
+//              restricted to A's loops) and the U/C format of each level;
 //   Nest       the split pattern (which variables are split), the full loop order and the
-//              parallel loop (split sizes excluded: nest constraints are cached per pattern);
-//   Execution  sigma, the parallel loop, threads in 1..cores and chunk in {1, 2, ..., 256}.
+//              parallel loop (split sizes excluded);
+//   Execution  the parallel loop and its variable's split size, threads in 1..cores and chunk in
+//              {1, 2, ..., 256}.
 // Trimming passes (pass.hpp) add constraints; nothing is enumerated to apply them. The count is
 //   sum_sigma sum_lambda |formats(sigma, lambda)| * sum_p |orders(pattern, lambda, p)| * |exec(sigma, p)|
-// with formats cached per (sparse split sizes, lambda), orders per pattern and exec per (sigma, p),
-// so counting the full SpMM space (about 4e8 candidates) takes milliseconds and MTTKRP's (about
-// 1e12) well under a second. Counts are exact unsigned 64-bit integers; an overflow is an Error
+// Every stage result is cached by what its stage sees, in flat tables: the surviving split
+// vectors (a flag per vector), formats as a 64-bit mask per (sparse split sizes, lambda), orders
+// per (pattern, lambda, parallel loop), (threads, chunk) lists per (parallel loop, its split
+// size). Adding a constraint filters the cached results of its stage with that one constraint
+// (the other stages keep theirs), and constrain() evaluates a pass's constraint once per cached
+// result for both its statistics and the filtering. So the whole default pipeline on MTTKRP
+// (up to 1e12 candidates, four variables, 2520 orders per split pattern) runs in one to three
+// seconds on the tensors of ../shared/data (it took 20-100 s when every constraint rebuilt every
+// cache), and SpMM's in milliseconds. Counts are exact unsigned 64-bit integers; an overflow is an Error
 // (it cannot happen for kMaxSplit = 2^16, 4 variables and 256 cores).
 //
 // Index order: sigma (product order, the last variable fastest), then lambda, the parallel loop,
@@ -51,20 +58,23 @@ class Space;
 
 /// A restriction of one stage. check_* returns nullptr to keep the candidate, else the reason it is
 /// removed (a static kebab-case string, e.g. "split-above-dimension"). Only the method of stage()
-/// is called.
+/// is called. A check must be a function of what its stage sees (the space caches it so).
 class Constraint {
  public:
   virtual ~Constraint() = default;
   virtual Stage stage() const = 0;
   /// split: per KernelSpec::vars.
   virtual const char* check_split(const Space& space, const std::vector<int>& split) const;
-  /// levels: the sparse operand's loops in level order; formats: one per level.
+  /// levels: the sparse operand's loops in level order; formats: one per level. Must depend on
+  /// the sparse variables' split sizes only (split holds 1 for the dense variables).
   virtual const char* check_storage(const Space& space, const std::vector<int>& split,
                                     const std::vector<Loop>& levels,
                                     const std::vector<LevelFormat>& formats) const;
   /// order: the full loop order (it implies the split pattern); parallel: one of its loops.
   virtual const char* check_nest(const Space& space, const std::vector<Loop>& order,
                                  const Loop& parallel) const;
+  /// Must depend on the parallel loop and its variable's split size only (split holds 1 for the
+  /// other variables), e.g. through Space::trip_count(split, parallel).
   virtual const char* check_execution(const Space& space, const std::vector<int>& split,
                                       const Loop& parallel, int threads, int chunk) const;
 };
@@ -112,10 +122,14 @@ class Space {
   const std::vector<int>& split_choices(std::size_t v) const { return split_choices_[v]; }
   const std::vector<std::shared_ptr<const Constraint>>& constraints() const { return constraints_; }
 
-  /// Adds a constraint (the space shrinks). Invalidates the index built by at().
+  /// Adds a constraint (the space shrinks): filters the cached results of its stage with it.
+  /// Invalidates the index built by at().
   void add_constraint(std::shared_ptr<const Constraint> c);
+  /// tally(*c) and then add_constraint(c), evaluating c once per cached stage result for both
+  /// (run_pass uses it for the per-pass statistics).
+  std::map<std::string, std::uint64_t> constrain(std::shared_ptr<const Constraint> c);
 
-  /// Number of candidates (exact).
+  /// Number of candidates (exact; cached until the next constraint).
   std::uint64_t count() const;
   /// What `probe` would do to the current space: candidates per reason, "" = kept. The sum is
   /// count(). Used for the per-pass statistics.
@@ -143,21 +157,26 @@ class Space {
   /// Iterations of the parallel loop (per enclosing iteration for an inner part x0: s_x).
   std::int64_t trip_count(const std::vector<int>& split, const Loop& loop) const;
 
-  struct Pattern;  // per split pattern: orders grouped by level sequence and parallel loop
+  struct Pattern;      // per split pattern: orders grouped by level sequence and parallel loop
+  struct Cursor;       // one split vector: its flat index, choices, pattern and sparse index
+  struct StorageMemo;  // a storage probe's verdicts per cached format mask
 
  private:
   Space() = default;
   void init(kernels::KernelKind k, std::vector<std::int64_t> extents, const SpaceOptions& opts);
+  void decode(std::size_t flat, Cursor& c) const;
   const Pattern& pattern(unsigned mask) const;
-  const std::vector<std::uint8_t>& formats_of(const std::vector<int>& split, unsigned mask,
-                                              std::size_t lambda) const;
-  const std::vector<std::pair<int, int>>& exec_of(const std::vector<int>& split,
-                                                  const Loop& parallel) const;
-  bool split_ok(const std::vector<int>& split) const;
-  void for_each_split(const std::function<void(const std::vector<int>&)>& f) const;
-  std::uint64_t split_count(const std::vector<int>& split) const;
+  /// The kept formats of level sequence `lambda` of c's pattern: bit m = format m (bit l of m
+  /// set = level l is C).
+  std::uint64_t formats_of(const Cursor& c, std::size_t lambda) const;
+  const std::vector<std::pair<int, int>>& exec_of(const Cursor& c, const Loop& parallel) const;
+  std::uint64_t split_count(const Cursor& c) const;
+  std::map<std::string, std::uint64_t> tally_impl(const Constraint& probe, StorageMemo* memo) const;
+  /// The level shapes of (split, levels), memoized for the last pair asked. Needs facts_.
+  const LevelShapes& shapes(const std::vector<int>& split, const std::vector<Loop>& levels) const;
+  /// Filters the cached results of c's stage with c (memo: c's verdicts from tally_impl).
+  void filter_caches(const Constraint& c, const StorageMemo* memo);
   void build_index() const;
-  void clear_caches();
 
   kernels::KernelKind kind_ = kernels::KernelKind::SpMV;
   const codegen::KernelSpec* spec_ = nullptr;
@@ -168,12 +187,31 @@ class Space {
   std::vector<std::vector<int>> split_choices_;
   std::vector<std::shared_ptr<const Constraint>> constraints_;
 
-  // Caches (mutable: counting is logically const; a Space is not thread-safe).
+  // The split vectors in product order (flat index = sum of choice index x stride).
+  std::vector<std::size_t> split_stride_;   ///< per variable
+  std::vector<std::size_t> sparse_stride_;  ///< per variable; 0 for dense variables
+  std::size_t split_total_ = 0;             ///< split vectors before constraints
+  std::size_t sparse_total_ = 0;            ///< sparse split-size vectors
+  std::size_t max_lambdas_ = 0;             ///< level sequences of the all-split pattern
+  std::size_t max_choices_ = 0;             ///< largest split_choices_[v].size()
+  unsigned sparse_bits_ = 0;                ///< mask of the sparse variables
+  std::vector<std::uint8_t> split_alive_;   ///< per split vector: passes the split constraints
+  /// Level sequences per sparse split pattern (mask & sparse_bits_): legal orders of A's loops.
+  std::vector<std::vector<std::vector<Loop>>> lambdas_;
+
+  // Caches (mutable: counting is logically const; a Space is not thread-safe). Patterns are
+  // shared between copies of a Space and copied before they are filtered.
   mutable std::map<unsigned, std::shared_ptr<Pattern>> patterns_;
-  mutable std::map<std::pair<std::vector<int>, std::size_t>, std::vector<std::uint8_t>> formats_;
-  mutable std::map<std::pair<std::vector<int>, int>, std::vector<std::pair<int, int>>> exec_;
-  mutable std::vector<std::vector<int>> index_splits_;
-  mutable std::vector<std::uint64_t> index_cum_;  ///< cumulative counts, index_splits_.size() + 1
+  mutable std::vector<std::uint64_t> formats_;       ///< sparse_total_ x max_lambdas_
+  mutable std::vector<std::uint8_t> formats_known_;
+  mutable std::vector<std::vector<std::pair<int, int>>> exec_;  ///< (loop code, choice)
+  mutable std::vector<std::uint8_t> exec_known_;
+  mutable std::optional<std::uint64_t> count_;
+  mutable std::vector<int> shape_split_;  ///< the memo of shapes()
+  mutable std::vector<Loop> shape_levels_;
+  mutable LevelShapes shape_;
+  mutable std::vector<std::size_t> index_splits_;   ///< flat indices of nonempty split vectors
+  mutable std::vector<std::uint64_t> index_cum_;    ///< cumulative counts, index_splits_.size() + 1
 };
 
 /// The threads and chunk sizes of the space before constraints.
