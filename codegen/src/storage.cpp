@@ -1,15 +1,34 @@
-// Building the sparse operand in a SuperSchedule's format. Steps: (1) the split coordinate of
-// every nonzero at every level; (2) a stable LSD counting sort of the nonzeros by their level
-// coordinates (skipped when already in order); (3) level by level, the position of every nonzero:
-// U: parent * dim + coordinate; C: the rank of its distinct (parent, coordinate) pair, with pos/crd
-// built in the same scan. Sizes are checked against the padding bound before anything of that size
-// is allocated.
+// Building the sparse operand in a SuperSchedule's format. A level's coordinate is read on the fly
+// from the operand (split sizes are powers of two: x1 = x >> log2 s, x0 = x & (s - 1)); nothing is
+// materialized per level. Steps:
+// (1) Order. The canonical COO order is lexicographic over the sparse variables, i.e. over the
+//     canonical parts (each variable whole, or x1 then x0). The level order agrees with it on a
+//     leading run of levels [0, Q) that is a prefix of the canonical parts (i, or i1, ...), and on a
+//     trailing run [P, L) that lists, in canonical order, the parts the levels before P leave free
+//     (i0,k0 under i1,k1; i under k). So only the key of levels [Q, P) needs sorting, stably, within
+//     each segment of equal [0, Q) coordinates. Q = L (csr, dcsr, csf, a split i1,i0,k): already in
+//     order, no permutation at all. Q > 0 (bcsr): per segment, a packed (key << 32 | entry)
+//     std::sort, or a counting sort when the segment is long against the key range. Q = 0 (csc):
+//     stable counting passes over one key combining the levels [0, P) (one pass when the key
+//     range is at most max(nnz, 1024)), or a comparison sort when the key does not fit 64 bits.
+//     The permutation is 32-bit.
+// (2) Sizes. A C level holds one position per distinct prefix of coordinates, counted in one scan
+//     of the ordered nonzeros up to the last C level above the leaf (none for csr: the leaf holds
+//     exactly nnz positions, the operand having no repeated coordinate); a U level holds its parent
+//     size times its dimension. Every bound is checked on these sizes before anything of them is
+//     allocated; the arrays are then allocated at their exact sizes.
+// (3) Fill. One scan over the ordered nonzeros: the first level whose coordinate changes opens a
+//     new position at that level and every level below it (U: parent * dim + coordinate; C: the
+//     next crd slot, and pos of a new parent), and the leaf position gets the value.
 #include "waco/codegen/storage.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
@@ -19,7 +38,10 @@ using kernels::index_t;
 
 namespace {
 
-/// The coordinate arrays of the sparse operand, one per sparse variable (spec.sparse_vars order).
+/// 3 sparse variables (MTTKRP), each split in two.
+constexpr std::size_t kMaxLevels = 6;
+
+/// The coordinates of the sparse operand, one array per sparse variable (spec.sparse_vars order).
 std::vector<const std::vector<index_t>*> sparse_coordinates(const kernels::Problem& p) {
   if (kernels::needs_tensor(p.kind)) return {&p.T->idx[0], &p.T->idx[1], &p.T->idx[2]};
   return {&p.A->row, &p.A->col};
@@ -30,6 +52,272 @@ std::vector<float> const& sparse_values(const kernels::Problem& p) {
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+/// Bits needed to write x (0 for 0); C++17 has no bit_width.
+int bit_width(std::uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
+
+/// One level's coordinate of nonzero e: (x[e] >> shift) & mask.
+struct Coord {
+  const index_t* x = nullptr;
+  unsigned shift = 0;
+  std::uint32_t mask = ~0u;
+  std::uint32_t operator()(std::size_t e) const { return (static_cast<std::uint32_t>(x[e]) >> shift) & mask; }
+};
+
+/// The level coordinates of the operand.
+struct Coords {
+  std::array<Coord, kMaxLevels> level{};
+  std::array<std::uint64_t, kMaxLevels> dim{};
+  std::size_t L = 0;
+
+  /// The mixed-radix key of levels [a, b) (the caller checked that it fits).
+  std::uint64_t key(std::size_t e, std::size_t a, std::size_t b) const {
+    std::uint64_t k = 0;
+    for (std::size_t l = a; l < b; ++l) k = k * dim[l] + level[l](e);
+    return k;
+  }
+  /// The number of keys of levels [a, b), or nullopt above 2^64.
+  std::optional<std::uint64_t> key_range(std::size_t a, std::size_t b) const {
+    std::uint64_t k = 1;
+    for (std::size_t l = a; l < b; ++l)
+      if (__builtin_mul_overflow(k, std::max<std::uint64_t>(dim[l], 1), &k)) return std::nullopt;
+    return k;
+  }
+};
+
+/// Q and P of step (1): levels [0, Q) are a prefix of the canonical parts, and levels [P, L) are
+/// the canonical parts that levels [0, P) leave free, in canonical order.
+struct Agreement {
+  std::size_t Q = 0;
+  std::size_t P = 0;
+};
+
+Agreement agreement(const std::vector<Loop>& levels, const KernelSpec& spec, const SuperSchedule& s) {
+  std::vector<Loop> canonical;
+  for (char v : spec.sparse_vars) {
+    if (s.split_of(v) == 1) {
+      canonical.push_back({v, Loop::Part::Whole});
+    } else {
+      canonical.push_back({v, Loop::Part::Outer});
+      canonical.push_back({v, Loop::Part::Inner});
+    }
+  }
+  const std::size_t L = levels.size();
+  WACO_ASSERT(canonical.size() == L, "the levels are the parts of the sparse variables");
+  Agreement a;
+  while (a.Q < L && levels[a.Q] == canonical[a.Q]) ++a.Q;
+  for (a.P = 0; a.P < L; ++a.P) {
+    std::vector<Loop> free;
+    for (const Loop& part : canonical)
+      if (std::find(levels.begin(), levels.begin() + a.P, part) == levels.begin() + a.P) free.push_back(part);
+    if (std::equal(free.begin(), free.end(), levels.begin() + a.P, levels.end())) break;
+  }
+  return a;
+}
+
+/// Stable LSD counting sort of all nonzeros by key(e) < range: one pass when range <= limit,
+/// otherwise passes over digits of at most log2(limit) bits of a stored 64-bit key.
+template <class Key>
+std::vector<std::uint32_t> counting_sort(std::size_t n, std::uint64_t range, std::uint64_t limit, Key key) {
+  std::vector<std::uint32_t> order(n);
+  if (range <= limit) {  // one pass, the key recomputed rather than stored
+    std::vector<std::uint32_t> count(range + 1, 0);
+    for (std::size_t e = 0; e < n; ++e) ++count[key(e) + 1];
+    std::partial_sum(count.begin(), count.end(), count.begin());
+    for (std::size_t e = 0; e < n; ++e) order[count[key(e)]++] = static_cast<std::uint32_t>(e);
+    return order;
+  }
+  const int bits = bit_width(range - 1);
+  const int passes = (bits + bit_width(limit) - 2) / (bit_width(limit) - 1);
+  const int width = (bits + passes - 1) / passes;
+  std::vector<std::uint64_t> keys(n), keys_next(n);
+  std::vector<std::uint32_t> next(n);
+  for (std::size_t e = 0; e < n; ++e) keys[e] = key(e);
+  std::iota(order.begin(), order.end(), 0u);
+  std::vector<std::uint32_t> count(std::size_t{1} << width);
+  for (int pass = 0; pass < passes; ++pass) {
+    const int shift = pass * width;
+    const std::uint64_t mask = (std::uint64_t{1} << width) - 1;
+    std::fill(count.begin(), count.end(), 0u);
+    for (std::size_t r = 0; r < n; ++r) ++count[keys[r] >> shift & mask];
+    std::exclusive_scan(count.begin(), count.end(), count.begin(), 0u);
+    for (std::size_t r = 0; r < n; ++r) {
+      const std::uint32_t to = count[keys[r] >> shift & mask]++;
+      keys_next[to] = keys[r];
+      next[to] = order[r];
+    }
+    keys.swap(keys_next);
+    order.swap(next);
+  }
+  return order;
+}
+
+/// Step (1): the nonzeros in level order, or an empty vector when the canonical order is already
+/// the level order.
+std::vector<std::uint32_t> level_order(const Coords& c, Agreement a, std::size_t n) {
+  if (a.Q >= c.L || n < 2) return {};
+  // Counting arrays up to this many entries cost no more than a pass over the nonzeros (and keep
+  // the scratch memory O(nnz): a wide key on few nonzeros takes more, narrower passes instead).
+  const std::uint64_t limit = std::max<std::uint64_t>(n, 1024);
+  const std::optional<std::uint64_t> range = c.key_range(a.Q, a.P);
+
+  if (a.Q > 0 && range && *range <= (std::uint64_t{1} << 32)) {
+    // Segments of equal [0, Q) coordinates are contiguous and in order: sort each by the key of
+    // [Q, P), ties (equal keys) in canonical order.
+    std::vector<std::uint32_t> order(n);
+    std::vector<std::uint64_t> packed;
+    std::vector<std::uint32_t> count;
+    for (std::size_t b = 0, end; b < n; b = end) {
+      for (end = b + 1; end < n; ++end) {
+        bool same = true;
+        for (std::size_t l = 0; l < a.Q && same; ++l) same = c.level[l](end - 1) == c.level[l](end);
+        if (!same) break;
+      }
+      const std::size_t len = end - b;
+      packed.resize(len);
+      bool sorted = true;
+      for (std::size_t j = 0; j < len; ++j) {
+        packed[j] = c.key(b + j, a.Q, a.P) << 32 | (b + j);
+        sorted = sorted && (j == 0 || packed[j] > packed[j - 1]);
+      }
+      if (!sorted && *range <= 2 * len) {  // long segment: counting sort, O(len + range)
+        count.assign(*range + 1, 0);
+        for (std::uint64_t k : packed) ++count[(k >> 32) + 1];
+        std::partial_sum(count.begin(), count.end(), count.begin());
+        for (std::uint64_t k : packed) order[b + count[k >> 32]++] = static_cast<std::uint32_t>(k);
+        continue;
+      }
+      if (!sorted) std::sort(packed.begin(), packed.end());
+      for (std::size_t j = 0; j < len; ++j) order[b + j] = static_cast<std::uint32_t>(packed[j]);
+    }
+    return order;
+  }
+  // No leading run, or a key too wide for packing: sort everything by the key of [0, P).
+  if (const std::optional<std::uint64_t> full = c.key_range(0, a.P))
+    return counting_sort(n, *full, limit, [&](std::size_t e) { return c.key(e, 0, a.P); });
+  // Wider than 64 bits (several huge reordered dimensions): compare level by level.
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
+    for (std::size_t l = 0; l < a.P; ++l) {
+      const std::uint32_t cx = c.level[l](x), cy = c.level[l](y);
+      if (cx != cy) return cx < cy;
+    }
+    return x < y;
+  });
+  return order;
+}
+
+/// Calls f(std::integral_constant<std::size_t, N>) for N = n in 1..kMaxLevels: the scans below
+/// take the level count as a constant so that their per-level state lives in registers.
+template <class F>
+void with_level_count(std::size_t n, F&& f) {
+  switch (n) {
+    case 1: f(std::integral_constant<std::size_t, 1>{}); break;
+    case 2: f(std::integral_constant<std::size_t, 2>{}); break;
+    case 3: f(std::integral_constant<std::size_t, 3>{}); break;
+    case 4: f(std::integral_constant<std::size_t, 4>{}); break;
+    case 5: f(std::integral_constant<std::size_t, 5>{}); break;
+    case 6: f(std::integral_constant<std::size_t, 6>{}); break;
+    default: WACO_ASSERT(false, "a sparse operand has 1 to 6 levels");
+  }
+}
+
+/// f(integral_constant<l>) for l = 0 .. N-1, unrolled: the scans' per-level arrays are then
+/// indexed by constants and kept in registers (GCC does not unroll their loops by itself).
+template <class F, std::size_t... I>
+inline void for_each_level(F& f, std::index_sequence<I...>) {
+  (f(std::integral_constant<std::size_t, I>{}), ...);
+}
+template <std::size_t N, class F>
+inline void for_each_level(F&& f) {
+  for_each_level(f, std::make_index_sequence<N>{});
+}
+
+/// Step (2)'s scan over the nonzeros in level order (ord; the identity when not Permuted): the
+/// number of distinct prefixes of coordinates over levels [0, l], for l < N.
+template <std::size_t N, bool Permuted>
+std::array<std::int64_t, N> count_prefixes(const Coords& coords, const std::uint32_t* ord, std::size_t n) {
+  std::array<Coord, N> level;  // local copies: the compiler need not reload them
+  std::copy_n(coords.level.begin(), N, level.begin());
+  std::array<std::uint32_t, N> prev{};
+  std::array<std::int64_t, N> opened{};
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t e = Permuted ? ord[r] : r;
+    bool changed = r == 0;
+    for_each_level<N>([&](auto l) {
+      const std::uint32_t x = level[l](e);
+      changed = changed || x != prev[l];
+      opened[l] += changed;
+      prev[l] = x;
+    });
+  }
+  return opened;
+}
+
+/// Where step (3) writes one level.
+struct LevelOut {
+  bool compressed = false;
+  std::int64_t dim = 0;
+  std::int64_t parents = 0;  ///< C: the parent level's size
+  index_t* pos = nullptr;    ///< C: parents + 1 entries
+  index_t* crd = nullptr;    ///< C: exactly one slot per position
+};
+
+/// Step (3)'s scan over the nonzeros in level order (ord; the identity when not Permuted):
+/// positions level by level, pos and crd of C levels, and (WriteLeaf) the leaf position of every
+/// nonzero with its value. Positions only grow in level order, so a C level's pos is written
+/// directly, once per parent, when the first child of a new parent opens (pos[p] = first child of
+/// p; parents without children get the next one's start), rather than counted per nonzero:
+/// consecutive increments of one counter would form a chain through memory. The template
+/// parameters keep the loop's state in registers.
+template <std::size_t N, bool Permuted, bool WriteLeaf>
+void fill_levels(const Coords& coords, const std::uint32_t* ord, std::size_t n,
+                 const std::array<LevelOut, kMaxLevels>& out_levels, const float* values, float* vals,
+                 index_t* entry_position) {
+  std::array<Coord, N> level;  // local copies: stores through index_t* cannot alias them
+  std::copy_n(coords.level.begin(), N, level.begin());
+  std::array<LevelOut, N> out;
+  std::copy_n(out_levels.begin(), N, out.begin());
+  std::array<std::uint32_t, N> prev{};
+  std::array<std::int64_t, N + 1> at{};  // at[l + 1]: current position at level l; at[0] = 0
+  std::array<std::int64_t, N> next{};    // C levels: positions opened so far
+  std::array<std::int64_t, N> written{};  // C levels: pos[0, written) is final
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t e = Permuted ? ord[r] : r;
+    bool changed = r == 0;
+    for_each_level<N>([&](auto l) {
+      const bool new_parent = changed;
+      const std::uint32_t x = level[l](e);
+      if (!changed && x != prev[l]) {
+        // One comparison guards the sizes counted in step (2): the order is strictly increasing.
+        WACO_ASSERT(x > prev[l], "the sparse operand is not canonical (unsorted)");
+        changed = true;
+      }
+      if (!changed) return;
+      if (out[l].compressed) {
+        const std::int64_t q = next[l]++;
+        out[l].crd[q] = static_cast<index_t>(x);
+        if (new_parent) {
+          for (std::int64_t p = written[l]; p <= at[l]; ++p) out[l].pos[p] = static_cast<index_t>(q);
+          written[l] = at[l] + 1;
+        }
+        at[l + 1] = q;
+      } else {
+        at[l + 1] = at[l] * out[l].dim + x;
+      }
+      prev[l] = x;
+    });
+    WACO_ASSERT(changed, "the sparse operand is not canonical (a repeated coordinate)");
+    if constexpr (WriteLeaf) {
+      vals[at[N]] = values[e];
+      entry_position[e] = static_cast<index_t>(at[N]);
+    }
+  }
+  for (std::size_t l = 0; l < N; ++l)  // the parents after the last one with children
+    if (out[l].compressed)
+      for (std::int64_t p = written[l]; p <= out[l].parents; ++p) out[l].pos[p] = static_cast<index_t>(next[l]);
+}
 
 }  // namespace
 
@@ -51,22 +339,24 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
   const std::vector<Loop> loops = s.levels();
   const std::size_t L = loops.size();
   WACO_ASSERT(L == s.formats.size(), "one format per level");
+  WACO_ASSERT(L >= 1 && L <= kMaxLevels, "a sparse operand has 1 to 6 levels");
 
   // Bounds, in words: stored values, and index arrays (C levels: parent count + 1 + size).
   const double value_bound = opts.max_padding * static_cast<double>(std::max<std::int64_t>(nnz, 1));
   double dims_sum = 0;
 
-  // (1) level coordinates and dimensions.
-  std::vector<std::vector<index_t>> c(L);
   Storage st;
   st.nnz = nnz;
   st.levels.resize(L);
+  Coords c;
+  c.L = L;
   for (std::size_t l = 0; l < L; ++l) {
     const Loop& loop = loops[l];
     const int v = spec.var_index(loop.var);
-    const std::vector<index_t>& x = *coords[std::find(spec.sparse_vars.begin(), spec.sparse_vars.end(), loop.var) -
-                                            spec.sparse_vars.begin()];
-    const std::int64_t sx = s.split[v];
+    const std::size_t m = static_cast<std::size_t>(
+        std::find(spec.sparse_vars.begin(), spec.sparse_vars.end(), loop.var) - spec.sparse_vars.begin());
+    const int sx = s.split[v];
+    WACO_ASSERT(sx >= 1 && (sx & (sx - 1)) == 0, "split sizes are powers of two");
     Level& lv = st.levels[l];
     lv.format = s.formats[l];
     lv.loop = loop;
@@ -74,46 +364,45 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
              : loop.part == Loop::Part::Outer ? ceil_div(ext[v], sx)
                                               : sx;
     dims_sum += static_cast<double>(lv.dim);
-    c[l].resize(nnz);
-    for (std::int64_t e = 0; e < nnz; ++e)
-      c[l][e] = loop.part == Loop::Part::Whole ? x[e]
-                : loop.part == Loop::Part::Outer ? static_cast<index_t>(x[e] / sx)
-                                                 : static_cast<index_t>(x[e] % sx);
+    c.level[l].x = coords[m]->data();
+    if (loop.part == Loop::Part::Outer) c.level[l].shift = static_cast<unsigned>(bit_width(static_cast<std::uint64_t>(sx)) - 1);
+    if (loop.part == Loop::Part::Inner) c.level[l].mask = static_cast<std::uint32_t>(sx - 1);
+    c.dim[l] = static_cast<std::uint64_t>(lv.dim);
   }
   const double index_bound = value_bound + 2.0 * dims_sum + 2.0 * static_cast<double>(L);
+  // The leaf level holds at least nnz positions; refusing here keeps the permutation 32-bit.
+  if (nnz > kernels::kMaxIndex)
+    return {std::nullopt, "format refused: level " + std::to_string(L - 1) +
+                              " needs more positions than 32-bit indices hold"};
 
-  // Sizes first (no allocation beyond O(nnz)): refuse before building anything large.
-  // (2) order of the nonzeros by level coordinates.
-  std::vector<std::int64_t> order(nnz);
-  std::iota(order.begin(), order.end(), 0);
-  bool sorted = true;
-  for (std::int64_t e = 1; e < nnz && sorted; ++e) {
-    for (std::size_t l = 0; l < L; ++l) {
-      if (c[l][e - 1] != c[l][e]) {
-        sorted = c[l][e - 1] < c[l][e];
-        break;
-      }
-    }
-  }
-  if (!sorted) {
-    std::vector<std::int64_t> next(nnz);
-    for (std::size_t l = L; l-- > 0;) {
-      std::vector<std::int64_t> count(static_cast<std::size_t>(st.levels[l].dim) + 1, 0);
-      for (std::int64_t e : order) ++count[static_cast<std::size_t>(c[l][e]) + 1];
-      std::partial_sum(count.begin(), count.end(), count.begin());
-      for (std::int64_t e : order) next[count[c[l][e]]++] = e;
-      order.swap(next);
-    }
-  }
+  // (1) order.
+  const std::vector<std::uint32_t> order = level_order(c, agreement(loops, spec, s), static_cast<std::size_t>(nnz));
+  const std::uint32_t* ord = order.empty() ? nullptr : order.data();
 
-  // (3) positions, level by level, over the nonzeros in sorted order.
-  std::vector<std::int64_t> parent(nnz, 0);  // position at the previous level, in sorted order
+  // (2) sizes: distinct[l] = distinct prefixes of coordinates over levels [0, l], counted for
+  // levels up to the last C level above the leaf; the leaf's prefixes are the nonzeros themselves.
+  std::array<std::int64_t, kMaxLevels> distinct{};
+  distinct[L - 1] = nnz;
+  std::size_t counted = 0;  // levels [0, counted) need the scan
+  for (std::size_t l = 0; l + 1 < L; ++l)
+    if (st.levels[l].format == LevelFormat::C) counted = l + 1;
+  if (counted > 0 && nnz > 0)
+    with_level_count(counted, [&](auto N) {
+      const auto opened = ord ? count_prefixes<decltype(N)::value, true>(c, ord, static_cast<std::size_t>(nnz))
+                              : count_prefixes<decltype(N)::value, false>(c, ord, static_cast<std::size_t>(nnz));
+      std::copy(opened.begin(), opened.end(), distinct.begin());
+    });
+
+  // Bounds on the sizes, level by level, before allocating anything of them.
+  std::array<std::int64_t, kMaxLevels> parent_of{};  // parent size of each level
   std::int64_t parent_size = 1;
   double index_words = 0;
   for (std::size_t l = 0; l < L; ++l) {
     Level& lv = st.levels[l];
+    parent_of[l] = parent_size;
+    double size = static_cast<double>(distinct[l]);
     if (lv.format == LevelFormat::U) {
-      const double size = static_cast<double>(parent_size) * static_cast<double>(lv.dim);
+      size = static_cast<double>(parent_size) * static_cast<double>(lv.dim);
       if (size > value_bound && size > index_bound) {
         std::ostringstream why;
         why << "format refused: level " << l << " (" << lv.loop.name() << ", U) would hold "
@@ -121,8 +410,6 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
             << " nonzeros, over the padding bound of " << opts.max_padding << " x nnz";
         return {std::nullopt, why.str()};
       }
-      for (std::int64_t r = 0; r < nnz; ++r) parent[r] = parent[r] * lv.dim + c[l][order[r]];
-      lv.size = parent_size * lv.dim;
     } else {
       index_words += static_cast<double>(parent_size) + 1;
       if (index_words > index_bound) {
@@ -132,28 +419,12 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
             << " nonzeros, over the padding bound of " << opts.max_padding << " x nnz";
         return {std::nullopt, why.str()};
       }
-      lv.pos.assign(static_cast<std::size_t>(parent_size) + 1, 0);
-      std::int64_t size = 0;
-      std::int64_t previous_parent = -1;  // parent[r - 1] before it was overwritten
-      for (std::int64_t r = 0; r < nnz; ++r) {
-        const index_t cr = c[l][order[r]];
-        const bool fresh =
-            r == 0 || parent[r] != previous_parent || cr != c[l][order[r - 1]];
-        previous_parent = parent[r];
-        if (fresh) {
-          lv.crd.push_back(cr);
-          ++lv.pos[static_cast<std::size_t>(parent[r]) + 1];
-          ++size;
-        }
-        parent[r] = size - 1;
-      }
-      std::partial_sum(lv.pos.begin(), lv.pos.end(), lv.pos.begin());
-      lv.size = size;
-      index_words += static_cast<double>(size);
+      index_words += size;
     }
-    if (static_cast<double>(lv.size) > static_cast<double>(kernels::kMaxIndex))
+    if (size > static_cast<double>(kernels::kMaxIndex))
       return {std::nullopt, "format refused: level " + std::to_string(l) +
                                 " needs more positions than 32-bit indices hold"};
+    lv.size = static_cast<std::int64_t>(size);
     parent_size = lv.size;
   }
   if (static_cast<double>(parent_size) > value_bound) {
@@ -164,11 +435,50 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
     return {std::nullopt, why.str()};
   }
 
-  st.vals.assign(static_cast<std::size_t>(parent_size), 0.0f);
-  st.entry_position.assign(static_cast<std::size_t>(nnz), 0);
-  for (std::int64_t r = 0; r < nnz; ++r) {
-    st.vals[parent[r]] = values[order[r]];
-    st.entry_position[order[r]] = static_cast<index_t>(parent[r]);
+  // (3) fill, every array allocated at its exact size.
+  std::array<LevelOut, kMaxLevels> out{};
+  for (std::size_t l = 0; l < L; ++l) {
+    Level& lv = st.levels[l];
+    out[l].compressed = lv.format == LevelFormat::C;
+    out[l].dim = lv.dim;
+    if (!out[l].compressed) continue;
+    out[l].parents = parent_of[l];
+    lv.pos.resize(static_cast<std::size_t>(parent_of[l]) + 1);
+    lv.crd.resize(static_cast<std::size_t>(lv.size));
+    out[l].pos = lv.pos.data();
+    out[l].crd = lv.crd.data();
+  }
+  const std::size_t n = static_cast<std::size_t>(nnz);
+  // Without padding the leaf positions are 0 .. nnz-1 in level order: nonzero ord[r] sits at r.
+  // Values and entry positions are then written outside the scan (a copy and a count when the
+  // order is the canonical one), and the scan has less to carry.
+  const bool leaf_is_rank = parent_size == nnz;
+  with_level_count(L, [&](auto N) {
+    constexpr std::size_t kN = decltype(N)::value;
+    float* vals = nullptr;
+    index_t* positions = nullptr;
+    if (!leaf_is_rank) {
+      st.vals.assign(static_cast<std::size_t>(parent_size), 0.0f);
+      st.entry_position.resize(n);
+      vals = st.vals.data();
+      positions = st.entry_position.data();
+    }
+    if (ord && leaf_is_rank) fill_levels<kN, true, false>(c, ord, n, out, values.data(), vals, positions);
+    if (ord && !leaf_is_rank) fill_levels<kN, true, true>(c, ord, n, out, values.data(), vals, positions);
+    if (!ord && leaf_is_rank) fill_levels<kN, false, false>(c, ord, n, out, values.data(), vals, positions);
+    if (!ord && !leaf_is_rank) fill_levels<kN, false, true>(c, ord, n, out, values.data(), vals, positions);
+  });
+  if (leaf_is_rank && ord) {
+    st.vals.resize(n);
+    st.entry_position.resize(n);
+    for (std::size_t r = 0; r < n; ++r) {
+      st.vals[r] = values[ord[r]];
+      st.entry_position[ord[r]] = static_cast<index_t>(r);
+    }
+  } else if (leaf_is_rank) {
+    st.vals = values;
+    st.entry_position.resize(n);
+    std::iota(st.entry_position.begin(), st.entry_position.end(), index_t{0});
   }
   st.build_seconds = kernels::now_seconds() - t0;
   return {std::move(st), {}};

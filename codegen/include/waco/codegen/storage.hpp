@@ -49,7 +49,13 @@ struct StorageResult {
 };
 
 /// Builds the sparse operand of `p` in the format of `s` (canonical, valid, for p's kernel).
-/// O(levels * (nnz + level dims)): one counting sort per level and one scan per level.
+/// Precondition: p's sparse operand is canonical (sorted, no repeated coordinate; a violation is
+/// reported as an internal error). O(levels * nnz + stored values + C-level parent counts) when
+/// the canonical order is already the level order (csr, dcsr, csf, splits of leading variables),
+/// plus a sort of the nonzeros otherwise: per row block for bcsr-like orders, counting passes over
+/// at most max(nnz, 1024) buckets each for csc-like orders (one pass when the key fits), a
+/// comparison sort only when the reordered levels' key exceeds 64 bits. Scratch memory is O(nnz);
+/// refusals by the padding bound allocate nothing of the format's size.
 StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
                             const StorageOptions& opts = {});
 
