@@ -1,7 +1,8 @@
 // Unit "codegen": format storage and generated kernels against the reference kernels.
 // The property test draws random valid SuperSchedules per kernel (seeded: all level formats, splits
 // that do and do not divide the dimensions, every loop order, any parallel loop, 1 and 2 threads)
-// and checks each generated kernel on small generated operands. WACO_CODEGEN_CASES overrides the
+// and checks each generated kernel on small generated operands, both race strategies (atomic and
+// private) when the parallel loop does not index the output. WACO_CODEGEN_CASES overrides the
 // number of schedules per kernel (default 300).
 #include <catch2/catch.hpp>
 
@@ -82,12 +83,15 @@ std::vector<Operands> operands_for(KernelKind k) {
 
 /// Runs schedule s on operand op with dense size n; returns "" when correct or refused
 /// (refused is counted), else the failure.
-std::string check(const SuperSchedule& s, const Operands& op, int dense, int& refused) {
+std::string check(const SuperSchedule& s, const Operands& op, int dense, int& refused,
+                  RaceStrategy race = RaceStrategy::Atomic) {
   const CooMatrix* A = needs_tensor(s.kind) ? nullptr : &op.A;
   const CooTensor* T = needs_tensor(s.kind) ? &op.T : nullptr;
   const DenseOperands d = make_dense_operands(s.kind, A, T, dense, 3);
   const Problem p = make_problem(s.kind, A, T, d);
-  GeneratedKernel g(s, test_options());
+  GeneratedOptions o = test_options();
+  o.race = race;
+  GeneratedKernel g(s, o);
   try {
     g.prepare(p, 2);
   } catch (const Error& e) {
@@ -180,7 +184,61 @@ TEST_CASE("codegen: named shortcuts equal the reference on every edge case") {
         int refused = 0;
         INFO(kernel_name(k) << " " << name << " on " << op.name);
         CHECK(check(*schedule_shortcut(k, name), op, 13, refused) == "");
+        if (name == "csc")  // its parallel loop does not index the output
+          CHECK(check(*schedule_shortcut(k, name), op, 13, refused, RaceStrategy::Private) == "");
       }
+}
+
+TEST_CASE("codegen: run-time split sizes share one source, constant ones are in it") {
+  auto source = [](KernelKind k, const std::string& schedule) {
+    return emit_kernel_source(schedule_from_string(k, schedule));
+  };
+  // SpMM's innermost loop is the dense j: every split size is a run-time argument.
+  CHECK(source(KernelKind::SpMM, "bcsr4x4") == source(KernelKind::SpMM, "bcsr8x2"));
+  CHECK(source(KernelKind::SpMM, "bcsr4x4").find("split=i:s_i,k:s_k ") != std::string::npos);
+  // Larger than kMaxConstantSplit, or over a C level: run-time.
+  CHECK(source(KernelKind::SpMV, "split=i:64 order=i1,k,i0 format=UCU parallel=i1") ==
+        source(KernelKind::SpMV, "split=i:128 order=i1,k,i0 format=UCU parallel=i1"));
+  CHECK(source(KernelKind::SpMV, "split=k:4 order=i,k1,k0 format=UCC parallel=i") ==
+        source(KernelKind::SpMV, "split=k:8 order=i,k1,k0 format=UCC parallel=i"));
+  // Small U blocks at the innermost point of SpMV: constants, so 4x4 and 8x8 differ.
+  const std::string b4 = source(KernelKind::SpMV, "bcsr4x4");
+  CHECK(b4.find("constexpr long long s_i = 4;") != std::string::npos);
+  CHECK(b4.find("constexpr long long s_k = 4;") != std::string::npos);
+  CHECK(b4.find("waco_constant_split[4] = {4, 4, 0, 0};") != std::string::npos);
+  CHECK(b4.find("split=i:4,k:4 ") != std::string::npos);
+  CHECK(b4 != source(KernelKind::SpMV, "bcsr8x8"));
+  // Mixed: i constant (U, 32), k run-time (64).
+  const SuperSchedule mixed = schedule_from_string(KernelKind::SpMV, "bcsr32x64");
+  CHECK(split_is_constant(mixed, 'i'));
+  CHECK_FALSE(split_is_constant(mixed, 'k'));
+  const std::string m = emit_kernel_source(mixed);
+  CHECK(m.find("split=i:32,k:s_k ") != std::string::npos);
+  CHECK(m.find("const long long s_k = a->split[1];") != std::string::npos);
+  CHECK(m == source(KernelKind::SpMV, "bcsr32x128"));
+  // Threads and chunk never change the source.
+  CHECK(source(KernelKind::SpMV, "order=i,k format=UC parallel=i threads=2 chunk=8") ==
+        source(KernelKind::SpMV, "csr"));
+}
+
+TEST_CASE("codegen: the race strategy is part of the source only when it matters") {
+  const SuperSchedule csc = *schedule_shortcut(KernelKind::SpMV, "csc");
+  REQUIRE_FALSE(parallel_loop_is_race_free(csc));
+  const std::string atomic = emit_kernel_source(csc, RaceStrategy::Atomic);
+  const std::string priv = emit_kernel_source(csc, RaceStrategy::Private);
+  CHECK(atomic.find("#pragma omp atomic") != std::string::npos);
+  CHECK(priv.find("#pragma omp atomic") == std::string::npos);
+  CHECK(priv.find("calloc") != std::string::npos);
+  const SuperSchedule csr = *schedule_shortcut(KernelKind::SpMV, "csr");
+  CHECK(emit_kernel_source(csr, RaceStrategy::Atomic) == emit_kernel_source(csr, RaceStrategy::Private));
+  // Auto: private while the copies hold no more entries than there are updates.
+  CHECK(resolve_race(RaceStrategy::Auto, csc, 1000, 5000, 2) == RaceStrategy::Private);
+  CHECK(resolve_race(RaceStrategy::Auto, csc, 1000, 5000, 8) == RaceStrategy::Atomic);
+  CHECK(resolve_race(RaceStrategy::Auto, csc, 1000000, 10, 1) == RaceStrategy::Private);
+  CHECK(resolve_race(RaceStrategy::Auto, csc, 1LL << 29, 1e12, 3) == RaceStrategy::Atomic);  // 4 GiB
+  CHECK(resolve_race(RaceStrategy::Atomic, csc, 1000, 5000, 2) == RaceStrategy::Atomic);
+  CHECK(parse_race_strategy("private") == RaceStrategy::Private);
+  CHECK_FALSE(parse_race_strategy("locks"));
 }
 
 TEST_CASE("codegen: random schedules equal the reference (property test)") {
@@ -199,11 +257,15 @@ TEST_CASE("codegen: random schedules equal the reference (property test)") {
     std::vector<std::future<void>> jobs;
     for (int w = 0; w < 2; ++w)
       jobs.push_back(std::async(std::launch::async, [&, w] {
-        for (std::size_t i = w; i < schedules.size(); i += 2)
+        for (std::size_t i = w; i < schedules.size(); i += 2) {
           compile_and_load(emit_kernel_source(schedules[i]), test_options().compiler);
+          if (!parallel_loop_is_race_free(schedules[i]))
+            compile_and_load(emit_kernel_source(schedules[i], RaceStrategy::Private),
+                             test_options().compiler);
+        }
       }));
     for (auto& j : jobs) j.get();
-    int refused = 0, ran = 0;
+    int refused = 0, ran = 0, privatized = 0;
     for (std::size_t i = 0; i < schedules.size(); ++i) {
       const Operands& op = ops[i % ops.size()];
       const int dense = 1 + static_cast<int>(i % 17);
@@ -212,8 +274,15 @@ TEST_CASE("codegen: random schedules equal the reference (property test)") {
       const int before = refused;
       CHECK(check(schedules[i], op, dense, refused) == "");
       ran += refused == before;
+      if (!parallel_loop_is_race_free(schedules[i]) && refused == before) {
+        INFO("race strategy private");
+        CHECK(check(schedules[i], op, dense, refused, RaceStrategy::Private) == "");
+        ++privatized;
+      }
     }
-    INFO(kernel_name(k) << ": " << ran << " ran, " << refused << " refused by the padding bound");
+    INFO(kernel_name(k) << ": " << ran << " ran (" << privatized << " also privatized), " << refused
+                        << " refused by the padding bound");
     CHECK(ran >= cases / 2);
+    CHECK(privatized >= cases / 10);
   }
 }

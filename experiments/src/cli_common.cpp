@@ -78,6 +78,18 @@ void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts) {
                  "Refuse formats storing more than this many values per nonzero")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  const std::string copy_limit =
+      std::to_string(static_cast<int>(codegen::kMaxPrivateCopyBytes / (1 << 30))) + " GiB";
+  app.add_option_function<std::string>(
+         "--race",
+         [&opts](const std::string& name) { opts.race = *codegen::parse_race_strategy(name); },
+         "When the parallel loop does not index the output (e.g. csc): atomic (omp atomic "
+         "updates), private (every thread but one accumulates into its own copy of the output, "
+         "summed after the loop), or auto (default): private when (threads - 1) x output size "
+         "<= updates (stored values x dense size) and the copies take at most " + copy_limit +
+             ", else atomic. Measured on 2 threads, private took 0.07-0.23x the time of atomic "
+             "with several updates per output entry and 1.1-1.4x with 1/4 or fewer")
+      ->check(CLI::IsMember({"atomic", "private", "auto"}));
 }
 
 std::unique_ptr<codegen::GeneratedKernel> make_generated(KernelKind k, const std::string& schedule,

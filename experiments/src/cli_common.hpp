@@ -39,7 +39,7 @@ int resolve_threads(int requested);
 void add_kernel_option(CLI::App& app, std::string& kernel);
 kernels::KernelKind kernel_from_option(const std::string& name);
 
-/// --schedule-related options of generated kernels: --cache-dir, --compiler, --max-padding.
+/// --schedule-related options of generated kernels: --cache-dir, --compiler, --max-padding, --race.
 void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts);
 /// A generated kernel for a schedule text or shortcut name (e.g. "csr", "bcsr4x4").
 std::unique_ptr<codegen::GeneratedKernel> make_generated(kernels::KernelKind k,

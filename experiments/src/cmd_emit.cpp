@@ -18,18 +18,20 @@ struct Options {
   std::string kernel;
   std::string schedule;
   std::string output;
+  std::string race = "atomic";
   bool json = false;
 };
 
 int emit(const Options& o) {
   const KernelKind kind = kernel_from_option(o.kernel);
   const codegen::SuperSchedule s = codegen::schedule_from_string(kind, o.schedule);
-  const std::string source = codegen::emit_kernel_source(s);
+  const std::string source = codegen::emit_kernel_source(s, *codegen::parse_race_strategy(o.race));
   if (o.json) {
     print_json({{"kernel", o.kernel},
                 {"schedule", codegen::to_text(s)},
                 {"schedule_json", codegen::to_json(s)},
                 {"race_free_parallel_loop", codegen::parallel_loop_is_race_free(s)},
+                {"race", o.race},
                 {"source", source}});
   } else if (o.output.empty()) {
     std::cout << source;
@@ -50,12 +52,21 @@ Command make_emit_command() {
             add_kernel_option(sub, o->kernel);
             sub.add_option("--schedule", o->schedule, "SuperSchedule text form or shortcut")->required();
             sub.add_option("--output,-o", o->output, "Write the source to FILE instead of stdout");
+            sub.add_option("--race", o->race,
+                           "When the parallel loop does not index the output: atomic updates, or "
+                           "private per-thread copies of the output summed after the loop (run, "
+                           "bench and tune also accept auto, which needs the matrix)")
+                ->check(CLI::IsMember({"atomic", "private"}))
+                ->capture_default_str();
             sub.add_flag("--json", o->json, "Print JSON with the canonical schedule and the source");
             sub.footer(
                 schedule_help() +
-                "\nThe source defines struct WacoArgs and extern \"C\" void waco_kernel(const WacoArgs*);\n"
-                "compile it with -O3 -fopenmp. Level l of the sparse operand is pos[l]/crd[l] (C) or\n"
-                "level_dim[l] (U); vals its values; in[] the dense inputs; out the output.\n\n"
+                "\nThe source defines struct WacoArgs and extern \"C\" int waco_kernel(const WacoArgs*)\n"
+                "(0 = done; 1 = the private output copies could not be allocated); compile it with\n"
+                "-O3 -fopenmp. Level l of the sparse operand is pos[l]/crd[l] (C) or level_dim[l] (U);\n"
+                "vals its values; in[] the dense inputs; out the output. Split sizes are run-time\n"
+                "arguments (split[]) except small inner U blocks at the innermost point, which are\n"
+                "compile-time constants (listed in the header comment and in waco_constant_split).\n\n"
                 "Examples:\n"
                 "  waco-hybrid emit --kernel spmv --schedule csr\n"
                 "  waco-hybrid emit --kernel spmm --schedule bcsr4x4 -o spmm_bcsr4x4.cpp\n");

@@ -262,16 +262,8 @@ Measurement measure_here(const kernels::Problem& p, const kernels::Reference& re
     if (!problems.empty())
       return failed(m, MeasureStatus::Refused, "invalid schedule: " + problems.front());
     // A format build_storage refuses never gets here: the worker refused it from the prefix
-    // counts (FormatCheck), so the format is built once, by prepare() below.
-    try {
-      const codegen::CompileResult cr =
-          codegen::compile_and_load(codegen::emit_kernel_source(s), opts.generated.compiler);
-      m.compile_s = cr.compile_seconds;
-      m.cache_hit = cr.cache_hit;
-      m.kernel_source = cr.source_path;
-    } catch (const Error& e) {
-      return failed(m, MeasureStatus::CompileError, error_text(e));
-    }
+    // counts (FormatCheck), so the format is built once and the kernel compiled once, both by
+    // prepare() below (which also resolves the race strategy: the source depends on it).
     auto g = std::make_unique<codegen::GeneratedKernel>(s, opts.generated);
     generated = g.get();
     impl = std::move(g);
@@ -285,10 +277,15 @@ Measurement measure_here(const kernels::Problem& p, const kernels::Reference& re
   try {
     impl->prepare(p, run_threads);
   } catch (const Error& e) {
-    return failed(m, MeasureStatus::Refused, error_text(e));
+    // For a generated kernel whose format passed FormatCheck, what remains to fail is the
+    // compilation (its command and log are in the message).
+    return failed(m, generated ? MeasureStatus::CompileError : MeasureStatus::Refused,
+                  error_text(e));
   }
   m.conversion_s = impl->conversion_seconds();
   if (generated) {
+    m.compile_s = generated->compile_seconds();
+    m.cache_hit = generated->cache_hit();
     m.threads = generated->threads();
     m.kernel_source = generated->source_path();
     m.stored_values = generated->storage().stored_values();

@@ -3,10 +3,16 @@
 // variables that the sparse operand lacks get plain loops; split coordinates are rebuilt as
 // x = x1 * s_x + x0 and inner loops stop at the extent, so sizes that are not multiples of the
 // split are correct. The parallel loop carries `#pragma omp for schedule(dynamic, chunk)` inside one
-// `omp parallel` region; if it does not index the output, updates are `omp atomic`. Split sizes,
-// chunk and threads are runtime arguments.
+// `omp parallel` region; if it does not index the output, updates are made race-free by a
+// RaceStrategy: `omp atomic`, or per-thread copies of the output summed after the loop.
+// Chunk, threads and split sizes are run-time arguments, except the split sizes of small U blocks
+// at the innermost point (split_is_constant), which are compile-time constants: on 4x4 BCSR SpMV
+// a constant block size took 0.6-0.8x the time of a run-time one (issue 4), while SpMM (a dense
+// loop innermost) did not gain.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "waco/codegen/super_schedule.hpp"
@@ -14,7 +20,8 @@
 namespace waco::codegen {
 
 /// Version of the WacoArgs layout; part of every generated source (and so of its cache key).
-inline constexpr int kAbiVersion = 1;
+/// 2: waco_kernel returns a status and exports waco_constant_split.
+inline constexpr int kAbiVersion = 2;
 inline constexpr int kMaxLevels = 8;
 inline constexpr int kMaxVars = 4;
 
@@ -45,11 +52,36 @@ static_assert(sizeof(WacoArgs::pos) / sizeof(WacoArgs::pos[0]) == kMaxLevels &&
 /// The same fields as C++ source text.
 inline constexpr const char* kWacoArgsFields = WACO_STRINGIFY(WACO_ARGS_FIELDS);
 
-/// Whether the parallel loop writes disjoint outputs (else the generator uses atomics).
+/// Largest split size that split_is_constant() bakes into the source.
+inline constexpr int kMaxConstantSplit = 32;
+
+/// Whether the parallel loop writes disjoint outputs (else updates need a RaceStrategy).
 bool parallel_loop_is_race_free(const SuperSchedule& s);
 
+/// Whether the split size of variable v is a compile-time constant in the emitted source: the
+/// innermost loop is a level of the sparse operand (not a dense-only variable like j of SpMM),
+/// v0 is a U level, and 1 < s_v <= kMaxConstantSplit. Every other split size is a run-time
+/// argument, so schedules that differ only in those share one source and one compiled kernel.
+bool split_is_constant(const SuperSchedule& s, char v);
+
+/// How a parallel loop that does not index the output stays race-free. Atomic: every update is
+/// `omp atomic`. Private: thread 0 accumulates into the output, every other thread into its own
+/// zeroed copy (calloc, (threads - 1) x output size floats), summed into the output after the
+/// loop. Auto: chosen per problem by GeneratedKernel (see generated_kernel.hpp); the emitter takes
+/// only Atomic or Private.
+enum class RaceStrategy : std::uint8_t { Atomic, Private, Auto };
+/// "atomic", "private", "auto".
+const char* race_strategy_name(RaceStrategy r);
+/// Inverse of race_strategy_name; nullopt for any other text.
+std::optional<RaceStrategy> parse_race_strategy(const std::string& name);
+
 /// The C++ source of the kernel for a canonical, valid schedule: readable, self-contained (no
-/// waco headers), exporting `extern "C" void waco_kernel(const WacoArgs*)`.
-std::string emit_kernel_source(const SuperSchedule& s);
+/// waco headers), exporting `extern "C" int waco_kernel(const WacoArgs*)`, which returns 0, or 1
+/// when the per-thread output copies of RaceStrategy::Private could not be allocated (the output
+/// is then undefined), and `extern "C" const long long waco_constant_split[kMaxVars]`: per
+/// variable, its split size when it is a compile-time constant, else 0. `race` (Atomic or
+/// Private) matters only when the parallel loop is not race-free; otherwise the source is the
+/// same for both.
+std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceStrategy::Atomic);
 
 }  // namespace waco::codegen
