@@ -325,6 +325,12 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race) {
       w.line("const long long " + v + "0_end = s_" + v + " < " + V + " - " + v + "1 * s_" + v +
              " ? s_" + v + " : " + V + " - " + v + "1 * s_" + v + ";");
     if (loop == s.parallel) w.line("#pragma omp for schedule(dynamic, chunk)");
+    // An innermost plain loop (SpMM's j) that updates the output directly writes a distinct
+    // entry per iteration (its variable is in the output offset, else the loop would
+    // accumulate in a register) and only reads the inputs: declare it a SIMD loop.
+    if (t + 1 == n && level_of(levels, loop) < 0 && !accumulate && (race_free || privatize) &&
+        loop != s.parallel)
+      w.line("#pragma omp simd");
     const int l = level_of(levels, loop);
     const std::string parent = l <= 0 ? "0" : "p" + std::to_string(l - 1);
     if (l < 0) {  // a variable the sparse operand does not have: a plain loop
