@@ -11,6 +11,7 @@
 
 #include "support/edge_cases.hpp"
 #include "support/test_paths.hpp"
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/generators.hpp"
@@ -331,6 +332,59 @@ TEST_CASE("signature: statistics equal brute force on generated structured matri
   check_brute_small(generate(rmat), "small rmat");
 }
 
+TEST_CASE("signature: the scan variants agree with brute force when chunks differ in kind") {
+  // compute_signature scans a chunk with a variant that skips the block columns already hit in
+  // the row when over a third of its nonzeros share the column pair of the previous one (dense
+  // runs), with a branch-free one otherwise. Rows [0, 1500) here are dense runs, rows
+  // [1500, 3000) scattered, so the chunks of one matrix take different variants, and the chunks
+  // after the first are stitched to the earlier ones.
+  std::vector<index_t> r, c;
+  std::uint64_t seed = 7;
+  for (index_t i = 0; i < 3000; ++i) {
+    if (i < 1500) {
+      const index_t start = (i * 37) % 1900;
+      for (index_t j = start; j < start + 24; ++j) {
+        r.push_back(i);
+        c.push_back(j);
+      }
+    } else {
+      for (int k = 0; k < 6; ++k) {
+        seed = splitmix64(seed);
+        r.push_back(i);
+        c.push_back(static_cast<index_t>(seed % 2000));
+      }
+    }
+  }
+  // Sort each scattered row and drop repeats (from_triplets wants a canonical matrix).
+  std::vector<std::pair<index_t, index_t>> rc;
+  for (std::size_t e = 0; e < r.size(); ++e) rc.emplace_back(r[e], c[e]);
+  std::sort(rc.begin(), rc.end());
+  rc.erase(std::unique(rc.begin(), rc.end()), rc.end());
+  r.clear();
+  c.clear();
+  for (const auto& [i, j] : rc) {
+    r.push_back(i);
+    c.push_back(j);
+  }
+  const CooMatrix a =
+      waco::test::from_triplets(3000, 2000, r, c, std::vector<float>(r.size(), 1.0f));
+  check_brute_large(a, "dense runs over scattered rows");
+  for (int threads : {2, 4}) {
+    INFO(threads << " chunks of at least 5000 nonzeros");
+    check_same(compute_signature(a, 1), compute_signature(a, threads, 5000));
+  }
+}
+
+TEST_CASE("signature: statistics equal brute force when the pass prefetches") {
+  // The scan prefetches once its per-chunk arrays (about 16.5 bytes per row and column) outgrow
+  // the L2; 180000 x 180000 is past that on L2 sizes up to 2.9 MB.
+  GeneratorSpec uniform;
+  uniform.kind = "uniform";
+  uniform.rows = 180000;
+  uniform.nnz = 150000;
+  check_brute_large(generate(uniform), "large uniform");
+}
+
 TEST_CASE("signature: statistics equal brute force on real matrices") {
   const auto dir = waco::test::shared_data_dir();
   if (!dir) {
@@ -406,4 +460,14 @@ TEST_CASE("signature: cache capacity errors name the level") {
   CHECK_THROWS_AS(cache_capacity("l2", 1, 0, 1.5), Error);
   const CacheCapacity l3 = cache_capacity("", 2, 1000);
   CHECK(l3.per_thread_bytes == 1000);
+  // The default: the per-core share of the last-level cache, from sysfs (when it gives sizes).
+  if (cache_sizes().llc() > 0) {
+    const CacheCapacity core = cache_capacity(kDefaultCacheLevel, 3, 0);
+    CHECK(core.level == "L3/core");
+    CHECK(core.divisor >= 1);
+    CHECK(core.per_thread_bytes == cache_sizes().llc() / core.divisor);
+    CHECK(core.fraction == kDefaultCacheFraction);
+    CHECK_FALSE(core.rule.empty());
+    CHECK(cache_capacity("l3", 4, 0).per_thread_bytes == cache_sizes().llc() / 4);
+  }
 }

@@ -4,11 +4,17 @@
 // measured tile (model_to_best_time_ratio and the model's rank), like the paper's Fig. 6 spikes.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <set>
+#include <string>
+#include <vector>
+
+#include <time.h>
 
 #include "cli_common.hpp"
 #include "command.hpp"
@@ -31,7 +37,7 @@ struct Options {
   std::string file;
   int dense = 0;
   std::int64_t cache_bytes = 0;
-  std::string cache_level = "l2";
+  std::string cache_level = kDefaultCacheLevel;
   double cache_fraction = kDefaultCacheFraction;
   int panels_per_thread = kDefaultPanelsPerThread;
   int min_dense_tile = kDefaultMinDenseTile;
@@ -40,6 +46,10 @@ struct Options {
   bool exhaustive = false;
   int repeat = 5;
   int warmup = 1;
+  double cutoff = 2.0;
+  int confirm = 4;
+  std::string clock = "auto";
+  std::vector<std::string> calibrate;  ///< capacities (bytes, K/M/G suffixes) re-timed too
   std::int64_t min_ti = 4;
   std::uint64_t seed = 1;
   double tolerance = kDefaultTolerance;
@@ -95,15 +105,59 @@ struct GridPoint {
   TileCandidate modeled;
   TimingStats t;
   double conversion = 0;
+  bool cut = false;  ///< timing stopped early: the first run was > cutoff x the best so far
   std::string error;
 };
 
-/// The sweep: every (T_i, T_k) of the grid, verified once then timed; then the model's point and
-/// the fastest point re-timed interleaved for the ratio.
+/// Seconds of the chosen clock: the calling thread's CPU time (with one thread the kernel runs on
+/// the calling thread, so time the machine gives to other processes does not count) or wall time.
+double clock_seconds(bool cpu) {
+  if (!cpu) return now_seconds();
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+/// The sweep: for each T_i the panel structure is built once and every T_k of the grid runs on
+/// it, verified once, then timed (warm-up, then up to `repeat` runs; a point whose first run is
+/// more than `cutoff` times the best median so far stops there). Then the confirmation: the
+/// model's point and the `confirm` fastest points are re-timed interleaved, round-robin, so that
+/// machine noise hits them alike; the ratio and the best point come from it (the sweep's own ratio
+/// is reported too: the minimum of many noisy medians is biased low).
+/// Bytes from "N", "NK", "NM" or "NG" (binary units; N may have a fraction, e.g. 0.5M).
+std::int64_t parse_bytes(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  double unit = 1;
+  const std::string suffix = text.substr(used);
+  if (suffix == "K" || suffix == "k") unit = 1024.0;
+  else if (suffix == "M" || suffix == "m") unit = 1024.0 * 1024.0;
+  else if (suffix == "G" || suffix == "g") unit = 1024.0 * 1024.0 * 1024.0;
+  else if (!suffix.empty()) used = 0;
+  if (used == 0 || !(v > 0))
+    throw Error("bad capacity '" + text + "' for --calibrate",
+                "give bytes, optionally with K, M or G (binary), e.g. 512K,1M,8M");
+  return static_cast<std::int64_t>(v * unit);
+}
+
+/// One tile the confirmation re-times besides the model's and the fastest: the model's choice at
+/// another cache capacity (--calibrate).
+struct ExtraTile {
+  std::int64_t capacity_bytes = 0;
+  int panels_per_thread = 0;
+  JStreamTiles tiles;
+};
+
 nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p,
                           const LocalitySignature& sig, const TileSelection& sel, int threads,
-                          bool& failed) {
+                          const std::vector<ExtraTile>& extra, bool& failed) {
   const std::int64_t K = p.dense_size();
+  const bool cpu_clock = o.clock == "cpu" || (o.clock == "auto" && threads == 1);
   const JStreamTiles model{std::min<std::int64_t>(sel.best_jstream.T_i, std::max(a.rows, 1)),
                            std::min<std::int64_t>(sel.best_jstream.T_k, K)};
   std::set<std::int64_t> tis, tks;
@@ -116,22 +170,32 @@ nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p
   for (std::int64_t t = kVectorWidth; t < K; t *= 2) tks.insert(t);
   tks.insert(K);
   tks.insert(model.T_k);
+  for (const ExtraTile& x : extra) {
+    tis.insert(x.tiles.T_i);
+    tks.insert(x.tiles.T_k);
+  }
 
   const Reference ref = compute_reference(p);
-  TimingOptions topt;
-  topt.warmup = o.warmup;
-  topt.repeats = o.repeat;
+  const auto time_run = [&](JStream& impl) {
+    const double t0 = clock_seconds(cpu_clock);
+    impl.run();
+    return clock_seconds(cpu_clock) - t0;
+  };
   std::vector<GridPoint> grid;
   const std::size_t total = tis.size() * tks.size();
-  for (std::int64_t ti : tis)
+  const double sweep0 = now_seconds();
+  double best_so_far = std::numeric_limits<double>::infinity();
+  for (std::int64_t ti : tis) {
+    JStream impl({ti, *tks.begin()});
+    impl.prepare(p, threads);
+    const double conversion = impl.conversion_seconds();
     for (std::int64_t tk : tks) {
       GridPoint g;
       g.tiles = {ti, tk};
       g.modeled = evaluate(sig, sel.options, StreamDim::N, ti, 1, tk);
-      JStream impl(g.tiles);
-      impl.prepare(p, threads);
-      g.conversion = impl.conversion_seconds();
-      impl.run();
+      g.conversion = conversion;
+      impl.set_dense_tile(tk);
+      impl.run();  // also the first warm-up run
       const Verification v = verify(impl.output().data(),
                                     static_cast<std::int64_t>(impl.output().size()), ref,
                                     o.tolerance);
@@ -139,13 +203,25 @@ nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p
         g.error = "wrong result: " + v.message;
         failed = true;
       } else {
-        g.t = time_repeated([&] { impl.run(); }, topt);
+        for (int w = 1; w < o.warmup; ++w) impl.run();
+        std::vector<double> samples;
+        for (int r = 0; r < o.repeat; ++r) {
+          samples.push_back(time_run(impl));
+          if (r == 0 && o.cutoff > 0 && samples[0] > o.cutoff * best_so_far) {
+            g.cut = true;
+            break;
+          }
+        }
+        g.t = summarize(samples);
+        best_so_far = std::min(best_so_far, g.t.median);
       }
       std::cerr << "[" << grid.size() + 1 << "/" << total << "] T_i=" << ti << " T_k=" << tk
                 << (g.error.empty() ? " median " + format_seconds(g.t.median) : " " + g.error)
-                << "\n";
+                << (g.cut ? " (stopped after 1 run: > cutoff x best)" : "") << "; "
+                << format_seconds(now_seconds() - sweep0) << " elapsed\n";
       grid.push_back(std::move(g));
     }
+  }
 
   std::vector<std::size_t> ok;
   for (std::size_t i = 0; i < grid.size(); ++i)
@@ -154,6 +230,8 @@ nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p
                       {"grid_T_k", std::vector<std::int64_t>(tks.begin(), tks.end())},
                       {"warmup", o.warmup},
                       {"repeats", o.repeat},
+                      {"cutoff", o.cutoff},
+                      {"clock", cpu_clock ? "thread_cpu" : "wall"},
                       {"points", nlohmann::json::array()}};
   for (const GridPoint& g : grid) {
     nlohmann::json pj = {{"T_i", g.tiles.T_i},
@@ -162,7 +240,11 @@ nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p
                          {"fits", g.modeled.fits},
                          {"conversion_s", g.conversion}};
     if (g.error.empty())
-      pj.update({{"median_s", g.t.median}, {"min_s", g.t.min}, {"max_s", g.t.max}});
+      pj.update({{"median_s", g.t.median},
+                 {"min_s", g.t.min},
+                 {"max_s", g.t.max},
+                 {"runs", g.t.seconds.size()},
+                 {"stopped_early", g.cut}});
     else
       pj["error"] = g.error;
     j["points"].push_back(pj);
@@ -172,15 +254,13 @@ nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p
   const auto by_time = [&](std::size_t x, std::size_t y) {
     return grid[x].t.median < grid[y].t.median;
   };
-  const std::size_t best = *std::min_element(ok.begin(), ok.end(), by_time);
+  const std::size_t sweep_best = *std::min_element(ok.begin(), ok.end(), by_time);
   const std::size_t worst = *std::max_element(ok.begin(), ok.end(), by_time);
   std::size_t mi = grid.size();
   for (std::size_t i : ok)
     if (grid[i].tiles.T_i == model.T_i && grid[i].tiles.T_k == model.T_k) mi = i;
   if (mi == grid.size()) return j;  // the model's point failed verification (reported above)
 
-  double best_min = grid[ok.front()].t.min;
-  for (std::size_t i : ok) best_min = std::min(best_min, grid[i].t.min);
   int rank = 1;
   for (std::size_t i : ok) rank += grid[i].t.median < grid[mi].t.median;
   std::vector<double> vol, time;
@@ -189,39 +269,102 @@ nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p
     time.push_back(grid[i].t.median);
   }
 
-  // Re-time the model's point and the best point interleaved, so noise hits both alike.
-  double confirmed = 1.0;
-  if (best != mi) {
-    JStream im(grid[mi].tiles), ib(grid[best].tiles);
-    im.prepare(p, threads);
-    ib.prepare(p, threads);
-    std::vector<double> sm, sb;
-    for (int r = 0; r < o.warmup + o.repeat; ++r) {
-      double t0 = now_seconds();
-      im.run();
-      const double dm = now_seconds() - t0;
-      t0 = now_seconds();
-      ib.run();
-      const double db = now_seconds() - t0;
-      if (r >= o.warmup) {
-        sm.push_back(dm);
-        sb.push_back(db);
-      }
-    }
-    confirmed = summarize(sm).median / summarize(sb).median;
+  // Confirmation: the model's point first, then the --calibrate choices, then the fastest
+  // points of the sweep.
+  const auto point_of = [&](const JStreamTiles& t) {
+    for (std::size_t i : ok)
+      if (grid[i].tiles.T_i == t.T_i && grid[i].tiles.T_k == t.T_k) return i;
+    return grid.size();
+  };
+  std::vector<std::size_t> cand = {mi};
+  for (const ExtraTile& x : extra) {
+    const std::size_t i = point_of(x.tiles);
+    if (i < grid.size() && std::find(cand.begin(), cand.end(), i) == cand.end()) cand.push_back(i);
   }
+  {
+    std::vector<std::size_t> order = ok;
+    std::sort(order.begin(), order.end(), by_time);
+    int added = 0;
+    for (std::size_t i : order) {
+      if (added >= o.confirm) break;
+      if (std::find(cand.begin(), cand.end(), i) != cand.end()) continue;
+      cand.push_back(i);
+      ++added;
+    }
+  }
+  std::vector<TimingStats> conf(cand.size());
+  const int rounds = o.warmup + o.repeat;
+  if (cand.size() > 1) {
+    std::vector<std::unique_ptr<JStream>> impls;
+    for (std::size_t c : cand) {
+      impls.push_back(std::make_unique<JStream>(grid[c].tiles));
+      impls.back()->prepare(p, threads);
+    }
+    std::vector<std::vector<double>> samples(cand.size());
+    for (int r = 0; r < rounds; ++r)
+      for (std::size_t k = 0; k < cand.size(); ++k) {
+        const std::size_t c = (k + static_cast<std::size_t>(r)) % cand.size();  // rotate order
+        const double dt = time_run(*impls[c]);
+        if (r >= o.warmup) samples[c].push_back(dt);
+      }
+    for (std::size_t k = 0; k < cand.size(); ++k) conf[k] = summarize(samples[k]);
+  } else {
+    conf[0] = grid[mi].t;
+  }
+  std::size_t cb = 0;
+  for (std::size_t k = 1; k < cand.size(); ++k)
+    if (conf[k].median < conf[cb].median) cb = k;
+  const std::size_t best = cand[cb];
+  const double ratio = conf[0].median / conf[cb].median;
+  const double min_ratio =
+      conf[0].min / std::min_element(conf.begin(), conf.end(), [](const auto& x, const auto& y) {
+                      return x.min < y.min;
+                    })->min;
+  nlohmann::json cj = nlohmann::json::array();
+  for (std::size_t k = 0; k < cand.size(); ++k)
+    cj.push_back({{"T_i", grid[cand[k]].tiles.T_i},
+                  {"T_k", grid[cand[k]].tiles.T_k},
+                  {"model", k == 0},
+                  {"median_s", conf[k].median},
+                  {"min_s", conf[k].min},
+                  {"sweep_median_s", grid[cand[k]].t.median}});
+
+  nlohmann::json calib = nlohmann::json::array();
+  for (const ExtraTile& x : extra) {
+    const std::size_t i = point_of(x.tiles);
+    const std::size_t k = static_cast<std::size_t>(
+        std::find(cand.begin(), cand.end(), i) - cand.begin());
+    nlohmann::json cj2 = {{"capacity_bytes", x.capacity_bytes},
+                          {"panels_per_thread", x.panels_per_thread},
+                          {"T_i", x.tiles.T_i},
+                          {"T_k", x.tiles.T_k}};
+    if (k < cand.size())
+      cj2.update({{"median_s", conf[k].median},
+                  {"time_ratio_to_best", conf[k].median / conf[cb].median}});
+    calib.push_back(cj2);
+  }
+  if (!extra.empty()) j["capacity_calibration"] = calib;
   j.update({{"best", {{"T_i", grid[best].tiles.T_i}, {"T_k", grid[best].tiles.T_k},
-                      {"median_s", grid[best].t.median}}},
+                      {"median_s", conf[cb].median}, {"sweep_median_s", grid[best].t.median}}},
+            {"sweep_best", {{"T_i", grid[sweep_best].tiles.T_i},
+                            {"T_k", grid[sweep_best].tiles.T_k},
+                            {"median_s", grid[sweep_best].t.median}}},
             {"worst", {{"T_i", grid[worst].tiles.T_i}, {"T_k", grid[worst].tiles.T_k},
                        {"median_s", grid[worst].t.median}}},
-            {"model", {{"T_i", model.T_i}, {"T_k", model.T_k}, {"median_s", grid[mi].t.median}}},
+            {"model", {{"T_i", model.T_i}, {"T_k", model.T_k}, {"median_s", conf[0].median},
+                       {"sweep_median_s", grid[mi].t.median}}},
             {"model_rank", rank},
             {"measured_points", ok.size()},
-            {"model_to_best_time_ratio", grid[mi].t.median / grid[best].t.median},
-            {"model_to_best_min_time_ratio", grid[mi].t.min / best_min},
-            {"model_to_best_time_ratio_interleaved", confirmed},
-            {"worst_to_best_time_ratio", grid[worst].t.median / grid[best].t.median},
-            {"volume_time_spearman", spearman(vol, time)}});
+            {"confirmation", {{"rounds", cand.size() > 1 ? o.repeat : 0},
+                              {"warmup_rounds", cand.size() > 1 ? o.warmup : 0},
+                              {"candidates", cj}}},
+            {"model_to_best_time_ratio", ratio},
+            {"model_to_best_min_time_ratio", min_ratio},
+            {"model_to_best_time_ratio_interleaved", ratio},
+            {"model_to_best_time_ratio_sweep", grid[mi].t.median / grid[sweep_best].t.median},
+            {"worst_to_best_time_ratio", grid[worst].t.median / grid[sweep_best].t.median},
+            {"volume_time_spearman", spearman(vol, time)},
+            {"sweep_seconds", now_seconds() - sweep0}});
   return j;
 }
 
@@ -260,7 +403,24 @@ int run_tile(const Options& o) {
   if (o.exhaustive) {
     const DenseOperands ops = dense_operands(kind, op, dense, o.seed, "");
     const Problem p = make_problem(kind, &a, nullptr, ops);
-    ex = exhaustive(o, a, p, sig, sel, threads, failed);
+    std::vector<ExtraTile> extra;
+    for (const std::string& c : o.calibrate) {
+      ModelOptions m = mopt;
+      const std::size_t colon = c.find(':');
+      const std::int64_t bytes = parse_bytes(c.substr(0, colon));
+      if (colon != std::string::npos) {
+        m.panels_per_thread = std::atoi(c.c_str() + colon + 1);
+        if (m.panels_per_thread < 1)
+          throw Error("bad panels per thread in --calibrate '" + c + "'",
+                      "write CAPACITY or CAPACITY:PANELS_PER_THREAD, e.g. 8M:1");
+      }
+      m.cache = cache_capacity(o.cache_level, threads, bytes, o.cache_fraction);
+      const TileSelection xs = select_tiles(sig, m);
+      extra.push_back({bytes, m.panels_per_thread,
+                       {std::min<std::int64_t>(xs.best_jstream.T_i, std::max(a.rows, 1)),
+                        std::min<std::int64_t>(xs.best_jstream.T_k, dense)}});
+    }
+    ex = exhaustive(o, a, p, sig, sel, threads, extra, failed);
   }
 
   if (o.json) {
@@ -276,8 +436,10 @@ int run_tile(const Options& o) {
         {"min_dense_tile", mopt.min_dense_tile},
         {"cache",
          {{"level", mopt.cache.level},
+          {"rule", mopt.cache.rule},
           {"bytes", mopt.cache.bytes},
           {"shared", mopt.cache.shared},
+          {"divisor", mopt.cache.divisor},
           {"per_thread_bytes", mopt.cache.per_thread_bytes},
           {"fraction", mopt.cache.fraction},
           {"capacity_elements", mopt.cache.elements()}}},
@@ -297,10 +459,11 @@ int run_tile(const Options& o) {
 
   std::printf("%s: %s, %d x %d, %lld nonzeros, dense %d, %d threads\n", o.file.c_str(),
               o.kernel.c_str(), a.rows, a.cols, static_cast<long long>(a.nnz()), dense, threads);
-  std::printf("cache: %s, %lld bytes%s, fraction %.2f -> capacity %lld elements per thread; "
+  std::printf("cache: %s (%s, %lld bytes%s) -> capacity %lld elements per thread; "
               ">= %d panels per thread\n",
-              mopt.cache.level.c_str(), static_cast<long long>(mopt.cache.bytes),
-              mopt.cache.shared ? " shared" : " private", mopt.cache.fraction,
+              mopt.cache.level.c_str(), mopt.cache.rule.c_str(),
+              static_cast<long long>(mopt.cache.bytes),
+              mopt.cache.shared ? " shared" : " private",
               static_cast<long long>(mopt.cache.elements()), mopt.panels_per_thread);
   std::printf("signature %s, selection %s\n", format_seconds(sig.seconds).c_str(),
               format_seconds(sel.seconds).c_str());
@@ -315,16 +478,16 @@ int run_tile(const Options& o) {
               stream_name(sel.best.stream), static_cast<long long>(sel.best_jstream.T_i),
               static_cast<long long>(sel.best_jstream.T_k));
   if (o.exhaustive && ex.contains("model_to_best_time_ratio")) {
-    std::printf("exhaustive (%zu points): best T_i=%lld T_k=%lld %s; model %s, rank %d; "
-                "model/best %.3f (interleaved re-timing %.3f, by min %.3f); worst/best %.3f; "
-                "Spearman(volume, time) %.3f\n",
-                ex["measured_points"].get<std::size_t>(),
+    std::printf("exhaustive (%zu points, %s clock): best T_i=%lld T_k=%lld %s; model %s, "
+                "rank %d in the sweep; model/best %.3f re-timed interleaved (sweep medians %.3f, "
+                "by min %.3f); worst/best %.3f; Spearman(volume, time) %.3f\n",
+                ex["measured_points"].get<std::size_t>(), ex["clock"].get<std::string>().c_str(),
                 static_cast<long long>(ex["best"]["T_i"].get<std::int64_t>()),
                 static_cast<long long>(ex["best"]["T_k"].get<std::int64_t>()),
                 format_seconds(ex["best"]["median_s"].get<double>()).c_str(),
                 format_seconds(ex["model"]["median_s"].get<double>()).c_str(),
                 ex["model_rank"].get<int>(), ex["model_to_best_time_ratio"].get<double>(),
-                ex["model_to_best_time_ratio_interleaved"].get<double>(),
+                ex["model_to_best_time_ratio_sweep"].get<double>(),
                 ex["model_to_best_min_time_ratio"].get<double>(),
                 ex["worst_to_best_time_ratio"].get<double>(),
                 ex["volume_time_spearman"].get<double>());
@@ -349,9 +512,10 @@ Command make_tile_command() {
                            "Cache capacity per thread in bytes (overrides --cache-level)")
                 ->check(CLI::Range(std::int64_t{64}, std::int64_t{1} << 40));
             sub.add_option("--cache-level", o->cache_level,
-                           "Cache level bounding the tiles, from sysfs: l1, l2 (private, default) "
-                           "or l3 (shared: divided among threads)")
-                ->check(CLI::IsMember({"l1", "l2", "l3"}))
+                           "Cache level bounding the tiles, from sysfs: llc-core (the per-core "
+                           "share of the last-level cache, calibrated default), l1, l2 (private) "
+                           "or l3 (divided among threads)")
+                ->check(CLI::IsMember({"llc-core", "l1", "l2", "l3"}))
                 ->capture_default_str();
             sub.add_option("--cache-fraction", o->cache_fraction,
                            "Share of the cache level the modeled footprint may use")
@@ -369,7 +533,9 @@ Command make_tile_command() {
             sub.add_flag("--json", o->json, "Print JSON");
             sub.add_flag("--exhaustive", o->exhaustive,
                          "Also measure J-Stream on the whole tile grid (T_i powers of two from "
-                         "--min-ti up, T_k powers of two from 16 up to the dense size)");
+                         "--min-ti up, T_k powers of two from 16 up to the dense size), then "
+                         "re-time the model's point and the fastest points interleaved; "
+                         "progress goes to stderr");
             sub.add_option("--min-ti", o->min_ti, "Smallest T_i of the exhaustive grid")
                 ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
                 ->capture_default_str();
@@ -378,6 +544,26 @@ Command make_tile_command() {
                 ->capture_default_str();
             sub.add_option("--warmup", o->warmup, "Untimed runs per grid point")
                 ->check(CLI::Range(0, 100000))
+                ->capture_default_str();
+            sub.add_option("--cutoff", o->cutoff,
+                           "Stop timing a grid point after one run when it is more than this "
+                           "times the best median so far (0: never)")
+                ->check(CLI::Range(0.0, 1e9))
+                ->capture_default_str();
+            sub.add_option("--confirm", o->confirm,
+                           "Fastest grid points re-timed with the model's point, interleaved "
+                           "(model_to_best_time_ratio comes from this; 0: the sweep's medians)")
+                ->check(CLI::Range(0, 1000))
+                ->capture_default_str();
+            sub.add_option("--calibrate", o->calibrate,
+                           "With --exhaustive: also re-time the model's choice at each of these "
+                           "cache capacities (bytes, K/M/G suffixes; CAPACITY:P also sets the "
+                           "panels per thread), reported as capacity_calibration")
+                ->delimiter(',');
+            sub.add_option("--clock", o->clock,
+                           "Timer of the sweep: cpu (the thread's CPU time; one thread only), wall, "
+                           "or auto (cpu with one thread)")
+                ->check(CLI::IsMember({"auto", "cpu", "wall"}))
                 ->capture_default_str();
             sub.add_option("--seed", o->seed, "Seed of the generated dense operands")
                 ->capture_default_str();

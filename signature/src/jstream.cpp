@@ -88,6 +88,14 @@ void JStream::set_cache(std::string level, std::int64_t bytes) {
   cache_bytes_ = bytes;
 }
 
+void JStream::set_dense_tile(std::int64_t T_k) {
+  WACO_ASSERT(problem_.A != nullptr, "jstream: set_dense_tile() before prepare()");
+  if (T_k < 1)
+    throw Error("jstream dense tile must be >= 1 (got T_k=" + std::to_string(T_k) + ")",
+                "give a positive dense tile width");
+  tiles_.T_k = std::min<std::int64_t>(T_k, problem_.dense_size());
+}
+
 void JStream::prepare(const kernels::Problem& p, int threads) {
   if (p.kind != KernelKind::SpMM && p.kind != KernelKind::SDDMM)
     throw Error("jstream computes spmm and sddmm, not " + std::string(kernels::kernel_name(p.kind)),

@@ -1,5 +1,19 @@
 // One-pass computation of the locality signature (SC'20 Alg. 7-8, eq. 10-14) and the exact
 // aligned/block counts; see signature.hpp for the definitions and the bit-width argument.
+//
+// Cost. The budget is half of one CSR SpMM with J = 128 on the same matrix, so the pass is built
+// around what a nonzero costs:
+//   - one cache line of last-row slots for the block-column widths 1..8 (a Group), one small array
+//     for 16 and 32, one increment of each zero-interval histogram (32-bit bins);
+//   - every small histogram (bit widths, block thresholds) in registers, flushed every few dozen
+//     nonzeros: a memory histogram hit at the same bin by consecutive nonzeros serializes through
+//     store forwarding;
+//   - no data-dependent branch except the row change (block columns of the row already hit give a
+//     bit width of 0, which counts nowhere, instead of a mispredicted test); matrices of dense
+//     runs get a variant that skips them, chosen from a count taken while checking the input;
+//   - the block count of bi = 1 comes from the row bit widths, of bk = 1 from the columns'.
+// The input check (range, order) is a separate branch-free streaming pass. Threads scan row
+// chunks; the chunk boundaries are stitched afterwards (O(rows + cols) per chunk).
 #include "waco/signature/signature.hpp"
 
 #include <algorithm>
@@ -7,7 +21,11 @@
 #include <string>
 
 #include <omp.h>
+#if defined(__LZCNT__)
+#include <immintrin.h>
+#endif
 
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -22,21 +40,6 @@ static_assert((1 << (kBlockLevels - 1)) == kMaxBlock, "block levels must reach k
 inline int bit_width(std::uint32_t x) { return 32 - __builtin_clz(x); }
 
 using BitHistogram = std::array<std::int64_t, 33>;
-
-/// Eq. 12-14 (Alg. 8): nonactive[T] = notsmallerweighted[T] - (T - 1) * notsmaller[T], both
-/// suffix sums accumulated from T = length down to 1.
-std::vector<std::int64_t> nonactive_from_intervals(const std::vector<std::int64_t>& intervals) {
-  const std::int64_t length = static_cast<std::int64_t>(intervals.size()) - 1;
-  std::vector<std::int64_t> nonactive(static_cast<std::size_t>(length) + 1, 0);
-  std::int64_t notsmaller = 0;
-  std::int64_t notsmallerweighted = 0;
-  for (std::int64_t T = length; T >= 1; --T) {
-    notsmaller += intervals[T];
-    notsmallerweighted += T * intervals[T];
-    nonactive[T] = notsmallerweighted - (T - 1) * notsmaller;
-  }
-  return nonactive;
-}
 
 /// aligned_active[t] = nonempty + #{consecutive pairs with bit_width(p ^ q) > t}, t = 0..levels.
 std::vector<std::int64_t> aligned_from_bits(const BitHistogram& bits, std::int64_t nonempty,
@@ -102,16 +105,118 @@ const BlockStat& LocalitySignature::block(int bi, int bk) const {
 
 namespace {
 
-/// The state of one row chunk of the pass. Everything inside the chunk is counted locally; what
-/// crosses a chunk boundary (the interval and bit width between the last nonzero of a column in
-/// one chunk and its first nonzero in a later chunk) is stitched in merge order afterwards.
+/// Leading zeros of a 32-bit value widened to 64 bits, 32 + (32 - bit_width(x)), so 64 for 0;
+/// without a branch (one lzcnt where the target has it; a `x == 0 ? ... : clz(x)` form compiles
+/// to a branch that mispredicts on every other nonzero), and already a 64-bit table index.
+inline std::uint64_t lz64(std::uint32_t x) {
+#if defined(__LZCNT__)
+  return _lzcnt_u64(x);
+#else
+  return 32 + static_cast<std::uint64_t>(
+                  __builtin_clzll((static_cast<std::uint64_t>(x) << 32) | 0x80000000u));
+#endif
+}
+
+// Register accumulators. Incrementing a memory histogram at a data-dependent bin serializes
+// through store forwarding whenever consecutive nonzeros hit the same bin (the common case), so
+// the small histograms live in registers and are flushed to memory every so many nonzeros:
+//   - the 33-bin bit-width histograms of the columns (b = 0) and of the rows: 32 16-bit lanes of
+//     one vector each (lane h - 1 counts bin h; bin 0 never occurs there);
+//   - for block-column widths b = 1..5 only the threshold counts #{h > ai}, ai = 1..5, matter
+//     (the block statistics; ai = 0 follows from the row bit widths), packed as five 6-bit
+//     fields per level, two levels per 64-bit word.
+using Lanes = std::uint16_t __attribute__((vector_size(64)));
+constexpr int kFieldBits = 6;
+constexpr std::uint64_t kFieldMask = (std::uint64_t{1} << kFieldBits) - 1;
+constexpr std::int64_t kPackedFlush = static_cast<std::int64_t>(kFieldMask);  // 63 entries
+constexpr std::int64_t kLanesFlush = 16 * kPackedFlush;  // < 65536 per 16-bit lane
+constexpr int kLevelShift = 5 * kFieldBits;              // second level of a word
+constexpr std::int64_t kPrefetchFar = 24;   // entries ahead: last-row lines
+constexpr std::int64_t kPrefetchNear = 8;   // entries ahead: interval bins
+
+/// The tables are indexed by z = lz64(p ^ q) = 64 - h for the bit width h of the xor of two
+/// positions (entries below 32 are unused).
+struct AccumulatorTables {
+  Lanes one_hot[65];              ///< one_hot[64 - h]: lane h - 1 = 1 (h = 1..32); h = 0: none
+  std::uint64_t thresholds[65];   ///< thresholds[64 - h]: field ai - 1 = [h > ai], ai = 1..5
+  std::uint64_t thresholds_hi[65];  ///< thresholds << kLevelShift (the second level of a word)
+};
+
+const AccumulatorTables& accumulator_tables() {
+  static const AccumulatorTables tables = [] {
+    AccumulatorTables x{};
+    for (int h = 0; h <= 32; ++h) {
+      for (int l = 0; l < 32; ++l) x.one_hot[64 - h][l] = (h >= 1 && l == h - 1) ? 1 : 0;
+      for (int ai = 1; ai < kBlockLevels; ++ai)
+        if (h > ai) x.thresholds[64 - h] |= std::uint64_t{1} << (kFieldBits * (ai - 1));
+      x.thresholds_hi[64 - h] = x.thresholds[64 - h] << kLevelShift;
+    }
+    return x;
+  }();
+  return tables;
+}
+
+/// Adds the lanes (lane l counts bin l + 1) to a 33-bin histogram and clears them.
+inline void flush_lanes(Lanes& acc, BitHistogram& hist) {
+  for (int l = 0; l < 32; ++l) hist[l + 1] += acc[l];
+  acc = Lanes{};
+}
+
+/// Adds the five packed threshold fields at `shift` to counts[1..5].
+inline void flush_thresholds(std::uint64_t acc, int shift,
+                             std::array<std::int64_t, kBlockLevels>& counts) {
+  for (int ai = 1; ai < kBlockLevels; ++ai)
+    counts[ai] += static_cast<std::int64_t>((acc >> (shift + kFieldBits * (ai - 1))) & kFieldMask);
+}
+
+/// The last row seen in each block column, for the block-column widths 2^b, b = 0..3, laid out so
+/// that one nonzero touches one cache line: a Group holds the 8 columns [8g, 8g + 8) (b = 0), their
+/// 4 pairs, 2 quads and 1 octet. -1: not seen yet.
+struct alignas(64) Group {
+  index_t l0[8];
+  index_t l1[4];
+  index_t l2[2];
+  index_t l3;
+  index_t pad;
+};
+static_assert(sizeof(Group) == 64, "one Group per cache line");
+
+/// The same for b = 4 and 5: per 32 columns, the last rows of its two 16-column halves and of the
+/// whole (dense: 16 bytes per 32 columns).
+struct Upper {
+  index_t l4[2];
+  index_t l5;
+  index_t pad;
+};
+
+/// A first occurrence of a block column in a chunk after the first: (key, row), stitched by the
+/// merge with the last row of the key in the earlier chunks.
+struct FirstSeen {
+  index_t key;
+  index_t row;
+};
+
+/// The state of one row chunk of the pass. Everything inside the chunk is counted as if the chunk
+/// were the whole matrix (a block column's first row r in the chunk counts as an interval of r
+/// from the virtual row -1 and as a first occurrence, bit width 32); the merge corrects that for
+/// the block columns already seen in earlier chunks, from the FirstSeen lists.
 struct Chunk {
   std::int64_t e0 = 0, e1 = 0;   ///< entries [e0, e1)
   index_t r0 = 0, r1 = 0;        ///< rows [r0, r1) (entries' rows lie inside)
+  bool record_firsts = false;    ///< false for the first chunk (nothing to stitch to)
+  bool canonical = true;         ///< the chunk's entries are in range and strictly row-major
+  std::int64_t same_pair = 0;    ///< nonzeros in the column pair of the previous one of the row
   std::vector<std::uint32_t> vintervals, hintervals;
-  /// first[b][key] / last[b][key]: first and last row of the chunk in block column key = c >> b.
-  std::array<std::vector<index_t>, kBlockLevels> first, last;
-  std::array<BitHistogram, kBlockLevels> vbits{};
+  std::vector<Group> groups;
+  std::vector<Upper> upper;
+  std::array<std::vector<FirstSeen>, kBlockLevels> firsts;
+  /// vbits[h], h = 1..31: consecutive nonzeros p < q of one column with bit_width(p ^ q) = h;
+  /// vbits[32]: nonempty columns; vbits[0]: unused.
+  BitHistogram vbits{};
+  /// blocks[b][ai], b, ai = 1..5: over the block columns of width 2^b, the first rows plus the
+  /// consecutive distinct rows p < q with bit_width(p ^ q) > ai (nonempty 2^ai x 2^b blocks).
+  std::array<std::array<std::int64_t, kBlockLevels>, kBlockLevels> blocks{};
+  /// hbits[h]: consecutive nonzeros p < q of one row with bit_width(p ^ q) = h.
   BitHistogram hbits{};
   std::int64_t nonempty_rows = 0;
 };
@@ -120,66 +225,256 @@ std::size_t blockcols(index_t cols, int b) {
   return (static_cast<std::size_t>(cols) + (std::size_t{1} << b) - 1) >> b;
 }
 
-void scan_chunk(const kernels::CooMatrix& a, Chunk& ch) {
-  const index_t rows = a.rows, cols = a.cols;
-  // 32-bit counters halve the histograms' cache footprint (the pass is bound by these random
-  // increments); a count never exceeds nnz + lines < 2^32.
-  ch.vintervals.assign(static_cast<std::size_t>(rows) + 1, 0);
-  ch.hintervals.assign(static_cast<std::size_t>(cols) + 1, 0);
-  for (int b = 0; b < kBlockLevels; ++b) {
-    ch.first[b].assign(blockcols(cols, b), -1);
-    ch.last[b].assign(blockcols(cols, b), -1);
+/// The last-row slot of the block column of width 2^b holding column c (b = 0..5).
+inline index_t& last_slot(Chunk& ch, int b, index_t c) {
+  Group& g = ch.groups[static_cast<std::size_t>(c) >> 3];
+  switch (b) {
+    case 0: return g.l0[c & 7];
+    case 1: return g.l1[(c >> 1) & 3];
+    case 2: return g.l2[(c >> 2) & 1];
+    case 3: return g.l3;
+    case 4: return ch.upper[static_cast<std::size_t>(c) >> 5].l4[(c >> 4) & 1];
+    default: return ch.upper[static_cast<std::size_t>(c) >> 5].l5;
   }
+}
+
+/// Checks that the chunk's entries lie in range and strictly increase in (row, col) order (also
+/// against the entry before the chunk), in one branch-free streaming pass so that the scan needs
+/// no checks; and counts the nonzeros in the same column pair as the previous nonzero of their
+/// row (which choose the scan variant).
+void check_chunk(const kernels::CooMatrix& a, Chunk& ch) {
+  const index_t* row = a.row.data();
+  const index_t* col = a.col.data();
+  const auto rows = static_cast<std::uint32_t>(a.rows);
+  const auto cols = static_cast<std::uint32_t>(a.cols);
+  unsigned bad = 0;
+  std::int64_t same_pair = 0;
+  if (ch.e0 < ch.e1) {
+    const std::int64_t e0 = ch.e0;
+    if (e0 > 0) bad |= row[e0] <= row[e0 - 1];  // chunks start rows
+    bad |= static_cast<unsigned>(static_cast<std::uint32_t>(row[e0]) >= rows) |
+           static_cast<unsigned>(static_cast<std::uint32_t>(col[e0]) >= cols);
+    for (std::int64_t e = e0 + 1; e < ch.e1; ++e) {  // branch-free: vectorizes
+      const index_t r = row[e], c = col[e], pr = row[e - 1], pc = col[e - 1];
+      const unsigned same_row = r == pr;
+      bad |= static_cast<unsigned>(static_cast<std::uint32_t>(r) >= rows) |
+             static_cast<unsigned>(static_cast<std::uint32_t>(c) >= cols) |
+             static_cast<unsigned>(r < pr) | (same_row & static_cast<unsigned>(c <= pc));
+      same_pair += same_row & static_cast<unsigned>((c ^ pc) < 2);
+    }
+  }
+  ch.canonical = bad == 0;
+  ch.same_pair = same_pair;
+}
+
+/// The pass over the entries of one (canonical) chunk. Per nonzero: one random cache line of last
+/// rows (b = 0..3) and one of a small array (b = 4, 5), one increment of each interval histogram,
+/// register accumulators for the rest.
+///
+/// Branches: the row change, and with kRecord the first occurrence of a block column in the
+/// chunk (rare). With kGate, the block columns of width 2^b that the previous nonzero of the row
+/// already hit (lr = r, nothing to count) are skipped: for b >= 1 when c is in the same column
+/// pair, for b >= 4 when in the same 16 columns. That saves work on matrices of dense runs but
+/// mispredicts on scattered rows, so the caller picks it from the share of same-pair nonzeros.
+/// With kPrefetch (chosen when the chunk's arrays outgrow the L2), the last-row lines of the
+/// nonzero kPrefetchFar ahead and the interval bins of the one kPrefetchNear ahead are
+/// prefetched (the latter from a last row that may still change: a prefetch is only a hint).
+template <bool kRecord, bool kGate, bool kPrefetch>
+void scan_entries(const kernels::CooMatrix& a, Chunk& ch) {
+  const index_t cols = a.cols;
   const index_t* row = a.row.data();
   const index_t* col = a.col.data();
   std::uint32_t* hint = ch.hintervals.data();
   std::uint32_t* vint = ch.vintervals.data();
+  Group* groups = ch.groups.data();
+  Upper* upper = ch.upper.data();
+  const AccumulatorTables& tab = accumulator_tables();
+  Lanes vacc{}, hacc{};
   index_t cur_row = ch.r0 - 1;
   index_t last_col = -1;
-  for (std::int64_t e = ch.e0; e < ch.e1; ++e) {
-    const index_t r = row[e];
-    const index_t c = col[e];
-    WACO_ASSERT(r >= 0 && r < rows && c >= 0 && c < cols, "coordinate out of range");
-    // Horizontal intervals (Alg. 7 on rows) and row-segment bit widths.
-    if (r != cur_row) {
-      WACO_ASSERT(r > cur_row, "compute_signature needs a canonical (row-major sorted) matrix");
-      if (last_col >= 0) ++hint[cols - last_col - 1];
-      hint[cols] += r - cur_row - 1;  // empty rows in between
-      ++hint[c];                      // interval from the virtual column -1
-      ++ch.nonempty_rows;
-      cur_row = r;
-    } else {
-      WACO_ASSERT(c > last_col, "compute_signature needs a canonical (row-major sorted) matrix");
-      ++hint[c - last_col - 1];
-      ++ch.hbits[bit_width(static_cast<std::uint32_t>(c ^ last_col))];
-    }
-    last_col = c;
-    // Vertical intervals (Alg. 7 on columns) and column-segment bit widths; the interval before
-    // a column's first nonzero in this chunk is stitched by merge().
-    {
-      index_t& lr = ch.last[0][c];
-      if (lr < 0) {
-        ch.first[0][c] = r;
-      } else {
-        ++vint[r - lr - 1];
-        ++ch.vbits[0][bit_width(static_cast<std::uint32_t>(r ^ lr))];
+  for (std::int64_t l0 = ch.e0; l0 < ch.e1; l0 += kLanesFlush) {
+    const std::int64_t l1 = std::min(ch.e1, l0 + kLanesFlush);
+    for (std::int64_t p0 = l0; p0 < l1; p0 += kPackedFlush) {
+      const std::int64_t p1 = std::min(l1, p0 + kPackedFlush);
+      std::uint64_t acc12 = 0, acc34 = 0, acc5 = 0;
+      for (std::int64_t e = p0; e < p1; ++e) {
+        if (kPrefetch && e + kPrefetchFar < ch.e1) {
+          const index_t cf = col[e + kPrefetchFar];
+          __builtin_prefetch(&groups[cf >> 3], 1);
+          __builtin_prefetch(&upper[cf >> 5], 1);
+        }
+        if (kPrefetch && e + kPrefetchNear < ch.e1) {
+          const index_t cf = col[e + kPrefetchNear], rf = row[e + kPrefetchNear];
+          __builtin_prefetch(&vint[rf - groups[cf >> 3].l0[cf & 7] - 1], 1);
+          const index_t gap = cf - col[e + kPrefetchNear - 1] - 1;  // < 0: a new row
+          __builtin_prefetch(&hint[gap < 0 ? cf : gap], 1);
+        }
+        const index_t r = row[e];
+        const index_t c = col[e];
+        // Horizontal intervals (Alg. 7 on rows) and row-segment bit widths. lzc: lz64 of
+        // c ^ (previous column of the row); 0 for the first nonzero of a row.
+        std::uint64_t lzc = 0;
+        if (r != cur_row) {
+          if (last_col >= 0) ++hint[cols - last_col - 1];
+          hint[cols] += r - cur_row - 1;  // empty rows in between
+          ++hint[c];                      // interval from the virtual column -1
+          ++ch.nonempty_rows;
+          cur_row = r;
+        } else {
+          ++hint[c - last_col - 1];
+          lzc = lz64(static_cast<std::uint32_t>(c ^ last_col));
+          hacc += tab.one_hot[lzc];
+        }
+        last_col = c;
+        // Vertical intervals (Alg. 7 on columns) and the bit widths of consecutive distinct rows
+        // of every block-column width 2^b. lr = -1 (first time in this chunk) gives vint[r] (from
+        // the virtual row -1) and bit width 32; lr = r (block column already hit in this row,
+        // b >= 1) gives bit width 0, which counts nowhere.
+        Group& g = groups[c >> 3];
+        {
+          index_t& slot = g.l0[c & 7];
+          const index_t lr = slot;
+          ++vint[r - lr - 1];
+          vacc += tab.one_hot[lz64(static_cast<std::uint32_t>(r ^ lr))];
+          if (kRecord && lr < 0) ch.firsts[0].push_back({c, r});
+          slot = r;
+        }
+        // The packed threshold increment of block-column width 2^b (`hi`: the second level of
+        // its word).
+        const auto step = [&](int b, index_t& slot, bool hi) {
+          const index_t lr = slot;
+          if (kRecord && lr < 0) ch.firsts[b].push_back({c >> b, r});
+          slot = r;
+          const std::uint64_t z = lz64(static_cast<std::uint32_t>(r ^ lr));
+          return hi ? tab.thresholds_hi[z] : tab.thresholds[z];
+        };
+        if (kGate && lzc >= 63) continue;  // same column pair
+        acc12 += step(1, g.l1[(c >> 1) & 3], false) + step(2, g.l2[(c >> 2) & 1], true);
+        acc34 += step(3, g.l3, false);
+        if (kGate && lzc >= 60) continue;  // same 16 columns
+        Upper& u = upper[c >> 5];
+        acc34 += step(4, u.l4[(c >> 4) & 1], true);
+        acc5 += step(5, u.l5, false);
       }
-      lr = r;
+      flush_thresholds(acc12, 0, ch.blocks[1]);
+      flush_thresholds(acc12, kLevelShift, ch.blocks[2]);
+      flush_thresholds(acc34, 0, ch.blocks[3]);
+      flush_thresholds(acc34, kLevelShift, ch.blocks[4]);
+      flush_thresholds(acc5, 0, ch.blocks[5]);
     }
-    // Block columns of width 2^b: the same bit-width argument on the rows hitting each.
-    for (int b = 1; b < kBlockLevels; ++b) {
-      const index_t key = c >> b;
-      index_t& lr = ch.last[b][key];
-      if (lr < 0)
-        ch.first[b][key] = r;
-      else if (lr != r)
-        ++ch.vbits[b][bit_width(static_cast<std::uint32_t>(r ^ lr))];
-      lr = r;
-    }
+    flush_lanes(vacc, ch.vbits);
+    flush_lanes(hacc, ch.hbits);
   }
   if (last_col >= 0) ++hint[cols - last_col - 1];
   hint[cols] += ch.r1 - cur_row - 1;  // trailing empty rows of the chunk
 }
+
+/// Share of same-column-pair nonzeros above which the gated scan is used (measured: only the
+/// matrices of dense runs, e.g. bcsstk16 at 0.44, gain; Groebner_id2003_aug at 0.21 loses).
+constexpr double kGateSamePairShare = 0.35;
+
+template <bool kRecord>
+void scan_entries_gated(const kernels::CooMatrix& a, Chunk& ch, bool gate, bool prefetch) {
+  if (gate) {
+    if (prefetch)
+      scan_entries<kRecord, true, true>(a, ch);
+    else
+      scan_entries<kRecord, true, false>(a, ch);
+  } else {
+    if (prefetch)
+      scan_entries<kRecord, false, true>(a, ch);
+    else
+      scan_entries<kRecord, false, false>(a, ch);
+  }
+}
+
+void scan_chunk(const kernels::CooMatrix& a, Chunk& ch) {
+  check_chunk(a, ch);
+  if (!ch.canonical) return;
+  // 32-bit counters halve the histograms' cache footprint (the pass is bound by these random
+  // increments); a count never exceeds nnz + lines < 2^32.
+  ch.vintervals.assign(static_cast<std::size_t>(a.rows) + 1, 0);
+  ch.hintervals.assign(static_cast<std::size_t>(a.cols) + 1, 0);
+  Group g;
+  std::fill(std::begin(g.l0), std::end(g.l0), -1);
+  std::fill(std::begin(g.l1), std::end(g.l1), -1);
+  std::fill(std::begin(g.l2), std::end(g.l2), -1);
+  g.l3 = -1;
+  g.pad = -1;
+  ch.groups.assign(blockcols(a.cols, 3), g);
+  ch.upper.assign(blockcols(a.cols, 5), Upper{{-1, -1}, -1, -1});
+  const bool gate = static_cast<double>(ch.same_pair) >
+                    kGateSamePairShare * static_cast<double>(ch.e1 - ch.e0);
+  // Prefetching pays once the random-access arrays no longer fit the L2 (measured: loc-Gowalla,
+  // 3.2 MB, 20% faster; copter2, email-Enron, delaunay_n16 below 1 MB, 25-30% slower).
+  const std::size_t footprint = (ch.vintervals.size() + ch.hintervals.size()) * 4 +
+                                ch.groups.size() * sizeof(Group) + ch.upper.size() * sizeof(Upper);
+  const std::int64_t l2 = kernels::cache_sizes().l2 > 0 ? kernels::cache_sizes().l2 : (1 << 20);
+  const bool prefetch = static_cast<std::int64_t>(footprint) > l2;
+  if (ch.record_firsts)
+    scan_entries_gated<true>(a, ch, gate, prefetch);
+  else
+    scan_entries_gated<false>(a, ch, gate, prefetch);
+}
+
+/// Re-counts the first occurrences of chunk t (t >= 1) whose block column already occurred in an
+/// earlier chunk: against the last row there (the max over the earlier chunks, rows growing with
+/// the chunk index). Writes only chunk t's counters; reads the earlier chunks' last rows.
+void stitch_chunk(std::vector<Chunk>& ch, std::size_t t) {
+  Chunk& ct = ch[t];
+  for (int b = 0; b < kBlockLevels; ++b)
+    for (const FirstSeen& f : ct.firsts[b]) {
+      index_t prev = -1;
+      for (std::size_t u = 0; u < t; ++u) prev = std::max(prev, last_slot(ch[u], b, f.key << b));
+      if (prev < 0) continue;
+      const int h = bit_width(static_cast<std::uint32_t>(f.row ^ prev));
+      if (b == 0) {  // was counted as an interval f from the virtual row -1 and bit width 32
+        --ct.vbits[32];
+        ++ct.vbits[h];
+        --ct.vintervals[f.row];
+        ++ct.vintervals[f.row - prev - 1];
+      } else {
+        for (int ai = std::max(h, 1); ai < kBlockLevels; ++ai) --ct.blocks[b][ai];
+      }
+    }
+}
+
+/// The interval from the last row of each column to the virtual row M (M itself for an empty
+/// column), counted into the first chunk's histogram.
+void count_tails(std::vector<Chunk>& ch, index_t rows, index_t cols) {
+  std::uint32_t* vint = ch[0].vintervals.data();
+  for (index_t c = 0; c < cols; ++c) {
+    index_t last = -1;
+    for (const Chunk& u : ch) last = std::max(last, u.groups[c >> 3].l0[c & 7]);
+    ++vint[rows - last - 1];
+  }
+}
+
+/// seg.intervals = the sum of the chunks' histograms of one direction, and seg.nonactive from it
+/// in the same backward pass: eq. 12-14 (Alg. 8), nonactive[T] = notsmallerweighted[T] - (T - 1)
+/// * notsmaller[T], both suffix sums accumulated from T = length down to 1.
+void intervals_and_nonactive(const std::vector<Chunk>& ch, bool vertical, SegmentSignature& seg) {
+  const std::size_t n = static_cast<std::size_t>(seg.length) + 1;
+  seg.intervals.resize(n);
+  seg.nonactive.resize(n);
+  std::vector<const std::uint32_t*> hist;
+  for (const Chunk& c : ch) hist.push_back(vertical ? c.vintervals.data() : c.hintervals.data());
+  std::int64_t notsmaller = 0;
+  std::int64_t notsmallerweighted = 0;
+  for (std::size_t T = n - 1; T >= 1; --T) {
+    std::int64_t iv = 0;
+    for (const std::uint32_t* x : hist) iv += x[T];
+    seg.intervals[T] = iv;
+    notsmaller += iv;
+    notsmallerweighted += static_cast<std::int64_t>(T) * iv;
+    seg.nonactive[T] = notsmallerweighted - (static_cast<std::int64_t>(T) - 1) * notsmaller;
+  }
+  std::int64_t iv0 = 0;
+  for (const std::uint32_t* x : hist) iv0 += x[0];
+  seg.intervals[0] = iv0;
+  seg.nonactive[0] = 0;
+}
+
 
 }  // namespace
 
@@ -200,6 +495,12 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
   s.rows = rows;
   s.cols = cols;
   s.nnz = nnz;
+  SegmentSignature& v = s.col_segments;
+  v.length = rows;
+  v.lines = cols;
+  SegmentSignature& h = s.row_segments;
+  h.length = cols;
+  h.lines = rows;
 
   // Chunks of about equal nnz, cut at row starts.
   std::vector<Chunk> ch(static_cast<std::size_t>(chunks));
@@ -208,74 +509,67 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
     while (e > 0 && e < nnz && a.row[e] == a.row[e - 1]) ++e;
     ch[t].e0 = e;
     ch[t].r0 = t == 0 ? 0 : (e < nnz ? a.row[e] : rows);
+    ch[t].record_firsts = t > 0;
   }
   for (std::int64_t t = 0; t < chunks; ++t) {
     ch[t].e1 = t + 1 < chunks ? ch[t + 1].e0 : nnz;
     ch[t].r1 = t + 1 < chunks ? ch[t + 1].r0 : rows;
     WACO_ASSERT(ch[t].e0 <= ch[t].e1 && ch[t].r0 <= ch[t].r1, "bad chunk split");
   }
+
+  // One thread per chunk; then, serially, the chunk boundaries are stitched, the column tails
+  // counted and the histograms summed with eq. 12-14 (O(rows + cols) per chunk). Splitting that
+  // over the threads too cost a barrier, which on a loaded machine (a descheduled thread) costs a
+  // scheduler tick, more than it saved. Every step writes its own data, so the result does not
+  // depend on the thread count.
 #pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(chunks)) if (chunks > 1)
   for (std::int64_t t = 0; t < chunks; ++t) scan_chunk(a, ch[t]);
-
-  // Merge: histograms add up; per block column, stitch the chunks in row order.
-  std::vector<std::uint32_t>& vintervals = ch[0].vintervals;
-  std::vector<std::uint32_t>& hintervals = ch[0].hintervals;
-  std::array<BitHistogram, kBlockLevels> vbits = ch[0].vbits;
-  BitHistogram hbits = ch[0].hbits;
-  std::int64_t nonempty_rows = ch[0].nonempty_rows;
-  for (std::int64_t t = 1; t < chunks; ++t) {
-    for (std::size_t d = 0; d < vintervals.size(); ++d) vintervals[d] += ch[t].vintervals[d];
-    for (std::size_t d = 0; d < hintervals.size(); ++d) hintervals[d] += ch[t].hintervals[d];
-    for (int b = 0; b < kBlockLevels; ++b)
-      for (int h = 0; h <= 32; ++h) vbits[b][h] += ch[t].vbits[b][h];
-    for (int h = 0; h <= 32; ++h) hbits[h] += ch[t].hbits[h];
-    nonempty_rows += ch[t].nonempty_rows;
+  bool canonical = true;
+  for (const Chunk& c : ch) canonical = canonical && c.canonical;
+  if (canonical) {
+    for (std::size_t t = 1; t < ch.size(); ++t) stitch_chunk(ch, t);
+    count_tails(ch, rows, cols);
+    intervals_and_nonactive(ch, true, v);
+    intervals_and_nonactive(ch, false, h);
   }
-  std::array<std::int64_t, kBlockLevels> first_in_blockcol{};
-  for (int b = 0; b < kBlockLevels; ++b) {
-    const std::size_t keys = blockcols(cols, b);
-    for (std::size_t key = 0; key < keys; ++key) {
-      index_t prev = -1;
-      for (std::int64_t t = 0; t < chunks; ++t) {
-        const index_t f = ch[t].first[b][key];
-        if (f < 0) continue;
-        if (prev < 0) {
-          ++first_in_blockcol[b];
-          if (b == 0) ++vintervals[f];  // interval from the virtual row -1
-        } else {
-          if (b == 0) ++vintervals[f - prev - 1];
-          ++vbits[b][bit_width(static_cast<std::uint32_t>(f ^ prev))];
-        }
-        prev = ch[t].last[b][key];
-      }
-      if (b == 0) ++vintervals[prev < 0 ? rows : rows - prev - 1];  // to the virtual row M
-    }
+  WACO_ASSERT(canonical, "compute_signature needs a canonical matrix (coordinates in range, "
+                         "sorted by (row, col), no repeats)");
+
+  // The small counters add up.
+  BitHistogram vbits{}, hbits{};
+  std::array<std::array<std::int64_t, kBlockLevels>, kBlockLevels> blocks{};
+  std::int64_t nonempty_rows = 0;
+  for (const Chunk& c : ch) {
+    for (int k = 0; k <= 32; ++k) vbits[k] += c.vbits[k];
+    for (int k = 0; k <= 32; ++k) hbits[k] += c.hbits[k];
+    for (int b = 1; b < kBlockLevels; ++b)
+      for (int ai = 1; ai < kBlockLevels; ++ai) blocks[b][ai] += c.blocks[b][ai];
+    nonempty_rows += c.nonempty_rows;
   }
-
-  SegmentSignature& v = s.col_segments;
-  v.length = rows;
-  v.lines = cols;
-  v.nonempty_lines = static_cast<index_t>(first_in_blockcol[0]);
-  v.intervals.assign(vintervals.begin(), vintervals.end());
-  v.nonactive = nonactive_from_intervals(v.intervals);
-  v.aligned_active = aligned_from_bits(vbits[0], v.nonempty_lines, log2_ceil(rows));
-
-  SegmentSignature& h = s.row_segments;
-  h.length = cols;
-  h.lines = rows;
+  const std::int64_t nonempty_cols = vbits[32];
+  vbits[32] = 0;
+  v.nonempty_lines = static_cast<index_t>(nonempty_cols);
+  v.aligned_active = aligned_from_bits(vbits, v.nonempty_lines, log2_ceil(rows));
   h.nonempty_lines = static_cast<index_t>(nonempty_rows);
-  h.intervals.assign(hintervals.begin(), hintervals.end());
-  h.nonactive = nonactive_from_intervals(h.intervals);
   h.aligned_active = aligned_from_bits(hbits, h.nonempty_lines, log2_ceil(cols));
 
+  // Block statistics: bk = 1 are the aligned column counts (nacs(bi)), bi = 1 the distinct block
+  // columns of each row (from the row bit widths), the others the threshold counts.
   s.blocks.reserve(kBlockLevels * kBlockLevels);
   for (int ai = 0; ai < kBlockLevels; ++ai) {
     for (int b = 0; b < kBlockLevels; ++b) {
       BlockStat st;
       st.bi = 1 << ai;
       st.bk = 1 << b;
-      st.nonempty_blocks = first_in_blockcol[b];
-      for (int hb = ai + 1; hb <= 32; ++hb) st.nonempty_blocks += vbits[b][hb];
+      if (b == 0) {
+        st.nonempty_blocks = nonempty_cols;
+        for (int hb = ai + 1; hb < 32; ++hb) st.nonempty_blocks += vbits[hb];
+      } else if (ai == 0) {
+        st.nonempty_blocks = nonempty_rows;
+        for (int hb = b + 1; hb < 32; ++hb) st.nonempty_blocks += hbits[hb];
+      } else {
+        st.nonempty_blocks = blocks[b][ai];
+      }
       st.fill_ratio = st.nonempty_blocks == 0
                           ? 0.0
                           : static_cast<double>(nnz) /

@@ -45,8 +45,8 @@ PanelStructure build_panels(const kernels::CooMatrix& a, std::int64_t T_i);
 /// J-Stream as a kernels::Implementation for SpMM and SDDMM.
 class JStream : public kernels::Implementation {
  public:
-  /// Tiles chosen by the model at prepare() time (cache level L2 unless `cache_level` or
-  /// `cache_bytes` > 0 say otherwise).
+  /// Tiles chosen by the model at prepare() time (cache level kDefaultCacheLevel unless
+  /// set_cache() says otherwise).
   JStream() = default;
   /// Explicit tiles (T_i, T_k >= 1; clamped to the matrix rows / dense width in prepare()).
   /// Throws Error when a size is < 1.
@@ -54,6 +54,11 @@ class JStream : public kernels::Implementation {
 
   /// Sets the cache the model uses when tiles are not given.
   void set_cache(std::string level, std::int64_t bytes);
+
+  /// Changes the dense tile width of a prepared instance (clamped to the dense size). The panel
+  /// structure depends on T_i only, so a sweep over T_k reuses it. Throws Error when T_k < 1;
+  /// precondition: prepare() was called.
+  void set_dense_tile(std::int64_t T_k);
 
   void prepare(const kernels::Problem& p, int threads) override;
   void run() override;
@@ -69,7 +74,7 @@ class JStream : public kernels::Implementation {
   void run_sddmm();
 
   std::optional<JStreamTiles> requested_;
-  std::string cache_level_ = "l2";
+  std::string cache_level_ = kDefaultCacheLevel;
   std::int64_t cache_bytes_ = 0;
   JStreamTiles tiles_;
   std::optional<TileSelection> selection_;

@@ -24,11 +24,17 @@
 //   K-stream  3 nnz + (nars(T_j) + nacs(T_i)) K               capacity 3 rho T_i T_j + w (T_i+T_j)
 //
 // Capacity. Each thread runs its own row panel, so C is what one thread may use of one cache
-// level: by default the private L2 (the stationary tile must survive the streamed operand, and
-// L2 is the largest level a core does not share); for a shared level C = size / threads. Only a
-// fraction of it (kDefaultCacheFraction) is given to the modeled footprint: the streamed operand
-// passes through the same cache, and with LRU-like replacement a reused tile survives a stream
-// only when it leaves room for it (the classic "half the cache" rule of tiling).
+// level. Default (kDefaultCacheLevel, "llc-core"): the per-core share of the last-level cache,
+// size / CPUs sharing it (both from sysfs), of which kDefaultCacheFraction is given to the modeled
+// footprint: the streamed operand passes through the same cache, and with LRU-like replacement a
+// reused tile survives a stream only when it leaves room for it. The stationary tile may thus
+// outgrow the private L2: calibrated with `tile --exhaustive --calibrate` on matrices with fewer
+// than 100k nonzeros (none of the report set), the model's choice at 0.5-52.5 MiB per thread was
+// re-timed against the fastest tiles; L2 x 0.5 (the previous default) gave a geometric-mean
+// time ratio of 1.14 on 6 matrices of ../shared/data (SpMM/SDDMM, K = 128/256, 24 runs) and 1.05
+// on 3 generated large sparse ones (12 runs), 8 MiB 1.08 / 1.15, 26-52.5 MiB 1.08 / 1.08 (the
+// panel cap below bounds the tile first on the small matrices). Other levels: "l1", "l2" (private,
+// whole), "l3" (divided among the threads), or an explicit byte count.
 //
 // Candidates (justification in model.cpp): tile sizes along a sparse dimension are powers of two
 // (for which nacs/nars are exact) plus ceil(dim / (threads * panels_per_thread)), the largest
@@ -53,6 +59,8 @@ namespace waco::signature {
 inline constexpr int kVectorWidth = 16;
 /// Share of the cache level the modeled footprint may use (see the header comment).
 inline constexpr double kDefaultCacheFraction = 0.5;
+/// The cache level of the capacity constraint (see the header comment; cache_capacity()).
+inline constexpr const char* kDefaultCacheLevel = "llc-core";
 /// Panels each thread should get at least (caps the sparse tile sizes).
 inline constexpr int kDefaultPanelsPerThread = 4;
 /// Smallest dense tile width considered (min(K, this)); 16 gives the paper's unrestricted set.
@@ -71,24 +79,30 @@ const char* stationary_name(StreamDim s, kernels::KernelKind kind);
 
 /// Which cache bounds the tiles, and its capacity for one thread.
 struct CacheCapacity {
-  std::string level;          ///< "L1d", "L2", "L3" or "override"
+  std::string level;          ///< "L1d", "L2", "L3", "L3/core" or "override"
   std::int64_t bytes = 0;     ///< size of that cache (or the override)
-  bool shared = false;        ///< divided among the threads
+  bool shared = false;        ///< divided among threads or cores
+  int divisor = 1;            ///< per_thread_bytes = bytes / divisor
   std::int64_t per_thread_bytes = 0;
   double fraction = 1.0;      ///< share of per_thread_bytes the footprint may use
+  std::string rule;           ///< how the capacity was derived, in words
   /// Capacity C of eq. 1/5 in 4-byte elements.
   std::int64_t elements() const {
     return static_cast<std::int64_t>(static_cast<double>(per_thread_bytes) * fraction) / 4;
   }
 };
 
-/// The capacity of `level` ("l1", "l2", "l3"/"llc", case-insensitive) from kernels::cache_sizes(),
-/// divided among `threads` when the level is shared (L3), of which `fraction` (0, 1] is usable.
-/// override_bytes > 0 replaces it all (level "override": the usable bytes per thread, as given).
-/// Throws Error for an unknown level, a fraction outside (0, 1], or when sysfs gave no size for
-/// the level (hint: pass --cache-bytes).
+/// The capacity of `level` (case-insensitive) from kernels::cache_sizes(): "l1", "l2" (private),
+/// "l3"/"llc" (divided among `threads`), or "llc-core" (the last-level cache divided among the
+/// CPUs sharing it, from sysfs shared_cpu_list; among the available CPUs when sysfs does not say),
+/// of which `fraction` (0, 1] is usable. override_bytes > 0 replaces it all (level "override":
+/// the usable bytes per thread, as given). Throws Error for an unknown level, a fraction outside
+/// (0, 1], or when sysfs gave no size for the level (hint: pass --cache-bytes).
 CacheCapacity cache_capacity(const std::string& level, int threads, std::int64_t override_bytes,
                              double fraction = kDefaultCacheFraction);
+
+/// CPUs sharing the last-level cache of cpu0 (sysfs shared_cpu_list), 0 when unknown.
+int llc_sharing_cpus();
 
 /// One modeled tile configuration.
 struct TileCandidate {

@@ -100,12 +100,12 @@ struct LocalitySignature {
   const BlockStat& block(int bi, int bk) const;
 };
 
-/// Computes the signature of a canonical matrix (sorted by (row, col), no repeats) in one pass,
-/// O(nnz + rows + cols) time and memory per thread. The pass is split into up to `threads` row
-/// chunks scanned in parallel (0: OpenMP's default; chunks of fewer than 65536 nonzeros are not
-/// made; tests lower `min_chunk_nnz` to exercise the stitching) and stitched at the chunk
-/// boundaries; the result does not depend on the thread count. Throws InternalError if `a` is
-/// not canonical.
+/// Computes the signature of a canonical matrix (sorted by (row, col), no repeats) in one pass
+/// (after a streaming check of the input), O(nnz + rows + cols) time and memory per thread. The
+/// pass is split into up to `threads` row chunks scanned in parallel (0: OpenMP's default; chunks
+/// of fewer than 65536 nonzeros are not made; tests lower `min_chunk_nnz` to exercise the
+/// stitching) and stitched at the chunk boundaries; the result does not depend on the thread
+/// count. Throws InternalError if `a` is not canonical.
 LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads = 0,
                                     std::int64_t min_chunk_nnz = 65536);
 
