@@ -327,6 +327,25 @@ std::int64_t Storage::bytes() const {
   return b;
 }
 
+std::string refusal_message(int level, const Loop& loop, LevelFormat format, long long size,
+                            std::int64_t nnz, double max_padding, bool index_overflow) {
+  std::ostringstream why;
+  why << "format refused: ";
+  if (level < 0) {
+    why << "it would store " << size << " values for " << nnz << " nonzeros ("
+        << static_cast<double>(size) / static_cast<double>(std::max<std::int64_t>(nnz, 1))
+        << " x), over the padding bound of " << max_padding << " x nnz";
+  } else if (index_overflow) {
+    why << "level " << level << " needs more positions than 32-bit indices hold";
+  } else {
+    why << "level " << level << " (" << loop.name() << ", "
+        << (format == LevelFormat::U ? "U) would hold " : "C) needs ") << size
+        << " positions for " << nnz << " nonzeros, over the padding bound of " << max_padding
+        << " x nnz";
+  }
+  return why.str();
+}
+
 StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
                             const StorageOptions& opts) {
   const double t0 = kernels::now_seconds();
@@ -372,8 +391,8 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
   const double index_bound = value_bound + 2.0 * dims_sum + 2.0 * static_cast<double>(L);
   // The leaf level holds at least nnz positions; refusing here keeps the permutation 32-bit.
   if (nnz > kernels::kMaxIndex)
-    return {std::nullopt, "format refused: level " + std::to_string(L - 1) +
-                              " needs more positions than 32-bit indices hold"};
+    return {std::nullopt, refusal_message(static_cast<int>(L - 1), loops.back(), s.formats.back(), nnz,
+                                          nnz, opts.max_padding, true)};
 
   // (1) order.
   const std::vector<std::uint32_t> order = level_order(c, agreement(loops, spec, s), static_cast<std::size_t>(nnz));
@@ -404,35 +423,27 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
     if (lv.format == LevelFormat::U) {
       size = static_cast<double>(parent_size) * static_cast<double>(lv.dim);
       if (size > value_bound && size > index_bound) {
-        std::ostringstream why;
-        why << "format refused: level " << l << " (" << lv.loop.name() << ", U) would hold "
-            << static_cast<long long>(size) << " positions for " << nnz
-            << " nonzeros, over the padding bound of " << opts.max_padding << " x nnz";
-        return {std::nullopt, why.str()};
+        return {std::nullopt, refusal_message(static_cast<int>(l), lv.loop, lv.format,
+                                              static_cast<long long>(size), nnz, opts.max_padding)};
       }
     } else {
       index_words += static_cast<double>(parent_size) + 1;
       if (index_words > index_bound) {
-        std::ostringstream why;
-        why << "format refused: level " << l << " (" << lv.loop.name() << ", C) needs "
-            << static_cast<long long>(parent_size + 1) << " positions for " << nnz
-            << " nonzeros, over the padding bound of " << opts.max_padding << " x nnz";
-        return {std::nullopt, why.str()};
+        return {std::nullopt, refusal_message(static_cast<int>(l), lv.loop, lv.format,
+                                              parent_size + 1, nnz, opts.max_padding)};
       }
       index_words += size;
     }
     if (size > static_cast<double>(kernels::kMaxIndex))
-      return {std::nullopt, "format refused: level " + std::to_string(l) +
-                                " needs more positions than 32-bit indices hold"};
+      return {std::nullopt, refusal_message(static_cast<int>(l), lv.loop, lv.format,
+                                            static_cast<long long>(size), nnz, opts.max_padding,
+                                            true)};
     lv.size = static_cast<std::int64_t>(size);
     parent_size = lv.size;
   }
   if (static_cast<double>(parent_size) > value_bound) {
-    std::ostringstream why;
-    why << "format refused: it would store " << parent_size << " values for " << nnz
-        << " nonzeros (" << static_cast<double>(parent_size) / std::max<std::int64_t>(nnz, 1)
-        << " x), over the padding bound of " << opts.max_padding << " x nnz";
-    return {std::nullopt, why.str()};
+    return {std::nullopt, refusal_message(-1, loops.back(), s.formats.back(), parent_size, nnz,
+                                          opts.max_padding)};
   }
 
   // (3) fill, every array allocated at its exact size.

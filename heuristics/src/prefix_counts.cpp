@@ -5,6 +5,8 @@
 // merge. For 3-D tensors the head mode's shift a is an outer loop that re-sorts the tuples.
 #include "waco/heuristics/prefix_counts.hpp"
 
+#include "waco/codegen/storage.hpp"
+
 #include <algorithm>
 #include <array>
 #include <sstream>
@@ -256,24 +258,10 @@ std::string describe_refusal(const FormatVerdict& v, const std::vector<codegen::
                              const std::vector<codegen::LevelFormat>& formats, std::int64_t nnz,
                              double max_padding) {
   if (v.refusal == nullptr) return {};
-  std::ostringstream why;
-  why << "format refused: ";
-  if (v.level < 0) {
-    why << "it would store " << static_cast<long long>(v.size) << " values for " << nnz
-        << " nonzeros (" << v.size / static_cast<double>(std::max<std::int64_t>(nnz, 1))
-        << " x), over the padding bound of " << max_padding << " x nnz";
-    return why.str();
-  }
-  const std::size_t l = static_cast<std::size_t>(v.level);
-  if (std::string(v.refusal) == "index-overflow") {
-    why << "level " << l << " needs more positions than 32-bit indices hold";
-    return why.str();
-  }
-  const bool u = formats[l] == codegen::LevelFormat::U;
-  why << "level " << l << " (" << levels[l].name() << ", " << (u ? "U) would hold " : "C) needs ")
-      << static_cast<long long>(v.size) << " positions for " << nnz
-      << " nonzeros, over the padding bound of " << max_padding << " x nnz";
-  return why.str();
+  const int level = v.level;
+  const std::size_t l = static_cast<std::size_t>(std::max(level, 0));
+  return codegen::refusal_message(level, levels[l], formats[l], static_cast<long long>(v.size), nnz,
+                                  max_padding, std::string(v.refusal) == "index-overflow");
 }
 
 }  // namespace waco::heuristics

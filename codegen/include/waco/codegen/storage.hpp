@@ -48,6 +48,13 @@ struct StorageResult {
   std::string refused;
 };
 
+/// build_storage's refusal messages, written here once so that exact checks elsewhere (the
+/// tuner's refusal before compiling) give the same text. `level` < 0: the stored values (`size`
+/// of them); else level `level` iterating `loop` in `format` needs `size` positions, over the
+/// padding bound, or (`index_overflow`) more than 32-bit indices hold.
+std::string refusal_message(int level, const Loop& loop, LevelFormat format, long long size,
+                            std::int64_t nnz, double max_padding, bool index_overflow = false);
+
 /// Builds the sparse operand of `p` in the format of `s` (canonical, valid, for p's kernel).
 /// Precondition: p's sparse operand is canonical (sorted, no repeated coordinate; a violation is
 /// reported as an internal error). O(levels * nnz + stored values + C-level parent counts) when
