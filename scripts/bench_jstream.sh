@@ -15,6 +15,7 @@ threads=${THREADS:-1}
 repeat=${REPEAT:-5}
 waco=${WACO_BUILD_DIR:-build}/experiments/waco-hybrid
 [ -x "$waco" ] || { echo "error: $waco not built (run scripts/build.sh)" >&2; exit 1; }
+command -v jq >/dev/null || { echo "error: jq not found (hint: apt-get install jq)" >&2; exit 1; }
 mkdir -p "$out"
 mapfile -t files < <(scripts/largest_matrices.sh "$data" "$n")
 [ ${#files[@]} -gt 0 ] || exit 1
@@ -37,7 +38,7 @@ if [ "${SKIP_SWEEP:-0}" != 1 ]; then
           "$(json_number "$j" T_i)" "$(json_number "$j" T_k)" \
           "$(json_number "$j" model_to_best_time_ratio)" \
           "$(json_number "$j" model_to_best_time_ratio_interleaved)" "$(json_number "$j" model_rank)" \
-          "$(json_number "$j" points)"
+          "$(jq '.exhaustive.points | length' "$j")"
       done
     done
   done

@@ -210,3 +210,32 @@ TEST_CASE("passes: structural space without a matrix") {
   REQUIRE(r.final_count > 0);
   REQUIRE(r.final_count < r.initial_count);
 }
+
+TEST_CASE("passes: tile-window keeps the unsplit loop when the capacity does not bind") {
+  // A matrix whose whole x and y fit the cache: the model's tiles are streamed dimensions or the
+  // panel cap, so an unsplit i and k (CSR, the hand-written baseline's loop nest) must survive
+  // tile-window, and splits far below the cap must not.
+  const kernels::CooMatrix a = generated("uniform", 200, 3);
+  SpaceOptions so;
+  so.cores = 1;
+  Space s = Space::for_operand(KernelKind::SpMV, &a, nullptr, 1, so);
+  PassParams pp;
+  pp.cache_bytes = std::int64_t{1} << 26;  // 64 MiB per thread: everything fits
+  std::string note;
+  const auto cons = make_pass("tile-window", pp)->constraints(s, note);
+  REQUIRE(cons.size() == 1);
+  INFO(note);
+  const codegen::SuperSchedule csr = codegen::schedule_from_string(KernelKind::SpMV, "csr");
+  REQUIRE(cons[0]->check_split(s, csr.split) == nullptr);
+  const codegen::SuperSchedule tiled = codegen::schedule_from_string(
+      KernelKind::SpMV, "split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 chunk=1");
+  REQUIRE(cons[0]->check_split(s, tiled.split) != nullptr);
+  // A split as large as the extent is the unsplit tile with a one-trip outer loop: removed (the
+  // unsplit loop stands for it), while the panel cap's tile (64 here) is kept.
+  const codegen::SuperSchedule whole = codegen::schedule_from_string(
+      KernelKind::SpMV, "split=i:256 order=i1,i0,k format=UUC parallel=i1 chunk=1");
+  REQUIRE(cons[0]->check_split(s, whole.split) != nullptr);
+  const codegen::SuperSchedule panels = codegen::schedule_from_string(
+      KernelKind::SpMV, "split=i:64 order=i1,i0,k format=UUC parallel=i1 chunk=1");
+  REQUIRE(cons[0]->check_split(s, panels.split) == nullptr);
+}

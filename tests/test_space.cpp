@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -65,6 +66,21 @@ class FixChunk final : public Constraint {
 
 std::uint64_t factorial(int n) { return n <= 1 ? 1 : static_cast<std::uint64_t>(n) * factorial(n - 1); }
 
+/// Calls visit(split) on every split vector of the space before constraints (an odometer over
+/// split_choices, last variable fastest).
+void for_each_split_vector(const Space& s, const std::function<void(const std::vector<int>&)>& visit) {
+  const std::size_t nv = s.spec().vars.size();
+  std::vector<std::size_t> idx(nv, 0);
+  std::vector<int> split(nv, 1);
+  for (;;) {
+    for (std::size_t v = 0; v < nv; ++v) split[v] = s.split_choices(v)[idx[v]];
+    visit(split);
+    std::size_t v = nv;
+    while (v > 0 && ++idx[v - 1] == s.split_choices(v - 1).size()) idx[--v] = 0;
+    if (v == 0) return;
+  }
+}
+
 /// What a pipeline does to the full space of a small problem, by brute force: every candidate is
 /// checked against the constraints of every pass in pipeline order, the first that rejects it
 /// names the pass and reason (as run_pass counts), independently of Space's caches and counting.
@@ -104,12 +120,9 @@ BruteTally brute_tally(const Space& fresh, const Pipeline& pipeline, const PassP
     else t.removed[cons[v.index].first][v.reason] += n;
   };
   const std::size_t nv = spec.vars.size();
-  std::vector<std::size_t> idx(nv, 0);
-  for (;;) {
-    std::vector<int> split(nv);
+  for_each_split_vector(fresh, [&](const std::vector<int>& split) {
     std::vector<Loop> loops;
     for (std::size_t v = 0; v < nv; ++v) {
-      split[v] = fresh.split_choices(v)[idx[v]];
       if (split[v] > 1) {
         loops.push_back({spec.vars[v], Loop::Part::Outer});
         loops.push_back({spec.vars[v], Loop::Part::Inner});
@@ -186,18 +199,7 @@ BruteTally brute_tally(const Space& fresh, const Pipeline& pipeline, const PassP
         }
       }
     } while (std::next_permutation(perm.begin(), perm.end()));
-    std::size_t v = nv;
-    bool done = true;
-    while (v > 0) {
-      --v;
-      if (++idx[v] < fresh.split_choices(v).size()) {
-        done = false;
-        break;
-      }
-      idx[v] = 0;
-    }
-    if (done) break;
-  }
+  });
   return t;
 }
 
@@ -365,29 +367,17 @@ TEST_CASE("space: the full count matches the closed form") {
     const Space s = Space::structural(k, ext, so);
     std::uint64_t expect = 0;
     const std::size_t nv = spec.vars.size();
-    std::vector<std::size_t> idx(nv, 0);
-    for (;;) {
+    for_each_split_vector(s, [&](const std::vector<int>& sv) {
       int loops = 0, split = 0, levels = 0;
       for (std::size_t v = 0; v < nv; ++v) {
-        const bool sp = s.split_choices(v)[idx[v]] > 1;
+        const bool sp = sv[v] > 1;
         loops += sp ? 2 : 1;
         split += sp;
         if (spec.is_sparse_var(spec.vars[v])) levels += sp ? 2 : 1;
       }
       expect += factorial(loops) / (std::uint64_t{1} << split) * (std::uint64_t{1} << levels) *
                 static_cast<std::uint64_t>(loops) * 3 * 9;
-      std::size_t v = nv;
-      bool done = true;
-      while (v > 0) {
-        --v;
-        if (++idx[v] < s.split_choices(v).size()) {
-          done = false;
-          break;
-        }
-        idx[v] = 0;
-      }
-      if (done) break;
-    }
+    });
     INFO(kernels::kernel_name(k));
     REQUIRE(s.count() == expect);
   }
@@ -445,12 +435,9 @@ TEST_CASE("space: the legality check agrees with build_storage's refusals") {
     const codegen::KernelSpec& spec = s.spec();
     std::size_t built = 0, refused = 0;
     // Every split vector of the sparse variables, every level order and format.
-    std::vector<std::size_t> idx(spec.vars.size(), 0);
-    for (;;) {
-      std::vector<int> split(spec.vars.size(), 1);
+    for_each_split_vector(s, [&](const std::vector<int>& split) {
       bool dense_split = false;
       for (std::size_t v = 0; v < spec.vars.size(); ++v) {
-        split[v] = s.split_choices(v)[idx[v]];
         dense_split = dense_split || (!spec.is_sparse_var(spec.vars[v]) && split[v] > 1);
       }
       if (!dense_split) {
@@ -478,18 +465,7 @@ TEST_CASE("space: the legality check agrees with build_storage's refusals") {
           return true;
         });
       }
-      std::size_t v = spec.vars.size();
-      bool done = true;
-      while (v > 0) {
-        --v;
-        if (++idx[v] < s.split_choices(v).size()) {
-          done = false;
-          break;
-        }
-        idx[v] = 0;
-      }
-      if (done) break;
-    }
+    });
     INFO(name << " built " << built << " refused " << refused);
     REQUIRE(built > 0);
     if (max_padding < 3 && name == "small") REQUIRE(refused > 0);

@@ -188,7 +188,7 @@ Command make_space_command() {
                 ->check(CLI::NonNegativeNumber)
                 ->capture_default_str();
             sub.add_option("--cache-level", o->params.cache_level,
-                           "tile-window: cache level of the tile model (l1, l2, l3)")
+                           "tile-window: cache level of the tile model (l1, l2, l3, llc-core)")
                 ->capture_default_str();
             sub.add_option("--cache-bytes", o->params.cache_bytes,
                            "tile-window: cache bytes per thread (overrides --cache-level)");

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "waco/heuristics/space.hpp"
+#include "waco/signature/model.hpp"
 
 namespace waco::heuristics {
 
@@ -27,8 +28,9 @@ struct PassParams {
   int min_chunks_per_thread = 4;
   /// chunk-rows: how many powers of two below the largest such chunk are kept too.
   int chunk_window = 0;
-  /// tile-window: the cache level the tile model uses ("l1", "l2", "l3") or bytes > 0.
-  std::string cache_level = "l2";
+  /// tile-window: the cache level the tile model uses (as `tile --cache-level`: "l1", "l2",
+  /// "l3", "llc-core"); cache_bytes > 0 overrides it.
+  std::string cache_level = signature::kDefaultCacheLevel;
   std::int64_t cache_bytes = 0;
 };
 
