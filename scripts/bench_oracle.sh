@@ -11,11 +11,14 @@
 # Both tunes share one results database (OUT_DIR/oracle_KERNEL.db), so a stopped run resumes and a
 # schedule in both sets is measured once. A random schedule may run at most TIMEOUT seconds
 # (verification, warm-up and timed runs; tune --timeout), by default 20x the csr schedule's
-# time over those runs, at least 2 s: a pathological one costs a few seconds, not minutes.
+# time over those runs, at least 2 s: a pathological one costs a few seconds, not minutes
+# (TIMEOUT_FACTOR and TIMEOUT_MIN change the 20 and the 2 s: a schedule that slow cannot be the
+# best of the sample, and on SpMM the timeouts took two thirds of the random phase).
 # Prints one table row per matrix and writes OUT_DIR/oracle_KERNEL.json. Needs jq and awk.
 #   usage: scripts/bench_oracle.sh KERNEL OUT_DIR FILE...
 #   env:   THREADS (1), SAMPLES (300), SEED (1), REPEAT (20), TIMEOUT (auto), PASSES (all),
-#          WACO_BUILD_DIR (build)
+#          DENSE (the tool's default: J/K 256 spmm/sddmm, 16 mttkrp), TIMEOUT_FACTOR (20),
+#          TIMEOUT_MIN (2), WACO_BUILD_DIR (build)
 #   e.g.:  scripts/bench_oracle.sh spmv bench-results/oracle $(scripts/largest_matrices.sh ../shared/data 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +35,10 @@ seed=${SEED:-1}
 repeat=${REPEAT:-20}
 timeout=${TIMEOUT:-auto}
 passes=${PASSES:-all}
+timeout_factor=${TIMEOUT_FACTOR:-20}
+timeout_min=${TIMEOUT_MIN:-2}
+dense=()
+[ -n "${DENSE:-}" ] && [ "$kernel" != spmv ] && dense=(--dense "$DENSE")
 waco=${WACO_BUILD_DIR:-build}/experiments/waco-hybrid
 [ -x "$waco" ] || { echo "error: $waco not built (run scripts/build.sh)" >&2; exit 1; }
 command -v jq >/dev/null || { echo "error: jq not found (hint: apt-get install jq)" >&2; exit 1; }
@@ -63,22 +70,23 @@ for f in "$@"; do
 
   # (a) the admissible set, exhaustively.
   t0=$(now)
-  "$waco" tune --kernel "$kernel" "$f" --search exhaustive --passes "$passes" --db "$db" \
-    --threads "$threads" --json > "$run.admissible.json" 2> "$run.admissible.log" ||
+  "$waco" tune --kernel "$kernel" "$f" "${dense[@]}" --search exhaustive --passes "$passes" \
+    --db "$db" --threads "$threads" --json > "$run.admissible.json" 2> "$run.admissible.log" ||
     failed "the admissible tune" "$run.admissible.log"
   t1=$(now)
 
   # (b) SAMPLES schedules uniformly from the legal space (threads 1..THREADS), then measured.
-  "$waco" space --kernel "$kernel" "$f" --passes legality --cores "$threads" \
+  "$waco" space --kernel "$kernel" "$f" "${dense[@]}" --passes legality --cores "$threads" \
     --sample "$samples" --seed "$seed" > "$run.sample.txt" 2> "$run.sample.log" ||
     failed "sampling the legal space" "$run.sample.log"
   limit=$timeout
   if [ "$limit" = auto ]; then  # 20x the csr schedule over warm-up + timed runs + verification
-    limit=$(jq -r 'if .csr.median_s then [2, (.warmup + .repeats + 1) * 20 * .csr.median_s] | max
-                   else empty end' "$run.admissible.json")
+    limit=$(jq -r --argjson f "$timeout_factor" --argjson m "$timeout_min" \
+                 'if .csr.median_s then [$m, (.warmup + .repeats + 1) * $f * .csr.median_s] | max
+                  else empty end' "$run.admissible.json")
     limit=${limit:-60}
   fi
-  "$waco" tune --kernel "$kernel" "$f" --schedules "$run.sample.txt" --db "$db" \
+  "$waco" tune --kernel "$kernel" "$f" "${dense[@]}" --schedules "$run.sample.txt" --db "$db" \
     --threads "$threads" --timeout "$limit" --json > "$run.random.json" 2> "$run.random.log" ||
     failed "the random tune" "$run.random.log"
   t2=$(now)
@@ -90,8 +98,8 @@ for f in "$@"; do
   [ -n "$adm" ] && schedules+=(--schedule "$adm")
   [ -n "$rnd" ] && [ "$rnd" != "$adm" ] && schedules+=(--schedule "$rnd")
   # A wrong result makes bench exit 1; its row then says verified=false.
-  "$waco" bench --kernel "$kernel" --impl "$baseline" "${schedules[@]}" --threads "$threads" \
-    --repeat "$repeat" "$f" --save "$run.bench.json" > "$run.bench.log" 2>&1 ||
+  "$waco" bench --kernel "$kernel" "${dense[@]}" --impl "$baseline" "${schedules[@]}" \
+    --threads "$threads" --repeat "$repeat" "$f" --save "$run.bench.json" > "$run.bench.log" 2>&1 ||
     failed "bench (or a verification in it)" "$run.bench.log"
   [ -f "$run.bench.json" ] || echo '{"results": []}' > "$run.bench.json"
   t3=$(now)
@@ -135,9 +143,11 @@ for f in "$@"; do
 done
 
 jq -s --arg kernel "$kernel" --argjson threads "$threads" --argjson samples "$samples" \
+  --arg dense "${DENSE:-default}" --argjson timeout_factor "$timeout_factor" \
   --argjson seed "$seed" --argjson repeat "$repeat" --arg passes "$passes" \
   --arg baseline "$baseline" --slurpfile ctx "$out/runs/${kernel}_$name.admissible.json" '
-  {kernel: $kernel, threads: $threads, samples: $samples, seed: $seed, bench_repeat: $repeat,
+  {kernel: $kernel, dense: $dense, threads: $threads, samples: $samples, seed: $seed,
+   bench_repeat: $repeat, timeout_factor: $timeout_factor,
    passes: $passes, baseline: $baseline, survival_tolerance: 1.02,
    survived: (map(select(.survived == true)) | length),
    compared: (map(select(.survived != null)) | length),

@@ -1,6 +1,6 @@
 // waco-hybrid bench: several implementations side by side on one or more files, interleaved
-// (round r times every implementation once before round r+1), so that machine noise hits all of
-// them alike; reports median/min/max and the ratio of each median to the first implementation's.
+// (round r times every implementation once before round r+1, starting one implementation later
+// each round), so that machine noise hits all of them alike; reports median/min/max and the ratio of each median to the first implementation's.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -83,8 +83,12 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   }
 
   std::vector<std::vector<double>> samples(impls.size());
+  // Each round starts one implementation later (round r runs r % n first), so that none always
+  // runs right after the same other one: an implementation that leaves the caches cold or its
+  // threads spinning for the next would otherwise slow one fixed neighbour only.
   for (int round = 0; round < o.warmup + o.repeat; ++round) {
-    for (std::size_t i = 0; i < impls.size(); ++i) {
+    for (std::size_t k = 0; k < impls.size(); ++k) {
+      const std::size_t i = (k + static_cast<std::size_t>(round)) % impls.size();
       if (!impls[i]) continue;
       const double t0 = now_seconds();
       impls[i]->run();
