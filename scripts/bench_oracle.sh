@@ -18,7 +18,8 @@
 #   usage: scripts/bench_oracle.sh KERNEL OUT_DIR FILE...
 #   env:   THREADS (1), SAMPLES (300), SEED (1), REPEAT (20), TIMEOUT (auto), PASSES (all),
 #          DENSE (the tool's default: J/K 256 spmm/sddmm, 16 mttkrp), TIMEOUT_FACTOR (20),
-#          TIMEOUT_MIN (2), WACO_BUILD_DIR (build)
+#          TIMEOUT_MIN (2), WACO_BUILD_DIR (build), REBENCH=1 (only phase (c) again, from the
+#          tunes an earlier run left in OUT_DIR: re-times the winners, e.g. on a quieter machine)
 #   e.g.:  scripts/bench_oracle.sh spmv bench-results/oracle $(scripts/largest_matrices.sh ../shared/data 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,32 +67,45 @@ for f in "$@"; do
   name=${name%.tns}
   run="$out/runs/${kernel}_$name"
 
-  rm -f "$run".*
+  if [ "${REBENCH:-0}" = 1 ]; then
+    for x in admissible.json random.json row.json; do
+      [ -f "$run.$x" ] || { echo "error: REBENCH=1 but $run.$x is missing" >&2; exit 1; }
+    done
+    # The tunes' durations are those of the earlier run.
+    t0=0
+    t1=$(jq -r '.seconds.admissible' "$run.row.json")
+    t2=$(awk -v a="$t1" -v b="$(jq -r '.seconds.random' "$run.row.json")" 'BEGIN { print a + b }')
+    limit=$(jq -r '.random_timeout_s' "$run.row.json")
+    rm -f "$run.bench.json" "$run.bench.log"
+  else
+    rm -f "$run".*
 
-  # (a) the admissible set, exhaustively.
-  t0=$(now)
-  "$waco" tune --kernel "$kernel" "$f" "${dense[@]}" --search exhaustive --passes "$passes" \
-    --db "$db" --threads "$threads" --json > "$run.admissible.json" 2> "$run.admissible.log" ||
-    failed "the admissible tune" "$run.admissible.log"
-  t1=$(now)
+    # (a) the admissible set, exhaustively.
+    t0=$(now)
+    "$waco" tune --kernel "$kernel" "$f" "${dense[@]}" --search exhaustive --passes "$passes" \
+      --db "$db" --threads "$threads" --json > "$run.admissible.json" 2> "$run.admissible.log" ||
+      failed "the admissible tune" "$run.admissible.log"
+    t1=$(now)
 
-  # (b) SAMPLES schedules uniformly from the legal space (threads 1..THREADS), then measured.
-  "$waco" space --kernel "$kernel" "$f" "${dense[@]}" --passes legality --cores "$threads" \
-    --sample "$samples" --seed "$seed" > "$run.sample.txt" 2> "$run.sample.log" ||
-    failed "sampling the legal space" "$run.sample.log"
-  limit=$timeout
-  if [ "$limit" = auto ]; then  # 20x the csr schedule over warm-up + timed runs + verification
-    limit=$(jq -r --argjson f "$timeout_factor" --argjson m "$timeout_min" \
-                 'if .csr.median_s then [$m, (.warmup + .repeats + 1) * $f * .csr.median_s] | max
-                  else empty end' "$run.admissible.json")
-    limit=${limit:-60}
+    # (b) SAMPLES schedules uniformly from the legal space (threads 1..THREADS), then measured.
+    "$waco" space --kernel "$kernel" "$f" "${dense[@]}" --passes legality --cores "$threads" \
+      --sample "$samples" --seed "$seed" > "$run.sample.txt" 2> "$run.sample.log" ||
+      failed "sampling the legal space" "$run.sample.log"
+    limit=$timeout
+    if [ "$limit" = auto ]; then  # 20x the csr schedule over warm-up + timed runs + verification
+      limit=$(jq -r --argjson f "$timeout_factor" --argjson m "$timeout_min" \
+                   'if .csr.median_s then [$m, (.warmup + .repeats + 1) * $f * .csr.median_s] | max
+                    else empty end' "$run.admissible.json")
+      limit=${limit:-60}
+    fi
+    "$waco" tune --kernel "$kernel" "$f" "${dense[@]}" --schedules "$run.sample.txt" --db "$db" \
+      --threads "$threads" --timeout "$limit" --json > "$run.random.json" 2> "$run.random.log" ||
+      failed "the random tune" "$run.random.log"
+    t2=$(now)
   fi
-  "$waco" tune --kernel "$kernel" "$f" "${dense[@]}" --schedules "$run.sample.txt" --db "$db" \
-    --threads "$threads" --timeout "$limit" --json > "$run.random.json" 2> "$run.random.log" ||
-    failed "the random tune" "$run.random.log"
-  t2=$(now)
 
   # (c) the two winners and the baseline side by side, interleaved.
+  t2b=$(now)
   adm=$(jq -r '.best.schedule // empty' "$run.admissible.json")
   rnd=$(jq -r '.best.schedule // empty' "$run.random.json")
   schedules=()
@@ -103,6 +117,8 @@ for f in "$@"; do
     failed "bench (or a verification in it)" "$run.bench.log"
   [ -f "$run.bench.json" ] || echo '{"results": []}' > "$run.bench.json"
   t3=$(now)
+  # REBENCH: the bench's own duration after the earlier tunes'.
+  [ "${REBENCH:-0}" = 1 ] && t3=$(awk -v a="$t2" -v b="$(elapsed "$t2b" "$t3")" 'BEGIN { print a + b }')
 
   # Rows of bench: the baseline, then the schedules in the order given.
   row=$(jq -n --arg matrix "$name" --arg file "$f" --arg adm "$adm" --arg rnd "$rnd" \
@@ -111,6 +127,8 @@ for f in "$@"; do
     --slurpfile a "$run.admissible.json" --slurpfile r "$run.random.json" \
     --slurpfile b "$run.bench.json" '
     def med(i): ($b[0].results[i] // {}) | if .verified == true then .median_s else null end;
+    def mn(i): ($b[0].results[i] // {}) | if .verified == true then .min_s else null end;
+    def idx_random: if $adm == "" or $rnd == $adm then 1 else 2 end;
     (med(0)) as $base | (if $adm == "" then null else med(1) end) as $ta
     | (if $rnd == "" then null elif $rnd == $adm then $ta elif $adm == "" then med(1)
        else med(2) end) as $tr
@@ -125,6 +143,8 @@ for f in "$@"; do
        random_timeout_s: ($timeout | tonumber),
        baseline_median_s: $base, best_admissible_median_s: $ta, best_random_median_s: $tr,
        ratio: (if $ta and $tr then $ta / $tr else null end),
+       ratio_of_minima: (if $ta and $tr and $adm != "" and $rnd != "" then mn(1) / mn(idx_random)
+                         else null end),
        survived: (if $ta and $tr then ($ta / $tr <= 1.02) else null end),
        speedup_over_baseline: (if $ta and $base then $base / $ta else null end),
        tune_speedup_over_csr: $a[0].speedup_over_csr,
