@@ -244,16 +244,12 @@ void Space::init(kernels::KernelKind k, std::vector<std::int64_t> extents,
 }
 
 Space Space::for_problem(const kernels::Problem& p, const SpaceOptions& opts) {
-  Space s;
-  const codegen::KernelSpec& spec = codegen::kernel_spec(p.kind);
-  s.init(p.kind, codegen::extents(spec, p), opts);
-  auto facts = std::make_shared<MatrixFacts>();
-  facts->counts = PrefixCounts::compute(p);
-  if (!kernels::needs_tensor(p.kind)) {
-    facts->signature = signature::compute_signature(*p.A);
-    facts->has_signature = true;
-  }
-  s.facts_ = std::move(facts);
+  // One construction for both entry points: tune's space (from the problem) and space's (from
+  // the operand) must be the same space. They were not for MTTKRP, whose (i, k) projection
+  // signature only for_operand computed, so tune's tile-window removed nothing there.
+  Space s = for_operand(p.kind, p.A, p.T, p.dense_size(), opts);
+  WACO_ASSERT(s.extents_ == codegen::extents(codegen::kernel_spec(p.kind), p),
+              "for_operand and the problem disagree on the extents");
   return s;
 }
 
