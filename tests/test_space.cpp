@@ -35,6 +35,17 @@ std::int64_t brute_distinct(const std::vector<const std::vector<kernels::index_t
   return static_cast<std::int64_t>(s.size());
 }
 
+/// A generated 300 x 200 matrix, 1800 uniform nonzeros (seed 7).
+kernels::CooMatrix uniform_300x200() {
+  kernels::GeneratorSpec g;
+  g.kind = "uniform";
+  g.rows = 300;
+  g.cols = 200;
+  g.nnz = 1800;
+  g.seed = 7;
+  return kernels::generate(g);
+}
+
 kernels::CooMatrix small_matrix() {
   // 6 x 7, an empty row, a denser row, a column block.
   return test::from_triplets(6, 7, {0, 0, 1, 3, 3, 3, 3, 4, 5}, {0, 5, 1, 0, 2, 3, 6, 2, 6},
@@ -231,13 +242,7 @@ TEST_CASE("space: prefix counts equal brute force on every shift") {
 }
 
 TEST_CASE("space: prefix counts agree with the signature's block statistics") {
-  kernels::GeneratorSpec g;
-  g.kind = "uniform";
-  g.rows = 300;
-  g.cols = 200;
-  g.nnz = 1800;
-  g.seed = 7;
-  const kernels::CooMatrix a = kernels::generate(g);
+  const kernels::CooMatrix a = uniform_300x200();
   const PrefixCounts pc = PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols});
   const signature::LocalitySignature sig = signature::compute_signature(a);
   for (int x = 0; x <= 5; ++x)
@@ -491,13 +496,7 @@ TEST_CASE("space: the legality check agrees with build_storage's refusals") {
 TEST_CASE("space: tune's space (from the problem) is space's (from the operand)") {
   // tune builds its space from the Problem, the space command from the operand; for MTTKRP the
   // former once lacked the (i, k) projection's signature, so tile-window removed nothing in tune.
-  kernels::GeneratorSpec g;
-  g.kind = "uniform";
-  g.rows = 300;
-  g.cols = 200;
-  g.nnz = 1800;
-  g.seed = 7;
-  const kernels::CooMatrix a = kernels::generate(g);
+  const kernels::CooMatrix a = uniform_300x200();
   const kernels::CooTensor t = kernels::generate_tensor({40, 30, 20}, 600, 5);
   for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM, KernelKind::MTTKRP}) {
     const bool tensor = kernels::needs_tensor(k);

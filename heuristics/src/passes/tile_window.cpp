@@ -21,6 +21,7 @@
 
 #include "passes.hpp"
 #include "waco/signature/model.hpp"
+#include "waco/signature/signature.hpp"
 
 namespace waco::heuristics::detail {
 
@@ -35,15 +36,9 @@ int round_log2(std::int64_t v) {
   return static_cast<int>(std::lround(std::log2(static_cast<double>(std::max<std::int64_t>(v, 1)))));
 }
 
-int ceil_log2(std::int64_t v) {
-  int l = 0;
-  while ((std::int64_t{1} << l) < v) ++l;
-  return l;
-}
-
 /// The log2 tile size of a split (1 = unsplit = the whole extent).
 int log2_tile(int split, std::int64_t extent) {
-  return split == 1 ? ceil_log2(extent) : round_log2(split);
+  return split == 1 ? signature::log2_ceil(extent) : round_log2(split);
 }
 
 }  // namespace
@@ -70,7 +65,7 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
         mo.threads = space.cores();
         mo.cache = signature::cache_capacity(p.cache_level, space.cores(), p.cache_bytes);
         const signature::TileSelection sel = signature::select_tiles(space.facts()->signature, mo);
-        const std::int64_t parts = static_cast<std::int64_t>(mo.threads) * mo.panels_per_thread;
+        const int parts = mo.threads * mo.panels_per_thread;
         const codegen::KernelSpec& spec = space.spec();
         std::vector<Center> centers;
         std::ostringstream msg;
@@ -87,8 +82,9 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
           ctr.log2_split.resize(spec.vars.size());
           // The kept log2 tile sizes of variable v for a model tile T along it.
           auto tiles = [&](char v, std::int64_t T, bool sparse) -> std::vector<int> {
-            const int whole = ceil_log2(space.extent(v));
-            const std::int64_t cap = (space.extent(v) + parts - 1) / parts;
+            const int whole = signature::log2_ceil(space.extent(v));
+            const std::int64_t cap =
+                signature::sparse_tile_candidates(space.extent(v), parts).back();
             if (T <= 1) return {whole};
             if (sparse && T >= cap && round_log2(T) < whole) return {round_log2(T), whole};
             return {std::min(round_log2(T), whole)};
@@ -99,7 +95,7 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
               tiles(col_var, best->T_j, true);
           if (kind == KernelKind::MTTKRP)  // l is not modeled: kept untiled (whole extent)
             ctr.log2_split[static_cast<std::size_t>(spec.var_index('l'))] = {
-                ceil_log2(space.extent('l'))};
+                signature::log2_ceil(space.extent('l'))};
           if (dense_var)
             ctr.log2_split[static_cast<std::size_t>(spec.var_index(dense_var))] =
                 tiles(dense_var, best->T_k, false);
