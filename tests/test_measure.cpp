@@ -157,6 +157,59 @@ TEST_CASE("measure: a schedule and a baseline are verified and timed in a child"
   CHECK(back.to_json() == g.to_json());
 }
 
+TEST_CASE("measure: compare times candidates side by side and keeps their failures apart") {
+  Fixture f;
+  MeasureOptions o = quick_options(cache_dir());
+  o.generated.storage.max_padding = 1.5;
+  Measurer m(f.p, f.ref, o);
+  const std::vector<Candidate> cs = {
+      schedule("csr"), Candidate::baseline("csr"), schedule("bcsr8x8"),
+      schedule("order=i,k format=UC parallel=i threads=1 chunk=4"),
+      Candidate::baseline("no-such-impl")};
+  const std::vector<Measurement> ms = m.compare(cs, 5);
+  REQUIRE(ms.size() == cs.size());
+  for (std::size_t i : {0, 1, 3}) {
+    INFO(cs[i].label() << ": " << ms[i].reason);
+    REQUIRE(ms[i].status == MeasureStatus::Ok);
+    CHECK(ms[i].verified);
+    CHECK(ms[i].repeats == 5);
+    CHECK(ms[i].seconds.size() == 5);
+    CHECK(ms[i].min_s <= ms[i].median_s);
+    CHECK(ms[i].median_s <= ms[i].max_s);
+  }
+  CHECK(ms[0].threads == 2);
+  CHECK(ms[3].threads == 1);
+  CHECK(fs::exists(ms[0].kernel_source));
+  CHECK(ms[2].status == MeasureStatus::Refused);  // padding, refused by the worker
+  CHECK(ms[4].status == MeasureStatus::Refused);  // unknown baseline, refused by the child
+  CHECK(ms[4].reason.find("no-such-impl") != std::string::npos);
+  CHECK(m.compare({}, 3).empty());
+
+  // A wrong result fails that candidate only.
+  kernels::Reference wrong = f.ref;
+  wrong.value[17] += 1.0;
+  MeasureOptions hooked = quick_options(cache_dir());
+  Measurer mw(f.p, wrong, hooked);
+  const std::vector<Measurement> w = mw.compare({schedule("csr"), Candidate::baseline("csr")}, 3);
+  REQUIRE(w.size() == 2);
+  CHECK(w[0].status == MeasureStatus::WrongResult);
+  CHECK(w[1].status == MeasureStatus::WrongResult);
+
+  // A crash takes down the comparison, not the caller: every candidate gets the reason.
+  hooked.child_hook = [](const Candidate& c) {
+    if (c.schedule && c.schedule->chunk == 2) raise(SIGSEGV);
+  };
+  Measurer mc(f.p, f.ref, hooked);
+  const std::vector<Measurement> crashed =
+      mc.compare({schedule("csr"), schedule("order=i,k format=UC parallel=i chunk=2")}, 3);
+  REQUIRE(crashed.size() == 2);
+  for (const Measurement& c : crashed) {
+    CHECK(c.status == MeasureStatus::Crashed);
+    CHECK(c.reason.find("signal 11") != std::string::npos);
+  }
+  CHECK(mc.measure(schedule("csr")).status == MeasureStatus::Ok);
+}
+
 TEST_CASE("measure: refusals and compile errors are statuses with reasons") {
   Fixture f;
   MeasureOptions o = quick_options(cache_dir());

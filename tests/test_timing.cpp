@@ -26,3 +26,25 @@ TEST_CASE("timing: time_repeated runs warm-up plus repeats and times each") {
   CHECK(s.min <= s.median);
   CHECK(s.median <= s.max);
 }
+
+TEST_CASE("timing: time_interleaved rotates the order each round and skips empty functions") {
+  std::string trace;
+  const std::vector<std::function<void()>> fns = {
+      [&] { trace += 'a'; }, nullptr, [&] { trace += 'c'; }};
+  const std::vector<TimingStats> s = time_interleaved(fns, TimingOptions{1, 3});
+  // Round r starts with function r % 3; b is empty. 1 warm-up round + 3 timed rounds.
+  CHECK(trace == "ac" "ca" "ca" "ac");
+  REQUIRE(s.size() == 3);
+  CHECK(s[0].seconds.size() == 3);
+  CHECK(s[1].seconds.empty());
+  CHECK(s[2].seconds.size() == 3);
+  CHECK(s[2].min <= s[2].median);
+
+  // settle: untimed runs of the same function right before each timed run.
+  trace.clear();
+  const std::vector<std::function<void()>> two = {[&] { trace += 'a'; }, [&] { trace += 'b'; }};
+  const std::vector<TimingStats> t = time_interleaved(two, TimingOptions{0, 2}, 2);
+  CHECK(trace == "aaa" "bbb" "bbb" "aaa");
+  CHECK(t[0].seconds.size() == 2);
+  CHECK_THROWS_AS(time_interleaved(two, TimingOptions{0, 0}), InternalError);
+}

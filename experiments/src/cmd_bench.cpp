@@ -2,6 +2,7 @@
 // (round r times every implementation once before round r+1, starting one implementation later
 // each round), so that machine noise hits all of them alike; reports median/min/max and the ratio of each median to the first implementation's.
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -82,24 +83,14 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
     impls.push_back(r.error.empty() ? std::move(impl) : nullptr);
   }
 
-  std::vector<std::vector<double>> samples(impls.size());
-  // Each round starts one implementation later (round r runs r % n first), so that none always
-  // runs right after the same other one: an implementation that leaves the caches cold or its
-  // threads spinning for the next would otherwise slow one fixed neighbour only.
-  for (int round = 0; round < o.warmup + o.repeat; ++round) {
-    for (std::size_t k = 0; k < impls.size(); ++k) {
-      const std::size_t i = (k + static_cast<std::size_t>(round)) % impls.size();
-      if (!impls[i]) continue;
-      const double t0 = now_seconds();
-      impls[i]->run();
-      const double dt = now_seconds() - t0;
-      if (round >= o.warmup) samples[i].push_back(dt);
-    }
-  }
+  std::vector<std::function<void()>> runs(impls.size());
+  for (std::size_t i = 0; i < impls.size(); ++i)
+    if (impls[i]) runs[i] = [impl = impls[i].get()] { impl->run(); };
+  const std::vector<TimingStats> stats = time_interleaved(runs, {o.warmup, o.repeat});
   const double flops = p.flops(), bytes = min_traffic_bytes(p);
   for (std::size_t i = 0; i < impls.size(); ++i) {
     if (!impls[i]) continue;
-    rows[i].t = summarize(samples[i]);
+    rows[i].t = stats[i];
     rows[i].gflops = flops / rows[i].t.median * 1e-9;
     rows[i].gbs = bytes / rows[i].t.median * 1e-9;
     if (rows[0].error.empty()) rows[i].ratio = rows[i].t.median / rows[0].t.median;

@@ -57,6 +57,8 @@ struct Options {
   int threads = 0;
   int repeat = 10;
   int warmup = 2;
+  int confirm = 10;
+  int confirm_rounds = 20;
   double timeout = 60.0;
   double compile_timeout = 300.0;
   double tolerance = kDefaultTolerance;
@@ -297,45 +299,56 @@ int run_tune(const Options& o) {
   const TuneResult r = run_candidates(db, key, measurer, candidates, to);
   if (!o.quiet && tty && !r.entries.empty() && !r.complete) std::fprintf(stderr, "\n");
 
-  // 7. Side by side: the best and both references measured again back to back (not stored),
-  // so that the reported speedups compare timings of one moment even when some came from the
-  // database or the machine's load changed during the search.
-  const TuneEntry* best = r.best ? &r.entries[*r.best] : nullptr;
-  std::optional<Measurement> confirm_best, confirm_csr, confirm_base;
-  if (best && r.stopped_by != "interrupted") {
-    confirm_csr = measurer.measure(csr_schedule.candidate);
-    confirm_best = measurer.measure(best->candidate);
-    confirm_base = measurer.measure(csr_baseline.candidate);
+  // 7. Confirmation: the search's best candidates and both references measured again side by
+  // side in one child (interleaved rounds). The winner and the speedups come from these
+  // timings: two separate measurements of one kernel drift by up to 1.5x on a shared machine,
+  // more than the gap between the top candidates. Not stored (see confirm_best).
+  std::optional<Confirmation> confirmation;
+  if (o.confirm > 0 && r.best && r.stopped_by != "interrupted") {
+    const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
+    if (!o.quiet)
+      std::fprintf(stderr, "tune: measuring the best %lld side by side with %s (%d rounds)\n",
+                   static_cast<long long>(std::min<std::int64_t>(o.confirm, ok)),
+                   shortcut.c_str(), o.confirm_rounds);
+    confirmation = confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate},
+                                {o.confirm, o.confirm_rounds});
   }
-  const bool confirmed = confirm_best && confirm_csr && confirm_base &&
-                         confirm_best->status == MeasureStatus::Ok;
+  const bool confirmed = confirmation && confirmation->best.has_value();
+  const TuneEntry* search_best = r.best ? &r.entries[*r.best] : nullptr;
+  const ConfirmEntry* winner = confirmed ? &confirmation->ranking[*confirmation->best] : nullptr;
+  const TuneEntry* best = winner ? &r.entries[winner->entry] : search_best;
+  const std::optional<Measurement> confirm_csr =
+      confirmed ? std::optional<Measurement>(confirmation->references[0]) : std::nullopt;
+  const std::optional<Measurement> confirm_base =
+      confirmed ? std::optional<Measurement>(confirmation->references[1]) : std::nullopt;
   const auto speedup = [&](const TuneEntry& base,
                            const std::optional<Measurement>& again) -> nlohmann::json {
     if (confirmed && again->status == MeasureStatus::Ok)
-      return again->median_s / confirm_best->median_s;
+      return again->median_s / winner->measurement.median_s;
     if (!best || base.measurement.status != MeasureStatus::Ok) return nullptr;
     return base.measurement.median_s / best->measurement.median_s;
   };
   const auto search_speedup = [&](const TuneEntry& base) -> nlohmann::json {
-    if (!best || base.measurement.status != MeasureStatus::Ok) return nullptr;
-    return base.measurement.median_s / best->measurement.median_s;
+    if (!search_best || base.measurement.status != MeasureStatus::Ok) return nullptr;
+    return base.measurement.median_s / search_best->measurement.median_s;
   };
   // Timings that moved a lot between the search and the side-by-side run mean a loaded or
-  // unstable machine: say so rather than let a ratio of noise pass for a speedup.
+  // unstable machine: say so, so that nobody reads the search's own timings as speedups.
   std::string noise;
   if (confirmed && confirm_csr->status == MeasureStatus::Ok &&
       csr_schedule.measurement.status == MeasureStatus::Ok) {
     const double drift = confirm_csr->median_s / csr_schedule.measurement.median_s;
-    const double best_drift = confirm_best->median_s / best->measurement.median_s;
+    const double best_drift = winner->measurement.median_s / best->measurement.median_s;
     if (drift > 1.5 || drift < 1 / 1.5 || best_drift > 1.5 || best_drift < 1 / 1.5) {
-      char buf[256];
+      char buf[320];
       std::snprintf(buf, sizeof buf,
                     "timings are unstable: the %s schedule took %s in the search and %s side by "
-                    "side, the best %s and %s (a loaded machine? try --threads 1 or more --repeat)",
+                    "side, the best %s and %s (a loaded machine? only the side-by-side ratios "
+                    "are comparable; try --threads 1 or more --confirm-rounds)",
                     shortcut.c_str(), format_seconds(csr_schedule.measurement.median_s).c_str(),
                     format_seconds(confirm_csr->median_s).c_str(),
                     format_seconds(best->measurement.median_s).c_str(),
-                    format_seconds(confirm_best->median_s).c_str());
+                    format_seconds(winner->measurement.median_s).c_str());
       noise = buf;
       std::fprintf(stderr, "warning: %s\n", buf);
     }
@@ -344,6 +357,33 @@ int run_tune(const Options& o) {
     if (!m || m->status != MeasureStatus::Ok) return nullptr;
     return m->median_s;
   };
+  nlohmann::json confirm_json = nullptr;
+  if (confirmation) {
+    nlohmann::json ranking = nlohmann::json::array();
+    for (const ConfirmEntry& ce : confirmation->ranking) {
+      const Measurement& m = ce.measurement;
+      nlohmann::json row = {{"schedule", r.entries[ce.entry].candidate.label()},
+                            {"search_rank", ce.search_rank},
+                            {"search_median_s", r.entries[ce.entry].measurement.median_s},
+                            {"status", std::string(status_name(m.status))}};
+      if (m.status == MeasureStatus::Ok) {
+        row["median_s"] = m.median_s;
+        row["min_s"] = m.min_s;
+        row["max_s"] = m.max_s;
+        if (confirmed) row["ratio_to_best"] = m.median_s / winner->measurement.median_s;
+      } else {
+        row["reason"] = m.reason;
+      }
+      ranking.push_back(row);
+    }
+    confirm_json = {{"top", o.confirm},
+                    {"rounds", confirmation->rounds},
+                    {"warmup", o.warmup},
+                    {"ranking", ranking},
+                    {"csr_median_s", median_or_null(confirm_csr)},
+                    {"csr_baseline_median_s", median_or_null(confirm_base)},
+                    {"seconds", confirmation->seconds}};
+  }
   std::vector<const TuneEntry*> ranked;
   for (const TuneEntry& e : r.entries)
     if (e.measurement.status == MeasureStatus::Ok) ranked.push_back(&e);
@@ -383,6 +423,9 @@ int run_tune(const Options& o) {
                                                     : nlohmann::json(r.stopped_by)},
                 {"status_counts", status_json(r.status_counts)},
                 {"best", best ? entry_json(*best) : nlohmann::json(nullptr)},
+                {"best_search_rank", winner ? nlohmann::json(winner->search_rank)
+                                            : (best ? nlohmann::json(1) : nlohmann::json(nullptr))},
+                {"search_best", search_best ? entry_json(*search_best) : nlohmann::json(nullptr)},
                 {"kernel_source", best && !best->measurement.kernel_source.empty()
                                       ? nlohmann::json(best->measurement.kernel_source)
                                       : nlohmann::json(nullptr)},
@@ -390,10 +433,8 @@ int run_tune(const Options& o) {
                 {"csr_baseline", entry_json(csr_baseline)},
                 {"speedup_over_csr", speedup(csr_schedule, confirm_csr)},
                 {"speedup_over_csr_baseline", speedup(csr_baseline, confirm_base)},
-                {"side_by_side", {{"confirmed", confirmed},
-                                  {"best_median_s", median_or_null(confirm_best)},
-                                  {"csr_median_s", median_or_null(confirm_csr)},
-                                  {"csr_baseline_median_s", median_or_null(confirm_base)}}},
+                {"confirmed", confirmed},
+                {"confirm", confirm_json},
                 {"noise_warning", noise.empty() ? nlohmann::json(nullptr) : nlohmann::json(noise)},
                 {"search_speedup_over_csr", search_speedup(csr_schedule)},
                 {"search_speedup_over_csr_baseline", search_speedup(csr_baseline)},
@@ -430,13 +471,25 @@ int run_tune(const Options& o) {
     show_ref((shortcut + " schedule").c_str(), csr_schedule);
     show_ref((shortcut + " baseline").c_str(), csr_baseline);
     if (best) {
-      std::printf("  best          %s  %s\n", format_seconds(best->measurement.median_s).c_str(),
+      std::printf("  best          %s  %s (search)\n", format_seconds(best->measurement.median_s).c_str(),
                   best->candidate.label().c_str());
       const nlohmann::json s1 = speedup(csr_schedule, confirm_csr),
                            s2 = speedup(csr_baseline, confirm_base);
       if (!s1.is_null()) std::printf("  speedup       %.3fx over the %s schedule", s1.get<double>(), shortcut.c_str());
       if (!s2.is_null()) std::printf(", %.3fx over the %s baseline", s2.get<double>(), shortcut.c_str());
-      std::printf("%s\n", confirmed ? " (measured again side by side)" : " (search timings)");
+      std::printf("%s\n", confirmed ? " (side by side)" : " (search timings)");
+      if (confirmed) {
+        const auto shown = [](const std::optional<Measurement>& m) {
+          return m->status == MeasureStatus::Ok ? format_seconds(m->median_s)
+                                                : std::string(status_name(m->status));
+        };
+        std::printf("  side by side  best %s, %s schedule %s, %s baseline %s: the search's best "
+                    "%d measured again over %d rounds; the winner was #%zu in the search\n",
+                    format_seconds(winner->measurement.median_s).c_str(), shortcut.c_str(),
+                    shown(confirm_csr).c_str(), shortcut.c_str(), shown(confirm_base).c_str(),
+                    static_cast<int>(confirmation->ranking.size()), confirmation->rounds,
+                    winner->search_rank);
+      }
       if (!best->measurement.kernel_source.empty())
         std::printf("  kernel source %s\n", best->measurement.kernel_source.c_str());
     } else {
@@ -496,6 +549,16 @@ Command make_tune_command() {
             sub.add_option("--warmup", o->warmup, "Untimed runs per candidate after verification")
                 ->check(CLI::Range(0, 1000000))
                 ->capture_default_str();
+            sub.add_option("--confirm", o->confirm,
+                           "Measure the search's best N again side by side with the csr "
+                           "references and pick the winner from those timings (0: trust the "
+                           "search's timings)")
+                ->check(CLI::Range(0, 1000))
+                ->capture_default_str();
+            sub.add_option("--confirm-rounds", o->confirm_rounds,
+                           "Interleaved timed rounds of the side-by-side measurement")
+                ->check(CLI::Range(1, 1000000))
+                ->capture_default_str();
             sub.add_option("--timeout", o->timeout,
                            "Seconds a candidate may take to verify and time before it is killed")
                 ->check(CLI::PositiveNumber)
@@ -523,9 +586,11 @@ Command make_tune_command() {
                 ->capture_default_str();
             add_read_options(sub, o->read);
             sub.footer(
-                "At the end the best schedule and both references are measured again back to\n"
-                "back; speedup_over_csr and speedup_over_csr_baseline come from these timings\n"
-                "(search_speedup_* from the stored ones).\n"
+                "At the end the search's best --confirm candidates and both references are\n"
+                "measured again side by side, interleaved, in one child: the winner (best) and\n"
+                "speedup_over_csr(_baseline) come from these timings, search_best and\n"
+                "search_speedup_* from the search's own. On a shared machine two separate\n"
+                "measurements of one kernel can differ by 1.5x; only side-by-side ratios rank.\n"
                 "Each candidate is built, compiled (cached), verified against the reference and\n"
                 "timed in a child process; one that crashes, hangs (--timeout) or computes a wrong\n"
                 "result is recorded with that status and its reason. Results are stored as they\n"

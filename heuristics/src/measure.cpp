@@ -1,13 +1,13 @@
-// Isolated measurement: a worker process forked early, and one measuring child per candidate
+// Isolated measurement: a worker process forked early, and one measuring child per request
 // (see measure.hpp for why). Messages between the processes are frames on Unix stream sockets:
 // one type byte, a 32-bit length, then the payload (JSON text). Sockets rather than pipes so that
 // writes can use MSG_NOSIGNAL: a peer that died is an error value, never a SIGPIPE.
 //
-//   parent  --'M' candidate JSON-->  worker  --fork-->  child   (a refused format: no child,
-//                                                                 the worker answers 'R' itself)
-//   parent  --'O' (OpenMP probe)-->  worker  --fork-->  child
-//   child   --'P' (prepared)------>  worker             (switches from the prepare to the run limit)
-//   child   --'R' Measurement----->  worker  --'R' Measurement-->  parent
+//   parent  --'M' {candidates: [one]}------>  worker  --fork-->  child   (a refused format: no
+//   parent  --'C' {candidates, rounds}------>  worker  --fork-->  child    child, the worker
+//   parent  --'O' (OpenMP probe)----------->  worker  --fork-->  child    answers for it)
+//   child   --'P' (prepared)--------------->  worker             (switches from the prepare to the run limit)
+//   child   --'R' [Measurement...]--------->  worker  --'R' [Measurement...]-->  parent
 #include "waco/heuristics/measure.hpp"
 
 #include <omp.h>
@@ -22,6 +22,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <functional>
 #include <memory>
 
 #include "waco/codegen/compiler.hpp"
@@ -243,76 +245,143 @@ std::string error_text(const Error& e) {
   return s;
 }
 
-/// Prepares, verifies and times one candidate. Sends the 'P' frame once prepared.
-Measurement measure_here(const kernels::Problem& p, const kernels::Reference& ref,
-                         const MeasureOptions& opts, int run_threads, const Candidate& c,
-                         int sock) {
+/// A candidate made ready in the measuring child: its implementation built and prepared (format
+/// and compile), or, when that failed, impl is null and m says why.
+struct Prepared {
+  std::unique_ptr<kernels::Implementation> impl;
+  codegen::GeneratedKernel* generated = nullptr;  ///< impl, when it is a generated kernel
   Measurement m;
+};
+
+Prepared prepare_candidate(const kernels::Problem& p, const MeasureOptions& opts, int run_threads,
+                           const Candidate& c) {
+  Prepared r;
+  Measurement& m = r.m;
   m.warmup = opts.warmup;
   m.repeats = opts.repeats;
   m.threads = c.effective_threads(run_threads);
-  std::unique_ptr<kernels::Implementation> impl;
-  codegen::GeneratedKernel* generated = nullptr;
   if (c.schedule) {
     const codegen::SuperSchedule& s = *c.schedule;
-    if (s.kind != p.kind)
-      return failed(m, MeasureStatus::Refused,
-                    "the schedule is for " + std::string(kernels::kernel_name(s.kind)));
+    if (s.kind != p.kind) {
+      m = failed(m, MeasureStatus::Refused,
+                 "the schedule is for " + std::string(kernels::kernel_name(s.kind)));
+      return r;
+    }
     const std::vector<std::string> problems = codegen::validate(s);
-    if (!problems.empty())
-      return failed(m, MeasureStatus::Refused, "invalid schedule: " + problems.front());
+    if (!problems.empty()) {
+      m = failed(m, MeasureStatus::Refused, "invalid schedule: " + problems.front());
+      return r;
+    }
     // A format build_storage refuses never gets here: the worker refused it from the prefix
     // counts (FormatCheck), so the format is built once and the kernel compiled once, both by
     // prepare() below (which also resolves the race strategy: the source depends on it).
     auto g = std::make_unique<codegen::GeneratedKernel>(s, opts.generated);
-    generated = g.get();
-    impl = std::move(g);
+    r.generated = g.get();
+    r.impl = std::move(g);
   } else {
     try {
-      impl = kernels::make_implementation(c.implementation, p.kind);
+      r.impl = kernels::make_implementation(c.implementation, p.kind);
     } catch (const Error& e) {
-      return failed(m, MeasureStatus::Refused, error_text(e));
+      m = failed(m, MeasureStatus::Refused, error_text(e));
+      return r;
     }
   }
   try {
-    impl->prepare(p, run_threads);
+    r.impl->prepare(p, run_threads);
   } catch (const Error& e) {
     // For a generated kernel whose format passed FormatCheck, what remains to fail is the
     // compilation (its command and log are in the message).
-    return failed(m, generated ? MeasureStatus::CompileError : MeasureStatus::Refused,
-                  error_text(e));
+    m = failed(m, r.generated ? MeasureStatus::CompileError : MeasureStatus::Refused,
+               error_text(e));
+    r.impl.reset();
+    r.generated = nullptr;
+    return r;
   }
-  m.conversion_s = impl->conversion_seconds();
-  if (generated) {
-    m.compile_s = generated->compile_seconds();
-    m.cache_hit = generated->cache_hit();
-    m.threads = generated->threads();
-    m.kernel_source = generated->source_path();
-    m.stored_values = generated->storage().stored_values();
+  m.conversion_s = r.impl->conversion_seconds();
+  if (r.generated) {
+    m.compile_s = r.generated->compile_seconds();
+    m.cache_hit = r.generated->cache_hit();
+    m.threads = r.generated->threads();
+    m.kernel_source = r.generated->source_path();
+    m.stored_values = r.generated->storage().stored_values();
   }
-  write_frame(sock, 'P', {});
-  if (opts.child_hook) opts.child_hook(c);
+  return r;
+}
 
-  const auto check = [&](const char* when) -> std::optional<std::string> {
-    const std::vector<float>& out = impl->output();
-    const kernels::Verification v =
-        kernels::verify(out.data(), static_cast<std::int64_t>(out.size()), ref, opts.tolerance);
-    m.max_rel_error = v.max_rel_error;
-    if (v.ok) return std::nullopt;
-    return std::string(when) + ": " + v.message;
-  };
-  impl->run();
-  if (auto bad = check("first run")) return failed(m, MeasureStatus::WrongResult, *bad);
-  const kernels::TimingStats t =
-      kernels::time_repeated([&] { impl->run(); }, {opts.warmup, opts.repeats});
-  if (auto bad = check("after timing")) return failed(m, MeasureStatus::WrongResult, *bad);
+/// Verifies the prepared candidate's output; on a mismatch marks it WrongResult, drops its
+/// implementation and returns false.
+bool verify_output(Prepared& c, const kernels::Reference& ref, double tolerance,
+                   const char* when) {
+  const std::vector<float>& out = c.impl->output();
+  const kernels::Verification v =
+      kernels::verify(out.data(), static_cast<std::int64_t>(out.size()), ref, tolerance);
+  c.m.max_rel_error = v.max_rel_error;
+  if (v.ok) return true;
+  c.m = failed(c.m, MeasureStatus::WrongResult, std::string(when) + ": " + v.message);
+  c.impl.reset();
+  c.generated = nullptr;
+  return false;
+}
+
+void set_times(Measurement& m, const kernels::TimingStats& t) {
   m.verified = true;
   m.seconds = t.seconds;
   m.median_s = t.median;
   m.min_s = t.min;
   m.max_s = t.max;
   m.status = MeasureStatus::Ok;
-  return m;
+}
+
+/// Prepares, verifies and times one candidate. Sends the 'P' frame once prepared.
+std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::Reference& ref,
+                                      const MeasureOptions& opts, int run_threads,
+                                      const Candidate& c, int sock) {
+  Prepared r = prepare_candidate(p, opts, run_threads, c);
+  if (!r.impl) return {r.m};
+  write_frame(sock, 'P', {});
+  if (opts.child_hook) opts.child_hook(c);
+  r.impl->run();
+  if (!verify_output(r, ref, opts.tolerance, "first run")) return {r.m};
+  kernels::Implementation* impl = r.impl.get();
+  const kernels::TimingStats t =
+      kernels::time_repeated([impl] { impl->run(); }, {opts.warmup, opts.repeats});
+  if (!verify_output(r, ref, opts.tolerance, "after timing")) return {r.m};
+  set_times(r.m, t);
+  return {r.m};
+}
+
+/// Prepares and verifies every candidate, then times them side by side (time_interleaved:
+/// opts.warmup untimed and `rounds` timed rounds; each timed run follows one untimed run of the
+/// same candidate, so that it finds its own data in the caches as in the search's back-to-back
+/// runs, rather than the previous candidate's), then verifies again. One Measurement per
+/// candidate, in order. Sends the 'P' frame once all are prepared.
+std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::Reference& ref,
+                                      const MeasureOptions& opts, int run_threads,
+                                      const std::vector<Candidate>& cs, int rounds, int sock) {
+  std::vector<Prepared> ready;
+  ready.reserve(cs.size());
+  for (const Candidate& c : cs) ready.push_back(prepare_candidate(p, opts, run_threads, c));
+  write_frame(sock, 'P', {});
+  std::vector<std::function<void()>> runs(cs.size());
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    Prepared& r = ready[i];
+    if (!r.impl) continue;
+    if (opts.child_hook) opts.child_hook(cs[i]);
+    r.impl->run();
+    if (!verify_output(r, ref, opts.tolerance, "first run")) continue;
+    runs[i] = [impl = r.impl.get()] { impl->run(); };
+  }
+  const std::vector<kernels::TimingStats> t =
+      kernels::time_interleaved(runs, {opts.warmup, rounds}, /*settle=*/1);
+  std::vector<Measurement> out;
+  out.reserve(cs.size());
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    Prepared& r = ready[i];
+    r.m.repeats = rounds;
+    if (r.impl && verify_output(r, ref, opts.tolerance, "after timing")) set_times(r.m, t[i]);
+    out.push_back(std::move(r.m));
+  }
+  return out;
 }
 
 /// Runs an OpenMP parallel region on two threads (the probe); reports the team size.
@@ -366,15 +435,28 @@ class FormatCheck {
   std::vector<std::int64_t> extents_;
 };
 
-/// Forks a child running `body` and supervises it: the prepare limit until its 'P' frame, then
-/// the run limit until its 'R' frame.
+nlohmann::json to_json(const std::vector<Measurement>& ms) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const Measurement& m : ms) j.push_back(m.to_json());
+  return j;
+}
+
+std::vector<Measurement> from_json(const nlohmann::json& j) {
+  std::vector<Measurement> ms;
+  for (const nlohmann::json& e : j) ms.push_back(Measurement::from_json(e));
+  return ms;
+}
+
+/// Forks a child running `body` (which returns one Measurement per candidate it was given) and
+/// supervises it: the prepare limit until its 'P' frame, then the run limit until its 'R' frame.
+/// When the child fails as a whole (crash, timeout), the result is one failed Measurement.
 template <class Body>
-Measurement supervise(double prepare_limit, double run_limit, Body body) {
+std::vector<Measurement> supervise(double prepare_limit, double run_limit, Body body) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     Measurement m;
-    return failed(m, MeasureStatus::Crashed,
-                  std::string("socketpair failed: ") + std::strerror(errno));
+    return {failed(m, MeasureStatus::Crashed,
+                   std::string("socketpair failed: ") + std::strerror(errno))};
   }
   const pid_t worker = ::getpid();
   const pid_t child = ::fork();
@@ -382,19 +464,19 @@ Measurement supervise(double prepare_limit, double run_limit, Body body) {
     ::close(fds[0]);
     ::close(fds[1]);
     Measurement m;
-    return failed(m, MeasureStatus::Crashed, std::string("fork failed: ") + std::strerror(errno));
+    return {failed(m, MeasureStatus::Crashed, std::string("fork failed: ") + std::strerror(errno))};
   }
   if (child == 0) {
     ::close(fds[0]);
     if (!die_with_parent(worker)) ::_exit(3);
-    Measurement m;
+    std::vector<Measurement> ms;
     try {
-      m = body(fds[1]);
+      ms = body(fds[1]);
     } catch (const std::exception& e) {  // a bug or bad_alloc in the child: report, do not hide
-      m = failed(Measurement{}, MeasureStatus::Crashed,
-                 std::string("uncaught exception in the measuring child: ") + e.what());
+      ms = {failed(Measurement{}, MeasureStatus::Crashed,
+                   std::string("uncaught exception in the measuring child: ") + e.what())};
     }
-    write_frame(fds[1], 'R', m.to_json().dump());
+    write_frame(fds[1], 'R', to_json(ms).dump());
     ::_exit(0);
   }
   ::close(fds[1]);
@@ -402,7 +484,7 @@ Measurement supervise(double prepare_limit, double run_limit, Body body) {
   double limit = prepare_limit;
   double deadline = now_seconds() + limit;
   const char* phase = "preparing (format, compile)";
-  Measurement m;
+  std::vector<Measurement> m;
   for (;;) {
     char type = 0;
     std::string payload;
@@ -410,15 +492,15 @@ Measurement supervise(double prepare_limit, double run_limit, Body body) {
     if (st == ReadStatus::Timeout) {
       ::kill(child, SIGKILL);
       wait_child(child, true);
-      m = failed(Measurement{}, MeasureStatus::Timeout,
-                 "no result within " + format_limit(limit) + " s while " + phase +
-                     "; the child was killed");
+      m = {failed(Measurement{}, MeasureStatus::Timeout,
+                  "no result within " + format_limit(limit) + " s while " + phase +
+                      "; the child was killed")};
       break;
     }
     if (st == ReadStatus::Eof) {
       const int status = reap_child(child, 10.0);
-      m = failed(Measurement{}, MeasureStatus::Crashed,
-                 "the measuring child " + describe_exit(status) + " while " + phase);
+      m = {failed(Measurement{}, MeasureStatus::Crashed,
+                  "the measuring child " + describe_exit(status) + " while " + phase)};
       break;
     }
     if (type == 'P') {
@@ -428,12 +510,31 @@ Measurement supervise(double prepare_limit, double run_limit, Body body) {
       continue;
     }
     WACO_ASSERT(type == 'R', "unexpected frame from the measuring child");
-    m = Measurement::from_json(nlohmann::json::parse(payload));
+    m = from_json(nlohmann::json::parse(payload));
     reap_child(child, 10.0);
     break;
   }
   ::close(sock);
   return m;
+}
+
+nlohmann::json candidates_to_json(const std::vector<Candidate>& cs) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const Candidate& c : cs)
+    j.push_back({{"implementation", c.implementation},
+                 {"schedule", c.schedule ? codegen::to_json(*c.schedule) : nlohmann::json(nullptr)}});
+  return j;
+}
+
+std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
+  std::vector<Candidate> cs;
+  for (const nlohmann::json& e : j) {
+    Candidate c;
+    c.implementation = e.at("implementation").get<std::string>();
+    if (!e.at("schedule").is_null()) c.schedule = codegen::schedule_from_json(e.at("schedule"));
+    cs.push_back(std::move(c));
+  }
+  return cs;
 }
 
 [[noreturn]] void worker_main(int sock, pid_t parent, const kernels::Problem& p,
@@ -455,30 +556,52 @@ Measurement supervise(double prepare_limit, double run_limit, Body body) {
     char type = 0;
     std::string payload;
     if (read_frame(sock, -1.0, type, payload) != ReadStatus::Ok) ::_exit(0);
-    Measurement m;
+    std::vector<Measurement> m;
     if (type == 'O') {
       m = supervise(5.0, 5.0, [](int child_sock) {
         write_frame(child_sock, 'P', {});
-        return openmp_probe();
+        return std::vector<Measurement>{openmp_probe()};
       });
     } else {
-      WACO_ASSERT(type == 'M', "unexpected request to the measurement worker");
+      WACO_ASSERT(type == 'M' || type == 'C', "unexpected request to the measurement worker");
       const nlohmann::json j = nlohmann::json::parse(payload);
-      Candidate c;
-      c.implementation = j.at("implementation").get<std::string>();
-      if (!j.at("schedule").is_null()) c.schedule = codegen::schedule_from_json(j.at("schedule"));
-      if (std::optional<std::string> why = format_check.refusal(c)) {
-        m.warmup = opts.warmup;
-        m.repeats = opts.repeats;
-        m.threads = c.effective_threads(run_threads);
-        m = failed(m, MeasureStatus::Refused, std::move(*why));
-      } else {
-        m = supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
-          return measure_here(p, ref, opts, run_threads, c, child_sock);
-        });
+      const std::vector<Candidate> cs = candidates_from_json(j.at("candidates"));
+      const int rounds = j.at("rounds").get<int>();
+      // Refused formats are answered here; the rest go to one child.
+      std::vector<std::optional<Measurement>> answer(cs.size());
+      std::vector<Candidate> todo;
+      for (std::size_t i = 0; i < cs.size(); ++i) {
+        if (std::optional<std::string> why = format_check.refusal(cs[i])) {
+          Measurement r;
+          r.warmup = opts.warmup;
+          r.repeats = type == 'C' ? rounds : opts.repeats;
+          r.threads = cs[i].effective_threads(run_threads);
+          answer[i] = failed(r, MeasureStatus::Refused, std::move(*why));
+        } else {
+          todo.push_back(cs[i]);
+        }
       }
+      std::vector<Measurement> done;
+      if (!todo.empty()) {
+        const double n = static_cast<double>(todo.size());
+        done = type == 'M'
+                   ? supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
+                       return measure_here(p, ref, opts, run_threads, todo.front(), child_sock);
+                     })
+                   : supervise(opts.prepare_timeout_s * n,
+                               opts.run_timeout_s * n *
+                                   std::max(1.0, static_cast<double>(rounds) / opts.repeats),
+                               [&](int child_sock) {
+                                 return compare_here(p, ref, opts, run_threads, todo, rounds,
+                                                     child_sock);
+                               });
+        // A child that failed as a whole sent one Measurement: it stands for every candidate.
+        if (done.size() != todo.size()) done.assign(todo.size(), done.front());
+      }
+      std::size_t next = 0;
+      for (auto& a : answer) m.push_back(a ? std::move(*a) : std::move(done[next++]));
     }
-    if (!write_frame(sock, 'R', m.to_json().dump())) ::_exit(0);
+    if (!write_frame(sock, 'R', to_json(m).dump())) ::_exit(0);
   }
 }
 
@@ -517,7 +640,8 @@ Measurer::Measurer(const kernels::Problem& p, const kernels::Reference& ref, Mea
     stop();
     throw Error("the measurement worker did not answer its start-up probe");
   }
-  const Measurement probe = Measurement::from_json(nlohmann::json::parse(payload));
+  const std::vector<Measurement> answer = from_json(nlohmann::json::parse(payload));
+  const Measurement probe = answer.empty() ? Measurement{} : answer.front();
   if (probe.status != MeasureStatus::Ok || probe.threads < 1) {
     stop();
     WACO_ASSERT(false, "OpenMP does not work in measuring children (" + probe.reason +
@@ -539,33 +663,50 @@ void Measurer::stop() {
   }
 }
 
-Measurement Measurer::measure(const Candidate& c) {
-  WACO_ASSERT(sock_ >= 0, "measure() on a stopped Measurer");
+std::vector<Measurement> Measurer::request(char type, const std::vector<Candidate>& cs,
+                                           int rounds, double limit_s) {
+  WACO_ASSERT(sock_ >= 0, "a measurement on a stopped Measurer");
   const double t0 = now_seconds();
-  const nlohmann::json request = {
-      {"implementation", c.implementation},
-      {"schedule", c.schedule ? codegen::to_json(*c.schedule) : nlohmann::json(nullptr)}};
-  char type = 0;
+  const nlohmann::json request = {{"candidates", candidates_to_json(cs)}, {"rounds", rounds}};
+  char type_back = 0;
   std::string payload;
   ReadStatus st = ReadStatus::Eof;
-  if (write_frame(sock_, 'M', request.dump()))
-    st = read_frame(sock_, t0 + opts_.prepare_timeout_s + opts_.run_timeout_s + 60.0, type,
-                    payload);
-  if (st != ReadStatus::Ok || type != 'R') {
+  if (write_frame(sock_, type, request.dump()))
+    st = read_frame(sock_, t0 + limit_s + 60.0, type_back, payload);
+  std::vector<Measurement> ms;
+  if (st == ReadStatus::Ok && type_back == 'R') ms = from_json(nlohmann::json::parse(payload));
+  if (ms.size() != cs.size()) {
     const pid_t w = worker_;
     stop();
     throw Error("the measurement worker (pid " + std::to_string(w) + ") stopped answering while "
-                "measuring " + c.label(),
+                "measuring " + cs.front().label() + (cs.size() > 1 ? " and others" : ""),
                 "it was killed from outside or ran out of memory; run the command again, it "
                 "resumes where it stopped");
   }
-  Measurement m = Measurement::from_json(nlohmann::json::parse(payload));
-  m.wall_s = now_seconds() - t0;
-  // A child that died before reporting could not say how it was to run.
-  m.warmup = opts_.warmup;
-  m.repeats = opts_.repeats;
-  if (m.threads <= 0) m.threads = c.effective_threads(run_threads_);
-  return m;
+  const double wall = now_seconds() - t0;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    Measurement& m = ms[i];
+    m.wall_s = wall;
+    // A child that died before reporting could not say how it was to run.
+    m.warmup = opts_.warmup;
+    m.repeats = type == 'C' ? rounds : opts_.repeats;
+    if (m.threads <= 0) m.threads = cs[i].effective_threads(run_threads_);
+  }
+  return ms;
+}
+
+Measurement Measurer::measure(const Candidate& c) {
+  return request('M', {c}, opts_.repeats,
+                 opts_.prepare_timeout_s + opts_.run_timeout_s).front();
+}
+
+std::vector<Measurement> Measurer::compare(const std::vector<Candidate>& cs, int rounds) {
+  WACO_ASSERT(rounds >= 1, "compare needs rounds >= 1");
+  if (cs.empty()) return {};
+  const double n = static_cast<double>(cs.size());
+  return request('C', cs, rounds,
+                 (opts_.prepare_timeout_s + opts_.run_timeout_s *
+                                                std::max(1.0, double(rounds) / opts_.repeats)) * n);
 }
 
 }  // namespace waco::heuristics

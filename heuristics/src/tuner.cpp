@@ -3,6 +3,7 @@
 #include "waco/heuristics/tuner.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "waco/kernels/error.hpp"
@@ -92,6 +93,48 @@ TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Measurer& me
   }
   r.seconds = kernels::now_seconds() - t0;
   return r;
+}
+
+Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
+                          const std::vector<Candidate>& references, const ConfirmOptions& opts) {
+  WACO_ASSERT(opts.top >= 1 && opts.rounds >= 1, "confirm_best needs top >= 1 and rounds >= 1");
+  const double t0 = kernels::now_seconds();
+  Confirmation c;
+  c.rounds = opts.rounds;
+  std::vector<std::size_t> ok;
+  for (std::size_t i = 0; i < r.entries.size(); ++i)
+    if (r.entries[i].measurement.status == MeasureStatus::Ok) ok.push_back(i);
+  // Stable: equal medians keep the search's order.
+  std::stable_sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) {
+    return r.entries[a].measurement.median_s < r.entries[b].measurement.median_s;
+  });
+  if (ok.size() > static_cast<std::size_t>(opts.top)) ok.resize(static_cast<std::size_t>(opts.top));
+
+  std::vector<Candidate> batch;
+  std::unordered_map<std::string, std::size_t> slot;  // label -> index in batch
+  const auto add = [&](const Candidate& cand) {
+    const auto [it, fresh] = slot.emplace(cand.label(), batch.size());
+    if (fresh) batch.push_back(cand);
+    return it->second;
+  };
+  std::vector<std::size_t> nominee_slot, reference_slot;
+  for (std::size_t i : ok) nominee_slot.push_back(add(r.entries[i].candidate));
+  for (const Candidate& ref : references) reference_slot.push_back(add(ref));
+  const std::vector<Measurement> ms = measurer.compare(batch, opts.rounds);
+
+  for (std::size_t k = 0; k < ok.size(); ++k)
+    c.ranking.push_back({ok[k], k + 1, ms[nominee_slot[k]]});
+  std::stable_sort(c.ranking.begin(), c.ranking.end(),
+                   [](const ConfirmEntry& a, const ConfirmEntry& b) {
+                     const bool ao = a.measurement.status == MeasureStatus::Ok;
+                     const bool bo = b.measurement.status == MeasureStatus::Ok;
+                     if (ao != bo) return ao;
+                     return ao && a.measurement.median_s < b.measurement.median_s;
+                   });
+  for (std::size_t s : reference_slot) c.references.push_back(ms[s]);
+  if (!c.ranking.empty() && c.ranking.front().measurement.status == MeasureStatus::Ok) c.best = 0;
+  c.seconds = kernels::now_seconds() - t0;
+  return c;
 }
 
 }  // namespace waco::heuristics

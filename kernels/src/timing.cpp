@@ -37,4 +37,28 @@ TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& 
   return summarize(std::move(samples));
 }
 
+std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()>>& fns,
+                                          const TimingOptions& opts, int settle) {
+  WACO_ASSERT(opts.repeats >= 1 && opts.warmup >= 0 && settle >= 0,
+              "repeats must be >= 1, warmup and settle >= 0");
+  const std::size_t n = fns.size();
+  std::vector<std::vector<double>> samples(n);
+  for (auto& s : samples) s.reserve(static_cast<std::size_t>(opts.repeats));
+  for (int round = 0; round < opts.warmup + opts.repeats; ++round) {
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t i = (k + static_cast<std::size_t>(round)) % n;
+      if (!fns[i]) continue;
+      for (int w = 0; w < settle; ++w) fns[i]();
+      const double t0 = now_seconds();
+      fns[i]();
+      const double dt = now_seconds() - t0;
+      if (round >= opts.warmup) samples[i].push_back(dt);
+    }
+  }
+  std::vector<TimingStats> out(n);
+  for (std::size_t i = 0; i < n; ++i)
+    if (fns[i]) out[i] = summarize(std::move(samples[i]));
+  return out;
+}
+
 }  // namespace waco::kernels

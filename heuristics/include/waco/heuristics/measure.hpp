@@ -129,6 +129,16 @@ class Measurer {
   /// when the worker itself is gone (e.g. killed from outside).
   Measurement measure(const Candidate& c);
 
+  /// Measures several candidates side by side in one fresh child: all are prepared and verified
+  /// first, then timed interleaved (kernels::time_interleaved: options().warmup untimed rounds,
+  /// then `rounds` timed rounds, each running every candidate once), then verified again. On this
+  /// kind of machine (a shared VM whose speed drifts by tens of percent within a second, so that
+  /// two separate measurements of one kernel can differ by 1.5x) only such timings can rank
+  /// close candidates. One Measurement per candidate, in order (repeats = rounds); a child that
+  /// crashes or overruns its limits (prepare_timeout_s and run_timeout_s, each times the number
+  /// of candidates) fails them all with its reason. Throws like measure().
+  std::vector<Measurement> compare(const std::vector<Candidate>& cs, int rounds);
+
   const MeasureOptions& options() const { return opts_; }
   /// Threads a candidate with threads = 0 runs on (options().threads resolved).
   int run_threads() const { return run_threads_; }
@@ -138,6 +148,9 @@ class Measurer {
  private:
   /// Closes the socket (the worker exits on EOF) and reaps the worker; idempotent.
   void stop();
+  /// Sends one request ('M': measure cs[0]; 'C': compare) and waits up to limit_s (+ slack).
+  std::vector<Measurement> request(char type, const std::vector<Candidate>& cs, int rounds,
+                                   double limit_s);
 
   MeasureOptions opts_;
   int run_threads_ = 1;

@@ -78,4 +78,35 @@ TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Measurer& m
 TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Measurer& measurer,
                           const std::vector<Candidate>& candidates, const TuneOptions& opts);
 
+/// The confirmation stage of a search: the best candidates by their search timings, measured
+/// again side by side (Measurer::compare) with reference candidates, to pick the winner from
+/// timings of one moment. Separate measurements on a shared machine drift by up to 1.5x, which
+/// is more than the gap between the top candidates, so the search's own order only nominates.
+struct ConfirmOptions {
+  int top = 10;     ///< best verified candidates of the search to measure again (>= 1)
+  int rounds = 20;  ///< timed interleaved rounds (>= 1)
+};
+
+struct ConfirmEntry {
+  std::size_t entry = 0;        ///< index into TuneResult::entries
+  std::size_t search_rank = 0;  ///< 1 = the search's best
+  Measurement measurement;      ///< the side-by-side measurement
+};
+
+struct Confirmation {
+  std::vector<ConfirmEntry> ranking;     ///< the nominated candidates, fastest side by side first
+                                         ///< (failed ones last, in search order)
+  std::vector<Measurement> references;   ///< one per reference candidate, in order
+  std::optional<std::size_t> best;       ///< index into ranking: ranking[0] when it is ok
+  int rounds = 0;
+  double seconds = 0.0;                  ///< wall time of the stage
+};
+
+/// Nominates the opts.top verified entries of r with the smallest search medians and measures
+/// them side by side with `references` (e.g. the csr schedule and baseline) in one call; a
+/// reference that is also nominated is measured once. Nothing is stored in the database: these
+/// timings compare candidates of one run, they are not repeatable values of one candidate.
+Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
+                          const std::vector<Candidate>& references, const ConfirmOptions& opts);
+
 }  // namespace waco::heuristics

@@ -28,4 +28,15 @@ TimingStats summarize(std::vector<double> samples);
 /// Runs fn warmup times, then repeats times timing each run.
 TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& opts);
 
+/// Times several functions side by side: opts.warmup untimed rounds, then opts.repeats timed
+/// rounds; every round runs each function once, round r starting with function r % n, so that
+/// machine noise (a shared host drifts by tens of percent within a second) and the cache state
+/// one function leaves to the next hit all of them alike. Only ratios of such timings are
+/// comparable on a noisy machine. With settle > 0, each turn first runs the function settle
+/// times untimed, so that the timed run finds the caches warm with its own data, as in a loop
+/// that calls one kernel many times; with 0 it finds what the previous function left. An empty
+/// function is skipped: its stats stay empty.
+std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()>>& fns,
+                                          const TimingOptions& opts, int settle = 0);
+
 }  // namespace waco::kernels
