@@ -195,4 +195,43 @@ TEST_CASE("tune: usage errors") {
   const Result db = cli("tune --kernel spmv --budget 1 --db /proc/none/r.sqlite " + example());
   CHECK(db.status == 1);
   CHECK(db.err.find("results database") != std::string::npos);
+  // An unwritable --output fails before any measurement: nothing recorded.
+  const Result out = cli("tune --kernel spmv --budget 2 -o /proc/none/k.cpp " + common(dir) + example());
+  CHECK(out.status == 1);
+  CHECK(out.err.find("/proc/none/k.cpp") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/results.sqlite"));
+  CHECK(cli("tune --kernel spmv --confirm -1 " + common(dir) + example()).status == 2);
+}
+
+TEST_CASE("tune: --output writes the winner's source, and --confirm 0 keeps the search's order") {
+  const std::string dir = waco::test::scratch_dir("tune-output");
+  const std::string kernel = dir + "/tuned.cpp";
+  const Result r = cli("tune --kernel spmv --search random --budget 3 --seed 2 --json -o " + kernel +
+                       " " + common(dir) + example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("output") == kernel);
+  std::ifstream in(kernel);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.rfind("// waco-hybrid tune: spmv on ", 0) == 0);
+  CHECK(text.find("// schedule: " + j.at("best").at("schedule").get<std::string>() + "\n") !=
+        std::string::npos);
+  CHECK(text.find("waco_kernel") != std::string::npos);
+  // The rest is the cached source, unchanged.
+  std::ifstream cached(j.at("kernel_source").get<std::string>());
+  const std::string source((std::istreambuf_iterator<char>(cached)), std::istreambuf_iterator<char>());
+  CHECK(text.size() > source.size());
+  CHECK(text.compare(text.size() - source.size(), source.size(), source) == 0);
+
+  // Without the confirmation the search's best wins and nothing is measured again.
+  const Result plain = cli("tune --kernel spmv --search random --budget 3 --seed 2 --json --confirm 0 " +
+                           common(dir) + example());
+  REQUIRE(plain.status == 0);
+  const auto k = nlohmann::json::parse(plain.out);
+  CHECK(k.at("confirmed") == false);
+  CHECK(k.at("confirm").is_null());
+  CHECK(k.at("best").at("schedule") == k.at("search_best").at("schedule"));
+  CHECK(k.at("best_search_rank") == 1);
+  CHECK(k.at("speedup_over_csr") == k.at("search_speedup_over_csr"));
 }

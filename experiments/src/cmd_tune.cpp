@@ -19,6 +19,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "cli_common.hpp"
 #include "command.hpp"
@@ -52,6 +53,7 @@ struct Options {
   double budget_seconds = 0.0;
   std::string passes = "all";
   std::string db;
+  std::string output;
   std::uint64_t seed = 1;
   int dense = 0;
   int threads = 0;
@@ -174,6 +176,7 @@ int run_tune(const Options& o) {
   const int threads = resolve_threads(o.threads);
   const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);
   const std::string db_path = o.db.empty() ? default_results_path() : o.db;
+  if (!o.output.empty()) check_writable(o.output);  // before the search, not after it
 
   // 1. The problem and its reference (serial: no OpenMP yet).
   const Operand op = load_operand(o.file, o.read, kind);
@@ -392,6 +395,35 @@ int run_tune(const Options& o) {
   });
   const double total_s = now_seconds() - t_start;
 
+  // 8. The tuned kernel's source, with what it was tuned for, where the user asked for it.
+  if (!o.output.empty() && r.stopped_by != "interrupted") {
+    if (!best || best->measurement.kernel_source.empty())
+      throw Error("no schedule was measured successfully, so nothing was written to " + o.output,
+                  "see the status counts and reasons in the output (--json: failures)");
+    std::ifstream in(best->measurement.kernel_source);
+    std::stringstream source;
+    source << in.rdbuf();
+    if (!in || source.str().empty())
+      throw Error("cannot read the tuned kernel's source " + best->measurement.kernel_source,
+                  "the kernel cache was removed during the run? run the command again");
+    const nlohmann::json sp = speedup(csr_schedule, confirm_csr);
+    std::string header = "// waco-hybrid tune: " + std::string(kernel_name(kind)) + " on " +
+                         o.file + " (fingerprint " + rec.fingerprint + ", dense " +
+                         std::to_string(p.dense_size()) + ", " + std::to_string(threads) +
+                         " threads)\n// schedule: " + best->candidate.label() + "\n";
+    if (!sp.is_null()) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "// speedup over the %s schedule: %.3fx (%s)\n",
+                    shortcut.c_str(), sp.get<double>(),
+                    confirmed ? "side by side" : "search timings");
+      header += buf;
+    }
+    header += "// Build its format with the schedule above (waco-hybrid emit --help explains the "
+              "arguments).\n";
+    write_text_file(o.output, header + source.str());
+    if (!o.quiet) std::fprintf(stderr, "tune: wrote the tuned kernel to %s\n", o.output.c_str());
+  }
+
   if (o.json) {
     nlohmann::json top = nlohmann::json::array();
     for (std::size_t i = 0; i < std::min<std::size_t>(5, ranked.size()); ++i)
@@ -443,6 +475,7 @@ int run_tune(const Options& o) {
                 {"search_s", r.seconds},
                 {"time_s", total_s},
                 {"db", db_path},
+                {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
                 {"context", context}});
   } else {
     std::printf("%s on %s (nnz %lld, dense %lld, %d threads), %s search\n",
@@ -535,6 +568,9 @@ Command make_tune_command() {
                            "Trimming pipeline defining the admissible set: pass names separated "
                            "by commas, 'all' or 'none' (see waco-hybrid space --list-passes)")
                 ->capture_default_str();
+            sub.add_option("--output,-o", o->output,
+                           "Write the winner's generated C++ source (self-contained, as emit "
+                           "gives it) to FILE, with its schedule in a comment");
             sub.add_option("--db", o->db,
                            "Results database (default: " + default_results_path() + ")");
             sub.add_option("--seed", o->seed, "Seed of the random sample and the dense operands")
@@ -600,6 +636,7 @@ Command make_tune_command() {
                 "Examples:\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget 50 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive --passes all --json A.mtx\n"
+                "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.cpp A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n");
             return [o] { return run_tune(*o); };
