@@ -306,15 +306,25 @@ int run_tune(const Options& o) {
   // side in one child (interleaved rounds). The winner and the speedups come from these
   // timings: two separate measurements of one kernel drift by up to 1.5x on a shared machine,
   // more than the gap between the top candidates. Not stored (see confirm_best).
+  // All candidates live in one process: at most a quarter of the memory for them (each holds
+  // its output and its format, ~12 bytes per nonzero).
   std::optional<Confirmation> confirmation;
   if (o.confirm > 0 && r.best && r.stopped_by != "interrupted") {
     const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
-    if (!o.quiet)
+    const double per_candidate = 4.0 * static_cast<double>(p.output_size()) +
+                                 12.0 * static_cast<double>(p.nnz());
+    const double fit = physical_memory_bytes() / 4 / per_candidate - 2;  // 2 references
+    const int top = static_cast<int>(std::max(1.0, std::min<double>(o.confirm, fit)));
+    if (!o.quiet) {
       std::fprintf(stderr, "tune: measuring the best %lld side by side with %s (%d rounds)\n",
-                   static_cast<long long>(std::min<std::int64_t>(o.confirm, ok)),
-                   shortcut.c_str(), o.confirm_rounds);
+                   static_cast<long long>(std::min<std::int64_t>(top, ok)), shortcut.c_str(),
+                   o.confirm_rounds);
+      if (top < o.confirm)
+        std::fprintf(stderr, "tune: only %d of --confirm %d: more would not fit in a quarter of "
+                             "this machine's memory\n", top, o.confirm);
+    }
     confirmation = confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate},
-                                {o.confirm, o.confirm_rounds});
+                                {top, o.confirm_rounds});
   }
   const bool confirmed = confirmation && confirmation->best.has_value();
   const TuneEntry* search_best = r.best ? &r.entries[*r.best] : nullptr;
@@ -379,7 +389,7 @@ int run_tune(const Options& o) {
       }
       ranking.push_back(row);
     }
-    confirm_json = {{"top", o.confirm},
+    confirm_json = {{"top", static_cast<int>(confirmation->ranking.size())},
                     {"rounds", confirmation->rounds},
                     {"warmup", o.warmup},
                     {"ranking", ranking},

@@ -4,12 +4,14 @@
 
 #include <omp.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <string>
 
 namespace waco::kernels {
@@ -83,6 +85,13 @@ int available_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
   return omp_get_num_procs();
+}
+
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return std::numeric_limits<double>::infinity();
+  return static_cast<double>(pages) * static_cast<double>(page);
 }
 
 const char* version() { return WACO_VERSION; }

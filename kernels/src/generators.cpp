@@ -32,6 +32,7 @@
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/seed_seq.hpp>
 
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 
@@ -173,13 +174,6 @@ void check_fill(const std::string& kind, double fill) {
 /// sample keys (3 x 8 B: keys, a batch, the radix buffer) or canonicalize unsorted edges, their
 /// temporaries.
 constexpr double kBytesSorted = 12.0, kBytesSampled = 36.0, kBytesUnsorted = 40.0;
-
-double physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return std::numeric_limits<double>::infinity();
-  return static_cast<double>(pages) * static_cast<double>(page);
-}
 
 /// Refuses entry counts over the 32-bit storage limit and requests whose working memory would
 /// exceed this machine's physical memory (estimated before allocating anything).

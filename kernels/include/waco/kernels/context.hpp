@@ -26,6 +26,9 @@ std::string cpu_model();
 /// Logical CPUs available to this process.
 int available_cpus();
 
+/// Physical memory of the machine in bytes (sysconf); +infinity when unknown.
+double physical_memory_bytes();
+
 /// The git revision this binary was built from (generated at build time).
 const char* git_revision();
 
