@@ -537,11 +537,7 @@ TEST_CASE("storage: conversion throughput against to_csr", "[.benchmark]") {
   // Rates in M nonzeros/s: median (min .. max) over the repetitions.
   // Wall time, and this thread's CPU time (the machine may be shared: time slices lost to other
   // processes do not count there).
-  auto cpu_seconds = [] {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-  };
+  const auto cpu_seconds = waco::kernels::thread_cpu_seconds;
   auto report = [&](const std::string& file, const std::string& what, double nnz, std::vector<double> t,
                     std::vector<double> cpu) {
     std::sort(t.begin(), t.end());

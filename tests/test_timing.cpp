@@ -48,3 +48,21 @@ TEST_CASE("timing: time_interleaved rotates the order each round and skips empty
   CHECK(t[0].seconds.size() == 2);
   CHECK_THROWS_AS(time_interleaved(two, TimingOptions{0, 0}), InternalError);
 }
+
+TEST_CASE("timing: the clock of TimingOptions measures the runs") {
+  // A fake clock that advances by one per reading: every timed run lasts exactly one tick.
+  static double ticks = 0.0;
+  ticks = 0.0;
+  TimingOptions o{1, 4};
+  o.clock = [] { return ticks += 1.0; };
+  const TimingStats s = time_repeated([] {}, o);
+  CHECK(s.seconds == std::vector<double>{1.0, 1.0, 1.0, 1.0});
+  const std::vector<TimingStats> t = time_interleaved({[] {}, [] {}}, o);
+  CHECK(t[0].median == 1.0);
+  CHECK(t[1].max == 1.0);
+  // The thread's CPU clock advances while this thread works, and not by more than wall time.
+  const double c0 = thread_cpu_seconds(), w0 = now_seconds();
+  volatile double x = 0;
+  while (thread_cpu_seconds() - c0 < 0.01) x = x + 1.0;
+  CHECK(now_seconds() - w0 >= thread_cpu_seconds() - c0 - 1e-3);
+}

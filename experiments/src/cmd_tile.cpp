@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -13,8 +14,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <time.h>
 
 #include "cli_common.hpp"
 #include "command.hpp"
@@ -109,15 +108,6 @@ struct GridPoint {
   std::string error;
 };
 
-/// Seconds of the chosen clock: the calling thread's CPU time (with one thread the kernel runs on
-/// the calling thread, so time the machine gives to other processes does not count) or wall time.
-double clock_seconds(bool cpu) {
-  if (!cpu) return now_seconds();
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 /// The sweep: for each T_i the panel structure is built once and every T_k of the grid runs on
 /// it, verified once, then timed (warm-up, then up to `repeat` runs; a point whose first run is
 /// more than `cutoff` times the best median so far stops there). Then the confirmation: the
@@ -176,10 +166,11 @@ nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p
   }
 
   const Reference ref = compute_reference(p);
+  double (*const clock)() = cpu_clock ? thread_cpu_seconds : now_seconds;
   const auto time_run = [&](JStream& impl) {
-    const double t0 = clock_seconds(cpu_clock);
+    const double t0 = clock();
     impl.run();
-    return clock_seconds(cpu_clock) - t0;
+    return clock() - t0;
   };
   std::vector<GridPoint> grid;
   const std::size_t total = tis.size() * tks.size();
@@ -293,21 +284,15 @@ nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p
     }
   }
   std::vector<TimingStats> conf(cand.size());
-  const int rounds = o.warmup + o.repeat;
   if (cand.size() > 1) {
     std::vector<std::unique_ptr<JStream>> impls;
     for (std::size_t c : cand) {
       impls.push_back(std::make_unique<JStream>(grid[c].tiles));
       impls.back()->prepare(p, threads);
     }
-    std::vector<std::vector<double>> samples(cand.size());
-    for (int r = 0; r < rounds; ++r)
-      for (std::size_t k = 0; k < cand.size(); ++k) {
-        const std::size_t c = (k + static_cast<std::size_t>(r)) % cand.size();  // rotate order
-        const double dt = time_run(*impls[c]);
-        if (r >= o.warmup) samples[c].push_back(dt);
-      }
-    for (std::size_t k = 0; k < cand.size(); ++k) conf[k] = summarize(samples[k]);
+    std::vector<std::function<void()>> runs;
+    for (const auto& impl : impls) runs.push_back([j = impl.get()] { j->run(); });
+    conf = time_interleaved(runs, {o.warmup, o.repeat, clock});
   } else {
     conf[0] = grid[mi].t;
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 
 #include "waco/kernels/error.hpp"
 
@@ -10,6 +11,12 @@ namespace waco::kernels {
 double now_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 TimingStats summarize(std::vector<double> samples) {
@@ -30,9 +37,9 @@ TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& 
   std::vector<double> samples;
   samples.reserve(opts.repeats);
   for (int i = 0; i < opts.repeats; ++i) {
-    const double t0 = now_seconds();
+    const double t0 = opts.clock();
     fn();
-    samples.push_back(now_seconds() - t0);
+    samples.push_back(opts.clock() - t0);
   }
   return summarize(std::move(samples));
 }
@@ -49,9 +56,9 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
       const std::size_t i = (k + static_cast<std::size_t>(round)) % n;
       if (!fns[i]) continue;
       for (int w = 0; w < settle; ++w) fns[i]();
-      const double t0 = now_seconds();
+      const double t0 = opts.clock();
       fns[i]();
-      const double dt = now_seconds() - t0;
+      const double dt = opts.clock() - t0;
       if (round >= opts.warmup) samples[i].push_back(dt);
     }
   }

@@ -6,9 +6,16 @@
 
 namespace waco::kernels {
 
+/// Monotonic wall-clock seconds.
+double now_seconds();
+/// CPU seconds of the calling thread: with one thread a kernel runs on the calling thread, so
+/// time the machine gives to other processes does not count.
+double thread_cpu_seconds();
+
 struct TimingOptions {
   int warmup = 2;    ///< untimed runs first
   int repeats = 10;  ///< timed runs (>= 1)
+  double (*clock)() = now_seconds;  ///< what the timed runs are measured with
 };
 
 struct TimingStats {
@@ -17,9 +24,6 @@ struct TimingStats {
   double min = 0.0;
   double max = 0.0;
 };
-
-/// Monotonic wall-clock seconds.
-double now_seconds();
 
 /// Median/min/max of samples (median of an even count is the mean of the middle two).
 /// Precondition: samples is not empty.
