@@ -166,3 +166,42 @@ TEST_CASE("cli: generate writes every kind, readable by info") {
   CHECK(cli("generate --kind nope -o " + dir + "/x.mtx").status == 1);
   CHECK(cli("generate --list").status == 0);
 }
+
+TEST_CASE("cli: signature and tile report the model, and tile --exhaustive re-times the best points") {
+  const Result sig = cli("signature --json " + example());
+  REQUIRE(sig.status == 0);
+  const auto s = nlohmann::json::parse(sig.out);
+  CHECK(s.at("nnz").get<std::int64_t>() > 0);
+  REQUIRE(s.at("curves").size() > 1);
+  for (const char* key : {"T", "nacs", "nars", "p_col", "p_row"})
+    CHECK(s.at("curves")[0].contains(key));
+  // T = 1: every nonzero column of a one-row panel is active (aligned count = stored entries).
+  CHECK(s.at("curves")[0].at("T") == 1);
+
+  const Result tile = cli("tile --kernel spmm --dense 32 --threads 1 --exhaustive --min-ti 256 "
+                          "--repeat 2 --confirm 3 --json " + example());
+  INFO(tile.err);
+  REQUIRE(tile.status == 0);
+  const auto t = nlohmann::json::parse(tile.out);
+  const auto& ex = t.at("exhaustive");
+  const std::size_t points = ex.at("grid_T_i").size() * ex.at("grid_T_k").size();
+  CHECK(ex.at("points").size() == points);
+  CHECK(ex.at("grid_T_k").back() == 32);
+  // The model's point is in the grid and was re-timed with the 3 fastest others (or fewer,
+  // when it is one of them), interleaved: the ratio is model / best of those timings.
+  const auto& conf = ex.at("confirmation").at("candidates");
+  REQUIRE(conf.size() >= 3);
+  REQUIRE(conf.size() <= 4);
+  CHECK(conf[0].at("model") == true);
+  double best = conf[0].at("median_s").get<double>();
+  for (const auto& c : conf) best = std::min(best, c.at("median_s").get<double>());
+  CHECK(ex.at("model_to_best_time_ratio").get<double>() ==
+        Approx(conf[0].at("median_s").get<double>() / best));
+  CHECK(ex.at("model_to_best_time_ratio").get<double>() >= 1.0);
+  CHECK(ex.at("model_rank").get<int>() >= 1);
+  CHECK(ex.at("model_rank").get<std::size_t>() <= points);
+  CHECK(ex.at("confirmation").at("rounds") == 2);
+
+  // Bad input: SpMV is not a tiled kernel here.
+  CHECK(cli("tile --kernel spmv " + example()).status == 2);
+}
