@@ -15,7 +15,7 @@ std::unique_ptr<Pass> make_chunk_rows_pass(const PassParams& params) {
   return std::make_unique<SimplePass>(
       "chunk-rows",
       "Keeps chunk sizes consistent with the iterations per thread: the largest power of two "
-      "giving each thread >= 4 chunks, and chunk-window smaller ones.",
+      "giving each thread >= min-chunks-per-thread (16) chunks, and chunk-window smaller ones.",
       false, [per_thread, window](const Space&, std::string&) {
         std::vector<std::shared_ptr<const Constraint>> c;
         c.push_back(std::make_shared<ExecutionConstraint>(
