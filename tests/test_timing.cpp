@@ -1,6 +1,10 @@
 // Unit "timing": summary statistics and the repeat loop.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <thread>
+
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -65,4 +69,20 @@ TEST_CASE("timing: the clock of TimingOptions measures the runs") {
   volatile double x = 0;
   while (thread_cpu_seconds() - c0 < 0.01) x = x + 1.0;
   CHECK(now_seconds() - w0 >= thread_cpu_seconds() - c0 - 1e-3);
+}
+
+TEST_CASE("timing: busy_cpus sees a spinning thread, and the busy warning names the load") {
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    volatile double x = 0;
+    while (!stop.load(std::memory_order_relaxed)) x = x + 1.0;
+  });
+  const double busy = busy_cpus(0.3);
+  const std::string warning = busy_machine_warning(available_cpus() + 1, 0.1);
+  stop = true;
+  spinner.join();
+  CHECK(busy >= 0.5);  // the spinner keeps one CPU busy (others may add to it)
+  CHECK(busy <= available_cpus() + 0.05);
+  // More threads than CPUs: a warning whatever the load.
+  CHECK(warning.find("the machine is busy") != std::string::npos);
 }

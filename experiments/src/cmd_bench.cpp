@@ -139,6 +139,8 @@ int bench(const Options& o) {
     throw Error("bench needs at least one --impl or --schedule");
   if (!o.save.empty()) check_writable(o.save);
   const int threads = resolve_threads(o.threads);
+  const std::string busy = busy_machine_warning(threads);
+  if (!busy.empty()) std::cerr << "warning: " << busy << "\n";
   std::vector<Row> rows;
   for (std::size_t f = 0; f < o.files.size(); ++f) {
     std::cerr << "[" << f + 1 << "/" << o.files.size() << "] " << o.files[f] << "\n";
@@ -147,7 +149,7 @@ int bench(const Options& o) {
   bool failed = false;
   for (const Row& r : rows) failed |= r.error.rfind("wrong result", 0) == 0;
 
-  nlohmann::json out = {{"kernel", o.kernel}, {"threads", threads}, {"warmup", o.warmup},
+  nlohmann::json out = {{"kernel", o.kernel}, {"threads", threads}, {"busy_warning", busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy)}, {"warmup", o.warmup},
                           {"repeats", o.repeat}, {"interleaved", true},
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
                           {"results", nlohmann::json::array()},

@@ -257,6 +257,10 @@ int run_tune(const Options& o) {
 
   // 5. The references: the csr schedule and the baseline implementation, measured alike.
   const std::string shortcut = needs_tensor(kind) ? "csf" : "csr";
+  // Checked before the search (it samples the machine for 0.2 s): a busy machine makes every
+  // multi-threaded timing wait for descheduled threads.
+  const std::string busy = busy_machine_warning(threads);
+  if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
   InterruptGuard interrupt_guard;
   TuneOptions to;
   to.budget_seconds = o.budget_seconds;
@@ -478,6 +482,7 @@ int run_tune(const Options& o) {
                 {"confirmed", confirmed},
                 {"confirm", confirm_json},
                 {"noise_warning", noise.empty() ? nlohmann::json(nullptr) : nlohmann::json(noise)},
+                {"busy_warning", busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy)},
                 {"search_speedup_over_csr", search_speedup(csr_schedule)},
                 {"search_speedup_over_csr_baseline", search_speedup(csr_baseline)},
                 {"top", top},

@@ -9,9 +9,14 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <limits>
+#include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
 #include <string>
 
 namespace waco::kernels {
@@ -92,6 +97,60 @@ double physical_memory_bytes() {
   const long page = ::sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return std::numeric_limits<double>::infinity();
   return static_cast<double>(pages) * static_cast<double>(page);
+}
+
+namespace {
+
+/// Busy and total jiffies of each CPU in `set`, from /proc/stat; empty when unreadable.
+std::vector<std::pair<double, double>> cpu_jiffies(const cpu_set_t& set) {
+  std::ifstream in("/proc/stat");
+  std::vector<std::pair<double, double>> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, 3, "cpu") != 0 || line.size() < 4 || !std::isdigit(line[3])) continue;
+    std::istringstream fields(line.substr(3));
+    int cpu = -1;
+    fields >> cpu;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set)) continue;
+    // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+    double v[8] = {0, 0, 0, 0, 0, 0, 0, 0}, total = 0;
+    for (double& x : v) {
+      fields >> x;
+      total += x;
+    }
+    out.emplace_back(total - v[3] - v[4], total);
+  }
+  return out;
+}
+
+}  // namespace
+
+double busy_cpus(double seconds) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1.0;
+  const auto before = cpu_jiffies(set);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const auto after = cpu_jiffies(set);
+  if (before.empty() || before.size() != after.size()) return -1.0;
+  double busy = 0.0;
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    const double dt = after[i].second - before[i].second;
+    if (dt > 0) busy += (after[i].first - before[i].first) / dt;
+  }
+  return busy;
+}
+
+std::string busy_machine_warning(int threads, double seconds) {
+  const double busy = busy_cpus(seconds);
+  const int cpus = available_cpus();
+  if (busy < 0 || busy + threads <= cpus + 0.5) return {};
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "the machine is busy (other processes keep %.1f of this run's %d CPUs busy, and "
+                "it runs %d threads): multi-threaded timings will include waits for descheduled "
+                "threads; compare only side-by-side ratios, or use fewer --threads",
+                busy, cpus, threads);
+  return buf;
 }
 
 const char* version() { return WACO_VERSION; }

@@ -29,6 +29,17 @@ int available_cpus();
 /// Physical memory of the machine in bytes (sysconf); +infinity when unknown.
 double physical_memory_bytes();
 
+/// CPUs of this process's affinity set kept busy by other processes: sampled from /proc/stat
+/// over `seconds` while this process sleeps (so it does not count itself). -1 when unknown.
+double busy_cpus(double seconds = 0.2);
+
+/// A warning when the machine is too busy for a measurement on `threads` threads: busy_cpus()
+/// plus `threads` exceeds the available CPUs by more than half a CPU. An OpenMP team then waits
+/// for descheduled threads: on the 2-CPU KVM guest this was built on, with a compiler running
+/// beside it, every 2-thread SpMV took the scheduler's 8 ms time slice instead of 0.1-0.8 ms.
+/// Empty when the machine is free enough or its load is unknown. Takes `seconds` to sample.
+std::string busy_machine_warning(int threads, double seconds = 0.2);
+
 /// The git revision this binary was built from (generated at build time).
 const char* git_revision();
 
