@@ -5,12 +5,13 @@
 // around what a nonzero costs:
 //   - one cache line of last-row slots for the block-column widths 1..8 (a Group), one small array
 //     for 16 and 32, one increment of each zero-interval histogram (32-bit bins);
-//   - every small histogram (bit widths, block thresholds) in registers, flushed every few dozen
-//     nonzeros: a memory histogram hit at the same bin by consecutive nonzeros serializes through
-//     store forwarding;
+//   - every small histogram (bit widths, block thresholds) in registers, flushed every few
+//     thousand nonzeros: a memory histogram hit at the same bin by consecutive nonzeros
+//     serializes through store forwarding;
 //   - no data-dependent branch except the row change (block columns of the row already hit give a
 //     bit width of 0, which counts nowhere, instead of a mispredicted test); matrices of dense
-//     runs get a variant that skips them, chosen from a count taken while checking the input;
+//     runs get a variant that skips them, and the block columns of a column hit in the previous
+//     row of its row pair, chosen from a count taken while checking the input;
 //   - the block count of bi = 1 comes from the row bit widths, of bk = 1 from the columns'.
 // The input check (range, order) is a separate branch-free streaming pass. Threads scan row
 // chunks; the chunk boundaries are stitched afterwards (O(rows + cols) per chunk).
@@ -119,27 +120,27 @@ inline std::uint64_t lz64(std::uint32_t x) {
 
 // Register accumulators. Incrementing a memory histogram at a data-dependent bin serializes
 // through store forwarding whenever consecutive nonzeros hit the same bin (the common case), so
-// the small histograms live in registers and are flushed to memory every so many nonzeros:
+// the small histograms live in registers and are flushed to memory every kFlush nonzeros:
 //   - the 33-bin bit-width histograms of the columns (b = 0) and of the rows: 32 16-bit lanes of
 //     one vector each (lane h - 1 counts bin h; bin 0 never occurs there);
 //   - for block-column widths b = 1..5 only the threshold counts #{h > ai}, ai = 1..5, matter
-//     (the block statistics; ai = 0 follows from the row bit widths), packed as five 6-bit
-//     fields per level, two levels per 64-bit word.
+//     (the block statistics; ai = 0 follows from the row bit widths), packed as five 12-bit
+//     fields of one 64-bit vector lane per level. Vector registers, one per level: the pass needs
+//     every general register for its pointers, and one accumulator per level keeps each
+//     increment a single add of a broadcast table entry.
 using Lanes = std::uint16_t __attribute__((vector_size(64)));
-constexpr int kFieldBits = 6;
+using Packed = std::uint64_t __attribute__((vector_size(16)));
+constexpr int kFieldBits = 12;
 constexpr std::uint64_t kFieldMask = (std::uint64_t{1} << kFieldBits) - 1;
-constexpr std::int64_t kPackedFlush = static_cast<std::int64_t>(kFieldMask);  // 63 entries
-constexpr std::int64_t kLanesFlush = 16 * kPackedFlush;  // < 65536 per 16-bit lane
-constexpr int kLevelShift = 5 * kFieldBits;              // second level of a word
+constexpr std::int64_t kFlush = static_cast<std::int64_t>(kFieldMask);  // 4095 < 65536 per lane
 constexpr std::int64_t kPrefetchFar = 24;   // entries ahead: last-row lines
 constexpr std::int64_t kPrefetchNear = 8;   // entries ahead: interval bins
 
 /// The tables are indexed by z = lz64(p ^ q) = 64 - h for the bit width h of the xor of two
 /// positions (entries below 32 are unused).
 struct AccumulatorTables {
-  Lanes one_hot[65];              ///< one_hot[64 - h]: lane h - 1 = 1 (h = 1..32); h = 0: none
-  std::uint64_t thresholds[65];   ///< thresholds[64 - h]: field ai - 1 = [h > ai], ai = 1..5
-  std::uint64_t thresholds_hi[65];  ///< thresholds << kLevelShift (the second level of a word)
+  Lanes one_hot[65];             ///< one_hot[64 - h]: lane h - 1 = 1 (h = 1..32); h = 0: none
+  std::uint64_t thresholds[65];  ///< thresholds[64 - h]: field ai - 1 = [h > ai], ai = 1..5
 };
 
 const AccumulatorTables& accumulator_tables() {
@@ -149,7 +150,6 @@ const AccumulatorTables& accumulator_tables() {
       for (int l = 0; l < 32; ++l) x.one_hot[64 - h][l] = (h >= 1 && l == h - 1) ? 1 : 0;
       for (int ai = 1; ai < kBlockLevels; ++ai)
         if (h > ai) x.thresholds[64 - h] |= std::uint64_t{1} << (kFieldBits * (ai - 1));
-      x.thresholds_hi[64 - h] = x.thresholds[64 - h] << kLevelShift;
     }
     return x;
   }();
@@ -162,16 +162,18 @@ inline void flush_lanes(Lanes& acc, BitHistogram& hist) {
   acc = Lanes{};
 }
 
-/// Adds the five packed threshold fields at `shift` to counts[1..5].
-inline void flush_thresholds(std::uint64_t acc, int shift,
-                             std::array<std::int64_t, kBlockLevels>& counts) {
+/// Adds the five packed threshold fields to counts[1..5] and clears them.
+inline void flush_thresholds(Packed& acc, std::array<std::int64_t, kBlockLevels>& counts) {
   for (int ai = 1; ai < kBlockLevels; ++ai)
-    counts[ai] += static_cast<std::int64_t>((acc >> (shift + kFieldBits * (ai - 1))) & kFieldMask);
+    counts[ai] += static_cast<std::int64_t>((acc[0] >> (kFieldBits * (ai - 1))) & kFieldMask);
+  acc = Packed{};
 }
 
 /// The last row seen in each block column, for the block-column widths 2^b, b = 0..3, laid out so
 /// that one nonzero touches one cache line: a Group holds the 8 columns [8g, 8g + 8) (b = 0), their
-/// 4 pairs, 2 quads and 1 octet. -1: not seen yet.
+/// 4 pairs, 2 quads and 1 octet. -1: not seen yet. (Per level one array indexed by c >> b would
+/// save a few address instructions but touch four lines per nonzero: slower once the arrays
+/// outgrow the caches, e.g. on luxembourg_osm right after an SpMM.)
 struct alignas(64) Group {
   index_t l0[8];
   index_t l1[4];
@@ -216,27 +218,35 @@ struct Chunk {
   /// blocks[b][ai], b, ai = 1..5: over the block columns of width 2^b, the first rows plus the
   /// consecutive distinct rows p < q with bit_width(p ^ q) > ai (nonempty 2^ai x 2^b blocks).
   std::array<std::array<std::int64_t, kBlockLevels>, kBlockLevels> blocks{};
-  /// hbits[h]: consecutive nonzeros p < q of one row with bit_width(p ^ q) = h.
+  /// hbits[h], h = 1..31: consecutive nonzeros p < q of one row with bit_width(p ^ q) = h;
+  /// hbits[32]: nonempty rows (the first nonzero of a row is taken after the virtual column -1).
   BitHistogram hbits{};
-  std::int64_t nonempty_rows = 0;
 };
 
 std::size_t blockcols(index_t cols, int b) {
   return (static_cast<std::size_t>(cols) + (std::size_t{1} << b) - 1) >> b;
 }
 
-/// The last-row slot of the block column of width 2^b holding column c (b = 0..5).
-inline index_t& last_slot(Chunk& ch, int b, index_t c) {
-  Group& g = ch.groups[static_cast<std::size_t>(c) >> 3];
-  switch (b) {
-    case 0: return g.l0[c & 7];
-    case 1: return g.l1[(c >> 1) & 3];
-    case 2: return g.l2[(c >> 2) & 1];
-    case 3: return g.l3;
-    case 4: return ch.upper[static_cast<std::size_t>(c) >> 5].l4[(c >> 4) & 1];
-    default: return ch.upper[static_cast<std::size_t>(c) >> 5].l5;
+/// The last-row slots of the block columns of width 2^b, b = 0..5, holding column c.
+struct Slots {
+  index_t* level[kBlockLevels];
+
+  Slots(Group& g, Upper& u, std::uint32_t c) {
+    const std::uint32_t k = c & 7;  // column within its Group
+    level[0] = &g.l0[k];
+    level[1] = &g.l1[k >> 1];
+    level[2] = &g.l2[k >> 2];
+    level[3] = &g.l3;
+    level[4] = &u.l4[(c >> 4) & 1];
+    level[5] = &u.l5;
   }
-}
+  Slots(Chunk& ch, index_t c)
+      : Slots(ch.groups[static_cast<std::size_t>(c) >> 3],
+              ch.upper[static_cast<std::size_t>(c) >> 5], static_cast<std::uint32_t>(c)) {}
+};
+
+/// The last-row slot of the block column of width 2^b holding column c (b = 0..5).
+inline index_t& last_slot(Chunk& ch, int b, index_t c) { return *Slots(ch, c).level[b]; }
 
 /// Checks that the chunk's entries lie in range and strictly increase in (row, col) order (also
 /// against the entry before the chunk), in one branch-free streaming pass so that the scan needs
@@ -267,106 +277,109 @@ void check_chunk(const kernels::CooMatrix& a, Chunk& ch) {
   ch.same_pair = same_pair;
 }
 
+/// Records the first occurrences in the chunk (slot -1) of column c and of its block columns,
+/// before the nonzero (r, c) updates the slots. Only a column new to the chunk can belong to a
+/// block column new to it, so the scan calls this on that rare branch alone.
+[[gnu::cold]] [[gnu::noinline]] void record_firsts(Chunk& ch, index_t c, index_t r) {
+  const Slots s(ch, c);
+  for (int b = 0; b < kBlockLevels; ++b)
+    if (*s.level[b] < 0) ch.firsts[b].push_back({c >> b, r});
+}
+
 /// The pass over the entries of one (canonical) chunk. Per nonzero: one random cache line of last
 /// rows (b = 0..3) and one of a small array (b = 4, 5), one increment of each interval histogram,
-/// register accumulators for the rest.
+/// register accumulators for the rest. Its own function, not inlined into the caller's OpenMP
+/// region, which would leave fewer registers for its pointers and accumulators.
 ///
-/// Branches: the row change, and with kRecord the first occurrence of a block column in the
-/// chunk (rare). With kGate, the block columns of width 2^b that the previous nonzero of the row
-/// already hit (lr = r, nothing to count) are skipped: for b >= 1 when c is in the same column
-/// pair, for b >= 4 when in the same 16 columns. That saves work on matrices of dense runs but
-/// mispredicts on scattered rows, so the caller picks it from the share of same-pair nonzeros.
-/// With kPrefetch (chosen when the chunk's arrays outgrow the L2), the last-row lines of the
-/// nonzero kPrefetchFar ahead and the interval bins of the one kPrefetchNear ahead are
-/// prefetched (the latter from a last row that may still change: a prefetch is only a hint).
+/// Branches: the row change, and with kRecord the first occurrence of a column in the chunk
+/// (rare). With kGate, the block columns whose slots cannot count are skipped: those that the
+/// previous nonzero of the row already hit (for b >= 1 when c is in the same column pair, for
+/// b >= 4 when in the same 16 columns), and all of b >= 1 when the column's last row lies in the
+/// row pair of r (bit width <= 1: the block columns' last rows, between it and r, lie there too,
+/// so they count for no ai >= 1, and a slot left there keeps every later count exact). That saves
+/// work on matrices of dense runs but mispredicts on scattered rows, so the caller picks it from
+/// the share of same-pair nonzeros. With kPrefetch (chosen when the chunk's arrays outgrow the
+/// L2), the last-row lines of the nonzero kPrefetchFar ahead and the interval bins of the one
+/// kPrefetchNear ahead are prefetched (the latter from a last row that may still change: a
+/// prefetch is only a hint).
 template <bool kRecord, bool kGate, bool kPrefetch>
-void scan_entries(const kernels::CooMatrix& a, Chunk& ch) {
+[[gnu::noinline]] void scan_entries(const kernels::CooMatrix& a, Chunk& ch) {
   const index_t cols = a.cols;
-  const index_t* row = a.row.data();
   const index_t* col = a.col.data();
+  const std::ptrdiff_t to_row = a.row.data() - col;  // row[e] = col[e + to_row]: one register
   std::uint32_t* hint = ch.hintervals.data();
   std::uint32_t* vint = ch.vintervals.data();
   Group* groups = ch.groups.data();
   Upper* upper = ch.upper.data();
   const AccumulatorTables& tab = accumulator_tables();
   Lanes vacc{}, hacc{};
+  std::array<Packed, kBlockLevels> bacc{};  // bacc[b], b = 1..5
   index_t cur_row = ch.r0 - 1;
+  // The previous column of the row; -1 (the virtual column) before its first nonzero. Closing a
+  // row counts the interval to the virtual column `cols`; closing the virtual row before the
+  // chunk's first one counts one interval of `cols` too many, taken back after the loop.
   index_t last_col = -1;
-  for (std::int64_t l0 = ch.e0; l0 < ch.e1; l0 += kLanesFlush) {
-    const std::int64_t l1 = std::min(ch.e1, l0 + kLanesFlush);
-    for (std::int64_t p0 = l0; p0 < l1; p0 += kPackedFlush) {
-      const std::int64_t p1 = std::min(l1, p0 + kPackedFlush);
-      std::uint64_t acc12 = 0, acc34 = 0, acc5 = 0;
-      for (std::int64_t e = p0; e < p1; ++e) {
-        if (kPrefetch && e + kPrefetchFar < ch.e1) {
-          const index_t cf = col[e + kPrefetchFar];
-          __builtin_prefetch(&groups[cf >> 3], 1);
-          __builtin_prefetch(&upper[cf >> 5], 1);
-        }
-        if (kPrefetch && e + kPrefetchNear < ch.e1) {
-          const index_t cf = col[e + kPrefetchNear], rf = row[e + kPrefetchNear];
-          __builtin_prefetch(&vint[rf - groups[cf >> 3].l0[cf & 7] - 1], 1);
-          const index_t gap = cf - col[e + kPrefetchNear - 1] - 1;  // < 0: a new row
-          __builtin_prefetch(&hint[gap < 0 ? cf : gap], 1);
-        }
-        const index_t r = row[e];
-        const index_t c = col[e];
-        // Horizontal intervals (Alg. 7 on rows) and row-segment bit widths. lzc: lz64 of
-        // c ^ (previous column of the row); 0 for the first nonzero of a row.
-        std::uint64_t lzc = 0;
-        if (r != cur_row) {
-          if (last_col >= 0) ++hint[cols - last_col - 1];
-          hint[cols] += r - cur_row - 1;  // empty rows in between
-          ++hint[c];                      // interval from the virtual column -1
-          ++ch.nonempty_rows;
-          cur_row = r;
-        } else {
-          ++hint[c - last_col - 1];
-          lzc = lz64(static_cast<std::uint32_t>(c ^ last_col));
-          hacc += tab.one_hot[lzc];
-        }
-        last_col = c;
-        // Vertical intervals (Alg. 7 on columns) and the bit widths of consecutive distinct rows
-        // of every block-column width 2^b. lr = -1 (first time in this chunk) gives vint[r] (from
-        // the virtual row -1) and bit width 32; lr = r (block column already hit in this row,
-        // b >= 1) gives bit width 0, which counts nowhere.
-        Group& g = groups[c >> 3];
-        {
-          index_t& slot = g.l0[c & 7];
-          const index_t lr = slot;
-          ++vint[r - lr - 1];
-          vacc += tab.one_hot[lz64(static_cast<std::uint32_t>(r ^ lr))];
-          if (kRecord && lr < 0) ch.firsts[0].push_back({c, r});
-          slot = r;
-        }
-        // The packed threshold increment of block-column width 2^b (`hi`: the second level of
-        // its word).
-        const auto step = [&](int b, index_t& slot, bool hi) {
-          const index_t lr = slot;
-          if (kRecord && lr < 0) ch.firsts[b].push_back({c >> b, r});
-          slot = r;
-          const std::uint64_t z = lz64(static_cast<std::uint32_t>(r ^ lr));
-          return hi ? tab.thresholds_hi[z] : tab.thresholds[z];
-        };
-        if (kGate && lzc >= 63) continue;  // same column pair
-        acc12 += step(1, g.l1[(c >> 1) & 3], false) + step(2, g.l2[(c >> 2) & 1], true);
-        acc34 += step(3, g.l3, false);
-        if (kGate && lzc >= 60) continue;  // same 16 columns
-        Upper& u = upper[c >> 5];
-        acc34 += step(4, u.l4[(c >> 4) & 1], true);
-        acc5 += step(5, u.l5, false);
+  for (const index_t* p0 = col + ch.e0; p0 < col + ch.e1; p0 += kFlush) {
+    const index_t* const p1 = std::min(col + ch.e1, p0 + kFlush);
+    for (const index_t* pc = p0; pc < p1; ++pc) {
+      if (kPrefetch && pc + kPrefetchFar < col + ch.e1) {
+        const auto cf = static_cast<std::uint32_t>(pc[kPrefetchFar]);
+        __builtin_prefetch(&groups[cf >> 3], 1);
+        __builtin_prefetch(&upper[cf >> 5], 1);
       }
-      flush_thresholds(acc12, 0, ch.blocks[1]);
-      flush_thresholds(acc12, kLevelShift, ch.blocks[2]);
-      flush_thresholds(acc34, 0, ch.blocks[3]);
-      flush_thresholds(acc34, kLevelShift, ch.blocks[4]);
-      flush_thresholds(acc5, 0, ch.blocks[5]);
+      if (kPrefetch && pc + kPrefetchNear < col + ch.e1) {
+        const index_t cf = pc[kPrefetchNear], rf = pc[kPrefetchNear + to_row];
+        __builtin_prefetch(&vint[rf - groups[cf >> 3].l0[cf & 7] - 1], 1);
+        const index_t gap = cf - pc[kPrefetchNear - 1] - 1;  // < 0: a new row
+        __builtin_prefetch(&hint[gap < 0 ? cf : gap], 1);
+      }
+      const index_t r = pc[to_row];
+      const index_t c = *pc;
+      // Horizontal intervals (Alg. 7 on rows) and row-segment bit widths; the first nonzero of a
+      // row counts its interval from the virtual column -1 and bit width 32 (a nonempty row).
+      if (r != cur_row) {
+        ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
+        last_col = -1;
+        cur_row = r;
+      }
+      ++hint[static_cast<std::uint32_t>(c - last_col - 1)];
+      const std::uint64_t lzc = lz64(static_cast<std::uint32_t>(c ^ last_col));
+      hacc += tab.one_hot[lzc];
+      last_col = c;
+      // Vertical intervals (Alg. 7 on columns) and the bit widths of consecutive distinct rows
+      // of every block-column width 2^b. lr = -1 (first time in this chunk) gives vint[r] (from
+      // the virtual row -1) and bit width 32; lr = r (block column already hit in this row,
+      // b >= 1) gives bit width 0, which counts nowhere.
+      const auto uc = static_cast<std::uint32_t>(c);  // unsigned: no sign extensions
+      const std::uint32_t k = uc & 7;                  // column within its Group
+      Group& g = groups[uc >> 3];
+      const index_t lr0 = g.l0[k];
+      ++vint[static_cast<std::uint32_t>(r - lr0 - 1)];
+      const std::uint64_t z0 = lz64(static_cast<std::uint32_t>(r ^ lr0));
+      vacc += tab.one_hot[z0];
+      if (kRecord && lr0 < 0) record_firsts(ch, c, r);
+      g.l0[k] = r;
+      // The threshold increment of block-column width 2^b.
+      const auto step = [&](int b, index_t& slot) {
+        const index_t lr = slot;
+        slot = r;
+        bacc[b] += tab.thresholds[lz64(static_cast<std::uint32_t>(r ^ lr))];
+      };
+      if (kGate && std::max(lzc, z0) >= 63) continue;  // same column pair, or row pair
+      step(1, g.l1[k >> 1]);
+      step(2, g.l2[k >> 2]);
+      step(3, g.l3);
+      if (kGate && lzc >= 60) continue;  // same 16 columns
+      Upper& u = upper[uc >> 5];
+      step(4, u.l4[(uc >> 4) & 1]);
+      step(5, u.l5);
     }
+    for (int b = 1; b < kBlockLevels; ++b) flush_thresholds(bacc[b], ch.blocks[b]);
     flush_lanes(vacc, ch.vbits);
     flush_lanes(hacc, ch.hbits);
   }
-  if (last_col >= 0) ++hint[cols - last_col - 1];
-  hint[cols] += ch.r1 - cur_row - 1;  // trailing empty rows of the chunk
+  ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
+  hint[cols] += (ch.r1 - ch.r0) - ch.hbits[32] - 1;  // the empty rows; the virtual row's interval
 }
 
 /// Share of same-column-pair nonzeros above which the gated scan is used (measured: only the
@@ -538,16 +551,16 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
   // The small counters add up.
   BitHistogram vbits{}, hbits{};
   std::array<std::array<std::int64_t, kBlockLevels>, kBlockLevels> blocks{};
-  std::int64_t nonempty_rows = 0;
   for (const Chunk& c : ch) {
     for (int k = 0; k <= 32; ++k) vbits[k] += c.vbits[k];
     for (int k = 0; k <= 32; ++k) hbits[k] += c.hbits[k];
     for (int b = 1; b < kBlockLevels; ++b)
       for (int ai = 1; ai < kBlockLevels; ++ai) blocks[b][ai] += c.blocks[b][ai];
-    nonempty_rows += c.nonempty_rows;
   }
   const std::int64_t nonempty_cols = vbits[32];
   vbits[32] = 0;
+  const std::int64_t nonempty_rows = hbits[32];
+  hbits[32] = 0;
   v.nonempty_lines = static_cast<index_t>(nonempty_cols);
   v.aligned_active = aligned_from_bits(vbits, v.nonempty_lines, log2_ceil(rows));
   h.nonempty_lines = static_cast<index_t>(nonempty_rows);
