@@ -12,6 +12,10 @@
 //     bit width of 0, which counts nowhere, instead of a mispredicted test); matrices of dense
 //     runs get a variant that skips them, and the block columns of a column hit in the previous
 //     row of its row pair, chosen from a count taken while checking the input;
+//   - with AVX-512 the other matrices test the 25 block thresholds of a nonzero in two vectors
+//     (one permute of the slots, xor, test, masked increment each) and store each slot line once;
+//     the dense-run variant stays scalar (a vector store followed by a load of the same line for
+//     the next nonzero of the run is a dependency chain the scalar stores do not have);
 //   - the block count of bi = 1 comes from the row bit widths, of bk = 1 from the columns'.
 // The input check (range, order) is a separate branch-free streaming pass. Threads scan row
 // chunks; the chunk boundaries are stitched afterwards (O(rows + cols) per chunk).
@@ -22,7 +26,7 @@
 #include <string>
 
 #include <omp.h>
-#if defined(__LZCNT__)
+#if defined(__LZCNT__) || (defined(__AVX512F__) && defined(__AVX512VL__))
 #include <immintrin.h>
 #endif
 
@@ -191,6 +195,65 @@ struct Upper {
   index_t pad;
 };
 
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+#define WACO_SIGNATURE_VECTOR_BLOCKS 1
+#else
+#define WACO_SIGNATURE_VECTOR_BLOCKS 0
+#endif
+
+#if WACO_SIGNATURE_VECTOR_BLOCKS
+/// The block thresholds in vector lanes (AVX-512): one 16-lane vector for the block-column widths
+/// 2, 4, 8 (lane j: b = 1 + j / 5, ai = 1 + j % 5, lane 15 unused), read from the Group line of the
+/// column, and one for 16, 32 (lane j < 10: b = 4 + j / 5), read from its Upper. A lane counts
+/// when bit_width(r ^ lr_b) > ai, i.e. (r ^ lr_b) & ~(2^ai - 1) != 0: per nonzero one permute, one
+/// xor, one test and one masked increment per vector instead of five scalar lookups, and one
+/// store per line (the slots of the column blended with r) instead of one per level.
+struct LaneTables {
+  alignas(64) std::int32_t group_index[8][16];  ///< [k]: lane j -> Group slot of level 1 + j / 5
+  alignas(64) std::int32_t upper_index[2][16];  ///< [(c >> 4) & 1]: lane j -> Upper slot
+  alignas(64) std::int32_t group_high[16];      ///< lane j: ~(2^ai - 1); 0 for lane 15
+  alignas(64) std::int32_t upper_high[16];      ///< lane j: ~(2^ai - 1); 0 for lanes >= 10
+  std::uint16_t group_store[8];                 ///< [k]: the slots of column k (l0..l3)
+  std::uint8_t upper_store[2];                  ///< [(c >> 4) & 1]: l4 half and l5
+};
+
+const LaneTables& lane_tables() {
+  static const LaneTables tables = [] {
+    LaneTables x{};
+    for (int k = 0; k < 8; ++k) {
+      const int slot[4] = {k, 8 + (k >> 1), 12 + (k >> 2), 14};  // Group: l0, l1, l2, l3
+      for (int j = 0; j < 16; ++j) x.group_index[k][j] = j < 15 ? slot[1 + j / 5] : 15;
+      x.group_store[k] = static_cast<std::uint16_t>((1u << slot[0]) | (1u << slot[1]) |
+                                                    (1u << slot[2]) | (1u << slot[3]));
+    }
+    for (int half = 0; half < 2; ++half) {
+      for (int j = 0; j < 16; ++j) x.upper_index[half][j] = j < 5 ? half : (j < 10 ? 2 : 3);
+      x.upper_store[half] = static_cast<std::uint8_t>((1u << half) | (1u << 2));
+    }
+    for (int j = 0; j < 16; ++j) {
+      const std::int32_t high = static_cast<std::int32_t>(~((2u << (j % 5)) - 1));
+      x.group_high[j] = j < 15 ? high : 0;
+      x.upper_high[j] = j < 10 ? high : 0;
+    }
+    return x;
+  }();
+  return tables;
+}
+
+/// Adds the lanes of the two threshold vectors to blocks[b][ai], b, ai = 1..5, and clears them.
+inline void flush_lane_counts(
+    __m512i& group_acc, __m512i& upper_acc,
+    std::array<std::array<std::int64_t, kBlockLevels>, kBlockLevels>& blocks) {
+  alignas(64) std::uint32_t g[16], u[16];
+  _mm512_store_si512(g, group_acc);
+  _mm512_store_si512(u, upper_acc);
+  for (int j = 0; j < 15; ++j) blocks[1 + j / 5][1 + j % 5] += g[j];
+  for (int j = 0; j < 10; ++j) blocks[4 + j / 5][1 + j % 5] += u[j];
+  group_acc = _mm512_setzero_si512();
+  upper_acc = _mm512_setzero_si512();
+}
+#endif
+
 /// A first occurrence of a block column in a chunk after the first: (key, row), stitched by the
 /// merge with the last row of the key in the earlier chunks.
 struct FirstSeen {
@@ -301,8 +364,9 @@ void check_chunk(const kernels::CooMatrix& a, Chunk& ch) {
 /// the share of same-pair nonzeros. With kPrefetch (chosen when the chunk's arrays outgrow the
 /// L2), the last-row lines of the nonzero kPrefetchFar ahead and the interval bins of the one
 /// kPrefetchNear ahead are prefetched (the latter from a last row that may still change: a
-/// prefetch is only a hint).
-template <bool kRecord, bool kGate, bool kPrefetch>
+/// prefetch is only a hint). With kVector (AVX-512, not with kGate), the block thresholds of
+/// b = 1..5 are counted in vector lanes (LaneTables).
+template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
 [[gnu::noinline]] void scan_entries(const kernels::CooMatrix& a, Chunk& ch) {
   const index_t cols = a.cols;
   const index_t* col = a.col.data();
@@ -311,10 +375,20 @@ template <bool kRecord, bool kGate, bool kPrefetch>
   std::uint32_t* vint = ch.vintervals.data();
   Group* groups = ch.groups.data();
   Upper* upper = ch.upper.data();
+  static_assert(!kVector || (WACO_SIGNATURE_VECTOR_BLOCKS && !kGate), "no such scan variant");
   const AccumulatorTables& tab = accumulator_tables();
   Lanes vacc{}, hacc{};
   std::array<Packed, kBlockLevels> bacc{};  // bacc[b], b = 1..5
   index_t cur_row = ch.r0 - 1;
+#if WACO_SIGNATURE_VECTOR_BLOCKS
+  const LaneTables& lanes = lane_tables();
+  const __m512i group_high = _mm512_load_si512(lanes.group_high);
+  const __m512i upper_high = _mm512_load_si512(lanes.upper_high);
+  const __m512i minus_one = _mm512_set1_epi32(-1);
+  __m512i gacc = _mm512_setzero_si512(), uacc = _mm512_setzero_si512();
+  __m512i rb = _mm512_set1_epi32(cur_row);  // the row, broadcast (set at each row change)
+  __m128i rb4 = _mm_set1_epi32(cur_row);
+#endif
   // The previous column of the row; -1 (the virtual column) before its first nonzero. Closing a
   // row counts the interval to the virtual column `cols`; closing the virtual row before the
   // chunk's first one counts one interval of `cols` too many, taken back after the loop.
@@ -341,6 +415,12 @@ template <bool kRecord, bool kGate, bool kPrefetch>
         ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
         last_col = -1;
         cur_row = r;
+#if WACO_SIGNATURE_VECTOR_BLOCKS
+        if constexpr (kVector) {
+          rb = _mm512_set1_epi32(r);
+          rb4 = _mm_set1_epi32(r);
+        }
+#endif
       }
       ++hint[static_cast<std::uint32_t>(c - last_col - 1)];
       const std::uint64_t lzc = lz64(static_cast<std::uint32_t>(c ^ last_col));
@@ -358,6 +438,27 @@ template <bool kRecord, bool kGate, bool kPrefetch>
       const std::uint64_t z0 = lz64(static_cast<std::uint32_t>(r ^ lr0));
       vacc += tab.one_hot[z0];
       if (kRecord && lr0 < 0) record_firsts(ch, c, r);
+#if WACO_SIGNATURE_VECTOR_BLOCKS
+      if constexpr (kVector) {  // (maskz_permutexvar, full mask: GCC 12 warns on the plain one)
+        const __m512i zg = _mm512_load_si512(&g);
+        const __m512i xg = _mm512_xor_si512(
+            _mm512_maskz_permutexvar_epi32(0xFFFF, _mm512_load_si512(lanes.group_index[k]), zg),
+            rb);
+        gacc = _mm512_mask_sub_epi32(gacc, _mm512_test_epi32_mask(xg, group_high), gacc, minus_one);
+        _mm512_store_si512(&g, _mm512_mask_blend_epi32(lanes.group_store[k], zg, rb));
+        Upper& u = upper[uc >> 5];
+        const std::uint32_t half = (uc >> 4) & 1;
+        const __m128i zu = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&u));
+        const __m512i xu = _mm512_xor_si512(
+            _mm512_maskz_permutexvar_epi32(0xFFFF, _mm512_load_si512(lanes.upper_index[half]),
+                                           _mm512_zextsi128_si512(zu)),
+            rb);
+        uacc = _mm512_mask_sub_epi32(uacc, _mm512_test_epi32_mask(xu, upper_high), uacc, minus_one);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(&u),
+                         _mm_mask_blend_epi32(lanes.upper_store[half], zu, rb4));
+        continue;
+      }
+#endif
       g.l0[k] = r;
       // The threshold increment of block-column width 2^b.
       const auto step = [&](int b, index_t& slot) {
@@ -374,7 +475,11 @@ template <bool kRecord, bool kGate, bool kPrefetch>
       step(4, u.l4[(uc >> 4) & 1]);
       step(5, u.l5);
     }
-    for (int b = 1; b < kBlockLevels; ++b) flush_thresholds(bacc[b], ch.blocks[b]);
+#if WACO_SIGNATURE_VECTOR_BLOCKS
+    if constexpr (kVector) flush_lane_counts(gacc, uacc, ch.blocks);
+#endif
+    if constexpr (!kVector)
+      for (int b = 1; b < kBlockLevels; ++b) flush_thresholds(bacc[b], ch.blocks[b]);
     flush_lanes(vacc, ch.vbits);
     flush_lanes(hacc, ch.hbits);
   }
@@ -388,16 +493,17 @@ constexpr double kGateSamePairShare = 0.35;
 
 template <bool kRecord>
 void scan_entries_gated(const kernels::CooMatrix& a, Chunk& ch, bool gate, bool prefetch) {
+  constexpr bool kVector = WACO_SIGNATURE_VECTOR_BLOCKS;
   if (gate) {
     if (prefetch)
-      scan_entries<kRecord, true, true>(a, ch);
+      scan_entries<kRecord, true, true, false>(a, ch);
     else
-      scan_entries<kRecord, true, false>(a, ch);
+      scan_entries<kRecord, true, false, false>(a, ch);
   } else {
     if (prefetch)
-      scan_entries<kRecord, false, true>(a, ch);
+      scan_entries<kRecord, false, true, kVector>(a, ch);
     else
-      scan_entries<kRecord, false, false>(a, ch);
+      scan_entries<kRecord, false, false, kVector>(a, ch);
   }
 }
 
