@@ -12,8 +12,8 @@
 //     bit width of 0, which counts nowhere, instead of a mispredicted test); matrices of dense
 //     runs get a variant that skips them, and the block columns of a column hit in the previous
 //     row of its row pair, chosen from a count taken while checking the input;
-//   - with AVX-512 the other matrices test the 25 block thresholds of a nonzero in two vectors
-//     (one permute of the slots, xor, test, masked increment each) and store each slot line once;
+//   - with AVX-512 the other matrices count the 25 block thresholds of a nonzero in one vector
+//     (permute of the slots, xor, min, lzcnt, table permute, add) and store each slot line once;
 //     the dense-run variant stays scalar (a vector store followed by a load of the same line for
 //     the next nonzero of the run is a dependency chain the scalar stores do not have);
 //   - the block count of bi = 1 comes from the row bit widths, of bk = 1 from the columns'.
@@ -26,7 +26,7 @@
 #include <string>
 
 #include <omp.h>
-#if defined(__LZCNT__) || (defined(__AVX512F__) && defined(__AVX512VL__))
+#if defined(__LZCNT__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -195,62 +195,64 @@ struct Upper {
   index_t pad;
 };
 
-#if defined(__AVX512F__) && defined(__AVX512VL__)
+#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512CD__)
 #define WACO_SIGNATURE_VECTOR_BLOCKS 1
 #else
 #define WACO_SIGNATURE_VECTOR_BLOCKS 0
 #endif
 
 #if WACO_SIGNATURE_VECTOR_BLOCKS
-/// The block thresholds in vector lanes (AVX-512): one 16-lane vector for the block-column widths
-/// 2, 4, 8 (lane j: b = 1 + j / 5, ai = 1 + j % 5, lane 15 unused), read from the Group line of the
-/// column, and one for 16, 32 (lane j < 10: b = 4 + j / 5), read from its Upper. A lane counts
-/// when bit_width(r ^ lr_b) > ai, i.e. (r ^ lr_b) & ~(2^ai - 1) != 0: per nonzero one permute, one
-/// xor, one test and one masked increment per vector instead of five scalar lookups, and one
-/// store per line (the slots of the column blended with r) instead of one per level.
+/// The block thresholds in vector lanes (AVX-512). Per nonzero, one two-source permute gathers
+/// the last rows lr_b of the column's block columns, b = 1..5, from its Group line (b <= 3) and its
+/// Upper (b = 4, 5) into the low dwords of the 64-bit lanes b - 1; then, in every lane at once,
+/// x = min(r ^ lr_b, 63) (so bit_width(x) = min(bit_width(r ^ lr_b), 6), which is all the
+/// thresholds ai <= 5 need), lzcnt, and a permute of the eight-entry table below indexed by the
+/// low three bits of lzcnt(x) in {58, ..., 64} (all distinct) gives the packed threshold fields
+/// of the scalar pass (five 12-bit fields [bit_width > ai], ai = 1..5), added to one accumulator.
+/// Each of the two slot lines is then stored once, blended with r in the column's slots.
 struct LaneTables {
-  alignas(64) std::int32_t group_index[8][16];  ///< [k]: lane j -> Group slot of level 1 + j / 5
-  alignas(64) std::int32_t upper_index[2][16];  ///< [(c >> 4) & 1]: lane j -> Upper slot
-  alignas(64) std::int32_t group_high[16];      ///< lane j: ~(2^ai - 1); 0 for lane 15
-  alignas(64) std::int32_t upper_high[16];      ///< lane j: ~(2^ai - 1); 0 for lanes >= 10
-  std::uint16_t group_store[8];                 ///< [k]: the slots of column k (l0..l3)
-  std::uint8_t upper_store[2];                  ///< [(c >> 4) & 1]: l4 half and l5
+  alignas(64) std::int32_t pair_index[24][16];  ///< [c & 23]: dword 2(b - 1) -> slot of level b
+                                                ///< (0..15 Group, 16..19 Upper); odd dwords 0
+  alignas(64) std::uint64_t thresholds[8];      ///< [lzcnt(x) & 7]: the fields of bit_width(x)
+  std::uint16_t group_store[8];                 ///< [c & 7]: the column's slots l0..l3
+  std::uint8_t upper_store[2];                  ///< [(c >> 4) & 1]: its l4 half and l5
 };
 
 const LaneTables& lane_tables() {
   static const LaneTables tables = [] {
     LaneTables x{};
-    for (int k = 0; k < 8; ++k) {
-      const int slot[4] = {k, 8 + (k >> 1), 12 + (k >> 2), 14};  // Group: l0, l1, l2, l3
-      for (int j = 0; j < 16; ++j) x.group_index[k][j] = j < 15 ? slot[1 + j / 5] : 15;
-      x.group_store[k] = static_cast<std::uint16_t>((1u << slot[0]) | (1u << slot[1]) |
-                                                    (1u << slot[2]) | (1u << slot[3]));
+    for (int key = 0; key < 24; ++key) {
+      const int k = key & 7, half = (key >> 4) & 1;
+      const int slot[6] = {k, 8 + (k >> 1), 12 + (k >> 2), 14, 16 + half, 16 + 2};
+      for (int j = 0; j < 16; ++j)
+        x.pair_index[key][j] = (j % 2 == 0 && j < 2 * (kBlockLevels - 1)) ? slot[1 + j / 2] : 0;
     }
-    for (int half = 0; half < 2; ++half) {
-      for (int j = 0; j < 16; ++j) x.upper_index[half][j] = j < 5 ? half : (j < 10 ? 2 : 3);
+    for (int k = 0; k < 8; ++k)
+      x.group_store[k] = static_cast<std::uint16_t>((1u << k) | (1u << (8 + (k >> 1))) |
+                                                    (1u << (12 + (k >> 2))) | (1u << 14));
+    for (int half = 0; half < 2; ++half)
       x.upper_store[half] = static_cast<std::uint8_t>((1u << half) | (1u << 2));
-    }
-    for (int j = 0; j < 16; ++j) {
-      const std::int32_t high = static_cast<std::int32_t>(~((2u << (j % 5)) - 1));
-      x.group_high[j] = j < 15 ? high : 0;
-      x.upper_high[j] = j < 10 ? high : 0;
+    for (int bw = 0; bw <= 6; ++bw) {  // lzcnt of a 64-bit x < 64 is 64 - bw
+      std::uint64_t fields = 0;
+      for (int ai = 1; ai < kBlockLevels; ++ai)
+        if (bw > ai) fields |= std::uint64_t{1} << (kFieldBits * (ai - 1));
+      x.thresholds[(64 - bw) & 7] = fields;
     }
     return x;
   }();
   return tables;
 }
 
-/// Adds the lanes of the two threshold vectors to blocks[b][ai], b, ai = 1..5, and clears them.
+/// Adds the threshold fields of lanes b - 1 (b = 1..5) to blocks[b][1..5] and clears them.
 inline void flush_lane_counts(
-    __m512i& group_acc, __m512i& upper_acc,
-    std::array<std::array<std::int64_t, kBlockLevels>, kBlockLevels>& blocks) {
-  alignas(64) std::uint32_t g[16], u[16];
-  _mm512_store_si512(g, group_acc);
-  _mm512_store_si512(u, upper_acc);
-  for (int j = 0; j < 15; ++j) blocks[1 + j / 5][1 + j % 5] += g[j];
-  for (int j = 0; j < 10; ++j) blocks[4 + j / 5][1 + j % 5] += u[j];
-  group_acc = _mm512_setzero_si512();
-  upper_acc = _mm512_setzero_si512();
+    __m512i& acc, std::array<std::array<std::int64_t, kBlockLevels>, kBlockLevels>& blocks) {
+  alignas(64) std::uint64_t lanes[8];
+  _mm512_store_si512(lanes, acc);
+  for (int b = 1; b < kBlockLevels; ++b)
+    for (int ai = 1; ai < kBlockLevels; ++ai)
+      blocks[b][ai] += static_cast<std::int64_t>((lanes[b - 1] >> (kFieldBits * (ai - 1))) &
+                                                 kFieldMask);
+  acc = _mm512_setzero_si512();
 }
 #endif
 
@@ -382,12 +384,13 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
   index_t cur_row = ch.r0 - 1;
 #if WACO_SIGNATURE_VECTOR_BLOCKS
   const LaneTables& lanes = lane_tables();
-  const __m512i group_high = _mm512_load_si512(lanes.group_high);
-  const __m512i upper_high = _mm512_load_si512(lanes.upper_high);
-  const __m512i minus_one = _mm512_set1_epi32(-1);
-  __m512i gacc = _mm512_setzero_si512(), uacc = _mm512_setzero_si512();
-  __m512i rb = _mm512_set1_epi32(cur_row);  // the row, broadcast (set at each row change)
+  const __m512i thresholds = _mm512_load_si512(lanes.thresholds);
+  const __m512i clamp = _mm512_set1_epi64(63);
+  __m512i lane_acc = _mm512_setzero_si512();
+  // The row, broadcast (set at each row change): dwords, and zero-extended to 64-bit lanes.
+  __m512i rb = _mm512_set1_epi32(cur_row);
   __m128i rb4 = _mm_set1_epi32(cur_row);
+  __m512i rb64 = _mm512_set1_epi64(static_cast<std::uint32_t>(cur_row));
 #endif
   // The previous column of the row; -1 (the virtual column) before its first nonzero. Closing a
   // row counts the interval to the virtual column `cols`; closing the virtual row before the
@@ -419,6 +422,7 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
         if constexpr (kVector) {
           rb = _mm512_set1_epi32(r);
           rb4 = _mm_set1_epi32(r);
+          rb64 = _mm512_set1_epi64(static_cast<std::uint32_t>(r));
         }
 #endif
       }
@@ -439,23 +443,19 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
       vacc += tab.one_hot[z0];
       if (kRecord && lr0 < 0) record_firsts(ch, c, r);
 #if WACO_SIGNATURE_VECTOR_BLOCKS
-      if constexpr (kVector) {  // (maskz_permutexvar, full mask: GCC 12 warns on the plain one)
+      if constexpr (kVector) {
         const __m512i zg = _mm512_load_si512(&g);
-        const __m512i xg = _mm512_xor_si512(
-            _mm512_maskz_permutexvar_epi32(0xFFFF, _mm512_load_si512(lanes.group_index[k]), zg),
-            rb);
-        gacc = _mm512_mask_sub_epi32(gacc, _mm512_test_epi32_mask(xg, group_high), gacc, minus_one);
-        _mm512_store_si512(&g, _mm512_mask_blend_epi32(lanes.group_store[k], zg, rb));
         Upper& u = upper[uc >> 5];
-        const std::uint32_t half = (uc >> 4) & 1;
         const __m128i zu = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&u));
-        const __m512i xu = _mm512_xor_si512(
-            _mm512_maskz_permutexvar_epi32(0xFFFF, _mm512_load_si512(lanes.upper_index[half]),
-                                           _mm512_zextsi128_si512(zu)),
-            rb);
-        uacc = _mm512_mask_sub_epi32(uacc, _mm512_test_epi32_mask(xu, upper_high), uacc, minus_one);
+        const __m512i lr = _mm512_maskz_permutex2var_epi32(
+            0x0155, zg, _mm512_load_si512(lanes.pair_index[uc & 23]), _mm512_zextsi128_si512(zu));
+        // (maskz forms: GCC 12 warns on the plain min and permutexvar; lanes 5..7 are unused)
+        const __m512i x = _mm512_maskz_min_epu64(0x1F, _mm512_xor_si512(lr, rb64), clamp);
+        lane_acc = _mm512_add_epi64(
+            lane_acc, _mm512_maskz_permutexvar_epi64(0x1F, _mm512_lzcnt_epi64(x), thresholds));
+        _mm512_store_si512(&g, _mm512_mask_blend_epi32(lanes.group_store[k], zg, rb));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(&u),
-                         _mm_mask_blend_epi32(lanes.upper_store[half], zu, rb4));
+                         _mm_mask_blend_epi32(lanes.upper_store[(uc >> 4) & 1], zu, rb4));
         continue;
       }
 #endif
@@ -476,7 +476,7 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
       step(5, u.l5);
     }
 #if WACO_SIGNATURE_VECTOR_BLOCKS
-    if constexpr (kVector) flush_lane_counts(gacc, uacc, ch.blocks);
+    if constexpr (kVector) flush_lane_counts(lane_acc, ch.blocks);
 #endif
     if constexpr (!kVector)
       for (int b = 1; b < kBlockLevels; ++b) flush_thresholds(bacc[b], ch.blocks[b]);
