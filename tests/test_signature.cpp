@@ -76,7 +76,7 @@ void check_same(const LocalitySignature& x, const LocalitySignature& y) {
 void check_chunking(const CooMatrix& a, const LocalitySignature& serial) {
   for (int threads : {2, 3, 7}) {
     INFO(threads << " chunks");
-    check_same(serial, compute_signature(a, threads, 1));
+    check_same(serial, compute_signature(a, threads, 1, 0.0));
   }
 }
 
@@ -227,7 +227,7 @@ std::int64_t nonactive_by_windows(const std::vector<index_t>& pos, const std::ve
 
 void check_brute_large(const CooMatrix& a, const std::string& name) {
   INFO("matrix '" << name << "' " << a.rows << " x " << a.cols << ", nnz " << a.nnz());
-  const LocalitySignature s = compute_signature(a, 2, 1000);
+  const LocalitySignature s = compute_signature(a, 2, 1000, 0.0);
   check_chunking(a, compute_signature(a, 1));
   for (std::int64_t T = 1; T <= 2 * std::max<index_t>(a.rows, 1); T *= 2) {
     INFO("T = " << T);
@@ -371,7 +371,7 @@ TEST_CASE("signature: the scan variants agree with brute force when chunks diffe
   check_brute_large(a, "dense runs over scattered rows");
   for (int threads : {2, 4}) {
     INFO(threads << " chunks of at least 5000 nonzeros");
-    check_same(compute_signature(a, 1), compute_signature(a, threads, 5000));
+    check_same(compute_signature(a, 1), compute_signature(a, threads, 5000, 0.0));
   }
 }
 

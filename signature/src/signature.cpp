@@ -600,7 +600,7 @@ void intervals_and_nonactive(const std::vector<Chunk>& ch, bool vertical, Segmen
 }  // namespace
 
 LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
-                                    std::int64_t min_chunk_nnz) {
+                                    std::int64_t min_chunk_nnz, double min_chunk_nnz_per_line) {
   const double t0 = kernels::now_seconds();
   const index_t rows = a.rows;
   const index_t cols = a.cols;
@@ -608,9 +608,13 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
   WACO_ASSERT(a.row.size() == a.val.size() && a.col.size() == a.val.size(),
               "COO arrays of different lengths");
   if (threads <= 0) threads = omp_get_max_threads();
-  // Small matrices are not worth a second chunk (and its O(rows + cols) arrays).
+  // Small or sparse matrices are not worth a second chunk (and its O(rows + cols) arrays).
+  const double per_chunk = std::max<double>(
+      {1.0, static_cast<double>(min_chunk_nnz),
+       min_chunk_nnz_per_line * (static_cast<double>(rows) + static_cast<double>(cols))});
   const std::int64_t chunks = std::max<std::int64_t>(
-      1, std::min<std::int64_t>(threads, nnz / std::max<std::int64_t>(1, min_chunk_nnz)));
+      1, std::min<std::int64_t>(threads, static_cast<std::int64_t>(static_cast<double>(nnz) /
+                                                                    per_chunk)));
 
   LocalitySignature s;
   s.rows = rows;

@@ -100,14 +100,23 @@ struct LocalitySignature {
   const BlockStat& block(int bi, int bk) const;
 };
 
+/// Nonzeros per row and column a row chunk of the signature's pass needs: each chunk has its own
+/// O(rows + cols) arrays (~17 bytes per row and column, written from fresh memory on every call),
+/// which cost about as much per line as the scan per nonzero. Measured on the ten largest
+/// matrices of ../shared/data (2 threads against 1): 2 chunks took 1.1-1.9x the time of one at
+/// 2.5-4.8 nonzeros per line (ct2010, delaunay_n16, luxembourg_osm, loc-Gowalla), 0.97-0.99x at
+/// 4.3-5.0, and 0.59-0.86x at 6.4-30.
+inline constexpr double kMinChunkNnzPerLine = 6.0;
+
 /// Computes the signature of a canonical matrix (sorted by (row, col), no repeats) in one pass
 /// (after a streaming check of the input), O(nnz + rows + cols) time and memory per thread. The
-/// pass is split into up to `threads` row chunks scanned in parallel (0: OpenMP's default; chunks
-/// of fewer than 65536 nonzeros are not made; tests lower `min_chunk_nnz` to exercise the
-/// stitching) and stitched at the chunk boundaries; the result does not depend on the thread
-/// count. Throws InternalError if `a` is not canonical.
+/// pass is split into up to `threads` row chunks scanned in parallel (0: OpenMP's default), each
+/// of at least `min_chunk_nnz` nonzeros and `min_chunk_nnz_per_line` x (rows + cols) (tests pass
+/// small values to exercise the stitching), and stitched at the chunk boundaries; the result
+/// does not depend on the thread count. Throws InternalError if `a` is not canonical.
 LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads = 0,
-                                    std::int64_t min_chunk_nnz = 65536);
+                                    std::int64_t min_chunk_nnz = 65536,
+                                    double min_chunk_nnz_per_line = kMinChunkNnzPerLine);
 
 /// ceil(log2(n)) for n >= 1 (0 for n <= 1).
 int log2_ceil(std::int64_t n);
