@@ -2,7 +2,6 @@
 #include <catch2/catch.hpp>
 
 #include "support/edge_cases.hpp"
-#include "waco/kernels/huge_pages.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/sparse.hpp"
@@ -106,21 +105,4 @@ TEST_CASE("sparse: random_dense is seeded, layout-independent and within -1 <= x
   CHECK(differ_seed > 80);
   CHECK(differ_name > 80);
   CHECK(with_layout(r, Layout::ColMajor).data == c.data);
-}
-
-TEST_CASE("sparse: the huge-page allocator keeps the element alignment on both paths") {
-  struct alignas(64) Line {
-    int v[16];
-  };
-  using waco::kernels::HugePageAllocator;
-  for (std::size_t n : {std::size_t{3}, std::size_t{100}, (std::size_t{3} << 20) / sizeof(Line)}) {
-    std::vector<Line, HugePageAllocator<Line>> lines(n);
-    INFO(n << " lines");
-    CHECK(reinterpret_cast<std::uintptr_t>(lines.data()) % 64 == 0);
-    for (std::size_t i = 0; i < n; ++i) lines[i].v[15] = static_cast<int>(i);
-    CHECK(lines.back().v[15] == static_cast<int>(n - 1));
-  }
-  // Large arrays start on a huge-page boundary (the madvise needs whole pages).
-  std::vector<float, HugePageAllocator<float>> big(std::size_t{1} << 20);
-  CHECK(reinterpret_cast<std::uintptr_t>(big.data()) % waco::kernels::kHugePageBytes == 0);
 }

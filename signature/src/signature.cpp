@@ -32,7 +32,6 @@
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
-#include "waco/kernels/huge_pages.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::signature {
@@ -274,10 +273,9 @@ struct Chunk {
   bool record_firsts = false;    ///< false for the first chunk (nothing to stitch to)
   bool canonical = true;         ///< the chunk's entries are in range and strictly row-major
   std::int64_t same_pair = 0;    ///< nonzeros in the column pair of the previous one of the row
-  // Written on every call from fresh memory: huge pages spare ~500 page faults per MiB.
-  std::vector<std::uint32_t, kernels::HugePageAllocator<std::uint32_t>> vintervals, hintervals;
-  std::vector<Group, kernels::HugePageAllocator<Group>> groups;
-  std::vector<Upper, kernels::HugePageAllocator<Upper>> upper;
+  std::vector<std::uint32_t> vintervals, hintervals;
+  std::vector<Group> groups;
+  std::vector<Upper> upper;
   std::array<std::vector<FirstSeen>, kBlockLevels> firsts;
   /// vbits[h], h = 1..31: consecutive nonzeros p < q of one column with bit_width(p ^ q) = h;
   /// vbits[32]: nonempty columns; vbits[0]: unused.
