@@ -188,14 +188,14 @@ TEST_CASE("measure: compare times candidates side by side and keeps their failur
   // A wrong result fails that candidate only.
   kernels::Reference wrong = f.ref;
   wrong.value[17] += 1.0;
-  MeasureOptions hooked = quick_options(cache_dir());
-  Measurer mw(f.p, wrong, hooked);
+  Measurer mw(f.p, wrong, quick_options(cache_dir()));
   const std::vector<Measurement> w = mw.compare({schedule("csr"), Candidate::baseline("csr")}, 3);
   REQUIRE(w.size() == 2);
   CHECK(w[0].status == MeasureStatus::WrongResult);
   CHECK(w[1].status == MeasureStatus::WrongResult);
 
   // A crash takes down the comparison, not the caller: every candidate gets the reason.
+  MeasureOptions hooked = quick_options(cache_dir());
   hooked.child_hook = [](const Candidate& c) {
     if (c.schedule && c.schedule->chunk == 2) raise(SIGSEGV);
   };

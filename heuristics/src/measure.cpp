@@ -249,7 +249,6 @@ std::string error_text(const Error& e) {
 /// and compile), or, when that failed, impl is null and m says why.
 struct Prepared {
   std::unique_ptr<kernels::Implementation> impl;
-  codegen::GeneratedKernel* generated = nullptr;  ///< impl, when it is a generated kernel
   Measurement m;
 };
 
@@ -257,6 +256,7 @@ Prepared prepare_candidate(const kernels::Problem& p, const MeasureOptions& opts
                            const Candidate& c) {
   Prepared r;
   Measurement& m = r.m;
+  codegen::GeneratedKernel* generated = nullptr;  // r.impl, when it is a generated kernel
   m.warmup = opts.warmup;
   m.repeats = opts.repeats;
   m.threads = c.effective_threads(run_threads);
@@ -276,7 +276,7 @@ Prepared prepare_candidate(const kernels::Problem& p, const MeasureOptions& opts
     // counts (FormatCheck), so the format is built once and the kernel compiled once, both by
     // prepare() below (which also resolves the race strategy: the source depends on it).
     auto g = std::make_unique<codegen::GeneratedKernel>(s, opts.generated);
-    r.generated = g.get();
+    generated = g.get();
     r.impl = std::move(g);
   } else {
     try {
@@ -291,19 +291,18 @@ Prepared prepare_candidate(const kernels::Problem& p, const MeasureOptions& opts
   } catch (const Error& e) {
     // For a generated kernel whose format passed FormatCheck, what remains to fail is the
     // compilation (its command and log are in the message).
-    m = failed(m, r.generated ? MeasureStatus::CompileError : MeasureStatus::Refused,
+    m = failed(m, generated ? MeasureStatus::CompileError : MeasureStatus::Refused,
                error_text(e));
     r.impl.reset();
-    r.generated = nullptr;
     return r;
   }
   m.conversion_s = r.impl->conversion_seconds();
-  if (r.generated) {
-    m.compile_s = r.generated->compile_seconds();
-    m.cache_hit = r.generated->cache_hit();
-    m.threads = r.generated->threads();
-    m.kernel_source = r.generated->source_path();
-    m.stored_values = r.generated->storage().stored_values();
+  if (generated) {
+    m.compile_s = generated->compile_seconds();
+    m.cache_hit = generated->cache_hit();
+    m.threads = generated->threads();
+    m.kernel_source = generated->source_path();
+    m.stored_values = generated->storage().stored_values();
   }
   return r;
 }
@@ -319,7 +318,6 @@ bool verify_output(Prepared& c, const kernels::Reference& ref, double tolerance,
   if (v.ok) return true;
   c.m = failed(c.m, MeasureStatus::WrongResult, std::string(when) + ": " + v.message);
   c.impl.reset();
-  c.generated = nullptr;
   return false;
 }
 
@@ -377,7 +375,6 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
   out.reserve(cs.size());
   for (std::size_t i = 0; i < cs.size(); ++i) {
     Prepared& r = ready[i];
-    r.m.repeats = rounds;
     if (r.impl && verify_output(r, ref, opts.tolerance, "after timing")) set_times(r.m, t[i]);
     out.push_back(std::move(r.m));
   }
@@ -572,9 +569,7 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
       std::vector<Candidate> todo;
       for (std::size_t i = 0; i < cs.size(); ++i) {
         if (std::optional<std::string> why = format_check.refusal(cs[i])) {
-          Measurement r;
-          r.warmup = opts.warmup;
-          r.repeats = type == 'C' ? rounds : opts.repeats;
+          Measurement r;  // warmup and repeats are filled in by Measurer::request
           r.threads = cs[i].effective_threads(run_threads);
           answer[i] = failed(r, MeasureStatus::Refused, std::move(*why));
         } else {

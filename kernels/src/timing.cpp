@@ -32,16 +32,7 @@ TimingStats summarize(std::vector<double> samples) {
 }
 
 TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& opts) {
-  WACO_ASSERT(opts.repeats >= 1 && opts.warmup >= 0, "repeats must be >= 1, warmup >= 0");
-  for (int i = 0; i < opts.warmup; ++i) fn();
-  std::vector<double> samples;
-  samples.reserve(opts.repeats);
-  for (int i = 0; i < opts.repeats; ++i) {
-    const double t0 = opts.clock();
-    fn();
-    samples.push_back(opts.clock() - t0);
-  }
-  return summarize(std::move(samples));
+  return time_interleaved({fn}, opts).front();  // one function: warm-up, then timed runs
 }
 
 std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()>>& fns,
