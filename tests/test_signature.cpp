@@ -72,12 +72,16 @@ void check_same(const LocalitySignature& x, const LocalitySignature& y) {
   }
 }
 
-/// The chunked (parallel) pass stitched at many boundaries equals the single-chunk pass.
+/// The chunked (parallel) pass stitched at many boundaries equals the single-chunk pass, and so
+/// does the single chunk whose horizontal statistics a second thread counts (a minimum of
+/// nonzeros per line no matrix here has).
 void check_chunking(const CooMatrix& a, const LocalitySignature& serial) {
   for (int threads : {2, 3, 7}) {
     INFO(threads << " chunks");
     check_same(serial, compute_signature(a, threads, 1, 0.0));
   }
+  INFO("one chunk, the statistics split over 2 threads");
+  check_same(serial, compute_signature(a, 2, 1, 1e12));
 }
 
 /// Brute-force check of every statistic on a small matrix (dense grid, all T).

@@ -17,8 +17,13 @@
 //     the dense-run variant stays scalar (a vector store followed by a load of the same line for
 //     the next nonzero of the run is a dependency chain the scalar stores do not have);
 //   - the block count of bi = 1 comes from the row bit widths, of bk = 1 from the columns'.
-// The input check (range, order) is a separate branch-free streaming pass. Threads scan row
-// chunks; the chunk boundaries are stitched afterwards (O(rows + cols) per chunk).
+// The input check (range, order) is a separate branch-free streaming pass, split over the
+// threads. Threads scan row chunks; the chunk boundaries are stitched afterwards (O(rows + cols)
+// per chunk). A matrix too sparse for two chunks (kMinChunkNnzPerLine) is scanned by two threads
+// all the same: one counts the vertical statistics and the blocks, the other the horizontal ones
+// (2 threads, the seven of the ten largest matrices that take one chunk: 0.71-0.88x the time
+// of the one-thread scan, side by side in one process). The sums of eq. 12-14 of the two
+// directions run on two threads too.
 #include "waco/signature/signature.hpp"
 
 #include <algorithm>
@@ -271,7 +276,8 @@ struct Chunk {
   std::int64_t e0 = 0, e1 = 0;   ///< entries [e0, e1)
   index_t r0 = 0, r1 = 0;        ///< rows [r0, r1) (entries' rows lie inside)
   bool record_firsts = false;    ///< false for the first chunk (nothing to stitch to)
-  bool canonical = true;         ///< the chunk's entries are in range and strictly row-major
+  bool horizontal = true;        ///< its scan counts the horizontal statistics too; false when a
+                                 ///< second thread counts them (scan_horizontal)
   std::int64_t same_pair = 0;    ///< nonzeros in the column pair of the previous one of the row
   std::vector<std::uint32_t> vintervals, hintervals;
   std::vector<Group> groups;
@@ -313,23 +319,29 @@ struct Slots {
 /// The last-row slot of the block column of width 2^b holding column c (b = 0..5).
 inline index_t& last_slot(Chunk& ch, int b, index_t c) { return *Slots(ch, c).level[b]; }
 
-/// Checks that the chunk's entries lie in range and strictly increase in (row, col) order (also
-/// against the entry before the chunk), in one branch-free streaming pass so that the scan needs
+/// The input check of the entries [e0, e1), by one thread.
+struct CheckPart {
+  std::int64_t e0 = 0, e1 = 0;
+  bool canonical = true;        ///< in range and strictly row-major (also against entry e0 - 1)
+  std::int64_t same_pair = 0;   ///< nonzeros in the column pair of the previous one of the row
+};
+
+/// Checks that the part's entries lie in range and strictly increase in (row, col) order (also
+/// against the entry before the part), in one branch-free streaming pass so that the scan needs
 /// no checks; and counts the nonzeros in the same column pair as the previous nonzero of their
 /// row (which choose the scan variant).
-void check_chunk(const kernels::CooMatrix& a, Chunk& ch) {
+void check_entries(const kernels::CooMatrix& a, CheckPart& part) {
   const index_t* row = a.row.data();
   const index_t* col = a.col.data();
   const auto rows = static_cast<std::uint32_t>(a.rows);
   const auto cols = static_cast<std::uint32_t>(a.cols);
   unsigned bad = 0;
   std::int64_t same_pair = 0;
-  if (ch.e0 < ch.e1) {
-    const std::int64_t e0 = ch.e0;
-    if (e0 > 0) bad |= row[e0] <= row[e0 - 1];  // chunks start rows
+  if (part.e0 < part.e1) {
+    const std::int64_t e0 = part.e0;
     bad |= static_cast<unsigned>(static_cast<std::uint32_t>(row[e0]) >= rows) |
            static_cast<unsigned>(static_cast<std::uint32_t>(col[e0]) >= cols);
-    for (std::int64_t e = e0 + 1; e < ch.e1; ++e) {  // branch-free: vectorizes
+    for (std::int64_t e = std::max<std::int64_t>(e0, 1); e < part.e1; ++e) {  // vectorizes
       const index_t r = row[e], c = col[e], pr = row[e - 1], pc = col[e - 1];
       const unsigned same_row = r == pr;
       bad |= static_cast<unsigned>(static_cast<std::uint32_t>(r) >= rows) |
@@ -338,8 +350,8 @@ void check_chunk(const kernels::CooMatrix& a, Chunk& ch) {
       same_pair += same_row & static_cast<unsigned>((c ^ pc) < 2);
     }
   }
-  ch.canonical = bad == 0;
-  ch.same_pair = same_pair;
+  part.canonical = bad == 0;
+  part.same_pair = same_pair;
 }
 
 /// Records the first occurrences in the chunk (slot -1) of column c and of its block columns,
@@ -367,8 +379,9 @@ void check_chunk(const kernels::CooMatrix& a, Chunk& ch) {
 /// L2), the last-row lines of the nonzero kPrefetchFar ahead and the interval bins of the one
 /// kPrefetchNear ahead are prefetched (the latter from a last row that may still change: a
 /// prefetch is only a hint). With kVector (AVX-512, not with kGate), the block thresholds of
-/// b = 1..5 are counted in vector lanes (LaneTables).
-template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
+/// b = 1..5 are counted in vector lanes (LaneTables). Without kHorizontal, the horizontal
+/// statistics are left to scan_horizontal on another thread.
+template <bool kRecord, bool kGate, bool kPrefetch, bool kVector, bool kHorizontal>
 [[gnu::noinline]] void scan_entries(const kernels::CooMatrix& a, Chunk& ch) {
   const index_t cols = a.cols;
   const index_t* col = a.col.data();
@@ -408,14 +421,14 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
         const index_t cf = pc[kPrefetchNear], rf = pc[kPrefetchNear + to_row];
         __builtin_prefetch(&vint[rf - groups[cf >> 3].l0[cf & 7] - 1], 1);
         const index_t gap = cf - pc[kPrefetchNear - 1] - 1;  // < 0: a new row
-        __builtin_prefetch(&hint[gap < 0 ? cf : gap], 1);
+        if (kHorizontal) __builtin_prefetch(&hint[gap < 0 ? cf : gap], 1);
       }
       const index_t r = pc[to_row];
       const index_t c = *pc;
       // Horizontal intervals (Alg. 7 on rows) and row-segment bit widths; the first nonzero of a
       // row counts its interval from the virtual column -1 and bit width 32 (a nonempty row).
       if (r != cur_row) {
-        ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
+        if (kHorizontal) ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
         last_col = -1;
         cur_row = r;
 #if WACO_SIGNATURE_VECTOR_BLOCKS
@@ -426,9 +439,11 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
         }
 #endif
       }
-      ++hint[static_cast<std::uint32_t>(c - last_col - 1)];
       const std::uint64_t lzc = lz64(static_cast<std::uint32_t>(c ^ last_col));
-      hacc += tab.one_hot[lzc];
+      if (kHorizontal) {
+        ++hint[static_cast<std::uint32_t>(c - last_col - 1)];
+        hacc += tab.one_hot[lzc];
+      }
       last_col = c;
       // Vertical intervals (Alg. 7 on columns) and the bit widths of consecutive distinct rows
       // of every block-column width 2^b. lr = -1 (first time in this chunk) gives vint[r] (from
@@ -481,6 +496,40 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
     if constexpr (!kVector)
       for (int b = 1; b < kBlockLevels; ++b) flush_thresholds(bacc[b], ch.blocks[b]);
     flush_lanes(vacc, ch.vbits);
+    if (kHorizontal) flush_lanes(hacc, ch.hbits);
+  }
+  if (kHorizontal) {
+    ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
+    hint[cols] += (ch.r1 - ch.r0) - ch.hbits[32] - 1;  // the empty rows; the virtual row's
+  }
+}
+
+/// The horizontal statistics of a chunk (hintervals, hbits) alone, as the scan counts them, for a
+/// second thread while the first scans the chunk without them: when the matrix is too sparse
+/// for two row chunks, the threads split the statistics instead of the rows.
+[[gnu::noinline]] void scan_horizontal(const kernels::CooMatrix& a, Chunk& ch) {
+  const index_t cols = a.cols;
+  const index_t* col = a.col.data();
+  const index_t* row = a.row.data();
+  ch.hintervals.assign(static_cast<std::size_t>(cols) + 1, 0);
+  std::uint32_t* hint = ch.hintervals.data();
+  const AccumulatorTables& tab = accumulator_tables();
+  Lanes hacc{};
+  index_t cur_row = ch.r0 - 1;
+  index_t last_col = -1;
+  for (std::int64_t e0 = ch.e0; e0 < ch.e1; e0 += kFlush) {
+    const std::int64_t e1 = std::min(ch.e1, e0 + kFlush);
+    for (std::int64_t e = e0; e < e1; ++e) {
+      const index_t r = row[e], c = col[e];
+      if (r != cur_row) {
+        ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
+        last_col = -1;
+        cur_row = r;
+      }
+      ++hint[static_cast<std::uint32_t>(c - last_col - 1)];
+      hacc += tab.one_hot[lz64(static_cast<std::uint32_t>(c ^ last_col))];
+      last_col = c;
+    }
     flush_lanes(hacc, ch.hbits);
   }
   ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
@@ -491,29 +540,29 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector>
 /// matrices of dense runs, e.g. bcsstk16 at 0.44, gain; Groebner_id2003_aug at 0.21 loses).
 constexpr double kGateSamePairShare = 0.35;
 
-template <bool kRecord>
+template <bool kRecord, bool kHorizontal>
 void scan_entries_gated(const kernels::CooMatrix& a, Chunk& ch, bool gate, bool prefetch) {
   constexpr bool kVector = WACO_SIGNATURE_VECTOR_BLOCKS;
   if (gate) {
     if (prefetch)
-      scan_entries<kRecord, true, true, false>(a, ch);
+      scan_entries<kRecord, true, true, false, kHorizontal>(a, ch);
     else
-      scan_entries<kRecord, true, false, false>(a, ch);
+      scan_entries<kRecord, true, false, false, kHorizontal>(a, ch);
   } else {
     if (prefetch)
-      scan_entries<kRecord, false, true, kVector>(a, ch);
+      scan_entries<kRecord, false, true, kVector, kHorizontal>(a, ch);
     else
-      scan_entries<kRecord, false, false, kVector>(a, ch);
+      scan_entries<kRecord, false, false, kVector, kHorizontal>(a, ch);
   }
 }
 
+/// The scan of one (checked) chunk: its arrays, then the pass. The horizontal statistics too
+/// unless ch.horizontal is false (then only the first chunk, never recording firsts).
 void scan_chunk(const kernels::CooMatrix& a, Chunk& ch) {
-  check_chunk(a, ch);
-  if (!ch.canonical) return;
   // 32-bit counters halve the histograms' cache footprint (the pass is bound by these random
   // increments); a count never exceeds nnz + lines < 2^32.
   ch.vintervals.assign(static_cast<std::size_t>(a.rows) + 1, 0);
-  ch.hintervals.assign(static_cast<std::size_t>(a.cols) + 1, 0);
+  if (ch.horizontal) ch.hintervals.assign(static_cast<std::size_t>(a.cols) + 1, 0);
   Group g;
   std::fill(std::begin(g.l0), std::end(g.l0), -1);
   std::fill(std::begin(g.l1), std::end(g.l1), -1);
@@ -526,14 +575,16 @@ void scan_chunk(const kernels::CooMatrix& a, Chunk& ch) {
                     kGateSamePairShare * static_cast<double>(ch.e1 - ch.e0);
   // Prefetching pays once the random-access arrays no longer fit the L2 (measured: loc-Gowalla,
   // 3.2 MB, 20% faster; copter2, email-Enron, delaunay_n16 below 1 MB, 25-30% slower).
-  const std::size_t footprint = (ch.vintervals.size() + ch.hintervals.size()) * 4 +
+  const std::size_t footprint = (ch.vintervals.size() + (ch.horizontal ? a.cols + 1 : 0)) * 4 +
                                 ch.groups.size() * sizeof(Group) + ch.upper.size() * sizeof(Upper);
   const std::int64_t l2 = kernels::cache_sizes().l2 > 0 ? kernels::cache_sizes().l2 : (1 << 20);
   const bool prefetch = static_cast<std::int64_t>(footprint) > l2;
-  if (ch.record_firsts)
-    scan_entries_gated<true>(a, ch, gate, prefetch);
+  if (!ch.horizontal)
+    scan_entries_gated<false, false>(a, ch, gate, prefetch);
+  else if (ch.record_firsts)
+    scan_entries_gated<true, true>(a, ch, gate, prefetch);
   else
-    scan_entries_gated<false>(a, ch, gate, prefetch);
+    scan_entries_gated<false, true>(a, ch, gate, prefetch);
 }
 
 /// Re-counts the first occurrences of chunk t (t >= 1) whose block column already occurred in an
@@ -574,24 +625,25 @@ void count_tails(std::vector<Chunk>& ch, index_t rows, index_t cols) {
 /// * notsmaller[T], both suffix sums accumulated from T = length down to 1.
 void intervals_and_nonactive(const std::vector<Chunk>& ch, bool vertical, SegmentSignature& seg) {
   const std::size_t n = static_cast<std::size_t>(seg.length) + 1;
-  seg.intervals.resize(n);
+  const auto hist = [&](const Chunk& c) {
+    return vertical ? c.vintervals.data() : c.hintervals.data();
+  };
+  seg.intervals.assign(hist(ch[0]), hist(ch[0]) + n);
+  std::int64_t* iv = seg.intervals.data();
+  for (std::size_t t = 1; t < ch.size(); ++t) {
+    const std::uint32_t* x = hist(ch[t]);
+    for (std::size_t T = 0; T < n; ++T) iv[T] += x[T];
+  }
   seg.nonactive.resize(n);
-  std::vector<const std::uint32_t*> hist;
-  for (const Chunk& c : ch) hist.push_back(vertical ? c.vintervals.data() : c.hintervals.data());
+  std::int64_t* na = seg.nonactive.data();
   std::int64_t notsmaller = 0;
   std::int64_t notsmallerweighted = 0;
   for (std::size_t T = n - 1; T >= 1; --T) {
-    std::int64_t iv = 0;
-    for (const std::uint32_t* x : hist) iv += x[T];
-    seg.intervals[T] = iv;
-    notsmaller += iv;
-    notsmallerweighted += static_cast<std::int64_t>(T) * iv;
-    seg.nonactive[T] = notsmallerweighted - (static_cast<std::int64_t>(T) - 1) * notsmaller;
+    notsmaller += iv[T];
+    notsmallerweighted += static_cast<std::int64_t>(T) * iv[T];
+    na[T] = notsmallerweighted - (static_cast<std::int64_t>(T) - 1) * notsmaller;
   }
-  std::int64_t iv0 = 0;
-  for (const std::uint32_t* x : hist) iv0 += x[0];
-  seg.intervals[0] = iv0;
-  seg.nonactive[0] = 0;
+  na[0] = 0;
 }
 
 
@@ -640,20 +692,55 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
     WACO_ASSERT(ch[t].e0 <= ch[t].e1 && ch[t].r0 <= ch[t].r1, "bad chunk split");
   }
 
-  // One thread per chunk; then, serially, the chunk boundaries are stitched, the column tails
-  // counted and the histograms summed with eq. 12-14 (O(rows + cols) per chunk). Splitting that
-  // over the threads too cost a barrier, which on a loaded machine (a descheduled thread) costs a
-  // scheduler tick, more than it saved. Every step writes its own data, so the result does not
+  // One thread per chunk. A single chunk on two threads or more (a matrix too sparse for two)
+  // splits the statistics instead: the first thread scans the vertical ones and the block
+  // counts, a second the horizontal ones (scan_horizontal).
+  const bool split = chunks == 1 && threads >= 2 && nnz >= min_chunk_nnz;
+  const int team = split ? 2 : static_cast<int>(chunks);
+  ch[0].horizontal = !split;
+  // Each thread checks its share of the entries (its chunk's, or half of the single one).
+  std::vector<CheckPart> parts(static_cast<std::size_t>(team));
+  for (int t = 0; t < team; ++t) {
+    parts[t].e0 = split ? nnz * t / team : ch[t].e0;
+    parts[t].e1 = split ? nnz * (t + 1) / team : ch[t].e1;
+  }
+  // Then the scans; then the column tails and the vertical histogram sums of eq. 12-14 on the
+  // first thread (after the stitching of the chunk boundaries), the horizontal sums on the last
+  // (O(rows + cols) per chunk each). Every step writes its own data, so the result does not
   // depend on the thread count.
-#pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(chunks)) if (chunks > 1)
-  for (std::int64_t t = 0; t < chunks; ++t) scan_chunk(a, ch[t]);
   bool canonical = true;
-  for (const Chunk& c : ch) canonical = canonical && c.canonical;
-  if (canonical) {
-    for (std::size_t t = 1; t < ch.size(); ++t) stitch_chunk(ch, t);
-    count_tails(ch, rows, cols);
-    intervals_and_nonactive(ch, true, v);
-    intervals_and_nonactive(ch, false, h);
+#pragma omp parallel num_threads(team) if (team > 1)
+  {
+    const int t = omp_get_thread_num();
+    check_entries(a, parts[t]);
+#pragma omp barrier
+    bool ok = true;
+    for (const CheckPart& part : parts) ok = ok && part.canonical;
+    if (ok) {
+      if (split) {
+        if (t == 0) {
+          ch[0].same_pair = parts[0].same_pair + parts[1].same_pair;
+          scan_chunk(a, ch[0]);
+          count_tails(ch, rows, cols);
+          intervals_and_nonactive(ch, true, v);
+        } else {
+          scan_horizontal(a, ch[0]);
+          intervals_and_nonactive(ch, false, h);
+        }
+      } else {
+        ch[t].same_pair = parts[t].same_pair;
+        scan_chunk(a, ch[t]);
+#pragma omp barrier
+        if (t == 0) {
+          for (std::size_t u = 1; u < ch.size(); ++u) stitch_chunk(ch, u);
+          count_tails(ch, rows, cols);
+          intervals_and_nonactive(ch, true, v);
+        }
+        if (t == team - 1) intervals_and_nonactive(ch, false, h);
+      }
+    } else if (t == 0) {
+      canonical = false;
+    }
   }
   WACO_ASSERT(canonical, "compute_signature needs a canonical matrix (coordinates in range, "
                          "sorted by (row, col), no repeats)");
