@@ -27,6 +27,9 @@ namespace waco::heuristics::detail {
 
 namespace {
 
+/// Panels per thread of the model run by this pass (the sparse-tile cap of its centers).
+constexpr int kTileWindowPanelsPerThread = 4;
+
 struct Center {
   /// Per KernelSpec::vars, the log2 tile sizes kept (within the window); empty = not constrained.
   std::vector<std::vector<int>> log2_split;
@@ -63,6 +66,9 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
         const char col_var = kind == KernelKind::SDDMM ? 'j' : 'k';
         mo.dense = dense_var ? space.extent(dense_var) : 1;
         mo.threads = space.cores();
+        // The centers stay where issue 5's oracle study validated them (4 panels per thread); the
+        // space balances its parallel loop with chunk-rows, not with the tile.
+        mo.panels_per_thread = kTileWindowPanelsPerThread;
         mo.cache = signature::cache_capacity(p.cache_level, space.cores(), p.cache_bytes);
         const signature::TileSelection sel = signature::select_tiles(space.facts()->signature, mo);
         const int parts = mo.threads * mo.panels_per_thread;

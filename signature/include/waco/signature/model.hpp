@@ -61,8 +61,17 @@ inline constexpr int kVectorWidth = 16;
 inline constexpr double kDefaultCacheFraction = 0.5;
 /// The cache level of the capacity constraint (see the header comment; cache_capacity()).
 inline constexpr const char* kDefaultCacheLevel = "llc-core";
-/// Panels each thread should get at least (caps the sparse tile sizes).
-inline constexpr int kDefaultPanelsPerThread = 4;
+/// Panels each thread should get at least (caps the sparse tile sizes). Measured: J-Stream timed
+/// side by side over its tile grid (T_i powers of two from 16 and the caps of 4, 8, 16 and 32
+/// panels per thread; T_k 128 and 256; 21 interleaved rounds, 2 threads) on the 14 matrices of
+/// ../shared/data with at least 100k nonzeros. The model's choice against the fastest point of
+/// the grid, geometric mean (SpMM J = 256, 128; SDDMM K = 256, 128):
+///   4 panels per thread: 1.126, 1.113, 1.088, 1.054;     8: 1.075, 1.067, 1.057, 1.046;
+///   16: 1.060, 1.054, 1.065, 1.039;                      32: 1.053, 1.105, 1.085, 1.068.
+/// The volume keeps falling with T_i, so the model takes the cap, and a few large panels of
+/// unequal work leave a thread idle at the end (Groebner_id2003_aug, SpMM J = 256: 1.44x at 4
+/// panels per thread, 1.09x at 16). The tile-window pass of heuristics/ keeps 4 for its centers.
+inline constexpr int kDefaultPanelsPerThread = 16;
 /// Smallest dense tile width considered (min(K, this)); 16 gives the paper's unrestricted set.
 /// Calibrated: in 36 exhaustive sweeps on ../shared/data (SpMM/SDDMM, K = 128/256, 1 thread),
 /// widths below 128 were 1.1-5x slower than the best width in all but 2 cases; each extra dense
