@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "support/edge_cases.hpp"
 #include "support/test_paths.hpp"
 #include "waco/kernels/context.hpp"
@@ -286,6 +288,65 @@ TEST_CASE("signature: statistics equal brute force on random rectangular matrice
     check_brute_small(random_matrix(sh.rows, sh.cols, sh.density, ++seed, sh.dense_lines),
                       std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + " d=" +
                           std::to_string(sh.density));
+}
+
+TEST_CASE("signature: a matrix that is not canonical is refused whatever the chunking") {
+  // The pass trusts its input once the check has passed (no bounds checks in the scan), so each
+  // way of splitting the work must see every defect: out-of-range coordinates, rows out of
+  // order, columns out of order or repeated within a row, in the first or the second half.
+  const CooMatrix good = random_matrix(300, 200, 0.05, 5, false);
+  REQUIRE(good.nnz() > 100);
+  const std::int64_t mid = good.nnz() / 2 + 1, last = good.nnz() - 1;
+  std::vector<std::pair<std::string, CooMatrix>> bad;
+  for (const std::int64_t e : {std::int64_t{1}, mid, last}) {
+    const std::string at = " at entry " + std::to_string(e);
+    CooMatrix m = good;
+    m.col[e] = good.cols;
+    bad.emplace_back("column out of range" + at, m);
+    m = good;
+    m.row[e] = good.rows;
+    bad.emplace_back("row out of range" + at, m);
+    m = good;
+    m.row[e] = -1;
+    bad.emplace_back("negative row" + at, m);
+    m = good;
+    m.col[e] = good.col[e - 1];
+    m.row[e] = good.row[e - 1];
+    bad.emplace_back("repeated entry" + at, m);
+    m = good;
+    std::swap(m.row[e], m.row[e - 1]);
+    std::swap(m.col[e], m.col[e - 1]);
+    bad.emplace_back("entries swapped" + at, m);
+  }
+  for (const auto& [what, m] : bad) {
+    INFO(what);
+    CHECK_THROWS_AS(compute_signature(m, 1), InternalError);
+    CHECK_THROWS_AS(compute_signature(m, 2, 1, 0.0), InternalError);    // 2 row chunks
+    CHECK_THROWS_AS(compute_signature(m, 2, 1, 1e12), InternalError);   // statistics split
+    CHECK_THROWS_AS(compute_signature(m, 3, 1, 0.0), InternalError);    // 3 row chunks
+  }
+  CHECK_NOTHROW(compute_signature(good, 2, 1, 1e12));
+}
+
+TEST_CASE("signature: inside another parallel region the pass gives the same result") {
+  // Nested parallelism off: compute_signature's region gets a team of one thread, which must
+  // then take every chunk, or both halves of the split statistics, itself.
+  const CooMatrix a = random_matrix(300, 200, 0.05, 9, true);
+  const LocalitySignature serial = compute_signature(a, 1);
+  LocalitySignature split, chunks;
+  const int levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(1);
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    {
+      split = compute_signature(a, 2, 1, 1e12);
+      chunks = compute_signature(a, 3, 1, 0.0);
+    }
+  }
+  omp_set_max_active_levels(levels);
+  check_same(serial, split);
+  check_same(serial, chunks);
 }
 
 TEST_CASE("signature: statistics equal brute force on an empty shape") {

@@ -711,32 +711,35 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
   bool canonical = true;
 #pragma omp parallel num_threads(team) if (team > 1)
   {
-    const int t = omp_get_thread_num();
-    check_entries(a, parts[t]);
+    // Roles 0..team-1 (a chunk, or a half of the statistics): each thread takes every nt-th, so
+    // all of them run whatever the team OpenMP gives (one thread inside another parallel region).
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    for (int r = t; r < team; r += nt) check_entries(a, parts[r]);
 #pragma omp barrier
     bool ok = true;
     for (const CheckPart& part : parts) ok = ok && part.canonical;
     if (ok) {
-      if (split) {
-        if (t == 0) {
-          ch[0].same_pair = parts[0].same_pair + parts[1].same_pair;
-          scan_chunk(a, ch[0]);
-          count_tails(ch, rows, cols);
-          intervals_and_nonactive(ch, true, v);
-        } else {
+      for (int r = t; r < team; r += nt) {
+        if (split && r == 1) {
           scan_horizontal(a, ch[0]);
           intervals_and_nonactive(ch, false, h);
+          continue;
         }
-      } else {
-        ch[t].same_pair = parts[t].same_pair;
-        scan_chunk(a, ch[t]);
+        ch[r].same_pair = split ? parts[0].same_pair + parts[1].same_pair : parts[r].same_pair;
+        scan_chunk(a, ch[r]);
+        if (split) {
+          count_tails(ch, rows, cols);
+          intervals_and_nonactive(ch, true, v);
+        }
+      }
+      if (!split) {
 #pragma omp barrier
         if (t == 0) {
           for (std::size_t u = 1; u < ch.size(); ++u) stitch_chunk(ch, u);
           count_tails(ch, rows, cols);
           intervals_and_nonactive(ch, true, v);
         }
-        if (t == team - 1) intervals_and_nonactive(ch, false, h);
+        if (t == nt - 1) intervals_and_nonactive(ch, false, h);
       }
     } else if (t == 0) {
       canonical = false;
