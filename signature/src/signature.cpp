@@ -354,6 +354,10 @@ void check_entries(const kernels::CooMatrix& a, CheckPart& part) {
   part.same_pair = same_pair;
 }
 
+bool all_canonical(const std::vector<CheckPart>& parts) {
+  return std::all_of(parts.begin(), parts.end(), [](const CheckPart& x) { return x.canonical; });
+}
+
 /// Records the first occurrences in the chunk (slot -1) of column c and of its block columns,
 /// before the nonzero (r, c) updates the slots. Only a column new to the chunk can belong to a
 /// block column new to it, so the scan calls this on that rare branch alone.
@@ -708,32 +712,38 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
   // first thread (after the stitching of the chunk boundaries), the horizontal sums on the last
   // (O(rows + cols) per chunk each). Every step writes its own data, so the result does not
   // depend on the thread count.
-  bool canonical = true;
 #pragma omp parallel num_threads(team) if (team > 1)
   {
     // Roles 0..team-1 (a chunk, or a half of the statistics): each thread takes every nt-th, so
     // all of them run whatever the team OpenMP gives (one thread inside another parallel region).
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    for (int r = t; r < team; r += nt) check_entries(a, parts[r]);
+    if (split) {
+      // Both halves scan every entry: both checks come first.
+      for (int r = t; r < team; r += nt) check_entries(a, parts[r]);
 #pragma omp barrier
-    bool ok = true;
-    for (const CheckPart& part : parts) ok = ok && part.canonical;
-    if (ok) {
-      for (int r = t; r < team; r += nt) {
-        if (split && r == 1) {
-          scan_horizontal(a, ch[0]);
-          intervals_and_nonactive(ch, false, h);
-          continue;
-        }
-        ch[r].same_pair = split ? parts[0].same_pair + parts[1].same_pair : parts[r].same_pair;
-        scan_chunk(a, ch[r]);
-        if (split) {
-          count_tails(ch, rows, cols);
-          intervals_and_nonactive(ch, true, v);
+      if (all_canonical(parts)) {
+        for (int r = t; r < team; r += nt) {
+          if (r == 0) {
+            ch[0].same_pair = parts[0].same_pair + parts[1].same_pair;
+            scan_chunk(a, ch[0]);
+            count_tails(ch, rows, cols);
+            intervals_and_nonactive(ch, true, v);
+          } else {
+            scan_horizontal(a, ch[0]);
+            intervals_and_nonactive(ch, false, h);
+          }
         }
       }
-      if (!split) {
+    } else {
+      // A chunk's scan reads only its own entries: it starts once they are checked.
+      for (int r = t; r < team; r += nt) {
+        check_entries(a, parts[r]);
+        if (!parts[r].canonical) continue;
+        ch[r].same_pair = parts[r].same_pair;
+        scan_chunk(a, ch[r]);
+      }
 #pragma omp barrier
+      if (all_canonical(parts)) {
         if (t == 0) {
           for (std::size_t u = 1; u < ch.size(); ++u) stitch_chunk(ch, u);
           count_tails(ch, rows, cols);
@@ -741,10 +751,9 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
         }
         if (t == nt - 1) intervals_and_nonactive(ch, false, h);
       }
-    } else if (t == 0) {
-      canonical = false;
     }
   }
+  const bool canonical = all_canonical(parts);
   WACO_ASSERT(canonical, "compute_signature needs a canonical matrix (coordinates in range, "
                          "sorted by (row, col), no repeats)");
 
