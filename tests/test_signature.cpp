@@ -293,12 +293,14 @@ TEST_CASE("signature: statistics equal brute force on random rectangular matrice
 TEST_CASE("signature: a matrix that is not canonical is refused whatever the chunking") {
   // The pass trusts its input once the check has passed (no bounds checks in the scan), so each
   // way of splitting the work must see every defect: out-of-range coordinates, rows out of
-  // order, columns out of order or repeated within a row, in the first or the second half.
+  // order, columns out of order or repeated within a row, in the first or the second half and
+  // where they meet.
   const CooMatrix good = random_matrix(300, 200, 0.05, 5, false);
   REQUIRE(good.nnz() > 100);
-  const std::int64_t mid = good.nnz() / 2 + 1, last = good.nnz() - 1;
+  // Entry nnz / 2 starts the second half of the split check.
+  const std::int64_t half = good.nnz() / 2, last = good.nnz() - 1;
   std::vector<std::pair<std::string, CooMatrix>> bad;
-  for (const std::int64_t e : {std::int64_t{1}, mid, last}) {
+  for (const std::int64_t e : {std::int64_t{1}, half, half + 1, last}) {
     const std::string at = " at entry " + std::to_string(e);
     CooMatrix m = good;
     m.col[e] = good.cols;
