@@ -21,8 +21,8 @@
 // threads. Threads scan row chunks; the chunk boundaries are stitched afterwards (O(rows + cols)
 // per chunk). A matrix too sparse for two chunks (kMinChunkNnzPerLine) is scanned by two threads
 // all the same: one counts the vertical statistics and the blocks, the other the horizontal ones
-// (2 threads, the seven of the ten largest matrices that take one chunk: 0.71-0.88x the time
-// of the one-thread scan, side by side in one process). The sums of eq. 12-14 of the two
+// (2 threads, the seven of the ten largest matrices that take one chunk: 0.69-0.88x the time
+// of the one-thread scan, side by side in one process, two runs). The sums of eq. 12-14 of the two
 // directions run on two threads too.
 #include "waco/signature/signature.hpp"
 
