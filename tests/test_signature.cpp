@@ -519,7 +519,8 @@ TEST_CASE("signature: the model's formulas and candidates") {
     if (c.stream == StreamDim::N) CHECK(c.volume >= sel.best_jstream.volume);
   }
   // At least kDefaultPanelsPerThread panels per thread: 200 rows, 2 threads.
-  CHECK(sel.best_jstream.T_i <= (200 + 2 * kDefaultPanelsPerThread - 1) / (2 * kDefaultPanelsPerThread));
+  const int parts = 2 * kDefaultPanelsPerThread;
+  CHECK(sel.best_jstream.T_i <= (200 + parts - 1) / parts);
 }
 
 TEST_CASE("signature: cache capacity errors name the level") {
