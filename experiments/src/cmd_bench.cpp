@@ -149,8 +149,9 @@ int bench(const Options& o) {
   bool failed = false;
   for (const Row& r : rows) failed |= r.error.rfind("wrong result", 0) == 0;
 
-  nlohmann::json out = {{"kernel", o.kernel}, {"threads", threads}, {"busy_warning", busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy)}, {"warmup", o.warmup},
-                          {"repeats", o.repeat}, {"interleaved", true},
+  const nlohmann::json busy_json = busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy);
+  nlohmann::json out = {{"kernel", o.kernel}, {"threads", threads}, {"busy_warning", busy_json},
+                          {"warmup", o.warmup}, {"repeats", o.repeat}, {"interleaved", true},
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
                           {"results", nlohmann::json::array()},
                           {"context", context_json(threads, "none")}};

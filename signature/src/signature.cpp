@@ -278,7 +278,6 @@ struct Chunk {
   bool record_firsts = false;    ///< false for the first chunk (nothing to stitch to)
   bool horizontal = true;        ///< its scan counts the horizontal statistics too; false when a
                                  ///< second thread counts them (scan_horizontal)
-  std::int64_t same_pair = 0;    ///< nonzeros in the column pair of the previous one of the row
   std::vector<std::uint32_t> vintervals, hintervals;
   std::vector<Group> groups;
   std::vector<Upper> upper;
@@ -324,6 +323,30 @@ struct CheckPart {
   std::int64_t e0 = 0, e1 = 0;
   bool canonical = true;        ///< in range and strictly row-major (also against entry e0 - 1)
   std::int64_t same_pair = 0;   ///< nonzeros in the column pair of the previous one of the row
+};
+
+/// The horizontal statistics of a chunk (Alg. 7 on rows, and the row bit widths), one nonzero at
+/// a time in row-major order, for both scans that count them. The caller keeps the previous
+/// column of the row, last_col: -1 (the virtual column) before the row's first nonzero, which
+/// thus counts its interval from there and bit width 32 (a nonempty row). Closing a row counts
+/// the interval to the virtual column `cols`; closing the virtual row before the chunk's first
+/// one counts one interval of `cols` too many, which finish() takes back with the empty rows.
+struct RowCounts {
+  std::uint32_t* hint;
+  index_t cols;
+  Lanes acc{};
+
+  void close_row(index_t last_col) { ++hint[static_cast<std::uint32_t>(cols - last_col - 1)]; }
+  /// lzc = lz64(c ^ last_col).
+  void add(index_t c, index_t last_col, std::uint64_t lzc, const AccumulatorTables& tab) {
+    ++hint[static_cast<std::uint32_t>(c - last_col - 1)];
+    acc += tab.one_hot[lzc];
+  }
+  /// After the chunk's last nonzero, and after acc was flushed into ch.hbits.
+  void finish(Chunk& ch, index_t last_col) {
+    close_row(last_col);
+    hint[cols] += (ch.r1 - ch.r0) - ch.hbits[32] - 1;  // the empty rows; the virtual row's
+  }
 };
 
 /// Checks that the part's entries lie in range and strictly increase in (row, col) order (also
@@ -396,7 +419,8 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector, bool kHorizont
   Upper* upper = ch.upper.data();
   static_assert(!kVector || (WACO_SIGNATURE_VECTOR_BLOCKS && !kGate), "no such scan variant");
   const AccumulatorTables& tab = accumulator_tables();
-  Lanes vacc{}, hacc{};
+  Lanes vacc{};
+  RowCounts horizontal{hint, cols};
   std::array<Packed, kBlockLevels> bacc{};  // bacc[b], b = 1..5
   index_t cur_row = ch.r0 - 1;
 #if WACO_SIGNATURE_VECTOR_BLOCKS
@@ -409,10 +433,7 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector, bool kHorizont
   __m128i rb4 = _mm_set1_epi32(cur_row);
   __m512i rb64 = _mm512_set1_epi64(static_cast<std::uint32_t>(cur_row));
 #endif
-  // The previous column of the row; -1 (the virtual column) before its first nonzero. Closing a
-  // row counts the interval to the virtual column `cols`; closing the virtual row before the
-  // chunk's first one counts one interval of `cols` too many, taken back after the loop.
-  index_t last_col = -1;
+  index_t last_col = -1;  // the previous column of the row (RowCounts)
   for (const index_t* p0 = col + ch.e0; p0 < col + ch.e1; p0 += kFlush) {
     const index_t* const p1 = std::min(col + ch.e1, p0 + kFlush);
     for (const index_t* pc = p0; pc < p1; ++pc) {
@@ -429,10 +450,8 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector, bool kHorizont
       }
       const index_t r = pc[to_row];
       const index_t c = *pc;
-      // Horizontal intervals (Alg. 7 on rows) and row-segment bit widths; the first nonzero of a
-      // row counts its interval from the virtual column -1 and bit width 32 (a nonempty row).
       if (r != cur_row) {
-        if (kHorizontal) ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
+        if (kHorizontal) horizontal.close_row(last_col);
         last_col = -1;
         cur_row = r;
 #if WACO_SIGNATURE_VECTOR_BLOCKS
@@ -444,10 +463,7 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector, bool kHorizont
 #endif
       }
       const std::uint64_t lzc = lz64(static_cast<std::uint32_t>(c ^ last_col));
-      if (kHorizontal) {
-        ++hint[static_cast<std::uint32_t>(c - last_col - 1)];
-        hacc += tab.one_hot[lzc];
-      }
+      if (kHorizontal) horizontal.add(c, last_col, lzc, tab);
       last_col = c;
       // Vertical intervals (Alg. 7 on columns) and the bit widths of consecutive distinct rows
       // of every block-column width 2^b. lr = -1 (first time in this chunk) gives vint[r] (from
@@ -500,12 +516,9 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector, bool kHorizont
     if constexpr (!kVector)
       for (int b = 1; b < kBlockLevels; ++b) flush_thresholds(bacc[b], ch.blocks[b]);
     flush_lanes(vacc, ch.vbits);
-    if (kHorizontal) flush_lanes(hacc, ch.hbits);
+    if (kHorizontal) flush_lanes(horizontal.acc, ch.hbits);
   }
-  if (kHorizontal) {
-    ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
-    hint[cols] += (ch.r1 - ch.r0) - ch.hbits[32] - 1;  // the empty rows; the virtual row's
-  }
+  if (kHorizontal) horizontal.finish(ch, last_col);
 }
 
 /// The horizontal statistics of a chunk (hintervals, hbits) alone, as the scan counts them, for a
@@ -516,9 +529,8 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector, bool kHorizont
   const index_t* col = a.col.data();
   const index_t* row = a.row.data();
   ch.hintervals.assign(static_cast<std::size_t>(cols) + 1, 0);
-  std::uint32_t* hint = ch.hintervals.data();
   const AccumulatorTables& tab = accumulator_tables();
-  Lanes hacc{};
+  RowCounts horizontal{ch.hintervals.data(), cols};
   index_t cur_row = ch.r0 - 1;
   index_t last_col = -1;
   for (std::int64_t e0 = ch.e0; e0 < ch.e1; e0 += kFlush) {
@@ -526,18 +538,16 @@ template <bool kRecord, bool kGate, bool kPrefetch, bool kVector, bool kHorizont
     for (std::int64_t e = e0; e < e1; ++e) {
       const index_t r = row[e], c = col[e];
       if (r != cur_row) {
-        ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
+        horizontal.close_row(last_col);
         last_col = -1;
         cur_row = r;
       }
-      ++hint[static_cast<std::uint32_t>(c - last_col - 1)];
-      hacc += tab.one_hot[lz64(static_cast<std::uint32_t>(c ^ last_col))];
+      horizontal.add(c, last_col, lz64(static_cast<std::uint32_t>(c ^ last_col)), tab);
       last_col = c;
     }
-    flush_lanes(hacc, ch.hbits);
+    flush_lanes(horizontal.acc, ch.hbits);
   }
-  ++hint[static_cast<std::uint32_t>(cols - last_col - 1)];
-  hint[cols] += (ch.r1 - ch.r0) - ch.hbits[32] - 1;  // the empty rows; the virtual row's interval
+  horizontal.finish(ch, last_col);
 }
 
 /// Share of same-column-pair nonzeros above which the gated scan is used (measured: only the
@@ -561,8 +571,9 @@ void scan_entries_gated(const kernels::CooMatrix& a, Chunk& ch, bool gate, bool 
 }
 
 /// The scan of one (checked) chunk: its arrays, then the pass. The horizontal statistics too
-/// unless ch.horizontal is false (then only the first chunk, never recording firsts).
-void scan_chunk(const kernels::CooMatrix& a, Chunk& ch) {
+/// unless ch.horizontal is false (then only the first chunk, never recording firsts). same_pair:
+/// the chunk's nonzeros in the column pair of the previous one of their row (from the check).
+void scan_chunk(const kernels::CooMatrix& a, Chunk& ch, std::int64_t same_pair) {
   // 32-bit counters halve the histograms' cache footprint (the pass is bound by these random
   // increments); a count never exceeds nnz + lines < 2^32.
   ch.vintervals.assign(static_cast<std::size_t>(a.rows) + 1, 0);
@@ -575,7 +586,7 @@ void scan_chunk(const kernels::CooMatrix& a, Chunk& ch) {
   g.pad = -1;
   ch.groups.assign(blockcols(a.cols, 3), g);
   ch.upper.assign(blockcols(a.cols, 5), Upper{{-1, -1}, -1, -1});
-  const bool gate = static_cast<double>(ch.same_pair) >
+  const bool gate = static_cast<double>(same_pair) >
                     kGateSamePairShare * static_cast<double>(ch.e1 - ch.e0);
   // Prefetching pays once the random-access arrays no longer fit the L2 (measured: loc-Gowalla,
   // 3.2 MB, 20% faster; copter2, email-Enron, delaunay_n16 below 1 MB, 25-30% slower).
@@ -724,8 +735,7 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
       if (all_canonical(parts)) {
         for (int r = t; r < team; r += nt) {
           if (r == 0) {
-            ch[0].same_pair = parts[0].same_pair + parts[1].same_pair;
-            scan_chunk(a, ch[0]);
+            scan_chunk(a, ch[0], parts[0].same_pair + parts[1].same_pair);
             count_tails(ch, rows, cols);
             intervals_and_nonactive(ch, true, v);
           } else {
@@ -739,8 +749,7 @@ LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads,
       for (int r = t; r < team; r += nt) {
         check_entries(a, parts[r]);
         if (!parts[r].canonical) continue;
-        ch[r].same_pair = parts[r].same_pair;
-        scan_chunk(a, ch[r]);
+        scan_chunk(a, ch[r], parts[r].same_pair);
       }
 #pragma omp barrier
       if (all_canonical(parts)) {
