@@ -74,16 +74,26 @@ void check_same(const LocalitySignature& x, const LocalitySignature& y) {
   }
 }
 
-/// The chunked (parallel) pass stitched at many boundaries equals the single-chunk pass, and so
+/// The scans this build has (SignatureScan).
+std::vector<SignatureScan> scans() {
+  std::vector<SignatureScan> x = {SignatureScan::kEntries};
+  if (panel_scan_available()) x.push_back(SignatureScan::kPanels);
+  return x;
+}
+
+/// Both scans, in one chunk and in chunks stitched at many boundaries, equal `serial`, and so
 /// does the single chunk whose horizontal statistics a second thread counts (a minimum of
 /// nonzeros per line no matrix here has).
 void check_chunking(const CooMatrix& a, const LocalitySignature& serial) {
-  for (int threads : {2, 3, 7}) {
-    INFO(threads << " chunks");
-    check_same(serial, compute_signature(a, threads, 1, 0.0));
+  for (const SignatureScan scan : scans()) {
+    INFO(scan_name(scan) << " scan");
+    for (int threads : {1, 2, 3, 7}) {
+      INFO(threads << " chunks");
+      check_same(serial, compute_signature(a, threads, 1, 0.0, scan));
+    }
+    INFO("one chunk, the statistics split over 2 threads");
+    check_same(serial, compute_signature(a, 2, 1, 1e12, scan));
   }
-  INFO("one chunk, the statistics split over 2 threads");
-  check_same(serial, compute_signature(a, 2, 1, 1e12));
 }
 
 /// Brute-force check of every statistic on a small matrix (dense grid, all T).
@@ -320,14 +330,16 @@ TEST_CASE("signature: a matrix that is not canonical is refused whatever the chu
     std::swap(m.col[e], m.col[e - 1]);
     bad.emplace_back("entries swapped" + at, m);
   }
-  for (const auto& [what, m] : bad) {
-    INFO(what);
-    CHECK_THROWS_AS(compute_signature(m, 1), InternalError);
-    CHECK_THROWS_AS(compute_signature(m, 2, 1, 0.0), InternalError);    // 2 row chunks
-    CHECK_THROWS_AS(compute_signature(m, 2, 1, 1e12), InternalError);   // statistics split
-    CHECK_THROWS_AS(compute_signature(m, 3, 1, 0.0), InternalError);    // 3 row chunks
-  }
-  CHECK_NOTHROW(compute_signature(good, 2, 1, 1e12));
+  for (const auto& [what, m] : bad)
+    for (const SignatureScan scan : scans()) {
+      INFO(what << ", " << scan_name(scan) << " scan");
+      CHECK_THROWS_AS(compute_signature(m, 1, 1, 0.0, scan), InternalError);
+      CHECK_THROWS_AS(compute_signature(m, 2, 1, 0.0, scan), InternalError);   // 2 row chunks
+      CHECK_THROWS_AS(compute_signature(m, 2, 1, 1e12, scan), InternalError);  // statistics split
+      CHECK_THROWS_AS(compute_signature(m, 3, 1, 0.0, scan), InternalError);   // 3 row chunks
+    }
+  for (const SignatureScan scan : scans())
+    CHECK_NOTHROW(compute_signature(good, 2, 1, 1e12, scan));
 }
 
 TEST_CASE("signature: inside another parallel region the pass gives the same result") {
@@ -335,20 +347,24 @@ TEST_CASE("signature: inside another parallel region the pass gives the same res
   // then take every chunk, or both halves of the split statistics, itself.
   const CooMatrix a = random_matrix(300, 200, 0.05, 9, true);
   const LocalitySignature serial = compute_signature(a, 1);
-  LocalitySignature split, chunks;
+  std::vector<LocalitySignature> split, chunks;
   const int levels = omp_get_max_active_levels();
   omp_set_max_active_levels(1);
 #pragma omp parallel num_threads(2)
   {
 #pragma omp single
-    {
-      split = compute_signature(a, 2, 1, 1e12);
-      chunks = compute_signature(a, 3, 1, 0.0);
+    for (const SignatureScan scan : scans()) {
+      split.push_back(compute_signature(a, 2, 1, 1e12, scan));
+      chunks.push_back(compute_signature(a, 3, 1, 0.0, scan));
     }
   }
   omp_set_max_active_levels(levels);
-  check_same(serial, split);
-  check_same(serial, chunks);
+  REQUIRE(split.size() == scans().size());
+  for (std::size_t k = 0; k < split.size(); ++k) {
+    INFO(scan_name(scans()[k]) << " scan");
+    check_same(serial, split[k]);
+    check_same(serial, chunks[k]);
+  }
 }
 
 TEST_CASE("signature: statistics equal brute force on an empty shape") {
@@ -439,6 +455,54 @@ TEST_CASE("signature: the scan variants agree with brute force when chunks diffe
   for (int threads : {2, 4}) {
     INFO(threads << " chunks of at least 5000 nonzeros");
     check_same(compute_signature(a, 1), compute_signature(a, threads, 5000, 0.0));
+  }
+}
+
+TEST_CASE("signature: the panel scan counts panels wider than its counters' flush period") {
+  // 40 rows (a panel and a part) x 70000 columns, one or two nonzeros per column: each panel
+  // holds tens of thousands of nonempty columns, past the 4095 increments after which the panel
+  // scan flushes its 16-bit counters of the bit widths across panels.
+  std::vector<std::pair<index_t, index_t>> rc;
+  for (index_t j = 0; j < 70000; ++j) {
+    rc.emplace_back((j * 7) % 40, j);
+    if (j % 3 == 0) rc.emplace_back((j * 13 + 5) % 40, j);
+  }
+  std::sort(rc.begin(), rc.end());
+  rc.erase(std::unique(rc.begin(), rc.end()), rc.end());
+  std::vector<index_t> r, c;
+  for (const auto& [i, j] : rc) {
+    r.push_back(i);
+    c.push_back(j);
+  }
+  check_brute_large(
+      waco::test::from_triplets(40, 70000, r, c, std::vector<float>(r.size(), 1.0f)),
+      "40 x 70000");
+}
+
+TEST_CASE("signature: the automatic scan takes panels on dense matrices only") {
+  GeneratorSpec banded;  // a few 32-column steps per panel of 32 rows: ~0.004 per nonzero
+  banded.kind = "banded";
+  banded.rows = 3000;
+  banded.cols = 2000;
+  banded.bandwidth = 17;
+  banded.fill = 0.6;
+  GeneratorSpec uniform;  // every step of every panel holds a nonzero: ~0.09 per nonzero
+  uniform.kind = "uniform";
+  uniform.rows = 5000;
+  uniform.cols = 333;
+  uniform.nnz = 20000;
+  const CooMatrix dense = generate(banded), sparse = generate(uniform);
+  CHECK(compute_signature(sparse).scan == SignatureScan::kEntries);
+  CHECK(compute_signature(dense, 2, 1, 0.0, SignatureScan::kEntries).scan ==
+        SignatureScan::kEntries);
+  if (panel_scan_available()) {
+    CHECK(compute_signature(dense).scan == SignatureScan::kPanels);
+    CHECK(compute_signature(sparse, 2, 1, 0.0, SignatureScan::kPanels).scan ==
+          SignatureScan::kPanels);
+  } else {
+    WARN("this build has no panel scan (AVX-512 VPOPCNTDQ and VBMI2)");
+    CHECK(compute_signature(dense).scan == SignatureScan::kEntries);
+    CHECK_THROWS_AS(compute_signature(dense, 1, 1, 0.0, SignatureScan::kPanels), InternalError);
   }
 }
 

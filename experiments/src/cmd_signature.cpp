@@ -129,6 +129,7 @@ int run_signature(const Options& o) {
                         {"cols", s.cols},
                         {"nnz", s.nnz},
                         {"signature_s", s.seconds},
+                        {"scan", scan_name(s.scan)},
                         {"curves", nlohmann::json::array()},
                         {"histograms",
                          {{"vertical", histogram_summary(s.col_segments)},
@@ -149,8 +150,9 @@ int run_signature(const Options& o) {
     return kExitOk;
   }
 
-  std::printf("%s: %d x %d, %lld nonzeros; signature in %s\n", o.file.c_str(), s.rows, s.cols,
-              static_cast<long long>(s.nnz), format_seconds(s.seconds).c_str());
+  std::printf("%s: %d x %d, %lld nonzeros; signature in %s (%s scan)\n", o.file.c_str(), s.rows,
+              s.cols, static_cast<long long>(s.nnz), format_seconds(s.seconds).c_str(),
+              scan_name(s.scan));
   std::printf("nacs(T): active column segments of row panels of height T; nars(T): active row\n"
               "segments of column panels of width T; p: proportion of active (unaligned) segments\n");
   std::printf("%10s %14s %14s %10s %10s\n", "T", "nacs", "nars", "p_col", "p_row");

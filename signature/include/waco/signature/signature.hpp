@@ -73,6 +73,20 @@ struct BlockStat {
 /// Largest block side of the block statistics (bi, bk = 1, 2, ..., kMaxBlock).
 inline constexpr int kMaxBlock = 32;
 
+/// How compute_signature scans the nonzeros; every choice gives the same signature.
+///   - kEntries: one nonzero at a time, with the last row of every block column (any matrix);
+///   - kPanels: by aligned panels of 32 rows, a bit mask of the panel's rows per column, counted
+///     32 columns at a time in vector lanes at the end of each panel (dense matrices; AVX-512
+///     builds only, see panel_scan_available());
+///   - kAuto: kPanels when available and estimated to pay (a few panels sampled), else kEntries.
+enum class SignatureScan { kAuto, kEntries, kPanels };
+
+/// "auto", "entries" or "panels".
+inline const char* scan_name(SignatureScan scan) {
+  if (scan == SignatureScan::kPanels) return "panels";
+  return scan == SignatureScan::kEntries ? "entries" : "auto";
+}
+
 /// The locality signature of one matrix.
 struct LocalitySignature {
   index_t rows = 0;
@@ -86,6 +100,8 @@ struct LocalitySignature {
   std::vector<BlockStat> blocks;
   /// Wall time of compute_signature (seconds).
   double seconds = 0.0;
+  /// The scan that computed it: kEntries or kPanels.
+  SignatureScan scan = SignatureScan::kEntries;
 
   /// nacs(T): active column segments over the aligned row panels of height T (exact, T a power
   /// of two; see SegmentSignature::aligned_active_pow2).
@@ -108,15 +124,23 @@ struct LocalitySignature {
 /// 4.3-5.0, and 0.59-0.86x at 6.4-30.
 inline constexpr double kMinChunkNnzPerLine = 6.0;
 
+/// True when this build has the panel scan (AVX-512 F, VL, CD, BW, VPOPCNTDQ and VBMI2).
+bool panel_scan_available();
+
 /// Computes the signature of a canonical matrix (sorted by (row, col), no repeats) in one pass
 /// (after a streaming check of the input), O(nnz + rows + cols) time and memory per thread. The
 /// pass is split into up to `threads` row chunks scanned in parallel (0: OpenMP's default), each
 /// of at least `min_chunk_nnz` nonzeros and `min_chunk_nnz_per_line` x (rows + cols) (tests pass
 /// small values to exercise the stitching), and stitched at the chunk boundaries; the result
-/// does not depend on the thread count. Throws InternalError if `a` is not canonical.
+/// does not depend on the thread count. `scan` chooses the scan, the result does not depend on
+/// it either: the panel scan's work per panel is a step per 32 columns of the panel's column
+/// range, O(rows x cols / 1024) for a forced kPanels, which kAuto takes only when its estimate
+/// of those steps is below 0.06 per nonzero. kPanels requires panel_scan_available(). Throws
+/// InternalError if `a` is not canonical.
 LocalitySignature compute_signature(const kernels::CooMatrix& a, int threads = 0,
                                     std::int64_t min_chunk_nnz = 65536,
-                                    double min_chunk_nnz_per_line = kMinChunkNnzPerLine);
+                                    double min_chunk_nnz_per_line = kMinChunkNnzPerLine,
+                                    SignatureScan scan = SignatureScan::kAuto);
 
 /// ceil(log2(n)) for n >= 1 (0 for n <= 1).
 int log2_ceil(std::int64_t n);
