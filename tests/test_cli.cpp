@@ -177,6 +177,16 @@ TEST_CASE("cli: signature and tile report the model, and tile --exhaustive re-ti
     CHECK(s.at("curves")[0].contains(key));
   // T = 1: every nonzero column of a one-row panel is active (aligned count = stored entries).
   CHECK(s.at("curves")[0].at("T") == 1);
+  CHECK((s.at("scan") == "entries" || s.at("scan") == "panels"));
+  // --cost: the signature and one CSR SpMM with J = 128, timed side by side.
+  const Result cost = cli("signature --cost --repeat 3 --threads 1 --json " + example());
+  REQUIRE(cost.status == 0);
+  const auto c = nlohmann::json::parse(cost.out).at("cost");
+  CHECK(c.at("repeats") == 3);
+  const double sig_s = c.at("signature_median_s"), spmm_s = c.at("csr_spmm_j128_median_s");
+  REQUIRE(spmm_s > 0.0);
+  CHECK(sig_s > 0.0);
+  CHECK(c.at("ratio").get<double>() == Approx(sig_s / spmm_s));
 
   const Result tile = cli("tile --kernel spmm --dense 32 --threads 1 --exhaustive --min-ti 256 "
                           "--repeat 2 --confirm 3 --json " + example());

@@ -79,20 +79,10 @@ nlohmann::json measure_cost(const CooMatrix& a, int threads, int repeat) {
   const Problem p = make_problem(KernelKind::SpMM, &a, nullptr, ops);
   auto csr = make_implementation(all_implementations(), "csr", KernelKind::SpMM);
   csr->prepare(p, threads);
-  std::vector<double> sig, spmm;
-  for (int r = 0; r < repeat + 1; ++r) {  // the first round is a warm-up
-    double t0 = now_seconds();
-    (void)compute_signature(a, threads);
-    const double ds = now_seconds() - t0;
-    t0 = now_seconds();
-    csr->run();
-    const double dc = now_seconds() - t0;
-    if (r > 0) {
-      sig.push_back(ds);
-      spmm.push_back(dc);
-    }
-  }
-  const TimingStats ts = summarize(sig), tc = summarize(spmm);
+  // One warm-up round, then `repeat` rounds of one of each, the order alternating.
+  const std::vector<TimingStats> t = time_interleaved(
+      {[&] { (void)compute_signature(a, threads); }, [&] { csr->run(); }}, TimingOptions{1, repeat});
+  const TimingStats &ts = t[0], &tc = t[1];
   const double ms = ts.median, mc = tc.median;
   return {{"signature_median_s", ms},
           {"csr_spmm_j128_median_s", mc},
