@@ -80,8 +80,9 @@ nlohmann::json measure_cost(const CooMatrix& a, int threads, int repeat) {
   auto csr = make_implementation(all_implementations(), "csr", KernelKind::SpMM);
   csr->prepare(p, threads);
   // One warm-up round, then `repeat` rounds of one of each, the order alternating.
-  const std::vector<TimingStats> t = time_interleaved(
-      {[&] { (void)compute_signature(a, threads); }, [&] { csr->run(); }}, TimingOptions{1, repeat});
+  const std::vector<TimingStats> t =
+      time_interleaved({[&] { (void)compute_signature(a, threads); }, [&] { csr->run(); }},
+                       TimingOptions{1, repeat});
   const TimingStats &ts = t[0], &tc = t[1];
   const double ms = ts.median, mc = tc.median;
   return {{"signature_median_s", ms},

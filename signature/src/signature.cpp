@@ -1000,9 +1000,9 @@ bool choose_panels(const kernels::CooMatrix& a) {
   for (std::int64_t s = 0; s < samples; ++s) {
     const std::int64_t p = (2 * s + 1) * panels / (2 * samples);
     const std::int64_t r0 = p * kPanelRows;
+    const std::int64_t r1 = std::min<std::int64_t>(a.rows, r0 + kPanelRows);
     const std::int64_t e0 = first_entry_of_row(a, static_cast<index_t>(r0));
-    const std::int64_t e1 =
-        first_entry_of_row(a, static_cast<index_t>(std::min<std::int64_t>(a.rows, r0 + kPanelRows)));
+    const std::int64_t e1 = first_entry_of_row(a, static_cast<index_t>(r1));
     index_t lo = a.cols, hi = -1;
     std::int64_t full = 0;
     for (std::int64_t e = e0; e < e1; ++e) {
