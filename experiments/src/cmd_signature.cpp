@@ -141,7 +141,7 @@ int run_signature(const Options& o) {
     return kExitOk;
   }
 
-  std::printf("%s: %d x %d, %lld nonzeros; signature in %s (%s scan)\n", o.file.c_str(), s.rows,
+  std::printf("%s: %d x %d, %lld nonzeros; signature in %s (scan: %s)\n", o.file.c_str(), s.rows,
               s.cols, static_cast<long long>(s.nnz), format_seconds(s.seconds).c_str(),
               scan_name(s.scan));
   std::printf("nacs(T): active column segments of row panels of height T; nars(T): active row\n"
@@ -203,8 +203,12 @@ Command make_signature_command() {
             sub.footer(
                 "The curves are given for every power of two T up to the larger dimension; nacs and\n"
                 "nars are exact counts over aligned panels, p_col and p_row the proportions of\n"
-                "eq. 11 (SC'20) over all unaligned segments.\n\n"
-                "Example:\n  waco-hybrid signature examples/bcsstk13.mtx.gz --json");
+                "eq. 11 (SC'20) over all unaligned segments. \"scan\" (JSON) names the pass that\n"
+                "computed them, with the same result: \"panels\" (dense matrices, AVX-512 builds)\n"
+                "or \"entries\". --cost times the signature and one CSR SpMM (J = 128) side by\n"
+                "side, --repeat rounds after one warm-up, and reports the ratio of the medians.\n\n"
+                "Examples:\n  waco-hybrid signature examples/bcsstk13.mtx.gz --json\n"
+                "  waco-hybrid signature examples/bcsstk13.mtx.gz --cost --repeat 11");
             return [o] { return run_signature(*o); };
           }};
 }
