@@ -599,7 +599,7 @@ inline __m512i down(__m512i v) {
   return _mm512_maskz_alignr_epi32(kAll, _mm512_setzero_si512(), v, kS);
 }
 
-/// t = 0..5: the bits of W holding F_t (t = 0: the whole mask).
+/// t = 1..5: the bits of W holding F_t ([0]: the mask itself, F_0).
 constexpr std::uint32_t kSegmentBits[6] = {0xFFFFFFFFu, 0x55555555u, 0x22222222u,
                                            0x08080808u, 0x00800080u, 0x00008000u};
 
@@ -608,7 +608,6 @@ struct PanelCounts {
   __m512i col[6];    ///< t = 1..5: popcount(W & kSegmentBits[t]) of single columns (b = 0)
   __m512i pairs[6];  ///< t = 1..5: the same for the unions of column pairs (b = 1)
   __m512i wide[6];   ///< t = 1..5: lanes 0-7 quads (b = 2), 8-11 (b = 3), 12-13 (b = 4), 14 (b = 5)
-  __m512i ones;      ///< popcount(m)
   __m512i zero_gaps;         ///< popcount(m & m >> 1)
   Lanes vacc{};              ///< bit widths of the pairs across panels (flush_lanes into vbits)
   std::int64_t pending = 0;  ///< increments of vacc since its last flush
@@ -738,8 +737,6 @@ void finish_panel(Chunk& ch, PanelCounts& pc, index_t lo, index_t hi, index_t ba
       flush_lanes(pc.vacc, ch.vbits);
       pc.pending = 0;
     }
-    pc.ones = _mm512_add_epi32(pc.ones,
-                               _mm512_add_epi32(_mm512_popcnt_epi32(ma), _mm512_popcnt_epi32(mb)));
     pc.zero_gaps = _mm512_add_epi32(
         pc.zero_gaps, _mm512_add_epi32(_mm512_popcnt_epi32(_mm512_and_si512(ma, shr(ma, 1))),
                                        _mm512_popcnt_epi32(_mm512_and_si512(mb, shr(mb, 1)))));
@@ -767,10 +764,11 @@ void finish_panel(Chunk& ch, PanelCounts& pc, index_t lo, index_t hi, index_t ba
 /// Adds the panel counts to the chunk's statistics.
 void flush_panel_counts(Chunk& ch, PanelCounts& pc) {
   flush_lanes(pc.vacc, ch.vbits);
-  // occ[t]: the occupied 2^t segments of the columns' masks over all panels (occ[5]: the
-  // nonempty masks); the pairs within a panel with bit width > t are occ[t] less the masks.
+  // occ[t]: the occupied 2^t segments of the columns' masks over all panels (occ[0]: one bit per
+  // nonzero; occ[5]: the nonempty masks); the pairs within a panel with bit width > t are occ[t]
+  // less the masks.
   std::int64_t occ[6];
-  occ[0] = lane_sum(pc.ones, 0xFFFF);
+  occ[0] = ch.e1 - ch.e0;
   for (int t = 1; t < 6; ++t) occ[t] = lane_sum(pc.col[t], 0xFFFF);
   for (int h = 1; h <= 5; ++h) ch.vbits[h] += occ[h - 1] - occ[h];
   ch.vintervals[0] += static_cast<std::uint32_t>(lane_sum(pc.zero_gaps, 0xFFFF));
