@@ -36,6 +36,7 @@
 #include <sstream>
 #include <thread>
 
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 
 extern char** environ;
@@ -475,13 +476,7 @@ std::shared_ptr<LoadedLibrary> load(const std::string& path, double& seconds) {
 // ---------------------------------------------------------------------------------------------
 // Public API.
 
-std::string default_cache_dir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return join_path(xdg, "waco-hybrid/kernels");
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return join_path(home, ".cache/waco-hybrid/kernels");
-  return "/tmp/waco-hybrid-" + std::to_string(::getuid()) + "/kernels";
-}
+std::string default_cache_dir() { return join_path(kernels::user_cache_dir(), "kernels"); }
 
 LoadedLibrary::LoadedLibrary(const std::string& path) : path_(path) {
   ::dlerror();

@@ -83,9 +83,10 @@ JStream::JStream(JStreamTiles tiles) {
   requested_ = tiles;
 }
 
-void JStream::set_cache(std::string level, std::int64_t bytes) {
+void JStream::set_cache(std::string level, std::int64_t bytes, double fraction) {
   cache_level_ = std::move(level);
   cache_bytes_ = bytes;
+  cache_fraction_ = fraction;
 }
 
 void JStream::set_dense_tile(std::int64_t T_k) {
@@ -118,7 +119,7 @@ void JStream::prepare(const kernels::Problem& p, int threads) {
     opt.kind = p.kind;
     opt.dense = K;
     opt.threads = threads;
-    opt.cache = cache_capacity(cache_level_, threads, cache_bytes_);
+    opt.cache = cache_capacity(cache_level_, threads, cache_bytes_, cache_fraction_);
     opt.panels_per_thread = kDefaultPanelsPerThread;
     opt.min_dense_tile = kDefaultMinDenseTile;
     selection_ = select_tiles(sig, opt);

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <sstream>
 #include <tuple>
@@ -44,53 +43,8 @@ const char* stationary_name(StreamDim s, KernelKind kind) {
   return "?";
 }
 
-namespace {
-
-/// Number of CPUs in a sysfs CPU list ("0-3,8,10-11"); 0 when it does not parse.
-int count_cpu_list(const std::string& list) {
-  int n = 0;
-  std::stringstream ss(list);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    if (part.empty() || part == "\n") continue;
-    const std::size_t dash = part.find('-');
-    try {
-      if (dash == std::string::npos) {
-        (void)std::stoi(part);
-        ++n;
-      } else {
-        const int lo = std::stoi(part.substr(0, dash));
-        const int hi = std::stoi(part.substr(dash + 1));
-        if (hi < lo) return 0;
-        n += hi - lo + 1;
-      }
-    } catch (const std::exception&) {
-      return 0;
-    }
-  }
-  return n;
-}
-
-int read_llc_sharing_cpus() {
-  int best_level = 0, cpus = 0;
-  for (int index = 0; index < 16; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
-    std::ifstream level_file(dir + "/level"), type_file(dir + "/type"),
-        list_file(dir + "/shared_cpu_list");
-    int level = 0;
-    std::string type, list;
-    if (!(level_file >> level) || !(type_file >> type) || !std::getline(list_file, list)) continue;
-    if (type == "Instruction" || level < best_level) continue;
-    best_level = level;
-    cpus = count_cpu_list(list);
-  }
-  return cpus;
-}
-
-}  // namespace
-
 int llc_sharing_cpus() {
-  static const int cpus = read_llc_sharing_cpus();
+  static const int cpus = kernels::read_sysfs_cache_sizes(kernels::sysfs_root()).llc_sharing_cpus;
   return cpus;
 }
 
@@ -106,6 +60,7 @@ CacheCapacity cache_capacity(const std::string& level, int threads, std::int64_t
     c.bytes = override_bytes;
     c.shared = false;
     c.per_thread_bytes = override_bytes;
+    c.source = "given";
     c.rule = "given: " + std::to_string(override_bytes) + " bytes per thread";
     return c;
   }
@@ -113,37 +68,52 @@ CacheCapacity cache_capacity(const std::string& level, int threads, std::int64_t
   for (char& ch : l) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   const kernels::CacheSizes& cs = kernels::cache_sizes();
   std::string divided_among;
+  bool last_level = false;
   if (l == "l1" || l == "l1d") {
     c.level = "L1d";
     c.bytes = cs.l1d;
+    c.source = cs.l1d_source;
   } else if (l == "l2") {
     c.level = "L2";
     c.bytes = cs.l2;
+    c.source = cs.l2_source;
   } else if (l == "l3" || l == "llc") {
     c.level = "L3";
     c.bytes = cs.llc();
+    c.source = cs.source;
     c.shared = true;
     c.divisor = threads;
     divided_among = " / " + std::to_string(threads) + " threads";
+    last_level = true;
   } else if (l == "llc-core") {
     c.level = "L3/core";
     c.bytes = cs.llc();
+    c.source = cs.source;
     c.shared = true;
-    const int sharing = llc_sharing_cpus();
-    c.divisor = std::max(1, sharing > 0 ? sharing : kernels::available_cpus());
+    c.divisor =
+        std::max(1, cs.llc_sharing_cpus > 0 ? cs.llc_sharing_cpus : kernels::available_cpus());
     divided_among = " / " + std::to_string(c.divisor) +
-                    (sharing > 0 ? " CPUs sharing it" : " available CPUs (sysfs gave no list)");
+                    (cs.llc_sharing_source == "sysfs" ? " CPUs sharing it"
+                                                      : " available CPUs (sysfs gave no list)");
+    last_level = true;
   } else {
     throw kernels::Error("unknown cache level '" + level + "'", "use l1, l2, l3 or llc-core");
   }
   if (c.bytes <= 0)
-    throw kernels::Error("the size of cache level " + c.level + " is unknown (sysfs gave none)",
+    throw kernels::Error("the size of cache level " + c.level + " is unknown (" +
+                             (last_level ? "sysfs, cpuid and the cache probe gave none"
+                                         : "sysfs and cpuid gave none") +
+                             (cs.note.empty() ? "" : ": " + cs.note) + ")",
                          "pass --cache-bytes B");
   c.per_thread_bytes = c.bytes / c.divisor;
   c.fraction = fraction;
   std::ostringstream rule;
-  rule << (l == "llc-core" ? "per-core share of the last-level cache: L3 " : c.level + " ")
-       << c.bytes / 1024 << " KiB" << divided_among << " x " << fraction;
+  // The source, and for any but sysfs what the chain passed over on the way.
+  const std::string from =
+      "(" + c.source + (c.source != "sysfs" && !cs.note.empty() ? ": " + cs.note : "") + ")";
+  if (l == "llc-core") rule << "per-core share of the last-level cache " << from << ": L3 ";
+  else rule << c.level << " " << from << " ";
+  rule << c.bytes / 1024 << " KiB" << divided_among << " x " << fraction;
   c.rule = rule.str();
   return c;
 }

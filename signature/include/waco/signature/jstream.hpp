@@ -52,8 +52,9 @@ class JStream : public kernels::Implementation {
   /// Throws Error when a size is < 1.
   explicit JStream(JStreamTiles tiles);
 
-  /// Sets the cache the model uses when tiles are not given.
-  void set_cache(std::string level, std::int64_t bytes);
+  /// Sets the cache the model uses when tiles are not given (as cache_capacity() takes it).
+  void set_cache(std::string level, std::int64_t bytes,
+                 double fraction = kDefaultCacheFraction);
 
   /// Changes the dense tile width of a prepared instance (clamped to the dense size). The panel
   /// structure depends on T_i only, so a sweep over T_k reuses it. Throws Error when T_k < 1;
@@ -76,6 +77,7 @@ class JStream : public kernels::Implementation {
   std::optional<JStreamTiles> requested_;
   std::string cache_level_ = kDefaultCacheLevel;
   std::int64_t cache_bytes_ = 0;
+  double cache_fraction_ = kDefaultCacheFraction;
   JStreamTiles tiles_;
   std::optional<TileSelection> selection_;
   kernels::Problem problem_;

@@ -25,8 +25,9 @@
 //
 // Capacity. Each thread runs its own row panel, so C is what one thread may use of one cache
 // level. Default (kDefaultCacheLevel, "llc-core"): the per-core share of the last-level cache,
-// size / CPUs sharing it (both from sysfs), of which kDefaultCacheFraction is given to the modeled
-// footprint: the streamed operand passes through the same cache, and with LRU-like replacement a
+// size / CPUs sharing it (from sysfs; else CPUID or a measured probe, kernels::cache_sizes()), of
+// which kDefaultCacheFraction is given to the modeled footprint: the streamed operand passes
+// through the same cache, and with LRU-like replacement a
 // reused tile survives a stream only when it leaves room for it. The stationary tile may thus
 // outgrow the private L2: calibrated with `tile --exhaustive --calibrate` on matrices with fewer
 // than 100k nonzeros (none of the report set), the model's choice at 0.5-52.5 MiB per thread was
@@ -95,22 +96,29 @@ struct CacheCapacity {
   std::int64_t per_thread_bytes = 0;
   double fraction = 1.0;      ///< share of per_thread_bytes the footprint may use
   std::string rule;           ///< how the capacity was derived, in words
+  /// Where the size came from: "sysfs", "cpuid", "probe" (kernels::CacheSizes), or "given"
+  /// (override_bytes).
+  std::string source;
   /// Capacity C of eq. 1/5 in 4-byte elements.
   std::int64_t elements() const {
     return static_cast<std::int64_t>(static_cast<double>(per_thread_bytes) * fraction) / 4;
   }
 };
 
-/// The capacity of `level` (case-insensitive) from kernels::cache_sizes(): "l1", "l2" (private),
-/// "l3"/"llc" (divided among `threads`), or "llc-core" (the last-level cache divided among the
-/// CPUs sharing it, from sysfs shared_cpu_list; among the available CPUs when sysfs does not say),
-/// of which `fraction` (0, 1] is usable. override_bytes > 0 replaces it all (level "override":
-/// the usable bytes per thread, as given). Throws Error for an unknown level, a fraction outside
-/// (0, 1], or when sysfs gave no size for the level (hint: pass --cache-bytes).
+/// The capacity of `level` (case-insensitive) from kernels::cache_sizes() (sysfs, else cpuid,
+/// else the measured probe; see kernels/context.hpp): "l1", "l2" (private), "l3"/"llc" (divided
+/// among `threads`), or "llc-core" (the last-level cache divided among the CPUs sharing it, from
+/// sysfs shared_cpu_list; among the available CPUs when sysfs does not say), of which `fraction`
+/// (0, 1] is usable. override_bytes > 0 replaces it all (level "override", source "given": the
+/// usable bytes per thread, as given). `source` and `rule` name where the size came from. Throws
+/// Error for an unknown level, a fraction outside (0, 1], or when no source gave a size for the
+/// level (hint: pass --cache-bytes).
 CacheCapacity cache_capacity(const std::string& level, int threads, std::int64_t override_bytes,
                              double fraction = kDefaultCacheFraction);
 
-/// CPUs sharing the last-level cache of cpu0 (sysfs shared_cpu_list), 0 when unknown.
+/// CPUs sharing the last-level cache of cpu0 (sysfs shared_cpu_list, read by
+/// kernels::read_sysfs_cache_sizes), 0 when unknown. cache_capacity() uses
+/// kernels::cache_sizes().llc_sharing_cpus, which also covers the LLC of other sources.
 int llc_sharing_cpus();
 
 /// One modeled tile configuration.
