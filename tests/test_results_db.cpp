@@ -145,6 +145,57 @@ TEST_CASE("results_db: other schema versions and other files are refused with cl
   CHECK_THROWS_WITH(ResultsDb("/proc/no-such-dir/x.sqlite"), Catch::Contains("results database"));
 }
 
+TEST_CASE("results_db: a version 1 file is migrated in place, keeping its rows") {
+  const std::string path = test::scratch_dir("results-db-migrate") + "/v1.sqlite";
+  const kernels::CooMatrix a = small_matrix();
+  const MatrixRecord rec = matrix_record(a, "small.mtx");
+  const MeasurementKey key{rec.fingerprint, kernels::KernelKind::SpMV, 1, 3};
+  const Candidate c = spmv("order=i,k format=UC parallel=i threads=1 chunk=4");
+  {
+    ResultsDb db(path);
+    db.record_matrix(rec);
+    db.record_measurement(key, c, fake_ok(0.002, 1), nlohmann::json::object());
+  }
+  // Back to version 1 as an older waco-hybrid wrote it: the status CHECK without 'abandoned'.
+  raw_sql(path, R"sql(
+    CREATE TABLE m1(
+      id INTEGER PRIMARY KEY, matrix_id INTEGER NOT NULL REFERENCES matrices(id),
+      schedule_id INTEGER REFERENCES schedules(id), kernel TEXT NOT NULL,
+      implementation TEXT NOT NULL, dense INTEGER NOT NULL, threads INTEGER NOT NULL,
+      warmup INTEGER NOT NULL, repeats INTEGER NOT NULL, median_s REAL, min_s REAL, max_s REAL,
+      times_s TEXT NOT NULL, verified INTEGER NOT NULL, max_rel_error REAL,
+      status TEXT NOT NULL CHECK(status IN
+        ('ok','refused','compile-error','wrong-result','crashed','timeout')),
+      reason TEXT NOT NULL, conversion_s REAL, compile_s REAL, cache_hit INTEGER NOT NULL,
+      stored_values INTEGER, kernel_source TEXT NOT NULL, wall_s REAL, context TEXT NOT NULL,
+      created TEXT NOT NULL);
+    INSERT INTO m1 SELECT * FROM measurements;
+    DROP TABLE measurements;
+    ALTER TABLE m1 RENAME TO measurements;
+    CREATE UNIQUE INDEX measurements_identity ON measurements(
+      matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
+    UPDATE meta SET value = '1' WHERE key = 'schema_version';)sql");
+  ResultsDb db(path);
+  CHECK(db.schema_version() == kResultsSchemaVersion);
+  const auto kept = db.find_measurement(key, c, 1);
+  REQUIRE(kept.has_value());
+  CHECK(kept->measurement.median_s == Approx(0.002));
+  Measurement abandoned = fake_ok(0.5, 1);
+  abandoned.status = MeasureStatus::Abandoned;
+  abandoned.reason = "abandoned after 2 runs";
+  const Candidate slow = spmv("order=i,k format=UC parallel=i threads=1 chunk=8");
+  db.record_measurement(key, slow, abandoned, nlohmann::json::object());
+  const auto back = db.find_measurement(key, slow, 1);
+  REQUIRE(back.has_value());
+  CHECK(back->measurement.status == MeasureStatus::Abandoned);
+  CHECK(back->measurement.median_s == Approx(0.5));  // partial timings are kept
+  CHECK(db.count_measurements() == 2);
+  // Opening it again changes nothing.
+  ResultsDb again(path);
+  CHECK(again.schema_version() == kResultsSchemaVersion);
+  CHECK(again.count_measurements() == 2);
+}
+
 TEST_CASE("results_db: matrices, schedules and measurements round-trip") {
   const std::string path = test::scratch_dir("results-db-roundtrip") + "/r.sqlite";
   ResultsDb db(path);

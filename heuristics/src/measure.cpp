@@ -24,6 +24,7 @@
 #include <cstring>
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "waco/codegen/compiler.hpp"
@@ -48,6 +49,7 @@ std::string_view status_name(MeasureStatus s) {
     case MeasureStatus::WrongResult: return "wrong-result";
     case MeasureStatus::Crashed: return "crashed";
     case MeasureStatus::Timeout: return "timeout";
+    case MeasureStatus::Abandoned: return "abandoned";
   }
   WACO_ASSERT(false, "unknown MeasureStatus");
   return {};
@@ -330,10 +332,17 @@ void set_times(Measurement& m, const kernels::TimingStats& t) {
   m.status = MeasureStatus::Ok;
 }
 
-/// Prepares, verifies and times one candidate. Sends the 'P' frame once prepared.
+/// Prepares, verifies and times one candidate (opts.warmup untimed runs, then opts.repeats timed
+/// ones). Sends the 'P' frame once prepared.
+///
+/// Racing: with abandon_above_s > 0, the warm-up runs are clocked too, and once
+/// opts.race_min_runs runs after the verification have been made and even the fastest of them
+/// took longer than abandon_above_s, timing stops: the candidate is Abandoned with those runs as
+/// its times. The fastest run, not the median: one slow run from machine noise cannot abandon a
+/// candidate, only a candidate slower than the bound in every run so far.
 std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::Reference& ref,
                                       const MeasureOptions& opts, int run_threads,
-                                      const Candidate& c, int sock) {
+                                      const Candidate& c, double abandon_above_s, int sock) {
   Prepared r = prepare_candidate(p, opts, run_threads, c);
   if (!r.impl) return {r.m};
   write_frame(sock, 'P', {});
@@ -341,10 +350,37 @@ std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::
   r.impl->run();
   if (!verify_output(r, ref, opts.tolerance, "first run")) return {r.m};
   kernels::Implementation* impl = r.impl.get();
-  const kernels::TimingStats t =
-      kernels::time_repeated([impl] { impl->run(); }, {opts.warmup, opts.repeats});
+  if (abandon_above_s <= 0) {
+    const kernels::TimingStats t =
+        kernels::time_repeated([impl] { impl->run(); }, {opts.warmup, opts.repeats});
+    if (!verify_output(r, ref, opts.tolerance, "after timing")) return {r.m};
+    set_times(r.m, t);
+    return {r.m};
+  }
+  std::vector<double> runs, timed;
+  double fastest = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < opts.warmup + opts.repeats; ++k) {
+    const double t0 = now_seconds();
+    impl->run();
+    const double dt = now_seconds() - t0;
+    runs.push_back(dt);
+    if (k >= opts.warmup) timed.push_back(dt);
+    fastest = std::min(fastest, dt);
+    if (static_cast<int>(runs.size()) >= opts.race_min_runs && fastest > abandon_above_s &&
+        k + 1 < opts.warmup + opts.repeats) {
+      set_times(r.m, kernels::summarize(runs));
+      r.m.status = MeasureStatus::Abandoned;
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "abandoned after %zu runs (%zu timed): the fastest took %.3g s, more than "
+                    "the race bound %.3g s",
+                    runs.size(), timed.size(), fastest, abandon_above_s);
+      r.m.reason = buf;
+      return {r.m};
+    }
+  }
   if (!verify_output(r, ref, opts.tolerance, "after timing")) return {r.m};
-  set_times(r.m, t);
+  set_times(r.m, kernels::summarize(timed));
   return {r.m};
 }
 
@@ -564,6 +600,7 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
       const nlohmann::json j = nlohmann::json::parse(payload);
       const std::vector<Candidate> cs = candidates_from_json(j.at("candidates"));
       const int rounds = j.at("rounds").get<int>();
+      const double abandon_above_s = j.value("abandon_above_s", 0.0);
       // Refused formats are answered here; the rest go to one child.
       std::vector<std::optional<Measurement>> answer(cs.size());
       std::vector<Candidate> todo;
@@ -581,7 +618,8 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
         const double n = static_cast<double>(todo.size());
         done = type == 'M'
                    ? supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
-                       return measure_here(p, ref, opts, run_threads, todo.front(), child_sock);
+                       return measure_here(p, ref, opts, run_threads, todo.front(),
+                                           abandon_above_s, child_sock);
                      })
                    : supervise(opts.prepare_timeout_s * n,
                                opts.run_timeout_s * n *
@@ -604,7 +642,8 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
 
 Measurer::Measurer(const kernels::Problem& p, const kernels::Reference& ref, MeasureOptions opts)
     : opts_(std::move(opts)) {
-  WACO_ASSERT(opts_.repeats >= 1 && opts_.warmup >= 0, "Measurer needs repeats >= 1, warmup >= 0");
+  WACO_ASSERT(opts_.repeats >= 1 && opts_.warmup >= 0 && opts_.race_min_runs >= 1,
+              "Measurer needs repeats >= 1, warmup >= 0, race_min_runs >= 1");
   run_threads_ = opts_.threads > 0 ? opts_.threads : kernels::available_cpus();
   p.validate();
   int fds[2];
@@ -659,10 +698,12 @@ void Measurer::stop() {
 }
 
 std::vector<Measurement> Measurer::request(char type, const std::vector<Candidate>& cs,
-                                           int rounds, double limit_s) {
+                                           int rounds, double limit_s, double abandon_above_s) {
   WACO_ASSERT(sock_ >= 0, "a measurement on a stopped Measurer");
   const double t0 = now_seconds();
-  const nlohmann::json request = {{"candidates", candidates_to_json(cs)}, {"rounds", rounds}};
+  const nlohmann::json request = {{"candidates", candidates_to_json(cs)},
+                                  {"rounds", rounds},
+                                  {"abandon_above_s", abandon_above_s}};
   char type_back = 0;
   std::string payload;
   ReadStatus st = ReadStatus::Eof;
@@ -690,9 +731,10 @@ std::vector<Measurement> Measurer::request(char type, const std::vector<Candidat
   return ms;
 }
 
-Measurement Measurer::measure(const Candidate& c) {
-  return request('M', {c}, opts_.repeats,
-                 opts_.prepare_timeout_s + opts_.run_timeout_s).front();
+Measurement Measurer::measure(const Candidate& c, double abandon_above_s) {
+  return request('M', {c}, opts_.repeats, opts_.prepare_timeout_s + opts_.run_timeout_s,
+                 abandon_above_s)
+      .front();
 }
 
 std::vector<Measurement> Measurer::compare(const std::vector<Candidate>& cs, int rounds) {
@@ -701,7 +743,8 @@ std::vector<Measurement> Measurer::compare(const std::vector<Candidate>& cs, int
   const double n = static_cast<double>(cs.size());
   return request('C', cs, rounds,
                  (opts_.prepare_timeout_s + opts_.run_timeout_s *
-                                                std::max(1.0, double(rounds) / opts_.repeats)) * n);
+                                                std::max(1.0, double(rounds) / opts_.repeats)) * n,
+                 0.0);
 }
 
 }  // namespace waco::heuristics

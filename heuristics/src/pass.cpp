@@ -41,6 +41,16 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
+nlohmann::json PassParams::to_json() const {
+  return {{"tile_window", tile_window},
+          {"max_block_padding", max_block_padding},
+          {"min_chunks_per_thread", min_chunks_per_thread},
+          {"chunk_window", chunk_window},
+          {"cache_level", cache_level},
+          {"cache_bytes", cache_bytes},
+          {"cache_fraction", cache_fraction}};
+}
+
 nlohmann::json PassStats::to_json() const {
   nlohmann::json removed_json = nlohmann::json::object();
   for (const auto& [r, n] : removed) removed_json[r] = n;

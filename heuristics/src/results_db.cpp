@@ -24,8 +24,48 @@ namespace {
 
 constexpr int kBusyTimeoutMs = 30000;
 
-// Every table of schema version 1. Executed in one transaction when the file is new.
-constexpr const char* kSchemaV1 = R"sql(
+// The measurements table of the current schema (version 2) under a given name. Version 2 added
+// the status 'abandoned' (racing) to its CHECK; a version 1 file is migrated on open.
+std::string measurements_table(const std::string& name) {
+  return "CREATE TABLE " + name + R"sql((
+  id             INTEGER PRIMARY KEY,
+  matrix_id      INTEGER NOT NULL REFERENCES matrices(id),
+  schedule_id    INTEGER REFERENCES schedules(id),
+  kernel         TEXT NOT NULL,
+  implementation TEXT NOT NULL,
+  dense          INTEGER NOT NULL,
+  threads        INTEGER NOT NULL,
+  warmup         INTEGER NOT NULL,
+  repeats        INTEGER NOT NULL,
+  median_s       REAL,
+  min_s          REAL,
+  max_s          REAL,
+  times_s        TEXT NOT NULL,
+  verified       INTEGER NOT NULL,
+  max_rel_error  REAL,
+  status         TEXT NOT NULL CHECK(status IN
+                   ('ok','refused','compile-error','wrong-result','crashed','timeout',
+                    'abandoned')),
+  reason         TEXT NOT NULL,
+  conversion_s   REAL,
+  compile_s      REAL,
+  cache_hit      INTEGER NOT NULL,
+  stored_values  INTEGER,
+  kernel_source  TEXT NOT NULL,
+  wall_s         REAL,
+  context        TEXT NOT NULL,
+  created        TEXT NOT NULL);
+)sql";
+}
+
+constexpr const char* kMeasurementsIndex = R"sql(
+CREATE UNIQUE INDEX measurements_identity ON measurements(
+  matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
+)sql";
+
+// Every table of the current schema. Executed in one transaction when the file is new.
+std::string schema_sql() {
+  return R"sql(
 CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
   value TEXT NOT NULL);
@@ -44,36 +84,18 @@ CREATE TABLE schedules(
   text   TEXT NOT NULL,
   json   TEXT NOT NULL,
   UNIQUE(kernel, text));
-CREATE TABLE measurements(
-  id             INTEGER PRIMARY KEY,
-  matrix_id      INTEGER NOT NULL REFERENCES matrices(id),
-  schedule_id    INTEGER REFERENCES schedules(id),
-  kernel         TEXT NOT NULL,
-  implementation TEXT NOT NULL,
-  dense          INTEGER NOT NULL,
-  threads        INTEGER NOT NULL,
-  warmup         INTEGER NOT NULL,
-  repeats        INTEGER NOT NULL,
-  median_s       REAL,
-  min_s          REAL,
-  max_s          REAL,
-  times_s        TEXT NOT NULL,
-  verified       INTEGER NOT NULL,
-  max_rel_error  REAL,
-  status         TEXT NOT NULL CHECK(status IN
-                   ('ok','refused','compile-error','wrong-result','crashed','timeout')),
-  reason         TEXT NOT NULL,
-  conversion_s   REAL,
-  compile_s      REAL,
-  cache_hit      INTEGER NOT NULL,
-  stored_values  INTEGER,
-  kernel_source  TEXT NOT NULL,
-  wall_s         REAL,
-  context        TEXT NOT NULL,
-  created        TEXT NOT NULL);
-CREATE UNIQUE INDEX measurements_identity ON measurements(
-  matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
-)sql";
+)sql" + measurements_table("measurements") + kMeasurementsIndex;
+}
+
+// Version 1 -> 2: SQLite cannot change a CHECK constraint, so the table is rebuilt and renamed
+// (rows keep their ids), in one transaction with the version update.
+std::string migrate_v1_to_v2_sql() {
+  return measurements_table("measurements_v2") +
+         "INSERT INTO measurements_v2 SELECT * FROM measurements;\n"
+         "DROP TABLE measurements;\n"
+         "ALTER TABLE measurements_v2 RENAME TO measurements;\n" +
+         kMeasurementsIndex + "UPDATE meta SET value = '2' WHERE key = 'schema_version';\n";
+}
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -276,7 +298,7 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
         fresh = again.int64(0) == 0;
       }
       if (fresh) {
-        exec(kSchemaV1);
+        exec(schema_sql().c_str());
         Statement v(db_, "INSERT INTO meta(key, value) VALUES ('schema_version', ?1), "
                          "('application', 'waco-hybrid results'), ('created', ?2)");
         v.bind(1, std::to_string(kResultsSchemaVersion)).bind(2, utc_now());
@@ -284,24 +306,48 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
       }
       exec("COMMIT");
     }
-    Statement has_meta(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                            "name = 'meta'");
-    has_meta.step();
-    if (has_meta.int64(0) == 0)
+    bool meta = false;
+    {
+      Statement has_meta(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                              "name = 'meta'");
+      has_meta.step();
+      meta = has_meta.int64(0) != 0;
+    }
+    if (!meta)
       throw Error(path + " is an SQLite database but not a waco-hybrid results database (no "
                          "table 'meta')",
                   "choose another file with --db");
-    Statement ver(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
-    if (!ver.step())
-      throw Error(path + " has no schema version: not a waco-hybrid results database",
-                  "choose another file with --db");
-    const std::string text = ver.text(0);
+    std::string text;
+    {  // finalized before a migration: an open statement locks the tables it read
+      Statement ver(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+      if (!ver.step())
+        throw Error(path + " has no schema version: not a waco-hybrid results database",
+                    "choose another file with --db");
+      text = ver.text(0);
+    }
     char* end = nullptr;
     const long v = std::strtol(text.c_str(), &end, 10);
     if (text.empty() || *end != '\0')
       throw Error(path + " has an unreadable schema version '" + text + "'",
                   "choose another file with --db");
     version_ = static_cast<int>(v);
+    if (version_ == 1) {
+      // Migrated in place, once: another process may have done it between our read and the lock.
+      exec("BEGIN IMMEDIATE");
+      try {
+        bool still_v1 = false;
+        {
+          Statement again(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+          still_v1 = again.step() && again.text(0) == "1";
+        }
+        if (still_v1) exec(migrate_v1_to_v2_sql().c_str());
+        exec("COMMIT");
+      } catch (...) {
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+      }
+      version_ = 2;
+    }
     if (version_ != kResultsSchemaVersion)
       throw Error("the results database " + path + " has schema version " + text +
                       ", this waco-hybrid reads version " + std::to_string(kResultsSchemaVersion),
@@ -411,12 +457,12 @@ void ResultsDb::record_measurement(const MeasurementKey& key, const Candidate& c
               "max_rel_error, status, reason, conversion_s, compile_s, cache_hit, stored_values, "
               "kernel_source, wall_s, context, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
               "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)");
-  const bool ok = m.status == MeasureStatus::Ok;
+  const bool timed = m.status == MeasureStatus::Ok || m.status == MeasureStatus::Abandoned;
   s.bind(1, matrix_id);
   if (schedule_id) s.bind(2, *schedule_id); else s.bind_null(2);
   s.bind(3, std::string(kernels::kernel_name(key.kernel))).bind(4, c.implementation);
   s.bind(5, key.dense).bind(6, m.threads).bind(7, m.warmup).bind(8, key.repeats);
-  if (ok) s.bind(9, m.median_s).bind(10, m.min_s).bind(11, m.max_s);
+  if (timed) s.bind(9, m.median_s).bind(10, m.min_s).bind(11, m.max_s);
   else s.bind_null(9).bind_null(10).bind_null(11);
   s.bind(12, nlohmann::json(m.seconds).dump()).bind(13, m.verified ? 1 : 0);
   if (m.max_rel_error >= 0) s.bind(14, m.max_rel_error); else s.bind_null(14);

@@ -11,21 +11,32 @@
 
 namespace waco::heuristics {
 
+namespace {
+
+/// Whether a stored result stands (see measure_or_reuse).
+bool reusable(const Measurement& m, const TuneOptions& opts) {
+  if (m.status == MeasureStatus::Ok) return true;
+  if (m.status == MeasureStatus::Abandoned) return opts.race_factor > 0 && !opts.retry_failed;
+  return !opts.retry_failed;
+}
+
+}  // namespace
+
 TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Measurer& measurer,
-                           const Candidate& c, const TuneOptions& opts) {
+                           const Candidate& c, const TuneOptions& opts, double abandon_above_s) {
   WACO_ASSERT(key.repeats == measurer.options().repeats,
               "the measurement key's repeats differ from the Measurer's");
   TuneEntry e;
   e.candidate = c;
   const int threads = c.effective_threads(measurer.run_threads());
   if (auto stored = db.find_measurement(key, c, threads)) {
-    if (stored->measurement.status == MeasureStatus::Ok || !opts.retry_failed) {
+    if (reusable(stored->measurement, opts)) {
       e.measurement = std::move(stored->measurement);
       e.reused = true;
       return e;
     }
   }
-  e.measurement = measurer.measure(c);
+  e.measurement = measurer.measure(c, abandon_above_s);
   db.record_measurement(key, c, e.measurement, opts.context);
   return e;
 }
@@ -54,19 +65,31 @@ TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Measurer& me
       // Only stored results are still taken; the first candidate needing a measurement stops.
       const int threads = c.effective_threads(measurer.run_threads());
       const auto stored = db.find_measurement(key, c, threads);
-      if (!stored || (opts.retry_failed && stored->measurement.status != MeasureStatus::Ok)) {
+      if (!stored || !reusable(stored->measurement, opts)) {
         r.complete = false;
         r.stopped_by = "budget-seconds";
         break;
       }
     }
+    // The race bound: a factor over the best median so far (and the reference's).
+    double bound = 0.0;
+    if (opts.race_factor > 0) {
+      double best = opts.race_reference_s > 0 ? opts.race_reference_s : 0.0;
+      if (r.best) {
+        const double b = r.entries[*r.best].measurement.median_s;
+        best = best > 0 ? std::min(best, b) : b;
+      }
+      bound = opts.race_factor * best;
+    }
     const double m0 = kernels::now_seconds();
-    TuneEntry e = measure_or_reuse(db, key, measurer, c, opts);
+    TuneEntry e = measure_or_reuse(db, key, measurer, c, opts, bound);
     if (e.reused) {
       ++r.reused;
     } else {
       ++r.measured;
-      measuring_s += kernels::now_seconds() - m0;
+      const double spent = kernels::now_seconds() - m0;
+      measuring_s += spent;
+      if (e.measurement.status == MeasureStatus::Abandoned) r.abandoned_s += spent;
     }
     ++r.status_counts[e.measurement.status];
     r.entries.push_back(std::move(e));
@@ -108,7 +131,19 @@ Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
   std::stable_sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) {
     return r.entries[a].measurement.median_s < r.entries[b].measurement.median_s;
   });
-  if (ok.size() > static_cast<std::size_t>(opts.top)) ok.resize(static_cast<std::size_t>(opts.top));
+  // The fastest entry `always` accepts joins the nominees (one more) when it is not among them.
+  const auto accepted = [&](std::size_t i) { return opts.always(r.entries[i].candidate); };
+  const auto first = opts.always ? std::find_if(ok.begin(), ok.end(), accepted) : ok.end();
+  std::vector<std::size_t> rank;  // search ranks of the nominees, 1-based
+  for (std::size_t k = 0; k < std::min(ok.size(), static_cast<std::size_t>(opts.top)); ++k)
+    rank.push_back(k + 1);
+  if (first != ok.end() && first - ok.begin() >= opts.top) {
+    rank.push_back(static_cast<std::size_t>(first - ok.begin()) + 1);
+    ok[static_cast<std::size_t>(opts.top)] = *first;
+    ok.resize(static_cast<std::size_t>(opts.top) + 1);
+  } else if (ok.size() > static_cast<std::size_t>(opts.top)) {
+    ok.resize(static_cast<std::size_t>(opts.top));
+  }
 
   std::vector<Candidate> batch;
   std::unordered_map<std::string, std::size_t> slot;  // label -> index in batch
@@ -123,7 +158,7 @@ Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
   const std::vector<Measurement> ms = measurer.compare(batch, opts.rounds);
 
   for (std::size_t k = 0; k < ok.size(); ++k)
-    c.ranking.push_back({ok[k], k + 1, ms[nominee_slot[k]]});
+    c.ranking.push_back({ok[k], rank[k], ms[nominee_slot[k]]});
   std::stable_sort(c.ranking.begin(), c.ranking.end(),
                    [](const ConfirmEntry& a, const ConfirmEntry& b) {
                      const bool ao = a.measurement.status == MeasureStatus::Ok;
@@ -135,6 +170,47 @@ Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
   if (!c.ranking.empty() && c.ranking.front().measurement.status == MeasureStatus::Ok) c.best = 0;
   c.seconds = kernels::now_seconds() - t0;
   return c;
+}
+
+namespace {
+
+/// The q-quantile of sorted values (linear interpolation).
+double quantile(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const std::size_t lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+}  // namespace
+
+Verdict judge_gain(const Measurement& winner, const Measurement& reference) {
+  WACO_ASSERT(winner.status == MeasureStatus::Ok && reference.status == MeasureStatus::Ok,
+              "judge_gain needs two verified measurements");
+  Verdict v;
+  v.speedup = reference.median_s / winner.median_s;
+  std::vector<double> ratios;
+  if (winner.seconds.size() == reference.seconds.size())
+    for (std::size_t k = 0; k < winner.seconds.size(); ++k)
+      if (reference.seconds[k] > 0) ratios.push_back(winner.seconds[k] / reference.seconds[k]);
+  if (ratios.empty() || ratios.size() != winner.seconds.size()) {
+    v.ratio_median = v.ratio_q25 = v.ratio_q75 = winner.median_s / reference.median_s;
+  } else {
+    std::sort(ratios.begin(), ratios.end());
+    v.rounds = static_cast<int>(ratios.size());
+    v.ratio_median = quantile(ratios, 0.5);
+    v.ratio_q25 = quantile(ratios, 0.25);
+    v.ratio_q75 = quantile(ratios, 0.75);
+    v.spread = (v.ratio_q75 - v.ratio_q25) / 2;
+  }
+  v.gain = v.ratio_median < 1.0 - v.spread;
+  return v;
+}
+
+nlohmann::json Verdict::to_json() const {
+  return {{"gain", gain},           {"speedup", speedup},     {"ratio_median", ratio_median},
+          {"ratio_q25", ratio_q25}, {"ratio_q75", ratio_q75}, {"spread", spread},
+          {"rounds", rounds}};
 }
 
 }  // namespace waco::heuristics

@@ -69,7 +69,8 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
         // The centers stay where issue 5's oracle study validated them (4 panels per thread); the
         // space balances its parallel loop with chunk-rows, not with the tile.
         mo.panels_per_thread = kTileWindowPanelsPerThread;
-        mo.cache = signature::cache_capacity(p.cache_level, space.cores(), p.cache_bytes);
+        mo.cache = signature::cache_capacity(p.cache_level, space.cores(), p.cache_bytes,
+                                             p.cache_fraction);
         const signature::TileSelection sel = signature::select_tiles(space.facts()->signature, mo);
         const int parts = mo.threads * mo.panels_per_thread;
         const codegen::KernelSpec& spec = space.spec();

@@ -43,14 +43,17 @@
 namespace waco::heuristics {
 
 /// How a measurement ended. Text names (status_name): ok, refused, compile-error, wrong-result,
-/// crashed, timeout.
-enum class MeasureStatus { Ok, Refused, CompileError, WrongResult, Crashed, Timeout };
+/// crashed, timeout, abandoned. Abandoned: verified, but its first timed runs were so much slower
+/// than the best measured so far that timing stopped (racing, Measurer::measure's bound); its
+/// times are the runs made until then.
+enum class MeasureStatus { Ok, Refused, CompileError, WrongResult, Crashed, Timeout, Abandoned };
 
 inline constexpr MeasureStatus kAllStatuses[] = {
     MeasureStatus::Ok,          MeasureStatus::Refused, MeasureStatus::CompileError,
-    MeasureStatus::WrongResult, MeasureStatus::Crashed, MeasureStatus::Timeout};
+    MeasureStatus::WrongResult, MeasureStatus::Crashed, MeasureStatus::Timeout,
+    MeasureStatus::Abandoned};
 
-/// "ok", "refused", "compile-error", "wrong-result", "crashed", "timeout".
+/// "ok", "refused", "compile-error", "wrong-result", "crashed", "timeout", "abandoned".
 std::string_view status_name(MeasureStatus s);
 /// Inverse of status_name; nullopt for an unknown name.
 std::optional<MeasureStatus> parse_status(std::string_view name);
@@ -71,7 +74,8 @@ struct Candidate {
   int effective_threads(int run_threads) const;
 };
 
-/// The result of one measurement. Times are meaningful only when status == Ok.
+/// The result of one measurement. Times are meaningful only when status is Ok or Abandoned (then
+/// over the runs made before timing stopped).
 struct Measurement {
   MeasureStatus status = MeasureStatus::Crashed;
   std::string reason;           ///< empty when ok; otherwise what happened (message, signal...)
@@ -106,6 +110,9 @@ struct MeasureOptions {
   /// Limit for verification, warm-up and timed runs, in seconds.
   double run_timeout_s = 60.0;
   codegen::GeneratedOptions generated;
+  /// Racing (measure() with a bound): runs after the verification, warm-up included, made before
+  /// a candidate may be abandoned (>= 1).
+  int race_min_runs = 2;
   /// Test hook (fault injection): runs in the measuring child after prepare, before the first
   /// run. It may crash, hang or throw to exercise the isolation; leave empty in production.
   std::function<void(const Candidate&)> child_hook;
@@ -126,8 +133,11 @@ class Measurer {
 
   /// Measures one candidate in a fresh child. Expected failures (refused, compile error, wrong
   /// result, crash, timeout) come back as the status with a reason. Throws kernels::Error only
-  /// when the worker itself is gone (e.g. killed from outside).
-  Measurement measure(const Candidate& c);
+  /// when the worker itself is gone (e.g. killed from outside). Racing: with abandon_above_s > 0,
+  /// a verified candidate whose fastest run after options().race_min_runs runs (warm-up
+  /// included) is still slower than abandon_above_s stops there, status Abandoned, with the runs
+  /// made as its times (a tuner passes a factor times the best median so far).
+  Measurement measure(const Candidate& c, double abandon_above_s = 0.0);
 
   /// Measures several candidates side by side in one fresh child: all are prepared and verified
   /// first, then timed interleaved (kernels::time_interleaved: options().warmup untimed rounds,
@@ -150,7 +160,7 @@ class Measurer {
   void stop();
   /// Sends one request ('M': measure cs[0]; 'C': compare) and waits up to limit_s (+ slack).
   std::vector<Measurement> request(char type, const std::vector<Candidate>& cs, int rounds,
-                                   double limit_s);
+                                   double limit_s, double abandon_above_s);
 
   MeasureOptions opts_;
   int run_threads_ = 1;

@@ -32,9 +32,14 @@ struct PassParams {
   /// chunk-rows: how many powers of two below the largest such chunk are kept too.
   int chunk_window = 0;
   /// tile-window: the cache level the tile model uses (as `tile --cache-level`: "l1", "l2",
-  /// "l3", "llc-core"); cache_bytes > 0 overrides it.
+  /// "l3", "llc-core"); cache_bytes > 0 overrides it; cache_fraction of it is usable.
   std::string cache_level = signature::kDefaultCacheLevel;
   std::int64_t cache_bytes = 0;
+  double cache_fraction = signature::kDefaultCacheFraction;
+
+  /// Every parameter by name (as the CLI options without the dashes, in snake case), so that a
+  /// run can be reproduced from its JSON output.
+  nlohmann::json to_json() const;
 };
 
 /// What one pass did, as a value.

@@ -6,7 +6,10 @@
 //   schedules(id, kernel, text, json)                 one row per canonical schedule text
 //   measurements(id, matrix_id, schedule_id, kernel, implementation, dense, threads, warmup,
 //                repeats, median_s, min_s, max_s, times_s JSON, verified, max_rel_error, status,
-//                reason, conversion_s, compile_s, kernel_source, context JSON, created)
+//                reason, conversion_s, compile_s, cache_hit, stored_values, kernel_source,
+//                wall_s, context JSON, created)
+// median_s/min_s/max_s are set for status ok and abandoned (then over the runs made before timing
+// stopped), NULL otherwise.
 // A measurement is identified by (matrix, kernel, implementation, schedule, dense size, threads,
 // repeats): a unique index makes recording the same key twice replace the row, so a resumed run
 // can never count a candidate twice. Baseline implementations have no schedule (NULL).
@@ -32,8 +35,10 @@ struct sqlite3;
 
 namespace waco::heuristics {
 
-/// The schema this build reads and writes. Bump it on any change of the tables.
-inline constexpr int kResultsSchemaVersion = 1;
+/// The schema this build reads and writes. Bump it on any change of the tables, with a migration
+/// from the previous version (results_db.cpp). Version 2 admits the status 'abandoned'; a
+/// version 1 file is migrated on open.
+inline constexpr int kResultsSchemaVersion = 2;
 
 /// The default database file: $XDG_DATA_HOME/waco-hybrid/waco-results.sqlite, else
 /// $HOME/.local/share/waco-hybrid/waco-results.sqlite, else /tmp/waco-hybrid-<uid>/... (empty
@@ -75,7 +80,8 @@ class ResultsDb {
  public:
   /// Opens (creating the file and its directory when missing) the database at `path`.
   /// Throws kernels::Error when the file cannot be opened or created, is not a waco-hybrid
-  /// results database, or has a schema version other than kResultsSchemaVersion (naming both).
+  /// results database, or has a schema version other than kResultsSchemaVersion (naming both)
+  /// that it cannot migrate (version 1 is migrated in place).
   explicit ResultsDb(const std::string& path);
   ~ResultsDb();
   ResultsDb(const ResultsDb&) = delete;

@@ -47,6 +47,13 @@ struct TuneOptions {
   const volatile std::sig_atomic_t* stop = nullptr;
   /// The context block stored with every new measurement.
   nlohmann::json context = nlohmann::json::object();
+  /// Racing: a candidate is abandoned (MeasureStatus::Abandoned) once its fastest run is slower
+  /// than race_factor times the best verified median so far (and race_reference_s, when set);
+  /// 0 turns racing off. Abandoned results in the database are reused only while racing is on.
+  double race_factor = 0.0;
+  /// A median known before the search (the csr schedule's) that bounds the race from the first
+  /// candidate on; <= 0 when none.
+  double race_reference_s = 0.0;
 };
 
 struct TuneEntry {
@@ -60,6 +67,8 @@ struct TuneResult {
   std::int64_t measured = 0;
   std::int64_t reused = 0;
   std::map<MeasureStatus, std::int64_t> status_counts;  ///< over entries
+  /// Seconds the measuring children of abandoned candidates ran (measured in this run).
+  double abandoned_s = 0.0;
   std::optional<std::size_t> best;  ///< entry with the smallest verified median
   bool complete = true;             ///< false when stopped by budget_seconds or `stop`
   std::string stopped_by;           ///< "budget-seconds", "interrupted" or ""
@@ -67,10 +76,12 @@ struct TuneResult {
 };
 
 /// Gets the result of one candidate: from the database when it holds one for (key, candidate,
-/// effective threads) and it is ok or retry_failed is false; otherwise measures it and records it
-/// in its own transaction.
+/// effective threads) and it is ok, or it failed and retry_failed is false, or it was abandoned
+/// and racing is on (opts.race_factor > 0); otherwise measures it (abandoned above
+/// abandon_above_s when > 0) and records it in its own transaction.
 TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Measurer& measurer,
-                           const Candidate& c, const TuneOptions& opts);
+                           const Candidate& c, const TuneOptions& opts,
+                           double abandon_above_s = 0.0);
 
 /// Runs measure_or_reuse over the candidates in order (see TuneOptions for stopping), reporting
 /// progress. Duplicated candidates are measured once. Preconditions: key.repeats ==
@@ -85,11 +96,14 @@ TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Measurer& me
 struct ConfirmOptions {
   int top = 10;     ///< best verified candidates of the search to measure again (>= 1)
   int rounds = 20;  ///< timed interleaved rounds (>= 1)
+  /// When set, the fastest verified entry it accepts is nominated even outside the top (e.g. the
+  /// csr-like schedule of the admissible set, so that the winner is never slower than it).
+  std::function<bool(const Candidate&)> always;
 };
 
 struct ConfirmEntry {
   std::size_t entry = 0;        ///< index into TuneResult::entries
-  std::size_t search_rank = 0;  ///< 1 = the search's best
+  std::size_t search_rank = 0;  ///< 1 = the search's best (by verified search medians)
   Measurement measurement;      ///< the side-by-side measurement
 };
 
@@ -108,5 +122,25 @@ struct Confirmation {
 /// timings compare candidates of one run, they are not repeatable values of one candidate.
 Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
                           const std::vector<Candidate>& references, const ConfirmOptions& opts);
+
+/// Whether the winner of a side-by-side measurement beats a reference by more than the noise
+/// measured in the same rounds. Both were timed in the same interleaved rounds, so round k of
+/// one is paired with round k of the other: the per-round ratios winner / reference cancel the
+/// machine's drift, and their spread is the noise that remains. The winner gains when the
+/// median ratio is below 1 - spread, spread = half the interquartile range of the ratios.
+struct Verdict {
+  bool gain = false;
+  double speedup = 0.0;       ///< reference median / winner median
+  double ratio_median = 0.0;  ///< median of the per-round ratios winner / reference
+  double ratio_q25 = 0.0;     ///< their quartiles
+  double ratio_q75 = 0.0;
+  double spread = 0.0;        ///< (ratio_q75 - ratio_q25) / 2
+  int rounds = 0;             ///< paired rounds (0: unpaired, medians only, spread 0)
+  nlohmann::json to_json() const;
+};
+
+/// The verdict of `winner` against `reference` (both Ok, timed side by side). When their round
+/// counts differ, the ratio of medians is used with a spread of 0.
+Verdict judge_gain(const Measurement& winner, const Measurement& reference);
 
 }  // namespace waco::heuristics

@@ -1,0 +1,210 @@
+// Unit "tuner": the parts of a search around the measurements (heuristics/tuner.hpp): racing
+// (hopeless candidates abandoned early, with their partial timing, reused only while racing is
+// on), the verdict of the side-by-side winner against csr (judge_gain), and the nomination of
+// the csr-like schedule into the confirmation.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "support/edge_cases.hpp"
+#include "support/test_paths.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/heuristics/measure.hpp"
+#include "waco/heuristics/results_db.hpp"
+#include "waco/heuristics/tuner.hpp"
+#include "waco/kernels/implementation.hpp"
+#include "waco/kernels/timing.hpp"
+
+using namespace waco;
+using namespace waco::heuristics;
+
+namespace {
+
+/// 2000 x 2000 with 3 entries per row: a dense-storage schedule iterates 4M positions for 6k
+/// nonzeros, hundreds of times the work of csr, on any machine.
+kernels::CooMatrix sparse_matrix() {
+  std::vector<kernels::index_t> r, c;
+  std::vector<float> v;
+  const int n = 2000;
+  for (int i = 0; i < n; ++i)
+    for (int k : {i, (i * 13 + 5) % n, (i * 101 + 7) % n}) {
+      r.push_back(i);
+      c.push_back(k);
+      v.push_back(1.0f + static_cast<float>(k % 5));
+    }
+  return test::from_triplets(n, n, r, c, v);
+}
+
+Candidate spmv(const std::string& text) {
+  return Candidate::generated(codegen::schedule_from_string(kernels::KernelKind::SpMV, text));
+}
+
+const char* kDense = "order=i,k format=UU parallel=i threads=1 chunk=16";
+const char* kCsr = "order=i,k format=UC parallel=i threads=1 chunk=16";
+
+struct Fixture {
+  std::string dir;
+  kernels::CooMatrix a = sparse_matrix();
+  kernels::DenseOperands ops =
+      kernels::make_dense_operands(kernels::KernelKind::SpMV, &a, nullptr, 1, 3);
+  kernels::Problem p = kernels::make_problem(kernels::KernelKind::SpMV, &a, nullptr, ops);
+  kernels::Reference ref = kernels::compute_reference(p);
+  MeasureOptions mo;
+
+  explicit Fixture(const std::string& name) : dir(test::scratch_dir(name)) {
+    mo.warmup = 1;
+    mo.repeats = 5;
+    mo.threads = 1;
+    mo.generated.compiler.cache_dir = dir + "/cache";
+    mo.generated.storage.max_padding = 1e4;  // the dense format stores 4M values for 6k nonzeros
+  }
+};
+
+/// A verified measurement with the given per-round times.
+Measurement timed(std::vector<double> seconds) {
+  Measurement m;
+  m.status = MeasureStatus::Ok;
+  m.seconds = seconds;
+  const kernels::TimingStats t = kernels::summarize(seconds);
+  m.median_s = t.median;
+  m.min_s = t.min;
+  m.max_s = t.max;
+  m.verified = true;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("tuner: a bound abandons a verified candidate after race_min_runs runs") {
+  Fixture f("tuner-bound");
+  Measurer m(f.p, f.ref, f.mo);
+  const Measurement full = m.measure(spmv(kCsr), 1e3);  // a bound nothing reaches
+  REQUIRE(full.status == MeasureStatus::Ok);
+  CHECK(full.seconds.size() == 5);
+
+  const Measurement cut = m.measure(spmv(kCsr), 1e-12);  // a bound everything exceeds
+  INFO(cut.reason);
+  REQUIRE(cut.status == MeasureStatus::Abandoned);
+  CHECK(cut.verified);
+  CHECK(cut.seconds.size() == 2);  // the warm-up run and one timed run (race_min_runs = 2)
+  CHECK(cut.min_s > 0.0);
+  CHECK(cut.median_s >= cut.min_s);
+  CHECK(cut.reason.find("abandoned after 2 runs (1 timed)") != std::string::npos);
+
+  // Without a bound nothing is abandoned, and a wrong or failing candidate keeps its status.
+  CHECK(m.measure(spmv(kCsr)).status == MeasureStatus::Ok);
+}
+
+TEST_CASE("tuner: racing abandons a candidate made slow on purpose and keeps the fast one") {
+  Fixture f("tuner-race");
+  ResultsDb db(f.dir + "/r.sqlite");
+  const MatrixRecord rec = matrix_record(f.a, "sparse.mtx");
+  db.record_matrix(rec);
+  const MeasurementKey key{rec.fingerprint, kernels::KernelKind::SpMV, 1, f.mo.repeats};
+  const std::vector<Candidate> candidates = {spmv(kCsr), spmv(kDense)};
+  TuneOptions to;
+  to.race_factor = 3.0;
+  {
+    Measurer m(f.p, f.ref, f.mo);
+    const TuneResult r = run_candidates(db, key, m, candidates, to);
+    REQUIRE(r.entries.size() == 2);
+    INFO(r.entries[1].measurement.reason);
+    CHECK(r.entries[0].measurement.status == MeasureStatus::Ok);
+    CHECK(r.entries[1].measurement.status == MeasureStatus::Abandoned);
+    CHECK(r.entries[1].measurement.seconds.size() == 2);
+    CHECK(r.entries[1].measurement.min_s > 3.0 * r.entries[0].measurement.median_s);
+    CHECK(r.status_counts.at(MeasureStatus::Abandoned) == 1);
+    CHECK(r.abandoned_s > 0.0);
+    REQUIRE(r.best.has_value());
+    CHECK(*r.best == 0);
+    // Stored with its partial timing.
+    const auto stored = db.find_measurement(key, candidates[1], 1);
+    REQUIRE(stored.has_value());
+    CHECK(stored->measurement.status == MeasureStatus::Abandoned);
+    CHECK(stored->measurement.median_s > 0.0);
+    CHECK(stored->measurement.seconds.size() == 2);
+
+    // While racing is on, the abandoned result is reused; without racing it is measured fully.
+    const TuneResult again = run_candidates(db, key, m, candidates, to);
+    CHECK(again.measured == 0);
+    CHECK(again.reused == 2);
+    const TuneResult full = run_candidates(db, key, m, candidates, {});
+    CHECK(full.measured == 1);
+    CHECK(full.entries[1].measurement.status == MeasureStatus::Ok);
+    CHECK(full.entries[1].measurement.seconds.size() == 5);
+  }
+  {
+    // A reference known before the search bounds the race from the first candidate on.
+    ResultsDb fresh(f.dir + "/r2.sqlite");
+    fresh.record_matrix(rec);
+    Measurer m(f.p, f.ref, f.mo);
+    TuneOptions bounded = to;
+    bounded.race_reference_s = 1e-12;
+    const TuneResult r = run_candidates(fresh, key, m, {spmv(kDense)}, bounded);
+    REQUIRE(r.entries.size() == 1);
+    CHECK(r.entries[0].measurement.status == MeasureStatus::Abandoned);
+    CHECK_FALSE(r.best.has_value());  // an abandoned candidate is never the best
+  }
+}
+
+TEST_CASE("tuner: judge_gain pairs the rounds and asks for more than their spread") {
+  // Faster in every round by 20%, little noise: a gain.
+  Verdict v = judge_gain(timed({0.8, 0.82, 0.79, 0.81, 0.8}), timed({1.0, 1.0, 1.0, 1.0, 1.0}));
+  CHECK(v.gain);
+  CHECK(v.rounds == 5);
+  CHECK(v.ratio_median == Approx(0.8));
+  CHECK(v.speedup == Approx(1.0 / 0.8));
+  CHECK(v.spread < 0.02);
+
+  // Drift common to both (the machine slowed down in rounds 3-5) cancels in the pairs.
+  v = judge_gain(timed({0.9, 0.9, 1.8, 1.8, 1.8}), timed({1.0, 1.0, 2.0, 2.0, 2.0}));
+  CHECK(v.gain);
+  CHECK(v.ratio_median == Approx(0.9));
+  CHECK(v.spread == Approx(0.0).margin(1e-12));
+
+  // A 2% median gain inside +-10% noise of the ratios: no gain.
+  v = judge_gain(timed({0.8, 1.2, 0.98, 0.85, 1.15}), timed({1.0, 1.0, 1.0, 1.0, 1.0}));
+  CHECK_FALSE(v.gain);
+  CHECK(v.spread > 0.1);
+
+  // Slower: no gain; equal: no gain.
+  CHECK_FALSE(judge_gain(timed({1.1, 1.1, 1.1}), timed({1.0, 1.0, 1.0})).gain);
+  CHECK_FALSE(judge_gain(timed({1.0, 1.0, 1.0}), timed({1.0, 1.0, 1.0})).gain);
+
+  // Unequal round counts: the ratio of medians, no spread.
+  v = judge_gain(timed({0.5, 0.5}), timed({1.0, 1.0, 1.0}));
+  CHECK(v.rounds == 0);
+  CHECK(v.gain);
+  CHECK(v.ratio_median == Approx(0.5));
+}
+
+TEST_CASE("tuner: the csr-like schedule is nominated even outside the top, and loses to no one "
+          "unfairly") {
+  Fixture f("tuner-always");
+  // A search result made by hand: the dense schedule appears faster in the search (a stale
+  // timing), csr slower; with top = 1 only the dense one would be nominated.
+  TuneResult r;
+  TuneEntry dense{spmv(kDense), timed({1e-6}), false};
+  TuneEntry csr{spmv(kCsr), timed({1.0}), false};
+  r.entries = {dense, csr};
+  r.best = 0;
+  Measurer m(f.p, f.ref, f.mo);
+  ConfirmOptions co;
+  co.top = 1;
+  co.rounds = 3;
+  const Confirmation plain = confirm_best(m, r, {}, co);
+  REQUIRE(plain.ranking.size() == 1);
+  CHECK(plain.ranking[0].entry == 0);
+
+  const codegen::SuperSchedule csr_shape = *spmv(kCsr).schedule;
+  co.always = [&](const Candidate& c) { return c.schedule && *c.schedule == csr_shape; };
+  const Confirmation c = confirm_best(m, r, {}, co);
+  REQUIRE(c.ranking.size() == 2);
+  REQUIRE(c.best.has_value());
+  // Side by side the csr schedule wins, and keeps its search rank (2).
+  CHECK(c.ranking[0].entry == 1);
+  CHECK(c.ranking[0].search_rank == 2);
+  CHECK(c.ranking[1].entry == 0);
+  CHECK(judge_gain(c.ranking[0].measurement, c.ranking[1].measurement).gain);
+}
