@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -42,7 +43,8 @@ std::string common(const std::string& dir) {
 TEST_CASE("tune: a random search reports the best schedule and resumes from the database") {
   const std::string dir = waco::test::scratch_dir("tune-random");
   const std::string args =
-      "tune --kernel spmv --search random --budget 3 --seed 5 --json " + common(dir) + example();
+      "tune --kernel spmv --search random --budget 3 --seed 5 --json --abandon-factor 0 " +
+      common(dir) + example();
   const Result r = cli(args);
   INFO(r.err);
   REQUIRE(r.status == 0);
@@ -79,13 +81,24 @@ TEST_CASE("tune: a random search reports the best schedule and resumes from the 
     previous = row.at("median_s").get<double>();
   }
   CHECK(ranks == std::set<std::size_t>{1, 2, 3});
-  CHECK(confirm.at("ranking")[0].at("schedule") == j.at("best").at("schedule"));
-  CHECK(confirm.at("ranking")[0].at("search_rank") == j.at("best_search_rank"));
-  CHECK(confirm.at("ranking")[0].at("ratio_to_best") == 1.0);
-  CHECK(j.at("speedup_over_csr").get<double>() ==
-        Approx(confirm.at("csr_median_s").get<double>() /
-               confirm.at("ranking")[0].at("median_s").get<double>()));
-  CHECK(j.at("search_best").at("median_s").get<double>() <= j.at("best").at("median_s").get<double>());
+  // The verdict: the side-by-side winner against the faster csr reference of the same rounds.
+  const auto& verdict = j.at("verdict_detail");
+  CHECK(verdict.at("nominee") == confirm.at("ranking")[0].at("schedule"));
+  if (j.at("verdict") == "gain") {
+    CHECK(verdict.at("ratio_median").get<double>() < 1.0);
+    CHECK(confirm.at("ranking")[0].at("schedule") == j.at("best").at("schedule"));
+    CHECK(confirm.at("ranking")[0].at("search_rank") == j.at("best_search_rank"));
+    CHECK(confirm.at("ranking")[0].at("ratio_to_best") == 1.0);
+    CHECK(j.at("speedup_over_csr").get<double>() ==
+          Approx(confirm.at("csr_median_s").get<double>() /
+                 confirm.at("ranking")[0].at("median_s").get<double>()));
+    CHECK(j.at("search_best").at("median_s").get<double>() <=
+          j.at("best").at("median_s").get<double>());
+  } else {  // no gain over csr: the csr schedule is the result
+    REQUIRE(j.at("verdict") == "no-gain");
+    CHECK(j.at("best").at("schedule") == j.at("csr").at("schedule"));
+    CHECK(j.at("speedup_over_csr").get<double>() == Approx(1.0));
+  }
   CHECK(j.at("search_speedup_over_csr").get<double>() > 0.0);
   CHECK(j.at("speedup_over_csr_baseline").get<double>() > 0.0);
   CHECK(fs::exists(j.at("kernel_source").get<std::string>()));
@@ -201,6 +214,16 @@ TEST_CASE("tune: usage errors") {
   CHECK(out.err.find("/proc/none/k.cpp") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/results.sqlite"));
   CHECK(cli("tune --kernel spmv --confirm -1 " + common(dir) + example()).status == 2);
+  // Usage errors are one line starting with "error:", exit 2.
+  for (const std::string& bad : {"tune --kernel spmv --no-such-option " + example(),
+                                 "tune --kernel spmv --cache-level l9 " + example(),
+                                 std::string("tune --kernel spmv --abandon-factor")}) {
+    INFO(bad);
+    const Result u = cli(bad);
+    CHECK(u.status == 2);
+    CHECK(u.err.rfind("error: ", 0) == 0);
+    CHECK(std::count(u.err.begin(), u.err.end(), '\n') == 1);
+  }
 }
 
 TEST_CASE("tune: --output writes the winner's source, and --confirm 0 keeps the search's order") {
@@ -234,4 +257,75 @@ TEST_CASE("tune: --output writes the winner's source, and --confirm 0 keeps the 
   CHECK(k.at("best").at("schedule") == k.at("search_best").at("schedule"));
   CHECK(k.at("best_search_rank") == 1);
   CHECK(k.at("speedup_over_csr") == k.at("search_speedup_over_csr"));
+}
+
+TEST_CASE("tune: a winner never slower than csr: every candidate slower gives csr, verdict no-gain") {
+  const std::string dir = waco::test::scratch_dir("tune-guard");
+  // Dense storage of a 2% dense matrix: about 50 times the work of csr, whatever the chunk.
+  const std::string list = dir + "/slow.txt";
+  std::ofstream(list) << "order=i,k format=UU parallel=i chunk=16\n"
+                         "order=i,k format=UU parallel=i chunk=64\n";
+  const Result r = cli("tune --kernel spmv --json --max-padding 100 --abandon-factor 0 --schedules " +
+                       list + " " + common(dir) + example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("confirmed") == true);
+  CHECK(j.at("verdict") == "no-gain");
+  CHECK(j.at("best").at("schedule") == j.at("csr").at("schedule"));
+  CHECK(j.at("speedup_over_csr").get<double>() == Approx(1.0));
+  CHECK(j.at("kernel_source") == j.at("csr").at("kernel_source"));
+  const auto& d = j.at("verdict_detail");
+  CHECK(d.at("gain") == false);
+  CHECK(d.at("ratio_median").get<double>() > 1.0);
+  CHECK(d.at("nominee").get<std::string>().find("format=UU") != std::string::npos);
+  CHECK(j.at("best_search_rank").is_null());
+  // Reproducible from the output: every pass parameter and the cache the tile model used.
+  const auto& pp = j.at("pass_params");
+  for (const char* k : {"tile_window", "max_block_padding", "min_chunks_per_thread",
+                        "chunk_window", "cache_level", "cache_bytes", "cache_fraction"})
+    CHECK(pp.contains(k));
+  CHECK(j.at("abandon_factor") == 0.0);
+  CHECK(j.at("cache").contains("rule"));
+}
+
+TEST_CASE("tune: racing abandons hopeless candidates and reports them") {
+  const std::string dir = waco::test::scratch_dir("tune-racing");
+  const std::string list = dir + "/mixed.txt";
+  std::ofstream(list) << "csr\norder=i,k format=UU parallel=i chunk=16\n";
+  // One thread: on a loaded machine a 2-thread kernel waits for a descheduled thread, whatever
+  // its work, which could hide a 50-fold gap.
+  std::string one = common(dir);
+  one.replace(one.find("--threads 2"), 11, "--threads 1");
+  const Result r = cli("tune --kernel spmv --json --max-padding 100 --schedules " + list + " " + one +
+                       example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("status_counts").at("abandoned") == 1);
+  CHECK(j.at("status_counts").at("ok") == 1);
+  CHECK(j.at("abandoned_s").get<double>() > 0.0);
+  CHECK(j.at("abandon_factor").get<double>() > 1.0);
+  // Every candidate abandoned: none completed its timing, and csr is the result.
+  const std::string only = dir + "/only-slow.txt";
+  std::ofstream(only) << "order=i,k format=UU parallel=i chunk=32\n";
+  const Result s = cli("tune --kernel spmv --json --max-padding 100 --schedules " + only + " " +
+                       one + example());
+  INFO(s.err);
+  REQUIRE(s.status == 0);
+  const auto sj = nlohmann::json::parse(s.out);
+  CHECK(sj.at("status_counts").at("abandoned") == 1);
+  CHECK(sj.at("verdict") == "no-gain");
+  CHECK(sj.at("best").at("schedule") == sj.at("csr").at("schedule"));
+  // The pass parameters and cache options given are recorded as given.
+  const Result p = cli("tune --kernel spmm --budget 1 --json --min-chunks-per-thread 8 "
+                       "--chunk-window 1 --cache-bytes 1048576 --cache-fraction 0.25 " +
+                       common(dir) + example());
+  INFO(p.err);
+  REQUIRE(p.status == 0);
+  const auto k = nlohmann::json::parse(p.out);
+  CHECK(k.at("pass_params").at("min_chunks_per_thread") == 8);
+  CHECK(k.at("pass_params").at("chunk_window") == 1);
+  CHECK(k.at("pass_params").at("cache_bytes") == 1048576);
+  CHECK(k.at("cache").at("per_thread_bytes") == 1048576);
 }

@@ -69,6 +69,64 @@ const std::vector<ImplementationInfo>& all_implementations() {
   return all;
 }
 
+void add_cache_options(CLI::App& app, std::string& level, std::int64_t& bytes, double& fraction) {
+  app.add_option("--cache-level", level,
+                 "Cache bounding the tile model's tiles: llc-core (the per-core share of the "
+                 "last-level cache, the calibrated default), l1, l2 (private) or l3 (divided "
+                 "among the threads); sizes from sysfs, else CPUID, else a measured probe")
+      ->check(CLI::IsMember({"llc-core", "l1", "l2", "l3"}))
+      ->capture_default_str();
+  app.add_option("--cache-bytes", bytes,
+                 "Usable cache bytes per thread for the tile model (overrides --cache-level "
+                 "and --cache-fraction)")
+      ->check(CLI::Range(std::int64_t{64}, std::int64_t{1} << 40));
+  app.add_option("--cache-fraction", fraction,
+                 "Share of the cache level the tile model's footprint may use")
+      ->check(CLI::Range(0.001, 1.0))
+      ->capture_default_str();
+}
+
+nlohmann::json cache_capacity_json(const signature::CacheCapacity& c) {
+  return {{"level", c.level},
+          {"rule", c.rule},
+          {"source", c.source},
+          {"bytes", c.bytes},
+          {"shared", c.shared},
+          {"divisor", c.divisor},
+          {"per_thread_bytes", c.per_thread_bytes},
+          {"fraction", c.fraction},
+          {"capacity_elements", c.elements()}};
+}
+
+void add_cache_options(CLI::App& app, CacheOptions& opts) {
+  add_cache_options(app, opts.level, opts.bytes, opts.fraction);
+}
+
+void apply_cache_options(Implementation& impl, const CacheOptions& opts) {
+  if (auto* js = dynamic_cast<signature::JStream*>(&impl))
+    js->set_cache(opts.level, opts.bytes, opts.fraction);
+}
+
+void add_pass_options(CLI::App& app, heuristics::PassParams& params) {
+  app.add_option("--tile-window", params.tile_window,
+                 "tile-window pass: log2 distance kept around the model's tiles")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-block-padding", params.max_block_padding,
+                 "block-fill pass: stored values per nonzero kept (1 / minimum fill)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--min-chunks-per-thread", params.min_chunks_per_thread,
+                 "chunk-rows pass: chunks every thread should get")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--chunk-window", params.chunk_window,
+                 "chunk-rows pass: smaller powers of two kept below the largest chunk")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  add_cache_options(app, params.cache_level, params.cache_bytes, params.cache_fraction);
+}
+
 void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts) {
   app.add_option("--cache-dir", opts.compiler.cache_dir,
                  "Where compiled kernels are cached (default: " + codegen::default_cache_dir() + ")");

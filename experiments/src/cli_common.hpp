@@ -13,7 +13,9 @@
 #include "waco/codegen/generated_kernel.hpp"
 #include "waco/kernels/implementation.hpp"
 #include "waco/kernels/io.hpp"
+#include "waco/heuristics/pass.hpp"
 #include "waco/kernels/kernel.hpp"
+#include "waco/signature/model.hpp"
 
 namespace waco::cli {
 
@@ -38,6 +40,28 @@ int resolve_threads(int requested);
 /// --kernel {spmv,spmm,sddmm,mttkrp} (required), stored by name.
 void add_kernel_option(CLI::App& app, std::string& kernel);
 kernels::KernelKind kernel_from_option(const std::string& name);
+
+/// The cache the tile model of the SC'20 signature assumes, shared by tile, space, tune (the
+/// tile-window pass) and run/bench (--impl jstream): --cache-level, --cache-bytes,
+/// --cache-fraction, as signature::cache_capacity() takes them.
+struct CacheOptions {
+  std::string level = signature::kDefaultCacheLevel;
+  std::int64_t bytes = 0;  ///< > 0: usable bytes per thread, overriding level and fraction
+  double fraction = signature::kDefaultCacheFraction;
+};
+/// Adds the three options, stored into the given fields.
+void add_cache_options(CLI::App& app, std::string& level, std::int64_t& bytes, double& fraction);
+void add_cache_options(CLI::App& app, CacheOptions& opts);
+/// A resolved capacity as JSON: level, rule, source (sysfs, cpuid, probe, given), bytes, shared,
+/// divisor, per_thread_bytes, fraction, capacity_elements.
+nlohmann::json cache_capacity_json(const signature::CacheCapacity& c);
+/// Hands the options to an implementation that uses the tile model (jstream); others ignore them.
+void apply_cache_options(kernels::Implementation& impl, const CacheOptions& opts);
+
+/// Every parameter of the trimming passes (heuristics::PassParams), shared by space and tune:
+/// --tile-window, --max-block-padding, --min-chunks-per-thread, --chunk-window and the cache
+/// options above.
+void add_pass_options(CLI::App& app, heuristics::PassParams& params);
 
 /// --schedule-related options of generated kernels: --cache-dir, --compiler, --max-padding, --race.
 void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts);

@@ -25,6 +25,7 @@ struct Options {
   std::vector<std::string> impls;
   std::vector<std::string> schedules;  ///< generated kernels, after the implementations
   codegen::GeneratedOptions generated;
+  CacheOptions cache;  ///< the tile model's cache (jstream)
   std::vector<std::string> files;
   int dense = 0;
   int threads = 0;
@@ -67,6 +68,7 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
     std::unique_ptr<Implementation> impl =
         name.rfind("gen:", 0) == 0 ? std::unique_ptr<Implementation>(make_generated(kind, name.substr(4), o.generated))
                                    : make_implementation(all_implementations(), name, kind);
+    apply_cache_options(*impl, o.cache);
     try {
       impl->prepare(p, threads);
       impl->run();
@@ -185,6 +187,7 @@ Command make_bench_command() {
                            "A generated kernel to compare (repeatable; text form or shortcut), "
                            "named gen:<schedule>, after the --impl ones");
             add_codegen_options(sub, o->generated);
+            add_cache_options(sub, o->cache);
             sub.add_option("FILES", o->files, "Matrix Market or (mttkrp) FROSTT files")->required();
             sub.add_option("--dense", o->dense, "Dense size (default 256 spmm/sddmm, 16 mttkrp)")
                 ->check(CLI::Range(1, 1 << 20));

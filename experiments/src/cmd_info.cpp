@@ -16,8 +16,59 @@ namespace {
 struct Options {
   std::string file;
   bool json = false;
+  bool caches = false;
+  bool probe = false;
   ReadOptions read;
 };
+
+std::string mib(std::int64_t bytes) {
+  if (bytes <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+/// info --caches: every source of the cache sizes side by side, and what the chain made of them.
+int print_caches(bool json, bool fresh_probe) {
+  const CacheSizes sysfs = read_sysfs_cache_sizes(sysfs_root());
+  const CacheSizes cpuid = read_cpuid_cache_sizes();
+  const CacheProbeResult& probe = cache_probe(!fresh_probe);
+  const CacheSizes& chain = cache_sizes();
+  const auto levels = [](std::int64_t l1d, std::int64_t l2, std::int64_t l3) {
+    return nlohmann::json{{"l1d", l1d}, {"l2", l2}, {"l3", l3}};
+  };
+  if (json) {
+    nlohmann::json j = {{"sysfs_root", sysfs_root()},
+                        {"sysfs", levels(sysfs.l1d, sysfs.l2, sysfs.l3)},
+                        {"sysfs_llc_sharing_cpus", sysfs.llc_sharing_cpus},
+                        {"cpuid", levels(cpuid.l1d, cpuid.l2, cpuid.l3)},
+                        {"probe", probe.to_json()},
+                        {"probe_file", cache_probe_path()},
+                        {"chain", chain.to_json()},
+                        {"context", context_json(1, "none")}};
+    print_json(j);
+    return kExitOk;
+  }
+  std::printf("%-8s %10s %10s %10s\n", "source", "L1d", "L2", "L3");
+  std::printf("%-8s %10s %10s %10s  (%s/devices/system/cpu/cpu0/cache, %d CPUs share the LLC)\n",
+              "sysfs", mib(sysfs.l1d).c_str(), mib(sysfs.l2).c_str(), mib(sysfs.l3).c_str(),
+              sysfs_root().c_str(), sysfs.llc_sharing_cpus);
+  std::printf("%-8s %10s %10s %10s  (sysconf)\n", "cpuid", mib(cpuid.l1d).c_str(),
+              mib(cpuid.l2).c_str(), mib(cpuid.l3).c_str());
+  std::printf("%-8s %10s %10s %10s  (one core's read bandwidth, %d passes in %.2f s; %s)\n",
+              "probe", mib(probe.l1d).c_str(), mib(probe.l2).c_str(), mib(probe.l3).c_str(),
+              probe.passes, probe.seconds, cache_probe_path().c_str());
+  std::printf("%-8s %10s %10s %10s  (LLC from %s, shared by %d CPUs)\n", "used",
+              mib(chain.l1d).c_str(), mib(chain.l2).c_str(), mib(chain.l3).c_str(),
+              chain.source.c_str(), chain.llc_sharing_cpus);
+  if (!chain.note.empty()) std::printf("note: %s\n", chain.note.c_str());
+  std::printf("probe curve (GB/s):");
+  for (std::size_t i = 0; i < probe.curve.size(); ++i)
+    std::printf("%s%s %.0f", i % 6 ? ", " : "\n  ", mib(probe.curve[i].bytes).c_str(),
+                probe.curve[i].gbps);
+  std::printf("\n");
+  return kExitOk;
+}
 
 struct LengthStats {
   std::int64_t min = 0, max = 0, empty = 0;
@@ -156,16 +207,27 @@ Command make_info_command() {
   return {"info", "Shape, statistics and working set of a sparse matrix or tensor",
           [](CLI::App& sub) -> std::function<int()> {
             auto o = std::make_shared<Options>();
-            sub.add_option("FILE", o->file, "Matrix Market (.mtx[.gz]) or FROSTT (.tns[.gz]) file")
-                ->required();
+            auto* file = sub.add_option("FILE", o->file,
+                                        "Matrix Market (.mtx[.gz]) or FROSTT (.tns[.gz]) file");
             sub.add_flag("--json", o->json, "Print JSON (with a context block)");
+            auto* caches = sub.add_flag(
+                "--caches", o->caches,
+                "Instead of a file: this machine's cache sizes from each source (sysfs, CPUID, "
+                "the measured probe) and the ones waco-hybrid uses");
+            sub.add_flag("--probe", o->probe, "With --caches: measure the probe anew (about 1 s)")
+                ->needs(caches);
+            file->excludes(caches);
             add_read_options(sub, o->read);
             sub.footer(
                 "Examples:\n"
                 "  waco-hybrid info examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid info --json data/tensor.tns.gz\n"
+                "  waco-hybrid info --caches\n"
                 "nnz counts both triangles of symmetric files; duplicates are summed.");
             return [o] {
+              if (o->caches) return print_caches(o->json, o->probe);
+              if (o->file.empty())
+                throw CLI::RequiredError("FILE");  // a usage error: exit 2 from main
               const Operand op = load_operand(o->file, o->read);
               nlohmann::json j = op.matrix ? matrix_info(*op.matrix) : tensor_info(*op.tensor);
               if (o->json) {

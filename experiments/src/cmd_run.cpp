@@ -21,6 +21,7 @@ struct Options {
   std::string impl;
   std::string schedule;
   codegen::GeneratedOptions generated;
+  CacheOptions cache;  ///< the tile model's cache (jstream)
   std::string file;
   int dense = 0;
   int threads = 0;
@@ -49,6 +50,7 @@ int run(const Options& o) {
     impl = std::move(g);
   } else {
     impl = make_implementation(all_implementations(), impl_name, kind);
+    apply_cache_options(*impl, o.cache);
   }
   const auto backend = parse_counter_backend(o.counters);
   if (!backend) throw Error("unknown counter backend '" + o.counters + "'", "use auto, likwid, perf or none");
@@ -168,6 +170,7 @@ Command make_run_command() {
                            "Generate, compile and run this SuperSchedule (text form or shortcut)")
                 ->excludes(impl);
             add_codegen_options(sub, o->generated);
+            add_cache_options(sub, o->cache);
             sub.add_option("FILE", o->file, "Matrix Market (.mtx[.gz]) or, for mttkrp, FROSTT (.tns[.gz])")
                 ->required();
             sub.add_option("--dense", o->dense,

@@ -107,6 +107,7 @@ int run_space(const Options& o) {
                         {"full_count", full},
                         {"legal_count", legal},
                         {"pipeline", print_pipeline(pipeline)},
+                        {"pass_params", o.params.to_json()},
                         {"passes", passes},
                         {"admissible_count", r.final_count},
                         {"reduction", r.final_count ? static_cast<double>(legal) /
@@ -171,27 +172,7 @@ Command make_space_command() {
                            "Padding bound of the legality pass (x nnz stored values)")
                 ->check(CLI::PositiveNumber)
                 ->capture_default_str();
-            sub.add_option("--tile-window", o->params.tile_window,
-                           "tile-window: log2 distance kept around the model's tiles")
-                ->check(CLI::NonNegativeNumber)
-                ->capture_default_str();
-            sub.add_option("--max-block-padding", o->params.max_block_padding,
-                           "block-fill: stored values per nonzero kept (1 / minimum fill)")
-                ->check(CLI::PositiveNumber)
-                ->capture_default_str();
-            sub.add_option("--min-chunks-per-thread", o->params.min_chunks_per_thread,
-                           "chunk-rows: chunks every thread should get")
-                ->check(CLI::PositiveNumber)
-                ->capture_default_str();
-            sub.add_option("--chunk-window", o->params.chunk_window,
-                           "chunk-rows: smaller powers of two kept below the largest chunk")
-                ->check(CLI::NonNegativeNumber)
-                ->capture_default_str();
-            sub.add_option("--cache-level", o->params.cache_level,
-                           "tile-window: cache level of the tile model (l1, l2, l3, llc-core)")
-                ->capture_default_str();
-            sub.add_option("--cache-bytes", o->params.cache_bytes,
-                           "tile-window: cache bytes per thread (overrides --cache-level)");
+            add_pass_options(sub, o->params);
             add_read_options(sub, o->read);
             sub.footer(
                 "Counts are exact (64-bit). The legal space is the full space after the legality\n"

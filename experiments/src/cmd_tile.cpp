@@ -419,15 +419,7 @@ int run_tile(const Options& o) {
         {"threads", threads},
         {"panels_per_thread", mopt.panels_per_thread},
         {"min_dense_tile", mopt.min_dense_tile},
-        {"cache",
-         {{"level", mopt.cache.level},
-          {"rule", mopt.cache.rule},
-          {"bytes", mopt.cache.bytes},
-          {"shared", mopt.cache.shared},
-          {"divisor", mopt.cache.divisor},
-          {"per_thread_bytes", mopt.cache.per_thread_bytes},
-          {"fraction", mopt.cache.fraction},
-          {"capacity_elements", mopt.cache.elements()}}},
+        {"cache", cache_capacity_json(mopt.cache)},
         {"signature_s", sig.seconds},
         {"selection_s", sel.seconds},
         {"best", candidate_json(sel.best, kind)},
@@ -493,19 +485,7 @@ Command make_tile_command() {
             sub.add_option("FILE", o->file, "Matrix Market file (.mtx or .mtx.gz)")->required();
             sub.add_option("--dense", o->dense, "Dense size: SpMM J / SDDMM K (default 256)")
                 ->check(CLI::Range(1, 1 << 20));
-            sub.add_option("--cache-bytes", o->cache_bytes,
-                           "Cache capacity per thread in bytes (overrides --cache-level)")
-                ->check(CLI::Range(std::int64_t{64}, std::int64_t{1} << 40));
-            sub.add_option("--cache-level", o->cache_level,
-                           "Cache level bounding the tiles, from sysfs: llc-core (the per-core "
-                           "share of the last-level cache, calibrated default), l1, l2 (private) "
-                           "or l3 (divided among threads)")
-                ->check(CLI::IsMember({"llc-core", "l1", "l2", "l3"}))
-                ->capture_default_str();
-            sub.add_option("--cache-fraction", o->cache_fraction,
-                           "Share of the cache level the modeled footprint may use")
-                ->check(CLI::Range(0.001, 1.0))
-                ->capture_default_str();
+            add_cache_options(sub, o->cache_level, o->cache_bytes, o->cache_fraction);
             sub.add_option("--panels-per-thread", o->panels_per_thread,
                            "Row panels each thread gets at least (caps T_i)")
                 ->check(CLI::Range(1, 1 << 20))

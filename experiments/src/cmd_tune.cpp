@@ -43,6 +43,9 @@ namespace {
 constexpr std::uint64_t kExhaustiveLimit = 20000;
 /// Candidates drawn for a random search bounded only by --budget-seconds.
 constexpr std::uint64_t kRandomPool = 100000;
+/// --abandon-factor: a candidate whose fastest run is this many times the best median so far is
+/// abandoned (see the option's help and the closing measurement in README.md).
+constexpr double kDefaultAbandonFactor = 3.0;
 
 struct Options {
   std::string kernel;
@@ -64,6 +67,7 @@ struct Options {
   double timeout = 60.0;
   double compile_timeout = 300.0;
   double tolerance = kDefaultTolerance;
+  double abandon_factor = kDefaultAbandonFactor;
   bool retry_failed = false;
   bool json = false;
   bool quiet = false;
@@ -255,6 +259,16 @@ int run_tune(const Options& o) {
     for (const codegen::SuperSchedule& s : chosen) candidates.push_back(Candidate::generated(s));
   }
 
+  // The cache the tile model assumes (the tile-window pass), with the source of its size, so
+  // that a run can be reproduced from its output.
+  nlohmann::json cache_json = nullptr;
+  try {
+    cache_json = cache_capacity_json(signature::cache_capacity(
+        o.params.cache_level, threads, o.params.cache_bytes, o.params.cache_fraction));
+  } catch (const Error& e) {  // only the tile-window pass needs it; say why it is absent
+    cache_json = {{"error", e.what()}};
+  }
+
   // 5. The references: the csr schedule and the baseline implementation, measured alike.
   const std::string shortcut = needs_tensor(kind) ? "csf" : "csr";
   // Checked before the search (it samples the machine for 0.2 s): a busy machine makes every
@@ -274,6 +288,8 @@ int run_tune(const Options& o) {
   const std::optional<double> csr_s = csr_schedule.measurement.status == MeasureStatus::Ok
                                           ? std::optional<double>(csr_schedule.measurement.median_s)
                                           : std::nullopt;
+  to.race_factor = o.abandon_factor;
+  to.race_reference_s = csr_s.value_or(0.0);
 
   // 6. The search, with progress on stderr.
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -327,8 +343,17 @@ int run_tune(const Options& o) {
         std::fprintf(stderr, "tune: only %d of --confirm %d: more would not fit in a quarter of "
                              "this machine's memory\n", top, o.confirm);
     }
-    confirmation = confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate},
-                                {top, o.confirm_rounds});
+    // The csr-like schedules of the search (the csr schedule with any chunk and thread count):
+    // the fastest of them is always nominated, so that the winner is never slower than it.
+    const codegen::SuperSchedule csr_shape = csr_schedule.candidate.schedule.value();
+    ConfirmOptions co{top, o.confirm_rounds, [csr_shape](const Candidate& c) {
+                        if (!c.schedule) return false;
+                        codegen::SuperSchedule s = *c.schedule;
+                        s.threads = csr_shape.threads;
+                        s.chunk = csr_shape.chunk;
+                        return s == csr_shape;
+                      }};
+    confirmation = confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate}, co);
   }
   const bool confirmed = confirmation && confirmation->best.has_value();
   const TuneEntry* search_best = r.best ? &r.entries[*r.best] : nullptr;
@@ -338,10 +363,45 @@ int run_tune(const Options& o) {
       confirmed ? std::optional<Measurement>(confirmation->references[0]) : std::nullopt;
   const std::optional<Measurement> confirm_base =
       confirmed ? std::optional<Measurement>(confirmation->references[1]) : std::nullopt;
+
+  // The verdict: the side-by-side winner against the faster csr reference of the same rounds.
+  // Without a gain beyond the rounds' spread, the csr schedule is the result ("no gain over
+  // csr"): a tuned kernel is never slower than csr.
+  std::string verdict = "unconfirmed";
+  std::optional<Verdict> judged;
+  std::string verdict_reference;
+  const Measurement* best_side = winner ? &winner->measurement : nullptr;  // best, side by side
+  if (confirmed) {
+    const Measurement* ref = nullptr;
+    if (confirm_csr->status == MeasureStatus::Ok) {
+      ref = &*confirm_csr;
+      verdict_reference = shortcut + " schedule";
+    }
+    if (confirm_base->status == MeasureStatus::Ok && (!ref || confirm_base->median_s < ref->median_s)) {
+      ref = &*confirm_base;
+      verdict_reference = shortcut + " baseline";
+    }
+    if (!ref) {
+      verdict = "no-reference";
+    } else {
+      judged = judge_gain(winner->measurement, *ref);
+      verdict = judged->gain ? "gain" : "no-gain";
+      if (!judged->gain && confirm_csr->status == MeasureStatus::Ok) {
+        best = &csr_schedule;
+        best_side = &*confirm_csr;
+      }
+    }
+  }
+  // No candidate completed its timing (all abandoned or failed): csr is the result too.
+  if (!r.best && r.stopped_by != "interrupted" && !r.entries.empty() &&
+      csr_schedule.measurement.status == MeasureStatus::Ok) {
+    verdict = "no-gain";
+    best = &csr_schedule;
+  }
   const auto speedup = [&](const TuneEntry& base,
                            const std::optional<Measurement>& again) -> nlohmann::json {
     if (confirmed && again->status == MeasureStatus::Ok)
-      return again->median_s / winner->measurement.median_s;
+      return again->median_s / best_side->median_s;
     if (!best || base.measurement.status != MeasureStatus::Ok) return nullptr;
     return base.measurement.median_s / best->measurement.median_s;
   };
@@ -355,7 +415,7 @@ int run_tune(const Options& o) {
   if (confirmed && confirm_csr->status == MeasureStatus::Ok &&
       csr_schedule.measurement.status == MeasureStatus::Ok) {
     const double drift = confirm_csr->median_s / csr_schedule.measurement.median_s;
-    const double best_drift = winner->measurement.median_s / best->measurement.median_s;
+    const double best_drift = best_side->median_s / best->measurement.median_s;
     if (drift > 1.5 || drift < 1 / 1.5 || best_drift > 1.5 || best_drift < 1 / 1.5) {
       char buf[320];
       std::snprintf(buf, sizeof buf,
@@ -365,7 +425,7 @@ int run_tune(const Options& o) {
                     shortcut.c_str(), format_seconds(csr_schedule.measurement.median_s).c_str(),
                     format_seconds(confirm_csr->median_s).c_str(),
                     format_seconds(best->measurement.median_s).c_str(),
-                    format_seconds(winner->measurement.median_s).c_str());
+                    format_seconds(best_side->median_s).c_str());
       noise = buf;
       std::fprintf(stderr, "warning: %s\n", buf);
     }
@@ -387,7 +447,7 @@ int run_tune(const Options& o) {
         row["median_s"] = m.median_s;
         row["min_s"] = m.min_s;
         row["max_s"] = m.max_s;
-        if (confirmed) row["ratio_to_best"] = m.median_s / winner->measurement.median_s;
+        if (confirmed) row["ratio_to_best"] = m.median_s / best_side->median_s;
       } else {
         row["reason"] = m.reason;
       }
@@ -400,6 +460,12 @@ int run_tune(const Options& o) {
                     {"csr_median_s", median_or_null(confirm_csr)},
                     {"csr_baseline_median_s", median_or_null(confirm_base)},
                     {"seconds", confirmation->seconds}};
+  }
+  nlohmann::json verdict_json = nullptr;
+  if (judged) {
+    verdict_json = judged->to_json();
+    verdict_json["reference"] = verdict_reference;
+    verdict_json["nominee"] = r.entries[winner->entry].candidate.label();
   }
   std::vector<const TuneEntry*> ranked;
   for (const TuneEntry& e : r.entries)
@@ -469,8 +535,12 @@ int run_tune(const Options& o) {
                                                     : nlohmann::json(r.stopped_by)},
                 {"status_counts", status_json(r.status_counts)},
                 {"best", best ? entry_json(*best) : nlohmann::json(nullptr)},
-                {"best_search_rank", winner ? nlohmann::json(winner->search_rank)
-                                            : (best ? nlohmann::json(1) : nlohmann::json(nullptr))},
+                {"best_search_rank",
+                 winner && best != &csr_schedule
+                     ? nlohmann::json(winner->search_rank)
+                     : (best == search_best && best ? nlohmann::json(1) : nlohmann::json(nullptr))},
+                {"verdict", verdict},
+                {"verdict_detail", verdict_json},
                 {"search_best", search_best ? entry_json(*search_best) : nlohmann::json(nullptr)},
                 {"kernel_source", best && !best->measurement.kernel_source.empty()
                                       ? nlohmann::json(best->measurement.kernel_source)
@@ -483,6 +553,10 @@ int run_tune(const Options& o) {
                 {"confirm", confirm_json},
                 {"noise_warning", noise.empty() ? nlohmann::json(nullptr) : nlohmann::json(noise)},
                 {"busy_warning", busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy)},
+                {"abandon_factor", o.abandon_factor},
+                {"abandoned_s", r.abandoned_s},
+                {"pass_params", o.params.to_json()},
+                {"cache", cache_json},
                 {"search_speedup_over_csr", search_speedup(csr_schedule)},
                 {"search_speedup_over_csr_baseline", search_speedup(csr_baseline)},
                 {"top", top},
@@ -518,6 +592,24 @@ int run_tune(const Options& o) {
     };
     show_ref((shortcut + " schedule").c_str(), csr_schedule);
     show_ref((shortcut + " baseline").c_str(), csr_baseline);
+    if (r.status_counts.count(MeasureStatus::Abandoned))
+      std::printf("  racing        %lld abandoned (slower than %.3gx the best so far in every run "
+                  "made), %s spent on them\n",
+                  static_cast<long long>(r.status_counts.at(MeasureStatus::Abandoned)),
+                  o.abandon_factor, format_seconds(r.abandoned_s).c_str());
+    if (judged) {
+      std::printf("  verdict       %s: the best nominee ran %.3fx the time of the %s side by side "
+                  "(per-round quartiles %.3f-%.3f, spread %.3f)%s\n",
+                  judged->gain ? "gain over csr" : "no gain over csr", judged->ratio_median,
+                  verdict_reference.c_str(), judged->ratio_q25, judged->ratio_q75, judged->spread,
+                  judged->gain ? "" : best == &csr_schedule ? "; the result is the csr schedule"
+                                                            : "");
+    } else if (verdict == "no-reference") {
+      std::printf("  verdict       no csr reference ran side by side; the best nominee stands\n");
+    } else if (verdict == "no-gain") {
+      std::printf("  verdict       no gain over csr: no candidate completed its timing; the result "
+                  "is the csr schedule\n");
+    }
     if (best) {
       std::printf("  best          %s  %s (search)\n", format_seconds(best->measurement.median_s).c_str(),
                   best->candidate.label().c_str());
@@ -531,8 +623,9 @@ int run_tune(const Options& o) {
           return m->status == MeasureStatus::Ok ? format_seconds(m->median_s)
                                                 : std::string(status_name(m->status));
         };
-        std::printf("  side by side  best %s, %s schedule %s, %s baseline %s: the search's best "
-                    "%d measured again over %d rounds; the winner was #%zu in the search\n",
+        std::printf("  side by side  best nominee %s, %s schedule %s, %s baseline %s: the "
+                    "search's best %d measured again over %d rounds; the nominee was #%zu in the "
+                    "search\n",
                     format_seconds(winner->measurement.median_s).c_str(), shortcut.c_str(),
                     shown(confirm_csr).c_str(), shortcut.c_str(), shown(confirm_base).c_str(),
                     static_cast<int>(confirmation->ranking.size()), confirmation->rounds,
@@ -627,14 +720,13 @@ Command make_tune_command() {
                                             "kernel_source, context)");
             sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
             add_codegen_options(sub, o->generated);
-            sub.add_option("--tile-window", o->params.tile_window,
-                           "tile-window pass: log2 distance kept around the model's tiles")
+            sub.add_option("--abandon-factor", o->abandon_factor,
+                           "Racing: stop timing a candidate once its fastest run (after 2, "
+                           "warm-up included) is this many times the best median so far; it is "
+                           "recorded as abandoned with those runs (0: time every candidate fully)")
                 ->check(CLI::NonNegativeNumber)
                 ->capture_default_str();
-            sub.add_option("--max-block-padding", o->params.max_block_padding,
-                           "block-fill pass: stored values per nonzero kept")
-                ->check(CLI::PositiveNumber)
-                ->capture_default_str();
+            add_pass_options(sub, o->params);
             add_read_options(sub, o->read);
             sub.footer(
                 "At the end the search's best --confirm candidates and both references are\n"

@@ -7,6 +7,20 @@
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 
+namespace {
+
+/// A usage error as one line, as every other error (CLI11's own message has no "error:" prefix
+/// and adds the whole usage text), naming the --help to read; exit code 2.
+int usage_error(const CLI::App& app, const CLI::ParseError& e) {
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* s : app.get_subcommands()) sub = s;
+  std::cerr << "error: " << e.what() << " (hint: run '" << app.get_name()
+            << (sub ? " " + sub->get_name() : std::string()) << " --help')\n";
+  return waco::cli::kExitUsage;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace waco::cli;
   const std::vector<Command> commands = {
@@ -51,12 +65,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kExitUsage;
+    return usage_error(app, e);
   }
 
   try {
     return action ? action() : kExitUsage;
+  } catch (const CLI::ParseError& e) {  // a combination of options a command refused
+    return usage_error(app, e);
   } catch (const waco::kernels::Error& e) {
     std::cerr << "error: " << e.what();
     if (!e.hint().empty()) std::cerr << " (hint: " << e.hint() << ")";
