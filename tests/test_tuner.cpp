@@ -79,11 +79,11 @@ Measurement timed(std::vector<double> seconds) {
 TEST_CASE("tuner: a bound abandons a verified candidate after race_min_runs runs") {
   Fixture f("tuner-bound");
   Measurer m(f.p, f.ref, f.mo);
-  const Measurement full = m.measure(spmv(kCsr), 1e3);  // a bound nothing reaches
+  const Measurement full = m.measure(spmv(kCsr), RaceBound{1e3, "", 0.0});  // a bound nothing reaches
   REQUIRE(full.status == MeasureStatus::Ok);
   CHECK(full.seconds.size() == 5);
 
-  const Measurement cut = m.measure(spmv(kCsr), 1e-12);  // a bound everything exceeds
+  const Measurement cut = m.measure(spmv(kCsr), RaceBound{1e-12, "", 0.0});  // everything exceeds it
   INFO(cut.reason);
   REQUIRE(cut.status == MeasureStatus::Abandoned);
   CHECK(cut.verified);
@@ -92,8 +92,26 @@ TEST_CASE("tuner: a bound abandons a verified candidate after race_min_runs runs
   CHECK(cut.median_s >= cut.min_s);
   CHECK(cut.reason.find("abandoned after 2 runs (1 timed)") != std::string::npos);
 
-  // Without a bound nothing is abandoned, and a wrong or failing candidate keeps its status.
+  // Without a bound nothing is abandoned.
   CHECK(m.measure(spmv(kCsr)).status == MeasureStatus::Ok);
+
+  // The side-by-side check: the reference (the csr baseline) now is compared with its median
+  // when the bound was set. A reference that took "1e-12 s" then makes the machine look
+  // enormously slower now: the bound scales with that drift and the candidate is kept.
+  const Measurement kept = m.measure(spmv(kCsr), RaceBound{1e-12, "csr", 1e-12});
+  INFO(kept.reason);
+  CHECK(kept.status == MeasureStatus::Ok);
+  CHECK(kept.seconds.size() == 5);
+  // A reference that took an hour then: no drift (at least 1), the plain bound decides, and the
+  // reason says the check ran.
+  const Measurement checked = m.measure(spmv(kCsr), RaceBound{1e-12, "csr", 3600.0});
+  INFO(checked.reason);
+  CHECK(checked.status == MeasureStatus::Abandoned);
+  CHECK(checked.reason.find("beside csr") != std::string::npos);
+  // A reference that cannot run here: the plain bound decides.
+  const Measurement unknown = m.measure(spmv(kCsr), RaceBound{1e-12, "no-such-impl", 1.0});
+  CHECK(unknown.status == MeasureStatus::Abandoned);
+  CHECK(unknown.reason.find("beside") == std::string::npos);
 }
 
 TEST_CASE("tuner: racing abandons a candidate made slow on purpose and keeps the fast one") {
@@ -105,6 +123,8 @@ TEST_CASE("tuner: racing abandons a candidate made slow on purpose and keeps the
   const std::vector<Candidate> candidates = {spmv(kCsr), spmv(kDense)};
   TuneOptions to;
   to.race_factor = 3.0;
+  to.race_check = "csr";  // as tune sets it: the csr baseline's median before the search
+  to.race_check_s = 1e-3;
   {
     Measurer m(f.p, f.ref, f.mo);
     const TuneResult r = run_candidates(db, key, m, candidates, to);

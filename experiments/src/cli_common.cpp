@@ -77,8 +77,9 @@ void add_cache_options(CLI::App& app, std::string& level, std::int64_t& bytes, d
       ->check(CLI::IsMember({"llc-core", "l1", "l2", "l3"}))
       ->capture_default_str();
   app.add_option("--cache-bytes", bytes,
-                 "Usable cache bytes per thread for the tile model (overrides --cache-level "
-                 "and --cache-fraction)")
+                 "Usable cache bytes per thread for the tile model, K/M/G suffixes binary "
+                 "(overrides --cache-level and --cache-fraction)")
+      ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::int64_t{64}, std::int64_t{1} << 40));
   app.add_option("--cache-fraction", fraction,
                  "Share of the cache level the tile model's footprint may use")

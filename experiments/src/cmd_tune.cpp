@@ -290,6 +290,10 @@ int run_tune(const Options& o) {
                                           : std::nullopt;
   to.race_factor = o.abandon_factor;
   to.race_reference_s = csr_s.value_or(0.0);
+  if (csr_baseline.measurement.status == MeasureStatus::Ok) {  // bursts of host noise: see RaceBound
+    to.race_check = shortcut;
+    to.race_check_s = csr_baseline.measurement.median_s;
+  }
 
   // 6. The search, with progress on stderr.
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -722,18 +726,31 @@ Command make_tune_command() {
             add_codegen_options(sub, o->generated);
             sub.add_option("--abandon-factor", o->abandon_factor,
                            "Racing: stop timing a candidate once its fastest run (after 2, "
-                           "warm-up included) is this many times the best median so far; it is "
-                           "recorded as abandoned with those runs (0: time every candidate fully)")
-                ->check(CLI::NonNegativeNumber)
+                           "warm-up included) is this many times the best median so far, also "
+                           "when timed beside the csr baseline (whose drift scales the bound); it "
+                           "is recorded as abandoned with those runs (0: time every candidate "
+                           "fully)")
+                ->check(CLI::Validator(
+                    [](const std::string& text) -> std::string {
+                      const double f = std::strtod(text.c_str(), nullptr);
+                      return f == 0.0 || f >= 1.0 ? "" : "must be 0 (off) or at least 1";
+                    },
+                    "0 or >= 1"))
                 ->capture_default_str();
             add_pass_options(sub, o->params);
             add_read_options(sub, o->read);
             sub.footer(
-                "At the end the search's best --confirm candidates and both references are\n"
-                "measured again side by side, interleaved, in one child: the winner (best) and\n"
-                "speedup_over_csr(_baseline) come from these timings, search_best and\n"
-                "search_speedup_* from the search's own. On a shared machine two separate\n"
-                "measurements of one kernel can differ by 1.5x; only side-by-side ratios rank.\n"
+                "At the end the search's best --confirm candidates, the fastest csr-like schedule\n"
+                "and both references are measured again side by side, interleaved, in one child:\n"
+                "the winner (best) and speedup_over_csr(_baseline) come from these timings,\n"
+                "search_best and search_speedup_* from the search's own. On a shared machine two\n"
+                "separate measurements of one kernel can differ by 1.5x; only side-by-side ratios\n"
+                "rank. The winner must beat the faster csr reference round by round by more than\n"
+                "the rounds' spread (half the interquartile range of the per-round ratios);\n"
+                "otherwise tune says \"no gain over csr\" and returns the csr schedule (verdict\n"
+                "no-gain, exit 0). Racing: a candidate whose fastest run is --abandon-factor times\n"
+                "the best median so far (from the csr schedule's on), also beside the csr\n"
+                "baseline run at that moment, stops there, as abandoned.\n"
                 "Each candidate is built, compiled (cached), verified against the reference and\n"
                 "timed in a child process; one that crashes, hangs (--timeout) or computes a wrong\n"
                 "result is recorded with that status and its reason. Results are stored as they\n"
@@ -745,7 +762,9 @@ Command make_tune_command() {
                 "  waco-hybrid tune --kernel spmm --search exhaustive --passes all --json A.mtx\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.cpp A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"
-                "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n");
+                "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid tune --kernel sddmm --search exhaustive --abandon-factor 0 A.mtx\n"
+                "  waco-hybrid tune --kernel spmm --budget 20 --cache-bytes 4M --tile-window 1 A.mtx\n");
             return [o] { return run_tune(*o); };
           }};
 }

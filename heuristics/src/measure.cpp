@@ -332,17 +332,49 @@ void set_times(Measurement& m, const kernels::TimingStats& t) {
   m.status = MeasureStatus::Ok;
 }
 
+/// Seconds one call of fn takes.
+template <class Fn>
+double clocked(Fn&& fn) {
+  const double t0 = now_seconds();
+  fn();
+  return now_seconds() - t0;
+}
+
+/// Racing's side-by-side check (RaceBound::check): the reference implementation prepared here
+/// and timed alternately with the candidate, two runs each after one untimed run. Returns how
+/// much slower the machine is now than when the bound was set (the reference's fastest run over
+/// race.check_s, at least 1) and lowers `fastest` by the candidate's runs; nullopt when the
+/// reference cannot run here.
+std::optional<double> race_drift(const kernels::Problem& p, int run_threads, const RaceBound& race,
+                                 kernels::Implementation& candidate, double& fastest) {
+  std::unique_ptr<kernels::Implementation> ref;
+  try {
+    ref = kernels::make_implementation(race.check, p.kind);
+    ref->prepare(p, run_threads);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  ref->run();
+  double ref_fastest = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < 2; ++k) {
+    ref_fastest = std::min(ref_fastest, clocked([&] { ref->run(); }));
+    fastest = std::min(fastest, clocked([&] { candidate.run(); }));
+  }
+  return std::max(1.0, ref_fastest / race.check_s);
+}
+
 /// Prepares, verifies and times one candidate (opts.warmup untimed runs, then opts.repeats timed
 /// ones). Sends the 'P' frame once prepared.
 ///
-/// Racing: with abandon_above_s > 0, the warm-up runs are clocked too, and once
-/// opts.race_min_runs runs after the verification have been made and even the fastest of them
-/// took longer than abandon_above_s, timing stops: the candidate is Abandoned with those runs as
-/// its times. The fastest run, not the median: one slow run from machine noise cannot abandon a
-/// candidate, only a candidate slower than the bound in every run so far.
+/// Racing (race.active()): the warm-up runs are clocked too, and once opts.race_min_runs runs
+/// after the verification have been made and even the fastest of them took longer than
+/// race.above_s, the candidate is timed beside race.check (when set) to tell a hopeless candidate
+/// from a slow moment of the machine; if it is still above the bound scaled by the drift, timing
+/// stops: Abandoned, with the runs made as its times. Otherwise it is timed in full, without
+/// racing again. The fastest run, not the median: one slow run cannot abandon a candidate.
 std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::Reference& ref,
                                       const MeasureOptions& opts, int run_threads,
-                                      const Candidate& c, double abandon_above_s, int sock) {
+                                      const Candidate& c, const RaceBound& race, int sock) {
   Prepared r = prepare_candidate(p, opts, run_threads, c);
   if (!r.impl) return {r.m};
   write_frame(sock, 'P', {});
@@ -350,7 +382,7 @@ std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::
   r.impl->run();
   if (!verify_output(r, ref, opts.tolerance, "first run")) return {r.m};
   kernels::Implementation* impl = r.impl.get();
-  if (abandon_above_s <= 0) {
+  if (!race.active()) {
     const kernels::TimingStats t =
         kernels::time_repeated([impl] { impl->run(); }, {opts.warmup, opts.repeats});
     if (!verify_output(r, ref, opts.tolerance, "after timing")) return {r.m};
@@ -359,25 +391,37 @@ std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::
   }
   std::vector<double> runs, timed;
   double fastest = std::numeric_limits<double>::infinity();
+  bool racing = true;
   for (int k = 0; k < opts.warmup + opts.repeats; ++k) {
-    const double t0 = now_seconds();
-    impl->run();
-    const double dt = now_seconds() - t0;
+    const double dt = clocked([impl] { impl->run(); });
     runs.push_back(dt);
     if (k >= opts.warmup) timed.push_back(dt);
     fastest = std::min(fastest, dt);
-    if (static_cast<int>(runs.size()) >= opts.race_min_runs && fastest > abandon_above_s &&
-        k + 1 < opts.warmup + opts.repeats) {
-      set_times(r.m, kernels::summarize(runs));
-      r.m.status = MeasureStatus::Abandoned;
-      char buf[200];
-      std::snprintf(buf, sizeof buf,
-                    "abandoned after %zu runs (%zu timed): the fastest took %.3g s, more than "
-                    "the race bound %.3g s",
-                    runs.size(), timed.size(), fastest, abandon_above_s);
-      r.m.reason = buf;
-      return {r.m};
+    if (!racing || static_cast<int>(runs.size()) < opts.race_min_runs ||
+        fastest <= race.above_s || k + 1 == opts.warmup + opts.repeats)
+      continue;
+    racing = false;  // decided now, either way
+    double drift = 1.0;
+    std::string checked;
+    if (!race.check.empty() && race.check_s > 0) {
+      if (const std::optional<double> d = race_drift(p, run_threads, race, *impl, fastest)) {
+        drift = *d;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "; beside %s now the machine is %.2fx slower than when "
+                                       "the bound was set", race.check.c_str(), drift);
+        checked = buf;
+      }
     }
+    if (fastest <= race.above_s * drift) continue;
+    set_times(r.m, kernels::summarize(runs));
+    r.m.status = MeasureStatus::Abandoned;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "abandoned after %zu runs (%zu timed): the fastest took %.3g s, more than the "
+                  "race bound %.3g s",
+                  runs.size(), timed.size(), fastest, race.above_s * drift);
+    r.m.reason = buf + checked;
+    return {r.m};
   }
   if (!verify_output(r, ref, opts.tolerance, "after timing")) return {r.m};
   set_times(r.m, kernels::summarize(timed));
@@ -600,7 +644,12 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
       const nlohmann::json j = nlohmann::json::parse(payload);
       const std::vector<Candidate> cs = candidates_from_json(j.at("candidates"));
       const int rounds = j.at("rounds").get<int>();
-      const double abandon_above_s = j.value("abandon_above_s", 0.0);
+      RaceBound race;
+      if (const auto it = j.find("race"); it != j.end()) {
+        race.above_s = it->at("above_s").get<double>();
+        race.check = it->at("check").get<std::string>();
+        race.check_s = it->at("check_s").get<double>();
+      }
       // Refused formats are answered here; the rest go to one child.
       std::vector<std::optional<Measurement>> answer(cs.size());
       std::vector<Candidate> todo;
@@ -618,8 +667,8 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
         const double n = static_cast<double>(todo.size());
         done = type == 'M'
                    ? supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
-                       return measure_here(p, ref, opts, run_threads, todo.front(),
-                                           abandon_above_s, child_sock);
+                       return measure_here(p, ref, opts, run_threads, todo.front(), race,
+                                           child_sock);
                      })
                    : supervise(opts.prepare_timeout_s * n,
                                opts.run_timeout_s * n *
@@ -698,12 +747,15 @@ void Measurer::stop() {
 }
 
 std::vector<Measurement> Measurer::request(char type, const std::vector<Candidate>& cs,
-                                           int rounds, double limit_s, double abandon_above_s) {
+                                           int rounds, double limit_s, const RaceBound& race) {
   WACO_ASSERT(sock_ >= 0, "a measurement on a stopped Measurer");
   const double t0 = now_seconds();
   const nlohmann::json request = {{"candidates", candidates_to_json(cs)},
                                   {"rounds", rounds},
-                                  {"abandon_above_s", abandon_above_s}};
+                                  {"race",
+                                   {{"above_s", race.above_s},
+                                    {"check", race.check},
+                                    {"check_s", race.check_s}}}};
   char type_back = 0;
   std::string payload;
   ReadStatus st = ReadStatus::Eof;
@@ -731,9 +783,8 @@ std::vector<Measurement> Measurer::request(char type, const std::vector<Candidat
   return ms;
 }
 
-Measurement Measurer::measure(const Candidate& c, double abandon_above_s) {
-  return request('M', {c}, opts_.repeats, opts_.prepare_timeout_s + opts_.run_timeout_s,
-                 abandon_above_s)
+Measurement Measurer::measure(const Candidate& c, const RaceBound& race) {
+  return request('M', {c}, opts_.repeats, opts_.prepare_timeout_s + opts_.run_timeout_s, race)
       .front();
 }
 
@@ -744,7 +795,7 @@ std::vector<Measurement> Measurer::compare(const std::vector<Candidate>& cs, int
   return request('C', cs, rounds,
                  (opts_.prepare_timeout_s + opts_.run_timeout_s *
                                                 std::max(1.0, double(rounds) / opts_.repeats)) * n,
-                 0.0);
+                 RaceBound{});
 }
 
 }  // namespace waco::heuristics

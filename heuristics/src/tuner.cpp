@@ -23,7 +23,7 @@ bool reusable(const Measurement& m, const TuneOptions& opts) {
 }  // namespace
 
 TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Measurer& measurer,
-                           const Candidate& c, const TuneOptions& opts, double abandon_above_s) {
+                           const Candidate& c, const TuneOptions& opts, const RaceBound& race) {
   WACO_ASSERT(key.repeats == measurer.options().repeats,
               "the measurement key's repeats differ from the Measurer's");
   TuneEntry e;
@@ -36,7 +36,7 @@ TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Measurer& m
       return e;
     }
   }
-  e.measurement = measurer.measure(c, abandon_above_s);
+  e.measurement = measurer.measure(c, race);
   db.record_measurement(key, c, e.measurement, opts.context);
   return e;
 }
@@ -72,17 +72,19 @@ TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Measurer& me
       }
     }
     // The race bound: a factor over the best median so far (and the reference's).
-    double bound = 0.0;
+    RaceBound race;
     if (opts.race_factor > 0) {
       double best = opts.race_reference_s > 0 ? opts.race_reference_s : 0.0;
       if (r.best) {
         const double b = r.entries[*r.best].measurement.median_s;
         best = best > 0 ? std::min(best, b) : b;
       }
-      bound = opts.race_factor * best;
+      race.above_s = opts.race_factor * best;
+      race.check = opts.race_check;
+      race.check_s = opts.race_check_s;
     }
     const double m0 = kernels::now_seconds();
-    TuneEntry e = measure_or_reuse(db, key, measurer, c, opts, bound);
+    TuneEntry e = measure_or_reuse(db, key, measurer, c, opts, race);
     if (e.reused) {
       ++r.reused;
     } else {

@@ -118,6 +118,24 @@ struct MeasureOptions {
   std::function<void(const Candidate&)> child_hook;
 };
 
+/// Racing (Measurer::measure): when to stop timing a hopeless candidate.
+struct RaceBound {
+  /// A verified candidate whose fastest run, after MeasureOptions::race_min_runs runs (warm-up
+  /// included), is still slower than this is a candidate to abandon; <= 0: no racing.
+  double above_s = 0.0;
+  /// When set (a baseline implementation's name, e.g. "csr"), a candidate to abandon is first
+  /// timed side by side with that implementation, prepared in the same child: two alternating
+  /// runs each. The machine's drift since the bound was set is the reference's fastest run now
+  /// over check_s (its median then); the candidate is abandoned only when its fastest run is above
+  /// above_s times that drift (at least 1). A burst of host noise (this kind of VM has bursts of
+  /// 3-8x for a moment) then slows both alike instead of abandoning a good candidate. Without a
+  /// check, or when the reference cannot run, the plain bound decides.
+  std::string check;
+  double check_s = 0.0;  ///< the reference's median when the bound was set (> 0 with check)
+
+  bool active() const { return above_s > 0.0; }
+};
+
 /// Measures candidates of one problem, each in its own child process (see the file comment).
 /// Not copyable; one measurement at a time (not thread-safe).
 class Measurer {
@@ -133,11 +151,10 @@ class Measurer {
 
   /// Measures one candidate in a fresh child. Expected failures (refused, compile error, wrong
   /// result, crash, timeout) come back as the status with a reason. Throws kernels::Error only
-  /// when the worker itself is gone (e.g. killed from outside). Racing: with abandon_above_s > 0,
-  /// a verified candidate whose fastest run after options().race_min_runs runs (warm-up
-  /// included) is still slower than abandon_above_s stops there, status Abandoned, with the runs
-  /// made as its times (a tuner passes a factor times the best median so far).
-  Measurement measure(const Candidate& c, double abandon_above_s = 0.0);
+  /// when the worker itself is gone (e.g. killed from outside). Racing (see RaceBound; a tuner
+  /// passes a factor times the best median so far): a verified candidate found hopeless stops
+  /// there, status Abandoned, with the runs made as its times.
+  Measurement measure(const Candidate& c, const RaceBound& race = {});
 
   /// Measures several candidates side by side in one fresh child: all are prepared and verified
   /// first, then timed interleaved (kernels::time_interleaved: options().warmup untimed rounds,
@@ -160,7 +177,7 @@ class Measurer {
   void stop();
   /// Sends one request ('M': measure cs[0]; 'C': compare) and waits up to limit_s (+ slack).
   std::vector<Measurement> request(char type, const std::vector<Candidate>& cs, int rounds,
-                                   double limit_s, double abandon_above_s);
+                                   double limit_s, const RaceBound& race);
 
   MeasureOptions opts_;
   int run_threads_ = 1;

@@ -54,6 +54,10 @@ struct TuneOptions {
   /// A median known before the search (the csr schedule's) that bounds the race from the first
   /// candidate on; <= 0 when none.
   double race_reference_s = 0.0;
+  /// The baseline a candidate to abandon is first timed beside (RaceBound::check, e.g. "csr"),
+  /// and its median measured before the search; empty or <= 0: no check.
+  std::string race_check;
+  double race_check_s = 0.0;
 };
 
 struct TuneEntry {
@@ -77,11 +81,11 @@ struct TuneResult {
 
 /// Gets the result of one candidate: from the database when it holds one for (key, candidate,
 /// effective threads) and it is ok, or it failed and retry_failed is false, or it was abandoned
-/// and racing is on (opts.race_factor > 0); otherwise measures it (abandoned above
-/// abandon_above_s when > 0) and records it in its own transaction.
+/// and racing is on (opts.race_factor > 0); otherwise measures it (racing with `race`) and
+/// records it in its own transaction.
 TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Measurer& measurer,
                            const Candidate& c, const TuneOptions& opts,
-                           double abandon_above_s = 0.0);
+                           const RaceBound& race = {});
 
 /// Runs measure_or_reuse over the candidates in order (see TuneOptions for stopping), reporting
 /// progress. Duplicated candidates are measured once. Preconditions: key.repeats ==
