@@ -206,7 +206,7 @@ TEST_CASE("cache: a normal sysfs tree is taken as it is, without cpuid or the pr
   CHECK(j.at("note") == "");
 }
 
-TEST_CASE("cache: missing sysfs falls back to cpuid, and to the probe when cpuid is implausible") {
+TEST_CASE("cache: missing sysfs falls back to cpuid (capped when implausible), then the probe") {
   const std::string root = fake_sysfs("missing", {});
   const CacheSizes sysfs = read_sysfs_cache_sizes(root);
   CHECK(sysfs.llc() == 0);
@@ -229,24 +229,24 @@ TEST_CASE("cache: missing sysfs falls back to cpuid, and to the probe when cpuid
     CHECK(c.llc_sharing_source == "available");
     CHECK(contains(c.note, "sysfs has no cache entries"));
   }
-  SECTION("cpuid implausible (the Zen 5 guest): the probe's figure") {
+  SECTION("cpuid implausible (the Zen 5 guest): capped at the plausible share, no probe") {
     FakeProbe probe = probe_finding(0, 0, 16 * MiB);
     const CacheSizes c =
         resolve_cache_sizes(sysfs, fake_cpuid(48 * KiB, 1 * MiB, 508 * MiB), probe.fn(), 2);
-    CHECK(probe.calls == 1);
+    CHECK(probe.calls == 0);
     CHECK(c.l1d == 48 * KiB);
     CHECK(c.l2 == 1 * MiB);
-    CHECK(c.l3 == 16 * MiB);
-    CHECK(c.source == "probe");
+    CHECK(c.l3 == 64 * MiB);
+    CHECK(c.source == "cpuid");
     CHECK(c.l1d_source == "cpuid");
     CHECK(c.l2_source == "cpuid");
-    CHECK(c.l3_source == "probe");
+    CHECK(c.l3_source == "cpuid");
     CHECK(c.llc_sharing_cpus == 2);
     CHECK(c.llc_sharing_source == "available");
     CHECK(c.note == "sysfs has no cache entries under " + root +
                         "/devices/system/cpu/cpu0/cache; cpuid reported 508 MiB L3 for 2 CPUs "
-                        "(254 MiB a CPU, more than the plausible 32 MiB): measured instead (the "
-                        "probe found 16 MiB)");
+                        "(254 MiB a CPU, more than the plausible 32 MiB): capped at 32 MiB a CPU "
+                        "(64 MiB)");
   }
   SECTION("cpuid gives nothing: every level from the probe") {
     FakeProbe probe = probe_finding(32 * KiB, 512 * KiB, 16 * MiB);
@@ -306,15 +306,15 @@ TEST_CASE("cache: partial sysfs (L1d and L2 only) takes the L3 from the next sou
     CHECK(c.llc_sharing_source == "available");
     CHECK(c.note == "sysfs gave no L3: from cpuid");
   }
-  SECTION("from the probe when cpuid's is implausible") {
+  SECTION("cpuid's implausible L3 capped, sysfs's L2 kept") {
     FakeProbe probe = probe_finding(32 * KiB, 512 * KiB, 12 * MiB);
     const CacheSizes c =
         resolve_cache_sizes(sysfs, fake_cpuid(48 * KiB, 2 * MiB, 256 * MiB), probe.fn(), 2);
-    CHECK(probe.calls == 1);
+    CHECK(probe.calls == 0);
     CHECK(c.l2 == 1 * MiB);  // sysfs's L2 stays
     CHECK(c.l2_source == "sysfs");
-    CHECK(c.l3 == 12 * MiB);
-    CHECK(c.source == "probe");
+    CHECK(c.l3 == 64 * MiB);
+    CHECK(c.source == "cpuid");
     CHECK(contains(c.note, "cpuid reported 256 MiB L3 for 2 CPUs (128 MiB a CPU"));
   }
   SECTION("no L3 anywhere: the L2 is the last level") {
@@ -338,7 +338,7 @@ TEST_CASE("cache: partial sysfs (L1d and L2 only) takes the L3 from the next sou
   }
 }
 
-TEST_CASE("cache: an implausible sysfs L3 (a VM told its host's) is measured instead") {
+TEST_CASE("cache: an implausible sysfs L3 (a VM told its host's) is capped, not trusted") {
   // The Intel guest: 105 MiB L3 for 2 CPUs.
   const std::string root = fake_sysfs(
       "implausible",
@@ -348,21 +348,21 @@ TEST_CASE("cache: an implausible sysfs L3 (a VM told its host's) is measured ins
   CHECK(sysfs.llc_sharing_cpus == 2);
   const CacheSizes cpuid = fake_cpuid(48 * KiB, 2 * MiB, 105 * MiB);
 
-  SECTION("the probe finds an LLC") {
+  SECTION("the reported figure capped at the plausible share; the probe is not needed") {
     FakeProbe probe = probe_finding(48 * KiB, 2 * MiB, 24 * MiB);
     const CacheSizes c = resolve_cache_sizes(sysfs, cpuid, probe.fn(), 2);
-    CHECK(probe.calls == 1);
+    CHECK(probe.calls == 0);
     CHECK(c.l1d == 48 * KiB);
     CHECK(c.l2 == 2 * MiB);
     CHECK(c.l2_source == "sysfs");
-    CHECK(c.l3 == 24 * MiB);
-    CHECK(c.source == "probe");
+    CHECK(c.l3 == 2 * kMaxPlausibleLlcPerCpu);
+    CHECK(c.source == "sysfs");
     CHECK(c.llc_sharing_cpus == 2);
     CHECK(c.llc_sharing_source == "sysfs");
     CHECK(c.note ==
           "sysfs reported 105 MiB L3 for 2 CPUs (52.5 MiB a CPU, more than the plausible "
           "32 MiB); cpuid reported 105 MiB L3 for 2 CPUs (52.5 MiB a CPU, more than the "
-          "plausible 32 MiB): measured instead (the probe found 24 MiB)");
+          "plausible 32 MiB): capped at 32 MiB a CPU (64 MiB)");
   }
   SECTION("a plausible cpuid figure is taken before the probe") {
     FakeProbe probe = probe_finding(0, 0, 24 * MiB);
@@ -372,24 +372,6 @@ TEST_CASE("cache: an implausible sysfs L3 (a VM told its host's) is measured ins
     CHECK(c.l3 == 30 * MiB);
     CHECK(c.source == "cpuid");
     CHECK(contains(c.note, "plausible 32 MiB): cpuid's 30 MiB taken instead"));
-  }
-  SECTION("the probe finds none: the reported figure capped at the plausible share") {
-    FakeProbe probe = probe_finding(0, 0, 0);
-    const CacheSizes c = resolve_cache_sizes(sysfs, cpuid, probe.fn(), 2);
-    CHECK(probe.calls == 1);
-    CHECK(c.l3 == 2 * kMaxPlausibleLlcPerCpu);
-    CHECK(c.source == "sysfs");
-    CHECK(contains(c.note,
-                   "the probe found no L3 either: sysfs's figure kept, capped at "
-                   "32 MiB a CPU (64 MiB)"));
-  }
-  SECTION("the probe fails: the same, and the note says why") {
-    FakeProbe probe;
-    probe.fail = true;
-    const CacheSizes c = resolve_cache_sizes(sysfs, cpuid, probe.fn(), 2);
-    CHECK(probe.calls == 1);
-    CHECK(c.l3 == 64 * MiB);
-    CHECK(contains(c.note, "the probe failed: no memory"));
   }
   SECTION("one CPU sharing a 32 MiB L3 is plausible") {
     const std::string one = fake_sysfs("one-cpu", {{3, "Unified", "32M", "0"}});

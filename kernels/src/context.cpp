@@ -256,9 +256,27 @@ CacheSizes resolve_cache_sizes(const CacheSizes& sysfs, const CacheSizes& cpuid,
                     bytes_text(per_cpu) + " a CPU, more than the plausible " +
                     bytes_text(kMaxPlausibleLlcPerCpu) + ")");
   }
+  if (out.l3 == 0 && !passed.empty()) {
+    // Not trusted blindly, not replaced by the probe either: capped at the plausible share.
+    // Measured (scripts/bench_cache_sources.sh, EPYC Milan guest, 8 runs of SpMM/SDDMM J=K=256
+    // per thread count on the 4 matrices of ../shared/data with the most rows): the tile model's
+    // choice at the probe's 19 MiB (5 MiB usable a thread) was never better than at the larger
+    // capacities (sysfs 32 MiB, cpuid 256 MiB, an Intel guest's 105 MiB), and worse where the
+    // capacity decided the tile: loc-Gowalla model/best 1.319 vs 1.065 (SpMM, 2 threads), 1.137
+    // vs 1.045 (SDDMM, 2 threads); 1.496 vs 1.000 at 64 MiB (SpMM, 1 thread). The capped figure
+    // itself (64 MiB for 2 CPUs: 16 MiB usable a thread), loc-Gowalla: 1.000 at 1 and 2
+    // threads, against 1.242 / 1.289 at sysfs's / the probe's (SpMM, 1 thread). The probe reads
+    // where one core's bandwidth has fallen halfway to memory's, an effective size below the
+    // nominal one the model's cache fraction was calibrated with. (Only on luxembourg_osm at 1
+    // thread did the probe's capacity do better: 1.056 vs 1.102 SpMM, 1.000 vs 1.016 SDDMM.)
+    const std::int64_t cap = kMaxPlausibleLlcPerCpu * sharing;
+    out.l3 = std::min(passed.front().bytes, cap);
+    out.l3_source = passed.front().source;
+    notes.back() += ": capped at " + bytes_text(kMaxPlausibleLlcPerCpu) + " a CPU (" +
+                    bytes_text(out.l3) + ")";
+  }
   if (out.l3 == 0) {
-    if (passed.empty())
-      notes.push_back(sysfs_gave_some ? "sysfs and cpuid gave no L3" : "cpuid gave no L3");
+    notes.push_back(sysfs_gave_some ? "sysfs and cpuid gave no L3" : "cpuid gave no L3");
     CacheProbeResult measured;
     std::string probe_failure;
     try {
@@ -275,13 +293,6 @@ CacheSizes resolve_cache_sizes(const CacheSizes& sysfs, const CacheSizes& cpuid,
       std::string none = "the probe found no L3 either";
       if (!probe_failure.empty()) none += " (" + probe_failure + ")";
       else if (!measured.note.empty()) none += " (" + measured.note + ")";
-      if (!passed.empty()) {
-        const std::int64_t cap = kMaxPlausibleLlcPerCpu * sharing;
-        out.l3 = std::min(passed.front().bytes, cap);
-        out.l3_source = passed.front().source;
-        none += ": " + passed.front().source + "'s figure kept, capped at " +
-                bytes_text(kMaxPlausibleLlcPerCpu) + " a CPU (" + bytes_text(out.l3) + ")";
-      }
       notes.push_back(none);
     }
     const auto fill = [&](std::int64_t CacheSizes::*level, std::string CacheSizes::*source,

@@ -14,7 +14,8 @@ namespace waco::kernels {
 
 /// Largest last-level cache a CPU is believed to have to itself. A source whose LLC size divided
 /// by the CPUs sharing it (the available CPUs when the source does not say) exceeds this is not
-/// trusted: the probe is consulted. The largest real per-core L3 shares are about 12 MiB (3D
+/// trusted blindly: the figure is capped at this share (see resolve_cache_sizes for why capped
+/// rather than measured). The largest real per-core L3 shares are about 12 MiB (3D
 /// V-Cache desktop parts: 96-128 MiB over 8 cores); 32-48 MiB a core occur only on frequency-
 /// optimized EPYC "F"/"X" parts with very few cores per CCD, and a 2-CPU guest given one of
 /// those is rare. A VM guest, however, is told the host's whole L3 (CPUID: 256 MiB on an EPYC
@@ -70,14 +71,15 @@ std::string sysfs_root();
 CacheSizes read_cpuid_cache_sizes();
 
 /// The chain. Each level comes from the first of `sysfs`, `cpuid` that gives it (size > 0); the
-/// note says when sysfs lacked a level that cpuid gave. The L3 of a source is taken only when
+/// note says when sysfs lacked a level that cpuid gave. The L3 of a source is taken as it is when
 /// plausible: its size / the CPUs sharing it (sysfs's count for sysfs's L3, else `cpus`) is at
-/// most kMaxPlausibleLlcPerCpu. When no source gives a plausible L3, `probe` is called (once; an
-/// exception counts as finding nothing): its L3 is taken, and its L1d/L2 fill levels still
-/// missing. When the probe finds no L3 either, an implausible figure is kept, capped at
-/// kMaxPlausibleLlcPerCpu a CPU, with its source; with none at all, l3 stays 0 and the LLC is the
-/// largest level left (source "none" when there is no level). The note says what each source
-/// reported and why it was passed over.
+/// most kMaxPlausibleLlcPerCpu. When every reported L3 is implausible, the first is capped at
+/// kMaxPlausibleLlcPerCpu a CPU, with its source: measured, the tile model chose better tiles at
+/// such capacities than at the probe's smaller effective one (context.cpp). When no source
+/// reports an L3 at all, `probe` is called (once; an exception counts as finding nothing): its L3
+/// is taken, and its L1d/L2 fill levels still missing; when it finds none, l3 stays 0 and the LLC
+/// is the largest level left (source "none" when there is no level). The note says what each
+/// source reported and what was done with it.
 CacheSizes resolve_cache_sizes(const CacheSizes& sysfs, const CacheSizes& cpuid,
                                const std::function<CacheProbeResult()>& probe, int cpus);
 
