@@ -87,18 +87,6 @@ void add_cache_options(CLI::App& app, std::string& level, std::int64_t& bytes, d
       ->capture_default_str();
 }
 
-nlohmann::json cache_capacity_json(const signature::CacheCapacity& c) {
-  return {{"level", c.level},
-          {"rule", c.rule},
-          {"source", c.source},
-          {"bytes", c.bytes},
-          {"shared", c.shared},
-          {"divisor", c.divisor},
-          {"per_thread_bytes", c.per_thread_bytes},
-          {"fraction", c.fraction},
-          {"capacity_elements", c.elements()}};
-}
-
 void add_cache_options(CLI::App& app, CacheOptions& opts) {
   add_cache_options(app, opts.level, opts.bytes, opts.fraction);
 }

@@ -52,9 +52,6 @@ struct CacheOptions {
 /// Adds the three options, stored into the given fields.
 void add_cache_options(CLI::App& app, std::string& level, std::int64_t& bytes, double& fraction);
 void add_cache_options(CLI::App& app, CacheOptions& opts);
-/// A resolved capacity as JSON: level, rule, source (sysfs, cpuid, probe, given), bytes, shared,
-/// divisor, per_thread_bytes, fraction, capacity_elements.
-nlohmann::json cache_capacity_json(const signature::CacheCapacity& c);
 /// Hands the options to an implementation that uses the tile model (jstream); others ignore them.
 void apply_cache_options(kernels::Implementation& impl, const CacheOptions& opts);
 

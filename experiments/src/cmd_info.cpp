@@ -21,12 +21,8 @@ struct Options {
   ReadOptions read;
 };
 
-std::string mib(std::int64_t bytes) {
-  if (bytes <= 0) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
-}
+/// A cache size for the --caches table ("-" when the source gave none).
+std::string size_or_dash(std::int64_t bytes) { return bytes > 0 ? bytes_text(bytes) : "-"; }
 
 /// info --caches: every source of the cache sizes side by side, and what the chain made of them.
 int print_caches(bool json, bool fresh_probe) {
@@ -51,20 +47,20 @@ int print_caches(bool json, bool fresh_probe) {
   }
   std::printf("%-8s %10s %10s %10s\n", "source", "L1d", "L2", "L3");
   std::printf("%-8s %10s %10s %10s  (%s/devices/system/cpu/cpu0/cache, %d CPUs share the LLC)\n",
-              "sysfs", mib(sysfs.l1d).c_str(), mib(sysfs.l2).c_str(), mib(sysfs.l3).c_str(),
+              "sysfs", size_or_dash(sysfs.l1d).c_str(), size_or_dash(sysfs.l2).c_str(), size_or_dash(sysfs.l3).c_str(),
               sysfs_root().c_str(), sysfs.llc_sharing_cpus);
-  std::printf("%-8s %10s %10s %10s  (sysconf)\n", "cpuid", mib(cpuid.l1d).c_str(),
-              mib(cpuid.l2).c_str(), mib(cpuid.l3).c_str());
+  std::printf("%-8s %10s %10s %10s  (sysconf)\n", "cpuid", size_or_dash(cpuid.l1d).c_str(),
+              size_or_dash(cpuid.l2).c_str(), size_or_dash(cpuid.l3).c_str());
   std::printf("%-8s %10s %10s %10s  (one core's read bandwidth, %d passes in %.2f s; %s)\n",
-              "probe", mib(probe.l1d).c_str(), mib(probe.l2).c_str(), mib(probe.l3).c_str(),
+              "probe", size_or_dash(probe.l1d).c_str(), size_or_dash(probe.l2).c_str(), size_or_dash(probe.l3).c_str(),
               probe.passes, probe.seconds, cache_probe_path().c_str());
   std::printf("%-8s %10s %10s %10s  (LLC from %s, shared by %d CPUs)\n", "used",
-              mib(chain.l1d).c_str(), mib(chain.l2).c_str(), mib(chain.l3).c_str(),
+              size_or_dash(chain.l1d).c_str(), size_or_dash(chain.l2).c_str(), size_or_dash(chain.l3).c_str(),
               chain.source.c_str(), chain.llc_sharing_cpus);
   if (!chain.note.empty()) std::printf("note: %s\n", chain.note.c_str());
   std::printf("probe curve (GB/s):");
   for (std::size_t i = 0; i < probe.curve.size(); ++i)
-    std::printf("%s%s %.0f", i % 6 ? ", " : "\n  ", mib(probe.curve[i].bytes).c_str(),
+    std::printf("%s%s %.0f", i % 6 ? ", " : "\n  ", size_or_dash(probe.curve[i].bytes).c_str(),
                 probe.curve[i].gbps);
   std::printf("\n");
   return kExitOk;

@@ -419,7 +419,7 @@ int run_tile(const Options& o) {
         {"threads", threads},
         {"panels_per_thread", mopt.panels_per_thread},
         {"min_dense_tile", mopt.min_dense_tile},
-        {"cache", cache_capacity_json(mopt.cache)},
+        {"cache", mopt.cache.to_json()},
         {"signature_s", sig.seconds},
         {"selection_s", sel.seconds},
         {"best", candidate_json(sel.best, kind)},

@@ -263,8 +263,9 @@ int run_tune(const Options& o) {
   // that a run can be reproduced from its output.
   nlohmann::json cache_json = nullptr;
   try {
-    cache_json = cache_capacity_json(signature::cache_capacity(
-        o.params.cache_level, threads, o.params.cache_bytes, o.params.cache_fraction));
+    cache_json = signature::cache_capacity(o.params.cache_level, threads, o.params.cache_bytes,
+                                           o.params.cache_fraction)
+                     .to_json();
   } catch (const Error& e) {  // only the tile-window pass needs it; say why it is absent
     cache_json = {{"error", e.what()}};
   }

@@ -366,8 +366,8 @@ std::optional<double> race_drift(const kernels::Problem& p, int run_threads, con
 /// Prepares, verifies and times one candidate (opts.warmup untimed runs, then opts.repeats timed
 /// ones). Sends the 'P' frame once prepared.
 ///
-/// Racing (race.active()): the warm-up runs are clocked too, and once opts.race_min_runs runs
-/// after the verification have been made and even the fastest of them took longer than
+/// Every run after the verification is clocked. Racing (race.active()): once opts.race_min_runs
+/// runs after the verification have been made and even the fastest of them took longer than
 /// race.above_s, the candidate is timed beside race.check (when set) to tell a hopeless candidate
 /// from a slow moment of the machine; if it is still above the bound scaled by the drift, timing
 /// stops: Abandoned, with the runs made as its times. Otherwise it is timed in full, without
@@ -382,16 +382,9 @@ std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::
   r.impl->run();
   if (!verify_output(r, ref, opts.tolerance, "first run")) return {r.m};
   kernels::Implementation* impl = r.impl.get();
-  if (!race.active()) {
-    const kernels::TimingStats t =
-        kernels::time_repeated([impl] { impl->run(); }, {opts.warmup, opts.repeats});
-    if (!verify_output(r, ref, opts.tolerance, "after timing")) return {r.m};
-    set_times(r.m, t);
-    return {r.m};
-  }
-  std::vector<double> runs, timed;
+  std::vector<double> runs, timed;  // every run after the verification; the timed ones
   double fastest = std::numeric_limits<double>::infinity();
-  bool racing = true;
+  bool racing = race.active();
   for (int k = 0; k < opts.warmup + opts.repeats; ++k) {
     const double dt = clocked([impl] { impl->run(); });
     runs.push_back(dt);

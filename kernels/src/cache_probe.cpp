@@ -62,15 +62,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string mib_text(std::int64_t bytes) {
-  char buf[48];
-  if (bytes >= kMiB)
-    std::snprintf(buf, sizeof buf, "%.3g MiB", static_cast<double>(bytes) / kMiB);
-  else
-    std::snprintf(buf, sizeof buf, "%.3g KiB", static_cast<double>(bytes) / kKiB);
-  return buf;
-}
-
 std::string machine_identity() {
   std::ifstream in("/etc/machine-id");
   std::string id;
@@ -137,14 +128,14 @@ CacheProbeResult run_cache_probe(const CacheProbeOptions& options) {
     if (sizes.empty() || bytes > sizes.back()) sizes.push_back(bytes);
   }
   if (sizes.empty()) {
-    r.note = "no working set fits in " + mib_text(max_bytes);
+    r.note = "no working set fits in " + bytes_text(max_bytes);
     return r;
   }
   const std::size_t buffer_bytes =
       static_cast<std::size_t>((sizes.back() + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB));
   auto* buffer = static_cast<std::uint64_t*>(std::aligned_alloc(2 * kMiB, buffer_bytes));
   if (buffer == nullptr) {
-    r.note = "cannot allocate " + mib_text(static_cast<std::int64_t>(buffer_bytes)) +
+    r.note = "cannot allocate " + bytes_text(static_cast<std::int64_t>(buffer_bytes)) +
              " for the cache probe";
     r.seconds = seconds_since(t0);
     return r;

@@ -47,19 +47,6 @@ std::int64_t parse_size(const std::string& s) {
   return v;
 }
 
-constexpr std::int64_t kMiB = std::int64_t{1} << 20;
-
-/// "32 MiB", "1.5 MiB", "48 KiB" (for notes).
-std::string bytes_text(std::int64_t bytes) {
-  char buf[48];
-  if (bytes >= kMiB)
-    std::snprintf(buf, sizeof buf, "%.4g MiB",
-                  static_cast<double>(bytes) / static_cast<double>(kMiB));
-  else
-    std::snprintf(buf, sizeof buf, "%.4g KiB", static_cast<double>(bytes) / 1024.0);
-  return buf;
-}
-
 /// Source of the largest level of `c` ("none" when it has none).
 std::string llc_source_of(const CacheSizes& c) {
   if (c.l3 > 0) return c.l3_source;
@@ -79,6 +66,16 @@ std::string join_notes(const std::vector<std::string>& notes) {
 }
 
 }  // namespace
+
+std::string bytes_text(std::int64_t bytes) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  char buf[48];
+  if (static_cast<double>(bytes) >= kMiB)
+    std::snprintf(buf, sizeof buf, "%.4g MiB", static_cast<double>(bytes) / kMiB);
+  else
+    std::snprintf(buf, sizeof buf, "%.4g KiB", static_cast<double>(bytes) / 1024.0);
+  return buf;
+}
 
 std::int64_t CacheSizes::llc() const { return std::max({l1d, l2, l3}); }
 
@@ -157,8 +154,8 @@ CacheSizes read_sysfs_cache_sizes(const std::string& root) {
   }
   std::sort(entries.begin(), entries.end());
   int entries_read = 0, sharing_level = 0;
-  for (const auto& [index, path] : entries) {
-    (void)index;
+  for (const auto& entry : entries) {
+    const fs::path& path = entry.second;
     std::ifstream level_file(path / "level");
     int level = 0;
     if (!(level_file >> level) || level < 1) continue;
@@ -236,7 +233,6 @@ CacheSizes resolve_cache_sizes(const CacheSizes& sysfs, const CacheSizes& cpuid,
     std::int64_t bytes;
   };
   std::vector<Passed> passed;  // implausible figures, in chain order
-  std::string why_probe;       // what the last step before the probe reported
   for (const CacheSizes* src : {&sysfs, &cpuid}) {
     const std::string name = src == &sysfs ? "sysfs" : "cpuid";
     if (src->l3 <= 0) continue;

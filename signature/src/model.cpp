@@ -43,9 +43,16 @@ const char* stationary_name(StreamDim s, KernelKind kind) {
   return "?";
 }
 
-int llc_sharing_cpus() {
-  static const int cpus = kernels::read_sysfs_cache_sizes(kernels::sysfs_root()).llc_sharing_cpus;
-  return cpus;
+nlohmann::json CacheCapacity::to_json() const {
+  return {{"level", level},
+          {"rule", rule},
+          {"source", source},
+          {"bytes", bytes},
+          {"shared", shared},
+          {"divisor", divisor},
+          {"per_thread_bytes", per_thread_bytes},
+          {"fraction", fraction},
+          {"capacity_elements", elements()}};
 }
 
 CacheCapacity cache_capacity(const std::string& level, int threads, std::int64_t override_bytes,

@@ -53,6 +53,9 @@ struct CacheSizes {
   nlohmann::json to_json() const;
 };
 
+/// A byte count for people: "32 MiB", "1.5 MiB", "48 KiB" (4 significant digits).
+std::string bytes_text(std::int64_t bytes);
+
 /// Number of CPUs in a sysfs CPU list such as "0-3,8,10-11" (a trailing newline is fine); 0 when
 /// it is empty or does not parse.
 int count_cpu_list(const std::string& list);

@@ -51,6 +51,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "waco/kernels/kernel.hpp"
 #include "waco/signature/signature.hpp"
 
@@ -103,6 +105,9 @@ struct CacheCapacity {
   std::int64_t elements() const {
     return static_cast<std::int64_t>(static_cast<double>(per_thread_bytes) * fraction) / 4;
   }
+  /// {"level", "rule", "source", "bytes", "shared", "divisor", "per_thread_bytes", "fraction",
+  ///  "capacity_elements"}.
+  nlohmann::json to_json() const;
 };
 
 /// The capacity of `level` (case-insensitive) from kernels::cache_sizes() (sysfs, else cpuid,
@@ -115,11 +120,6 @@ struct CacheCapacity {
 /// level (hint: pass --cache-bytes).
 CacheCapacity cache_capacity(const std::string& level, int threads, std::int64_t override_bytes,
                              double fraction = kDefaultCacheFraction);
-
-/// CPUs sharing the last-level cache of cpu0 (sysfs shared_cpu_list, read by
-/// kernels::read_sysfs_cache_sizes), 0 when unknown. cache_capacity() uses
-/// kernels::cache_sizes().llc_sharing_cpus, which also covers the LLC of other sources.
-int llc_sharing_cpus();
 
 /// One modeled tile configuration.
 struct TileCandidate {
