@@ -215,3 +215,16 @@ TEST_CASE("cli: signature and tile report the model, and tile --exhaustive re-ti
   // Bad input: SpMV is not a tiled kernel here.
   CHECK(cli("tile --kernel spmv " + example()).status == 2);
 }
+
+TEST_CASE("cli: emit --json names the register block and the compile-time split sizes") {
+  Result r = cli("emit --kernel spmm --schedule \"split=j:32 order=i,j1,k,j0 format=UC\" --json");
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["register_block"]["var"] == "j");
+  CHECK(j["register_block"]["size"] == 32);
+  CHECK(j["constant_splits"]["j"] == 32);
+  CHECK(j["source"].get<std::string>().find("blk_vec") != std::string::npos);
+  r = cli("emit --kernel spmm --schedule csr --json");
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["register_block"].is_null());
+}

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "support/edge_cases.hpp"
+#include "waco/codegen/emitter.hpp"
 #include "waco/codegen/storage.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/space.hpp"
@@ -238,4 +239,31 @@ TEST_CASE("passes: tile-window keeps the unsplit loop when the capacity does not
   const codegen::SuperSchedule panels = codegen::schedule_from_string(
       KernelKind::SpMV, "split=i:64 order=i1,i0,k format=UUC parallel=i1 chunk=1");
   REQUIRE(cons[0]->check_split(s, panels.split) == nullptr);
+}
+
+TEST_CASE("passes: tile-window keeps SpMM's register-block sizes of j, with i and k unsplit") {
+  const kernels::CooMatrix a = generated("uniform", 300, 5);
+  SpaceOptions so;
+  so.cores = 1;
+  for (int dense : {64, 256, 40}) {
+    INFO("J = " << dense);
+    Space s = Space::for_operand(KernelKind::SpMM, &a, nullptr, dense, so);
+    PassParams pp;
+    std::string note;
+    const auto cons = make_pass("tile-window", pp)->constraints(s, note);
+    REQUIRE(cons.size() == 1);
+    INFO(note);
+    auto kept = [&](const std::string& text) {
+      return cons[0]->check_split(s, codegen::schedule_from_string(KernelKind::SpMM, text).split) ==
+             nullptr;
+    };
+    for (int b : {32, 64}) {
+      const std::string block = "split=j:" + std::to_string(b) + " order=i,j1,k,j0 format=UC";
+      // Kept up to the extent (a block as large as J included), never beyond it.
+      CHECK(kept(block) == (b <= dense));
+      CHECK((note.find("register blocks s_j:") != std::string::npos) == (dense >= 32));
+      if (b <= dense)
+        REQUIRE(codegen::register_block(codegen::schedule_from_string(KernelKind::SpMM, block)));
+    }
+  }
 }

@@ -1,8 +1,14 @@
-// The loop-nest generator. One pass over the schedule's loop order emits, for each loop, either a
-// sparse level (U: by index, C: by position) or a plain loop for a variable the sparse operand
-// lacks, then the statement of the KernelSpec at the innermost point. When the innermost loops
-// only reduce (none of them indexes the output), the statement accumulates into a register that is
-// added to the output once after them (TACO's scalar workspace for CSR SpMV).
+// The loop-nest generator, in three steps: analyze() decides what the nest needs (register
+// accumulation, write-once flushes, zeroing, race handling, compile-time split sizes), then the
+// header comment and argument block are written, then NestWriter emits one loop per entry of the
+// schedule's loop order: a sparse level (U: by index, C: by position) or a plain loop for a
+// variable the sparse operand lacks, and the KernelSpec's statement at the innermost point.
+//
+// Two register accumulations keep partial results out of memory across loops that do not index
+// the output: a scalar (`acc`) when the innermost loops only reduce (TACO's scalar workspace for
+// CSR SpMV, SDDMM's k), and a register block (`blk[s_x]`) when the innermost loop is the inner
+// part x0 of a split output variable under sparse or reduction loops (SpMM's and MTTKRP's j0): the
+// block of the output row stays in vector registers while the nonzeros stream, and is written once.
 //
 // The source depends only on what is fixed at compile time: run-time values (threads, chunk and
 // the split sizes that are not constants) are printed in the header as placeholders, so that
@@ -11,6 +17,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <sstream>
 
 #include "waco/kernels/error.hpp"
@@ -51,6 +58,16 @@ int level_of(const std::vector<Loop>& levels, const Loop& loop) {
   return it == levels.end() ? -1 : static_cast<int>(it - levels.begin());
 }
 
+std::size_t position_of(const SuperSchedule& s, const Loop& loop) {
+  return static_cast<std::size_t>(std::find(s.order.begin(), s.order.end(), loop) - s.order.begin());
+}
+
+/// Whether a loop indexes the output (so that its iterations update different entries).
+bool indexes_output(const KernelSpec& spec, const Loop& l) {
+  return contains(output_coordinate_vars(spec), l.var) ||
+         (spec.sparse_output() && spec.is_sparse_var(l.var));
+}
+
 class Writer {
  public:
   void line(const std::string& s) {
@@ -64,11 +81,473 @@ class Writer {
     --indent_;
     line("}" + tail);
   }
+  /// Closes a block and opens the next one on the same line: `} else {`.
+  void reopen(const std::string& s) {
+    --indent_;
+    line("} " + s + " {");
+    ++indent_;
+  }
   std::string str() const { return out_.str(); }
 
  private:
   std::ostringstream out_;
   int indent_ = 0;
+};
+
+/// What the loop nest of a schedule needs, decided before any text is written.
+struct Analysis {
+  const KernelSpec* spec = nullptr;
+  std::vector<Loop> levels;
+  std::size_t n = 0;  ///< loops
+  bool race_free = false, privatize = false;
+  /// Scalar accumulation: the loops from depth d on only reduce (d == n: none).
+  std::size_t d = 0;
+  bool accumulate = false;
+  std::optional<RegisterBlock> block;
+  std::size_t block_outer = 0;  ///< position of the block variable's outer loop x1
+  /// The full block runs on vectors: every input the block variable indexes has it as its last
+  /// (contiguous) variable, so that a block of it is one unaligned vector load.
+  bool vector_block = false;
+  /// Every output entry is flushed exactly once (from acc or the block): assign, no zeroing.
+  bool write_once = false;
+  /// The outermost (parallel) loop zeroes the output slice it owns.
+  bool slice_zero = false;
+  std::vector<long long> constant_split;  ///< per variable, its compile-time split size or 0
+};
+
+Analysis analyze(const SuperSchedule& s, RaceStrategy race) {
+  Analysis a;
+  a.spec = &kernel_spec(s.kind);
+  const KernelSpec& spec = *a.spec;
+  a.levels = s.levels();
+  a.n = s.order.size();
+  a.race_free = parallel_loop_is_race_free(s);
+  a.privatize = !a.race_free && race == RaceStrategy::Private;
+  a.d = a.n;
+  while (a.d > 0 && !indexes_output(spec, s.order[a.d - 1])) --a.d;
+  a.accumulate = a.d < a.n;
+  a.block = register_block(s);
+  if (a.block) {
+    a.block_outer = position_of(s, {a.block->var, Loop::Part::Outer});
+    a.vector_block = true;
+    for (const Access& in : spec.inputs)
+      if (contains(in.vars, a.block->var) && in.vars.back() != a.block->var) a.vector_block = false;
+  }
+  // Write-once: every output entry is flushed exactly once when the loops outside the flush are
+  // all output loops, none of them compressed for a dense output (a C level skips entries), and
+  // the parallel loop among them. Then the flush assigns and the output is not zeroed first.
+  const std::size_t outside = a.accumulate ? a.d : a.block ? a.block_outer + 1 : 0;
+  a.write_once = a.accumulate || a.block.has_value();
+  for (std::size_t t = 0; t < outside && a.write_once; ++t) {
+    const Loop& l = s.order[t];
+    if (spec.sparse_output()) {
+      a.write_once = spec.is_sparse_var(l.var);
+    } else {
+      const int lv = level_of(a.levels, l);
+      const bool compressed = lv >= 0 && s.formats[static_cast<std::size_t>(lv)] == LevelFormat::C;
+      a.write_once = contains(spec.output.vars, l.var) && !compressed;
+    }
+  }
+  if (a.write_once) a.write_once = position_of(s, s.parallel) < outside;
+  // Slice zeroing: when the outermost loop is the parallel loop and runs over every coordinate
+  // of the output's leading variable (U level or plain loop, whole or outer part), iteration v
+  // alone touches the output slice of v: zero it there, while it is about to be used, instead of
+  // a separate pass over the whole output (for SpMM that pass costs as much as the kernel).
+  const Loop& first = s.order.front();
+  const int first_level = level_of(a.levels, first);
+  a.slice_zero = !a.write_once && !spec.sparse_output() && first == s.parallel &&
+                 first.var == spec.output.vars.front() && first.part != Loop::Part::Inner &&
+                 (first_level < 0 || s.formats[static_cast<std::size_t>(first_level)] == LevelFormat::U);
+  a.constant_split.assign(kMaxVars, 0);
+  for (std::size_t v = 0; v < spec.vars.size(); ++v)
+    if (split_is_constant(s, spec.vars[v])) a.constant_split[v] = s.split[v];
+  return a;
+}
+
+/// The header comment: the schedule with its run-time placeholders and what the nest does.
+void write_header(Writer& w, const SuperSchedule& s, const Analysis& a) {
+  const KernelSpec& spec = *a.spec;
+  std::vector<std::string> split_text, constants, run_time;
+  for (std::size_t v = 0; v < spec.vars.size(); ++v) {
+    if (s.split[v] == 1) continue;
+    const std::string x(1, spec.vars[v]), size = std::to_string(s.split[v]);
+    if (a.constant_split[v] > 0) {
+      split_text.push_back(x + ":" + size);
+      constants.push_back("s_" + x + " = " + size);
+    } else {
+      split_text.push_back(x + ":s_" + x);
+      run_time.push_back("s_" + x);
+    }
+  }
+  run_time.insert(run_time.end(), {"threads", "chunk"});
+  SuperSchedule shape = s;  // threads and chunk printed as their defaults
+  shape.threads = 0;
+  shape.chunk = 1;
+  std::string text = to_text(shape);
+  if (!split_text.empty()) {  // to_text prints the split field first: replace it
+    WACO_ASSERT(text.rfind("split=", 0) == 0, "to_text no longer prints split first: " + text);
+    text = "split=" + join(split_text, ",") + text.substr(text.find(' '));
+  }
+  w.line("// Generated by waco-hybrid (codegen ABI " + std::to_string(kAbiVersion) + ") for " +
+         std::string(kernels::kernel_name(s.kind)) + ":");
+  w.line("//   " + text + "  (" + join(run_time) + ": set at run time)");
+  w.line("// Sparse levels (loop: format):");
+  for (std::size_t l = 0; l < a.levels.size(); ++l)
+    w.line("//   A" + std::to_string(l) + " " + a.levels[l].name() + ": " +
+           (s.formats[l] == LevelFormat::U ? "U (dense interval)" : "C (pos/crd)"));
+  if (!constants.empty())
+    w.line("// Compile-time constants (small U blocks and register blocks): " + join(constants) + ".");
+  if (a.block) {
+    const std::string x(1, a.block->var);
+    w.line("// Register block: the output block of " + x + "0 (s_" + x + " = " +
+           std::to_string(a.block->size) + " floats) stays in registers");
+    w.line("// across the loops between " + x + "1 and " + x + "0 and is written once after them.");
+  }
+  w.line("// Run-time arguments (WacoArgs): extents, " + join(run_time) + ".");
+  if (a.privatize) {
+    w.line("// The parallel loop " + s.parallel.name() + " does not index the output: thread 0 "
+           "accumulates into the output,");
+    w.line("// every other thread into its own zeroed copy, summed into the output after the loop.");
+  } else if (!a.race_free) {
+    w.line("// The parallel loop " + s.parallel.name() +
+           " does not index the output: updates are atomic.");
+  }
+  w.line("");
+  if (a.privatize) {
+    w.line("#include <cstdlib>");
+    w.line("#include <omp.h>");
+    w.line("");
+  }
+  if (a.vector_block) {
+    w.line("// Floats per vector register of the target (the register block's vectors).");
+    w.line("#if defined(__AVX512F__)");
+    w.line("#define WACO_VECTOR_FLOATS 16");
+    w.line("#elif defined(__AVX__)");
+    w.line("#define WACO_VECTOR_FLOATS 8");
+    w.line("#else");
+    w.line("#define WACO_VECTOR_FLOATS 4");
+    w.line("#endif");
+    w.line("");
+  }
+  w.open("struct WacoArgs");
+  {  // one field per line, from the same text that declares the host-side struct
+    std::istringstream fields(kWacoArgsFields);
+    std::string field;
+    while (std::getline(fields, field, ';')) {
+      field.erase(0, field.find_first_not_of(' '));
+      if (!field.empty()) w.line(field + ";");
+    }
+  }
+  w.close(";");
+  w.line("");
+  std::vector<std::string> constant_text;
+  for (long long c : a.constant_split) constant_text.push_back(std::to_string(c));
+  w.line("// Per variable, its split size when it is a compile-time constant, else 0 (the host checks it).");
+  w.line("extern \"C\" const long long waco_constant_split[" + std::to_string(kMaxVars) + "] = {" +
+         join(constant_text) + "};");
+  w.line("");
+}
+
+/// The function's first lines: extents, split sizes, level arrays and operand pointers.
+void write_arguments(Writer& w, const SuperSchedule& s, const Analysis& a,
+                     const std::string& out_name) {
+  const KernelSpec& spec = *a.spec;
+  for (std::size_t v = 0; v < spec.vars.size(); ++v) {
+    const std::string x(1, spec.vars[v]), index = std::to_string(v);
+    w.line("const long long " + upper(spec.vars[v]) + " = a->extent[" + index + "];");
+    if (a.constant_split[v] > 0)
+      w.line("constexpr long long s_" + x + " = " + std::to_string(a.constant_split[v]) + ";");
+    else if (s.split[v] > 1)
+      w.line("const long long s_" + x + " = a->split[" + index + "];");
+    if (a.vector_block && a.block->var == spec.vars[v]) {
+      w.line("constexpr long long blk_w = s_" + x + " < WACO_VECTOR_FLOATS ? s_" + x +
+             " : WACO_VECTOR_FLOATS;");
+      w.line("typedef float blk_vec __attribute__((vector_size(blk_w * sizeof(float))));");
+    }
+  }
+  for (std::size_t l = 0; l < a.levels.size(); ++l) {
+    const std::string A = "A" + std::to_string(l);
+    if (s.formats[l] == LevelFormat::C) {
+      w.line("const int* __restrict " + A + "_pos = a->pos[" + std::to_string(l) + "];");
+      w.line("const int* __restrict " + A + "_crd = a->crd[" + std::to_string(l) + "];");
+    } else {
+      w.line("const long long " + A + "_dim = a->level_dim[" + std::to_string(l) + "];");
+    }
+  }
+  w.line("const float* __restrict A_vals = a->vals;");
+  for (std::size_t i = 0; i < spec.inputs.size(); ++i)
+    w.line("const float* __restrict " + spec.inputs[i].name + " = a->in[" + std::to_string(i) + "];");
+  // Private: thread 0's copy is the output itself, so the output pointer cannot be __restrict.
+  w.line(std::string(a.privatize ? "float* " : "float* __restrict ") + out_name + " = a->out;");
+  w.line("const int chunk = a->chunk;");
+}
+
+/// Emits the loops of the schedule, from the outermost, with the statement at the innermost point.
+class NestWriter {
+ public:
+  NestWriter(Writer& w, const SuperSchedule& s, const Analysis& a, std::string out_base)
+      : w_(w), s_(s), a_(a), spec_(*a.spec), out_base_(std::move(out_base)) {
+    const Loop& innermost = s.order.back();
+    hoist_ = level_of(a.levels, innermost) < 0;
+    leaf_ = "p" + std::to_string(a.levels.size() - 1);
+  }
+
+  void write() { loops_from(0, {}); }
+
+ private:
+  /// Where the loops being written are: outside a register block, in its full-size vector copy
+  /// (the x0 loop becomes a loop over vectors), or in an array copy whose x0 loop runs to `bound`
+  /// (s_x for a full block, x0_end for the remainder).
+  struct InBlock {
+    enum class Kind { None, Vector, Array } kind = Kind::None;
+    std::string bound;
+  };
+
+  /// Emits loops t..n-1 and the statement.
+  void loops_from(std::size_t t, const InBlock& in) {
+    using Kind = InBlock::Kind;
+    if (t == a_.n || (in.kind == Kind::Vector && t + 1 == a_.n)) {
+      if (t < a_.n)
+        for (const std::string& h : hoisted_lines(true)) w_.line(h);
+      statement(in);
+      return;
+    }
+    if (a_.block && t == a_.block_outer + 1 && in.kind == Kind::None) {
+      write_register_block(t);
+      return;
+    }
+    const Loop& loop = s_.order[t];
+    const std::string v(1, loop.var), V = upper(loop.var);
+    const bool innermost = t + 1 == a_.n;
+    if (a_.accumulate && t == a_.d) w_.line("float acc = 0.0f;");
+    if (innermost)
+      for (const std::string& h : hoisted_lines(in.kind != Kind::None)) w_.line(h);
+    if (loop.part == Loop::Part::Inner && !(a_.block && loop.var == a_.block->var))
+      w_.line("const long long " + v + "0_end = " + inner_end(loop.var) + ";");
+    if (loop == s_.parallel) w_.line("#pragma omp for schedule(dynamic, chunk)");
+    const int l = level_of(a_.levels, loop);
+    // An innermost plain loop (SpMM's j) that updates the output (or the register block)
+    // directly writes a distinct entry per iteration (its variable is in the output offset, else
+    // the loop would accumulate in a scalar) and only reads the inputs: declare it a SIMD loop.
+    if (innermost && l < 0 && !a_.accumulate &&
+        (a_.race_free || a_.privatize || in.kind != Kind::None) && loop != s_.parallel)
+      w_.line("#pragma omp simd");
+    // An innermost plain loop that only reduces into the scalar (SDDMM's k): a SIMD reduction
+    // (without it GCC keeps the float sum in order, one lane at a time).
+    if (innermost && l < 0 && a_.accumulate && a_.d + 1 == a_.n && loop != s_.parallel)
+      w_.line("#pragma omp simd reduction(+ : acc)");
+    const std::string parent = l <= 0 ? "0" : "p" + std::to_string(l - 1);
+    if (l < 0) {  // a variable the sparse operand does not have: a plain loop
+      const std::string idx = loop.part == Loop::Part::Whole   ? v
+                              : loop.part == Loop::Part::Outer ? v + "1"
+                                                               : v + "0";
+      const std::string bound =
+          in.kind == Kind::Array && loop.var == a_.block->var && loop.part == Loop::Part::Inner
+              ? in.bound
+              : upper_bound(loop);
+      w_.open("for (long long " + idx + " = 0; " + idx + " < " + bound + "; ++" + idx + ")");
+      bind(loop, idx);
+    } else if (s_.formats[static_cast<std::size_t>(l)] == LevelFormat::U) {
+      const std::string c = "c" + std::to_string(l), p = "p" + std::to_string(l);
+      w_.open("for (long long " + c + " = 0; " + c + " < " + upper_bound(loop) + "; ++" + c + ")");
+      w_.line("const long long " + p + " = " +
+              (l == 0 ? c : parent + " * A" + std::to_string(l) + "_dim + " + c) + ";");
+      bind(loop, c);
+    } else {
+      const std::string A = "A" + std::to_string(l), p = "p" + std::to_string(l);
+      w_.open("for (long long " + p + " = " + A + "_pos[" + parent + "]; " + p + " < " + A +
+              "_pos[" + parent + " + 1]; ++" + p + ")");
+      bind(loop, A + "_crd[" + p + "]");
+    }
+    if (t == 0 && a_.slice_zero) zero_slice(loop);
+    loops_from(t + 1, in);
+    w_.close();
+    if (a_.accumulate && t == a_.d) {
+      if (a_.write_once)
+        w_.line(target() + " = acc;");
+      else
+        update(target(), "acc");
+    }
+  }
+
+  /// The register block over loops t..n-1: zeroed, filled by a full-size copy of the loops or,
+  /// for the remainder of an extent the block size does not divide, by a copy with the run-time
+  /// trip count; then flushed once. The full-size copy accumulates into an array of vectors
+  /// (GCC/Clang vector extensions, blk_w floats each) that the compiler keeps in registers: with
+  /// a plain array and `omp simd`, GCC 12 vectorized the loop over nonzeros instead, with
+  /// gathers, and the block ran at 0.25x the speed of csr SpMM (bcsstk13, J=256).
+  void write_register_block(std::size_t t) {
+    const std::string x(1, a_.block->var), x0 = x + "0";
+    w_.line("const long long " + x0 + "_end = " + inner_end(a_.block->var) + ";");
+    w_.line("float blk[s_" + x + "];");
+    w_.open("if (" + x0 + "_end == s_" + x + ")");
+    if (a_.vector_block) {
+      w_.line("blk_vec blk_v[s_" + x + " / blk_w] = {};");
+      loops_from(t, {InBlock::Kind::Vector, ""});
+      w_.line("__builtin_memcpy(blk, blk_v, sizeof blk);");
+    } else {
+      zero_block();
+      loops_from(t, {InBlock::Kind::Array, "s_" + x});
+    }
+    w_.reopen("else");
+    zero_block();
+    loops_from(t, {InBlock::Kind::Array, x0 + "_end"});
+    w_.close();
+    const bool atomic = !a_.race_free && !a_.privatize;
+    if (!atomic) w_.line("#pragma omp simd");
+    w_.open("for (long long " + x0 + " = 0; " + x0 + " < " + x0 + "_end; ++" + x0 + ")");
+    w_.line("const long long " + x + " = " + x + "1 * s_" + x + " + " + x0 + ";");
+    const std::string out = out_base_ + "[" + offset(spec_.output) + "]";
+    if (a_.write_once)
+      w_.line(out + " = blk[" + x0 + "];");
+    else
+      update(out, "blk[" + x0 + "]");
+    w_.close();
+  }
+
+  void zero_block() {
+    const std::string x(1, a_.block->var), x0 = x + "0";
+    w_.line("for (long long " + x0 + " = 0; " + x0 + " < s_" + x + "; ++" + x0 + ") blk[" + x0 +
+            "] = 0.0f;");
+  }
+
+  /// The vector statement of a full register block: blk_v[q] += A_v * <input blocks>.
+  void vector_statement() {
+    const std::string x(1, a_.block->var);
+    std::string term = "A_v";
+    w_.line("#pragma GCC unroll 16");
+    w_.open("for (long long q = 0; q < s_" + x + " / blk_w; ++q)");
+    for (const Access& in : spec_.inputs) {
+      if (!contains(in.vars, a_.block->var)) {
+        term += " * " + element(in, in.name);
+        continue;
+      }
+      const std::string row = row_name(in, in.name), v = row + "_v";
+      w_.line("blk_vec " + v + ";");
+      w_.line("__builtin_memcpy(&" + v + ", " + row + " + " + x + "1 * s_" + x + " + q * blk_w, sizeof " +
+              v + ");");
+      term += " * " + v;
+    }
+    w_.line("blk_v[q] += " + term + ";");
+    w_.close();
+  }
+
+  void statement(const InBlock& in) {
+    if (in.kind == InBlock::Kind::Vector) {
+      vector_statement();
+      return;
+    }
+    std::string term = hoist_ ? "A_v" : "A_vals[" + leaf_ + "]";
+    for (const Access& in : spec_.inputs) term += " * " + element(in, in.name);
+    if (in.kind == InBlock::Kind::Array)
+      w_.line("blk[" + std::string(1, a_.block->var) + "0] += " + term + ";");
+    else if (a_.accumulate)
+      w_.line("acc += " + term + ";");
+    else
+      update(target(), term);
+  }
+
+  void update(const std::string& target, const std::string& rhs) {
+    if (!a_.race_free && !a_.privatize) w_.line("#pragma omp atomic");
+    w_.line(target + " += " + rhs + ";");
+  }
+
+  /// The output entry the statement (or the scalar's flush) updates.
+  std::string target() const {
+    if (spec_.sparse_output()) return out_base_ + "[" + leaf_ + "]";
+    // (A scalar accumulation is flushed outside the innermost loop, where a hoisted row is not
+    // in scope; an innermost plain loop indexes a dense output, so that case does not arise.)
+    if (a_.accumulate) return out_base_ + "[" + offset(spec_.output) + "]";
+    return element(spec_.output, out_base_);
+  }
+
+  // Hoisting for an innermost plain loop (SpMM's and MTTKRP's j, SDDMM's k): the nonzero's value
+  // and, for every dense access whose last (contiguous) variable is the loop's, the row pointer
+  // are loop-invariant; naming them before the loop (as a hand-written kernel does) let GCC
+  // vectorize SpMM's j loop without re-deriving the addresses: gen:csr / csr SpMM J=256 went from
+  // 1.21 to 0.99 (ca-CondMat, 2 threads, chunk 32) in a side-by-side harness.
+  bool hoisted_access(const Access& acc) const {
+    const char inner = s_.order.back().var;
+    return hoist_ && acc.vars.size() >= 2 && acc.vars.back() == inner &&
+           std::count(acc.vars.begin(), acc.vars.end(), inner) == 1;
+  }
+  std::string row_name(const Access& acc, const std::string& base) const {
+    return base + "_" + std::string(acc.vars.begin(), acc.vars.end() - 1);
+  }
+  std::string element(const Access& acc, const std::string& base) const {
+    if (!hoisted_access(acc)) return base + "[" + offset(acc) + "]";
+    return row_name(acc, base) + "[" + std::string(1, acc.vars.back()) + "]";
+  }
+  std::vector<std::string> hoisted_lines(bool in_block) const {
+    std::vector<std::string> out;
+    if (!hoist_) return out;
+    out.push_back("const float A_v = A_vals[" + leaf_ + "];");
+    auto row = [&](const Access& acc, const std::string& base, bool writable) {
+      if (!hoisted_access(acc)) return;
+      const Access prefix{acc.name, std::vector<char>(acc.vars.begin(), acc.vars.end() - 1)};
+      // No __restrict on an atomically updated row: other threads write it too.
+      const std::string type = !writable ? "const float* __restrict "
+                               : !a_.race_free && !a_.privatize ? "float* "
+                                                                : "float* __restrict ";
+      out.push_back(type + row_name(acc, base) + " = " + base + " + (" + offset(prefix) + ") * " +
+                    upper(acc.vars.back()) + ";");
+    };
+    for (const Access& in : spec_.inputs) row(in, in.name, false);
+    if (!spec_.sparse_output() && !a_.accumulate && !in_block) row(spec_.output, out_base_, true);
+    return out;
+  }
+
+  void bind(const Loop& loop, const std::string& c) {
+    const std::string v(1, loop.var);
+    if (loop.part == Loop::Part::Whole) {
+      if (c != v) w_.line("const long long " + v + " = " + c + ";");
+    } else if (loop.part == Loop::Part::Outer) {
+      if (c != v + "1") w_.line("const long long " + v + "1 = " + c + ";");
+    } else {
+      if (c != v + "0") w_.line("const long long " + v + "0 = " + c + ";");
+      w_.line("const long long " + v + " = " + v + "1 * s_" + v + " + " + v + "0;");
+    }
+  }
+
+  /// The trip count of x0: s_x, or what remains of the extent in the last block.
+  static std::string inner_end(char var) {
+    const std::string v(1, var), V = upper(var);
+    return "s_" + v + " < " + V + " - " + v + "1 * s_" + v + " ? s_" + v + " : " + V + " - " + v +
+           "1 * s_" + v;
+  }
+
+  /// Upper bound of a loop over a part of variable v: x0 stops at the extent (remainders).
+  static std::string upper_bound(const Loop& loop) {
+    const std::string v(1, loop.var), V = upper(loop.var);
+    switch (loop.part) {
+      case Loop::Part::Whole: return V;
+      case Loop::Part::Outer: return "(" + V + " + s_" + v + " - 1) / s_" + v;
+      case Loop::Part::Inner: return v + "0_end";
+    }
+    return V;
+  }
+
+  void zero_slice(const Loop& loop) {
+    std::string stride = "1";
+    for (std::size_t i = 1; i < spec_.output.vars.size(); ++i)
+      stride = (i == 1 ? "" : stride + " * ") + upper(spec_.output.vars[i]);
+    const std::string v(1, loop.var), V = upper(loop.var);
+    const std::string lo = loop.part == Loop::Part::Whole ? v : v + "1 * s_" + v;
+    const std::string hi = loop.part == Loop::Part::Whole
+                               ? v + " + 1"
+                               : "(" + v + "1 + 1) * s_" + v + " < " + V + " ? (" + v + "1 + 1) * s_" +
+                                     v + " : " + V;
+    w_.line("for (long long q = (" + lo + ") * " + stride + "; q < (" + hi + ") * " + stride +
+            "; ++q) " + out_base_ + "[q] = 0.0f;");
+  }
+
+  Writer& w_;
+  const SuperSchedule& s_;
+  const Analysis& a_;
+  const KernelSpec& spec_;
+  std::string out_base_;
+  bool hoist_ = false;
+  std::string leaf_;
 };
 
 }  // namespace
@@ -77,15 +556,36 @@ bool parallel_loop_is_race_free(const SuperSchedule& s) {
   return contains(output_coordinate_vars(kernel_spec(s.kind)), s.parallel.var);
 }
 
+std::optional<RegisterBlock> register_block(const SuperSchedule& s) {
+  const KernelSpec& spec = kernel_spec(s.kind);
+  if (spec.sparse_output() || s.order.size() < 3) return std::nullopt;
+  const Loop& inner = s.order.back();
+  const std::vector<Loop> levels = s.levels();
+  const int size = s.split_of(inner.var);
+  if (inner.part != Loop::Part::Inner || level_of(levels, inner) >= 0 ||
+      !contains(spec.output.vars, inner.var) || size < 2 || size > kMaxRegisterBlock)
+    return std::nullopt;
+  // The loops between x1 and x0 must exist, leave the output block unchanged (index no output
+  // variable), and not be the parallel loop (its iterations would share the block).
+  const std::size_t outer = position_of(s, {inner.var, Loop::Part::Outer});
+  if (outer + 2 >= s.order.size() || position_of(s, s.parallel) > outer) return std::nullopt;
+  for (std::size_t t = outer + 1; t + 1 < s.order.size(); ++t)
+    if (indexes_output(spec, s.order[t])) return std::nullopt;
+  return RegisterBlock{inner.var, size};
+}
+
 bool split_is_constant(const SuperSchedule& s, char v) {
   // Measured (issue 4): a constant block size lets the compiler unroll small BCSR blocks of SpMV
   // (time ratio constant/run-time 0.53-0.78 on bcsr4x4), while SpMM, whose dense j is innermost,
-  // showed no consistent gain; larger blocks keep one kernel for every size.
+  // showed no consistent gain; larger blocks keep one kernel for every size. A register block's
+  // size is always constant: it is the length of the block array.
+  const std::optional<RegisterBlock> block = register_block(s);
+  if (block && block->var == v) return true;
   const std::vector<Loop> levels = s.levels();
   const int split = s.split_of(v);
   const int inner = level_of(levels, {v, Loop::Part::Inner});
   return split > 1 && split <= kMaxConstantSplit && level_of(levels, s.order.back()) >= 0 &&
-         inner >= 0 && s.formats[inner] == LevelFormat::U;
+         inner >= 0 && s.formats[static_cast<std::size_t>(inner)] == LevelFormat::U;
 }
 
 const char* race_strategy_name(RaceStrategy r) {
@@ -108,140 +608,18 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race) {
   WACO_ASSERT(problems.empty(), "emit_kernel_source needs a valid schedule: " +
                                     (problems.empty() ? std::string() : problems.front()));
   WACO_ASSERT(race != RaceStrategy::Auto, "emit_kernel_source needs Atomic or Private");
-  const KernelSpec& spec = kernel_spec(s.kind);
-  const std::vector<Loop> levels = s.levels();
-  const std::vector<char> out_vars = output_coordinate_vars(spec);
-  const bool race_free = parallel_loop_is_race_free(s);
-  const bool privatize = !race_free && race == RaceStrategy::Private;
-  const std::size_t n = s.order.size();
-
-  // Depth d after which every loop only reduces: those loops accumulate into a register.
-  std::size_t d = n;
-  while (d > 0) {
-    const Loop& l = s.order[d - 1];
-    const bool indexes_output =
-        contains(out_vars, l.var) || (spec.sparse_output() && spec.is_sparse_var(l.var));
-    if (indexes_output) break;
-    --d;
-  }
-  const bool accumulate = d < n;
-  // Write-once: every output entry is flushed exactly once when the loops outside the reduction
-  // are all output loops, none of them compressed for a dense output (a C level skips entries)
-  // and the parallel loop among them. Then the flush assigns and the output is not zeroed first.
-  bool write_once = accumulate;
-  for (std::size_t t = 0; t < d && write_once; ++t) {
-    const Loop& l = s.order[t];
-    if (spec.sparse_output()) {
-      write_once = spec.is_sparse_var(l.var);
-    } else {
-      const auto lv = std::find(levels.begin(), levels.end(), l);
-      const bool compressed =
-          lv != levels.end() && s.formats[lv - levels.begin()] == LevelFormat::C;
-      write_once = contains(out_vars, l.var) && !compressed;
-    }
-  }
-  if (write_once) {
-    const auto par = std::find(s.order.begin(), s.order.end(), s.parallel);
-    write_once = static_cast<std::size_t>(par - s.order.begin()) < d;
-  }
-
-  // Split sizes: constants, or run-time arguments printed as placeholders s_x.
-  std::vector<std::string> split_text, constants, run_time;
-  std::vector<long long> constant_split(kMaxVars, 0);
-  for (std::size_t v = 0; v < spec.vars.size(); ++v) {
-    if (s.split[v] == 1) continue;
-    const std::string x(1, spec.vars[v]), size = std::to_string(s.split[v]);
-    if (split_is_constant(s, spec.vars[v])) {
-      constant_split[v] = s.split[v];
-      split_text.push_back(x + ":" + size);
-      constants.push_back("s_" + x + " = " + size);
-    } else {
-      split_text.push_back(x + ":s_" + x);
-      run_time.push_back("s_" + x);
-    }
-  }
-  run_time.insert(run_time.end(), {"threads", "chunk"});
-  SuperSchedule shape = s;  // threads and chunk printed as their defaults
-  shape.threads = 0;
-  shape.chunk = 1;
-  std::string text = to_text(shape);
-  if (!split_text.empty()) {  // to_text prints the split field first: replace it
-    WACO_ASSERT(text.rfind("split=", 0) == 0, "to_text no longer prints split first: " + text);
-    text = "split=" + join(split_text, ",") + text.substr(text.find(' '));
-  }
+  const Analysis a = analyze(s, race);
+  const KernelSpec& spec = *a.spec;
+  const std::string out_name = spec.sparse_output() ? "D_vals" : spec.output.name;
 
   Writer w;
-  w.line("// Generated by waco-hybrid (codegen ABI " + std::to_string(kAbiVersion) + ") for " +
-         std::string(kernels::kernel_name(s.kind)) + ":");
-  w.line("//   " + text + "  (" + join(run_time) + ": set at run time)");
-  w.line("// Sparse levels (loop: format):");
-  for (std::size_t l = 0; l < levels.size(); ++l)
-    w.line("//   A" + std::to_string(l) + " " + levels[l].name() + ": " +
-           (s.formats[l] == LevelFormat::U ? "U (dense interval)" : "C (pos/crd)"));
-  if (!constants.empty())
-    w.line("// Compile-time constants (small U blocks at the innermost point): " + join(constants) +
-           ".");
-  w.line("// Run-time arguments (WacoArgs): extents, " + join(run_time) + ".");
-  if (privatize) {
-    w.line("// The parallel loop " + s.parallel.name() + " does not index the output: thread 0 "
-           "accumulates into the output,");
-    w.line("// every other thread into its own zeroed copy, summed into the output after the loop.");
-  } else if (!race_free) {
-    w.line("// The parallel loop " + s.parallel.name() +
-           " does not index the output: updates are atomic.");
-  }
-  w.line("");
-  if (privatize) {
-    w.line("#include <cstdlib>");
-    w.line("#include <omp.h>");
-    w.line("");
-  }
-  w.open("struct WacoArgs");
-  {  // one field per line, from the same text that declares the host-side struct
-    std::istringstream fields(kWacoArgsFields);
-    std::string field;
-    while (std::getline(fields, field, ';')) {
-      field.erase(0, field.find_first_not_of(' '));
-      if (!field.empty()) w.line(field + ";");
-    }
-  }
-  w.close(";");
-  w.line("");
-  std::vector<std::string> constant_text;
-  for (long long c : constant_split) constant_text.push_back(std::to_string(c));
-  w.line("// Per variable, its split size when it is a compile-time constant, else 0 (the host checks it).");
-  w.line("extern \"C\" const long long waco_constant_split[" + std::to_string(kMaxVars) + "] = {" +
-         join(constant_text) + "};");
-  w.line("");
-  w.line(privatize ? "// Returns 0, or 1 when the per-thread copies of the output could not be allocated."
-                   : "// Returns 0 (kernels with per-thread copies of the output return 1 when they "
-                     "cannot allocate them).");
+  write_header(w, s, a);
+  w.line(a.privatize ? "// Returns 0, or 1 when the per-thread copies of the output could not be allocated."
+                     : "// Returns 0 (kernels with per-thread copies of the output return 1 when they "
+                       "cannot allocate them).");
   w.open("extern \"C\" int waco_kernel(const WacoArgs* a)");
-  for (std::size_t v = 0; v < spec.vars.size(); ++v) {
-    const std::string x(1, spec.vars[v]), index = std::to_string(v);
-    w.line("const long long " + upper(spec.vars[v]) + " = a->extent[" + index + "];");
-    if (constant_split[v] > 0)
-      w.line("constexpr long long s_" + x + " = " + std::to_string(constant_split[v]) + ";");
-    else if (s.split[v] > 1)
-      w.line("const long long s_" + x + " = a->split[" + index + "];");
-  }
-  for (std::size_t l = 0; l < levels.size(); ++l) {
-    const std::string A = "A" + std::to_string(l);
-    if (s.formats[l] == LevelFormat::C) {
-      w.line("const int* __restrict " + A + "_pos = a->pos[" + std::to_string(l) + "];");
-      w.line("const int* __restrict " + A + "_crd = a->crd[" + std::to_string(l) + "];");
-    } else {
-      w.line("const long long " + A + "_dim = a->level_dim[" + std::to_string(l) + "];");
-    }
-  }
-  w.line("const float* __restrict A_vals = a->vals;");
-  for (std::size_t i = 0; i < spec.inputs.size(); ++i)
-    w.line("const float* __restrict " + spec.inputs[i].name + " = a->in[" + std::to_string(i) + "];");
-  const std::string out_name = spec.sparse_output() ? "D_vals" : spec.output.name;
-  // Private: thread 0's copy is the output itself, so the output pointer cannot be __restrict.
-  w.line(std::string(privatize ? "float* " : "float* __restrict ") + out_name + " = a->out;");
-  w.line("const int chunk = a->chunk;");
-  if (privatize) {
+  write_arguments(w, s, a, out_name);
+  if (a.privatize) {
     w.line("// copies[t]: where thread t accumulates (copies[0] is the output itself).");
     w.line("float** copies = (float**)calloc(a->threads, sizeof(float*));");
     w.line("if (!copies) return 1;");
@@ -250,32 +628,20 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race) {
   w.line("");
   w.line("#pragma omp parallel num_threads(a->threads)");
   w.open("");
-  if (privatize) {
+  if (a.privatize) {
     w.line("const int t = omp_get_thread_num(), team_size = omp_get_num_threads();");
     w.line("if (t == 0) team = team_size;");
     w.line("copies[t] = t == 0 ? " + out_name + " : (float*)calloc(a->out_size, sizeof(float));");
   }
-  // Slice zeroing: when the outermost loop is the parallel loop and runs over every coordinate
-  // of the output's leading variable (U level or plain loop, whole or outer part), iteration v
-  // alone touches the output slice of v: zero it there, while it is about to be used, instead of
-  // a separate pass over the whole output (for SpMM that pass costs as much as the kernel).
-  const Loop& first = s.order.front();
-  const int first_level = level_of(levels, first);
-  const bool slice_zero = !write_once && !spec.sparse_output() && first == s.parallel &&
-                          first.var == spec.output.vars.front() && first.part != Loop::Part::Inner &&
-                          (first_level < 0 || s.formats[first_level] == LevelFormat::U);
-  std::string slice_stride = "1";
-  for (std::size_t i = 1; i < spec.output.vars.size(); ++i)
-    slice_stride = (i == 1 ? "" : slice_stride + " * ") + upper(spec.output.vars[i]);
-  if (write_once) {
+  if (a.write_once) {
     w.line("// Every output entry is assigned exactly once below: no zeroing pass.");
-  } else if (slice_zero) {
+  } else if (a.slice_zero) {
     w.line("// The output is zeroed slice by slice in the outermost (parallel) loop.");
   } else {
     w.line("#pragma omp for schedule(static)");
     w.line("for (long long q = 0; q < a->out_size; ++q) " + out_name + "[q] = 0.0f;");
   }
-  if (privatize) {
+  if (a.privatize) {
     // The barrier ending the zeroing loop publishes every copy; all threads then take the same
     // branch, as worksharing loops inside it require.
     w.line("bool allocated = true;");
@@ -284,135 +650,8 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race) {
     w.open("");  // the scope of the __restrict copy ends before the sum reads the output
     w.line("float* __restrict " + out_name + "_mine = copies[t];");
   }
-
-  auto bind = [&](const Loop& loop, const std::string& c) {
-    const std::string v(1, loop.var);
-    if (loop.part == Loop::Part::Whole) {
-      if (c != v) w.line("const long long " + v + " = " + c + ";");
-    } else if (loop.part == Loop::Part::Outer) {
-      if (c != v + "1") w.line("const long long " + v + "1 = " + c + ";");
-    } else {
-      if (c != v + "0") w.line("const long long " + v + "0 = " + c + ";");
-      w.line("const long long " + v + " = " + v + "1 * s_" + v + " + " + v + "0;");
-    }
-  };
-  // Upper bound of a loop over a part of variable v: x0 stops at the extent (remainders).
-  auto upper_bound = [&](const Loop& loop) -> std::string {
-    const std::string v(1, loop.var), V = upper(loop.var);
-    switch (loop.part) {
-      case Loop::Part::Whole: return V;
-      case Loop::Part::Outer: return "(" + V + " + s_" + v + " - 1) / s_" + v;
-      case Loop::Part::Inner: return v + "0_end";
-    }
-    return V;
-  };
-
-  auto zero_slice = [&](const Loop& loop) {
-    const std::string v(1, loop.var), V = upper(loop.var);
-    const std::string lo = loop.part == Loop::Part::Whole ? v : v + "1 * s_" + v;
-    const std::string hi = loop.part == Loop::Part::Whole
-                               ? v + " + 1"
-                               : "(" + v + "1 + 1) * s_" + v + " < " + V + " ? (" + v + "1 + 1) * s_" +
-                                     v + " : " + V;
-    w.line("for (long long q = (" + lo + ") * " + slice_stride + "; q < (" + hi + ") * " +
-           slice_stride + "; ++q) " + out_name + "[q] = 0.0f;");
-  };
-  // Hoisting for an innermost plain loop (SpMM's and MTTKRP's j, SDDMM's k): the nonzero's value
-  // and, for every dense access whose last (contiguous) variable is the loop's, the row pointer
-  // are loop-invariant; naming them before the loop (as a hand-written kernel does) let GCC
-  // vectorize SpMM's j loop without re-deriving the addresses: gen:csr / csr SpMM J=256 went from
-  // 1.21 to 0.99 (ca-CondMat, 2 threads, chunk 32) in a side-by-side harness.
-  const Loop& innermost = s.order.back();
-  const bool hoist = level_of(levels, innermost) < 0;
-  std::vector<std::string> hoisted_lines;
-  auto element = [&](const Access& acc, const std::string& base, bool writable) {
-    const std::vector<char>& vars = acc.vars;
-    if (!hoist || vars.size() < 2 || vars.back() != innermost.var ||
-        std::count(vars.begin(), vars.end(), innermost.var) != 1)
-      return base + "[" + offset(acc) + "]";
-    const Access prefix{acc.name, std::vector<char>(vars.begin(), vars.end() - 1)};
-    const std::string row = base + "_" + std::string(prefix.vars.begin(), prefix.vars.end());
-    // No __restrict on an atomically updated row: other threads write it too.
-    const std::string type = writable ? (!race_free && !privatize ? "float* " : "float* __restrict ")
-                                      : "const float* __restrict ";
-    hoisted_lines.push_back(type + row + " = " + base + " + (" + offset(prefix) + ") * " +
-                            upper(vars.back()) + ";");
-    return row + "[" + std::string(1, vars.back()) + "]";
-  };
-  const std::string leaf = "p" + std::to_string(levels.size() - 1);
-  std::string term = "A_vals[" + leaf + "]";
-  if (hoist) {
-    hoisted_lines.push_back("const float A_v = A_vals[" + leaf + "];");
-    term = "A_v";
-  }
-  for (const Access& in : spec.inputs) term += " * " + element(in, in.name, false);
-  // (A register accumulation is flushed outside the innermost loop, where a hoisted row is not
-  // in scope; an innermost plain loop indexes a dense output, so that case does not arise.)
-  const std::string out_base = privatize ? out_name + "_mine" : out_name;
-  const std::string target =
-      spec.sparse_output() ? out_base + "[" + leaf + "]"
-      : accumulate         ? out_base + "[" + offset(spec.output) + "]"
-                           : element(spec.output, out_base, true);
-
-  for (std::size_t t = 0; t < n; ++t) {
-    const Loop& loop = s.order[t];
-    const std::string v(1, loop.var), V = upper(loop.var);
-    if (accumulate && t == d) w.line("float acc = 0.0f;");
-    if (t + 1 == n)
-      for (const std::string& h : hoisted_lines) w.line(h);
-    if (loop.part == Loop::Part::Inner)
-      w.line("const long long " + v + "0_end = s_" + v + " < " + V + " - " + v + "1 * s_" + v +
-             " ? s_" + v + " : " + V + " - " + v + "1 * s_" + v + ";");
-    if (loop == s.parallel) w.line("#pragma omp for schedule(dynamic, chunk)");
-    // An innermost plain loop (SpMM's j) that updates the output directly writes a distinct
-    // entry per iteration (its variable is in the output offset, else the loop would
-    // accumulate in a register) and only reads the inputs: declare it a SIMD loop.
-    if (t + 1 == n && level_of(levels, loop) < 0 && !accumulate && (race_free || privatize) &&
-        loop != s.parallel)
-      w.line("#pragma omp simd");
-    // An innermost plain loop that only reduces into the register (SDDMM's k): a SIMD reduction
-    // (without it GCC keeps the float sum in order, one lane at a time).
-    if (t + 1 == n && level_of(levels, loop) < 0 && accumulate && d + 1 == n && loop != s.parallel)
-      w.line("#pragma omp simd reduction(+ : acc)");
-    const int l = level_of(levels, loop);
-    const std::string parent = l <= 0 ? "0" : "p" + std::to_string(l - 1);
-    if (l < 0) {  // a variable the sparse operand does not have: a plain loop
-      const std::string idx = loop.part == Loop::Part::Whole ? v : loop.part == Loop::Part::Outer ? v + "1" : v + "0";
-      w.open("for (long long " + idx + " = 0; " + idx + " < " + upper_bound(loop) + "; ++" + idx + ")");
-      bind(loop, idx);
-    } else if (s.formats[l] == LevelFormat::U) {
-      const std::string c = "c" + std::to_string(l), p = "p" + std::to_string(l);
-      w.open("for (long long " + c + " = 0; " + c + " < " + upper_bound(loop) + "; ++" + c + ")");
-      w.line("const long long " + p + " = " + (l == 0 ? c : parent + " * A" + std::to_string(l) + "_dim + " + c) + ";");
-      bind(loop, c);
-    } else {
-      const std::string A = "A" + std::to_string(l), p = "p" + std::to_string(l);
-      w.open("for (long long " + p + " = " + A + "_pos[" + parent + "]; " + p + " < " + A + "_pos[" +
-             parent + " + 1]; ++" + p + ")");
-      bind(loop, A + "_crd[" + p + "]");
-    }
-    if (t == 0 && slice_zero) zero_slice(loop);
-  }
-
-  // The statement at the innermost point (term and target are built above, with the hoisting).
-  auto update = [&](const std::string& rhs) {
-    if (!race_free && !privatize) w.line("#pragma omp atomic");
-    w.line(target + " += " + rhs + ";");
-  };
-  if (accumulate)
-    w.line("acc += " + term + ";");
-  else
-    update(term);
-  for (std::size_t t = n; t-- > 0;) {
-    w.close();
-    if (accumulate && t == d) {
-      if (write_once)
-        w.line(target + " = acc;");
-      else
-        update("acc");
-    }
-  }
-  if (privatize) {
+  NestWriter(w, s, a, a.privatize ? out_name + "_mine" : out_name).write();
+  if (a.privatize) {
     w.close();
     // Sum the copies into the output in blocks, each block by one thread (vectorizable).
     w.line("#pragma omp barrier");
@@ -427,7 +666,7 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race) {
     w.close();  // if (allocated)
   }
   w.close();  // parallel region
-  if (privatize) {
+  if (a.privatize) {
     w.line("int status = 0;");
     w.line("for (int u = 1; u < team; ++u) status |= copies[u] == nullptr;");
     w.line("for (int u = 1; u < a->threads; ++u) free(copies[u]);");

@@ -27,11 +27,21 @@ int emit(const Options& o) {
   const codegen::SuperSchedule s = codegen::schedule_from_string(kind, o.schedule);
   const std::string source = codegen::emit_kernel_source(s, *codegen::parse_race_strategy(o.race));
   if (o.json) {
+    const std::optional<codegen::RegisterBlock> block = codegen::register_block(s);
+    nlohmann::json constants = nlohmann::json::object();
+    const codegen::KernelSpec& spec = codegen::kernel_spec(kind);
+    for (std::size_t v = 0; v < spec.vars.size(); ++v)
+      if (codegen::split_is_constant(s, spec.vars[v]))
+        constants[std::string(1, spec.vars[v])] = s.split[v];
     print_json({{"kernel", o.kernel},
                 {"schedule", codegen::to_text(s)},
                 {"schedule_json", codegen::to_json(s)},
                 {"race_free_parallel_loop", codegen::parallel_loop_is_race_free(s)},
                 {"race", o.race},
+                {"register_block", block ? nlohmann::json{{"var", std::string(1, block->var)},
+                                                          {"size", block->size}}
+                                         : nlohmann::json()},
+                {"constant_splits", constants},
                 {"source", source}});
   } else if (o.output.empty()) {
     std::cout << source;

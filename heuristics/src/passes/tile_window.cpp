@@ -15,11 +15,18 @@
 // from the parallel loop's chunks instead) chose it, so the untiled loop is kept beside it.
 // Without this the admissible SpMV set held only split rows/columns and its best ran at
 // 0.84-0.99x the speed of the hand-written csr on five of ten matrices (issue 5, session 2).
+// SpMM's dense split s_j is also kept at the register-block sizes (kRegisterBlockSizes, up to the
+// extent, equal included) when i and k are not split: with j0 innermost under the row's nonzeros the emitter keeps the
+// output block in registers (codegen::register_block), a register tile rather than a cache tile.
+// Measured (issue 15, 2 threads, chunk 32, time / csr): J=64 0.40-0.81 with s_j=64 on five
+// matrices (bcsstk16, bcsstk13, ca-CondMat, email-Enron, web-indochina-2004), J=256 0.70-0.93;
+// s_j=16 was slower than 32 and 64 on all of them, and MTTKRP's block (J=16) ran at 1.2x csf.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "passes.hpp"
+#include "waco/codegen/emitter.hpp"
 #include "waco/signature/model.hpp"
 #include "waco/signature/signature.hpp"
 
@@ -29,6 +36,9 @@ namespace {
 
 /// Panels per thread of the model run by this pass (the sparse-tile cap of its centers).
 constexpr int kTileWindowPanelsPerThread = 4;
+/// SpMM's register-block sizes of j kept beside the model's tiles (4 and 8 AVX2 vectors).
+constexpr int kRegisterBlockSizes[] = {32, 64};
+static_assert(kRegisterBlockSizes[1] <= codegen::kMaxRegisterBlock, "a register block size");
 
 struct Center {
   /// Per KernelSpec::vars, the log2 tile sizes kept (within the window); empty = not constrained.
@@ -117,13 +127,33 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
         }
         note = msg.str();
         const int w = std::max(0, p.tile_window);
+        // SpMM's j: the register-block sizes up to the extent.
+        std::vector<int> register_sizes;
+        if (kind == KernelKind::SpMM) {
+          for (int b : kRegisterBlockSizes)
+            if (b <= space.extent('j')) register_sizes.push_back(b);
+          if (!register_sizes.empty()) {
+            note += "; register blocks s_j:";
+            for (int b : register_sizes) note += " " + std::to_string(b);
+          }
+        }
+        const int register_var = kind == KernelKind::SpMM ? spec.var_index('j') : -1;
         c.push_back(std::make_shared<SplitConstraint>(
-            [centers, w](const Space& sp, const std::vector<int>& split) -> const char* {
+            [centers, w, register_sizes, register_var](const Space& sp,
+                                                       const std::vector<int>& split) -> const char* {
               const std::vector<char>& vars = sp.spec().vars;
+              // A register-block size of j with every other variable unsplit (as measured).
+              if (register_var >= 0 &&
+                  std::find(register_sizes.begin(), register_sizes.end(),
+                            split[static_cast<std::size_t>(register_var)]) != register_sizes.end() &&
+                  std::count(split.begin(), split.end(), 1) + 1 ==
+                      static_cast<std::ptrdiff_t>(split.size()))
+                return nullptr;
               for (const Center& ctr : centers) {
                 bool near = true;
                 for (std::size_t v = 0; v < split.size() && near; ++v) {
                   if (ctr.log2_split[v].empty()) continue;
+
                   // A split as large as the extent is the unsplit tile with a one-trip outer
                   // loop: the unsplit loop stands for it.
                   if (split[v] > 1 && split[v] >= sp.extent(vars[v])) {

@@ -5,10 +5,13 @@
 // split are correct. The parallel loop carries `#pragma omp for schedule(dynamic, chunk)` inside one
 // `omp parallel` region; if it does not index the output, updates are made race-free by a
 // RaceStrategy: `omp atomic`, or per-thread copies of the output summed after the loop.
+// When the innermost loop is the inner part x0 of a split output variable under loops that do not
+// index the output (SpMM's and MTTKRP's j0 under the row's nonzeros), the output block is kept in
+// registers across those loops and written once (register_block).
 // Chunk, threads and split sizes are run-time arguments, except the split sizes of small U blocks
-// at the innermost point (split_is_constant), which are compile-time constants: on 4x4 BCSR SpMV
-// a constant block size took 0.6-0.8x the time of a run-time one (issue 4), while SpMM (a dense
-// loop innermost) did not gain.
+// at the innermost point and of register blocks (split_is_constant), which are compile-time
+// constants: on 4x4 BCSR SpMV a constant block size took 0.6-0.8x the time of a run-time one
+// (issue 4); a register block needs its size to be an array length.
 #pragma once
 
 #include <cstdint>
@@ -55,13 +58,31 @@ inline constexpr const char* kWacoArgsFields = WACO_STRINGIFY(WACO_ARGS_FIELDS);
 /// Largest split size that split_is_constant() bakes into the source.
 inline constexpr int kMaxConstantSplit = 32;
 
+/// Largest register block (floats; 64 floats are 8 AVX2 or 4 AVX-512 registers).
+inline constexpr int kMaxRegisterBlock = 64;
+
 /// Whether the parallel loop writes disjoint outputs (else updates need a RaceStrategy).
 bool parallel_loop_is_race_free(const SuperSchedule& s);
 
-/// Whether the split size of variable v is a compile-time constant in the emitted source: the
-/// innermost loop is a level of the sparse operand (not a dense-only variable like j of SpMM),
-/// v0 is a U level, and 1 < s_v <= kMaxConstantSplit. Every other split size is a run-time
-/// argument, so schedules that differ only in those share one source and one compiled kernel.
+/// A block of the output kept in registers: the innermost loop is x0, the inner part of a split
+/// output variable x with 2 <= s_x <= kMaxRegisterBlock, a plain loop (x is not a variable of the
+/// sparse operand; the output is dense); at least one loop lies between x1 and x0, none of them
+/// indexes the output, and the parallel loop is outside x1. The emitter then zeroes a local
+/// array blk[s_x] after x1, accumulates into it, and adds (or, write-once, assigns) it to the
+/// output after the loops between x1 and x0.
+struct RegisterBlock {
+  char var = 'j';
+  int size = 0;  ///< s_x, a compile-time constant of the source
+};
+/// The register block of a valid schedule, or nullopt when it has none.
+std::optional<RegisterBlock> register_block(const SuperSchedule& s);
+
+/// Whether the split size of variable v is a compile-time constant in the emitted source: v is
+/// the register block's variable, or the innermost loop is a level of the sparse operand (not a
+/// dense-only variable like j of SpMM), v0 is a U level, and 1 < s_v <= kMaxConstantSplit. Every
+/// other split size is a run-time argument, so schedules that differ only in those share one
+/// source and one compiled kernel. Constant sizes are powers of two, so a kernel shape has at
+/// most log2(kMaxRegisterBlock) = 6 constant variants per variable.
 bool split_is_constant(const SuperSchedule& s, char v);
 
 /// How a parallel loop that does not index the output stays race-free. Atomic: every update is
