@@ -65,6 +65,29 @@ SuperSchedule random_schedule(KernelKind k, Rng& rng, int max_log2) {
   return s;
 }
 
+/// A random schedule with a two-dimensional register block (SpMM or MTTKRP): i0 (a U level) x j0
+/// innermost, s_i x s_j <= 64, k split or not, any level formats outside i0, i1 or k1 parallel.
+SuperSchedule random_row_block(KernelKind k, Rng& rng) {
+  const int rows = 2 << rng.below(3);
+  const int columns = std::min(2 << rng.below(6), kMaxRegisterBlock / rows);
+  const bool split_k = rng.below(2) == 1;
+  std::string text = "split=i:" + std::to_string(rows) + ",j:" + std::to_string(columns) +
+                     (split_k ? ",k:" + std::to_string(2 << rng.below(2)) : "") + " order=i1,";
+  std::vector<std::string> middle = {split_k ? "k0" : "k"};
+  if (k == KernelKind::MTTKRP) middle.push_back("l");
+  if (split_k && rng.below(2)) text += "k1,j1,";
+  else if (split_k) middle.insert(middle.begin(), "k1"), text += "j1,";
+  else text += "j1,";
+  for (const std::string& m : middle) text += m + ",";
+  text += "i0,j0 format=";
+  const std::size_t levels = 3 + (split_k ? 1 : 0) + (k == KernelKind::MTTKRP ? 1 : 0);
+  for (std::size_t l = 0; l + 1 < levels; ++l) text += rng.below(2) ? "C" : "U";
+  text += "U parallel=";
+  text += split_k && text.find("k1,j1") != std::string::npos && rng.below(2) ? "k1" : "i1";
+  text += " threads=" + std::to_string(1 + rng.below(2)) + " chunk=" + std::to_string(1 << rng.below(6));
+  return schedule_from_string(k, text);
+}
+
 struct Operands {
   std::string name;
   CooMatrix A;
@@ -296,7 +319,16 @@ TEST_CASE("codegen: register blocks are recognised only where the output block i
   CHECK(b->var == 'j');
   CHECK(b->size == 32);
   CHECK(block(KernelKind::MTTKRP, "split=j:8 order=i,j1,k,l,j0 format=UCC"));
-  CHECK(block(KernelKind::SpMM, "split=i:4,j:2 order=i1,j1,k,i0,j0 format=UCU") == std::nullopt);
+  // Two-dimensional: i0 over a U level just outside j0.
+  const auto tile = block(KernelKind::SpMM, "split=i:4,j:16 order=i1,j1,k,i0,j0 format=UCU");
+  REQUIRE(tile);
+  CHECK(tile->row_var == 'i');
+  CHECK(tile->rows == 4);
+  CHECK(tile->size == 16);
+  CHECK_FALSE(block(KernelKind::SpMM, "split=i:4,j:16 order=i1,j1,k,i0,j0 format=UCC"));  // C rows
+  CHECK_FALSE(block(KernelKind::SpMM, "split=i:4,j:32 order=i1,j1,k,i0,j0 format=UCU"));  // > 64
+  CHECK_FALSE(block(KernelKind::SpMM, "split=i:16,j:2 order=i1,j1,k,i0,j0 format=UCU"));  // rows > 8
+  CHECK_FALSE(block(KernelKind::SpMM, "split=i:4,j:16 order=j1,i1,k,i0,j0 format=UCU"));  // i1 inside
   CHECK_FALSE(block(KernelKind::SpMM, "split=j:128 order=i,j1,k,j0 format=UC"));  // too large
   CHECK_FALSE(block(KernelKind::SpMM, "split=j:32 order=i,k,j1,j0 format=UC"));   // nothing between
   CHECK_FALSE(block(KernelKind::SpMM, "split=j:32 order=j1,i,k,j0 format=UC"));   // i indexes C
@@ -315,14 +347,17 @@ TEST_CASE("codegen: register blocks are recognised only where the output block i
 TEST_CASE("codegen: a register-blocked SpMM equals the unblocked csr kernel bit for bit") {
   // Both add a row's products in the order of its nonzeros, starting from zero, with fused
   // multiply-adds, so the results are identical, in full blocks (vectors), remainders (J not a
-  // multiple of s_j) and J < s_j. Except for blocks of 2 floats: GCC 12 compiles 2-float vectors
+  // multiple of s_j) and J < s_j; with block rows too (their padding adds exact zeros, 0 * b, to
+  // the same sums). Except for blocks of 2 floats: GCC 12 compiles 2-float vectors
   // with a mix of fused and unfused operations (vaddss beside vfmadd231ss in its assembly), which
   // moved results by up to 2.3e-6 relative.
   for (const auto& [name, A] : waco::test::edge_case_matrices()) {
     for (int dense : {1, 13, 40, 64, 100}) {
       for (const char* text : {"split=j:2 order=i,j1,k,j0 format=UC chunk=4",
                                "split=j:32 order=i,j1,k,j0 format=UC chunk=4",
-                               "split=j:64 order=i,j1,k,j0 format=CC chunk=4"}) {
+                               "split=j:64 order=i,j1,k,j0 format=CC chunk=4",
+                               "split=i:4,j:16 order=i1,j1,k,i0,j0 format=UCU chunk=2",
+                               "split=i:2,j:32 order=i1,j1,k,i0,j0 format=CCU chunk=2"}) {
         INFO(name << ", J = " << dense << ", " << text);
         const DenseOperands d = make_dense_operands(KernelKind::SpMM, &A, nullptr, dense, 7);
         const Problem p = make_problem(KernelKind::SpMM, &A, nullptr, d);
@@ -350,15 +385,16 @@ TEST_CASE("codegen: a register-blocked SpMM equals the unblocked csr kernel bit 
 
 TEST_CASE("codegen: random register-blocked schedules equal the reference (property test)") {
   // Schedules drawn until they have a register block: block sizes 2..64 (dividing J or not,
-  // larger than J), outer loops split or not, C and U levels, 1 and 2 threads, a parallel loop
+  // larger than J), with and without block rows (i0), outer loops split or not, C and U levels, 1 and 2 threads, a parallel loop
   // that does not index the output (atomic and private flushes).
   for (KernelKind k : {KernelKind::SpMM, KernelKind::MTTKRP}) {
     Rng rng{0xB10C0000ull + static_cast<std::uint64_t>(k)};
     const std::vector<Operands> ops = operands_for(k);
     std::set<std::string> seen;
-    int ran = 0, refused = 0, racy = 0;
+    int ran = 0, refused = 0, racy = 0, rows = 0;
     for (int draws = 0; seen.size() < 40 && draws < 200000; ++draws) {
-      SuperSchedule s = canonicalize(random_schedule(k, rng, 6));
+      SuperSchedule s =
+          canonicalize(seen.size() % 2 ? random_row_block(k, rng) : random_schedule(k, rng, 6));
       if (!validate(s).empty() || !register_block(s) || !seen.insert(to_text(s)).second) continue;
       const Operands& op = ops[seen.size() % ops.size()];
       const int dense = 1 + rng.below(100);
@@ -367,14 +403,17 @@ TEST_CASE("codegen: random register-blocked schedules equal the reference (prope
       CHECK(check(s, op, dense, refused) == "");
       if (refused != before) continue;
       ++ran;
+      rows += register_block(s)->rows > 1;
       if (!parallel_loop_is_race_free(s)) {
         ++racy;
         CHECK(check(s, op, dense, refused, RaceStrategy::Private) == "");
       }
     }
-    INFO(kernel_name(k) << ": " << ran << " ran, " << racy << " with a racy parallel loop");
+    INFO(kernel_name(k) << ": " << ran << " ran, " << racy << " with a racy parallel loop, " << rows
+                        << " with block rows");
     CHECK(seen.size() == 40);
     CHECK(ran >= 20);
     CHECK(racy >= 2);
+    CHECK(rows >= 2);
   }
 }

@@ -241,7 +241,7 @@ TEST_CASE("passes: tile-window keeps the unsplit loop when the capacity does not
   REQUIRE(cons[0]->check_split(s, panels.split) == nullptr);
 }
 
-TEST_CASE("passes: tile-window keeps SpMM's register-block sizes of j, with i and k unsplit") {
+TEST_CASE("passes: tile-window keeps SpMM's register tiles") {
   const kernels::CooMatrix a = generated("uniform", 300, 5);
   SpaceOptions so;
   so.cores = 1;
@@ -257,13 +257,16 @@ TEST_CASE("passes: tile-window keeps SpMM's register-block sizes of j, with i an
       return cons[0]->check_split(s, codegen::schedule_from_string(KernelKind::SpMM, text).split) ==
              nullptr;
     };
-    for (int b : {32, 64}) {
-      const std::string block = "split=j:" + std::to_string(b) + " order=i,j1,k,j0 format=UC";
+    CHECK((note.find("register tiles s_i x s_j: 1x32") != std::string::npos) == (dense >= 32));
+    for (const char* tile : {"split=j:32 order=i,j1,k,j0 format=UC",
+                             "split=j:64 order=i,j1,k,j0 format=UC",
+                             "split=i:2,j:32 order=i1,j1,k,i0,j0 format=UCU",
+                             "split=i:4,j:16 order=i1,j1,k,i0,j0 format=UCU"}) {
+      INFO(tile);
+      const codegen::SuperSchedule t = codegen::schedule_from_string(KernelKind::SpMM, tile);
+      REQUIRE(codegen::register_block(t));
       // Kept up to the extent (a block as large as J included), never beyond it.
-      CHECK(kept(block) == (b <= dense));
-      CHECK((note.find("register blocks s_j:") != std::string::npos) == (dense >= 32));
-      if (b <= dense)
-        REQUIRE(codegen::register_block(codegen::schedule_from_string(KernelKind::SpMM, block)));
+      CHECK(kept(tile) == (t.split_of('j') <= dense));
     }
   }
 }

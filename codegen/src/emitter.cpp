@@ -198,8 +198,9 @@ void write_header(Writer& w, const SuperSchedule& s, const Analysis& a) {
   if (!constants.empty())
     w.line("// Compile-time constants (small U blocks and register blocks): " + join(constants) + ".");
   if (a.block) {
-    const std::string x(1, a.block->var);
-    w.line("// Register block: the output block of " + x + "0 (s_" + x + " = " +
+    const std::string x(1, a.block->var), y(1, a.block->row_var);
+    w.line("// Register block: the output block of " +
+           (a.block->rows > 1 ? y + "0 x " + x + "0 (" + std::to_string(a.block->rows) + " x " : x + "0 (") +
            std::to_string(a.block->size) + " floats) stays in registers");
     w.line("// across the loops between " + x + "1 and " + x + "0 and is written once after them.");
   }
@@ -300,8 +301,18 @@ class NestWriter {
   /// (s_x for a full block, x0_end for the remainder).
   struct InBlock {
     enum class Kind { None, Vector, Array } kind = Kind::None;
-    std::string bound;
+    std::string bound, row_bound;  ///< trip counts of x0 and (a block with rows) y0
   };
+
+  /// Whether v is the block's column or row variable.
+  bool in_block_var(char v) const {
+    return a_.block && (v == a_.block->var || (a_.block->rows > 1 && v == a_.block->row_var));
+  }
+  /// The block's index text: "[y0][x0]" / "[x0]", or with "q" for the vector index.
+  std::string block_index(const std::string& column) const {
+    const std::string col = "[" + column + "]";
+    return a_.block->rows > 1 ? "[" + std::string(1, a_.block->row_var) + "0]" + col : col;
+  }
 
   /// Emits loops t..n-1 and the statement.
   void loops_from(std::size_t t, const InBlock& in) {
@@ -322,7 +333,7 @@ class NestWriter {
     if (a_.accumulate && t == a_.d) w_.line("float acc = 0.0f;");
     if (innermost)
       for (const std::string& h : hoisted_lines(in.kind != Kind::None)) w_.line(h);
-    if (loop.part == Loop::Part::Inner && !(a_.block && loop.var == a_.block->var))
+    if (loop.part == Loop::Part::Inner && !(in.kind != Kind::None && in_block_var(loop.var)))
       w_.line("const long long " + v + "0_end = " + inner_end(loop.var) + ";");
     if (loop == s_.parallel) w_.line("#pragma omp for schedule(dynamic, chunk)");
     const int l = level_of(a_.levels, loop);
@@ -349,7 +360,11 @@ class NestWriter {
       bind(loop, idx);
     } else if (s_.formats[static_cast<std::size_t>(l)] == LevelFormat::U) {
       const std::string c = "c" + std::to_string(l), p = "p" + std::to_string(l);
-      w_.open("for (long long " + c + " = 0; " + c + " < " + upper_bound(loop) + "; ++" + c + ")");
+      const bool rows = in.kind != Kind::None && a_.block->rows > 1 &&
+                        loop == Loop{a_.block->row_var, Loop::Part::Inner};
+      if (rows && in.kind == Kind::Vector) w_.line("#pragma GCC unroll 8");
+      w_.open("for (long long " + c + " = 0; " + c + " < " + (rows ? in.row_bound : upper_bound(loop)) +
+              "; ++" + c + ")");
       w_.line("const long long " + p + " = " +
               (l == 0 ? c : parent + " * A" + std::to_string(l) + "_dim + " + c) + ";");
       bind(loop, c);
@@ -377,38 +392,41 @@ class NestWriter {
   /// a plain array and `omp simd`, GCC 12 vectorized the loop over nonzeros instead, with
   /// gathers, and the block ran at 0.25x the speed of csr SpMM (bcsstk13, J=256).
   void write_register_block(std::size_t t) {
-    const std::string x(1, a_.block->var), x0 = x + "0";
-    w_.line("const long long " + x0 + "_end = " + inner_end(a_.block->var) + ";");
-    w_.line("float blk[s_" + x + "];");
-    w_.open("if (" + x0 + "_end == s_" + x + ")");
+    const RegisterBlock& b = *a_.block;
+    const std::string x(1, b.var), x0 = x + "0", y(1, b.row_var), y0 = y + "0";
+    const bool rows = b.rows > 1;
+    w_.line("const long long " + x0 + "_end = " + inner_end(b.var) + ";");
+    if (rows) w_.line("const long long " + y0 + "_end = " + inner_end(b.row_var) + ";");
+    w_.line(std::string("float blk") + (rows ? "[s_" + y + "]" : "") + "[s_" + x + "];");
+    w_.open("if (" + x0 + "_end == s_" + x + (rows ? " && " + y0 + "_end == s_" + y : "") + ")");
     if (a_.vector_block) {
-      w_.line("blk_vec blk_v[s_" + x + " / blk_w] = {};");
-      loops_from(t, {InBlock::Kind::Vector, ""});
+      w_.line(std::string("blk_vec blk_v") + (rows ? "[s_" + y + "]" : "") + "[s_" + x +
+              " / blk_w] = {};");
+      loops_from(t, {InBlock::Kind::Vector, "", "s_" + y});
       w_.line("__builtin_memcpy(blk, blk_v, sizeof blk);");
     } else {
-      zero_block();
-      loops_from(t, {InBlock::Kind::Array, "s_" + x});
+      w_.line("__builtin_memset(blk, 0, sizeof blk);");
+      loops_from(t, {InBlock::Kind::Array, "s_" + x, "s_" + y});
     }
     w_.reopen("else");
-    zero_block();
-    loops_from(t, {InBlock::Kind::Array, x0 + "_end"});
+    w_.line("__builtin_memset(blk, 0, sizeof blk);");
+    loops_from(t, {InBlock::Kind::Array, x0 + "_end", y0 + "_end"});
     w_.close();
+    if (rows) {
+      w_.open("for (long long " + y0 + " = 0; " + y0 + " < " + y0 + "_end; ++" + y0 + ")");
+      w_.line("const long long " + y + " = " + y + "1 * s_" + y + " + " + y0 + ";");
+    }
     const bool atomic = !a_.race_free && !a_.privatize;
     if (!atomic) w_.line("#pragma omp simd");
     w_.open("for (long long " + x0 + " = 0; " + x0 + " < " + x0 + "_end; ++" + x0 + ")");
     w_.line("const long long " + x + " = " + x + "1 * s_" + x + " + " + x0 + ";");
     const std::string out = out_base_ + "[" + offset(spec_.output) + "]";
     if (a_.write_once)
-      w_.line(out + " = blk[" + x0 + "];");
+      w_.line(out + " = blk" + block_index(x0) + ";");
     else
-      update(out, "blk[" + x0 + "]");
+      update(out, "blk" + block_index(x0));
     w_.close();
-  }
-
-  void zero_block() {
-    const std::string x(1, a_.block->var), x0 = x + "0";
-    w_.line("for (long long " + x0 + " = 0; " + x0 + " < s_" + x + "; ++" + x0 + ") blk[" + x0 +
-            "] = 0.0f;");
+    if (rows) w_.close();
   }
 
   /// The vector statement of a full register block: blk_v[q] += A_v * <input blocks>.
@@ -428,7 +446,7 @@ class NestWriter {
               v + ");");
       term += " * " + v;
     }
-    w_.line("blk_v[q] += " + term + ";");
+    w_.line("blk_v" + block_index("q") + " += " + term + ";");
     w_.close();
   }
 
@@ -440,7 +458,7 @@ class NestWriter {
     std::string term = hoist_ ? "A_v" : "A_vals[" + leaf_ + "]";
     for (const Access& in : spec_.inputs) term += " * " + element(in, in.name);
     if (in.kind == InBlock::Kind::Array)
-      w_.line("blk[" + std::string(1, a_.block->var) + "0] += " + term + ";");
+      w_.line("blk" + block_index(std::string(1, a_.block->var) + "0") + " += " + term + ";");
     else if (a_.accumulate)
       w_.line("acc += " + term + ";");
     else
@@ -565,13 +583,28 @@ std::optional<RegisterBlock> register_block(const SuperSchedule& s) {
   if (inner.part != Loop::Part::Inner || level_of(levels, inner) >= 0 ||
       !contains(spec.output.vars, inner.var) || size < 2 || size > kMaxRegisterBlock)
     return std::nullopt;
-  // The loops between x1 and x0 must exist, leave the output block unchanged (index no output
-  // variable), and not be the parallel loop (its iterations would share the block).
+  RegisterBlock block{inner.var, size};
+  // Rows: y0 just outside x0, the inner part of another output variable, a U level.
+  const std::size_t n = s.order.size();
+  const Loop& before = s.order[n - 2];
+  std::size_t end = n - 1;  // the loops between x1 and the block are [x1 + 1, end)
+  if (before.part == Loop::Part::Inner && contains(spec.output.vars, before.var)) {
+    const int l = level_of(levels, before);
+    const int rows = s.split_of(before.var);
+    if (l < 0 || s.formats[static_cast<std::size_t>(l)] != LevelFormat::U ||
+        rows > kMaxRegisterRows || rows * size > kMaxRegisterBlock)
+      return std::nullopt;
+    block.row_var = before.var;
+    block.rows = rows;
+    end = n - 2;
+  }
+  // The loops between x1 and the block must exist, leave the output block unchanged (index no
+  // output variable), and not be the parallel loop (its iterations would share the block).
   const std::size_t outer = position_of(s, {inner.var, Loop::Part::Outer});
-  if (outer + 2 >= s.order.size() || position_of(s, s.parallel) > outer) return std::nullopt;
-  for (std::size_t t = outer + 1; t + 1 < s.order.size(); ++t)
+  if (outer + 1 >= end || position_of(s, s.parallel) > outer) return std::nullopt;
+  for (std::size_t t = outer + 1; t < end; ++t)
     if (indexes_output(spec, s.order[t])) return std::nullopt;
-  return RegisterBlock{inner.var, size};
+  return block;
 }
 
 bool split_is_constant(const SuperSchedule& s, char v) {
@@ -580,7 +613,7 @@ bool split_is_constant(const SuperSchedule& s, char v) {
   // showed no consistent gain; larger blocks keep one kernel for every size. A register block's
   // size is always constant: it is the length of the block array.
   const std::optional<RegisterBlock> block = register_block(s);
-  if (block && block->var == v) return true;
+  if (block && (block->var == v || (block->rows > 1 && block->row_var == v))) return true;
   const std::vector<Loop> levels = s.levels();
   const int split = s.split_of(v);
   const int inner = level_of(levels, {v, Loop::Part::Inner});

@@ -15,12 +15,14 @@
 // from the parallel loop's chunks instead) chose it, so the untiled loop is kept beside it.
 // Without this the admissible SpMV set held only split rows/columns and its best ran at
 // 0.84-0.99x the speed of the hand-written csr on five of ten matrices (issue 5, session 2).
-// SpMM's dense split s_j is also kept at the register-block sizes (kRegisterBlockSizes, up to the
-// extent, equal included) when i and k are not split: with j0 innermost under the row's nonzeros the emitter keeps the
-// output block in registers (codegen::register_block), a register tile rather than a cache tile.
-// Measured (issue 15, 2 threads, chunk 32, time / csr): J=64 0.40-0.81 with s_j=64 on five
-// matrices (bcsstk16, bcsstk13, ca-CondMat, email-Enron, web-indochina-2004), J=256 0.70-0.93;
-// s_j=16 was slower than 32 and 64 on all of them, and MTTKRP's block (J=16) ran at 1.2x csf.
+// SpMM's split vectors of register tiles are also kept (kRegisterTiles: s_j of 32 or 64 alone, or
+// s_i x s_j of 2 x 32 or 4 x 16, k unsplit; s_j up to the extent, equal included): with j0
+// innermost under the row's nonzeros (and i0 just outside it over a U level) the emitter keeps
+// the output block in registers (codegen::register_block), a register tile, not a cache tile.
+// Measured (issue 15, 2 threads, time / csr): s_j=64 alone 0.40-0.81 at J=64 on five matrices
+// (bcsstk16, bcsstk13, ca-CondMat, email-Enron, web-indochina-2004), 0.62-0.93 at J=256; 2 x 32
+// and 4 x 16 0.55 on bcsstk16 at J=256 where s_j=64 took 0.64; s_j=16 alone and 4 x 8 were
+// slower than these everywhere; MTTKRP's block (J=16) ran at 1.2x csf's time.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -36,9 +38,13 @@ namespace {
 
 /// Panels per thread of the model run by this pass (the sparse-tile cap of its centers).
 constexpr int kTileWindowPanelsPerThread = 4;
-/// SpMM's register-block sizes of j kept beside the model's tiles (4 and 8 AVX2 vectors).
-constexpr int kRegisterBlockSizes[] = {32, 64};
-static_assert(kRegisterBlockSizes[1] <= codegen::kMaxRegisterBlock, "a register block size");
+/// SpMM's register tiles (s_i, s_j) kept beside the model's tiles (4 and 8 AVX2 vectors).
+struct RegisterTile {
+  int rows, columns;
+};
+constexpr RegisterTile kRegisterTiles[] = {{1, 32}, {1, 64}, {2, 32}, {4, 16}};
+static_assert(4 * 16 <= codegen::kMaxRegisterBlock && 64 <= codegen::kMaxRegisterBlock,
+              "register tiles fit a register block");
 
 struct Center {
   /// Per KernelSpec::vars, the log2 tile sizes kept (within the window); empty = not constrained.
@@ -127,27 +133,25 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
         }
         note = msg.str();
         const int w = std::max(0, p.tile_window);
-        // SpMM's j: the register-block sizes up to the extent.
-        std::vector<int> register_sizes;
+        // SpMM: the register tiles' split vectors (s_i and s_j up to their extents).
+        std::vector<std::vector<int>> register_splits;
         if (kind == KernelKind::SpMM) {
-          for (int b : kRegisterBlockSizes)
-            if (b <= space.extent('j')) register_sizes.push_back(b);
-          if (!register_sizes.empty()) {
-            note += "; register blocks s_j:";
-            for (int b : register_sizes) note += " " + std::to_string(b);
+          for (const RegisterTile& r : kRegisterTiles) {
+            if (r.rows > space.extent('i') || r.columns > space.extent('j')) continue;
+            std::vector<int> split(spec.vars.size(), 1);
+            split[static_cast<std::size_t>(spec.var_index('i'))] = r.rows;
+            split[static_cast<std::size_t>(spec.var_index('j'))] = r.columns;
+            register_splits.push_back(split);
+            note += (register_splits.size() == 1 ? "; register tiles s_i x s_j: " : ", ") +
+                    std::to_string(r.rows) + "x" + std::to_string(r.columns);
           }
         }
-        const int register_var = kind == KernelKind::SpMM ? spec.var_index('j') : -1;
         c.push_back(std::make_shared<SplitConstraint>(
-            [centers, w, register_sizes, register_var](const Space& sp,
-                                                       const std::vector<int>& split) -> const char* {
+            [centers, w, register_splits](const Space& sp,
+                                          const std::vector<int>& split) -> const char* {
               const std::vector<char>& vars = sp.spec().vars;
-              // A register-block size of j with every other variable unsplit (as measured).
-              if (register_var >= 0 &&
-                  std::find(register_sizes.begin(), register_sizes.end(),
-                            split[static_cast<std::size_t>(register_var)]) != register_sizes.end() &&
-                  std::count(split.begin(), split.end(), 1) + 1 ==
-                      static_cast<std::ptrdiff_t>(split.size()))
+              if (std::find(register_splits.begin(), register_splits.end(), split) !=
+                  register_splits.end())
                 return nullptr;
               for (const Center& ctr : centers) {
                 bool near = true;

@@ -60,19 +60,25 @@ inline constexpr int kMaxConstantSplit = 32;
 
 /// Largest register block (floats; 64 floats are 8 AVX2 or 4 AVX-512 registers).
 inline constexpr int kMaxRegisterBlock = 64;
+/// Most rows of a two-dimensional register block.
+inline constexpr int kMaxRegisterRows = 8;
 
 /// Whether the parallel loop writes disjoint outputs (else updates need a RaceStrategy).
 bool parallel_loop_is_race_free(const SuperSchedule& s);
 
 /// A block of the output kept in registers: the innermost loop is x0, the inner part of a split
-/// output variable x with 2 <= s_x <= kMaxRegisterBlock, a plain loop (x is not a variable of the
-/// sparse operand; the output is dense); at least one loop lies between x1 and x0, none of them
-/// indexes the output, and the parallel loop is outside x1. The emitter then zeroes a local
-/// array blk[s_x] after x1, accumulates into it, and adds (or, write-once, assigns) it to the
-/// output after the loops between x1 and x0.
+/// output variable x (a plain loop: x is not a variable of the sparse operand; the output is
+/// dense), optionally just inside y0, the inner part of another split output variable y over a U
+/// level (rows: SpMM's i0 in `i1,j1,k,i0,j0`, BCSR's block rows); at least one loop lies between
+/// x1 and the block, none of them indexes the output, and the parallel loop is outside x1;
+/// 2 <= s_x, s_y <= kMaxRegisterRows and s_y * s_x <= kMaxRegisterBlock. The emitter then zeroes
+/// a local array blk[s_y][s_x] after x1, accumulates into it, and adds (or, write-once, assigns)
+/// it to the output after the loops between x1 and the block.
 struct RegisterBlock {
   char var = 'j';
-  int size = 0;  ///< s_x, a compile-time constant of the source
+  int size = 0;       ///< s_x, a compile-time constant of the source
+  char row_var = 0;   ///< y, or 0 for a block of one row
+  int rows = 1;       ///< s_y (1: one row), a compile-time constant
 };
 /// The register block of a valid schedule, or nullopt when it has none.
 std::optional<RegisterBlock> register_block(const SuperSchedule& s);
