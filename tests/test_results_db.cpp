@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include "waco/heuristics/tuner.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/dense.hpp"
 
 using namespace waco;
 using namespace waco::heuristics;
@@ -145,7 +147,7 @@ TEST_CASE("results_db: other schema versions and other files are refused with cl
   CHECK_THROWS_WITH(ResultsDb("/proc/no-such-dir/x.sqlite"), Catch::Contains("results database"));
 }
 
-TEST_CASE("results_db: a version 1 file is migrated in place, keeping its rows") {
+TEST_CASE("results_db: a version 1 file is migrated in place (through 2 to 3), keeping its rows") {
   const std::string path = test::scratch_dir("results-db-migrate") + "/v1.sqlite";
   const kernels::CooMatrix a = small_matrix();
   const MatrixRecord rec = matrix_record(a, "small.mtx");
@@ -169,8 +171,13 @@ TEST_CASE("results_db: a version 1 file is migrated in place, keeping its rows")
       reason TEXT NOT NULL, conversion_s REAL, compile_s REAL, cache_hit INTEGER NOT NULL,
       stored_values INTEGER, kernel_source TEXT NOT NULL, wall_s REAL, context TEXT NOT NULL,
       created TEXT NOT NULL);
-    INSERT INTO m1 SELECT * FROM measurements;
+    INSERT INTO m1 SELECT id, matrix_id, schedule_id, kernel, implementation, dense, threads,
+      warmup, repeats, median_s, min_s, max_s, times_s, verified, max_rel_error, status, reason,
+      conversion_s, compile_s, cache_hit, stored_values, kernel_source, wall_s, context, created
+      FROM measurements;
     DROP TABLE measurements;
+    DROP TABLE groups;
+    DROP TABLE provenance;
     ALTER TABLE m1 RENAME TO measurements;
     CREATE UNIQUE INDEX measurements_identity ON measurements(
       matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
@@ -441,4 +448,97 @@ TEST_CASE("results_db: failed candidates are recorded, retried on request, and b
     CHECK_FALSE(b.complete);
     CHECK(b.stopped_by == "budget-seconds");
   }
+}
+
+TEST_CASE("results_db: groups and provenance are stored in one transaction each, with stats") {
+  const std::string path = test::scratch_dir("results-db-groups") + "/g.sqlite";
+  const kernels::CooMatrix a = small_matrix();
+  const MatrixRecord rec = matrix_record(a, "small.mtx");
+  const MeasurementKey key{rec.fingerprint, kernels::KernelKind::SpMV, 1, 5};
+  ResultsDb db(path);
+  db.record_matrix(rec);
+  CHECK_FALSE(db.has_group(key, 2));
+  const std::string split = split_of(rec.fingerprint);
+  CHECK(split_of(rec.fingerprint) == split);  // stable
+  db.record_provenance(rec.fingerprint, {{{"source", "generator"}, {"seed", 3}}, "generator:rmat", split});
+  const auto prov = db.find_provenance(rec.fingerprint);
+  REQUIRE(prov);
+  CHECK(prov->recipe["seed"] == 3);
+  CHECK(prov->source == "generator:rmat");
+
+  std::vector<GroupRow> rows;
+  for (const Candidate& c : chunk_candidates()) rows.push_back({c, fake_ok(0.001, 2)});
+  rows.push_back({Candidate::baseline("csr"), fake_ok(0.002, 2)});
+  Measurement refused;
+  refused.status = MeasureStatus::Refused;
+  refused.reason = "padding";
+  refused.threads = 2;
+  rows.push_back({spmv("split=i:4,k:4 order=i1,k1,i0,k0 format=UUUU parallel=i1"), refused});
+  GroupRecord g;
+  g.threads = 2;
+  g.rounds = 5;
+  g.candidates = static_cast<int>(rows.size());
+  g.csr_spread = 0.03;
+  db.record_group(key, g, rows);
+  CHECK(db.has_group(key, 2));
+  CHECK_FALSE(db.has_group(key, 1));
+  CHECK(db.count_measurements() == static_cast<std::int64_t>(rows.size()));
+  // Rows keep no kernel source of their own; they are found like any measurement.
+  const auto back = db.find_measurement(key, rows[0].candidate, 2);
+  REQUIRE(back);
+  CHECK(back->measurement.kernel_source.empty());
+  // A repetition stores its agreement, not rows; recording a group again replaces it.
+  GroupRecord rep = g;
+  rep.repetition = 1;
+  rep.pair_agreement = 0.9;
+  db.record_group(key, rep, rows);
+  db.record_group(key, g, rows);
+  CHECK(db.count_measurements() == static_cast<std::int64_t>(rows.size()));
+  const nlohmann::json stats = db.dataset_stats();
+  INFO(stats.dump(2));
+  CHECK(stats["spmv"]["matrices"] == 1);
+  CHECK(stats["spmv"]["groups"] == 1);
+  CHECK(stats["spmv"]["repeated_groups"] == 1);
+  CHECK(stats["spmv"]["pair_agreement_mean"].get<double>() == Approx(0.9));
+  CHECK(stats["spmv"]["statuses"]["ok"] == 9);
+  CHECK(stats["spmv"]["statuses"]["refused"] == 1);
+  CHECK(stats["spmv"]["sources"]["generator"] == 1);
+  CHECK(stats["spmv"]["splits"][split] == 1);
+  CHECK(stats["spmv"]["csr_spread_median"].get<double>() == Approx(0.03));
+  // The split is spread over all three values.
+  std::map<std::string, int> seen;
+  for (int i = 0; i < 1000; ++i) {
+    char fp[17];
+    std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(kernels::splitmix64(i)));
+    ++seen[split_of(fp)];
+  }
+  CHECK(seen["train"] > 700);
+  CHECK(seen["validation"] > 50);
+  CHECK(seen["test"] > 50);
+}
+
+TEST_CASE("results_db: a killed group leaves nothing behind") {
+  const std::string path = test::scratch_dir("results-db-group-kill") + "/k.sqlite";
+  const kernels::CooMatrix a = small_matrix();
+  const MatrixRecord rec = matrix_record(a, "small.mtx");
+  const MeasurementKey key{rec.fingerprint, kernels::KernelKind::SpMV, 1, 5};
+  { ResultsDb db(path); db.record_matrix(rec); }
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // open a group's transaction, write part of it, then die without committing
+    ResultsDb db(path);
+    ResultsDb::Transaction tx(db);
+    GroupRecord g;
+    g.rounds = 5;
+    std::vector<GroupRow> rows;
+    for (const Candidate& c : chunk_candidates()) rows.push_back({c, fake_ok(0.001, 1)});
+    db.record_group(key, g, rows);
+    ::kill(::getpid(), SIGKILL);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  ResultsDb db(path);
+  CHECK_FALSE(db.has_group(key, 1));
+  CHECK(db.count_measurements() == 0);
 }

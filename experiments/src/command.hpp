@@ -33,5 +33,7 @@ Command make_tile_command();
 Command make_features_command();
 Command make_space_command();
 Command make_tune_command();
+Command make_collect_command();
+Command make_dataset_command();
 
 }  // namespace waco::cli

@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
       make_features_command(),
       make_space_command(),
       make_tune_command(),
+      make_collect_command(),
+      make_dataset_command(),
   };
 
   CLI::App app{

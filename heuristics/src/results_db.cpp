@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 
 namespace waco::heuristics {
@@ -24,9 +25,9 @@ namespace {
 
 constexpr int kBusyTimeoutMs = 30000;
 
-// The measurements table of the current schema (version 2) under a given name. Version 2 added
-// the status 'abandoned' (racing) to its CHECK; a version 1 file is migrated on open.
-std::string measurements_table(const std::string& name) {
+// The measurements table under a given name: version 2 added the status 'abandoned' (racing) to
+// its CHECK, version 3 the column group_id.
+std::string measurements_table(const std::string& name, bool with_group) {
   return "CREATE TABLE " + name + R"sql((
   id             INTEGER PRIMARY KEY,
   matrix_id      INTEGER NOT NULL REFERENCES matrices(id),
@@ -54,9 +55,34 @@ std::string measurements_table(const std::string& name) {
   kernel_source  TEXT NOT NULL,
   wall_s         REAL,
   context        TEXT NOT NULL,
-  created        TEXT NOT NULL);
-)sql";
+  created        TEXT NOT NULL)sql" +
+         std::string(with_group ? ",\n  group_id       INTEGER REFERENCES groups(id));\n" : ");\n");
 }
+
+// Version 3: the dataset tables. A matrix's provenance (how to make it again, where it came from,
+// its split) and the measurement groups (rows timed side by side in one child).
+constexpr const char* kDatasetTables = R"sql(
+CREATE TABLE provenance(
+  matrix_id INTEGER PRIMARY KEY REFERENCES matrices(id),
+  recipe    TEXT NOT NULL,
+  source    TEXT NOT NULL,
+  split     TEXT NOT NULL CHECK(split IN ('train','validation','test')));
+CREATE TABLE groups(
+  id             INTEGER PRIMARY KEY,
+  matrix_id      INTEGER NOT NULL REFERENCES matrices(id),
+  kernel         TEXT NOT NULL,
+  dense          INTEGER NOT NULL,
+  threads        INTEGER NOT NULL,
+  rounds         INTEGER NOT NULL,
+  repetition     INTEGER NOT NULL,
+  candidates     INTEGER NOT NULL,
+  csr_spread     REAL,
+  pair_agreement REAL,
+  seconds        REAL NOT NULL,
+  context        TEXT NOT NULL,
+  created        TEXT NOT NULL,
+  UNIQUE(matrix_id, kernel, dense, threads, repetition));
+)sql";
 
 constexpr const char* kMeasurementsIndex = R"sql(
 CREATE UNIQUE INDEX measurements_identity ON measurements(
@@ -84,17 +110,24 @@ CREATE TABLE schedules(
   text   TEXT NOT NULL,
   json   TEXT NOT NULL,
   UNIQUE(kernel, text));
-)sql" + measurements_table("measurements") + kMeasurementsIndex;
+)sql" + std::string(kDatasetTables) + measurements_table("measurements", true) + kMeasurementsIndex;
 }
 
 // Version 1 -> 2: SQLite cannot change a CHECK constraint, so the table is rebuilt and renamed
 // (rows keep their ids), in one transaction with the version update.
 std::string migrate_v1_to_v2_sql() {
-  return measurements_table("measurements_v2") +
+  return measurements_table("measurements_v2", false) +
          "INSERT INTO measurements_v2 SELECT * FROM measurements;\n"
          "DROP TABLE measurements;\n"
          "ALTER TABLE measurements_v2 RENAME TO measurements;\n" +
          kMeasurementsIndex + "UPDATE meta SET value = '2' WHERE key = 'schema_version';\n";
+}
+
+// Version 2 -> 3: the dataset tables and measurements.group_id (NULL for rows measured alone).
+std::string migrate_v2_to_v3_sql() {
+  return std::string(kDatasetTables) +
+         "ALTER TABLE measurements ADD COLUMN group_id INTEGER REFERENCES groups(id);\n"
+         "UPDATE meta SET value = '3' WHERE key = 'schema_version';\n";
 }
 
 std::string utc_now() {
@@ -331,23 +364,27 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
       throw Error(path + " has an unreadable schema version '" + text + "'",
                   "choose another file with --db");
     version_ = static_cast<int>(v);
-    if (version_ == 1) {
-      // Migrated in place, once: another process may have done it between our read and the lock.
+    // Older versions are migrated in place, one step at a time, each step once: another process
+    // may have done it between our read and the lock.
+    auto migrate = [&](int from, const std::string& sql) {
+      if (version_ != from) return;
       exec("BEGIN IMMEDIATE");
       try {
-        bool still_v1 = false;
+        bool still = false;
         {
           Statement again(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
-          still_v1 = again.step() && again.text(0) == "1";
+          still = again.step() && again.text(0) == std::to_string(from);
         }
-        if (still_v1) exec(migrate_v1_to_v2_sql().c_str());
+        if (still) exec(sql.c_str());
         exec("COMMIT");
       } catch (...) {
         sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
         throw;
       }
-      version_ = 2;
-    }
+      version_ = from + 1;
+    };
+    migrate(1, migrate_v1_to_v2_sql());
+    migrate(2, migrate_v2_to_v3_sql());
     if (version_ != kResultsSchemaVersion)
       throw Error("the results database " + path + " has schema version " + text +
                       ", this waco-hybrid reads version " + std::to_string(kResultsSchemaVersion),
@@ -437,28 +474,36 @@ std::int64_t ResultsDb::record_schedule(const codegen::SuperSchedule& sched) {
   return id;
 }
 
+std::int64_t ResultsDb::matrix_id(const std::string& fingerprint) const {
+  Statement s(db_, "SELECT id FROM matrices WHERE fingerprint = ?1");
+  s.bind(1, fingerprint);
+  if (!s.step()) WACO_ASSERT(false, "matrix " + fingerprint + " used before record_matrix");
+  return s.int64(0);
+}
+
 void ResultsDb::record_measurement(const MeasurementKey& key, const Candidate& c,
                                    const Measurement& m, const nlohmann::json& context) {
   std::optional<Transaction> tx;
   if (tx_depth_ == 0) tx.emplace(*this);
-  std::int64_t matrix_id = 0;
-  {
-    Statement s(db_, "SELECT id FROM matrices WHERE fingerprint = ?1");
-    s.bind(1, key.fingerprint);
-    if (!s.step())
-      WACO_ASSERT(false, "record_measurement before record_matrix for " + key.fingerprint);
-    matrix_id = s.int64(0);
-  }
+  insert_measurement(key, c, m, context, std::nullopt);
+  if (tx) tx->commit();
+}
+
+void ResultsDb::insert_measurement(const MeasurementKey& key, const Candidate& c,
+                                   const Measurement& m, const nlohmann::json& context,
+                                   std::optional<std::int64_t> group_id) {
+  const std::int64_t matrix = matrix_id(key.fingerprint);
   std::optional<std::int64_t> schedule_id;
   if (c.schedule) schedule_id = record_schedule(*c.schedule);
   Statement s(db_,
               "INSERT OR REPLACE INTO measurements(matrix_id, schedule_id, kernel, implementation, "
               "dense, threads, warmup, repeats, median_s, min_s, max_s, times_s, verified, "
               "max_rel_error, status, reason, conversion_s, compile_s, cache_hit, stored_values, "
-              "kernel_source, wall_s, context, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-              "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)");
+              "kernel_source, wall_s, context, created, group_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+              "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, "
+              "?24, ?25)");
   const bool timed = m.status == MeasureStatus::Ok || m.status == MeasureStatus::Abandoned;
-  s.bind(1, matrix_id);
+  s.bind(1, matrix);
   if (schedule_id) s.bind(2, *schedule_id); else s.bind_null(2);
   s.bind(3, std::string(kernels::kernel_name(key.kernel))).bind(4, c.implementation);
   s.bind(5, key.dense).bind(6, m.threads).bind(7, m.warmup).bind(8, key.repeats);
@@ -470,8 +515,133 @@ void ResultsDb::record_measurement(const MeasurementKey& key, const Candidate& c
   s.bind(17, m.conversion_s).bind(18, m.compile_s).bind(19, m.cache_hit ? 1 : 0);
   if (m.stored_values >= 0) s.bind(20, m.stored_values); else s.bind_null(20);
   s.bind(21, m.kernel_source).bind(22, m.wall_s).bind(23, context.dump()).bind(24, utc_now());
+  if (group_id) s.bind(25, *group_id); else s.bind_null(25);
   s.step();
+}
+
+std::string split_of(const std::string& fingerprint) {
+  // The fingerprint's last hex digits are already a hash of the content: map them to 0..99.
+  const std::uint64_t h = kernels::splitmix64(std::strtoull(fingerprint.c_str(), nullptr, 16));
+  const std::uint64_t bucket = h % 100;
+  return bucket < 80 ? "train" : bucket < 90 ? "validation" : "test";
+}
+
+void ResultsDb::record_provenance(const std::string& fingerprint, const Provenance& p) {
+  WACO_ASSERT(p.split == "train" || p.split == "validation" || p.split == "test",
+              "unknown split '" + p.split + "'");
+  Statement s(db_, "INSERT OR REPLACE INTO provenance(matrix_id, recipe, source, split) VALUES "
+                   "(?1, ?2, ?3, ?4)");
+  s.bind(1, matrix_id(fingerprint)).bind(2, p.recipe.dump()).bind(3, p.source).bind(4, p.split);
+  s.step();
+}
+
+std::optional<Provenance> ResultsDb::find_provenance(const std::string& fingerprint) const {
+  Statement s(db_, "SELECT p.recipe, p.source, p.split FROM provenance p JOIN matrices x ON "
+                   "x.id = p.matrix_id WHERE x.fingerprint = ?1");
+  s.bind(1, fingerprint);
+  if (!s.step()) return std::nullopt;
+  return Provenance{nlohmann::json::parse(s.text(0)), s.text(1), s.text(2)};
+}
+
+std::int64_t ResultsDb::record_group(const MeasurementKey& key, const GroupRecord& g,
+                                     const std::vector<GroupRow>& rows) {
+  WACO_ASSERT(key.repeats == g.rounds, "a group's rows are keyed by its rounds");
+  std::optional<Transaction> tx;
+  if (tx_depth_ == 0) tx.emplace(*this);
+  const std::int64_t matrix = matrix_id(key.fingerprint);
+  const std::string kernel(kernels::kernel_name(key.kernel));
+  std::optional<std::int64_t> earlier;  // an earlier group with this identity goes, with its rows
+  {
+    Statement old(db_, "SELECT id FROM groups WHERE matrix_id = ?1 AND kernel = ?2 AND dense = ?3 "
+                       "AND threads = ?4 AND repetition = ?5");
+    old.bind(1, matrix).bind(2, kernel).bind(3, key.dense).bind(4, g.threads).bind(5, g.repetition);
+    if (old.step()) earlier = old.int64(0);
+  }
+  if (earlier) {
+    Statement rows_gone(db_, "DELETE FROM measurements WHERE group_id = ?1");
+    rows_gone.bind(1, *earlier).step();
+    Statement group_gone(db_, "DELETE FROM groups WHERE id = ?1");
+    group_gone.bind(1, *earlier).step();
+  }
+  std::int64_t id = 0;
+  {
+    Statement s(db_, "INSERT INTO groups(matrix_id, kernel, dense, threads, rounds, "
+                     "repetition, candidates, csr_spread, pair_agreement, seconds, context, "
+                     "created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                     "RETURNING id");
+    s.bind(1, matrix).bind(2, kernel).bind(3, key.dense).bind(4, g.threads).bind(5, g.rounds);
+    s.bind(6, g.repetition).bind(7, g.candidates);
+    if (g.csr_spread) s.bind(8, *g.csr_spread); else s.bind_null(8);
+    if (g.pair_agreement) s.bind(9, *g.pair_agreement); else s.bind_null(9);
+    s.bind(10, g.seconds).bind(11, g.context.dump()).bind(12, utc_now());
+    WACO_ASSERT(s.step(), "INSERT ... RETURNING gave no row");
+    id = s.int64(0);
+    while (s.step()) {
+    }
+  }
+  if (g.repetition == 0) {
+    for (const GroupRow& r : rows) {
+      Measurement m = r.measurement;
+      m.kernel_source.clear();
+      insert_measurement(key, r.candidate, m, nlohmann::json::object(), id);
+    }
+  }
   if (tx) tx->commit();
+  return id;
+}
+
+bool ResultsDb::has_group(const MeasurementKey& key, int threads, int repetition) const {
+  Statement s(db_, "SELECT count(*) FROM groups g JOIN matrices x ON x.id = g.matrix_id WHERE "
+                   "x.fingerprint = ?1 AND g.kernel = ?2 AND g.dense = ?3 AND g.threads = ?4 AND "
+                   "g.repetition = ?5");
+  s.bind(1, key.fingerprint).bind(2, std::string(kernels::kernel_name(key.kernel)));
+  s.bind(3, key.dense).bind(4, threads).bind(5, repetition);
+  s.step();
+  return s.int64(0) > 0;
+}
+
+nlohmann::json ResultsDb::dataset_stats() const {
+  nlohmann::json out = nlohmann::json::object();
+  {
+    Statement s(db_, "SELECT kernel, count(DISTINCT matrix_id), count(*), "
+                     "sum(repetition = 1), avg(CASE WHEN repetition = 1 THEN pair_agreement END) "
+                     "FROM groups GROUP BY kernel ORDER BY kernel");
+    while (s.step()) {
+      nlohmann::json& k = out[s.text(0)];
+      k["matrices"] = s.int64(1);
+      k["groups"] = s.int64(2) - s.int64(3);
+      k["repeated_groups"] = s.int64(3);
+      k["pair_agreement_mean"] = s.is_null(4) ? nlohmann::json() : nlohmann::json(s.real(4));
+      k["statuses"] = nlohmann::json::object();
+      k["sources"] = nlohmann::json::object();
+      k["splits"] = nlohmann::json::object();
+    }
+  }
+  {
+    Statement s(db_, "SELECT kernel, status, count(*) FROM measurements WHERE group_id IS NOT NULL "
+                     "GROUP BY kernel, status");
+    while (s.step()) out[s.text(0)]["statuses"][s.text(1)] = s.int64(2);
+  }
+  {
+    Statement s(db_, "SELECT g.kernel, p.source, p.split, count(DISTINCT g.matrix_id) FROM groups g "
+                     "JOIN provenance p ON p.matrix_id = g.matrix_id WHERE g.repetition = 0 "
+                     "GROUP BY g.kernel, p.source, p.split");
+    while (s.step()) {
+      nlohmann::json& k = out[s.text(0)];
+      const std::string source = s.text(1).substr(0, s.text(1).find(':'));
+      k["sources"][source] = k["sources"].value(source, std::int64_t{0}) + s.int64(3);
+      k["splits"][s.text(2)] = k["splits"].value(s.text(2), std::int64_t{0}) + s.int64(3);
+    }
+  }
+  for (auto& [kernel, k] : out.items()) {  // the median csr spread, from the sorted values
+    Statement s(db_, "SELECT csr_spread FROM groups WHERE kernel = ?1 AND repetition = 0 AND "
+                     "csr_spread IS NOT NULL ORDER BY csr_spread");
+    s.bind(1, kernel);
+    std::vector<double> v;
+    while (s.step()) v.push_back(s.real(0));
+    k["csr_spread_median"] = v.empty() ? nlohmann::json() : nlohmann::json(v[v.size() / 2]);
+  }
+  return out;
 }
 
 namespace {
@@ -537,6 +707,113 @@ std::optional<StoredMeasurement> ResultsDb::find_measurement(const MeasurementKe
   s.bind(7, c.schedule ? codegen::to_text(codegen::canonicalize(*c.schedule)) : std::string());
   if (!s.step()) return std::nullopt;
   return read_measurement(s);
+}
+
+void ResultsDb::for_each_group(const std::string& kernel,
+                               const std::function<void(const nlohmann::json&)>& f) const {
+  Statement g(db_,
+              "SELECT g.id, g.kernel, g.dense, g.threads, g.rounds, g.candidates, g.csr_spread, "
+              "g.seconds, g.context, x.fingerprint, x.rows, x.cols, x.nnz, x.statistics, x.path, "
+              "p.recipe, p.source, p.split, (SELECT r.pair_agreement FROM groups r WHERE "
+              "r.matrix_id = g.matrix_id AND r.kernel = g.kernel AND r.dense = g.dense AND "
+              "r.threads = g.threads AND r.repetition = 1) "
+              "FROM groups g JOIN matrices x ON x.id = g.matrix_id "
+              "LEFT JOIN provenance p ON p.matrix_id = g.matrix_id "
+              "WHERE g.repetition = 0 AND (?1 = '' OR g.kernel = ?1) ORDER BY g.id");
+  g.bind(1, kernel);
+  while (g.step()) {
+    nlohmann::json j = {
+        {"export_version", kDatasetExportVersion},
+        {"kernel", g.text(1)},
+        {"dense", g.int64(2)},
+        {"threads", g.int64(3)},
+        {"rounds", g.int64(4)},
+        {"candidates", g.int64(5)},
+        {"csr_spread", g.is_null(6) ? nlohmann::json() : nlohmann::json(g.real(6))},
+        {"seconds", g.real(7)},
+        {"context", nlohmann::json::parse(g.text(8))},
+        {"matrix",
+         {{"fingerprint", g.text(9)}, {"rows", g.int64(10)}, {"cols", g.int64(11)},
+          {"nnz", g.int64(12)}, {"statistics", nlohmann::json::parse(g.text(13))},
+          {"path", g.text(14)}}},
+        {"recipe", g.is_null(15) ? nlohmann::json() : nlohmann::json::parse(g.text(15))},
+        {"source", g.is_null(16) ? nlohmann::json() : nlohmann::json(g.text(16))},
+        {"split", g.is_null(17) ? nlohmann::json() : nlohmann::json(g.text(17))},
+        {"pair_agreement", g.is_null(18) ? nlohmann::json() : nlohmann::json(g.real(18))},
+        {"rows", nlohmann::json::array()}};
+    Statement r(db_, "SELECT m.implementation, s.text, m.status, m.median_s, m.min_s, m.max_s "
+                     "FROM measurements m LEFT JOIN schedules s ON s.id = m.schedule_id "
+                     "WHERE m.group_id = ?1 ORDER BY m.id");
+    r.bind(1, g.int64(0));
+    while (r.step()) {
+      auto time = [&](int col) { return r.is_null(col) ? nlohmann::json() : nlohmann::json(r.real(col)); };
+      j["rows"].push_back({r.is_null(1) ? "impl=" + r.text(0) : r.text(1), r.text(2), time(3),
+                           time(4), time(5)});
+    }
+    f(j);
+  }
+}
+
+void ResultsDb::import_group(const nlohmann::json& g) {
+  try {
+    if (g.at("export_version").get<int>() != kDatasetExportVersion)
+      throw Error("dataset export version " + g.at("export_version").dump() +
+                  ", this waco-hybrid reads version " + std::to_string(kDatasetExportVersion));
+    const auto kind = kernels::parse_kernel(g.at("kernel").get<std::string>());
+    if (!kind) throw Error("unknown kernel " + g.at("kernel").dump());
+    const nlohmann::json& mx = g.at("matrix");
+    MatrixRecord m;
+    m.fingerprint = mx.at("fingerprint");
+    m.path = mx.at("path");
+    m.rows = mx.at("rows");
+    m.cols = mx.at("cols");
+    m.nnz = mx.at("nnz");
+    m.statistics = mx.at("statistics");
+    GroupRecord rec;
+    rec.threads = g.at("threads");
+    rec.rounds = g.at("rounds");
+    rec.candidates = g.at("candidates");
+    if (!g.at("csr_spread").is_null()) rec.csr_spread = g.at("csr_spread").get<double>();
+    rec.seconds = g.at("seconds");
+    rec.context = g.at("context");
+    const MeasurementKey key{m.fingerprint, *kind, g.at("dense").get<int>(), rec.rounds};
+    std::vector<GroupRow> rows;
+    for (const nlohmann::json& r : g.at("rows")) {
+      const std::string label = r.at(0);
+      GroupRow row;
+      row.candidate = label.rfind("impl=", 0) == 0
+                          ? Candidate::baseline(label.substr(5))
+                          : Candidate::generated(codegen::schedule_from_string(*kind, label));
+      const auto st = parse_status(r.at(1).get<std::string>());
+      if (!st) throw Error("unknown status " + r.at(1).dump());
+      row.measurement.status = *st;
+      row.measurement.threads = rec.threads;
+      row.measurement.repeats = rec.rounds;
+      if (!r.at(2).is_null()) {
+        row.measurement.median_s = r.at(2);
+        row.measurement.min_s = r.at(3);
+        row.measurement.max_s = r.at(4);
+        row.measurement.verified = *st == MeasureStatus::Ok;
+      }
+      rows.push_back(std::move(row));
+    }
+    std::optional<Transaction> tx;
+    if (tx_depth_ == 0) tx.emplace(*this);
+    record_matrix(m);
+    if (!g.at("recipe").is_null())
+      record_provenance(m.fingerprint, {g.at("recipe"), g.at("source"), g.at("split")});
+    record_group(key, rec, rows);
+    if (!g.at("pair_agreement").is_null()) {
+      GroupRecord rep = rec;
+      rep.repetition = 1;
+      rep.pair_agreement = g.at("pair_agreement").get<double>();
+      record_group(key, rep, {});
+    }
+    if (tx) tx->commit();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("malformed dataset export object: ") + e.what(),
+                "files written by 'waco-hybrid dataset export' have one object per line");
+  }
 }
 
 std::int64_t ResultsDb::count(const char* table) const {

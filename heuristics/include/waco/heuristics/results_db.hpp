@@ -7,7 +7,10 @@
 //   measurements(id, matrix_id, schedule_id, kernel, implementation, dense, threads, warmup,
 //                repeats, median_s, min_s, max_s, times_s JSON, verified, max_rel_error, status,
 //                reason, conversion_s, compile_s, cache_hit, stored_values, kernel_source,
-//                wall_s, context JSON, created)
+//                wall_s, context JSON, created, group_id)
+//   provenance(matrix_id, recipe JSON, source, split)   how a dataset matrix is made again
+//   groups(id, matrix_id, kernel, dense, threads, rounds, repetition, candidates, csr_spread,
+//          pair_agreement, seconds, context JSON, created)   rows timed side by side (collect)
 // median_s/min_s/max_s are set for status ok and abandoned (then over the runs made before timing
 // stopped), NULL otherwise.
 // A measurement is identified by (matrix, kernel, implementation, schedule, dense size, threads,
@@ -20,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,9 +40,12 @@ struct sqlite3;
 namespace waco::heuristics {
 
 /// The schema this build reads and writes. Bump it on any change of the tables, with a migration
-/// from the previous version (results_db.cpp). Version 2 admits the status 'abandoned'; a
-/// version 1 file is migrated on open.
-inline constexpr int kResultsSchemaVersion = 2;
+/// from the previous version (results_db.cpp). Version 2 admits the status 'abandoned'; version 3
+/// adds the dataset tables (provenance, groups) and measurements.group_id. Older files are
+/// migrated on open, in place, one version at a time.
+inline constexpr int kResultsSchemaVersion = 3;
+/// Version of the dataset export format (ResultsDb::for_each_group).
+inline constexpr int kDatasetExportVersion = 1;
 
 /// The default database file: $XDG_DATA_HOME/waco-hybrid/waco-results.sqlite, else
 /// $HOME/.local/share/waco-hybrid/waco-results.sqlite, else /tmp/waco-hybrid-<uid>/... (empty
@@ -66,6 +73,37 @@ struct MeasurementKey {
   kernels::KernelKind kernel = kernels::KernelKind::SpMV;
   int dense = 1;            ///< J, K or 1 (Problem::dense_size())
   int repeats = 10;
+};
+
+/// Where a dataset matrix came from.
+struct Provenance {
+  nlohmann::json recipe = nlohmann::json::object();  ///< how to make it again (kernels::Recipe)
+  std::string source;  ///< e.g. "generator:rmat", "file:bcsstk13.mtx.gz"
+  std::string split;   ///< "train", "validation" or "test"
+};
+
+/// The split of a matrix, stable across runs and machines: from its fingerprint, 80% "train",
+/// 10% "validation", 10% "test".
+std::string split_of(const std::string& fingerprint);
+
+/// A measurement group: candidates of one matrix timed side by side in one child (Measurer::
+/// compare), so that their order is not the machine's drift. Repetition 0 is the group; a
+/// repetition 1 of the same candidates stores only how far its pair order agrees with it.
+struct GroupRecord {
+  int threads = 1;
+  int rounds = 10;
+  int repetition = 0;
+  int candidates = 0;
+  std::optional<double> csr_spread;      ///< (q75 - q25) / 2 / median of the csr rounds
+  std::optional<double> pair_agreement;  ///< repetition: share of ok pairs ordered alike
+  double seconds = 0.0;                  ///< wall time of the group
+  nlohmann::json context = nlohmann::json::object();
+};
+
+/// One candidate of a group with its measurement.
+struct GroupRow {
+  Candidate candidate;
+  Measurement measurement;
 };
 
 /// One stored measurement.
@@ -126,6 +164,34 @@ class ResultsDb {
   std::optional<StoredMeasurement> find_measurement(const MeasurementKey& key, const Candidate& c,
                                                     int threads) const;
 
+  /// Records (replaces) the provenance of a recorded matrix.
+  void record_provenance(const std::string& fingerprint, const Provenance& p);
+  std::optional<Provenance> find_provenance(const std::string& fingerprint) const;
+
+  /// Records a group and, for repetition 0, its rows (key.repeats = g.rounds), all in one
+  /// transaction: a process killed meanwhile leaves no part of it. Rows store no kernel source
+  /// and no context of their own (the group's context covers them; the schedule regenerates the
+  /// source). Replaces an earlier group with the same identity. Returns the group's id.
+  std::int64_t record_group(const MeasurementKey& key, const GroupRecord& g,
+                            const std::vector<GroupRow>& rows);
+  /// Whether a group (matrix, kernel, dense, threads, repetition) is stored.
+  bool has_group(const MeasurementKey& key, int threads, int repetition = 0) const;
+  /// Per kernel: matrices, groups, measurements by status, matrices by source and split, the
+  /// median csr spread and the mean pair agreement of repetitions (`dataset stats`).
+  nlohmann::json dataset_stats() const;
+
+  /// Calls f with every group (repetition 0) of `kernel` (all kernels when empty), oldest first,
+  /// as one self-contained JSON object (the dataset export format, version kDatasetExportVersion):
+  /// the matrix (fingerprint, rows, cols, nnz, statistics), its provenance, the group's fields,
+  /// its repetition's pair agreement, and "rows": [[label, status, median_s, min_s, max_s], ...]
+  /// (label: the schedule's text form, or "impl=<name>" for a baseline; times null unless timed).
+  void for_each_group(const std::string& kernel,
+                      const std::function<void(const nlohmann::json&)>& f) const;
+  /// Stores one object of the export format (the inverse of for_each_group): the matrix, its
+  /// provenance, the group and its rows (and a repetition when it has a pair agreement), in one
+  /// transaction, replacing a group with the same identity. Throws Error for a malformed object.
+  void import_group(const nlohmann::json& g);
+
   /// Row counts of the three tables (for tests and reports).
   std::int64_t count_matrices() const;
   std::int64_t count_schedules() const;
@@ -134,6 +200,9 @@ class ResultsDb {
  private:
   void exec(const char* sql);
   std::int64_t count(const char* table) const;
+  std::int64_t matrix_id(const std::string& fingerprint) const;
+  void insert_measurement(const MeasurementKey& key, const Candidate& c, const Measurement& m,
+                          const nlohmann::json& context, std::optional<std::int64_t> group_id);
 
   std::string path_;
   sqlite3* db_ = nullptr;

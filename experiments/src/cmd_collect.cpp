@@ -1,0 +1,355 @@
+// waco-hybrid collect: training data. Matrices come from files, a recipe file or the built-in
+// mix (kernels/recipe.hpp); each is collected as one measurement group in its own process
+// (heuristics/collector.hpp). A second collector on the same database is refused; a killed run
+// resumes where it stopped (collected groups are skipped), losing at most the group in flight.
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli_common.hpp"
+#include "command.hpp"
+#include "waco/heuristics/collector.hpp"
+#include "waco/heuristics/results_db.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/recipe.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::cli {
+namespace {
+
+using heuristics::CollectOptions;
+using heuristics::CollectOutcome;
+using kernels::Error;
+using kernels::KernelKind;
+using kernels::Recipe;
+
+struct Options {
+  std::string kernel;
+  std::vector<std::string> files;
+  std::string recipes;
+  int mix = 0;
+  std::uint64_t mix_seed = 1;
+  std::int64_t max_nnz = 200000;
+  std::vector<std::string> real;
+  std::string shard;
+  std::string exclude;
+  std::string db;
+  int dense = 0;
+  int schedules = 100;
+  double admissible_share = 0.5;
+  int rounds = 10;
+  int warmup = 1;
+  int threads = 0;
+  double repeat_share = 0.05;
+  std::uint64_t seed = 1;
+  double busy_wait = 60.0;
+  double timeout = 60.0;
+  double compile_timeout = 300.0;
+  std::size_t limit = 0;
+  std::string cpu_lock;
+  bool json = false;
+  bool quiet = false;
+  codegen::GeneratedOptions generated;
+  heuristics::PassParams params;
+};
+
+/// The exclusion list: one fingerprint (16 hex digits) or operand file per line, '#' comments.
+std::vector<std::string> read_exclusions(const std::string& path, KernelKind kind) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the exclusion list " + path, "check the path");
+  std::vector<std::string> out;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    line = line.substr(0, line.find('#'));
+    line.erase(0, line.find_first_not_of(" \t\r"));
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    if (line.empty()) continue;
+    const bool hex = line.size() == 16 && line.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (hex) {
+      out.push_back(line);
+      continue;
+    }
+    try {  // a file: its content fingerprint (read serially, in this process)
+      const Operand op = load_operand(line, {}, kind);
+      out.push_back(hex64(op.matrix ? kernels::fingerprint(op.matrix->matrix)
+                                    : kernels::fingerprint(op.tensor->tensor)));
+    } catch (const Error& e) {
+      throw Error(path + ":" + std::to_string(n) + ": neither a fingerprint nor a readable file: " +
+                      e.what(),
+                  "give 16 lower-case hex digits or the path of a matrix or tensor");
+    }
+  }
+  return out;
+}
+
+/// The recipes to collect, in order: files, then the recipe file, then the built-in mix.
+std::vector<Recipe> gather_recipes(const Options& o, KernelKind kind) {
+  std::vector<Recipe> out;
+  for (const std::string& f : o.files) {
+    Recipe r;
+    r.source = Recipe::Source::File;
+    r.path = f;
+    out.push_back(r);
+  }
+  if (!o.recipes.empty())
+    for (Recipe& r : kernels::read_recipes(o.recipes)) out.push_back(std::move(r));
+  if (o.mix > 0) {
+    const std::vector<Recipe> mix =
+        kernels::needs_tensor(kind) ? kernels::default_tensor_mix(o.mix, o.mix_seed, o.max_nnz)
+                                    : kernels::default_mix(o.mix, o.mix_seed, o.real, o.max_nnz);
+    out.insert(out.end(), mix.begin(), mix.end());
+  }
+  if (out.empty())
+    throw Error("nothing to collect", "give matrix files, --recipes FILE or --mix N");
+  for (const Recipe& r : out)
+    if (kernels::needs_tensor(kind) != (r.source == Recipe::Source::Tensor ||
+                                        (r.source == Recipe::Source::File &&
+                                         kernels::is_tensor_path(r.path))))
+      throw Error("recipe '" + r.label() + "' does not make " +
+                      (kernels::needs_tensor(kind) ? "a 3-D tensor" : "a matrix"),
+                  std::string(kernels::kernel_name(kind)) + " needs " +
+                      (kernels::needs_tensor(kind) ? "tensors (.tns files or tensor recipes)"
+                                                   : "matrices"));
+  return out;
+}
+
+/// An exclusive flock on a file for the life of the object. Without `wait`, a lock held
+/// elsewhere throws `busy` (with `hint`); with it, the constructor waits for the lock.
+class FileLock {
+ public:
+  FileLock(const std::string& path, bool wait, const std::string& busy = "",
+           const std::string& hint = "")
+      : path_(path) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error("cannot create the lock file " + path_ + ": " + std::strerror(errno));
+    int rc;
+    while ((rc = ::flock(fd_, LOCK_EX | (wait ? 0 : LOCK_NB))) != 0 && errno == EINTR) {
+    }
+    if (rc != 0) {
+      ::close(fd_);
+      throw Error(busy, hint);
+    }
+  }
+  ~FileLock() { ::close(fd_); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+std::string duration_text(double s) {
+  if (s < 0) return "?";
+  const long t = std::lround(s);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, t / 60 % 60);
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", t);
+  return buf;
+}
+
+int collect(const Options& o) {
+  const KernelKind kind = kernel_from_option(o.kernel);
+  int shard_i = 0, shard_n = 1;
+  if (!o.shard.empty()) {
+    char slash = 0;
+    if (std::sscanf(o.shard.c_str(), "%d%c%d", &shard_i, &slash, &shard_n) != 3 || slash != '/' ||
+        shard_n < 1 || shard_i < 0 || shard_i >= shard_n)
+      throw Error("bad --shard '" + o.shard + "'", "give i/N with 0 <= i < N, e.g. --shard 0/4");
+  }
+  const std::string db_path = o.db.empty() ? heuristics::default_results_path() : o.db;
+  { heuristics::ResultsDb check(db_path); }  // a bad file fails here, before any work
+  FileLock lock(db_path + ".collect-lock", false,
+                "another collect is writing " + db_path + " (it holds " + db_path + ".collect-lock)",
+                "wait for it to finish, or collect into another --db and merge");
+  std::vector<Recipe> recipes = gather_recipes(o, kind);
+  std::vector<Recipe> mine;
+  for (std::size_t k : kernels::shard_indices(recipes.size(), shard_i, shard_n))
+    mine.push_back(recipes[k]);
+  if (o.limit > 0 && mine.size() > o.limit) mine.resize(o.limit);
+
+  CollectOptions co;
+  co.kernel = kind;
+  co.dense = o.dense;
+  co.schedules = o.schedules;
+  co.admissible_share = o.admissible_share;
+  co.rounds = o.rounds;
+  co.warmup = o.warmup;
+  co.threads = resolve_threads(o.threads);
+  co.repeat_share = o.repeat_share;
+  co.seed = o.seed;
+  co.prepare_timeout_s = o.compile_timeout;
+  co.run_timeout_s = o.timeout;
+  co.generated = o.generated;
+  co.params = o.params;
+  co.busy_wait_s = o.busy_wait;
+  if (!o.exclude.empty()) co.exclude = read_exclusions(o.exclude, kind);
+  co.context = kernels::context_json(co.threads, "none");
+
+  const double t0 = kernels::now_seconds();
+  std::map<std::string, int> outcomes;
+  std::int64_t measurements = 0, measured_ok = 0;
+  nlohmann::json breakdown = nlohmann::json::object();
+  nlohmann::json items = nlohmann::json::array();
+  double collected_s = 0;
+  int collected = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    std::optional<FileLock> cpu;  // cooperating builds and benchmarks wait meanwhile
+    if (!o.cpu_lock.empty()) cpu.emplace(o.cpu_lock, true);
+    const CollectOutcome r = heuristics::collect_one(db_path, mine[i], co);
+    cpu.reset();
+    ++outcomes[heuristics::outcome_name(r.kind)];
+    if (r.kind == CollectOutcome::Kind::Measured) {
+      measurements += r.candidates;
+      measured_ok += r.ok;
+      collected_s += r.seconds;
+      ++collected;
+      for (auto& [k, v] : r.breakdown.items())
+        breakdown[k] = breakdown.value(k, 0.0) + v.get<double>();
+    }
+    items.push_back(r.to_json());
+    if (!o.quiet) {
+      const double elapsed = kernels::now_seconds() - t0;
+      const double per_item = collected > 0 ? collected_s / collected : -1;
+      const double eta = per_item < 0 ? -1 : per_item * static_cast<double>(mine.size() - i - 1);
+      std::fprintf(stderr, "[%zu/%zu] %s: %s%s%s (%.1f s)  %.0f measurements/h, ETA %s\n", i + 1,
+                   mine.size(), r.label.c_str(), heuristics::outcome_name(r.kind),
+                   r.message.empty() ? "" : ": ", r.message.c_str(), r.seconds,
+                   elapsed > 0 ? 3600.0 * static_cast<double>(measurements) / elapsed : 0.0,
+                   duration_text(eta).c_str());
+    }
+  }
+  const double seconds = kernels::now_seconds() - t0;
+  if (o.json) {
+    print_json({{"kernel", o.kernel},
+                {"db", db_path},
+                {"shard", {{"index", shard_i}, {"count", shard_n}}},
+                {"recipes", recipes.size()},
+                {"collected_here", mine.size()},
+                {"outcomes", outcomes},
+                {"measurements", measurements},
+                {"measurements_ok", measured_ok},
+                {"seconds", seconds},
+                {"measurements_per_hour", seconds > 0 ? 3600.0 * static_cast<double>(measurements) / seconds : 0.0},
+                {"breakdown_s", breakdown},
+                {"items", items},
+                {"context", co.context}});
+  } else {
+    std::printf("collected %s into %s: %zu matrices (", o.kernel.c_str(), db_path.c_str(),
+                mine.size());
+    bool first = true;
+    for (const auto& [k, v] : outcomes) {
+      std::printf("%s%d %s", first ? "" : ", ", v, k.c_str());
+      first = false;
+    }
+    std::printf("), %lld measurements (%lld ok) in %s: %.0f per hour\n",
+                static_cast<long long>(measurements), static_cast<long long>(measured_ok),
+                duration_text(seconds).c_str(),
+                seconds > 0 ? 3600.0 * static_cast<double>(measurements) / seconds : 0.0);
+  }
+  return outcomes.count("failed") ? kExitFailure : kExitOk;
+}
+
+}  // namespace
+
+Command make_collect_command() {
+  return {"collect", "Measure sampled schedules side by side on many matrices: training data",
+          [](CLI::App& sub) -> std::function<int()> {
+            auto o = std::make_shared<Options>();
+            add_kernel_option(sub, o->kernel);
+            sub.add_option("FILES", o->files, "Matrix Market files (or, for mttkrp, FROSTT tensors)");
+            sub.add_option("--recipes", o->recipes,
+                           "Recipe file: one JSON recipe per line (generator + seed, or file + "
+                           "augmentation + seed)");
+            sub.add_option("--mix", o->mix, "Also collect N recipes of the built-in default mix")
+                ->check(CLI::Range(1, 10000000));
+            sub.add_option("--mix-seed", o->mix_seed, "Seed of the default mix")->capture_default_str();
+            sub.add_option("--max-nnz", o->max_nnz, "Largest estimated nonzeros of a mix recipe")
+                ->check(CLI::Range(std::int64_t{1000}, std::int64_t{1} << 40))
+                ->capture_default_str();
+            sub.add_option("--real", o->real,
+                           "Real matrices the mix augments (permutation, resizing, blocks, windows)");
+            sub.add_option("--shard", o->shard,
+                           "Collect shard i of N (i/N): recipe k belongs to shard k mod N");
+            sub.add_option("--exclude", o->exclude,
+                           "Refuse operands listed here: fingerprints (16 hex digits) or files, "
+                           "one per line (a held-out set)");
+            sub.add_option("--db", o->db,
+                           "Results database (default: " + heuristics::default_results_path() + ")");
+            sub.add_option("--dense", o->dense,
+                           "Dense size: J for spmm/mttkrp, K for sddmm (default 256, 256, 16)")
+                ->check(CLI::Range(1, 1 << 20));
+            sub.add_option("--schedules", o->schedules, "Sampled schedules per matrix (csr-like "
+                           "schedule and baseline come on top)")
+                ->check(CLI::Range(1, 100000))
+                ->capture_default_str();
+            sub.add_option("--admissible-share", o->admissible_share,
+                           "Share of the sample drawn from the admissible set (the rest from the "
+                           "legal space)")
+                ->check(CLI::Range(0.0, 1.0))
+                ->capture_default_str();
+            sub.add_option("--rounds", o->rounds, "Interleaved timed rounds of a matrix's group")
+                ->check(CLI::Range(1, 100000))
+                ->capture_default_str();
+            sub.add_option("--warmup", o->warmup, "Untimed rounds first")
+                ->check(CLI::Range(0, 100000))
+                ->capture_default_str();
+            add_threads_option(sub, o->threads);
+            sub.add_option("--repeat-share", o->repeat_share,
+                           "Share of groups measured twice (pair-order stability)")
+                ->check(CLI::Range(0.0, 1.0))
+                ->capture_default_str();
+            sub.add_option("--seed", o->seed, "Seed of the sampling and the dense operands")
+                ->capture_default_str();
+            sub.add_option("--busy-wait", o->busy_wait,
+                           "Seconds to wait for other processes to leave the CPUs before a group "
+                           "(0: do not check)")
+                ->check(CLI::Range(0.0, 86400.0))
+                ->capture_default_str();
+            sub.add_option("--timeout", o->timeout,
+                           "Seconds a candidate may take to verify and time")
+                ->check(CLI::PositiveNumber)
+                ->capture_default_str();
+            sub.add_option("--compile-timeout", o->compile_timeout,
+                           "Seconds a candidate may take to build its format and compile")
+                ->check(CLI::PositiveNumber)
+                ->capture_default_str();
+            sub.add_option("--limit", o->limit, "Collect at most N matrices of this shard");
+            sub.add_option("--cpu-lock", o->cpu_lock,
+                           "Hold an exclusive flock on FILE while collecting each matrix, so that "
+                           "builds and benchmarks that take the same lock never run beside a "
+                           "measurement (e.g. flock -s FILE make)");
+            sub.add_flag("--json", o->json, "Print JSON (outcomes, measurements per hour, time breakdown)");
+            sub.add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+            add_codegen_options(sub, o->generated);
+            add_pass_options(sub, o->params);
+            sub.footer(
+                "Each matrix is one group: the csr-like schedule, the hand-written baseline and\n"
+                "--schedules sampled schedules (--admissible-share of them from the admissible set,\n"
+                "the rest from the legal space), all on --threads, prepared and verified, then\n"
+                "timed in --rounds interleaved rounds in one isolated child, stored in one\n"
+                "transaction with the matrix's recipe and split (train/validation/test, from its\n"
+                "fingerprint). Collected matrices are skipped, so a killed run resumes.\n\n"
+                "Examples:\n"
+                "  waco-hybrid collect --kernel spmv --db d.sqlite --mix 200 --max-nnz 200000\n"
+                "  waco-hybrid collect --kernel spmm --db d.sqlite --recipes r.jsonl --shard 1/4\n"
+                "  waco-hybrid collect --kernel spmv --db eval.sqlite --schedules 50 A.mtx B.mtx\n");
+            return [o] { return collect(*o); };
+          }};
+}
+
+}  // namespace waco::cli

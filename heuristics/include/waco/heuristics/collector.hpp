@@ -1,0 +1,86 @@
+// Training data collection (issue 17, `waco-hybrid collect`): for each matrix of a list (recipes or
+// files), N schedules are sampled (a share from the legal space, the rest from the admissible set,
+// always the csr-like schedule and the csr baseline), measured side by side in one isolated child
+// (Measurer::compare: prepared and verified first, then timed in interleaved rounds, so that the
+// machine's drift does not reorder them) and stored as one group of the results database, in one
+// transaction. A share of the groups is measured twice to report how stable their pair order is:
+// the ceiling of any model's pairwise accuracy.
+//
+// Each matrix is collected in a child process forked by collect_one(): the Measurer must fork
+// its worker before the process runs OpenMP, and the child may then run OpenMP (signature,
+// passes) freely; the parent never does. A matrix that crashes the collector costs only itself.
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/codegen/generated_kernel.hpp"
+#include "waco/heuristics/pass.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/recipe.hpp"
+#include "waco/kernels/reference.hpp"
+
+namespace waco::heuristics {
+
+struct CollectOptions {
+  kernels::KernelKind kernel = kernels::KernelKind::SpMV;
+  int dense = 0;                  ///< 0: the kernel's default (256, 256, 16)
+  int schedules = 100;            ///< sampled schedules per matrix (csr-like and baseline extra)
+  double admissible_share = 0.5;  ///< of them from the admissible set, the rest from the legal space
+  int rounds = 10;                ///< interleaved timed rounds of the group
+  int warmup = 1;                 ///< untimed rounds first
+  int threads = 1;                ///< threads of every candidate (resolved, >= 1)
+  double repeat_share = 0.05;     ///< groups measured a second time (pair-order stability)
+  std::uint64_t seed = 1;         ///< sampling and dense operands
+  double tolerance = kernels::kDefaultTolerance;
+  double prepare_timeout_s = 300.0;  ///< per candidate (format + compile)
+  double run_timeout_s = 60.0;       ///< per candidate (verification + timing)
+  codegen::GeneratedOptions generated;
+  PassParams params;                 ///< of the admissible set's pipeline
+  /// Content fingerprints (16 hex digits) that must never be measured (a held-out set).
+  std::vector<std::string> exclude;
+  /// Seconds to wait for a busy machine to calm down before a group (and once before measuring a
+  /// disturbed group again); 0: do not check.
+  double busy_wait_s = 60.0;
+  /// Stored with the group (the run's context block).
+  nlohmann::json context = nlohmann::json::object();
+};
+
+/// How one matrix went.
+struct CollectOutcome {
+  enum class Kind { Measured, Existing, Excluded, Failed } kind = Kind::Failed;
+  std::string label;        ///< the recipe's label
+  std::string fingerprint;  ///< empty when the matrix could not be made
+  std::string message;      ///< failures: what went wrong; measured: a one-line summary
+  std::int64_t rows = 0, nnz = 0;
+  int candidates = 0;  ///< measured in the group
+  int ok = 0;          ///< of them verified and timed
+  bool repeated = false;
+  double seconds = 0.0;
+  /// Where the time went (measured): making the matrix, sampling, the group, the repetition.
+  nlohmann::json breakdown = nlohmann::json::object();
+  nlohmann::json to_json() const;
+};
+const char* outcome_name(CollectOutcome::Kind k);
+
+/// Collects one matrix into the database at db_path, in a forked child (see the file comment).
+/// Never throws for a bad matrix: a recipe that cannot be made, an excluded fingerprint, or a
+/// child that dies come back as the outcome. Throws kernels::Error only when fork/pipe fail.
+CollectOutcome collect_one(const std::string& db_path, const kernels::Recipe& recipe,
+                           const CollectOptions& opts);
+
+/// The share of pairs (a, b) of candidates verified in both measurements whose order (by median)
+/// is the same in both: 1 = stable, 0.5 = random. nullopt with fewer than two such candidates.
+std::optional<double> pair_agreement(const std::vector<double>& first,
+                                     const std::vector<double>& second);
+
+/// Whether a matrix's group is measured twice: a stable draw from its fingerprint and the seed.
+bool repeat_group(const std::string& fingerprint, std::uint64_t seed, double share);
+
+}  // namespace waco::heuristics

@@ -1,0 +1,223 @@
+// Unit "collect": `waco-hybrid collect` end to end on tiny generated matrices: groups with
+// provenance and splits, resuming (collected matrices are skipped), the exclusion list, shards
+// that partition the recipes, a second collector refused, and kill -9 midway then resume (no
+// group lost beyond the one in flight, no duplicate rows).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_runner.hpp"
+#include "support/test_paths.hpp"
+#include "waco/heuristics/collector.hpp"
+#include "waco/heuristics/results_db.hpp"
+#include "waco/kernels/error.hpp"
+
+using namespace waco;
+using namespace waco::heuristics;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A small, fast collection: tiny mix recipes, few schedules and rounds, no busy waiting.
+std::string collect_args(const std::string& db, int mix) {
+  return "collect --kernel spmv --db " + db + " --mix " + std::to_string(mix) +
+         " --max-nnz 3000 --schedules 5 --rounds 2 --warmup 0 --busy-wait 0 --threads 2"
+         " --cache-dir " + std::string(WACO_BINARY_DIR) + "/test-kernel-cache";
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const test::CliResult r = test::run_cli(args + " --json -q");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+std::set<std::string> fingerprints(const nlohmann::json& j, const std::string& outcome) {
+  std::set<std::string> out;
+  for (const auto& item : j["items"])
+    if (item["outcome"] == outcome) out.insert(item["fingerprint"].get<std::string>());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("collect: a mix is collected as groups with provenance, and a rerun skips them") {
+  const std::string db = test::scratch_dir("collect-basic") + "/d.sqlite";
+  fs::remove(db);
+  const nlohmann::json first = run_json(collect_args(db, 3));
+  CHECK(first["outcomes"]["measured"] == 3);
+  CHECK(first["measurements"].get<int>() >= 3 * 3);  // csr schedule, baseline, samples
+  const nlohmann::json again = run_json(collect_args(db, 3));
+  CHECK(again["outcomes"]["existing"] == 3);
+  CHECK(again["measurements"] == 0);
+  ResultsDb d(db);
+  const nlohmann::json stats = d.dataset_stats();
+  INFO(stats.dump(2));
+  CHECK(stats["spmv"]["matrices"] == 3);
+  CHECK(stats["spmv"]["groups"] == 3);
+  CHECK(stats["spmv"]["sources"]["generator"] == 3);
+  CHECK(d.count_measurements() == first["measurements"].get<std::int64_t>());
+  for (const std::string& fp : fingerprints(first, "measured")) {
+    const auto p = d.find_provenance(fp);
+    REQUIRE(p);
+    CHECK(p->split == split_of(fp));
+    // The recipe makes the same matrix again.
+    const kernels::CooMatrix a = kernels::make_matrix(kernels::Recipe::from_json(p->recipe));
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(kernels::fingerprint(a)));
+    CHECK(std::string(hex) == fp);
+  }
+}
+
+TEST_CASE("collect: excluded fingerprints are never measured") {
+  const std::string dir = test::scratch_dir("collect-exclude");
+  fs::remove(dir + "/a.sqlite");
+  fs::remove(dir + "/b.sqlite");
+  const nlohmann::json first = run_json(collect_args(dir + "/a.sqlite", 2));
+  const std::set<std::string> fps = fingerprints(first, "measured");
+  REQUIRE(fps.size() == 2);
+  std::ofstream(dir + "/exclude.txt") << "# held out\n" << *fps.begin() << "\n";
+  const nlohmann::json second =
+      run_json(collect_args(dir + "/b.sqlite", 2) + " --exclude " + dir + "/exclude.txt");
+  CHECK(second["outcomes"]["excluded"] == 1);
+  CHECK(second["outcomes"]["measured"] == 1);
+  ResultsDb b(dir + "/b.sqlite");
+  CHECK_FALSE(b.find_matrix(*fps.begin()));
+  // A line that is neither a fingerprint nor a file is an error naming it.
+  std::ofstream(dir + "/bad.txt") << "no-such-file.mtx\n";
+  const test::CliResult bad =
+      test::run_cli(collect_args(dir + "/b.sqlite", 2) + " --exclude " + dir + "/bad.txt");
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("bad.txt:1") != std::string::npos);
+}
+
+TEST_CASE("collect: shards partition the recipes") {
+  const std::string dir = test::scratch_dir("collect-shards");
+  std::set<std::string> all, seen;
+  for (int i = 0; i < 2; ++i) {
+    const std::string db = dir + "/s" + std::to_string(i) + ".sqlite";
+    fs::remove(db);
+    const nlohmann::json j =
+        run_json(collect_args(db, 4) + " --shard " + std::to_string(i) + "/2");
+    CHECK(j["collected_here"] == 2);
+    for (const std::string& fp : fingerprints(j, "measured")) CHECK(seen.insert(fp).second);
+  }
+  CHECK(seen.size() == 4);
+  CHECK(test::run_cli(collect_args(dir + "/x.sqlite", 4) + " --shard 2/2").status == 1);
+}
+
+TEST_CASE("collect: a second collector on the same database is refused") {
+  const std::string db = test::scratch_dir("collect-lock") + "/d.sqlite";
+  const int fd = ::open((db + ".collect-lock").c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX) == 0);
+  const test::CliResult r = test::run_cli(collect_args(db, 1));
+  ::close(fd);
+  CHECK(r.status == 1);
+  CHECK(r.err.find("another collect is writing") != std::string::npos);
+}
+
+TEST_CASE("collect: killed with SIGKILL midway, a rerun completes without duplicates") {
+  const std::string db = test::scratch_dir("collect-kill") + "/d.sqlite";
+  fs::remove(db);
+  const std::string args = collect_args(db, 5) + " -q";
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // its own process group, so that the kill takes its children too
+    ::setpgid(0, 0);
+    const std::string cmd = "exec " + test::cli_binary() + " " + args + " >/dev/null 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  // Kill as soon as the first group is stored (or after 120 s).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::int64_t groups = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!fs::exists(db)) continue;
+    try {
+      ResultsDb d(db);
+      groups = d.dataset_stats().value("spmv", nlohmann::json::object()).value("groups", 0);
+    } catch (const kernels::Error&) {
+      continue;  // being created
+    }
+    if (groups >= 1) break;
+  }
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(groups >= 1);
+  const nlohmann::json rest = run_json(collect_args(db, 5));
+  CHECK(rest["outcomes"].value("existing", 0) >= 1);
+  CHECK(rest["outcomes"].value("existing", 0) + rest["outcomes"].value("measured", 0) == 5);
+  ResultsDb d(db);
+  const nlohmann::json stats = d.dataset_stats();
+  CHECK(stats["spmv"]["groups"] == 5);
+  // Every stored row belongs to a stored group, and the unique index forbids duplicates: the rows
+  // are exactly the groups' candidates.
+  std::int64_t candidates = 0;
+  for (const auto& item : rest["items"]) candidates += item["candidates"].get<std::int64_t>();
+  CHECK(d.count_measurements() >= candidates);
+}
+
+TEST_CASE("collect: pair agreement and the repeated share") {
+  CHECK(pair_agreement({1, 2, 3}, {1, 2, 3}) == Approx(1.0));
+  CHECK(pair_agreement({1, 2, 3}, {3, 2, 1}) == Approx(0.0));
+  CHECK(pair_agreement({1, 2, -1}, {2, 1, 5}) == Approx(0.0));  // failed ones do not count
+  CHECK_FALSE(pair_agreement({1, -1}, {1, 2}));
+  int repeated = 0;
+  for (int i = 0; i < 2000; ++i) {
+    char fp[17];
+    std::snprintf(fp, sizeof fp, "%016x", i * 7919);
+    repeated += repeat_group(fp, 1, 0.05);
+  }
+  CHECK(repeated > 50);
+  CHECK(repeated < 150);
+  CHECK_FALSE(repeat_group("0123456789abcdef", 1, 0.0));
+  CHECK(repeat_group("0123456789abcdef", 1, 1.0));
+}
+
+TEST_CASE("collect: dataset export, import and stats round-trip a collection") {
+  const std::string dir = test::scratch_dir("collect-dataset");
+  for (const char* f : {"/d.sqlite", "/e.sqlite"}) fs::remove(dir + f);
+  run_json(collect_args(dir + "/d.sqlite", 2) + " --repeat-share 1");
+  test::CliResult r = test::run_cli("dataset export --db " + dir + "/d.sqlite -o " + dir + "/d.jsonl.gz");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  r = test::run_cli("dataset import --db " + dir + "/e.sqlite " + dir + "/d.jsonl.gz");
+  REQUIRE(r.status == 0);
+  r = test::run_cli("dataset export --db " + dir + "/e.sqlite -o " + dir + "/e.jsonl.gz");
+  REQUIRE(r.status == 0);
+  // The same groups, rows, provenance and repetitions: the exports are equal.
+  const test::CliResult a = test::run_cli("dataset stats --json " + dir + "/d.jsonl.gz");
+  const test::CliResult b = test::run_cli("dataset stats --json --db " + dir + "/d.sqlite");
+  REQUIRE(a.status == 0);
+  REQUIRE(b.status == 0);
+  const nlohmann::json ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  CHECK(ja["kernels"] == jb["kernels"]);
+  CHECK(ja["kernels"]["spmv"]["repeated_groups"] == 2);
+  CHECK(ja["kernels"]["spmv"]["pair_agreement_mean"].is_number());
+  std::ifstream da(dir + "/d.jsonl.gz", std::ios::binary), ea(dir + "/e.jsonl.gz", std::ios::binary);
+  const std::string x((std::istreambuf_iterator<char>(da)), std::istreambuf_iterator<char>());
+  const std::string y((std::istreambuf_iterator<char>(ea)), std::istreambuf_iterator<char>());
+  CHECK(x == y);
+  // A corrupt export is an error naming the file and line.
+  { std::ofstream bad(dir + "/bad.jsonl"); bad << "{\"export_version\": 1}\nnot json\n"; }
+  r = test::run_cli("dataset import --db " + dir + "/e.sqlite " + dir + "/bad.jsonl");
+  CHECK(r.status == 1);
+  CHECK(r.err.find("bad.jsonl:1") != std::string::npos);
+}
