@@ -210,6 +210,35 @@ TEST_CASE("measure: compare times candidates side by side and keeps their failur
   CHECK(mc.measure(schedule("csr")).status == MeasureStatus::Ok);
 }
 
+TEST_CASE("measure: compare abandons hopeless candidates with their runs as a lower bound") {
+  Fixture f;
+  MeasureOptions o = quick_options(cache_dir());
+  o.generated.storage.max_padding = 1000;  // admit the dense format below
+  o.generated.race = codegen::RaceStrategy::Atomic;
+  o.compare_race_factor = 4;
+  Measurer m(f.p, f.ref, o);
+  // Dense storage of a 600 x 600 matrix with ~7 nonzeros a row, over columns in parallel: ~85x
+  // the entries of csr, each an atomic update of y (hundreds of times csr's time).
+  const std::vector<Candidate> cs = {schedule("csr"), Candidate::baseline("csr"),
+                                     schedule("order=k,i format=UU parallel=k chunk=16")};
+  const std::vector<Measurement> ms = m.compare(cs, 5);
+  REQUIRE(ms.size() == 3);
+  CHECK(ms[0].status == MeasureStatus::Ok);
+  CHECK(ms[1].status == MeasureStatus::Ok);
+  INFO(ms[2].reason);
+  REQUIRE(ms[2].status == MeasureStatus::Abandoned);
+  CHECK(ms[2].verified);
+  CHECK(ms[2].seconds.size() == 2);
+  CHECK(ms[2].min_s > 4 * ms[0].min_s);
+  CHECK(ms[2].reason.find("abandoned after 2 timed runs") != std::string::npos);
+  // Off (factor 0), it is timed like the others.
+  o.compare_race_factor = 0;
+  Measurer all(f.p, f.ref, o);
+  const std::vector<Measurement> full = all.compare(cs, 3);
+  CHECK(full[2].status == MeasureStatus::Ok);
+  CHECK(full[2].seconds.size() == 3);
+}
+
 TEST_CASE("measure: refusals and compile errors are statuses with reasons") {
   Fixture f;
   MeasureOptions o = quick_options(cache_dir());

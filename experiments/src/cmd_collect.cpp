@@ -52,6 +52,7 @@ struct Options {
   int warmup = 1;
   int threads = 0;
   double repeat_share = 0.05;
+  double abandon_factor = 4.0;
   std::uint64_t seed = 1;
   double busy_wait = 60.0;
   double timeout = 60.0;
@@ -191,6 +192,7 @@ int collect(const Options& o) {
   co.warmup = o.warmup;
   co.threads = resolve_threads(o.threads);
   co.repeat_share = o.repeat_share;
+  co.race_factor = o.abandon_factor;
   co.seed = o.seed;
   co.prepare_timeout_s = o.compile_timeout;
   co.run_timeout_s = o.timeout;
@@ -312,6 +314,12 @@ Command make_collect_command() {
             sub.add_option("--repeat-share", o->repeat_share,
                            "Share of groups measured twice (pair-order stability)")
                 ->check(CLI::Range(0.0, 1.0))
+                ->capture_default_str();
+            sub.add_option("--abandon-factor", o->abandon_factor,
+                           "Racing in a group: a schedule this many times slower than the group's "
+                           "fastest after two runs is stored as abandoned with those runs (a "
+                           "lower bound) and not timed further; 0: time every one")
+                ->check(CLI::Range(0.0, 1e6))
                 ->capture_default_str();
             sub.add_option("--seed", o->seed, "Seed of the sampling and the dense operands")
                 ->capture_default_str();

@@ -188,6 +188,7 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   mo.prepare_timeout_s = opts.prepare_timeout_s;
   mo.run_timeout_s = opts.run_timeout_s;
   mo.generated = opts.generated;
+  mo.compare_race_factor = opts.race_factor;
   Measurer measurer(p, ref, mo);  // before anything here runs OpenMP
 
   const double t1 = now_s();

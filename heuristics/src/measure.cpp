@@ -434,6 +434,12 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
   for (const Candidate& c : cs) ready.push_back(prepare_candidate(p, opts, run_threads, c));
   write_frame(sock, 'P', {});
   std::vector<std::function<void()>> runs(cs.size());
+  // Racing (opts.compare_race_factor): every verified candidate is run twice more, timed; one
+  // whose faster run is above the factor times the fastest candidate's is abandoned there, with
+  // those runs as its times (a lower bound), and does not take part in the rounds. Baselines
+  // always do (they are the group's reference).
+  std::vector<std::vector<double>> probe(cs.size());
+  double best_probe = 0.0;
   for (std::size_t i = 0; i < cs.size(); ++i) {
     Prepared& r = ready[i];
     if (!r.impl) continue;
@@ -441,6 +447,30 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
     r.impl->run();
     if (!verify_output(r, ref, opts.tolerance, "first run")) continue;
     runs[i] = [impl = r.impl.get()] { impl->run(); };
+    if (opts.compare_race_factor > 0) {
+      for (int k = 0; k < 2; ++k) {
+        const double t0 = kernels::now_seconds();
+        r.impl->run();
+        probe[i].push_back(kernels::now_seconds() - t0);
+      }
+      const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
+      if (best_probe <= 0 || fastest < best_probe) best_probe = fastest;
+    }
+  }
+  for (std::size_t i = 0; i < cs.size() && opts.compare_race_factor > 0; ++i) {
+    if (!runs[i] || !cs[i].is_generated()) continue;
+    const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
+    if (fastest <= opts.compare_race_factor * best_probe) continue;
+    Prepared& r = ready[i];
+    set_times(r.m, kernels::summarize(probe[i]));
+    r.m.status = MeasureStatus::Abandoned;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "abandoned after 2 timed runs: the faster took %.3g s, more than %g x the group's "
+                  "fastest %.3g s",
+                  fastest, opts.compare_race_factor, best_probe);
+    r.m.reason = buf;
+    runs[i] = nullptr;
   }
   const std::vector<kernels::TimingStats> t =
       kernels::time_interleaved(runs, {opts.warmup, rounds}, /*settle=*/1);
@@ -448,7 +478,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
   out.reserve(cs.size());
   for (std::size_t i = 0; i < cs.size(); ++i) {
     Prepared& r = ready[i];
-    if (r.impl && verify_output(r, ref, opts.tolerance, "after timing")) set_times(r.m, t[i]);
+    if (runs[i] && verify_output(r, ref, opts.tolerance, "after timing")) set_times(r.m, t[i]);
     out.push_back(std::move(r.m));
   }
   return out;

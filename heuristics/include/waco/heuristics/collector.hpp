@@ -37,6 +37,9 @@ struct CollectOptions {
   int warmup = 1;                 ///< untimed rounds first
   int threads = 1;                ///< threads of every candidate (resolved, >= 1)
   double repeat_share = 0.05;     ///< groups measured a second time (pair-order stability)
+  /// Racing within a group (MeasureOptions::compare_race_factor): a schedule this many times
+  /// slower than the group's fastest after two runs is abandoned with those runs; 0: off.
+  double race_factor = 4.0;
   std::uint64_t seed = 1;         ///< sampling and dense operands
   double tolerance = kernels::kDefaultTolerance;
   double prepare_timeout_s = 300.0;  ///< per candidate (format + compile)

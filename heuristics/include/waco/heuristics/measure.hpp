@@ -113,6 +113,10 @@ struct MeasureOptions {
   /// Racing (measure() with a bound): runs after the verification, warm-up included, made before
   /// a candidate may be abandoned (>= 1).
   int race_min_runs = 2;
+  /// Racing in compare(): a generated candidate whose faster of two timed runs after the
+  /// verification is above this factor times the fastest candidate's is abandoned (status
+  /// Abandoned, those two runs as its times) and left out of the rounds; 0: time every one.
+  double compare_race_factor = 0.0;
   /// Test hook (fault injection): runs in the measuring child after prepare, before the first
   /// run. It may crash, hang or throw to exercise the isolation; leave empty in production.
   std::function<void(const Candidate&)> child_hook;
