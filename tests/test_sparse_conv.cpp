@@ -1,9 +1,10 @@
-// Unit "sparse_conv": WACONet's coordinate hash, kernel maps and sparse convolution layers.
-// Every sparse layer must equal LibTorch's dense conv2d / conv3d on the densified input, read at
-// the active output sites, forward and backward (weight and input gradients), in double
-// precision, for both implementations (fused custom function, autograd composition); kernel maps
-// must equal a brute-force neighbour search. This test includes <torch/...> (the one place
-// outside learned/src allowed to) because the dense convolutions are its oracle.
+// Unit "sparse_conv": WACONet's sparse convolution layers. Every sparse layer must equal
+// LibTorch's dense conv2d / conv3d on the densified input, read at the active output sites,
+// forward and backward (weight and input gradients), in double precision for both
+// implementations (fused, autograd), and in single precision with 8/16/32 channels (the
+// AVX2 kernels), with and without the fused ReLU. The kernel maps themselves are checked against
+// brute force in test_kernel_map.cpp. This test includes <torch/...> (the one place outside
+// learned/src allowed to) because the dense convolutions are its oracle.
 #include <algorithm>
 #include <map>
 #include <random>
@@ -50,20 +51,12 @@ SiteSet random_sites(std::vector<std::int64_t> extent, double density, std::uint
 
 // downsample() + strided_map(), the way build_geometry chains them.
 KernelMap stride2_map(const SiteSet& in, SiteSet& out, int kernel) {
-  CoordinateHash out_hash({1}, 1);
-  std::vector<std::int32_t> parent;
-  out = downsample(in, &out_hash, &parent);
-  return strided_map(in, out, out_hash, parent, kernel, 2);
+  out = downsample(in, 2);
+  return strided_map(in, out, kernel, 2);
 }
 
 std::vector<std::int32_t> site(const SiteSet& s, std::int64_t i) {
   return {s.coords.begin() + i * s.dims, s.coords.begin() + (i + 1) * s.dims};
-}
-
-std::int64_t brute_find(const SiteSet& s, const std::vector<std::int32_t>& c) {
-  for (std::int64_t i = 0; i < s.sites(); ++i)
-    if (site(s, i) == c) return i;
-  return -1;
 }
 
 // The dense tensor [1][C][extent...] with the rows of `feat` at the sites.
@@ -106,21 +99,24 @@ struct LayerCase {
   int cin, cout;
 };
 
-void check_layer(const LayerCase& lc, ConvImpl impl, std::uint32_t seed) {
+// The layer against the dense convolution (followed by a ReLU when `relu`), forward, input and
+// weight gradients; `tol` relative and absolute.
+void check_layer(const LayerCase& lc, ConvImpl impl, std::uint32_t seed,
+                 torch::Dtype dtype = torch::kDouble, bool relu = false) {
+  const double tol = dtype == torch::kDouble ? 1e-10 : 1e-4;
   torch::manual_seed(seed);
   const int dims = static_cast<int>(lc.extent.size());
   SiteSet in = random_sites(lc.extent, lc.density, seed);
-  CoordinateHash hash = build_hash(in);
   SiteSet out;
   std::shared_ptr<KernelMap> km;
   if (lc.stride == 1) {
     out = in;
-    km = std::make_shared<KernelMap>(submanifold_map(in, hash, lc.kernel, 2));
+    km = std::make_shared<KernelMap>(submanifold_map(in, lc.kernel, 2));
   } else {
     km = std::make_shared<KernelMap>(stride2_map(in, out, lc.kernel));
   }
   TorchKernelMap tkm(km);
-  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  const auto opts = torch::TensorOptions().dtype(dtype);
   auto x = torch::randn({in.sites(), lc.cin}, opts);
   // Exact zeros, as a ReLU output has, exercise the zero-skipping paths.
   x.masked_fill_(torch::rand({in.sites(), lc.cin}, opts) < 0.3, 0.0);
@@ -128,7 +124,7 @@ void check_layer(const LayerCase& lc, ConvImpl impl, std::uint32_t seed) {
   auto w = torch::randn({km->offsets, lc.cin, lc.cout}, opts).requires_grad_(true);
   auto g = torch::randn({out.sites(), lc.cout}, opts);
 
-  auto y = sparse_conv(x, w, tkm, impl);
+  auto y = sparse_conv(x, w, tkm, impl, relu);
   REQUIRE(y.size(0) == out.sites());
   REQUIRE(y.size(1) == lc.cout);
   (y * g).sum().backward();
@@ -138,108 +134,16 @@ void check_layer(const LayerCase& lc, ConvImpl impl, std::uint32_t seed) {
   const int pad = lc.kernel / 2;
   auto yd = dims == 2 ? torch::conv2d(xd, wd, {}, lc.stride, pad)
                       : torch::conv3d(xd, wd, {}, lc.stride, pad);
+  if (relu) yd = torch::relu(yd);
   (yd * densify(out, g)).sum().backward();
 
-  CHECK(torch::allclose(y.detach(), at_sites(out, yd.detach()), 1e-10, 1e-10));
-  CHECK(torch::allclose(x.grad(), at_sites(in, xd.grad()), 1e-10, 1e-10));
+  CHECK(torch::allclose(y.detach(), at_sites(out, yd.detach()), tol, tol));
+  CHECK(torch::allclose(x.grad(), at_sites(in, xd.grad()), tol, tol));
   auto gw_dense = dense_weight(w.grad(), dims, lc.kernel);
-  CHECK(torch::allclose(gw_dense, wd.grad(), 1e-9, 1e-9));
+  CHECK(torch::allclose(gw_dense, wd.grad(), 10 * tol, 10 * tol));
 }
 
 }  // namespace
-
-TEST_CASE("sparse_conv: coordinate hash finds every site and nothing else") {
-  SiteSet s = random_sites({37, 53}, 0.1, 3);
-  CoordinateHash h = build_hash(s);
-  std::set<std::vector<std::int32_t>> present;
-  for (std::int64_t i = 0; i < s.sites(); ++i) {
-    CHECK(h.find(site(s, i).data()) == i);
-    present.insert(site(s, i));
-  }
-  for (std::int32_t r = -2; r < 40; ++r)
-    for (std::int32_t c = -2; c < 56; ++c) {
-      const std::int32_t q[2] = {r, c};
-      if (!present.count({r, c})) CHECK(h.find(q) == -1);
-    }
-  CHECK(h.insert(site(s, 0).data(), 999) == 0);  // present: keeps the old id
-}
-
-TEST_CASE("sparse_conv: coordinate keys wider than 63 bits are refused") {
-  const std::vector<std::int64_t> wide = {1LL << 30, 1LL << 30, 1LL << 30};
-  const std::vector<std::int64_t> fits = {1LL << 31, 1LL << 31};
-  CHECK_THROWS_AS(CoordinateHash(wide, 10), waco::kernels::Error);
-  CHECK_NOTHROW(CoordinateHash(fits, 10));
-}
-
-TEST_CASE("sparse_conv: downsampling gives the distinct halved coordinates in first-seen order") {
-  for (auto extent : std::vector<std::vector<std::int64_t>>{{29, 17}, {9, 8, 7}}) {
-    SiteSet in = random_sites(extent, 0.15, 11);
-    CoordinateHash out_hash({1}, 1);
-    std::vector<std::int32_t> parent;
-    SiteSet out = downsample(in, &out_hash, &parent);
-    std::vector<std::vector<std::int32_t>> expect;
-    for (std::int64_t i = 0; i < in.sites(); ++i) {
-      auto c = site(in, i);
-      for (auto& v : c) v /= 2;
-      if (std::find(expect.begin(), expect.end(), c) == expect.end()) expect.push_back(c);
-    }
-    REQUIRE(out.sites() == static_cast<std::int64_t>(expect.size()));
-    for (std::int64_t i = 0; i < out.sites(); ++i) {
-      CHECK(site(out, i) == expect[i]);
-      CHECK(out_hash.find(site(out, i).data()) == i);
-    }
-    for (std::int64_t i = 0; i < in.sites(); ++i) {
-      auto c = site(in, i);
-      for (auto& v : c) v /= 2;
-      CHECK(site(out, parent[i]) == c);
-    }
-    for (std::size_t m = 0; m < extent.size(); ++m) CHECK(out.extent[m] == (extent[m] + 1) / 2);
-  }
-}
-
-TEST_CASE("sparse_conv: kernel maps equal a brute-force neighbour search") {
-  for (auto extent : std::vector<std::vector<std::int64_t>>{{23, 31}, {1, 40}, {8, 9, 7}}) {
-    const int dims = static_cast<int>(extent.size());
-    SiteSet in = random_sites(extent, 0.2, 5);
-    CoordinateHash hash = build_hash(in);
-    for (int kernel : {3, 5}) {
-      const auto off = kernel_offsets(dims, kernel);
-      const int K = static_cast<int>(off.size()) / dims;
-      // Stride 1: output sites are the input sites, neighbour at c + d.
-      const KernelMap sub = submanifold_map(in, hash, kernel, 2);
-      std::int64_t pairs = 0;
-      for (std::int64_t o = 0; o < in.sites(); ++o)
-        for (int j = 0; j < K; ++j) {
-          auto c = site(in, o);
-          for (int m = 0; m < dims; ++m) c[m] += off[j * dims + m];
-          const auto i = brute_find(in, c);
-          CHECK(sub.neighbors[o * K + j] == i);
-          pairs += i >= 0;
-        }
-      CHECK(sub.pairs == pairs);
-      // Stride 2: output sites are the downsampled sites, neighbour at 2q + d, reverse map.
-      SiteSet out;
-      const KernelMap st = stride2_map(in, out, kernel);
-      std::vector<std::int32_t> rev(static_cast<std::size_t>(in.sites()) * K, -1);
-      pairs = 0;
-      for (std::int64_t o = 0; o < out.sites(); ++o)
-        for (int j = 0; j < K; ++j) {
-          auto c = site(out, o);
-          for (int m = 0; m < dims; ++m) c[m] = 2 * c[m] + off[j * dims + m];
-          const auto i = brute_find(in, c);
-          CHECK(st.neighbors[o * K + j] == i);
-          if (i >= 0) {
-            rev[i * K + j] = static_cast<std::int32_t>(o);
-            ++pairs;
-          }
-        }
-      CHECK(st.pairs == pairs);
-      CHECK(st.reverse == rev);
-      // Every input site reaches its own downsampled site through the centre-ish offsets.
-      CHECK(pairs >= in.sites());
-    }
-  }
-}
 
 TEST_CASE("sparse_conv: layers equal dense conv2d forward and backward (double)") {
   const std::vector<LayerCase> cases = {
@@ -248,6 +152,7 @@ TEST_CASE("sparse_conv: layers equal dense conv2d forward and backward (double)"
       {{16, 20}, 0.10, 3, 2, 4, 2},   // strided, even extents, sparser
       {{9, 10}, 0.6, 3, 1, 2, 3},     // dense-ish submanifold
       {{1, 25}, 0.5, 3, 2, 2, 2},     // a single row
+      {{25, 1}, 0.5, 3, 2, 2, 2},     // a single column
   };
   for (auto impl : {ConvImpl::Fused, ConvImpl::Autograd}) {
     std::uint32_t seed = 100;
@@ -273,6 +178,27 @@ TEST_CASE("sparse_conv: layers equal dense conv3d forward and backward (double)"
   }
 }
 
+TEST_CASE("sparse_conv: float layers, 8/16/32 channels, with and without ReLU equal dense conv2d") {
+  // WACONet's shapes in single precision: the AVX2 kernels (8/16/32 output channels, pairs two
+  // at a time with an odd tail, weight-gradient blocks of 64 pairs) and the fused ReLU.
+  const std::vector<LayerCase> cases = {
+      {{40, 37}, 0.3, 5, 1, 1, 32},   // first layer: 1 -> 32, 5x5
+      {{41, 36}, 0.3, 3, 2, 32, 32},  // strided 32 -> 32
+      {{30, 33}, 0.2, 3, 2, 16, 16},
+      {{27, 29}, 0.2, 3, 1, 8, 8},
+      {{20, 21}, 0.3, 3, 2, 5, 7},    // no AVX2 kernel: the generic one
+  };
+  for (auto impl : {ConvImpl::Fused, ConvImpl::Autograd})
+    for (bool relu : {false, true}) {
+      std::uint32_t seed = 300;
+      for (const auto& lc : cases) {
+        INFO("impl " << conv_impl_name(impl) << " relu " << relu << " cin " << lc.cin << " cout "
+                     << lc.cout << " stride " << lc.stride);
+        check_layer(lc, impl, seed++, torch::kFloat, relu);
+      }
+    }
+}
+
 TEST_CASE("sparse_conv: fused and autograd agree in single precision on a larger pattern") {
   torch::manual_seed(7);
   SiteSet in = random_sites({300, 280}, 0.02, 9);
@@ -291,6 +217,45 @@ TEST_CASE("sparse_conv: fused and autograd agree in single precision on a larger
   CHECK(torch::allclose(x1.grad(), x2.grad(), 1e-4, 1e-4));
   CHECK(torch::allclose(w1.grad(), w2.grad(), 1e-3, 1e-3));
   CHECK(tkm.pair_bytes() == 16 * tkm.map().pairs);
+}
+
+TEST_CASE("sparse_conv: conv + ReLU + pooling in one node equals the composition") {
+  // The fused layer's backward folds the pooling's gradient into the output gradient; the loss
+  // reads both outputs so that both gradient paths are exercised.
+  torch::manual_seed(11);
+  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  for (int stride : {1, 2}) {
+    SiteSet in = random_sites({60, 50}, 0.08, 21 + stride);
+    SiteSet out = in;
+    auto km = std::make_shared<KernelMap>(stride == 1 ? submanifold_map(in, 5, 2)
+                                                      : stride2_map(in, out, 3));
+    TorchKernelMap tkm(km);
+    const auto x0 = torch::randn({in.sites(), 6}, opts);
+    const auto w0 = torch::randn({km->offsets, 6, 8}, opts);
+    const auto g = torch::randn({out.sites(), 8}, opts);
+    const auto h = torch::randn({8}, opts);
+    auto xr = x0.clone().requires_grad_(true), wr = w0.clone().requires_grad_(true);
+    auto yr = torch::relu(sparse_conv(xr, wr, tkm, ConvImpl::Autograd));
+    ((yr * g).sum() + (yr.mean(0) * h).sum()).backward();
+    for (auto impl : {ConvImpl::Fused, ConvImpl::Autograd}) {
+      INFO("impl " << conv_impl_name(impl) << " stride " << stride);
+      auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+      auto [y, mean] = sparse_conv_relu_pool(x, w, tkm, impl);
+      ((y * g).sum() + (mean * h).sum()).backward();
+      CHECK(torch::allclose(y, yr, 1e-10, 1e-10));
+      CHECK(torch::allclose(mean, yr.mean(0), 1e-10, 1e-10));
+      CHECK(torch::allclose(x.grad(), xr.grad(), 1e-10, 1e-10));
+      CHECK(torch::allclose(w.grad(), wr.grad(), 1e-9, 1e-9));
+      // Only the pooled output in the loss: the output gradient is undefined.
+      auto x2 = x0.clone().requires_grad_(true), w2 = w0.clone().requires_grad_(true);
+      auto [y2, mean2] = sparse_conv_relu_pool(x2, w2, tkm, impl);
+      (mean2 * h).sum().backward();
+      auto x3 = x0.clone().requires_grad_(true), w3 = w0.clone().requires_grad_(true);
+      (torch::relu(sparse_conv(x3, w3, tkm, ConvImpl::Autograd)).mean(0) * h).sum().backward();
+      CHECK(torch::allclose(x2.grad(), x3.grad(), 1e-10, 1e-10));
+      CHECK(torch::allclose(w2.grad(), w3.grad(), 1e-9, 1e-9));
+    }
+  }
 }
 
 TEST_CASE("sparse_conv: an empty pattern gives empty outputs and zero weight gradients") {

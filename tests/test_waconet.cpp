@@ -1,7 +1,8 @@
 // Unit "waconet": the WACONet feature extractor through its torch-free public API: architecture
 // parameters and variants, shapes of the embedding and pooled features, determinism with a seed,
-// agreement of the two convolution implementations and of thread counts, forward+backward, the
-// versioned weights file (round trip, wrong architecture, corrupt files) and dims checks.
+// agreement of the two convolution implementations and of thread counts, batched inference
+// against one pattern at a time, forward+backward, the versioned weights file (round trip, wrong
+// architecture, corrupt files) and dims checks.
 // (The layer-by-layer comparison with dense convolutions is in test_sparse_conv.cpp.)
 #include <catch2/catch.hpp>
 
@@ -134,6 +135,37 @@ TEST_CASE("waconet: fused and autograd convolutions and 1 or 2 threads agree") {
     CHECK(f3.embedding[i] == Approx(f1.embedding[i]).margin(1e-4).epsilon(1e-4));
 }
 
+TEST_CASE("waconet: a batch of patterns gives what each pattern gives alone") {
+  kernels::CooMatrix empty;
+  empty.rows = 30;
+  empty.cols = 40;
+  const std::vector<kernels::CooMatrix> mats = {test_matrix(300, 280, 11), test_matrix(40, 90, 12),
+                                                empty, test_matrix(500, 500, 13)};
+  for (auto impl : {learned::ConvImpl::Fused, learned::ConvImpl::Autograd}) {
+    auto fx = FeatureExtractor::create(waconet_variant("full"), 8);
+    fx.set_conv_impl(impl);
+    std::vector<learned::PreparedPattern> batch;
+    for (const auto& a : mats) batch.push_back(fx.prepare(a));
+    const auto fs = fx.extract(batch);
+    REQUIRE(fs.size() == mats.size());
+    for (std::size_t b = 0; b < mats.size(); ++b) {
+      INFO("impl " << learned::conv_impl_name(impl) << " matrix " << b);
+      const auto one = fx.extract(batch[b]);
+      REQUIRE(fs[b].embedding.size() == one.embedding.size());
+      REQUIRE(fs[b].pooled.size() == one.pooled.size());
+      for (std::size_t i = 0; i < one.pooled.size(); ++i)
+        CHECK(fs[b].pooled[i] == Approx(one.pooled[i]).margin(1e-6).epsilon(1e-5));
+      for (std::size_t i = 0; i < one.embedding.size(); ++i)
+        CHECK(fs[b].embedding[i] == Approx(one.embedding[i]).margin(1e-6).epsilon(1e-5));
+      CHECK(fs[b].pattern.pairs == one.pattern.pairs);
+    }
+    // Different matrices in one batch still give different embeddings.
+    CHECK(fs[0].embedding != fs[3].embedding);
+  }
+  auto fx = FeatureExtractor::create(waconet_variant("small"), 8);
+  CHECK(fx.extract(std::vector<learned::PreparedPattern>{}).empty());
+}
+
 TEST_CASE("waconet: forward_backward reuses the pattern and matches the forward pass") {
   const auto a = test_matrix(250, 260, 6);
   auto fx = FeatureExtractor::create(waconet_variant("small"), 3);
@@ -146,6 +178,8 @@ TEST_CASE("waconet: forward_backward reuses the pattern and matches the forward 
     CHECK(fb1.embedding[i] == Approx(f.embedding[i]).margin(1e-6));
   CHECK(fb1.embedding == fb2.embedding);
   CHECK(fb1.times.backward > 0.0);
+  REQUIRE(fb1.times.layers_backward.size() == fb1.times.layers.size());
+  for (double t : fb1.times.layers_backward) CHECK(t >= 0.0);
   CHECK(fb1.times.kernel_maps == 0.0);  // a prepared pattern: no kernel map work
   CHECK(fx.parameter_count() > 0);
 }

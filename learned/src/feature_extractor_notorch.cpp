@@ -24,6 +24,8 @@ struct FeatureExtractor::Impl {
 bool built_with_torch() { return false; }
 void set_threads(int) {}
 int threads() { return 1; }
+void release_buffers() {}
+double measure_gemm_gflops(std::int64_t, std::int64_t, std::int64_t, int) { no_torch(); }
 const PatternStats& PreparedPattern::stats() const { no_torch(); }
 const PreparedPattern::Impl& PreparedPattern::impl() const { no_torch(); }
 
@@ -44,6 +46,9 @@ PreparedPattern FeatureExtractor::prepare(const kernels::CooMatrix&) const { no_
 PreparedPattern FeatureExtractor::prepare(const kernels::CooTensor&) const { no_torch(); }
 Features FeatureExtractor::extract(const PreparedPattern&) const { no_torch(); }
 Features FeatureExtractor::extract(const kernels::CooMatrix&) const { no_torch(); }
+std::vector<Features> FeatureExtractor::extract(const std::vector<PreparedPattern>&) const {
+  no_torch();
+}
 Features FeatureExtractor::extract(const kernels::CooTensor&) const { no_torch(); }
 Features FeatureExtractor::forward_backward(const PreparedPattern&) { no_torch(); }
 std::int64_t FeatureExtractor::parameter_count() const { no_torch(); }

@@ -12,10 +12,12 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
@@ -56,8 +58,11 @@ void check_pattern(const WacoNetParams& p, const PreparedPattern::Impl& g) {
 
 std::shared_ptr<const PreparedPattern::Impl> prepare_sites(const WacoNetParams& p, SiteSet sites) {
   auto impl = std::make_shared<PreparedPattern::Impl>();
-  impl->geometry = std::make_shared<SparseGeometry>(
-      build_geometry(std::move(sites), p.first_kernel, p.strided_layers, p.kernel, threads()));
+  SparseGeometry geometry =
+      build_geometry(std::move(sites), p.first_kernel, p.strided_layers, p.kernel, threads());
+  // The network needs only the maps; the levels' coordinates were needed to build them.
+  for (auto& level : geometry.levels) std::vector<std::int32_t>().swap(level.coords);
+  impl->geometry = std::make_shared<SparseGeometry>(std::move(geometry));
   impl->dims = p.dims;
   impl->first_kernel = p.first_kernel;
   impl->kernel = p.kernel;
@@ -98,28 +103,71 @@ WacoNetImpl::WacoNetImpl(const WacoNetParams& params, std::uint64_t seed) : para
 
 WacoNetOutput WacoNetImpl::forward(const PreparedPattern::Impl& g, ConvImpl impl,
                                    FeatureTimes* times) {
-  check_pattern(params_, g);
+  WacoNetOutput o = forward_batch({&g}, impl, times);
+  o.embedding = o.embedding.squeeze(0);
+  o.pooled = o.pooled.squeeze(0);
+  return o;
+}
+
+WacoNetOutput WacoNetImpl::forward_batch(const std::vector<const PreparedPattern::Impl*>& batch,
+                                         ConvImpl impl, FeatureTimes* times) {
+  WACO_ASSERT(!batch.empty(), "forward_batch needs at least one pattern");
+  for (const auto* g : batch) check_pattern(params_, *g);
   const double t_start = kernels::now_seconds();
   const auto dtype = conv_[0].scalar_type();
-  torch::Tensor x = torch::ones({g.geometry->nnz, 1}, torch::TensorOptions().dtype(dtype));
-  std::vector<torch::Tensor> pooled;
+  const auto B = static_cast<std::int64_t>(batch.size());
+  std::int64_t sites0 = 0;
+  for (const auto* g : batch) sites0 += g->geometry->nnz;
+  torch::Tensor x = torch::ones({sites0, 1}, torch::TensorOptions().dtype(dtype));
+  std::vector<torch::Tensor> pooled;  // per layer [B][channels]
   double pooling = 0.0;
+  WacoNetOutput result;
+  const bool hooks = times != nullptr && torch::GradMode::is_enabled();
+  if (hooks)
+    result.grad_ready = std::make_shared<std::vector<double>>(params_.conv_layers(), 0.0);
   for (int l = 0; l < params_.conv_layers(); ++l) {
     const double t0 = kernels::now_seconds();
-    x = torch::relu(sparse_conv(x, conv_[l], *g.maps[l], impl));
+    torch::Tensor mean;
+    if (B == 1) {
+      std::tie(x, mean) = sparse_conv_relu_pool(x, conv_[l], *batch[0]->maps[l], impl);
+    } else {
+      std::vector<const KernelMap*> maps;
+      for (const auto* g : batch) maps.push_back(&g->maps[l]->map());
+      const TorchKernelMap joined(std::make_shared<KernelMap>(join_maps(maps, threads())));
+      x = sparse_conv(x, conv_[l], joined, impl, /*relu=*/true);
+    }
+    if (hooks && x.requires_grad()) {
+      auto ready = result.grad_ready;
+      x.register_hook([ready, l](const torch::Tensor&) { (*ready)[l] = kernels::now_seconds(); });
+    }
     const double t1 = kernels::now_seconds();
-    pooled.push_back(x.size(0) > 0 ? x.mean(0) : torch::zeros({params_.channels}, x.options()));
+    if (B == 1) {
+      pooled.push_back(mean.unsqueeze(0));
+    } else {
+      std::vector<torch::Tensor> rows;
+      std::int64_t base = 0;
+      for (const auto* g : batch) {
+        const std::int64_t n = g->maps[l]->map().out_sites;
+        rows.push_back(n > 0 ? x.narrow(0, base, n).mean(0)
+                             : torch::zeros({params_.channels}, x.options()));
+        base += n;
+      }
+      pooled.push_back(torch::stack(rows));
+    }
     const double t2 = kernels::now_seconds();
     if (times) times->layers.push_back(t1 - t0);
     pooling += t2 - t1;
   }
   const double t_mlp = kernels::now_seconds();
-  std::vector<float> meta_raw(g.geometry->shape.begin(), g.geometry->shape.end());
-  meta_raw.push_back(static_cast<float>(g.geometry->nnz));
-  auto meta = torch::tensor(meta_raw).to(dtype);
+  std::vector<float> meta_raw;
+  for (const auto* g : batch) {
+    meta_raw.insert(meta_raw.end(), g->geometry->shape.begin(), g->geometry->shape.end());
+    meta_raw.push_back(static_cast<float>(g->geometry->nnz));
+  }
+  auto meta = torch::tensor(meta_raw).to(dtype).reshape({B, params_.meta_inputs()});
   meta = (torch::log2(meta + 1.0) - meta_mean) / meta_std;
-  auto m = meta2_->forward(torch::relu(meta1_->forward(meta.unsqueeze(0))));
-  auto all = torch::cat(pooled).unsqueeze(0);
+  auto m = meta2_->forward(torch::relu(meta1_->forward(meta)));
+  auto all = torch::cat(pooled, 1);
   auto e = embed2_->forward(torch::relu(embed1_->forward(torch::cat({all, m}, 1))));
   const double t_end = kernels::now_seconds();
   if (times) {
@@ -127,7 +175,25 @@ WacoNetOutput WacoNetImpl::forward(const PreparedPattern::Impl& g, ConvImpl impl
     times->mlp = t_end - t_mlp;
     times->forward = t_end - t_start;
   }
-  return {e.squeeze(0), all.squeeze(0)};
+  result.embedding = e;
+  result.pooled = all;
+  return result;
+}
+
+double measure_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int repeats) {
+  torch::NoGradGuard guard;
+  auto a = torch::randn({m, k});
+  auto b = torch::randn({k, n});
+  auto c = torch::empty({m, n});
+  torch::mm_out(c, a, b);  // warm-up
+  std::vector<double> t;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const double t0 = kernels::now_seconds();
+    torch::mm_out(c, a, b);
+    t.push_back(kernels::now_seconds() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return 2.0 * static_cast<double>(m) * n * k / t[t.size() / 2] * 1e-9;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -138,6 +204,8 @@ bool built_with_torch() { return true; }
 void set_threads(int t) { torch::set_num_threads(t > 0 ? t : kernels::available_cpus()); }
 
 int threads() { return at::get_num_threads(); }
+
+void release_buffers() { release_conv_buffers(); }
 
 const PatternStats& PreparedPattern::stats() const { return impl().stats; }
 
@@ -238,13 +306,39 @@ Features FeatureExtractor::extract(const kernels::CooTensor& t) const {
   return f;
 }
 
+std::vector<Features> FeatureExtractor::extract(const std::vector<PreparedPattern>& batch) const {
+  std::vector<Features> fs(batch.size());
+  if (batch.empty()) return fs;
+  std::vector<const PreparedPattern::Impl*> impls;
+  for (const auto& p : batch) impls.push_back(&p.impl());
+  FeatureTimes times;
+  torch::NoGradGuard guard;
+  auto out = impl_->net->forward_batch(impls, impl_->conv, &times);
+  times.total = times.forward;
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    fs[b].embedding = to_vector(out.embedding[static_cast<std::int64_t>(b)]);
+    fs[b].pooled = to_vector(out.pooled[static_cast<std::int64_t>(b)]);
+    fs[b].pattern = batch[b].stats();
+    fs[b].times = times;
+  }
+  return fs;
+}
+
 Features FeatureExtractor::forward_backward(const PreparedPattern& p) {
   Features f;
   impl_->net->zero_grad();
   auto out = impl_->net->forward(p.impl(), impl_->conv, &f.times);
   const double t0 = kernels::now_seconds();
   out.embedding.sum().backward();
-  f.times.backward = kernels::now_seconds() - t0;
+  const double t_end = kernels::now_seconds();
+  f.times.backward = t_end - t0;
+  if (out.grad_ready) {
+    // Layer l's backward (ReLU + convolution) runs from the moment its output's gradient is
+    // complete to the moment its input's (layer l-1's output) is; layer 0 ends the pass.
+    const auto& r = *out.grad_ready;
+    for (std::size_t l = 0; l < r.size(); ++l)
+      f.times.layers_backward.push_back((l == 0 ? t_end : r[l - 1]) - r[l]);
+  }
   f.times.total = f.times.forward + f.times.backward;
   f.embedding = to_vector(out.embedding);
   f.pooled = to_vector(out.pooled);

@@ -16,7 +16,8 @@
 
 namespace waco::learned {
 
-/// A prepared pattern: the geometry plus torch views of its kernel maps.
+/// A prepared pattern: the geometry (kernel maps; the levels' coordinates are dropped once the
+/// maps are built) plus torch views of its kernel maps.
 struct PreparedPattern::Impl {
   std::shared_ptr<const SparseGeometry> geometry;
   std::vector<std::unique_ptr<TorchKernelMap>> maps;
@@ -33,8 +34,11 @@ std::shared_ptr<const PreparedPattern::Impl> prepare_sites(const WacoNetParams& 
 
 /// What one forward pass returns.
 struct WacoNetOutput {
-  torch::Tensor embedding;  ///< [embedding]
-  torch::Tensor pooled;     ///< [pooled_size]
+  torch::Tensor embedding;  ///< [embedding] ([batch][embedding] from forward_batch)
+  torch::Tensor pooled;     ///< [pooled_size] ([batch][pooled_size] from forward_batch)
+  /// With times and gradients: when the gradient of each layer's output became complete
+  /// (seconds, filled during backward by tensor hooks).
+  std::shared_ptr<std::vector<double>> grad_ready;
 };
 
 class WacoNetImpl : public torch::nn::Module {
@@ -47,6 +51,10 @@ class WacoNetImpl : public torch::nn::Module {
   /// times. Throws kernels::Error when the pattern was prepared for another geometry.
   WacoNetOutput forward(const PreparedPattern::Impl& pattern, ConvImpl impl,
                         FeatureTimes* times = nullptr);
+  /// Forward over several patterns at once: per layer one convolution over the block-diagonal
+  /// join of their kernel maps, pooling per pattern, the MLPs on [batch] rows.
+  WacoNetOutput forward_batch(const std::vector<const PreparedPattern::Impl*>& patterns,
+                              ConvImpl impl, FeatureTimes* times = nullptr);
 
   const WacoNetParams& params() const { return params_; }
   /// Conv weight of layer l: [offsets][in_channels][out_channels].

@@ -138,7 +138,11 @@ WacoNetParams waconet_variant(std::string_view name, int dims) {
 }
 
 std::string conv_impl_name(ConvImpl impl) {
-  return impl == ConvImpl::Fused ? "fused" : "autograd";
+  switch (impl) {
+    case ConvImpl::Fused: return "fused";
+    case ConvImpl::Autograd: return "autograd";
+  }
+  return "unknown";
 }
 
 ConvImpl parse_conv_impl(const std::string& name) {

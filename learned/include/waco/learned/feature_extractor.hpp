@@ -28,10 +28,18 @@ bool built_with_torch();
 void set_threads(int t);
 /// The thread count in effect.
 int threads();
+/// The sparse convolutions keep freed activation and gradient buffers of 1 MiB or more (up to
+/// 2 GiB) for the next layer and pass, because fresh pages of that size cost more to fault in
+/// than the layers cost to compute; this returns them to the system (e.g. after training).
+void release_buffers();
+/// The fp32 rate of LibTorch's matrix product (torch::mm, i.e. the BLAS it links) on m x k by
+/// k x n operands at the current thread count, in GFLOP/s: the median of `repeats` runs after a
+/// warm-up. For cost reports (bench_waconet puts each layer's rate beside it).
+double measure_gemm_gflops(std::int64_t m, std::int64_t n, std::int64_t k, int repeats = 5);
 
 /// How a sparse convolution layer is computed; both give the same results (tests check it).
 enum class ConvImpl {
-  Fused,     ///< a custom autograd function: one OpenMP pass over the kernel map per direction
+  Fused,     ///< custom autograd function: blocked, register-blocked row products (AVX2)
   Autograd,  ///< LibTorch ops per kernel offset (index_select, mm, index_add_); autograd backward
 };
 /// "fused" / "autograd".
@@ -43,7 +51,7 @@ ConvImpl parse_conv_impl(const std::string& name);
 struct PatternStats {
   std::vector<std::int64_t> sites;  ///< active output sites of each conv layer
   std::vector<std::int64_t> pairs;  ///< (input site, output site, offset) triples of each layer
-  std::int64_t bytes = 0;           ///< memory held by coordinates and kernel maps
+  std::int64_t bytes = 0;           ///< memory held by the kernel maps
   double build_seconds = 0.0;       ///< wall time of prepare()
 };
 
@@ -67,7 +75,8 @@ class PreparedPattern {
 struct FeatureTimes {
   double kernel_maps = 0.0;         ///< prepare() (0 when a prepared pattern was reused)
   std::vector<double> layers;       ///< each conv layer (convolution + ReLU), forward
-  double pooling = 0.0;             ///< global average pooling of every layer
+  std::vector<double> layers_backward;  ///< each conv layer's backward (forward_backward only)
+  double pooling = 0.0;             ///< global average pooling (in `layers` for ConvImpl::Fused)
   double mlp = 0.0;                 ///< meta MLP and embedding MLP
   double forward = 0.0;             ///< the whole forward pass (layers + pooling + mlp + glue)
   double backward = 0.0;            ///< backward pass (forward_backward only)
@@ -114,6 +123,11 @@ class FeatureExtractor {
 
   /// Forward pass (no gradients) over a prepared pattern.
   Features extract(const PreparedPattern& p) const;
+  /// Forward pass over several prepared patterns in one call: their kernel maps are joined into
+  /// one block-diagonal map per layer, so every layer runs once for the whole batch. Gives what
+  /// extract() gives for each pattern (up to float rounding in the MLP); the times of the batch
+  /// are in every element. Throws kernels::Error when a pattern does not fit the network.
+  std::vector<Features> extract(const std::vector<PreparedPattern>& batch) const;
   /// prepare() + extract(); times.kernel_maps is set.
   Features extract(const kernels::CooMatrix& a) const;
   Features extract(const kernels::CooTensor& t) const;
