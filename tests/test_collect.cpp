@@ -60,7 +60,13 @@ TEST_CASE("collect: a mix is collected as groups with provenance, and a rerun sk
   const nlohmann::json first = run_json(collect_args(db, 3));
   CHECK(first["outcomes"]["measured"] == 3);
   CHECK(first["measurements"].get<int>() >= 3 * 3);  // csr schedule, baseline, samples
-  const nlohmann::json again = run_json(collect_args(db, 3));
+  // Collected matrices are skipped without waiting for the CPU lock (held here meanwhile).
+  const std::string cpu = db + ".cpu-lock";
+  const int fd = ::open(cpu.c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX) == 0);
+  const nlohmann::json again = run_json(collect_args(db, 3) + " --cpu-lock " + cpu);
+  ::close(fd);
   CHECK(again["outcomes"]["existing"] == 3);
   CHECK(again["measurements"] == 0);
   ResultsDb d(db);

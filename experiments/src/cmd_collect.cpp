@@ -127,17 +127,16 @@ std::vector<Recipe> gather_recipes(const Options& o, KernelKind kind) {
   return out;
 }
 
-/// An exclusive flock on a file for the life of the object. Without `wait`, a lock held
-/// elsewhere throws `busy` (with `hint`); with it, the constructor waits for the lock.
+/// An exclusive flock on a file for the life of the object; a lock held elsewhere throws
+/// `busy` (with `hint`).
 class FileLock {
  public:
-  FileLock(const std::string& path, bool wait, const std::string& busy = "",
-           const std::string& hint = "")
+  FileLock(const std::string& path, const std::string& busy, const std::string& hint)
       : path_(path) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) throw Error("cannot create the lock file " + path_ + ": " + std::strerror(errno));
     int rc;
-    while ((rc = ::flock(fd_, LOCK_EX | (wait ? 0 : LOCK_NB))) != 0 && errno == EINTR) {
+    while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
     }
     if (rc != 0) {
       ::close(fd_);
@@ -174,7 +173,7 @@ int collect(const Options& o) {
   }
   const std::string db_path = o.db.empty() ? heuristics::default_results_path() : o.db;
   { heuristics::ResultsDb check(db_path); }  // a bad file fails here, before any work
-  FileLock lock(db_path + ".collect-lock", false,
+  FileLock lock(db_path + ".collect-lock",
                 "another collect is writing " + db_path + " (it holds " + db_path + ".collect-lock)",
                 "wait for it to finish, or collect into another --db and merge");
   std::vector<Recipe> recipes = gather_recipes(o, kind);
@@ -199,6 +198,7 @@ int collect(const Options& o) {
   co.generated = o.generated;
   co.params = o.params;
   co.busy_wait_s = o.busy_wait;
+  co.cpu_lock = o.cpu_lock;
   if (!o.exclude.empty()) co.exclude = read_exclusions(o.exclude, kind);
   co.context = kernels::context_json(co.threads, "none");
 
@@ -210,10 +210,7 @@ int collect(const Options& o) {
   double collected_s = 0;
   int collected = 0;
   for (std::size_t i = 0; i < mine.size(); ++i) {
-    std::optional<FileLock> cpu;  // cooperating builds and benchmarks wait meanwhile
-    if (!o.cpu_lock.empty()) cpu.emplace(o.cpu_lock, true);
     const CollectOutcome r = heuristics::collect_one(db_path, mine[i], co);
-    cpu.reset();
     ++outcomes[heuristics::outcome_name(r.kind)];
     if (r.kind == CollectOutcome::Kind::Measured) {
       measurements += r.candidates;
@@ -338,9 +335,9 @@ Command make_collect_command() {
                 ->capture_default_str();
             sub.add_option("--limit", o->limit, "Collect at most N matrices of this shard");
             sub.add_option("--cpu-lock", o->cpu_lock,
-                           "Hold an exclusive flock on FILE while collecting each matrix, so that "
-                           "builds and benchmarks that take the same lock never run beside a "
-                           "measurement (e.g. flock -s FILE make)");
+                           "Hold an exclusive flock on FILE while measuring (and compiling for) "
+                           "each matrix, so that builds and benchmarks that take the same lock "
+                           "never run beside a measurement (e.g. flock -s FILE make)");
             sub.add_flag("--json", o->json, "Print JSON (outcomes, measurements per hour, time breakdown)");
             sub.add_flag("-q,--quiet", o->quiet, "No progress on stderr");
             add_codegen_options(sub, o->generated);

@@ -1,6 +1,8 @@
 // Collecting one matrix's measurement group (see collector.hpp).
 #include "waco/heuristics/collector.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -191,6 +193,12 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   mo.compare_race_factor = opts.race_factor;
   Measurer measurer(p, ref, mo);  // before anything here runs OpenMP
 
+  if (!opts.cpu_lock.empty()) {  // held until this process exits
+    const int fd = ::open(opts.cpu_lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error("cannot open the CPU lock " + opts.cpu_lock + ": " + std::strerror(errno));
+    while (::flock(fd, LOCK_EX) != 0)
+      if (errno != EINTR) throw Error("cannot lock " + opts.cpu_lock + ": " + std::strerror(errno));
+  }
   const double t1 = now_s();
   nlohmann::json sampling = nlohmann::json::object();
   const std::vector<Candidate> cs =

@@ -51,6 +51,10 @@ struct CollectOptions {
   /// Seconds to wait for a busy machine to calm down before a group (and once before measuring a
   /// disturbed group again); 0: do not check.
   double busy_wait_s = 60.0;
+  /// When set, a file the collecting process holds an exclusive flock on while it measures (and
+  /// compiles): builds and benchmarks that take the same lock never run beside a measurement.
+  /// Matrices already collected or excluded never wait for it.
+  std::string cpu_lock;
   /// Stored with the group (the run's context block).
   nlohmann::json context = nlohmann::json::object();
 };
