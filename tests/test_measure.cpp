@@ -71,9 +71,16 @@ MeasureOptions quick_options(const std::string& cache) {
   return o;
 }
 
-/// One cache for the whole test binary: each kernel is compiled once per run of the tests.
+/// The build tree's kernel cache, shared by the test processes and never wiped: ctest runs test
+/// cases in parallel processes, and a scratch directory (removed when created) taken here once
+/// vanished under another process's compile ("cannot install compiled kernel"). The compile
+/// cache itself is safe for concurrent processes (atomic rename).
 const std::string& cache_dir() {
-  static const std::string dir = test::scratch_dir("measure-cache");
+  static const std::string dir = [] {
+    const std::string d = std::string(WACO_BINARY_DIR) + "/test-kernel-cache";
+    fs::create_directories(d);
+    return d;
+  }();
   return dir;
 }
 
@@ -216,6 +223,9 @@ TEST_CASE("measure: compare abandons hopeless candidates with their runs as a lo
   o.generated.storage.max_padding = 1000;  // admit the dense format below
   o.generated.race = codegen::RaceStrategy::Atomic;
   o.compare_race_factor = 4;
+  // One thread: a two-thread kernel on a loaded machine (tests run in parallel) can wait for a
+  // descheduled thread at a barrier for milliseconds, and racing would abandon csr itself.
+  o.threads = 1;
   Measurer m(f.p, f.ref, o);
   // Dense storage of a 600 x 600 matrix with ~7 nonzeros a row, over columns in parallel: ~85x
   // the entries of csr, each an atomic update of y (hundreds of times csr's time).
