@@ -116,6 +116,17 @@ void add_pass_options(CLI::App& app, heuristics::PassParams& params) {
   add_cache_options(app, params.cache_level, params.cache_bytes, params.cache_fraction);
 }
 
+void add_limit_options(CLI::App& app, double& timeout, double& compile_timeout) {
+  app.add_option("--timeout", timeout,
+                 "Seconds a candidate may take to verify and time before it is killed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--compile-timeout", compile_timeout,
+                 "Seconds a candidate may take to build its format and compile")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
 void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts) {
   app.add_option("--cache-dir", opts.compiler.cache_dir,
                  "Where compiled kernels are cached (default: " + codegen::default_cache_dir() + ")");
@@ -267,12 +278,6 @@ std::string format_seconds(double s) {
   if (s >= 1.0) std::snprintf(buf, sizeof buf, "%.3f s", s);
   else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
   else std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
-  return buf;
-}
-
-std::string hex64(std::uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
 }
 

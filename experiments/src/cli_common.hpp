@@ -60,6 +60,9 @@ void apply_cache_options(kernels::Implementation& impl, const CacheOptions& opts
 /// options above.
 void add_pass_options(CLI::App& app, heuristics::PassParams& params);
 
+/// --timeout and --compile-timeout: the limits of one candidate's isolated measurement (tune,
+/// collect), in seconds.
+void add_limit_options(CLI::App& app, double& timeout, double& compile_timeout);
 /// --schedule-related options of generated kernels: --cache-dir, --compiler, --max-padding, --race.
 void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts);
 /// A generated kernel for a schedule text or shortcut name (e.g. "csr", "bcsr4x4").
@@ -94,7 +97,5 @@ void write_text_file(const std::string& path, const std::string& text);
 void print_json(const nlohmann::json& j);
 /// A number of seconds as text with a sensible unit ("1.23 ms").
 std::string format_seconds(double s);
-/// 16 lower-case hex digits.
-std::string hex64(std::uint64_t v);
 
 }  // namespace waco::cli

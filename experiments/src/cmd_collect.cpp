@@ -85,8 +85,8 @@ std::vector<std::string> read_exclusions(const std::string& path, KernelKind kin
     }
     try {  // a file: its content fingerprint (read serially, in this process)
       const Operand op = load_operand(line, {}, kind);
-      out.push_back(hex64(op.matrix ? kernels::fingerprint(op.matrix->matrix)
-                                    : kernels::fingerprint(op.tensor->tensor)));
+      out.push_back(op.matrix ? kernels::fingerprint_hex(op.matrix->matrix)
+                              : kernels::fingerprint_hex(op.tensor->tensor));
     } catch (const Error& e) {
       throw Error(path + ":" + std::to_string(n) + ": neither a fingerprint nor a readable file: " +
                       e.what(),
@@ -325,14 +325,7 @@ Command make_collect_command() {
                            "(0: do not check)")
                 ->check(CLI::Range(0.0, 86400.0))
                 ->capture_default_str();
-            sub.add_option("--timeout", o->timeout,
-                           "Seconds a candidate may take to verify and time")
-                ->check(CLI::PositiveNumber)
-                ->capture_default_str();
-            sub.add_option("--compile-timeout", o->compile_timeout,
-                           "Seconds a candidate may take to build its format and compile")
-                ->check(CLI::PositiveNumber)
-                ->capture_default_str();
+            add_limit_options(sub, o->timeout, o->compile_timeout);
             sub.add_option("--limit", o->limit, "Collect at most N matrices of this shard");
             sub.add_option("--cpu-lock", o->cpu_lock,
                            "Hold an exclusive flock on FILE while measuring (and compiling for) "

@@ -136,7 +136,7 @@ nlohmann::json matrix_info(const LoadedMatrix& m) {
           {"spmm_j", J},
           {"spmm_working_set_bytes", spmm_ws},
           {"spmm_fits_llc", llc > 0 && spmm_ws <= llc},
-          {"fingerprint", hex64(fingerprint(a))}};
+          {"fingerprint", fingerprint_hex(a)}};
 }
 
 nlohmann::json tensor_info(const LoadedTensor& t) {
@@ -155,7 +155,7 @@ nlohmann::json tensor_info(const LoadedTensor& t) {
           {"modes", modes},
           {"coo_bytes", x.nnz() * (4 * x.order() + 4)},
           {"llc_bytes", cache_sizes().llc()},
-          {"fingerprint", hex64(fingerprint(x))}};
+          {"fingerprint", fingerprint_hex(x)}};
 }
 
 void print_text(const nlohmann::json& j) {

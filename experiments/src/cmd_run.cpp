@@ -113,7 +113,7 @@ int run(const Options& o) {
     print_json({{"kernel", o.kernel},
                 {"impl", impl_name},
                 {"file", o.file},
-                {"fingerprint", hex64(op.matrix ? fingerprint(op.matrix->matrix) : fingerprint(op.tensor->tensor))},
+                {"fingerprint", op.matrix ? fingerprint_hex(op.matrix->matrix) : fingerprint_hex(op.tensor->tensor)},
                 {"nnz", p.nnz()},
                 {"dense", p.dense_size()},
                 {"threads", threads},

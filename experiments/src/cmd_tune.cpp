@@ -708,14 +708,7 @@ Command make_tune_command() {
                            "Interleaved timed rounds of the side-by-side measurement")
                 ->check(CLI::Range(1, 1000000))
                 ->capture_default_str();
-            sub.add_option("--timeout", o->timeout,
-                           "Seconds a candidate may take to verify and time before it is killed")
-                ->check(CLI::PositiveNumber)
-                ->capture_default_str();
-            sub.add_option("--compile-timeout", o->compile_timeout,
-                           "Seconds a candidate may take to build its format and compile")
-                ->check(CLI::PositiveNumber)
-                ->capture_default_str();
+            add_limit_options(sub, o->timeout, o->compile_timeout);
             sub.add_option("--tolerance", o->tolerance, "Max |out - ref| / sum|products| per entry")
                 ->check(CLI::PositiveNumber)
                 ->capture_default_str();

@@ -36,12 +36,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string hex16(std::uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 std::uint64_t fingerprint_seed(const std::string& fingerprint, std::uint64_t seed) {
   return kernels::splitmix64(std::strtoull(fingerprint.c_str(), nullptr, 16) ^
                              kernels::splitmix64(seed));
@@ -148,12 +142,12 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   if (tensor) {
     T = recipe.source == kernels::Recipe::Source::File ? kernels::read_frostt(recipe.path).tensor
                                                        : kernels::make_tensor(recipe);
-    out.fingerprint = hex16(kernels::fingerprint(T));
+    out.fingerprint = kernels::fingerprint_hex(T);
     out.rows = T.order() > 0 ? T.dims[0] : 0;
     out.nnz = T.nnz();
   } else {
     A = kernels::make_matrix(recipe);
-    out.fingerprint = hex16(kernels::fingerprint(A));
+    out.fingerprint = kernels::fingerprint_hex(A);
     out.rows = A.rows;
     out.nnz = A.nnz();
   }

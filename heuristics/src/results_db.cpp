@@ -257,12 +257,7 @@ std::string default_results_path() {
 
 MatrixRecord matrix_record(const kernels::CooMatrix& a, const std::string& path) {
   MatrixRecord r;
-  r.fingerprint = [&] {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx",
-                  static_cast<unsigned long long>(kernels::fingerprint(a)));
-    return std::string(buf);
-  }();
+  r.fingerprint = kernels::fingerprint_hex(a);
   r.path = path;
   r.rows = a.rows;
   r.cols = a.cols;
@@ -273,10 +268,7 @@ MatrixRecord matrix_record(const kernels::CooMatrix& a, const std::string& path)
 
 MatrixRecord matrix_record(const kernels::CooTensor& t, const std::string& path) {
   MatrixRecord r;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx",
-                static_cast<unsigned long long>(kernels::fingerprint(t)));
-  r.fingerprint = buf;
+  r.fingerprint = kernels::fingerprint_hex(t);
   r.path = path;
   r.rows = t.order() > 0 ? t.dims[0] : 0;
   r.cols = t.order() > 1 ? t.dims[1] : 0;

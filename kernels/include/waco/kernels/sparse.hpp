@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace waco::kernels {
@@ -70,6 +71,9 @@ CsrMatrix to_csr(const CooMatrix& a);
 /// stable across runs and platforms: two files with the same canonical content match.
 std::uint64_t fingerprint(const CooMatrix& a);
 std::uint64_t fingerprint(const CooTensor& t);
+/// The fingerprint as 16 lower-case hex digits (how results, datasets and exclusion lists name it).
+std::string fingerprint_hex(const CooMatrix& a);
+std::string fingerprint_hex(const CooTensor& t);
 
 /// The transpose, canonical.
 CooMatrix transpose(const CooMatrix& a);
