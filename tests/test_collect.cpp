@@ -102,6 +102,21 @@ TEST_CASE("collect: excluded fingerprints are never measured") {
   CHECK(second["outcomes"]["measured"] == 1);
   ResultsDb b(dir + "/b.sqlite");
   CHECK_FALSE(b.find_matrix(*fps.begin()));
+  // An augmentation of an excluded file is excluded too (the exclusion list names the file).
+  const std::string source = test::examples_dir() + "/bcsstk13.mtx.gz";
+  kernels::Recipe r;
+  r.source = kernels::Recipe::Source::File;
+  r.path = source;
+  r.augment.permute = kernels::Permutation::Symmetric;
+  r.augment.seed = 3;
+  kernels::write_recipes(dir + "/r.jsonl", {r});
+  std::ofstream(dir + "/held-out.txt") << source << "\n";
+  fs::remove(dir + "/c.sqlite");
+  const nlohmann::json third = run_json(
+      "collect --kernel spmv --db " + dir + "/c.sqlite --recipes " + dir + "/r.jsonl --exclude " +
+      dir + "/held-out.txt --schedules 2 --rounds 2 --busy-wait 0");
+  CHECK(third["outcomes"]["excluded"] == 1);
+  CHECK(third["items"][0]["message"].get<std::string>().find("bcsstk13") != std::string::npos);
   // A line that is neither a fingerprint nor a file is an error naming it.
   std::ofstream(dir + "/bad.txt") << "no-such-file.mtx\n";
   const test::CliResult bad =

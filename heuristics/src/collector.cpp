@@ -155,10 +155,23 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
            : recipe.source == kernels::Recipe::Source::File    ? "file:" + recipe.path
                                                                : std::string("tensor");
   out.breakdown["make_s"] = now_s() - t0;
-  if (std::find(opts.exclude.begin(), opts.exclude.end(), out.fingerprint) != opts.exclude.end()) {
+  auto excluded = [&](const std::string& fp) {
+    return std::find(opts.exclude.begin(), opts.exclude.end(), fp) != opts.exclude.end();
+  };
+  if (excluded(out.fingerprint)) {
     out.kind = CollectOutcome::Kind::Excluded;
     out.message = "its fingerprint is on the exclusion list";
     return out;
+  }
+  // An augmentation of an excluded file would leak it too: the source file itself is checked.
+  if (!tensor && recipe.source == kernels::Recipe::Source::File && !recipe.augment.empty()) {
+    kernels::Recipe plain = recipe;
+    plain.augment = {};
+    if (excluded(kernels::fingerprint_hex(kernels::make_matrix(plain)))) {
+      out.kind = CollectOutcome::Kind::Excluded;
+      out.message = "it is made from " + recipe.path + ", whose fingerprint is on the exclusion list";
+      return out;
+    }
   }
   const int dense = opts.dense > 0 ? opts.dense : kernels::default_dense_size(kind);
   const kernels::CooMatrix* a = tensor ? nullptr : &A;
