@@ -242,3 +242,12 @@ TEST_CASE("collect: dataset export, import and stats round-trip a collection") {
   CHECK(r.status == 1);
   CHECK(r.err.find("bad.jsonl:1") != std::string::npos);
 }
+
+TEST_CASE("collect: dataset stats without --db reports the committed dataset") {
+  const test::CliResult r = test::run_cli("dataset stats --json");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["dataset"].get<std::string>().find("export file") != std::string::npos);
+  CHECK(j["kernels"]["spmv"]["matrices"].get<int>() > 0);
+}

@@ -94,6 +94,20 @@ class Writer {
   int indent_ = 0;
 };
 
+/// split_is_constant, given the schedule's register block (computed once by the caller).
+bool constant_split(const SuperSchedule& s, const std::optional<RegisterBlock>& block, char v) {
+  // Measured (issue 4): a constant block size lets the compiler unroll small BCSR blocks of SpMV
+  // (time ratio constant/run-time 0.53-0.78 on bcsr4x4), while SpMM, whose dense j is innermost,
+  // showed no consistent gain; larger blocks keep one kernel for every size. A register block's
+  // size is always constant: it is the length of the block array.
+  if (block && (block->var == v || (block->rows > 1 && block->row_var == v))) return true;
+  const std::vector<Loop> levels = s.levels();
+  const int split = s.split_of(v);
+  const int inner = level_of(levels, {v, Loop::Part::Inner});
+  return split > 1 && split <= kMaxConstantSplit && level_of(levels, s.order.back()) >= 0 &&
+         inner >= 0 && s.formats[static_cast<std::size_t>(inner)] == LevelFormat::U;
+}
+
 /// What the loop nest of a schedule needs, decided before any text is written.
 struct Analysis {
   const KernelSpec* spec = nullptr;
@@ -160,7 +174,7 @@ Analysis analyze(const SuperSchedule& s, RaceStrategy race) {
                  (first_level < 0 || s.formats[static_cast<std::size_t>(first_level)] == LevelFormat::U);
   a.constant_split.assign(kMaxVars, 0);
   for (std::size_t v = 0; v < spec.vars.size(); ++v)
-    if (split_is_constant(s, spec.vars[v])) a.constant_split[v] = s.split[v];
+    if (constant_split(s, a.block, spec.vars[v])) a.constant_split[v] = s.split[v];
   return a;
 }
 
@@ -608,17 +622,7 @@ std::optional<RegisterBlock> register_block(const SuperSchedule& s) {
 }
 
 bool split_is_constant(const SuperSchedule& s, char v) {
-  // Measured (issue 4): a constant block size lets the compiler unroll small BCSR blocks of SpMV
-  // (time ratio constant/run-time 0.53-0.78 on bcsr4x4), while SpMM, whose dense j is innermost,
-  // showed no consistent gain; larger blocks keep one kernel for every size. A register block's
-  // size is always constant: it is the length of the block array.
-  const std::optional<RegisterBlock> block = register_block(s);
-  if (block && (block->var == v || (block->rows > 1 && block->row_var == v))) return true;
-  const std::vector<Loop> levels = s.levels();
-  const int split = s.split_of(v);
-  const int inner = level_of(levels, {v, Loop::Part::Inner});
-  return split > 1 && split <= kMaxConstantSplit && level_of(levels, s.order.back()) >= 0 &&
-         inner >= 0 && s.formats[static_cast<std::size_t>(inner)] == LevelFormat::U;
+  return constant_split(s, register_block(s), v);
 }
 
 const char* race_strategy_name(RaceStrategy r) {

@@ -187,20 +187,20 @@ int collect(const Options& o) {
   co.dense = o.dense;
   co.schedules = o.schedules;
   co.admissible_share = o.admissible_share;
-  co.rounds = o.rounds;
-  co.warmup = o.warmup;
-  co.threads = resolve_threads(o.threads);
   co.repeat_share = o.repeat_share;
-  co.race_factor = o.abandon_factor;
   co.seed = o.seed;
-  co.prepare_timeout_s = o.compile_timeout;
-  co.run_timeout_s = o.timeout;
-  co.generated = o.generated;
+  co.measure.repeats = o.rounds;
+  co.measure.warmup = o.warmup;
+  co.measure.threads = resolve_threads(o.threads);
+  co.measure.compare_race_factor = o.abandon_factor;
+  co.measure.prepare_timeout_s = o.compile_timeout;
+  co.measure.run_timeout_s = o.timeout;
+  co.measure.generated = o.generated;
   co.params = o.params;
   co.busy_wait_s = o.busy_wait;
   co.cpu_lock = o.cpu_lock;
   if (!o.exclude.empty()) co.exclude = read_exclusions(o.exclude, kind);
-  co.context = kernels::context_json(co.threads, "none");
+  co.context = kernels::context_json(co.measure.threads, "none");
 
   const double t0 = kernels::now_seconds();
   std::map<std::string, int> outcomes;

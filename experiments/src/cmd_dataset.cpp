@@ -41,10 +41,11 @@ std::vector<std::string> committed_exports() {
   const fs::path dir = WACO_DATASET_DIR;
   std::error_code ec;
   if (!dir.empty() && fs::is_directory(dir, ec))
-    for (const auto& e : fs::directory_iterator(dir, ec))
-      if (e.path().string().size() > 9 &&
-          e.path().string().compare(e.path().string().size() - 9, 9, ".jsonl.gz") == 0)
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() > 9 && name.compare(name.size() - 9, 9, ".jsonl.gz") == 0)
         out.push_back(e.path().string());
+    }
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -52,13 +52,13 @@ bool wait_until_calm(int threads, double limit_s) {
   return true;
 }
 
-/// (q75 - q25) / 2 / median of a candidate's rounds; nullopt when it did not run.
+/// (q75 - q25) / 2 / median of a candidate's rounds (the verdict's spread, judge_gain); nullopt
+/// when it did not run.
 std::optional<double> relative_spread(const Measurement& m) {
   if (m.status != MeasureStatus::Ok || m.seconds.size() < 2 || m.median_s <= 0) return std::nullopt;
   std::vector<double> v = m.seconds;
   std::sort(v.begin(), v.end());
-  auto q = [&](double f) { return v[static_cast<std::size_t>(f * static_cast<double>(v.size() - 1))]; };
-  return (q(0.75) - q(0.25)) / 2.0 / m.median_s;
+  return (kernels::quantile(v, 0.75) - kernels::quantile(v, 0.25)) / 2.0 / m.median_s;
 }
 
 std::vector<double> medians(const std::vector<Measurement>& ms) {
@@ -68,18 +68,18 @@ std::vector<double> medians(const std::vector<Measurement>& ms) {
 }
 
 /// The sampled candidates: the csr-like schedule, the hand-written baseline, then the samples of
-/// the admissible set and of the legal space, every schedule on opts.threads, without repeats.
+/// the admissible set and of the legal space, every schedule on opts.measure.threads, without repeats.
 std::vector<Candidate> sample_candidates(const kernels::Problem& p, const CollectOptions& opts,
                                          std::uint64_t seed, nlohmann::json& info) {
   const KernelKind kind = opts.kernel;
   SpaceOptions so;
-  so.cores = opts.threads;
-  so.max_padding = opts.generated.storage.max_padding;
+  so.cores = opts.measure.threads;
+  so.max_padding = opts.measure.generated.storage.max_padding;
   const std::string shortcut = kernels::needs_tensor(kind) ? "csf" : "csr";
   std::vector<Candidate> out;
   std::set<std::string> seen;
   auto add = [&](codegen::SuperSchedule s) {
-    s.threads = opts.threads;
+    s.threads = opts.measure.threads;
     s = codegen::canonicalize(s);
     if (seen.insert(codegen::to_text(s)).second) out.push_back(Candidate::generated(s));
   };
@@ -138,7 +138,6 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   const bool tensor = kernels::needs_tensor(kind);
   kernels::CooMatrix A;
   kernels::CooTensor T;
-  std::string source;
   if (tensor) {
     T = recipe.source == kernels::Recipe::Source::File ? kernels::read_frostt(recipe.path).tensor
                                                        : kernels::make_tensor(recipe);
@@ -151,9 +150,10 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
     out.rows = A.rows;
     out.nnz = A.nnz();
   }
-  source = recipe.source == kernels::Recipe::Source::Generator ? "generator:" + recipe.generator.kind
-           : recipe.source == kernels::Recipe::Source::File    ? "file:" + recipe.path
-                                                               : std::string("tensor");
+  const std::string source =
+      recipe.source == kernels::Recipe::Source::Generator ? "generator:" + recipe.generator.kind
+      : recipe.source == kernels::Recipe::Source::File    ? "file:" + recipe.path
+                                                          : std::string("tensor");
   out.breakdown["make_s"] = now_s() - t0;
   auto excluded = [&](const std::string& fp) {
     return std::find(opts.exclude.begin(), opts.exclude.end(), fp) != opts.exclude.end();
@@ -179,26 +179,17 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   const kernels::DenseOperands d = kernels::make_dense_operands(
       kind, a, t, dense, fingerprint_seed(out.fingerprint, opts.seed));
   const kernels::Problem p = kernels::make_problem(kind, a, t, d);
-  const MeasurementKey key{out.fingerprint, kind, static_cast<int>(p.dense_size()), opts.rounds};
+  const MeasurementKey key{out.fingerprint, kind, static_cast<int>(p.dense_size()), opts.measure.repeats};
   {
     ResultsDb db(db_path);
-    if (db.has_group(key, opts.threads)) {
+    if (db.has_group(key, opts.measure.threads)) {
       out.kind = CollectOutcome::Kind::Existing;
       out.message = "already collected";
       return out;
     }
   }
   const kernels::Reference ref = kernels::compute_reference(p);
-  MeasureOptions mo;
-  mo.warmup = opts.warmup;
-  mo.repeats = opts.rounds;
-  mo.threads = opts.threads;
-  mo.tolerance = opts.tolerance;
-  mo.prepare_timeout_s = opts.prepare_timeout_s;
-  mo.run_timeout_s = opts.run_timeout_s;
-  mo.generated = opts.generated;
-  mo.compare_race_factor = opts.race_factor;
-  Measurer measurer(p, ref, mo);  // before anything here runs OpenMP
+  Measurer measurer(p, ref, opts.measure);  // before anything here runs OpenMP
 
   if (!opts.cpu_lock.empty()) {  // held until this process exits
     const int fd = ::open(opts.cpu_lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -213,19 +204,19 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   out.breakdown["sample_s"] = now_s() - t1;
 
   const double t2 = now_s();
-  auto busy = [&] { return opts.busy_wait_s > 0 && !kernels::busy_machine_warning(opts.threads).empty(); };
-  const bool calm = wait_until_calm(opts.threads, opts.busy_wait_s);
-  std::vector<Measurement> ms = measure_group(measurer, cs, opts.rounds);
+  auto busy = [&] { return opts.busy_wait_s > 0 && !kernels::busy_machine_warning(opts.measure.threads).empty(); };
+  const bool calm = wait_until_calm(opts.measure.threads, opts.busy_wait_s);
+  std::vector<Measurement> ms = measure_group(measurer, cs, opts.measure.repeats);
   bool disturbed = busy();
-  if (disturbed && wait_until_calm(opts.threads, opts.busy_wait_s)) {
-    ms = measure_group(measurer, cs, opts.rounds);  // measured again once the machine is calm
+  if (disturbed && wait_until_calm(opts.measure.threads, opts.busy_wait_s)) {
+    ms = measure_group(measurer, cs, opts.measure.repeats);  // measured again once the machine is calm
     disturbed = busy();
   }
   out.breakdown["group_s"] = now_s() - t2;
 
   GroupRecord g;
-  g.threads = opts.threads;
-  g.rounds = opts.rounds;
+  g.threads = opts.measure.threads;
+  g.rounds = opts.measure.repeats;
   g.candidates = static_cast<int>(cs.size());
   g.csr_spread = relative_spread(ms[1]);  // the hand-written baseline
   g.context = opts.context;
@@ -247,7 +238,7 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   std::optional<GroupRecord> repetition;
   if (repeat_group(out.fingerprint, opts.seed, opts.repeat_share)) {
     const double t3 = now_s();
-    const std::vector<Measurement> again = measure_group(measurer, cs, opts.rounds);
+    const std::vector<Measurement> again = measure_group(measurer, cs, opts.measure.repeats);
     repetition = g;
     repetition->repetition = 1;
     repetition->csr_spread = relative_spread(again[1]);

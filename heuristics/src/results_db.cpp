@@ -708,7 +708,9 @@ void ResultsDb::for_each_group(const std::string& kernel,
               "g.seconds, g.context, x.fingerprint, x.rows, x.cols, x.nnz, x.statistics, x.path, "
               "p.recipe, p.source, p.split, (SELECT r.pair_agreement FROM groups r WHERE "
               "r.matrix_id = g.matrix_id AND r.kernel = g.kernel AND r.dense = g.dense AND "
-              "r.threads = g.threads AND r.repetition = 1) "
+              "r.threads = g.threads AND r.repetition = 1), "
+              "EXISTS(SELECT 1 FROM groups r WHERE r.matrix_id = g.matrix_id AND r.kernel = "
+              "g.kernel AND r.dense = g.dense AND r.threads = g.threads AND r.repetition = 1) "
               "FROM groups g JOIN matrices x ON x.id = g.matrix_id "
               "LEFT JOIN provenance p ON p.matrix_id = g.matrix_id "
               "WHERE g.repetition = 0 AND (?1 = '' OR g.kernel = ?1) ORDER BY g.id");
@@ -731,6 +733,7 @@ void ResultsDb::for_each_group(const std::string& kernel,
         {"recipe", g.is_null(15) ? nlohmann::json() : nlohmann::json::parse(g.text(15))},
         {"source", g.is_null(16) ? nlohmann::json() : nlohmann::json(g.text(16))},
         {"split", g.is_null(17) ? nlohmann::json() : nlohmann::json(g.text(17))},
+        {"repeated", g.int64(19) != 0},
         {"pair_agreement", g.is_null(18) ? nlohmann::json() : nlohmann::json(g.real(18))},
         {"rows", nlohmann::json::array()}};
     Statement r(db_, "SELECT m.implementation, s.text, m.status, m.median_s, m.min_s, m.max_s "
@@ -795,10 +798,13 @@ void ResultsDb::import_group(const nlohmann::json& g) {
     if (!g.at("recipe").is_null())
       record_provenance(m.fingerprint, {g.at("recipe"), g.at("source"), g.at("split")});
     record_group(key, rec, rows);
-    if (!g.at("pair_agreement").is_null()) {
+    // "repeated" (absent in the first exports: then a repetition had an agreement): a
+    // repetition's agreement is null when fewer than two candidates were timed in both.
+    if (g.value("repeated", !g.at("pair_agreement").is_null())) {
       GroupRecord rep = rec;
       rep.repetition = 1;
-      rep.pair_agreement = g.at("pair_agreement").get<double>();
+      if (!g.at("pair_agreement").is_null())
+        rep.pair_agreement = g.at("pair_agreement").get<double>();
       record_group(key, rep, {});
     }
     if (tx) tx->commit();

@@ -174,18 +174,6 @@ Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
   return c;
 }
 
-namespace {
-
-/// The q-quantile of sorted values (linear interpolation).
-double quantile(const std::vector<double>& sorted, double q) {
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const std::size_t lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-}
-
-}  // namespace
-
 Verdict judge_gain(const Measurement& winner, const Measurement& reference) {
   WACO_ASSERT(winner.status == MeasureStatus::Ok && reference.status == MeasureStatus::Ok,
               "judge_gain needs two verified measurements");
@@ -200,9 +188,9 @@ Verdict judge_gain(const Measurement& winner, const Measurement& reference) {
   } else {
     std::sort(ratios.begin(), ratios.end());
     v.rounds = static_cast<int>(ratios.size());
-    v.ratio_median = quantile(ratios, 0.5);
-    v.ratio_q25 = quantile(ratios, 0.25);
-    v.ratio_q75 = quantile(ratios, 0.75);
+    v.ratio_median = kernels::quantile(ratios, 0.5);
+    v.ratio_q25 = kernels::quantile(ratios, 0.25);
+    v.ratio_q75 = kernels::quantile(ratios, 0.75);
     v.spread = (v.ratio_q75 - v.ratio_q25) / 2;
   }
   v.gain = v.ratio_median < 1.0 - v.spread;

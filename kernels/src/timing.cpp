@@ -19,6 +19,14 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+double quantile(const std::vector<double>& sorted, double q) {
+  WACO_ASSERT(!sorted.empty(), "quantile needs at least one value");
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const std::size_t lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
 TimingStats summarize(std::vector<double> samples) {
   WACO_ASSERT(!samples.empty(), "summarize needs at least one sample");
   TimingStats s;

@@ -22,7 +22,10 @@ std::optional<std::string> shared_data_dir() {
 std::string cli_binary() { return std::string(WACO_BINARY_DIR) + "/experiments/waco-hybrid"; }
 
 std::string scratch_dir(const std::string& name) {
-  fs::path p = fs::path(WACO_BINARY_DIR) / "test-scratch" / name;
+  // A suite registered twice (the no-sysfs variants) names its own root, so that ctest -j never
+  // runs two copies of one test case in one directory.
+  const char* variant = std::getenv("WACO_TEST_SCRATCH");
+  fs::path p = fs::path(WACO_BINARY_DIR) / (variant && *variant ? variant : "test-scratch") / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();

@@ -14,7 +14,8 @@ std::string examples_dir();
 std::optional<std::string> shared_data_dir();
 /// <build>/experiments/waco-hybrid
 std::string cli_binary();
-/// A fresh empty directory under the build tree for this test case.
+/// A fresh empty directory under the build tree for this test case: <build>/test-scratch/NAME, or
+/// <build>/$WACO_TEST_SCRATCH/NAME for a suite registered twice (tests/CMakeLists.txt).
 std::string scratch_dir(const std::string& name);
 
 }  // namespace waco::test

@@ -20,11 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "waco/codegen/generated_kernel.hpp"
+#include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/recipe.hpp"
-#include "waco/kernels/reference.hpp"
 
 namespace waco::heuristics {
 
@@ -33,18 +32,20 @@ struct CollectOptions {
   int dense = 0;                  ///< 0: the kernel's default (256, 256, 16)
   int schedules = 100;            ///< sampled schedules per matrix (csr-like and baseline extra)
   double admissible_share = 0.5;  ///< of them from the admissible set, the rest from the legal space
-  int rounds = 10;                ///< interleaved timed rounds of the group
-  int warmup = 1;                 ///< untimed rounds first
-  int threads = 1;                ///< threads of every candidate (resolved, >= 1)
   double repeat_share = 0.05;     ///< groups measured a second time (pair-order stability)
-  /// Racing within a group (MeasureOptions::compare_race_factor): a schedule this many times
-  /// slower than the group's fastest after two runs is abandoned with those runs; 0: off.
-  double race_factor = 4.0;
   std::uint64_t seed = 1;         ///< sampling and dense operands
-  double tolerance = kernels::kDefaultTolerance;
-  double prepare_timeout_s = 300.0;  ///< per candidate (format + compile)
-  double run_timeout_s = 60.0;       ///< per candidate (verification + timing)
-  codegen::GeneratedOptions generated;
+  /// How the group is measured: repeats = its interleaved timed rounds, warmup, threads of
+  /// every candidate (resolved, >= 1), tolerance, time limits per candidate, generated-kernel
+  /// options, and compare_race_factor (racing within the group: a schedule that many times
+  /// slower than the group's fastest after two runs is abandoned with those runs; 0: off).
+  MeasureOptions measure = [] {
+    MeasureOptions m;
+    m.repeats = 10;
+    m.warmup = 1;
+    m.threads = 1;
+    m.compare_race_factor = 4.0;
+    return m;
+  }();
   PassParams params;                 ///< of the admissible set's pipeline
   /// Content fingerprints (16 hex digits) that must never be measured (a held-out set).
   std::vector<std::string> exclude;

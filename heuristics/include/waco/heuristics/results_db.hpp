@@ -183,7 +183,8 @@ class ResultsDb {
   /// Calls f with every group (repetition 0) of `kernel` (all kernels when empty), oldest first,
   /// as one self-contained JSON object (the dataset export format, version kDatasetExportVersion):
   /// the matrix (fingerprint, rows, cols, nnz, statistics), its provenance, the group's fields,
-  /// its repetition's pair agreement, and "rows": [[label, status, median_s, min_s, max_s], ...]
+  /// whether it was measured twice ("repeated") and that repetition's pair agreement (null when
+  /// fewer than two candidates were timed in both), and "rows": [[label, status, median_s, min_s, max_s], ...]
   /// (label: the schedule's text form, or "impl=<name>" for a baseline; times null unless timed).
   void for_each_group(const std::string& kernel,
                       const std::function<void(const nlohmann::json&)>& f) const;

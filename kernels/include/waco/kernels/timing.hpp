@@ -29,6 +29,9 @@ struct TimingStats {
 /// Precondition: samples is not empty.
 TimingStats summarize(std::vector<double> samples);
 
+/// The q-quantile (0 <= q <= 1) of sorted values, linear interpolation. Precondition: not empty.
+double quantile(const std::vector<double>& sorted, double q);
+
 /// Runs fn warmup times, then repeats times timing each run.
 TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& opts);
 
