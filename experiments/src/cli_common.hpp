@@ -97,5 +97,11 @@ void write_text_file(const std::string& path, const std::string& text);
 void print_json(const nlohmann::json& j);
 /// A number of seconds as text with a sensible unit ("1.23 ms").
 std::string format_seconds(double s);
+/// A schedule list file: one schedule per line (text form or shortcut name), '#' comments and
+/// blank lines allowed. Throws Error "<path>:<line>: ..." on a bad line, or when it holds none.
+std::vector<codegen::SuperSchedule> read_schedule_list(kernels::KernelKind kind,
+                                                       const std::string& path);
+/// A duration for progress lines and ETAs: "42s", "3m05s", "2h07m"; "?" for a negative value.
+std::string duration_text(double s);
 
 }  // namespace waco::cli

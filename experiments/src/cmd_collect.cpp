@@ -152,16 +152,6 @@ class FileLock {
   int fd_ = -1;
 };
 
-std::string duration_text(double s) {
-  if (s < 0) return "?";
-  const long t = std::lround(s);
-  char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, t / 60 % 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", t);
-  return buf;
-}
-
 int collect(const Options& o) {
   const KernelKind kind = kernel_from_option(o.kernel);
   int shard_i = 0, shard_n = 1;

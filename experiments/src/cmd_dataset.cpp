@@ -12,12 +12,9 @@
 
 #include "cli_common.hpp"
 #include "command.hpp"
+#include "dataset_files.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/kernels/error.hpp"
-
-#ifndef WACO_DATASET_DIR
-#define WACO_DATASET_DIR ""
-#endif
 
 namespace waco::cli {
 namespace {
@@ -35,53 +32,10 @@ struct Options {
   bool json = false;
 };
 
-/// The committed dataset: every *.jsonl.gz of the source tree's data/dataset folder.
-std::vector<std::string> committed_exports() {
-  std::vector<std::string> out;
-  const fs::path dir = WACO_DATASET_DIR;
-  std::error_code ec;
-  if (!dir.empty() && fs::is_directory(dir, ec))
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.size() > 9 && name.compare(name.size() - 9, 9, ".jsonl.gz") == 0)
-        out.push_back(e.path().string());
-    }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-/// Reads an export file (gzip or plain), one object per line, into the database.
+/// Reads an export file into the database, in one transaction.
 std::int64_t import_file(ResultsDb& db, const std::string& path) {
-  gzFile in = gzopen(path.c_str(), "rb");
-  if (!in) throw Error("cannot read the dataset export " + path, "check the path");
-  std::string line;
-  std::int64_t n = 0, lineno = 0;
-  char buf[1 << 16];
   ResultsDb::Transaction tx(db);
-  for (;;) {
-    line.clear();
-    bool got = false;
-    while (gzgets(in, buf, sizeof buf)) {
-      got = true;
-      line += buf;
-      if (!line.empty() && line.back() == '\n') break;
-    }
-    if (!got) break;
-    ++lineno;
-    if (line.find_first_not_of(" \t\r\n") == std::string::npos) continue;
-    try {
-      db.import_group(nlohmann::json::parse(line));
-    } catch (const nlohmann::json::exception& e) {
-      gzclose(in);
-      throw Error(path + ":" + std::to_string(lineno) + ": not JSON: " + e.what());
-    } catch (const Error& e) {
-      gzclose(in);
-      throw Error(path + ":" + std::to_string(lineno) + ": " + e.what(), e.hint());
-    }
-    ++n;
-  }
-  const bool ok = gzclose(in) == Z_OK;
-  if (!ok) throw Error("the dataset export " + path + " is truncated or corrupt", "collect it again");
+  const std::int64_t n = for_each_export_group(path, [&](const nlohmann::json& g) { db.import_group(g); });
   tx.commit();
   return n;
 }
@@ -97,7 +51,7 @@ int stats(const Options& o) {
     std::vector<std::string> files = o.files.empty() ? committed_exports() : o.files;
     if (files.empty())
       throw Error("no dataset to describe: no --db, no export files, and no committed dataset in " +
-                      std::string(WACO_DATASET_DIR),
+                      committed_dataset_dir(),
                   "give --db FILE or export files");
     tmp = fs::temp_directory_path() / ("waco-dataset-stats-" + std::to_string(::getpid()) + ".sqlite");
     fs::remove(tmp);
@@ -188,7 +142,7 @@ Command make_dataset_command() {
             st->add_option("--db", o->db, "A database written by collect");
             st->add_option("FILES", o->files,
                            "Export files (default without --db: the committed dataset, " +
-                               std::string(WACO_DATASET_DIR) + ")");
+                               committed_dataset_dir() + ")");
             st->add_flag("--json", o->json, "Print JSON");
             CLI::App* ex = sub.add_subcommand("export", "Write a database's groups as gzip JSON "
                                                         "lines (the committed dataset's format)");

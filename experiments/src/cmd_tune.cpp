@@ -105,40 +105,6 @@ class InterruptGuard {
   struct sigaction old_term_ {};
 };
 
-std::vector<Candidate> read_schedule_file(KernelKind kind, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the schedule list " + path, "check the path given to --schedules");
-  std::vector<Candidate> out;
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    const auto last = line.find_last_not_of(" \t\r");
-    const std::string text = line.substr(first, last - first + 1);
-    try {
-      out.push_back(Candidate::generated(codegen::schedule_from_string(kind, text)));
-    } catch (const Error& e) {
-      throw Error(path + ":" + std::to_string(number) + ": " + e.what(),
-                  e.hint().empty() ? "one schedule per line (text form or shortcut); # comments"
-                                   : e.hint());
-    }
-  }
-  if (out.empty()) throw Error("the schedule list " + path + " holds no schedule",
-                               "one schedule per line, in the text form or a shortcut name");
-  return out;
-}
-
-std::string format_duration(double s) {
-  char buf[32];
-  if (s < 0) return "?";
-  if (s < 90) std::snprintf(buf, sizeof buf, "%.0f s", s);
-  else if (s < 5400) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
-  else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
-  return buf;
-}
-
 nlohmann::json status_json(const std::map<MeasureStatus, std::int64_t>& counts) {
   nlohmann::json j = nlohmann::json::object();
   for (MeasureStatus s : kAllStatuses) {
@@ -215,7 +181,8 @@ int run_tune(const Options& o) {
   std::uint64_t admissible = 0;
   if (!o.schedules.empty()) {
     search = "list";
-    candidates = read_schedule_file(kind, o.schedules);
+    for (const auto& sch : read_schedule_list(kind, o.schedules))
+      candidates.push_back(Candidate::generated(sch));
     if (o.budget > 0 && candidates.size() > o.budget) candidates.resize(o.budget);
   } else {
     SpaceOptions so;
@@ -320,7 +287,7 @@ int run_tune(const Options& o) {
       std::fprintf(stderr, "%stune: %lld/%lld done (%lld reused), %.2f/s, %s left, best %s%s",
                    tty ? "\r\033[K" : "", static_cast<long long>(pr.done),
                    static_cast<long long>(pr.total), static_cast<long long>(pr.reused), pr.rate,
-                   format_duration(pr.eta_s).c_str(), best.c_str(), tty && !final ? "" : "\n");
+                   duration_text(pr.eta_s).c_str(), best.c_str(), tty && !final ? "" : "\n");
       std::fflush(stderr);
     };
   }

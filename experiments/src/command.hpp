@@ -35,5 +35,8 @@ Command make_space_command();
 Command make_tune_command();
 Command make_collect_command();
 Command make_dataset_command();
+Command make_train_command();
+Command make_evaluate_command();
+Command make_predict_command();
 
 }  // namespace waco::cli

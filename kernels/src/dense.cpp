@@ -1,18 +1,6 @@
 #include "waco/kernels/dense.hpp"
 
 namespace waco::kernels {
-namespace {
-
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-}  // namespace
 
 DenseMatrix with_layout(const DenseMatrix& m, Layout layout) {
   if (m.layout == layout) return m;

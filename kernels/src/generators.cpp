@@ -44,15 +44,6 @@ using u128 = unsigned __int128;
 
 constexpr u64 kGolden = 0x9E3779B97F4A7C15ull;
 
-/// FNV-1a of a short string: separates the random streams of the kinds.
-u64 fnv1a(const std::string& s) {
-  u64 h = 0xCBF29CE484222325ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 0x100000001B3ull;
-  }
-  return h;
-}
 
 /// The SplitMix64 sequence (Steele, Lea, Flood 2014) started from a key.
 class Rng {

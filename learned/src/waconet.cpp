@@ -2,13 +2,13 @@
 // initialization from a seed, the forward pass with its time breakdown, forward+backward, and
 // the versioned weights file. The sparse convolutions are in sparse_conv.cpp.
 //
-// Weights file (little-endian, version kFormatVersion):
-//   "WACONETW"  u32 version  u32 n  <n bytes: WacoNetParams::to_string()>
-//   u32 tensors, then per tensor: u32 n <name> u32 ndim i64 sizes[ndim] f32 data[numel]
-//   "END!"
-// The architecture text is checked against the requested architecture before any tensor is
-// read; every tensor name and shape is checked against the network the architecture describes.
+// Weights file: tensor_file.hpp's layout, magic "WACONETW", version kFormatVersion, header
+// WacoNetParams::to_string(). The architecture text is checked against the requested
+// architecture before any tensor is read; every tensor name and shape is checked against the
+// network the architecture describes.
 #include "waconet.hpp"
+
+#include "tensor_file.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -353,95 +353,16 @@ std::int64_t FeatureExtractor::parameter_count() const {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Weights file.
-
-namespace {
-
-void write_u32(std::ostream& os, std::uint32_t v) { os.write(reinterpret_cast<char*>(&v), 4); }
-void write_str(std::ostream& os, const std::string& s) {
-  write_u32(os, static_cast<std::uint32_t>(s.size()));
-  os.write(s.data(), static_cast<std::streamsize>(s.size()));
-}
-
-class Reader {
- public:
-  explicit Reader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
-    if (!in_)
-      throw Error("cannot open WACONet weights file '" + path + "'",
-                  "check the path; weights are written by FeatureExtractor::save");
-  }
-  void bytes(void* dst, std::size_t n, const char* what) {
-    in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
-    if (static_cast<std::size_t>(in_.gcount()) != n)
-      throw Error(path_ + ": truncated WACONet weights file (while reading " + what + ")",
-                  "the file is incomplete; write it again");
-  }
-  std::uint32_t u32(const char* what) {
-    std::uint32_t v = 0;
-    bytes(&v, 4, what);
-    return v;
-  }
-  std::string str(const char* what, std::uint32_t max_len) {
-    const std::uint32_t n = u32(what);
-    if (n > max_len) throw Error(path_ + ": corrupt WACONet weights file (" + what + " too long)");
-    std::string s(n, '\0');
-    bytes(s.data(), n, what);
-    return s;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  std::ifstream in_;
-};
-
-}  // namespace
+// Weights file (tensor_file.hpp).
 
 void FeatureExtractor::save(const std::string& path) const {
-  kernels::check_writable(path);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
-    if (!os) throw Error("cannot write '" + tmp + "'", "check that the directory is writable");
-    os.write(kMagic, 8);
-    write_u32(os, kFormatVersion);
-    write_str(os, impl_->params.to_string());
-    std::vector<std::pair<std::string, torch::Tensor>> all;
-    for (const auto& kv : impl_->net->named_parameters()) all.emplace_back(kv.key(), kv.value());
-    for (const auto& kv : impl_->net->named_buffers()) all.emplace_back(kv.key(), kv.value());
-    write_u32(os, static_cast<std::uint32_t>(all.size()));
-    for (const auto& [name, t] : all) {
-      write_str(os, name);
-      write_u32(os, static_cast<std::uint32_t>(t.dim()));
-      for (auto s : t.sizes()) {
-        const std::int64_t v = s;
-        os.write(reinterpret_cast<const char*>(&v), 8);
-      }
-      const auto c = t.detach().to(torch::kFloat).contiguous();
-      os.write(reinterpret_cast<const char*>(c.data_ptr<float>()),
-               static_cast<std::streamsize>(c.numel() * 4));
-    }
-    os.write("END!", 4);
-    if (!os) throw Error("write to '" + tmp + "' failed", "check free disk space");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error("cannot rename '" + tmp + "' to '" + path + "'");
+  write_tensor_file(path, kMagic, kFormatVersion, impl_->params.to_string(),
+                    module_tensors(*impl_->net));
 }
 
 FeatureExtractor FeatureExtractor::load(const std::string& path, const WacoNetParams* expected) {
-  Reader r(path);
-  char magic[8];
-  r.bytes(magic, 8, "the header");
-  if (std::memcmp(magic, kMagic, 8) != 0)
-    throw Error(path + ": not a WACONet weights file (bad magic bytes)",
-                "pass a file written by FeatureExtractor::save / waco-hybrid");
-  const std::uint32_t version = r.u32("the format version");
-  if (version != kFormatVersion)
-    throw Error(path + ": WACONet weights format version " + std::to_string(version) +
-                    " is not supported (this build reads version " +
-                    std::to_string(kFormatVersion) + ")",
-                "re-create the weights with this version of waco-hybrid");
-  const WacoNetParams file_params = WacoNetParams::parse(r.str("the architecture", 1 << 16));
+  TensorFileReader r(path, kMagic, kFormatVersion, "WACONet weights");
+  const WacoNetParams file_params = WacoNetParams::parse(r.header());
   if (expected && !expected->same_architecture(file_params))
     throw Error(path + ": weights are for WACONet architecture [" + file_params.to_string() +
                     "] but [" + expected->to_string() + "] was requested",
@@ -449,36 +370,8 @@ FeatureExtractor FeatureExtractor::load(const std::string& path, const WacoNetPa
                     file_params.name + "), or omit the architecture to use the file's");
   FeatureExtractor fx = create(file_params, 1);
   std::map<std::string, torch::Tensor> want;
-  for (const auto& kv : fx.impl_->net->named_parameters()) want[kv.key()] = kv.value();
-  for (const auto& kv : fx.impl_->net->named_buffers()) want[kv.key()] = kv.value();
-  const std::uint32_t count = r.u32("the tensor count");
-  if (count != want.size())
-    throw Error(path + ": holds " + std::to_string(count) + " tensors, architecture needs " +
-                    std::to_string(want.size()),
-                "the file is corrupt or was written by another version");
-  torch::NoGradGuard guard;
-  for (std::uint32_t n = 0; n < count; ++n) {
-    const std::string name = r.str("a tensor name", 1024);
-    auto it = want.find(name);
-    if (it == want.end())
-      throw Error(path + ": unexpected tensor '" + name + "'",
-                  "the file is corrupt or was written by another version");
-    const std::uint32_t ndim = r.u32("a tensor rank");
-    std::vector<std::int64_t> sizes(ndim);
-    if (ndim > 8) throw Error(path + ": corrupt tensor rank for '" + name + "'");
-    r.bytes(sizes.data(), 8 * ndim, "tensor sizes");
-    if (sizes != it->second.sizes().vec())
-      throw Error(path + ": tensor '" + name + "' has the wrong shape for the architecture",
-                  "the file is corrupt or was written by another version");
-    auto data = torch::empty(sizes, torch::kFloat);
-    r.bytes(data.data_ptr<float>(), static_cast<std::size_t>(data.numel()) * 4, name.c_str());
-    it->second.copy_(data);
-    want.erase(it);
-  }
-  char end[4];
-  r.bytes(end, 4, "the end marker");
-  if (std::memcmp(end, "END!", 4) != 0)
-    throw Error(path + ": corrupt WACONet weights file (missing end marker)");
+  for (auto& [name, t] : module_tensors(*fx.impl_->net)) want[name] = t;
+  r.read_into(std::move(want));
   return fx;
 }
 

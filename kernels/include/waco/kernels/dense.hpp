@@ -41,6 +41,17 @@ DenseMatrix with_layout(const DenseMatrix& m, Layout layout);
 DenseMatrix random_dense(index_t rows, index_t cols, Layout layout, std::uint64_t seed,
                          std::string_view name);
 
+/// FNV-1a (64-bit) of a string: the project's portable string hash (separates random streams by
+/// name, places families in splits).
+inline std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 /// SplitMix64 (Steele et al.), the project's portable hash/PRNG step.
 inline std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

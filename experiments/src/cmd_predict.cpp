@@ -1,0 +1,125 @@
+// waco-hybrid predict: a cost model's order of schedules for one matrix (or tensor), without
+// measuring: a schedule list, or by default the admissible set (the space after the default
+// trimming passes). Prints the best-predicted first, with the time the model took.
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "cli_common.hpp"
+#include "command.hpp"
+#include "model_data.hpp"
+#include "waco/heuristics/pass.hpp"
+#include "waco/heuristics/space.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::cli {
+namespace {
+
+using kernels::Error;
+
+struct Options {
+  std::string model;
+  std::string kernel;
+  std::string file;
+  std::string schedules;
+  int top = 10;
+  int dense = 0;
+  int threads = 0;
+  std::uint64_t max_candidates = 2000000;
+  kernels::ReadOptions read;
+  bool json = false;
+};
+
+int predict(const Options& o) {
+  const double t0 = kernels::now_seconds();
+  const kernels::KernelKind kind = kernel_from_option(o.kernel);
+  const std::string path = model_path_or_default(o.model, kind);
+  const learned::CostModel model = learned::CostModel::load(path, kind);
+  const Operand op = load_operand(o.file, o.read, kind);
+  const int threads = resolve_threads(o.threads);
+
+  std::vector<codegen::SuperSchedule> list;
+  std::string from;
+  if (!o.schedules.empty()) {
+    list = read_schedule_list(kind, o.schedules);
+    from = o.schedules;
+  } else {
+    heuristics::SpaceOptions so;
+    so.cores = threads;
+    const int dense = o.dense > 0 ? o.dense : kernels::default_dense_size(kind);
+    heuristics::Space space = heuristics::Space::for_operand(
+        kind, op.matrix ? &op.matrix->matrix : nullptr, op.tensor ? &op.tensor->tensor : nullptr,
+        dense, so);
+    const heuristics::PipelineResult pr = heuristics::run_pipeline(space, heuristics::default_pipeline());
+    if (pr.final_count > o.max_candidates)
+      throw Error("the admissible set holds " + std::to_string(pr.final_count) +
+                      " schedules, more than --max-candidates " + std::to_string(o.max_candidates),
+                  "raise --max-candidates or give a list with --schedules");
+    space.for_each([&](const codegen::SuperSchedule& s) {
+      list.push_back(s);
+      return true;
+    });
+    from = "the admissible set";
+  }
+  for (auto& s : list) s.threads = threads;
+  const double t1 = kernels::now_seconds();
+  const learned::ModelInput in = op.matrix ? model.prepare(op.matrix->matrix)
+                                           : model.prepare(op.tensor->tensor);
+  const std::vector<double> scores = model.scores(in, list);
+  const double model_s = kernels::now_seconds() - t1;
+  std::vector<std::size_t> idx(list.size());
+  std::iota(idx.begin(), idx.end(), std::size_t{0});
+  std::stable_sort(idx.begin(), idx.end(), [&](auto a, auto b) { return scores[a] < scores[b]; });
+  const std::size_t shown = o.top > 0 ? std::min<std::size_t>(idx.size(), static_cast<std::size_t>(o.top))
+                                      : idx.size();
+  if (o.json) {
+    nlohmann::json ranked = nlohmann::json::array();
+    for (std::size_t r = 0; r < shown; ++r)
+      ranked.push_back({{"rank", r + 1}, {"schedule", codegen::to_text(list[idx[r]])},
+                        {"score", scores[idx[r]]}});
+    print_json({{"model", path}, {"encoder", learned::encoder_name(model.config().encoder)},
+                {"file", o.file}, {"candidates", list.size()}, {"from", from},
+                {"prepare_seconds", in.prepare_seconds()}, {"model_seconds", model_s},
+                {"seconds", kernels::now_seconds() - t0}, {"ranked", ranked}});
+    return kExitOk;
+  }
+  std::printf("%zu candidates from %s; model %s (%s encoder): %s\n", list.size(), from.c_str(),
+              path.c_str(), learned::encoder_name(model.config().encoder).c_str(),
+              format_seconds(model_s).c_str());
+  for (std::size_t r = 0; r < shown; ++r)
+    std::printf("%4zu  %9.4f  %s\n", r + 1, scores[idx[r]], codegen::to_text(list[idx[r]]).c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+Command make_predict_command() {
+  return {"predict", "Rank schedules for a matrix with the learned cost model (no measuring)",
+          [](CLI::App& sub) -> std::function<int()> {
+            auto o = std::make_shared<Options>();
+            add_kernel_option(sub, o->kernel);
+            sub.add_option("FILE", o->file, "Matrix Market file (or FROSTT tensor for mttkrp)")
+                ->required();
+            sub.add_option("--model", o->model,
+                           "Model file (default: the shipped model of the kernel, " + models_dir() + ")");
+            sub.add_option("--schedules", o->schedules,
+                           "Rank the schedules of this file (one per line) instead of the "
+                           "admissible set");
+            sub.add_option("--top", o->top, "Print the N best-predicted (0: all)")
+                ->capture_default_str()->check(CLI::NonNegativeNumber);
+            sub.add_option("--dense", o->dense, "Dense size of the admissible set (J or K)");
+            sub.add_option("--max-candidates", o->max_candidates,
+                           "Refuse admissible sets larger than this")->capture_default_str();
+            add_threads_option(sub, o->threads);
+            add_read_options(sub, o->read);
+            sub.add_flag("--json", o->json, "Print JSON (ranked schedules with scores, times)");
+            sub.footer("Scores are the model's: lower is predicted faster; only the order means "
+                       "anything.\n\nExamples:\n"
+                       "  waco-hybrid predict --kernel spmv examples/bcsstk13.mtx.gz\n"
+                       "  waco-hybrid predict --kernel spmm --schedules list.txt --top 0 m.mtx --json");
+            return [o] { return predict(*o); };
+          }};
+}
+
+}  // namespace waco::cli

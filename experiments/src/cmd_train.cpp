@@ -1,0 +1,173 @@
+// waco-hybrid train: the learned cost model from measured groups (cost_model.hpp): one progress
+// line per epoch with the validation Spearman and an ETA, a checkpoint every epoch (--resume
+// continues it after a kill), early stopping, and a model file that records its data and command.
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "cli_common.hpp"
+#include "command.hpp"
+#include "model_data.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::cli {
+namespace {
+
+using kernels::Error;
+
+struct Options {
+  std::string kernel;
+  std::string encoder = "signature";
+  std::string waconet_variant = "small";
+  std::string output;
+  std::string checkpoint;
+  bool resume = false;
+  learned::TrainOptions train;
+  std::uint64_t seed = 1;
+  ModelDataOptions data;
+  bool json = false;
+};
+
+/// The command that trains this model again (the data source as given).
+std::string command_of(const Options& o, const learned::TrainOptions& t) {
+  std::string c = "waco-hybrid train --kernel " + o.kernel + " --encoder " + o.encoder;
+  if (o.encoder.find("waconet") != std::string::npos) c += " --waconet " + o.waconet_variant;
+  c += " --epochs " + std::to_string(t.epochs) + " --lr " + std::to_string(t.learning_rate) +
+       " --batch " + std::to_string(t.schedules_per_matrix) + " --matrices-per-step " +
+       std::to_string(t.matrices_per_step) + " --patience " + std::to_string(t.patience) +
+       " --seed " + std::to_string(o.seed) + " --threads " + std::to_string(t.threads);
+  if (!o.data.db.empty()) c += " --db " + o.data.db;
+  for (const auto& f : o.data.files) c += " " + f;
+  return c + " -o " + o.output;
+}
+
+nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+int train(const Options& o) {
+  const kernels::KernelKind kind = kernel_from_option(o.kernel);
+  if (o.output.empty()) throw Error("train needs -o MODEL", "name the model file to write");
+  kernels::check_writable(o.output);
+  learned::CostModelConfig config;
+  config.kind = kind;
+  config.encoder = learned::parse_encoder(o.encoder);
+  config.waconet_variant = o.waconet_variant;
+  config.seed = o.seed;
+  learned::CostModel model = learned::CostModel::create(config);
+
+  const LoadedExamples data = load_examples(model, o.data, [](const learned::DatasetGroup&) { return true; });
+  std::vector<learned::RankingExample> tr, va;
+  std::map<std::string, int> counts;
+  for (std::size_t i = 0; i < data.examples.size(); ++i) {
+    const std::string& split = data.groups[i].split;
+    ++counts[split];
+    if (split == "train") tr.push_back(data.examples[i]);
+    else if (split == "validation") va.push_back(data.examples[i]);
+  }
+  if (tr.empty())
+    throw Error("no training matrices for " + o.kernel + " in " + data.described,
+                "collect measurements first (waco-hybrid collect --kernel " + o.kernel + ")");
+  if (!o.data.quiet)
+    std::fprintf(stderr,
+                 "%s: %zu train, %zu validation matrices (%d test held back), encoder %s, %lld "
+                 "parameters, %d threads\n",
+                 data.described.c_str(), tr.size(), va.size(), counts["test"], o.encoder.c_str(),
+                 static_cast<long long>(model.parameter_count()), resolve_threads(o.data.threads));
+
+  learned::TrainOptions to = o.train;
+  to.threads = resolve_threads(o.data.threads);
+  to.checkpoint = o.checkpoint.empty() ? o.output + ".checkpoint" : o.checkpoint;
+  to.resume = o.resume;
+  const double t0 = kernels::now_seconds();
+  const learned::TrainSummary s = model.train(tr, va, to, [&](const learned::EpochReport& r) {
+    if (o.data.quiet) return;
+    std::fprintf(stderr, "epoch %3d/%d  loss %.4f  val spearman %.3f  pair acc %.3f  (%s, ETA %s)%s\n",
+                 r.epoch, to.epochs, r.train_loss, r.val_spearman, r.val_pair_accuracy,
+                 duration_text(r.seconds).c_str(), duration_text(r.eta_seconds).c_str(),
+                 r.best ? "  *" : "");
+  });
+  const double seconds = kernels::now_seconds() - t0;
+
+  nlohmann::json& rec = model.record();
+  rec["data"] = {{"source", data.described}, {"hash", data.data_hash},
+                 {"matrices", {{"train", tr.size()}, {"validation", va.size()}, {"test", counts["test"]}}},
+                 {"skipped", data.skipped.size()}};
+  rec["command"] = command_of(o, to);
+  rec["train_options"] = {{"epochs", to.epochs}, {"schedules_per_matrix", to.schedules_per_matrix},
+                          {"matrices_per_step", to.matrices_per_step},
+                          {"learning_rate", to.learning_rate}, {"margin", to.margin},
+                          {"min_gap", to.min_gap}, {"patience", to.patience}, {"threads", to.threads}};
+  rec["train_seconds"] = seconds;
+  rec["prepare_seconds"] = data.seconds;
+  rec["best_val_spearman"] = finite_or_null(s.best_val_spearman);
+  rec["context"] = kernels::context_json(to.threads, "none");
+  model.save(o.output);
+  if (!o.data.quiet)
+    std::fprintf(stderr, "wrote %s: best epoch %d of %zu, validation Spearman %.3f, %s training%s\n",
+                 o.output.c_str(), s.best_epoch, s.history.size(), s.best_val_spearman,
+                 duration_text(seconds).c_str(), s.stopped_early ? " (stopped early)" : "");
+  if (o.json) {
+    nlohmann::json hist = rec.value("history", nlohmann::json::array());
+    print_json({{"model", o.output}, {"kernel", o.kernel}, {"encoder", o.encoder},
+                {"best_epoch", s.best_epoch}, {"best_val_spearman", finite_or_null(s.best_val_spearman)},
+                {"epochs_run", s.history.size()}, {"stopped_early", s.stopped_early},
+                {"resumed", s.resumed}, {"train_seconds", seconds}, {"data", rec["data"]},
+                {"history", hist}});
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command make_train_command() {
+  return {"train", "Train the learned cost model on measured groups",
+          [](CLI::App& sub) -> std::function<int()> {
+            auto o = std::make_shared<Options>();
+            add_kernel_option(sub, o->kernel);
+            sub.add_option("--encoder", o->encoder,
+                           "Matrix encoder: stats, signature, waconet or signature+waconet")
+                ->capture_default_str()
+                ->check(CLI::IsMember(learned::encoder_names()));
+            sub.add_option("--waconet", o->waconet_variant,
+                           "WACONet variant for the waconet encoders: full, small, tiny")
+                ->capture_default_str();
+            sub.add_option("-o,--output", o->output, "The model file to write")->required();
+            sub.add_option("--epochs", o->train.epochs, "At most this many epochs")
+                ->capture_default_str()->check(CLI::Range(1, 100000));
+            sub.add_option("--lr", o->train.learning_rate, "Adam learning rate")
+                ->capture_default_str()->check(CLI::PositiveNumber);
+            sub.add_option("--batch", o->train.schedules_per_matrix,
+                           "Schedules of one matrix per step (all their pairs; WACO: 32)")
+                ->capture_default_str()->check(CLI::Range(2, 100000));
+            sub.add_option("--matrices-per-step", o->train.matrices_per_step,
+                           "Matrices whose losses make one Adam step")
+                ->capture_default_str()->check(CLI::Range(1, 100000));
+            sub.add_option("--margin", o->train.margin, "Hinge margin")->capture_default_str()
+                ->check(CLI::PositiveNumber);
+            sub.add_option("--min-gap", o->train.min_gap,
+                           "Pairs whose times differ by less than this share are not used")
+                ->capture_default_str()->check(CLI::Range(0.0, 10.0));
+            sub.add_option("--patience", o->train.patience,
+                           "Stop after this many epochs without a better validation Spearman")
+                ->capture_default_str()->check(CLI::Range(1, 100000));
+            sub.add_option("--seed", o->seed, "Seed of the weights and the training order")
+                ->capture_default_str();
+            sub.add_option("--checkpoint", o->checkpoint,
+                           "Checkpoint written after every epoch (default: MODEL.checkpoint)");
+            sub.add_flag("--resume", o->resume, "Continue from the checkpoint when it exists");
+            add_model_data_options(sub, o->data);
+            sub.add_flag("--json", o->json, "Print JSON (history, best epoch, data)");
+            sub.footer(
+                "Groups are split by family (all augmentations of one real file together): 80% "
+                "train, 10% validation (early stopping), 10% test (never read here; see "
+                "`waco-hybrid evaluate --split test`). Deterministic for a seed and thread "
+                "count.\n\nExamples:\n"
+                "  waco-hybrid train --kernel spmv -o spmv.model            # committed dataset\n"
+                "  waco-hybrid train --kernel spmm --db results.sqlite --encoder stats -o m.model\n"
+                "  waco-hybrid train --kernel spmv -o spmv.model --resume   # after an interruption");
+            return [o] { return train(*o); };
+          }};
+}
+
+}  // namespace waco::cli

@@ -1,0 +1,112 @@
+#include "model_data.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli_common.hpp"
+#include "dataset_files.hpp"
+#include "waco/kernels/dense.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
+#include "waco/learned/feature_extractor.hpp"
+
+#ifndef WACO_MODELS_DIR
+#define WACO_MODELS_DIR ""
+#endif
+
+namespace waco::cli {
+
+using kernels::Error;
+namespace fs = std::filesystem;
+
+void add_model_data_options(CLI::App& app, ModelDataOptions& o) {
+  app.add_option("--db", o.db, "Measurements from this results database (collect --db)");
+  app.add_option("FILES", o.files,
+                 "Measurements from these export files (default without --db: the committed "
+                 "dataset, " + committed_dataset_dir() + ")");
+  app.add_option("--data-dir", o.data_dirs,
+                 "Folders where recipes' source files (.mtx) are looked up by name when their "
+                 "stored path does not exist (default: $WACO_DATA_DIR, ../shared/data)");
+  add_threads_option(app, o.threads);
+  app.add_flag("-q,--quiet", o.quiet, "No progress on stderr");
+}
+
+std::string models_dir() { return WACO_MODELS_DIR; }
+
+std::string default_model_path(kernels::KernelKind k) {
+  return (fs::path(WACO_MODELS_DIR) / (std::string(kernels::kernel_name(k)) + ".model")).string();
+}
+
+std::string model_path_or_default(const std::string& path, kernels::KernelKind k) {
+  if (!path.empty()) return path;
+  const std::string d = default_model_path(k);
+  std::error_code ec;
+  if (!fs::exists(d, ec)) {
+    const std::string name(kernels::kernel_name(k));
+    throw Error("no shipped cost model for " + name + " (" + d + " does not exist)",
+                "train one (waco-hybrid train --kernel " + name + " --db D -o M) and pass --model M");
+  }
+  return d;
+}
+
+namespace {
+
+std::vector<std::string> data_dirs(const ModelDataOptions& o) {
+  std::vector<std::string> d = o.data_dirs;
+  if (const char* env = std::getenv("WACO_DATA_DIR"); env && *env) d.emplace_back(env);
+  d.push_back((fs::path(committed_dataset_dir()) / ".." / ".." / ".." / "shared" / "data").string());
+  return d;
+}
+
+}  // namespace
+
+LoadedExamples load_examples(const learned::CostModel& model, const ModelDataOptions& o,
+                             const std::function<bool(const learned::DatasetGroup&)>& keep) {
+  const double t0 = kernels::now_seconds();
+  learned::set_threads(resolve_threads(o.threads));
+  LoadedExamples out;
+  const std::string kernel(kernels::kernel_name(model.config().kind));
+  const std::vector<nlohmann::json> raw = load_groups(kernel, o.db, o.files, &out.described);
+  std::vector<std::pair<learned::DatasetGroup, const nlohmann::json*>> chosen;
+  for (const auto& j : raw) {
+    learned::DatasetGroup g = learned::group_from_json(j);
+    if (g.candidates.size() < 2 || !keep(g)) continue;
+    chosen.emplace_back(std::move(g), &j);
+  }
+  // The hash of the data: the kept groups' JSON in fingerprint order.
+  std::sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) {
+    return a.first.fingerprint < b.first.fingerprint;
+  });
+  std::uint64_t h = 0x9E3779B97F4A7C15ull;
+  const std::vector<std::string> dirs = data_dirs(o);
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    auto& [g, j] = chosen[i];
+    try {
+      out.examples.push_back(learned::make_example(model, g, dirs));
+      h = kernels::splitmix64(h ^ kernels::fnv1a(j->dump()));
+      out.groups.push_back(std::move(g));
+    } catch (const Error& e) {
+      out.skipped.push_back(g.label() + ": " + e.what());
+    }
+    if (!o.quiet && (i + 1 == chosen.size() || (i + 1) % 25 == 0)) {
+      const double el = kernels::now_seconds() - t0;
+      std::fprintf(stderr, "\rpreparing matrices %zu/%zu (%s, ETA %s)   ", i + 1, chosen.size(),
+                   duration_text(el).c_str(),
+                   duration_text(el / static_cast<double>(i + 1) *
+                                 static_cast<double>(chosen.size() - i - 1)).c_str());
+      if (i + 1 == chosen.size()) std::fprintf(stderr, "\n");
+    }
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  out.data_hash = hex;
+  if (!o.quiet && !out.skipped.empty()) {
+    std::fprintf(stderr, "skipped %zu group(s) whose operand could not be made, e.g. %s\n",
+                 out.skipped.size(), out.skipped.front().c_str());
+  }
+  out.seconds = kernels::now_seconds() - t0;
+  return out;
+}
+
+}  // namespace waco::cli

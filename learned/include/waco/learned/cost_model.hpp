@@ -1,0 +1,174 @@
+// The learned cost model (WACO section 4.1, ARCHITECTURE.md section 5): a matrix encoder and a
+// schedule embedder, each giving 128 numbers, and a head concat(256) -> 128 -> 64 -> 1 whose
+// output ranks schedules for one matrix (lower = predicted faster; the scale is arbitrary).
+// Trained with WACO's pairwise hinge loss over the schedules of one measurement group, i.e.
+// candidates timed side by side. Torch-free interface; LibTorch stays in learned/src.
+//
+// Matrix encoders (one interface, chosen by name, combinable with WACONet):
+//   stats             plain statistics (matrix_features.hpp, FeatureSet::Stats) through an MLP;
+//   signature         the locality signature's curves, interval histograms and block fill
+//                     ratios plus the statistics (FeatureSet::Signature) through an MLP;
+//   waconet           WACONet on the nonzero pattern, trained end to end (waconet_params.hpp);
+//   signature+waconet both, concatenated and projected to 128.
+// Schedule embedder: per categorical field of the schedule encoding (schedule_encoding.hpp) a
+// 32-wide lookup table, a linear layer on the flattened loop-order permutation matrix, concat,
+// MLP -> 128.
+//
+// Model file: tensor_file layout, magic "WACOCOST", a JSON header with the configuration, the
+// schedule encoding version, the feature standardization and the training record (data hash,
+// commands, history). load() refuses a file for another kernel, encoder or encoding version.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/kernels/sparse.hpp"
+
+namespace waco::learned {
+
+enum class EncoderKind { Stats, Signature, WacoNet, SignatureWacoNet };
+/// "stats", "signature", "waconet", "signature+waconet".
+std::string encoder_name(EncoderKind e);
+/// Inverse of encoder_name; throws kernels::Error listing the known names.
+EncoderKind parse_encoder(const std::string& name);
+std::vector<std::string> encoder_names();
+
+/// The model file's format version.
+inline constexpr int kCostModelFormatVersion = 1;
+
+struct CostModelConfig {
+  kernels::KernelKind kind = kernels::KernelKind::SpMV;
+  EncoderKind encoder = EncoderKind::Signature;
+  std::string waconet_variant = "small";  ///< waconet_variant() name, for the WACONet encoders
+  int width = 128;                        ///< matrix and schedule embeddings
+  int table_width = 32;                   ///< lookup table width per categorical field
+  std::uint64_t seed = 1;                 ///< weight initialization and training order
+
+  nlohmann::json to_json() const;
+  /// Throws kernels::Error on a missing or bad field.
+  static CostModelConfig from_json(const nlohmann::json& j);
+};
+
+/// A matrix (or tensor) as the model reads it, computed once and reused for every schedule:
+/// its feature vector and / or its WACONet pattern. Cheap to copy.
+class ModelInput {
+ public:
+  struct Impl;
+  ModelInput() = default;
+  explicit ModelInput(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  const Impl& impl() const;
+  bool valid() const { return static_cast<bool>(impl_); }
+  /// Seconds prepare() took (features and kernel maps): the encoder's per-matrix query cost.
+  double prepare_seconds() const;
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// One matrix's training or evaluation data: its input and the candidates measured side by side.
+struct RankingExample {
+  std::string name;
+  ModelInput input;
+  std::vector<codegen::SuperSchedule> schedules;
+  std::vector<double> seconds;     ///< median seconds, or a lower bound
+  std::vector<char> lower_bound;   ///< 1 where seconds is a lower bound (abandoned)
+};
+
+struct TrainOptions {
+  int epochs = 80;                 ///< at most; early stopping may end sooner
+  int schedules_per_matrix = 32;   ///< WACO's batch: schedules of one matrix per step (all pairs)
+  int matrices_per_step = 4;       ///< matrices whose losses are summed into one Adam step
+  double learning_rate = 1e-3;
+  double margin = 1.0;             ///< hinge margin (WACO: 1)
+  double min_gap = 0.02;           ///< pairs whose times differ by less are not used
+  int patience = 10;               ///< epochs without a better validation Spearman before stopping
+  int threads = 0;                 ///< LibTorch threads (0: every available core)
+  std::string checkpoint;          ///< written after every epoch when not empty
+  bool resume = false;             ///< continue from `checkpoint` when it exists
+};
+
+/// One epoch's record.
+struct EpochReport {
+  int epoch = 0;                ///< 1-based
+  double train_loss = 0.0;      ///< mean hinge loss per pair
+  double val_spearman = 0.0;    ///< median over validation matrices (NaN without any)
+  double val_pair_accuracy = 0.0;
+  double seconds = 0.0;         ///< this epoch (training + validation)
+  double eta_seconds = 0.0;     ///< for the remaining epochs at this pace
+  bool best = false;            ///< the best validation so far (the weights kept)
+};
+
+struct TrainSummary {
+  std::vector<EpochReport> history;
+  int best_epoch = 0;
+  double best_val_spearman = 0.0;
+  double seconds = 0.0;
+  bool stopped_early = false;
+  bool resumed = false;
+};
+
+class CostModel {
+ public:
+  /// A model with fresh weights (deterministic for config.seed). Throws kernels::Error without
+  /// LibTorch or on a bad configuration.
+  static CostModel create(const CostModelConfig& config);
+  /// Loads a model file. `expect_kind`, when given, must be the file's kernel, `expect_encoder`
+  /// its encoder (else kernels::Error naming both). Refuses another schedule encoding version,
+  /// a truncated, corrupt or foreign file, NaN weights.
+  static CostModel load(const std::string& path,
+                        std::optional<kernels::KernelKind> expect_kind = std::nullopt,
+                        std::optional<EncoderKind> expect_encoder = std::nullopt);
+  /// Writes the model file atomically (a kill never leaves a torn file).
+  void save(const std::string& path) const;
+
+  CostModel(CostModel&&) noexcept;
+  CostModel& operator=(CostModel&&) noexcept;
+  ~CostModel();
+
+  const CostModelConfig& config() const;
+  /// Free-form record saved with the model ("training": data hash, command, history, ...).
+  nlohmann::json& record();
+  const nlohmann::json& record() const;
+  std::int64_t parameter_count() const;
+
+  /// The model's view of an operand (throws for a tensor given to a matrix kernel and back).
+  ModelInput prepare(const kernels::CooMatrix& a) const;
+  ModelInput prepare(const kernels::CooTensor& t) const;
+
+  /// Scores of schedules for one operand, lower = predicted faster. Schedules must be of the
+  /// model's kernel (kernels::Error otherwise).
+  std::vector<double> scores(const ModelInput& input,
+                             const std::vector<codegen::SuperSchedule>& schedules) const;
+
+  /// Trains on `train`, early-stopping on the median Spearman over `validation` (the weights of
+  /// the best epoch are kept). Deterministic for a given config.seed and thread count. The
+  /// feature standardization is fitted on `train` (unless resuming). `progress` gets every epoch.
+  TrainSummary train(const std::vector<RankingExample>& train,
+                     const std::vector<RankingExample>& validation, const TrainOptions& options,
+                     const std::function<void(const EpochReport&)>& progress = {});
+
+  /// The mean hinge loss over all known pairs of the examples (every schedule), no training.
+  double loss(const std::vector<RankingExample>& examples, double margin = 1.0,
+              double min_gap = 0.02) const;
+
+  struct Impl;
+
+ private:
+  explicit CostModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Pairwise hinge loss of one matrix's scores, mean over the known pairs (i known faster than j
+/// by more than min_gap: max(0, margin - (s_j - s_i))); 0 without pairs. Torch-free reference
+/// for tests and reports.
+double pairwise_hinge(const std::vector<double>& scores, const std::vector<double>& seconds,
+                      const std::vector<char>& lower_bound, double margin, double min_gap);
+
+}  // namespace waco::learned

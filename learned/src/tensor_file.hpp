@@ -1,0 +1,50 @@
+// The versioned weights file of learned/ (internal; includes torch): WACONet weights and cost
+// models are written in this one layout, little-endian:
+//   <8 magic bytes>  u32 version  u32 n  <n bytes: header text (architecture or JSON)>
+//   u32 tensors, then per tensor: u32 n <name> u32 ndim i64 sizes[ndim] f32 data[numel]
+//   "END!"
+// Files are written to <path>.tmp and renamed, so a killed writer never leaves a torn file.
+// The reader checks the magic and version before the header, and every tensor's name and shape
+// against the network the header describes; every failure is a kernels::Error naming the file.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace waco::learned {
+
+/// Writes the file atomically. `what` names the kind of file in messages ("WACONet weights").
+void write_tensor_file(const std::string& path, const char (&magic)[8], std::uint32_t version,
+                       const std::string& header,
+                       const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
+
+/// Every parameter and buffer of a module, by name (the tensors a weights file holds).
+std::vector<std::pair<std::string, torch::Tensor>> module_tensors(const torch::nn::Module& m);
+
+/// Reads a file written by write_tensor_file: the constructor reads and checks the magic and the
+/// version, and reads the header; read_into() then fills the tensors.
+class TensorFileReader {
+ public:
+  /// `what`: the kind of file, for messages ("WACONet weights", "cost model").
+  TensorFileReader(const std::string& path, const char (&magic)[8], std::uint32_t version,
+                   std::string what);
+  const std::string& header() const { return header_; }
+  /// Reads every tensor into the tensor of the same name in `want` (copy_, no grad): the file
+  /// must hold exactly these names with these shapes, then the end marker.
+  void read_into(std::map<std::string, torch::Tensor> want);
+
+ private:
+  void bytes(void* dst, std::size_t n, const char* what);
+  std::uint32_t u32(const char* what);
+  std::string str(const char* what, std::uint32_t max_len);
+  std::string path_, what_, header_;
+  std::ifstream in_;
+};
+
+}  // namespace waco::learned

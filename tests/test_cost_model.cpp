@@ -1,0 +1,287 @@
+// Unit "cost_model": the learned cost model (learned/cost_model.hpp) and what it stands on:
+// ranking metrics on hand-made orders, the pairwise hinge loss, training data read from group
+// JSON (families and splits), the network's scores, a training step lowering the loss,
+// determinism, checkpoint + resume equal to an uninterrupted run, the model file (round trip and
+// refusals), and a model trained briefly on the committed measurements ranking heavy padding
+// below csr on a matrix it never saw.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+
+#include "dataset_files.hpp"
+#include "support/test_paths.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/generators.hpp"
+#include "waco/learned/cost_model.hpp"
+#include "waco/learned/ranking_metrics.hpp"
+#include "waco/learned/training_data.hpp"
+
+namespace {
+
+using namespace waco;
+using learned::CostModel;
+using learned::CostModelConfig;
+using learned::EncoderKind;
+using learned::RankingExample;
+namespace fs = std::filesystem;
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+kernels::CooMatrix gen(const std::string& kind, std::int64_t rows, std::int64_t nnz, std::uint64_t seed) {
+  kernels::GeneratorSpec g;
+  g.kind = kind;
+  g.rows = rows;
+  g.nnz = nnz;
+  g.seed = seed;
+  return kernels::generate(g);
+}
+
+codegen::SuperSchedule sched(const std::string& text) {
+  return codegen::schedule_from_string(kernels::KernelKind::SpMV, text);
+}
+
+/// Schedules with invented times for mechanics tests (optimizer, determinism, files): the time
+/// grows with the chunk and with blocking, the same way on every matrix.
+RankingExample synthetic_example(const CostModel& m, const kernels::CooMatrix& a) {
+  RankingExample ex;
+  ex.name = "synthetic";
+  ex.input = m.prepare(a);
+  int n = 0;
+  for (int chunk : {1, 4, 16, 64, 256})
+    for (const char* base : {"order=i,k format=UC parallel=i", "split=i:4 order=i1,i0,k format=UUC parallel=i1",
+                             "split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1"}) {
+      ex.schedules.push_back(sched(std::string(base) + " chunk=" + std::to_string(chunk)));
+      ex.seconds.push_back(1.0 + 0.1 * chunk + 3.0 * (std::string(base).find("k:4") != std::string::npos) + 0.01 * n++);
+      ex.lower_bound.push_back(0);
+    }
+  ex.lower_bound.back() = 1;  // the slowest only as a lower bound
+  return ex;
+}
+
+std::vector<RankingExample> synthetic_set(const CostModel& m, int count, std::uint64_t seed) {
+  std::vector<RankingExample> out;
+  const char* kinds[] = {"uniform", "banded", "powerlaw"};
+  for (int i = 0; i < count; ++i)
+    out.push_back(synthetic_example(m, gen(kinds[i % 3], 300 + 50 * i, 3000, seed + static_cast<std::uint64_t>(i))));
+  return out;
+}
+
+std::string read_all(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("cost model: ranking metrics on hand-made orders") {
+  using namespace learned;
+  CHECK(spearman({1, 2, 3, 4}, {10, 20, 30, 40}) == Approx(1.0));
+  CHECK(spearman({1, 2, 3, 4}, {4, 3, 2, 1}) == Approx(-1.0));
+  CHECK(std::isnan(spearman({1, 1, 1}, {1, 2, 3})));
+  CHECK(average_ranks({5, 1, 5, 2}) == std::vector<double>{3.5, 1, 3.5, 2});
+  CHECK(kendall_tau_b({1, 2, 3}, {1, 2, 3}) == Approx(1.0));
+  CHECK(kendall_tau_b({1, 2, 3, 4}, {1, 3, 2, 4}) == Approx(4.0 / 6.0));
+  // Pairs: 0 < 1 < 2 exact, 3 a lower bound 2.0 (known slower than 0 and 1, not comparable with 2).
+  const std::vector<double> t = {1.0, 1.5, 3.0, 2.0};
+  const std::vector<char> lb = {0, 0, 0, 1};
+  const PairCount all = pairwise_agreement({0, 1, 2, 3}, t, lb);
+  CHECK(all.pairs == 5);
+  CHECK(all.accuracy() == Approx(1.0));
+  CHECK(pairwise_agreement({3, 2, 1, 0}, t, lb).accuracy() == Approx(0.0));
+  CHECK(pairwise_agreement({0, 0, 0, 0}, t, lb).accuracy() == Approx(0.5));
+  CHECK(pairwise_agreement({0, 1, 2, 3}, t, lb, 0.6).pairs == 3);  // 1.5 vs 1.0 is closer than 60%
+  // Regret: the model's best pick is the 3.0 one; best overall 1.0.
+  CHECK(top_k_regret({5, 4, 0, 9}, t, lb, 1) == Approx(2.0));
+  CHECK(top_k_regret({5, 4, 0, 9}, t, lb, 3) == Approx(0.0));
+  CHECK(top_k_regret({5, 4, 9, 0}, t, lb, 1) == kInf);  // only a lower bound picked
+  CHECK(median_finite({3, std::nan(""), 1, 2, kInf}) == Approx(2.0));
+}
+
+TEST_CASE("cost model: hinge loss is zero when every pair is ordered by more than the margin") {
+  const std::vector<double> sec = {1.0, 2.0, 4.0};
+  const std::vector<char> lb = {0, 0, 0};
+  CHECK(learned::pairwise_hinge({0.0, 1.5, 3.0}, sec, lb, 1.0, 0.0) == 0.0);
+  // Ordered right but within the margin: each pair pays margin - gap.
+  CHECK(learned::pairwise_hinge({0.0, 0.5, 1.0}, sec, lb, 1.0, 0.0) == Approx((0.5 + 0.0 + 0.5) / 3));
+  // Reversed: every pair pays margin + gap.
+  CHECK(learned::pairwise_hinge({3.0, 1.5, 0.0}, sec, lb, 1.0, 0.0) == Approx((2.5 + 4.0 + 2.5) / 3));
+  CHECK(learned::pairwise_hinge({0.0, 0.0}, {1.0, 1.01}, {0, 0}, 1.0, 0.02) == 0.0);  // too close
+}
+
+TEST_CASE("cost model: groups from JSON, families and splits") {
+  const nlohmann::json g = {
+      {"kernel", "spmv"}, {"dense", 1}, {"threads", 2}, {"source", "file:x/Erdos971.mtx"},
+      {"matrix", {{"fingerprint", "00000000000000ab"}, {"rows", 3}, {"cols", 3}, {"nnz", 3}}},
+      {"recipe", {{"recipe_version", 1}, {"source", "file"}, {"path", "x/Erdos971.mtx"},
+                  {"augment", {{"resize", 2.0}, {"seed", 5}}}}},
+      {"pair_agreement", 0.9},
+      {"rows", {{"order=i,k format=UC parallel=i threads=2 chunk=128", "ok", 2e-6, 1e-6, 3e-6},
+                {"impl=csr", "ok", 1e-6, 1e-6, 1e-6},
+                {"order=k,i format=UC parallel=k threads=2 chunk=16", "abandoned", 9e-6, 9e-6, 9e-6},
+                {"order=k,i format=UC parallel=k threads=2 chunk=32", "timeout", nullptr, nullptr, nullptr}}}};
+  const learned::DatasetGroup d = learned::group_from_json(g);
+  CHECK(d.kind == kernels::KernelKind::SpMV);
+  REQUIRE(d.candidates.size() == 2);
+  CHECK_FALSE(d.candidates[0].lower_bound);
+  CHECK(d.candidates[1].lower_bound);
+  CHECK(d.csr_seconds == 1e-6);
+  CHECK(d.pair_agreement == 0.9);
+  CHECK(d.family == "file:Erdos971.mtx");
+  // Every augmentation of a file shares its split; splits are spread 80/10/10.
+  CHECK(learned::split_of_family(d.family) == d.split);
+  int counts[3] = {0, 0, 0};
+  for (int i = 0; i < 2000; ++i) {
+    const std::string s = learned::split_of_family("matrix:" + std::to_string(i));
+    ++counts[s == "train" ? 0 : s == "validation" ? 1 : 2];
+  }
+  CHECK(counts[0] > 1500);
+  CHECK(counts[1] > 120);
+  CHECK(counts[2] > 120);
+  nlohmann::json bad = g;
+  bad["rows"][0][0] = "order=q format=UC";
+  CHECK_THROWS_AS(learned::group_from_json(bad), kernels::Error);
+  bad = g;
+  bad.erase("matrix");
+  CHECK_THROWS_AS(learned::group_from_json(bad), kernels::Error);
+  // No source file: a clear error naming it.
+  CHECK_THROWS_WITH(learned::make_group_matrix(d, {}), Catch::Contains("Erdos971.mtx"));
+}
+
+TEST_CASE("cost model: scores per schedule for every encoder without WACONet; foreign input refused") {
+  const kernels::CooMatrix a = gen("uniform", 400, 4000, 3);
+  for (EncoderKind e : {EncoderKind::Stats, EncoderKind::Signature}) {
+    CostModelConfig c;
+    c.encoder = e;
+    const CostModel m = CostModel::create(c);
+    CHECK(m.parameter_count() > 10000);
+    const auto ex = synthetic_example(m, a);
+    const std::vector<double> s = m.scores(ex.input, ex.schedules);
+    REQUIRE(s.size() == ex.schedules.size());
+    for (double v : s) CHECK(std::isfinite(v));
+    CHECK(m.scores(ex.input, {}).empty());
+    const auto spmm = codegen::schedule_from_string(kernels::KernelKind::SpMM, "csr");
+    CHECK_THROWS_WITH(m.scores(ex.input, {spmm}), Catch::Contains("spmm schedule"));
+    CHECK_THROWS_AS(m.prepare(kernels::CooTensor{}), kernels::Error);
+  }
+}
+
+TEST_CASE("cost model: one epoch lowers the loss; training is deterministic and resumable") {
+  CostModelConfig c;
+  c.encoder = EncoderKind::Stats;
+  c.seed = 7;
+  CostModel m = CostModel::create(c);
+  const auto data = synthetic_set(m, 6, 11);
+  learned::TrainOptions o;
+  o.epochs = 1;
+  o.threads = 1;
+  o.learning_rate = 3e-3;
+  o.matrices_per_step = 2;
+  const double before = m.loss(data);
+  m.train(data, {}, o);
+  CHECK(m.loss(data) < before);
+
+  // Same seed, same threads: the same model.
+  o.epochs = 4;
+  CostModel a = CostModel::create(c), b = CostModel::create(c);
+  a.train(data, data, o);
+  b.train(data, data, o);
+  CHECK(a.scores(data[0].input, data[0].schedules) == b.scores(data[0].input, data[0].schedules));
+
+  // Interrupted after 2 epochs and resumed to 4: the same as 4 in one go (no early stop here).
+  const std::string dir = test::scratch_dir("cost-model-resume");
+  o.checkpoint = dir + "/ck";
+  o.patience = 100;
+  CostModel straight = CostModel::create(c);
+  straight.train(data, data, o);
+  learned::TrainOptions first = o;
+  first.epochs = 2;
+  CostModel part = CostModel::create(c);
+  part.train(data, data, first);
+  CHECK(fs::exists(dir + "/ck"));
+  CHECK(fs::exists(dir + "/ck.adam"));
+  learned::TrainOptions rest = o;
+  rest.resume = true;
+  CostModel resumed = CostModel::create(c);
+  const learned::TrainSummary s = resumed.train(data, data, rest);
+  CHECK(s.resumed);
+  CHECK(s.history.size() == 4);
+  const auto x = straight.scores(data[1].input, data[1].schedules);
+  const auto y = resumed.scores(data[1].input, data[1].schedules);
+  REQUIRE(x.size() == y.size());
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(x[i] == Approx(y[i]).epsilon(1e-5));
+  // A checkpoint of another configuration is refused.
+  CostModelConfig other = c;
+  other.seed = 8;
+  CostModel wrong = CostModel::create(other);
+  CHECK_THROWS_WITH(wrong.train(data, data, rest), Catch::Contains("another configuration"));
+}
+
+TEST_CASE("cost model: model file round trip and refusals") {
+  const std::string dir = test::scratch_dir("cost-model-file");
+  CostModelConfig c;
+  c.encoder = EncoderKind::Signature;
+  CostModel m = CostModel::create(c);
+  m.record()["note"] = "kept";
+  const auto ex = synthetic_example(m, gen("banded", 500, 4000, 2));
+  const std::string path = dir + "/m.model";
+  m.save(path);
+  const CostModel back = CostModel::load(path);
+  CHECK(back.record().at("note") == "kept");
+  CHECK(back.scores(ex.input, ex.schedules) == m.scores(ex.input, ex.schedules));
+  CHECK_THROWS_WITH(CostModel::load(path, kernels::KernelKind::SpMM), Catch::Contains("for spmv, not spmm"));
+  CHECK_THROWS_WITH(CostModel::load(path, std::nullopt, EncoderKind::Stats), Catch::Contains("signature encoder"));
+  CHECK_THROWS_WITH(CostModel::load(dir + "/missing.model"), Catch::Contains("cannot open"));
+  const std::string bytes = read_all(path);
+  std::ofstream(dir + "/cut.model", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  CHECK_THROWS_WITH(CostModel::load(dir + "/cut.model"), Catch::Contains("truncated"));
+  std::ofstream(dir + "/foreign.model", std::ios::binary) << "not a model at all, just text";
+  CHECK_THROWS_WITH(CostModel::load(dir + "/foreign.model"), Catch::Contains("bad magic"));
+  std::string other = bytes;
+  const std::string key = "\"schedule_encoding_version\":1";
+  REQUIRE(other.find(key) != std::string::npos);
+  other.replace(other.find(key), key.size(), "\"schedule_encoding_version\":9");
+  std::ofstream(dir + "/v9.model", std::ios::binary) << other;
+  CHECK_THROWS_WITH(CostModel::load(dir + "/v9.model"), Catch::Contains("encoding version 9"));
+  // NaN weights are refused.
+  std::string nan = bytes;
+  const float q = std::numeric_limits<float>::quiet_NaN();
+  nan.replace(nan.size() - 8, 4, reinterpret_cast<const char*>(&q), 4);
+  std::ofstream(dir + "/nan.model", std::ios::binary) << nan;
+  CHECK_THROWS_WITH(CostModel::load(dir + "/nan.model"), Catch::Contains("NaN"));
+  // An unwritable destination fails before anything is written.
+  CHECK_THROWS_AS(m.save("/proc/no/such/dir/m.model"), kernels::Error);
+}
+
+TEST_CASE("cost model: trained briefly on the committed measurements, heavy padding ranks below csr") {
+  const std::vector<std::string> files = cli::committed_exports();
+  if (files.empty()) {
+    WARN("no committed dataset: skipped");
+    return;
+  }
+  CostModelConfig c;
+  c.encoder = EncoderKind::Signature;
+  CostModel m = CostModel::create(c);
+  std::vector<RankingExample> train;
+  std::vector<std::string> dirs;
+  if (auto d = test::shared_data_dir()) dirs.push_back(*d);
+  for (const auto& j : cli::load_groups("spmv", "", files)) {
+    const learned::DatasetGroup g = learned::group_from_json(j);
+    // Generated matrices only (a fresh machine may lack the real files), 60 of them.
+    if (g.split != "train" || g.source.rfind("generator:", 0) != 0 || train.size() >= 60) continue;
+    train.push_back(learned::make_example(m, g, dirs));
+  }
+  REQUIRE(train.size() >= 30);
+  learned::TrainOptions o;
+  o.epochs = 15;
+  o.threads = 2;
+  m.train(train, {}, o);
+  // A matrix it never saw: 0.16% dense; 16x16 blocks store ~100 values per nonzero.
+  const auto in = m.prepare(gen("uniform", 5000, 40000, 99));
+  const auto s = m.scores(in, {sched("csr"), sched("split=i:16,k:16 order=i1,k1,i0,k0 format=UCUU parallel=i1 chunk=16")});
+  CHECK(s[0] < s[1]);
+}

@@ -1,0 +1,90 @@
+// Unit "train": `waco-hybrid train`, `evaluate` and `predict` end to end on the committed
+// dataset: a model written with its history, evaluated on the test split (JSON with
+// spearman_median and rows), the shipped-model default, predictions over the admissible set and
+// a list, and clear errors for a model of another kernel, a corrupt model file and missing data.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_runner.hpp"
+#include "support/test_paths.hpp"
+
+using namespace waco;
+namespace fs = std::filesystem;
+
+namespace {
+std::string example() { return test::examples_dir() + "/bcsstk13.mtx.gz"; }
+}  // namespace
+
+TEST_CASE("train: a model from the committed dataset, evaluated on the test split, predicting") {
+  const std::string dir = test::scratch_dir("train-cli");
+  const std::string model = dir + "/spmv.model";
+  const auto t = test::run_cli("train --kernel spmv --encoder stats --epochs 3 --threads 2 --json -o " + model);
+  INFO(t.err);
+  REQUIRE(t.status == 0);
+  const auto j = nlohmann::json::parse(t.out);
+  CHECK(j.at("history").size() == 3);
+  CHECK(j.at("data").at("matrices").at("train").get<int>() > 100);
+  CHECK(j.at("data").at("hash").get<std::string>().size() == 16);
+  CHECK(fs::exists(model));
+  CHECK(fs::exists(model + ".checkpoint"));
+  CHECK(t.err.find("epoch   3/3") != std::string::npos);  // progress lines with ETA
+  CHECK(t.err.find("ETA") != std::string::npos);
+
+  const auto e = test::run_cli("evaluate --model " + model + " --split test --json -q");
+  INFO(e.err);
+  REQUIRE(e.status == 0);
+  const auto k = nlohmann::json::parse(e.out);
+  CHECK(k.at("spearman_median").is_number());
+  CHECK(k.at("spearman_median").get<double>() > 0.0);  // better than chance after 3 epochs
+  REQUIRE(!k.at("rows").empty());
+  for (const auto& r : k.at("rows")) CHECK(r.at("split") == "test");
+  CHECK(k.at("summary").contains("top10_regret_median"));
+
+  const auto p = test::run_cli("predict --kernel spmv --model " + model + " --top 3 --json " + example());
+  INFO(p.err);
+  REQUIRE(p.status == 0);
+  const auto q = nlohmann::json::parse(p.out);
+  CHECK(q.at("ranked").size() == 3);
+  CHECK(q.at("candidates").get<int>() > 3);
+  CHECK(q.at("ranked")[0].at("score").get<double>() <= q.at("ranked")[1].at("score").get<double>());
+  std::ofstream(dir + "/list.txt") << "csr\n# a comment\ncsc\n";
+  const auto l = test::run_cli("predict --kernel spmv --model " + model + " --schedules " + dir +
+                               "/list.txt --top 0 --json " + example());
+  REQUIRE(l.status == 0);
+  CHECK(nlohmann::json::parse(l.out).at("ranked").size() == 2);
+
+  // Refusals: a model of another kernel, a corrupt file, missing data, an unknown encoder.
+  const auto w = test::run_cli("predict --kernel spmm --model " + model + " " + example());
+  CHECK(w.status == 1);
+  CHECK(w.err.find("for spmv, not spmm") != std::string::npos);
+  std::ofstream(dir + "/junk.model") << "junk";
+  const auto c = test::run_cli("evaluate --model " + dir + "/junk.model");
+  CHECK(c.status == 1);
+  CHECK(c.err.find("magic") != std::string::npos);
+  const auto m = test::run_cli("train --kernel spmv -o " + dir + "/x.model " + dir + "/missing.jsonl.gz");
+  CHECK(m.status == 1);
+  CHECK(m.err.find("missing.jsonl.gz") != std::string::npos);
+  CHECK(test::run_cli("train --kernel spmv --encoder cnn -o " + dir + "/x.model").status == 2);
+}
+
+TEST_CASE("train: the shipped default models load and rank; a kernel without one says so") {
+  const auto p = test::run_cli("predict --kernel spmv --top 1 --json " + example());
+  INFO(p.err);
+  REQUIRE(p.status == 0);
+  CHECK(nlohmann::json::parse(p.out).at("ranked").size() == 1);
+  const auto e = test::run_cli("evaluate --kernel spmv --json -q");
+  INFO(e.err);
+  REQUIRE(e.status == 0);
+  CHECK(nlohmann::json::parse(e.out).at("spearman_median").get<double>() > 0.5);
+  // Kernels without a shipped model yet: a clear error naming how to get one.
+  for (const char* kernel : {"sddmm"}) {
+    if (fs::exists(std::string(WACO_SOURCE_DIR) + "/data/models/" + kernel + ".model")) continue;
+    const auto n = test::run_cli(std::string("predict --kernel ") + kernel + " " + example());
+    CHECK(n.status == 1);
+    CHECK(n.err.find("no shipped cost model") != std::string::npos);
+  }
+}
