@@ -88,3 +88,26 @@ TEST_CASE("train: the shipped default models load and rank; a kernel without one
     CHECK(n.err.find("no shipped cost model") != std::string::npos);
   }
 }
+
+TEST_CASE("train: tune --search model measures the model's best, scored over the admissible set") {
+  const std::string dir = test::scratch_dir("tune-model");
+  const auto r = test::run_cli("tune --kernel spmv --search model --budget 3 --json --db " + dir +
+                               "/r.sqlite --cache-dir " + std::string(WACO_BINARY_DIR) +
+                               "/test-kernel-cache --repeat 3 --warmup 1 --confirm-rounds 4 "
+                               "--threads 2 " + example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("search") == "model");
+  const auto& info = j.at("search_info");
+  CHECK(info.at("scored") == j.at("space").at("admissible_count"));
+  CHECK(info.at("measured") == 3);
+  CHECK(info.at("encoder") == "signature");
+  CHECK(j.at("candidates").get<int>() == 3);
+  // A model of another kernel is refused before anything is measured.
+  const auto w = test::run_cli("tune --kernel spmm --search model --model " + std::string(WACO_SOURCE_DIR) +
+                               "/data/models/spmv.model --db " + dir + "/r.sqlite " + example());
+  CHECK(w.status == 1);
+  CHECK(w.err.find("for spmv, not spmm") != std::string::npos);
+  CHECK(test::run_cli("tune --kernel spmv --search annealing " + example()).status == 2);
+}

@@ -23,6 +23,8 @@
 
 #include "cli_common.hpp"
 #include "command.hpp"
+#include "model_data.hpp"
+#include "searcher.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/results_db.hpp"
@@ -39,10 +41,6 @@ using namespace waco::heuristics;
 
 namespace {
 
-/// Largest admissible set measured exhaustively without an explicit --budget.
-constexpr std::uint64_t kExhaustiveLimit = 20000;
-/// Candidates drawn for a random search bounded only by --budget-seconds.
-constexpr std::uint64_t kRandomPool = 100000;
 /// --abandon-factor: a candidate whose fastest run is this many times the best median so far is
 /// abandoned (see the option's help and the closing measurement in README.md).
 constexpr double kDefaultAbandonFactor = 3.0;
@@ -51,6 +49,7 @@ struct Options {
   std::string kernel;
   std::string file;
   std::string search = "random";
+  std::string model;
   std::string schedules;
   std::uint64_t budget = 0;
   double budget_seconds = 0.0;
@@ -140,8 +139,7 @@ nlohmann::json entry_json(const TuneEntry& e) {
 int run_tune(const Options& o) {
   const double t_start = now_seconds();
   const KernelKind kind = kernel_from_option(o.kernel);
-  if (o.search != "exhaustive" && o.search != "random")
-    throw Error("unknown search '" + o.search + "'", "use --search exhaustive or --search random");
+  const Searcher& searcher = find_searcher(o.search);  // early: a typo fails before any work
   const Pipeline pipeline = parse_pipeline(o.passes);  // early: a typo fails before any work
   const int threads = resolve_threads(o.threads);
   const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);
@@ -177,6 +175,7 @@ int run_tune(const Options& o) {
   // 4. The candidates.
   std::vector<Candidate> candidates;
   nlohmann::json space_json = nullptr;
+  nlohmann::json search_info = nullptr;
   std::string search = o.search;
   std::uint64_t admissible = 0;
   if (!o.schedules.empty()) {
@@ -205,22 +204,18 @@ int run_tune(const Options& o) {
     if (admissible == 0)
       throw Error("the pipeline '" + print_pipeline(pipeline) + "' leaves no admissible schedule",
                   "use fewer passes (--passes), e.g. --passes legality");
-    std::vector<codegen::SuperSchedule> chosen;
-    if (o.search == "exhaustive") {
-      if (o.budget == 0 && o.budget_seconds <= 0 && admissible > kExhaustiveLimit)
-        throw Error("the admissible set has " + std::to_string(admissible) +
-                        " schedules, too many to measure all without a budget",
-                    "add --budget N or --budget-seconds S, or trim more with --passes");
-      const std::uint64_t cap = o.budget > 0 ? o.budget : admissible;
-      space.for_each([&](const codegen::SuperSchedule& s) {
-        chosen.push_back(s);
-        return chosen.size() < cap;
-      });
-    } else {
-      std::uint64_t n = o.budget;
-      if (n == 0) n = o.budget_seconds > 0 ? std::min<std::uint64_t>(admissible, kRandomPool) : 100;
-      chosen = space.sample(n, o.seed);
-    }
+    SearchRequest req;
+    req.space = &space;
+    req.admissible = admissible;
+    req.problem = &p;
+    req.budget = o.budget;
+    req.budget_seconds = o.budget_seconds;
+    req.seed = o.seed;
+    req.model = o.model;
+    req.quiet = o.quiet;
+    SearchChoice choice = searcher.choose(req);
+    const std::vector<codegen::SuperSchedule>& chosen = choice.schedules;
+    search_info = std::move(choice.info);
     space_json["seconds"] = now_seconds() - s0;
     candidates.reserve(chosen.size());
     for (const codegen::SuperSchedule& s : chosen) candidates.push_back(Candidate::generated(s));
@@ -491,6 +486,7 @@ int run_tune(const Options& o) {
                 {"dense", p.dense_size()},
                 {"threads", threads},
                 {"search", search},
+                {"search_info", search_info},
                 {"seed", o.seed},
                 {"budget", o.budget > 0 ? nlohmann::json(o.budget) : nlohmann::json(nullptr)},
                 {"budget_seconds", o.budget_seconds > 0 ? nlohmann::json(o.budget_seconds)
@@ -629,11 +625,15 @@ Command make_tune_command() {
             sub.add_option("FILE", o->file,
                            "Matrix Market (.mtx[.gz]) or, for mttkrp, FROSTT (.tns[.gz])")
                 ->required();
-            sub.add_option("--search", o->search,
-                           "exhaustive: every admissible schedule (in space order); random: a "
-                           "uniform sample of them (--seed)")
-                ->check(CLI::IsMember({"exhaustive", "random"}))
+            std::string search_help;
+            for (const Searcher& s : searchers())
+              search_help += (search_help.empty() ? "" : "; ") + s.name + ": " + s.summary;
+            sub.add_option("--search", o->search, search_help)
+                ->check(CLI::IsMember(searcher_names()))
                 ->capture_default_str();
+            sub.add_option("--model", o->model,
+                           "Cost model of --search model (default: the shipped model of the "
+                           "kernel, " + models_dir() + ")");
             sub.add_option("--schedules", o->schedules,
                            "Search this list instead of the space: one schedule per line (text "
                            "form or shortcut), # comments");
@@ -720,6 +720,7 @@ Command make_tune_command() {
                 "and --repeat. The speedups compare medians measured in the same run.\n\n"
                 "Examples:\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget 50 examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid tune --kernel spmv --search model examples/bcsstk13.mtx.gz   # learned model, best 20 measured\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive --passes all --json A.mtx\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.cpp A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"

@@ -1,0 +1,72 @@
+// tune --search model: the learned cost model (learned/cost_model.hpp) scores every admissible
+// schedule for this matrix (the exact reference of the ANNS search); its --budget best-predicted
+// (default 20) are measured, best first, and the usual side-by-side confirmation picks the winner.
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "model_data.hpp"
+#include "searcher.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::cli {
+
+namespace {
+constexpr std::uint64_t kDefaultMeasured = 20;
+/// Largest admissible set scored one schedule at a time (the ANNS search is for larger ones).
+constexpr std::uint64_t kScoreLimit = 2000000;
+/// Schedules scored per call (bounds the memory of one batch).
+constexpr std::size_t kBatch = 32768;
+}  // namespace
+
+SearchChoice search_model(const SearchRequest& r) {
+  const kernels::KernelKind kind = r.problem->kind;
+  if (r.admissible > kScoreLimit)
+    throw kernels::Error("the admissible set has " + std::to_string(r.admissible) +
+                             " schedules, more than the model search scores (" +
+                             std::to_string(kScoreLimit) + ")",
+                         "trim more with --passes, or use --search random");
+  const std::string path = model_path_or_default(r.model, kind);
+  const double t0 = kernels::now_seconds();
+  const learned::CostModel model = learned::CostModel::load(path, kind);
+  const double t1 = kernels::now_seconds();
+  const learned::ModelInput in = r.problem->A ? model.prepare(*r.problem->A) : model.prepare(*r.problem->T);
+  const double t2 = kernels::now_seconds();
+  std::vector<codegen::SuperSchedule> all;
+  all.reserve(static_cast<std::size_t>(r.admissible));
+  r.space->for_each([&](const codegen::SuperSchedule& s) {
+    all.push_back(s);
+    return true;
+  });
+  std::vector<double> scores;
+  scores.reserve(all.size());
+  for (std::size_t s = 0; s < all.size(); s += kBatch) {
+    const std::vector<codegen::SuperSchedule> part(all.begin() + static_cast<std::ptrdiff_t>(s),
+                                                   all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), s + kBatch)));
+    const std::vector<double> v = model.scores(in, part);
+    scores.insert(scores.end(), v.begin(), v.end());
+  }
+  const double t3 = kernels::now_seconds();
+  std::vector<std::size_t> idx(all.size());
+  std::iota(idx.begin(), idx.end(), std::size_t{0});
+  const std::size_t n = std::min<std::size_t>(all.size(), r.budget > 0 ? r.budget : kDefaultMeasured);
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
+                    [&](std::size_t a, std::size_t b) { return scores[a] < scores[b] || (scores[a] == scores[b] && a < b); });
+  SearchChoice c;
+  for (std::size_t q = 0; q < n; ++q) c.schedules.push_back(all[idx[q]]);
+  c.info = {{"model", path},
+            {"encoder", learned::encoder_name(model.config().encoder)},
+            {"scored", all.size()},
+            {"measured", n},
+            {"load_seconds", t1 - t0},
+            {"prepare_seconds", t2 - t1},
+            {"score_seconds", t3 - t2}};
+  if (!r.quiet)
+    std::fprintf(stderr, "model: scored %zu admissible schedules in %.3f s (%s encoder, matrix %.3f s), "
+                         "measuring the best %zu\n",
+                 all.size(), t3 - t2, learned::encoder_name(model.config().encoder).c_str(), t2 - t1, n);
+  return c;
+}
+
+}  // namespace waco::cli

@@ -1,0 +1,30 @@
+#include "searcher.hpp"
+
+#include "waco/kernels/error.hpp"
+
+namespace waco::cli {
+
+const std::vector<Searcher>& searchers() {
+  static const std::vector<Searcher> all = {
+#define WACO_SEARCHER(name, summary) Searcher{#name, summary, &search_##name},
+#include "searchers.def"
+#undef WACO_SEARCHER
+  };
+  return all;
+}
+
+std::vector<std::string> searcher_names() {
+  std::vector<std::string> n;
+  for (const Searcher& s : searchers()) n.push_back(s.name);
+  return n;
+}
+
+const Searcher& find_searcher(const std::string& name) {
+  for (const Searcher& s : searchers())
+    if (s.name == name) return s;
+  std::string known;
+  for (const Searcher& s : searchers()) known += (known.empty() ? "" : ", ") + s.name;
+  throw kernels::Error("unknown search '" + name + "'", "use one of: " + known);
+}
+
+}  // namespace waco::cli

@@ -1,0 +1,53 @@
+// The searches of `tune`: which admissible schedules to measure. A search is one file
+// (search_<name>.cpp defining search_<name>) plus one line in searchers.def; `--search` choices
+// and help come from the registry. (A schedule list, --schedules, bypasses the space.)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/heuristics/space.hpp"
+#include "waco/kernels/kernel.hpp"
+
+namespace waco::cli {
+
+/// What a search may use.
+struct SearchRequest {
+  const heuristics::Space* space = nullptr;  ///< the admissible set (passes applied)
+  std::uint64_t admissible = 0;              ///< space->count()
+  const kernels::Problem* problem = nullptr; ///< the operands
+  std::uint64_t budget = 0;                  ///< --budget (0: the search's default)
+  double budget_seconds = 0.0;               ///< --budget-seconds (0: none)
+  std::uint64_t seed = 1;
+  std::string model;                         ///< --model (empty: the shipped model)
+  bool quiet = false;
+};
+
+/// The search's candidates, in the order to measure them, and what it reports about itself
+/// (in tune --json as "search_info").
+struct SearchChoice {
+  std::vector<codegen::SuperSchedule> schedules;
+  nlohmann::json info = nlohmann::json::object();
+};
+
+struct Searcher {
+  std::string name;
+  std::string summary;  ///< one line for --help
+  SearchChoice (*choose)(const SearchRequest&);
+};
+
+#define WACO_SEARCHER(name, summary) SearchChoice search_##name(const SearchRequest& r);
+#include "searchers.def"
+#undef WACO_SEARCHER
+
+/// Every registered search, in registry order.
+const std::vector<Searcher>& searchers();
+std::vector<std::string> searcher_names();
+/// The search of that name; kernels::Error listing the names otherwise.
+const Searcher& find_searcher(const std::string& name);
+
+}  // namespace waco::cli
