@@ -152,7 +152,7 @@ TEST_CASE("cost model: groups from JSON, families and splits") {
   CHECK_THROWS_WITH(learned::make_group_matrix(d, {}), Catch::Contains("Erdos971.mtx"));
 }
 
-TEST_CASE("cost model: scores per schedule for every encoder without WACONet; foreign input refused") {
+TEST_CASE("cost model: scores per schedule for every encoder without WACONet, foreign input refused") {
   const kernels::CooMatrix a = gen("uniform", 400, 4000, 3);
   for (EncoderKind e : {EncoderKind::Stats, EncoderKind::Signature}) {
     CostModelConfig c;
@@ -170,7 +170,7 @@ TEST_CASE("cost model: scores per schedule for every encoder without WACONet; fo
   }
 }
 
-TEST_CASE("cost model: one epoch lowers the loss; training is deterministic and resumable") {
+TEST_CASE("cost model: one epoch lowers the loss, training is deterministic and resumable") {
   CostModelConfig c;
   c.encoder = EncoderKind::Stats;
   c.seed = 7;

@@ -71,7 +71,7 @@ TEST_CASE("train: a model from the committed dataset, evaluated on the test spli
   CHECK(test::run_cli("train --kernel spmv --encoder cnn -o " + dir + "/x.model").status == 2);
 }
 
-TEST_CASE("train: the shipped default models load and rank; a kernel without one says so") {
+TEST_CASE("train: the shipped default models load and rank, a kernel without one says so") {
   const auto p = test::run_cli("predict --kernel spmv --top 1 --json " + example());
   INFO(p.err);
   REQUIRE(p.status == 0);
