@@ -518,3 +518,45 @@ TEST_CASE("space: tune's space (from the problem) is space's (from the operand)"
     REQUIRE(rp.final_count < rp.initial_count);
   }
 }
+
+TEST_CASE("space: admits agrees with for_each on every candidate of small spaces") {
+  const kernels::CooMatrix a = small_matrix();
+  kernels::CooTensor t;
+  t.dims = {2, 2, 2};
+  t.idx = {{0, 0, 1, 1, 1}, {0, 1, 0, 1, 1}, {1, 0, 1, 0, 1}};
+  t.val = {1, 2, 3, 4, 5};
+  PassParams pp;
+  pp.cache_bytes = 4096;
+  for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM, KernelKind::MTTKRP}) {
+    INFO(kernels::kernel_name(k));
+    SpaceOptions so;
+    so.cores = 2;
+    so.max_padding = 1.5;
+    const Space fresh = k == KernelKind::MTTKRP ? Space::for_operand(k, nullptr, &t, 4, so)
+                                                : Space::for_operand(k, &a, nullptr, 2, so);
+    Space s = fresh;
+    run_pipeline(s, default_pipeline(), pp);
+    std::set<std::string> kept;
+    s.for_each([&](const SuperSchedule& x) {
+      kept.insert(codegen::to_text(x));
+      return true;
+    });
+    REQUIRE(!kept.empty());
+    // Every candidate of the unconstrained space (a sample for the larger ones): admitted
+    // exactly when the constrained space enumerates it, with a reason otherwise.
+    std::map<std::string, int> reasons;
+    for (const SuperSchedule& x : fresh.sample(20000, 3)) {
+      const auto why = s.admits(x);
+      CHECK(why.has_value() == (kept.count(codegen::to_text(x)) == 0));
+      if (why) ++reasons[*why];
+    }
+    for (const std::string& text : kept) CHECK_FALSE(s.admits(codegen::parse_schedule(k, text)).has_value());
+    CHECK(reasons.size() >= 2);  // several passes said no, each in its own words
+    // Outside the space altogether.
+    SuperSchedule x = *s.sample(1, 1).begin();
+    x.threads = 3;
+    CHECK(s.admits(x) == std::optional<std::string>("threads-out-of-range"));
+    CHECK(s.admits(*codegen::schedule_shortcut(k == KernelKind::SpMV ? KernelKind::SpMM : KernelKind::SpMV, "csr")) ==
+          std::optional<std::string>("other-kernel"));
+  }
+}

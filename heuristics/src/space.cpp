@@ -779,6 +779,42 @@ std::vector<SuperSchedule> Space::sample(std::uint64_t n, std::uint64_t seed) co
   return out;
 }
 
+std::optional<std::string> Space::admits(const SuperSchedule& schedule) const {
+  if (schedule.kind != kind_) return std::string("other-kernel");
+  const std::vector<std::string> problems = codegen::validate(schedule);
+  if (!problems.empty()) return "invalid schedule: " + problems.front();
+  const SuperSchedule s = codegen::canonicalize(schedule);
+  const std::size_t nv = split_choices_.size();
+  for (std::size_t v = 0; v < nv; ++v)
+    if (std::find(split_choices_[v].begin(), split_choices_[v].end(), s.split[v]) ==
+        split_choices_[v].end())
+      return std::string("split-out-of-range");
+  if (s.threads < 1 || s.threads > cores_) return std::string("threads-out-of-range");
+  const std::vector<int> chunks = chunk_choices();
+  if (std::find(chunks.begin(), chunks.end(), s.chunk) == chunks.end())
+    return std::string("chunk-out-of-range");
+  // Every stage's constraints see what the space's caches show them (see the Constraint docs).
+  std::vector<int> sparse_split = s.split, exec_split(nv, 1);
+  for (std::size_t v = 0; v < nv; ++v)
+    if (sparse_stride_[v] == 0) sparse_split[v] = 1;
+  const std::size_t pv = static_cast<std::size_t>(spec_->var_index(s.parallel.var));
+  exec_split[pv] = s.split[pv];
+  const std::vector<Loop> levels = s.levels();
+  for (const auto& c : constraints_) {
+    const char* why = nullptr;
+    switch (c->stage()) {
+      case Stage::Split: why = c->check_split(*this, s.split); break;
+      case Stage::Storage: why = c->check_storage(*this, sparse_split, levels, s.formats); break;
+      case Stage::Nest: why = c->check_nest(*this, s.order, s.parallel); break;
+      case Stage::Execution:
+        why = c->check_execution(*this, exec_split, s.parallel, s.threads, s.chunk);
+        break;
+    }
+    if (why) return std::string(why);
+  }
+  return std::nullopt;
+}
+
 std::vector<SuperSchedule> Space::materialize(std::uint64_t limit) const {
   const std::uint64_t total = count();
   if (total > limit)

@@ -143,6 +143,12 @@ class Space {
   /// n distinct candidates uniformly at random (all of them, in index order, if n >= count()),
   /// reproducible for a seed on every platform (SplitMix64 + rejection, no std distributions).
   std::vector<SuperSchedule> sample(std::uint64_t n, std::uint64_t seed) const;
+  /// Whether the space, with its constraints, holds schedule s (any thread count and chunk the
+  /// space has; s is canonicalized first): nullopt when it does, else why not — the first
+  /// failing constraint's reason (e.g. "tile-outside-window"), or "other-kernel", "invalid
+  /// schedule: ...", "split-out-of-range", "threads-out-of-range", "chunk-out-of-range". Agrees
+  /// with for_each (tested): the ANNS search uses it to keep only admissible neighbours.
+  std::optional<std::string> admits(const SuperSchedule& s) const;
   /// Every candidate (guarded: Error when count() > limit).
   std::vector<SuperSchedule> materialize(std::uint64_t limit = 1'000'000) const;
 
