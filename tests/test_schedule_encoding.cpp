@@ -16,57 +16,16 @@
 #include "waco/codegen/schedule_encoding.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/dense.hpp"
+#include "support/random_schedule.hpp"
 #include "waco/kernels/error.hpp"
 
 using namespace waco::codegen;
 using waco::kernels::Error;
 using waco::kernels::KernelKind;
-using waco::kernels::splitmix64;
+using waco::test::Rng;
 
 namespace {
 
-/// A small seeded PRNG (SplitMix64), portable across standard libraries.
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() { return state = splitmix64(state); }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-};
-
-/// A random schedule for kernel k: power-of-two splits (sometimes 1 written as an x1/x0 pair,
-/// valid only up to canonicalize), a random order with x1 before x0, random formats, parallel
-/// loop, threads and chunk.
-SuperSchedule random_schedule(KernelKind k, Rng& rng) {
-  const KernelSpec& spec = kernel_spec(k);
-  SuperSchedule s;
-  s.kind = k;
-  std::vector<Loop> loops;
-  for (char v : spec.vars) {
-    const int r = rng.below(10);
-    const int size = r < 3 ? 1 : 1 << (1 + rng.below(r < 9 ? 7 : kMaxSplitLog2));
-    s.split.push_back(size);
-    if (size > 1 || rng.below(4) == 0) {
-      loops.push_back({v, Loop::Part::Outer});
-      loops.push_back({v, Loop::Part::Inner});
-    } else {
-      loops.push_back({v, Loop::Part::Whole});
-    }
-  }
-  for (std::size_t i = loops.size(); i > 1; --i)  // Fisher-Yates
-    std::swap(loops[i - 1], loops[static_cast<std::size_t>(rng.below(static_cast<int>(i)))]);
-  for (char v : spec.vars) {  // x1 before x0
-    auto o = std::find(loops.begin(), loops.end(), Loop{v, Loop::Part::Outer});
-    auto in = std::find(loops.begin(), loops.end(), Loop{v, Loop::Part::Inner});
-    if (o != loops.end() && in < o) std::iter_swap(o, in);
-  }
-  s.order = loops;
-  for (std::size_t l = 0; l < s.levels().size(); ++l)
-    s.formats.push_back(rng.below(2) ? LevelFormat::U : LevelFormat::C);
-  s.parallel = loops[static_cast<std::size_t>(rng.below(static_cast<int>(loops.size())))];
-  const int t = rng.below(6);
-  s.threads = t < 2 ? 0 : (t < 5 ? 1 << rng.below(4) : 1 + rng.below(500));
-  s.chunk = 1 << rng.below(kMaxChunkLog2 + 1);
-  return s;
-}
 
 std::string decode_error(const ScheduleCode& c) {
   try {
@@ -166,7 +125,7 @@ TEST_CASE("schedule_encoding: random schedules of every kernel round trip") {
   for (KernelKind k : waco::kernels::kAllKernels) {
     int valid = 0, collapsed = 0;
     for (int n = 0; n < 600; ++n) {
-      const SuperSchedule raw = random_schedule(k, rng);
+      const SuperSchedule raw = waco::test::random_schedule(k, rng, {4, true});
       const SuperSchedule s = canonicalize(raw);
       if (!validate(s).empty()) continue;
       ++valid;

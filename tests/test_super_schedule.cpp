@@ -14,56 +14,17 @@
 #include "waco/codegen/kernel_spec.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/dense.hpp"
+#include "support/random_schedule.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/generators.hpp"
 
 using namespace waco::codegen;
 using waco::kernels::Error;
 using waco::kernels::KernelKind;
-using waco::kernels::splitmix64;
+using waco::test::Rng;
 
 namespace {
 
-/// A small seeded PRNG (SplitMix64), portable across standard libraries.
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() { return state = splitmix64(state); }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-};
-
-/// A random schedule for kernel k. With unit_pairs, variables of split size 1 are sometimes
-/// written as an x1/x0 pair (valid only up to canonicalize).
-SuperSchedule random_schedule(KernelKind k, Rng& rng, bool unit_pairs = false) {
-  const KernelSpec& spec = kernel_spec(k);
-  SuperSchedule s;
-  s.kind = k;
-  std::vector<Loop> loops;
-  for (char v : spec.vars) {
-    const int r = rng.below(10);
-    const int size = r < 3 ? 1 : (r < 9 ? 1 << (1 + rng.below(7)) : 1 << (1 + rng.below(16)));
-    s.split.push_back(size);
-    if (size > 1 || (unit_pairs && rng.below(2) == 0)) {
-      loops.push_back({v, Loop::Part::Outer});
-      loops.push_back({v, Loop::Part::Inner});
-    } else {
-      loops.push_back({v, Loop::Part::Whole});
-    }
-  }
-  for (std::size_t i = loops.size(); i > 1; --i)  // Fisher-Yates
-    std::swap(loops[i - 1], loops[static_cast<std::size_t>(rng.below(static_cast<int>(i)))]);
-  for (char v : spec.vars) {  // x1 before x0: swap the pair's positions when needed
-    auto o = std::find(loops.begin(), loops.end(), Loop{v, Loop::Part::Outer});
-    auto in = std::find(loops.begin(), loops.end(), Loop{v, Loop::Part::Inner});
-    if (o != loops.end() && in < o) std::iter_swap(o, in);
-  }
-  s.order = loops;
-  for (std::size_t l = 0; l < s.levels().size(); ++l)
-    s.formats.push_back(rng.below(2) ? LevelFormat::U : LevelFormat::C);
-  s.parallel = loops[static_cast<std::size_t>(rng.below(static_cast<int>(loops.size())))];
-  s.threads = rng.below(3);
-  s.chunk = 1 << rng.below(9);
-  return s;
-}
 
 bool contains_reason(const std::vector<std::string>& reasons, const std::string& needle) {
   return std::any_of(reasons.begin(), reasons.end(),
@@ -155,12 +116,12 @@ TEST_CASE("super_schedule: random schedules are valid and canonicalize is idempo
   int collapsed = 0;
   for (KernelKind k : waco::kernels::kAllKernels) {
     for (int n = 0; n < 500; ++n) {
-      const SuperSchedule canon = random_schedule(k, rng);
+      const SuperSchedule canon = waco::test::random_schedule(k, rng);
       INFO(to_text(canon));
       REQUIRE(validate(canon).empty());
       CHECK(canonicalize(canon) == canon);
 
-      const SuperSchedule raw = random_schedule(k, rng, /*unit_pairs=*/true);
+      const SuperSchedule raw = waco::test::random_schedule(k, rng, {2, false});
       INFO(to_text(raw));
       const SuperSchedule c = canonicalize(raw);
       REQUIRE(validate(c).empty());
@@ -194,13 +155,13 @@ TEST_CASE("super_schedule: text round trips") {
   Rng rng{7};
   for (KernelKind k : waco::kernels::kAllKernels) {
     for (int n = 0; n < 500; ++n) {
-      const SuperSchedule s = random_schedule(k, rng);
+      const SuperSchedule s = waco::test::random_schedule(k, rng);
       const std::string t = to_text(s);
       INFO(t);
       const SuperSchedule p = parse_schedule(k, t);
       CHECK(p == s);
       CHECK(to_text(p) == t);
-      const SuperSchedule raw = random_schedule(k, rng, /*unit_pairs=*/true);
+      const SuperSchedule raw = waco::test::random_schedule(k, rng, {2, false});
       INFO(to_text(raw));
       CHECK(parse_schedule(k, to_text(raw)) == canonicalize(raw));
     }
@@ -226,7 +187,7 @@ TEST_CASE("super_schedule: JSON round trips and checks version, kernel and conte
   Rng rng{11};
   for (KernelKind k : waco::kernels::kAllKernels) {
     for (int n = 0; n < 200; ++n) {
-      const SuperSchedule s = random_schedule(k, rng);
+      const SuperSchedule s = waco::test::random_schedule(k, rng);
       const nlohmann::json j = to_json(s);
       CHECK(j["version"] == kScheduleJsonVersion);
       CHECK(schedule_from_json(j) == s);
@@ -280,7 +241,7 @@ TEST_CASE("super_schedule: equality and hash agree") {
   std::unordered_set<SuperSchedule> distinct;
   for (KernelKind k : waco::kernels::kAllKernels)
     for (int n = 0; n < 250; ++n) {
-      const SuperSchedule s = random_schedule(k, rng);
+      const SuperSchedule s = waco::test::random_schedule(k, rng);
       const SuperSchedule copy = parse_schedule(k, to_text(s));
       REQUIRE(copy == s);
       CHECK(hash_value(copy) == hash_value(s));

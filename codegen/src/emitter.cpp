@@ -15,6 +15,8 @@
 // schedules differing only in them share one source, one cache key and one compiled kernel.
 #include "waco/codegen/emitter.hpp"
 
+#include "text_util.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <functional>
@@ -46,11 +48,7 @@ std::string offset(const Access& a) {
   return off;
 }
 
-std::string join(const std::vector<std::string>& xs, const std::string& sep = ", ") {
-  std::string out;
-  for (std::size_t i = 0; i < xs.size(); ++i) out += (i ? sep : "") + xs[i];
-  return out;
-}
+using detail::join;
 
 /// The level of the sparse operand that loop `loop` iterates, or -1 (a dense-only variable).
 int level_of(const std::vector<Loop>& levels, const Loop& loop) {

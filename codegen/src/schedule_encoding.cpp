@@ -4,6 +4,8 @@
 // themselves stay in validate().
 #include "waco/codegen/schedule_encoding.hpp"
 
+#include "text_util.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -22,11 +24,7 @@ std::string hint() {
          std::to_string(kScheduleEncodingVersion) + "; see schedule_encoding.hpp)";
 }
 
-std::string join(const std::vector<std::string>& xs, const std::string& sep) {
-  std::string out;
-  for (std::size_t i = 0; i < xs.size(); ++i) out += (i ? sep : "") + xs[i];
-  return out;
-}
+using detail::join;
 
 bool known_kernel(KernelKind k) {
   return std::find(std::begin(kernels::kAllKernels), std::end(kernels::kAllKernels), k) !=
@@ -282,15 +280,8 @@ ScheduleCode schedule_code_from_json(const nlohmann::json& j) {
           " is not supported (this build reads version " +
           std::to_string(kScheduleEncodingVersion) + ")"});
 
-  static const char* kKeys[] = {"version", "kernel",   "split_log2", "order",
-                                "format",  "parallel", "threads",    "chunk_log2"};
-  std::vector<std::string> errors;
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (std::find_if(std::begin(kKeys), std::end(kKeys),
-                     [&](const char* key) { return it.key() == key; }) == std::end(kKeys))
-      errors.push_back("unknown key '" + it.key() + "'");
-  for (const char* key : kKeys)
-    if (!j.contains(key)) errors.push_back(std::string("missing key '") + key + "'");
+  std::vector<std::string> errors = detail::json_key_errors(
+      j, {"version", "kernel", "split_log2", "order", "format", "parallel", "threads", "chunk_log2"});
   if (!errors.empty()) fail(errors);
 
   ScheduleCode c;

@@ -12,6 +12,8 @@
 // is still an error naming i1.
 #include "waco/codegen/super_schedule.hpp"
 
+#include "text_util.hpp"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -36,11 +38,7 @@ bool is_pow2(long long x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 std::string kname(KernelKind k) { return std::string(kernels::kernel_name(k)); }
 
-std::string join(const std::vector<std::string>& xs, const std::string& sep) {
-  std::string out;
-  for (std::size_t i = 0; i < xs.size(); ++i) out += (i ? sep : "") + xs[i];
-  return out;
-}
+using detail::join;
 
 std::string loop_list(const std::vector<Loop>& loops) {
   std::vector<std::string> names;
@@ -557,15 +555,8 @@ SuperSchedule schedule_from_json(const nlohmann::json& j) {
     throw Error("schedule JSON " + j.dump() + ": " + join(reasons, "; "), hint);
   };
   if (!j.is_object()) fail({"not an object"});
-  static const char* kKeys[] = {"version", "kernel", "split",   "order",
-                                "format",  "parallel", "threads", "chunk"};
-  std::vector<std::string> errors;
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (std::find_if(std::begin(kKeys), std::end(kKeys),
-                     [&](const char* key) { return it.key() == key; }) == std::end(kKeys))
-      errors.push_back("unknown key '" + it.key() + "'");
-  for (const char* key : kKeys)
-    if (!j.contains(key)) errors.push_back(std::string("missing key '") + key + "'");
+  std::vector<std::string> errors = detail::json_key_errors(
+      j, {"version", "kernel", "split", "order", "format", "parallel", "threads", "chunk"});
   if (!errors.empty()) fail(errors);
 
   const nlohmann::json& version = j["version"];

@@ -310,30 +310,31 @@ CostModel CostModel::load(const std::string& path, std::optional<kernels::Kernel
   return m;
 }
 
-ModelInput CostModel::prepare(const kernels::CooMatrix& a) const {
-  const CostModelConfig& c = impl_->config;
-  if (kernels::needs_tensor(c.kind))
-    throw Error("a " + std::string(kernels::kernel_name(c.kind)) + " cost model needs a 3-D tensor, not a matrix");
+namespace {
+
+/// The model's view of an operand (a matrix or a tensor): features and / or WACONet's pattern.
+template <typename Operand, typename Features>
+ModelInput prepare_operand(const CostModelConfig& c, const CostNet& net, const Operand& op,
+                           bool tensor, Features features) {
+  if (kernels::needs_tensor(c.kind) != tensor)
+    throw Error("a " + std::string(kernels::kernel_name(c.kind)) + " cost model needs " +
+                (tensor ? "a matrix, not a tensor" : "a 3-D tensor, not a matrix"));
   const double t0 = kernels::now_seconds();
   auto in = std::make_shared<ModelInput::Impl>();
-  if (uses_features(c.encoder)) in->features = matrix_features(feature_set(c.encoder), a);
-  if (uses_waconet(c.encoder))
-    in->pattern = prepare_sites(impl_->net->waconet->params(), sites_of(a));
+  if (uses_features(c.encoder)) in->features = features(feature_set(c.encoder), op, 0);
+  if (uses_waconet(c.encoder)) in->pattern = prepare_sites(net->waconet->params(), sites_of(op));
   in->seconds = kernels::now_seconds() - t0;
   return ModelInput(in);
 }
 
+}  // namespace
+
+ModelInput CostModel::prepare(const kernels::CooMatrix& a) const {
+  return prepare_operand(impl_->config, impl_->net, a, false, matrix_features);
+}
+
 ModelInput CostModel::prepare(const kernels::CooTensor& t) const {
-  const CostModelConfig& c = impl_->config;
-  if (!kernels::needs_tensor(c.kind))
-    throw Error("a " + std::string(kernels::kernel_name(c.kind)) + " cost model needs a matrix, not a tensor");
-  const double t0 = kernels::now_seconds();
-  auto in = std::make_shared<ModelInput::Impl>();
-  if (uses_features(c.encoder)) in->features = tensor_features(feature_set(c.encoder), t);
-  if (uses_waconet(c.encoder))
-    in->pattern = prepare_sites(impl_->net->waconet->params(), sites_of(t));
-  in->seconds = kernels::now_seconds() - t0;
-  return ModelInput(in);
+  return prepare_operand(impl_->config, impl_->net, t, true, tensor_features);
 }
 
 std::vector<double> CostModel::scores(const ModelInput& input,
