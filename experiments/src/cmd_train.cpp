@@ -3,6 +3,7 @@
 // continues it after a kill), early stopping, and a model file that records its data and command.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "cli_common.hpp"
@@ -79,6 +80,9 @@ int train(const Options& o) {
   to.threads = resolve_threads(o.data.threads);
   to.checkpoint = o.checkpoint.empty() ? o.output + ".checkpoint" : o.checkpoint;
   to.resume = o.resume;
+  if (o.resume && !o.data.quiet && !std::filesystem::exists(to.checkpoint))
+    std::fprintf(stderr, "--resume: no checkpoint at %s yet, starting from epoch 1\n",
+                 to.checkpoint.c_str());
   const double t0 = kernels::now_seconds();
   const learned::TrainSummary s = model.train(tr, va, to, [&](const learned::EpochReport& r) {
     if (o.data.quiet) return;
