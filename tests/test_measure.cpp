@@ -249,6 +249,48 @@ TEST_CASE("measure: compare abandons hopeless candidates with their runs as a lo
   CHECK(full[2].seconds.size() == 3);
 }
 
+TEST_CASE("measure: compare's screening stops a run that overruns its deadline and goes on") {
+  Fixture f;
+  MeasureOptions o = quick_options(cache_dir());
+  o.generated.storage.max_padding = 1000;  // admit the dense formats below
+  o.generated.race = codegen::RaceStrategy::Atomic;
+  o.compare_race_factor = 4;
+  o.compare_screen_margin = 2;
+  // Here csr takes ~2 us and the dense formats ~1.7 ms: a floor of 0.5 ms stops them, and
+  // leaves the others room for a cold first run.
+  o.compare_screen_min_s = 5e-4;
+  o.threads = 1;  // see the test above
+  // The dense formats overrun the deadline on their first run; the candidates after each go on
+  // in a new child.
+  Measurer m(f.p, f.ref, o);
+  const std::vector<Candidate> cs = {
+      schedule("csr"),
+      Candidate::baseline("csr"),
+      schedule("order=k,i format=UU parallel=k chunk=16"),
+      schedule("order=i,k format=UC parallel=i chunk=4"),
+      schedule("order=k,i format=UU parallel=k chunk=32"),
+      schedule("order=i,k format=UC parallel=i chunk=8")};
+  const std::vector<Measurement> ms = m.compare(cs, 5);
+  REQUIRE(ms.size() == cs.size());
+  for (const std::size_t i : {0, 1, 3, 5}) {
+    INFO(i << ": " << ms[i].reason);
+    CHECK(ms[i].status == MeasureStatus::Ok);
+    CHECK(ms[i].verified);
+    CHECK(ms[i].seconds.size() == 5);
+  }
+  for (const std::size_t i : {2, 4}) {
+    INFO(i << ": " << ms[i].reason);
+    REQUIRE(ms[i].status == MeasureStatus::Abandoned);
+    CHECK_FALSE(ms[i].verified);
+    CHECK(ms[i].reason.find("screening deadline") != std::string::npos);
+    // The lower bound is 4 x the group's fastest probe (~8 us), not the deadline.
+    CHECK(ms[i].min_s == ms[i].max_s);
+    CHECK(ms[i].min_s > 0);
+    CHECK(ms[i].min_s < o.compare_screen_min_s);
+    CHECK(ms[i].compile_s >= 0);
+  }
+}
+
 TEST_CASE("measure: refusals and compile errors are statuses with reasons") {
   Fixture f;
   MeasureOptions o = quick_options(cache_dir());

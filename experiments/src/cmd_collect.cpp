@@ -53,6 +53,8 @@ struct Options {
   int threads = 0;
   double repeat_share = 0.05;
   double abandon_factor = 4.0;
+  double screen_margin = 4.0;
+  double screen_min = 0.05;
   std::uint64_t seed = 1;
   double busy_wait = 60.0;
   double timeout = 60.0;
@@ -183,6 +185,8 @@ int collect(const Options& o) {
   co.measure.warmup = o.warmup;
   co.measure.threads = resolve_threads(o.threads);
   co.measure.compare_race_factor = o.abandon_factor;
+  co.measure.compare_screen_margin = o.screen_margin;
+  co.measure.compare_screen_min_s = o.screen_min;
   co.measure.prepare_timeout_s = o.compile_timeout;
   co.measure.run_timeout_s = o.timeout;
   co.measure.generated = o.generated;
@@ -307,6 +311,17 @@ Command make_collect_command() {
                            "fastest after two runs is stored as abandoned with those runs (a "
                            "lower bound) and not timed further; 0: time every one")
                 ->check(CLI::Range(0.0, 1e6))
+                ->capture_default_str();
+            sub.add_option("--screen-margin", o->screen_margin,
+                           "Racing before timing: once the group has a fastest run, a schedule's "
+                           "verification or probe run still going after max(--screen-min, this x "
+                           "the abandon factor x the fastest) is stopped and stored as abandoned "
+                           "with the factor x the fastest as its lower bound")
+                ->check(CLI::Range(1.0, 1e6))
+                ->capture_default_str();
+            sub.add_option("--screen-min", o->screen_min,
+                           "Seconds a screened run is always given (a floor for cold first runs)")
+                ->check(CLI::Range(0.0, 3600.0))
                 ->capture_default_str();
             sub.add_option("--seed", o->seed, "Seed of the sampling and the dense operands")
                 ->capture_default_str();

@@ -7,6 +7,9 @@
 //   parent  --'C' {candidates, rounds}------>  worker  --fork-->  child    child, the worker
 //   parent  --'O' (OpenMP probe)----------->  worker  --fork-->  child    answers for it)
 //   child   --'P' (prepared)--------------->  worker             (switches from the prepare to the run limit)
+//   child   --'X' {overrun, screened}------>  worker             (compare's screening: a run overran its
+//                                                                 deadline; the child exits, the worker
+//                                                                 forks another for the rest)
 //   child   --'R' [Measurement...]--------->  worker  --'R' [Measurement...]-->  parent
 #include "waco/heuristics/measure.hpp"
 
@@ -18,14 +21,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/emitter.hpp"
@@ -421,46 +428,158 @@ std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::
   return {r.m};
 }
 
+/// Ends the measuring child when an armed run is still going at its deadline: sends the parent
+/// an 'X' frame (made by `report`, called on the watchdog's thread while the main thread is
+/// inside the run, so it may read what the main thread left before arming) and exits. The
+/// worker records the overrun and forks a new child for the candidates left.
+class Watchdog {
+ public:
+  explicit Watchdog(int sock) : sock_(sock), thread_([this] { watch(); }) {}
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  /// Calls fn with a deadline of `seconds` from now.
+  template <class Fn>
+  void guard(double seconds, std::function<std::string()> report, Fn&& fn) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      deadline_ = now_seconds() + seconds;
+      report_ = std::move(report);
+      armed_ = true;
+    }
+    cv_.notify_all();
+    fn();
+    std::lock_guard<std::mutex> l(mu_);
+    armed_ = false;
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      if (!armed_) {
+        cv_.wait(l);
+        continue;
+      }
+      const double left = deadline_ - now_seconds();
+      if (left > 0) {
+        cv_.wait_for(l, std::chrono::duration<double>(left));
+        continue;
+      }
+      write_frame(sock_, 'X', report_());
+      ::_exit(4);
+    }
+  }
+
+  int sock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  double deadline_ = 0.0;
+  std::function<std::string()> report_;
+  bool armed_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+/// What earlier children of one compare request found out before a run overran (see
+/// MeasureOptions::compare_screen_margin): the group's fastest probe and, per candidate, the
+/// probe runs of those already screened (their first run is made again here, to verify).
+struct Screening {
+  double best_s = 0.0;
+  std::vector<std::vector<double>> probes;
+
+  nlohmann::json to_json() const { return {{"best_s", best_s}, {"probes", probes}}; }
+  static Screening from_json(const nlohmann::json& j) {
+    return {j.at("best_s").get<double>(), j.at("probes").get<std::vector<std::vector<double>>>()};
+  }
+};
+
 /// Prepares and verifies every candidate, then times them side by side (time_interleaved:
 /// opts.warmup untimed and `rounds` timed rounds; each timed run follows one untimed run of the
 /// same candidate, so that it finds its own data in the caches as in the search's back-to-back
 /// runs, rather than the previous candidate's), then verifies again. One Measurement per
-/// candidate, in order. Sends the 'P' frame once all are prepared.
+/// candidate, in order. Sends the 'P' frame once all are prepared and screened.
+///
+/// Racing (opts.compare_race_factor): every verified candidate is run twice more, timed; one
+/// whose faster run is above the factor times the fastest candidate's is abandoned there, with
+/// those runs as its times (a lower bound), and does not take part in the rounds. Baselines go
+/// first and always take part (they are the group's reference). Once the group has a fastest
+/// candidate, each later run before the rounds has a deadline (screening, see
+/// MeasureOptions::compare_screen_margin); one that overruns it ends this child with an 'X' frame
+/// that carries the screening so far and the overrunning candidate's prepared Measurement.
 std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::Reference& ref,
                                       const MeasureOptions& opts, int run_threads,
-                                      const std::vector<Candidate>& cs, int rounds, int sock) {
-  std::vector<Prepared> ready;
-  ready.reserve(cs.size());
-  for (const Candidate& c : cs) ready.push_back(prepare_candidate(p, opts, run_threads, c));
-  write_frame(sock, 'P', {});
+                                      const std::vector<Candidate>& cs, int rounds,
+                                      Screening screening, int sock) {
+  const bool racing = opts.compare_race_factor > 0;
+  screening.probes.resize(cs.size());
+  std::vector<std::vector<double>>& probe = screening.probes;
+  std::vector<Prepared> ready(cs.size());
   std::vector<std::function<void()>> runs(cs.size());
-  // Racing (opts.compare_race_factor): every verified candidate is run twice more, timed; one
-  // whose faster run is above the factor times the fastest candidate's is abandoned there, with
-  // those runs as its times (a lower bound), and does not take part in the rounds. Baselines
-  // always do (they are the group's reference).
-  std::vector<std::vector<double>> probe(cs.size());
-  double best_probe = 0.0;
-  for (std::size_t i = 0; i < cs.size(); ++i) {
+  std::vector<std::size_t> order;  // baselines first: they set the group's fastest
+  for (std::size_t i = 0; i < cs.size(); ++i)
+    if (!cs[i].is_generated()) order.push_back(i);
+  for (std::size_t i = 0; i < cs.size(); ++i)
+    if (cs[i].is_generated()) order.push_back(i);
+  std::unique_ptr<Watchdog> dog = racing ? std::make_unique<Watchdog>(sock) : nullptr;
+  std::vector<std::size_t> failed_here;  // screened candidates that failed (no rounds for them)
+  for (const std::size_t i : order) {
+    ready[i] = prepare_candidate(p, opts, run_threads, cs[i]);
     Prepared& r = ready[i];
-    if (!r.impl) continue;
-    if (opts.child_hook) opts.child_hook(cs[i]);
-    r.impl->run();
-    if (!verify_output(r, ref, opts.tolerance, "first run")) continue;
-    runs[i] = [impl = r.impl.get()] { impl->run(); };
-    if (opts.compare_race_factor > 0) {
-      for (int k = 0; k < 2; ++k) {
-        const double t0 = kernels::now_seconds();
-        r.impl->run();
-        probe[i].push_back(kernels::now_seconds() - t0);
-      }
-      const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
-      if (best_probe <= 0 || fastest < best_probe) best_probe = fastest;
+    if (!r.impl) {
+      failed_here.push_back(i);
+      continue;
     }
+    if (opts.child_hook) opts.child_hook(cs[i]);
+    const bool guarded = racing && cs[i].is_generated() && screening.best_s > 0;
+    const double bound = opts.compare_race_factor * screening.best_s;
+    const double limit = std::max(opts.compare_screen_min_s, opts.compare_screen_margin * bound);
+    // The overrun report: this candidate's prepared Measurement, the probes and failures so far.
+    auto report = [&, i] {
+      nlohmann::json failures = nlohmann::json::array();
+      for (const std::size_t f : failed_here)
+        failures.push_back({{"index", f}, {"measurement", ready[f].m.to_json()}});
+      return nlohmann::json{{"index", i},
+                            {"limit_s", limit},
+                            {"bound_s", bound},
+                            {"measurement", r.m.to_json()},
+                            {"failures", failures},
+                            {"screening", screening.to_json()}}
+          .dump();
+    };
+    auto run_once = [&] {
+      const auto body = [&] { r.impl->run(); };
+      if (!guarded) return clocked(body);
+      double t = 0;
+      dog->guard(limit, report, [&] { t = clocked(body); });
+      return t;
+    };
+    run_once();
+    if (!verify_output(r, ref, opts.tolerance, "first run")) {
+      failed_here.push_back(i);
+      continue;
+    }
+    runs[i] = [impl = r.impl.get()] { impl->run(); };
+    if (!racing) continue;
+    if (probe[i].empty())
+      for (int k = 0; k < 2; ++k) probe[i].push_back(run_once());
+    const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
+    if (screening.best_s <= 0 || fastest < screening.best_s) screening.best_s = fastest;
   }
-  for (std::size_t i = 0; i < cs.size() && opts.compare_race_factor > 0; ++i) {
+  dog.reset();
+  write_frame(sock, 'P', {});
+  for (std::size_t i = 0; i < cs.size() && racing; ++i) {
     if (!runs[i] || !cs[i].is_generated()) continue;
     const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
-    if (fastest <= opts.compare_race_factor * best_probe) continue;
+    if (fastest <= opts.compare_race_factor * screening.best_s) continue;
     Prepared& r = ready[i];
     set_times(r.m, kernels::summarize(probe[i]));
     r.m.status = MeasureStatus::Abandoned;
@@ -468,7 +587,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
     std::snprintf(buf, sizeof buf,
                   "abandoned after 2 timed runs: the faster took %.3g s, more than %g x the group's "
                   "fastest %.3g s",
-                  fastest, opts.compare_race_factor, best_probe);
+                  fastest, opts.compare_race_factor, screening.best_s);
     r.m.reason = buf;
     runs[i] = nullptr;
   }
@@ -549,9 +668,12 @@ std::vector<Measurement> from_json(const nlohmann::json& j) {
 
 /// Forks a child running `body` (which returns one Measurement per candidate it was given) and
 /// supervises it: the prepare limit until its 'P' frame, then the run limit until its 'R' frame.
-/// When the child fails as a whole (crash, timeout), the result is one failed Measurement.
+/// When the child fails as a whole (crash, timeout), the result is one failed Measurement. An 'X'
+/// frame (compare's screening: a run overran its deadline and the child exits) is stored in
+/// *overrun, and the result is empty.
 template <class Body>
-std::vector<Measurement> supervise(double prepare_limit, double run_limit, Body body) {
+std::vector<Measurement> supervise(double prepare_limit, double run_limit, Body body,
+                                   nlohmann::json* overrun = nullptr) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     Measurement m;
@@ -603,6 +725,11 @@ std::vector<Measurement> supervise(double prepare_limit, double run_limit, Body 
                   "the measuring child " + describe_exit(status) + " while " + phase)};
       break;
     }
+    if (type == 'X' && overrun != nullptr) {
+      *overrun = nlohmann::json::parse(payload);
+      reap_child(child, 10.0);
+      break;
+    }
     if (type == 'P') {
       limit = run_limit;
       deadline = now_seconds() + limit;
@@ -616,6 +743,72 @@ std::vector<Measurement> supervise(double prepare_limit, double run_limit, Body 
   }
   ::close(sock);
   return m;
+}
+
+/// The stand-in for a candidate whose verification or probe run overran its deadline in
+/// compare's screening: its prepared Measurement, Abandoned, the race bound as its times (a
+/// lower bound: the run took more than the margin times that), not verified.
+Measurement overran(const nlohmann::json& x) {
+  Measurement m = Measurement::from_json(x.at("measurement"));
+  const double bound = x.at("bound_s").get<double>();
+  const double limit = x.at("limit_s").get<double>();
+  set_times(m, kernels::summarize({bound}));
+  m.verified = false;
+  m.status = MeasureStatus::Abandoned;
+  char buf[220];
+  std::snprintf(buf, sizeof buf,
+                "abandoned during its first runs: still running after %.3g s, the screening "
+                "deadline; stored with the race bound %.3g s as its lower bound",
+                limit, bound);
+  m.reason = buf;
+  return m;
+}
+
+/// compare() in the worker: one child prepares, screens and times the candidates (compare_here).
+/// When a run overruns its screening deadline the child ends; the overrunning candidate and the
+/// ones that failed before it get their Measurements here, and a new child goes on with the
+/// others, told the group's fastest probe and the probes already made. A child that fails as a
+/// whole (crash, timeout) gives its one Measurement to every candidate it had.
+std::vector<Measurement> compare_screened(const kernels::Problem& p, const kernels::Reference& ref,
+                                          const MeasureOptions& opts, int run_threads,
+                                          const std::vector<Candidate>& cs, int rounds) {
+  std::vector<std::optional<Measurement>> out(cs.size());
+  Screening screening;
+  screening.probes.resize(cs.size());
+  for (;;) {
+    std::vector<std::size_t> left;  // indices into cs of the candidates this child gets
+    for (std::size_t i = 0; i < cs.size(); ++i)
+      if (!out[i]) left.push_back(i);
+    std::vector<Candidate> sub;
+    Screening known{screening.best_s, {}};
+    for (const std::size_t i : left) {
+      sub.push_back(cs[i]);
+      known.probes.push_back(screening.probes[i]);
+    }
+    const double n = static_cast<double>(sub.size());
+    nlohmann::json x;
+    std::vector<Measurement> done = supervise(
+        opts.prepare_timeout_s * n,
+        opts.run_timeout_s * n * std::max(1.0, static_cast<double>(rounds) / opts.repeats),
+        [&](int child_sock) {
+          return compare_here(p, ref, opts, run_threads, sub, rounds, known, child_sock);
+        },
+        &x);
+    if (x.is_null()) {
+      if (done.size() != sub.size()) done.assign(sub.size(), done.front());
+      for (std::size_t k = 0; k < left.size(); ++k) out[left[k]] = std::move(done[k]);
+      break;
+    }
+    const Screening seen = Screening::from_json(x.at("screening"));
+    screening.best_s = seen.best_s;
+    for (std::size_t k = 0; k < left.size(); ++k) screening.probes[left[k]] = seen.probes[k];
+    for (const nlohmann::json& f : x.at("failures"))
+      out[left.at(f.at("index").get<std::size_t>())] = Measurement::from_json(f.at("measurement"));
+    out[left.at(x.at("index").get<std::size_t>())] = overran(x);
+  }
+  std::vector<Measurement> ms;
+  for (auto& m : out) ms.push_back(std::move(*m));
+  return ms;
 }
 
 nlohmann::json candidates_to_json(const std::vector<Candidate>& cs) {
@@ -686,22 +879,13 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
         }
       }
       std::vector<Measurement> done;
-      if (!todo.empty()) {
-        const double n = static_cast<double>(todo.size());
-        done = type == 'M'
-                   ? supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
-                       return measure_here(p, ref, opts, run_threads, todo.front(), race,
-                                           child_sock);
-                     })
-                   : supervise(opts.prepare_timeout_s * n,
-                               opts.run_timeout_s * n *
-                                   std::max(1.0, static_cast<double>(rounds) / opts.repeats),
-                               [&](int child_sock) {
-                                 return compare_here(p, ref, opts, run_threads, todo, rounds,
-                                                     child_sock);
-                               });
-        // A child that failed as a whole sent one Measurement: it stands for every candidate.
-        if (done.size() != todo.size()) done.assign(todo.size(), done.front());
+      if (!todo.empty() && type == 'M') {
+        done = supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
+          return measure_here(p, ref, opts, run_threads, todo.front(), race, child_sock);
+        });
+        if (done.size() != 1) done.resize(1);
+      } else if (!todo.empty()) {
+        done = compare_screened(p, ref, opts, run_threads, todo, rounds);
       }
       std::size_t next = 0;
       for (auto& a : answer) m.push_back(a ? std::move(*a) : std::move(done[next++]));

@@ -43,9 +43,10 @@
 namespace waco::heuristics {
 
 /// How a measurement ended. Text names (status_name): ok, refused, compile-error, wrong-result,
-/// crashed, timeout, abandoned. Abandoned: verified, but its first timed runs were so much slower
-/// than the best measured so far that timing stopped (racing, Measurer::measure's bound); its
-/// times are the runs made until then.
+/// crashed, timeout, abandoned. Abandoned: so much slower than the best measured so far that
+/// timing stopped (racing): either verified, with the runs made until then as its times, or
+/// (compare's screening, `verified` false) stopped during its first run, with the bound it
+/// overran as its times. Either way its times are a lower bound.
 enum class MeasureStatus { Ok, Refused, CompileError, WrongResult, Crashed, Timeout, Abandoned };
 
 inline constexpr MeasureStatus kAllStatuses[] = {
@@ -117,6 +118,15 @@ struct MeasureOptions {
   /// verification is above this factor times the fastest candidate's is abandoned (status
   /// Abandoned, those two runs as its times) and left out of the rounds; 0: time every one.
   double compare_race_factor = 0.0;
+  /// Racing in compare(), before any timing: once the group has a fastest candidate (its
+  /// baselines run first), every run of a generated candidate made to verify or probe it has a
+  /// deadline, max(compare_screen_min_s, compare_screen_margin x compare_race_factor x the
+  /// group's fastest). A run still going at its deadline ends the measuring child; the candidate
+  /// is stored Abandoned with compare_race_factor x the fastest as its lower bound (never
+  /// verified), and a new child goes on with the others. So a schedule a thousand times slower
+  /// than csr costs a fraction of a second, not minutes. The margin allows for a cold first run.
+  double compare_screen_margin = 4.0;
+  double compare_screen_min_s = 0.05;
   /// Test hook (fault injection): runs in the measuring child after prepare, before the first
   /// run. It may crash, hang or throw to exercise the isolation; leave empty in production.
   std::function<void(const Candidate&)> child_hook;
