@@ -8,6 +8,7 @@
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "model_data.hpp"
+#include "searcher.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/kernels/error.hpp"
@@ -23,6 +24,10 @@ struct Options {
   std::string kernel;
   std::string file;
   std::string schedules;
+  std::string search = "model";
+  std::string passes = "all";
+  std::string index;
+  bool check_recall = false;
   int top = 10;
   int dense = 0;
   int threads = 0;
@@ -30,6 +35,54 @@ struct Options {
   kernels::ReadOptions read;
   bool json = false;
 };
+
+/// --search / --passes: a search of tune's registry (model or anns) over the space the passes
+/// leave, without measuring; its --top best and what it reports about itself.
+int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand& op, int threads,
+                      double t0) {
+  const Searcher& searcher = find_searcher(o.search);
+  if (searcher.name != "model" && searcher.name != "anns")
+    throw Error("predict ranks with the cost model: --search model or anns, not " + o.search);
+  heuristics::SpaceOptions so;
+  so.cores = threads;
+  const int dense = o.dense > 0 ? o.dense : kernels::default_dense_size(kind);
+  const kernels::DenseOperands d = kernels::make_dense_operands(
+      kind, op.matrix ? &op.matrix->matrix : nullptr, op.tensor ? &op.tensor->tensor : nullptr,
+      dense, 1);
+  const kernels::Problem p = kernels::make_problem(
+      kind, op.matrix ? &op.matrix->matrix : nullptr, op.tensor ? &op.tensor->tensor : nullptr, d);
+  heuristics::Space space = heuristics::Space::for_problem(p, so);
+  const heuristics::PipelineResult pr =
+      heuristics::run_pipeline(space, heuristics::parse_pipeline(o.passes));
+  if (pr.final_count == 0)
+    throw Error("the pipeline '" + o.passes + "' leaves no admissible schedule",
+                "use fewer passes, e.g. --passes legality");
+  SearchRequest req;
+  req.space = &space;
+  req.admissible = pr.final_count;
+  req.problem = &p;
+  req.budget = static_cast<std::uint64_t>(o.top > 0 ? o.top : 10);
+  req.model = o.model;
+  req.index = o.index;
+  req.check_recall = o.check_recall;
+  req.quiet = o.json;
+  const SearchChoice c = searcher.choose(req);
+  if (o.json) {
+    nlohmann::json ranked = nlohmann::json::array();
+    for (std::size_t r = 0; r < c.schedules.size(); ++r)
+      ranked.push_back({{"rank", r + 1}, {"schedule", codegen::to_text(c.schedules[r])}});
+    print_json({{"file", o.file}, {"search", o.search}, {"passes", o.passes},
+                {"admissible", pr.final_count}, {"search_info", c.info},
+                {"seconds", kernels::now_seconds() - t0}, {"ranked", ranked}});
+    return kExitOk;
+  }
+  std::printf("%llu admissible schedules (passes %s); %s search: %s\n",
+              static_cast<unsigned long long>(pr.final_count), o.passes.c_str(), o.search.c_str(),
+              c.info.dump().c_str());
+  for (std::size_t r = 0; r < c.schedules.size(); ++r)
+    std::printf("%4zu  %s\n", r + 1, codegen::to_text(c.schedules[r]).c_str());
+  return kExitOk;
+}
 
 int predict(const Options& o) {
   const double t0 = kernels::now_seconds();
@@ -41,6 +94,11 @@ int predict(const Options& o) {
 
   std::vector<codegen::SuperSchedule> list;
   std::string from;
+  if (o.search != "model" || o.passes != "all") {
+    if (!o.schedules.empty())
+      throw Error("--schedules ranks a list with the model; it takes neither --search nor --passes");
+    return predict_by_search(o, kind, op, threads, t0);
+  }
   if (!o.schedules.empty()) {
     list = read_schedule_list(kind, o.schedules);
     from = o.schedules;
@@ -106,6 +164,17 @@ Command make_predict_command() {
             sub.add_option("--schedules", o->schedules,
                            "Rank the schedules of this file (one per line) instead of the "
                            "admissible set");
+            sub.add_option("--search", o->search,
+                           "model: score every admissible schedule; anns: walk the HNSW graph "
+                           "(see tune --help)")
+                ->check(CLI::IsMember({"model", "anns"}))
+                ->capture_default_str();
+            sub.add_option("--passes", o->passes,
+                           "Trimming pipeline of the admissible set ('all', 'legality', ...)")
+                ->capture_default_str();
+            sub.add_option("--index", o->index, "HNSW graph file of --search anns");
+            sub.add_flag("--check-recall", o->check_recall,
+                         "--search anns: recall_at_10 of the walk against exact scoring");
             sub.add_option("--top", o->top, "Print the N best-predicted (0: all)")
                 ->capture_default_str()->check(CLI::NonNegativeNumber);
             sub.add_option("--dense", o->dense, "Dense size of the admissible set (J or K)");
@@ -117,7 +186,9 @@ Command make_predict_command() {
             sub.footer("Scores are the model's: lower is predicted faster; only the order means "
                        "anything.\n\nExamples:\n"
                        "  waco-hybrid predict --kernel spmv examples/bcsstk13.mtx.gz\n"
-                       "  waco-hybrid predict --kernel spmm --schedules list.txt --top 0 m.mtx --json");
+                       "  waco-hybrid predict --kernel spmm --schedules list.txt --top 0 m.mtx --json\n"
+                       "  waco-hybrid predict --kernel spmv --search anns --passes legality "
+                       "--check-recall --json m.mtx");
             return [o] { return predict(*o); };
           }};
 }

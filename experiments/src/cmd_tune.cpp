@@ -50,6 +50,8 @@ struct Options {
   std::string file;
   std::string search = "random";
   std::string model;
+  std::string index;
+  bool check_recall = false;
   std::string schedules;
   std::uint64_t budget = 0;
   double budget_seconds = 0.0;
@@ -212,6 +214,8 @@ int run_tune(const Options& o) {
     req.budget_seconds = o.budget_seconds;
     req.seed = o.seed;
     req.model = o.model;
+    req.index = o.index;
+    req.check_recall = o.check_recall;
     req.quiet = o.quiet;
     SearchChoice choice = searcher.choose(req);
     const std::vector<codegen::SuperSchedule>& chosen = choice.schedules;
@@ -634,6 +638,12 @@ Command make_tune_command() {
             sub.add_option("--model", o->model,
                            "Cost model of --search model (default: the shipped model of the "
                            "kernel, " + models_dir() + ")");
+            sub.add_option("--index", o->index,
+                           "HNSW graph of --search anns: loaded from FILE (and FILE.json), or "
+                           "built and kept there (default: the user cache, per model)");
+            sub.add_flag("--check-recall", o->check_recall,
+                         "--search anns: also score every graph node this matrix admits and "
+                         "report recall_at_10 of the walk against it (search_info)");
             sub.add_option("--schedules", o->schedules,
                            "Search this list instead of the space: one schedule per line (text "
                            "form or shortcut), # comments");
@@ -720,6 +730,8 @@ Command make_tune_command() {
                 "and --repeat. The speedups compare medians measured in the same run.\n\n"
                 "Examples:\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget 50 examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid tune --kernel spmv --search anns --passes legality --check-recall --json "
+                "examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmv --search model examples/bcsstk13.mtx.gz   # learned model, best 20 measured\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive --passes all --json A.mtx\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.cpp A.mtx\n"

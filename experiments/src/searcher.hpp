@@ -24,6 +24,8 @@ struct SearchRequest {
   double budget_seconds = 0.0;               ///< --budget-seconds (0: none)
   std::uint64_t seed = 1;
   std::string model;                         ///< --model (empty: the shipped model)
+  std::string index;                         ///< --index (empty: the user cache)
+  bool check_recall = false;                 ///< --check-recall (anns: recall against exact)
   bool quiet = false;
 };
 

@@ -184,13 +184,11 @@ std::uint64_t fingerprint(const CooMatrix& a) {
   return h.value();
 }
 
-namespace {
 std::string hex16(std::uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
 }
-}  // namespace
 
 std::string fingerprint_hex(const CooMatrix& a) { return hex16(fingerprint(a)); }
 std::string fingerprint_hex(const CooTensor& t) { return hex16(fingerprint(t)); }

@@ -348,6 +348,47 @@ std::vector<double> CostModel::scores(const ModelInput& input,
   return std::vector<double>(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
 }
 
+HeadTail CostModel::head_tail() const {
+  torch::NoGradGuard guard;
+  const CostNet& net = impl_->net;
+  auto floats = [](const torch::Tensor& t) {
+    const torch::Tensor c = t.detach().to(torch::kFloat).contiguous();
+    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  };
+  HeadTail h;
+  h.width = static_cast<int>(net->head2->weight.size(1));
+  h.hidden = static_cast<int>(net->head2->weight.size(0));
+  h.w2 = floats(net->head2->weight);
+  h.b2 = floats(net->head2->bias);
+  h.w3 = floats(net->head3->weight);
+  h.b3 = floats(net->head3->bias).at(0);
+  return h;
+}
+
+std::vector<float> CostModel::query_vector(const ModelInput& input) const {
+  torch::NoGradGuard guard;
+  impl_->net->eval();
+  const auto m = impl_->net->matrix_embedding({&input.impl()}).squeeze(0);
+  const auto w = static_cast<std::int64_t>(impl_->config.width);
+  const torch::Tensor& W1 = impl_->net->head1->weight;  // [128, 2w]: matrix half, schedule half
+  const torch::Tensor q =
+      (torch::matmul(W1.narrow(1, 0, w), torch::relu(m)) + impl_->net->head1->bias).contiguous();
+  return std::vector<float>(q.data_ptr<float>(), q.data_ptr<float>() + q.numel());
+}
+
+std::vector<float> CostModel::node_vectors(
+    const std::vector<codegen::SuperSchedule>& schedules) const {
+  if (schedules.empty()) return {};
+  torch::NoGradGuard guard;
+  impl_->net->eval();
+  const EncodedSchedules e = encode_schedules(impl_->config.kind, schedules);
+  const auto s = impl_->net->schedule->forward(e.fields, e.order);
+  const auto w = static_cast<std::int64_t>(impl_->config.width);
+  const torch::Tensor& W1 = impl_->net->head1->weight;
+  const torch::Tensor u = torch::matmul(torch::relu(s), W1.narrow(1, w, w).t()).contiguous();
+  return std::vector<float>(u.data_ptr<float>(), u.data_ptr<float>() + u.numel());
+}
+
 double CostModel::loss(const std::vector<RankingExample>& examples, double margin,
                        double min_gap) const {
   double sum = 0.0;

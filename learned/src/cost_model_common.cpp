@@ -32,6 +32,27 @@ EncoderKind parse_encoder(const std::string& name) {
               "use one of: stats, signature, waconet, signature+waconet");
 }
 
+float HeadTail::score(const float* q, const float* u) const {
+  // The first layer's output, relu'd, kept on the stack for the usual width (128).
+  float h1_small[256];
+  std::vector<float> h1_big;
+  float* h1 = h1_small;
+  if (width > 256) {
+    h1_big.resize(static_cast<std::size_t>(width));
+    h1 = h1_big.data();
+  }
+  for (int k = 0; k < width; ++k) h1[k] = std::max(0.0f, q[k] + u[k]);
+  float out = b3;
+  for (int r = 0; r < hidden; ++r) {
+    const float* row = w2.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(width);
+    float acc = b2[static_cast<std::size_t>(r)];
+#pragma omp simd reduction(+ : acc)
+    for (int k = 0; k < width; ++k) acc += row[k] * h1[k];
+    out += w3[static_cast<std::size_t>(r)] * std::max(0.0f, acc);
+  }
+  return out;
+}
+
 nlohmann::json CostModelConfig::to_json() const {
   return {{"kernel", std::string(kernels::kernel_name(kind))},
           {"encoder", encoder_name(encoder)},

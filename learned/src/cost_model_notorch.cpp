@@ -34,6 +34,11 @@ TrainSummary CostModel::train(const std::vector<RankingExample>&, const std::vec
                               const TrainOptions&, const std::function<void(const EpochReport&)>&) {
   no_torch();
 }
+HeadTail CostModel::head_tail() const { no_torch(); }
+std::vector<float> CostModel::query_vector(const ModelInput&) const { no_torch(); }
+std::vector<float> CostModel::node_vectors(const std::vector<codegen::SuperSchedule>&) const {
+  no_torch();
+}
 double CostModel::loss(const std::vector<RankingExample>&, double, double) const { no_torch(); }
 
 }  // namespace waco::learned

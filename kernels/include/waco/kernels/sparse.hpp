@@ -71,6 +71,8 @@ CsrMatrix to_csr(const CooMatrix& a);
 /// stable across runs and platforms: two files with the same canonical content match.
 std::uint64_t fingerprint(const CooMatrix& a);
 std::uint64_t fingerprint(const CooTensor& t);
+/// A 64-bit hash as 16 lower-case hex digits.
+std::string hex16(std::uint64_t v);
 /// The fingerprint as 16 lower-case hex digits (how results, datasets and exclusion lists name it).
 std::string fingerprint_hex(const CooMatrix& a);
 std::string fingerprint_hex(const CooTensor& t);

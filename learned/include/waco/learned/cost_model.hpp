@@ -114,6 +114,24 @@ struct TrainSummary {
   bool resumed = false;
 };
 
+/// The head split after its first layer, for searches that score many schedules against one
+/// matrix (the ANNS index, schedule_index.hpp). The network computes
+///   score(m, s) = w3 . relu(W2 relu(W1m relu(m) + W1s relu(s) + b1) + b2) + b3
+/// for a matrix embedding m and a schedule embedding s; a *query vector* is W1m relu(m) + b1
+/// (once per matrix) and a *node vector* W1s relu(s) (once per schedule), so that a score is
+/// tail(query + node): 64 x 128 + 64 multiply-adds. Plain floats, no LibTorch.
+struct HeadTail {
+  int width = 0;           ///< first layer's outputs (query and node vectors)
+  int hidden = 0;          ///< second layer's outputs
+  std::vector<float> w2;   ///< [hidden x width], row-major
+  std::vector<float> b2;   ///< [hidden]
+  std::vector<float> w3;   ///< [hidden]
+  float b3 = 0.0f;
+
+  /// The score of query vector q and node vector u (width floats each).
+  float score(const float* q, const float* u) const;
+};
+
 class CostModel {
  public:
   /// A model with fresh weights (deterministic for config.seed). Throws kernels::Error without
@@ -146,6 +164,14 @@ class CostModel {
   /// model's kernel (kernels::Error otherwise).
   std::vector<double> scores(const ModelInput& input,
                              const std::vector<codegen::SuperSchedule>& schedules) const;
+
+  /// The head's layers after the first (see HeadTail).
+  HeadTail head_tail() const;
+  /// The query vector of an operand: HeadTail::width floats.
+  std::vector<float> query_vector(const ModelInput& input) const;
+  /// The node vectors of schedules, HeadTail::width floats each, one after another.
+  /// head_tail().score(query_vector(x), node k) equals scores(x, schedules)[k] (to rounding).
+  std::vector<float> node_vectors(const std::vector<codegen::SuperSchedule>& schedules) const;
 
   /// Trains on `train`, early-stopping on the median Spearman over `validation` (the weights of
   /// the best epoch are kept). Deterministic for a given config.seed and thread count. The

@@ -1,0 +1,208 @@
+// tune --search anns: the cost model ranks the admissible schedules through an HNSW graph
+// (learned/schedule_index.hpp). The graph's nodes are the kernel's *templates*: the schedules of
+// the structural space (sparse extents unbounded, the problem's dense extent, this machine's
+// cores) that pass the matrix-independent passes, sampled down to kMaxTemplates, plus every
+// schedule of the committed dataset. The graph is built once per (model, template definition)
+// and kept in the user cache (or at --index). A query walks it with the head as the distance,
+// keeping the schedules this matrix's space admits (Space::admits) and widening ef until
+// --budget of them are found.
+//
+// Where the admissible set is small (<= kExactBelow), scoring all of it is exact and cheaper than
+// the walk (measured: scripts/bench_anns.sh): the search then does what `--search model` does and
+// says so ("method": "exact"). --check-recall also scores every graph node the space admits and
+// reports recall@10 of the walk against it.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "dataset_files.hpp"
+#include "model_data.hpp"
+#include "searcher.hpp"
+#include "waco/heuristics/pass.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/dense.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/sparse.hpp"
+#include "waco/kernels/timing.hpp"
+#include "waco/learned/schedule_index.hpp"
+#include "waco/learned/training_data.hpp"
+
+namespace waco::cli {
+
+namespace {
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t kDefaultMeasured = 20;
+/// Admissible sets up to this size are scored exactly (see the file comment).
+constexpr std::uint64_t kExactBelow = 2000;
+/// Largest graph: larger template sets are sampled (seeded) down to this.
+constexpr std::uint64_t kMaxTemplates = 300000;
+constexpr std::size_t kEf = 200;  // WACO's ef
+constexpr const char* kTemplatePasses =
+    "legality,sparse-iteration,parallelize-one,parallelize-outer,no-useless-partition,"
+    "concordant-dense,vectorizable-inner";
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw kernels::Error("cannot read " + path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// What the templates are made from: the graph is built again when any of it changes.
+std::string template_definition(const SearchRequest& r) {
+  std::string d = std::string(kernels::kernel_name(r.problem->kind)) +
+                  " dense=" + std::to_string(r.problem->dense_size()) +
+                  " cores=" + std::to_string(r.space->cores()) + " passes=" + kTemplatePasses +
+                  " max=" + std::to_string(kMaxTemplates) + " dataset=";
+  for (const std::string& f : committed_exports())
+    if (fs::path(f).filename().string().rfind(std::string(kernels::kernel_name(r.problem->kind)) + ".", 0) == 0)
+      d += kernels::hex16(kernels::fnv1a(file_bytes(f))) + ",";
+  return d;
+}
+
+std::vector<codegen::SuperSchedule> make_templates(const SearchRequest& r, nlohmann::json& info) {
+  const kernels::KernelKind kind = r.problem->kind;
+  const codegen::KernelSpec& spec = r.space->spec();
+  std::vector<std::int64_t> extents;
+  for (std::size_t v = 0; v < spec.vars.size(); ++v)
+    extents.push_back(spec.is_sparse_var(spec.vars[v]) ? codegen::kMaxSplit : r.space->extents()[v]);
+  heuristics::SpaceOptions so = r.space->options();
+  heuristics::Space space = heuristics::Space::structural(kind, extents, so);
+  heuristics::run_pipeline(space, heuristics::parse_pipeline(kTemplatePasses));
+  std::vector<codegen::SuperSchedule> out =
+      space.sample(std::min<std::uint64_t>(space.count(), kMaxTemplates), 1);
+  info["structural_templates"] = space.count();
+  std::size_t from_data = 0;
+  const std::string name(kernels::kernel_name(kind));
+  for (const std::string& f : committed_exports()) {
+    if (fs::path(f).filename().string().rfind(name + ".", 0) != 0) continue;
+    for_each_export_group(f, [&](const nlohmann::json& g) {
+      const learned::DatasetGroup group = learned::group_from_json(g);
+      if (group.kind != kind || group.dense != r.problem->dense_size()) return;
+      for (const learned::MeasuredCandidate& c : group.candidates)
+        if (c.schedule.threads <= r.space->cores()) {
+          out.push_back(c.schedule);
+          ++from_data;
+        }
+    });
+  }
+  info["dataset_schedules"] = from_data;
+  return out;
+}
+
+/// The index for this model and template definition: loaded from `path` (or the cache), else
+/// built and saved there. A stale or corrupt file is rebuilt with a message.
+learned::ScheduleIndex index_for(const SearchRequest& r, const learned::CostModel& model,
+                                 const std::string& model_path, nlohmann::json& info) {
+  const std::string key = kernels::hex16(kernels::fnv1a(file_bytes(model_path)) ^
+                              kernels::splitmix64(kernels::fnv1a(template_definition(r))));
+  std::string path = r.index;
+  if (path.empty()) {
+    const fs::path dir = fs::path(kernels::user_cache_dir()) / "anns";
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    path = (dir / (std::string(kernels::kernel_name(r.problem->kind)) + "-" + key + ".hnsw")).string();
+  }
+  info["index"] = path;
+  if (fs::exists(path) && fs::exists(path + ".json")) {
+    try {
+      learned::ScheduleIndex idx = learned::ScheduleIndex::load(path, model);
+      info["index_built"] = false;
+      return idx;
+    } catch (const kernels::Error& e) {
+      if (!r.quiet) std::fprintf(stderr, "anns: %s; building it again\n", e.what());
+    }
+  }
+  nlohmann::json tinfo = nlohmann::json::object();
+  std::vector<codegen::SuperSchedule> templates = make_templates(r, tinfo);
+  if (!r.quiet)
+    std::fprintf(stderr, "anns: building the HNSW graph over %zu template schedules (once per "
+                         "model; kept in %s)\n", templates.size(), path.c_str());
+  const double t0 = kernels::now_seconds();
+  learned::ScheduleIndex idx = learned::ScheduleIndex::build(
+      model, std::move(templates), {}, [&](std::size_t done, std::size_t total) {
+        if (r.quiet || done % std::max<std::size_t>(1, total / 10) != 0) return;
+        const double t = kernels::now_seconds() - t0;
+        std::fprintf(stderr, "anns: %zu / %zu nodes, %.0f s, ETA %.0f s\n", done, total, t,
+                     t / static_cast<double>(done) * static_cast<double>(total - done));
+      });
+  try {
+    idx.save(path);
+  } catch (const kernels::Error& e) {
+    if (!r.quiet) std::fprintf(stderr, "anns: not kept: %s\n", e.what());
+  }
+  info["index_built"] = true;
+  info["build_seconds"] = idx.build_seconds();
+  info["templates"] = tinfo;
+  return idx;
+}
+
+}  // namespace
+
+SearchChoice search_anns(const SearchRequest& r) {
+  const kernels::KernelKind kind = r.problem->kind;
+  const std::size_t k = static_cast<std::size_t>(r.budget > 0 ? r.budget : kDefaultMeasured);
+  if (r.admissible <= kExactBelow && !r.check_recall) {
+    SearchChoice c = search_model(r);
+    c.info["method"] = "exact";
+    c.info["why"] = "the admissible set (" + std::to_string(r.admissible) + ") is at most " +
+                    std::to_string(kExactBelow) + ": scoring all of it is exact and cheaper";
+    return c;
+  }
+  const std::string path = model_path_or_default(r.model, kind);
+  const double t0 = kernels::now_seconds();
+  const learned::CostModel model = learned::CostModel::load(path, kind);
+  SearchChoice c;
+  c.info = {{"method", "anns"}, {"model", path},
+            {"encoder", learned::encoder_name(model.config().encoder)}};
+  const learned::ScheduleIndex index = index_for(r, model, path, c.info);
+  const double t1 = kernels::now_seconds();
+  const learned::ModelInput in =
+      r.problem->A ? model.prepare(*r.problem->A) : model.prepare(*r.problem->T);
+  const std::vector<float> query = model.query_vector(in);
+  const double t2 = kernels::now_seconds();
+  const auto admitted = [&](const codegen::SuperSchedule& s) { return !r.space->admits(s); };
+  // --check-recall compares ten: the walk then looks for at least ten kept schedules.
+  const std::size_t walk_k = r.check_recall ? std::max<std::size_t>(k, 10) : k;
+  const learned::IndexResult found = index.search(query, {walk_k, std::max(kEf, walk_k)}, admitted);
+  c.schedules.assign(found.schedules.begin(),
+                     found.schedules.begin() + static_cast<std::ptrdiff_t>(std::min(k, found.schedules.size())));
+  c.info["scores"] = std::vector<float>(found.scores.begin(),
+                                        found.scores.begin() + static_cast<std::ptrdiff_t>(c.schedules.size()));
+  c.info["nodes"] = index.size();
+  c.info["measured"] = c.schedules.size();
+  c.info["head_evaluations"] = found.evaluations;
+  c.info["ef"] = found.ef;
+  c.info["searches"] = found.searches;
+  c.info["discarded"] = found.discarded;
+  c.info["index_seconds"] = t1 - t0;
+  c.info["prepare_seconds"] = t2 - t1;
+  c.info["walk_seconds"] = found.seconds;
+  if (r.check_recall) {
+    const learned::IndexResult exact = index.exact(query, 10, admitted);
+    std::vector<codegen::SuperSchedule> top(found.schedules.begin(),
+                                            found.schedules.begin() +
+                                                static_cast<std::ptrdiff_t>(std::min<std::size_t>(10, found.schedules.size())));
+    c.info["recall_at_10"] = learned::recall_at(top, exact.schedules);
+    c.info["exact_evaluations"] = exact.evaluations;
+    c.info["exact_seconds"] = exact.seconds;
+  }
+  if (!r.quiet)
+    std::fprintf(stderr, "anns: %zu of %zu graph nodes kept after %llu head evaluations (ef %zu, "
+                         "%zu discarded as inadmissible) in %.3f s; matrix %.3f s\n",
+                 c.schedules.size(), index.size(),
+                 static_cast<unsigned long long>(found.evaluations), found.ef, found.discarded,
+                 found.seconds, t2 - t1);
+  if (c.schedules.empty()) {  // no template fits this matrix: score the admissible set
+    SearchChoice exact = search_model(r);
+    exact.info["method"] = "exact";
+    exact.info["why"] = "no node of the ANNS graph is admissible for this matrix";
+    exact.info["anns"] = c.info;
+    return exact;
+  }
+  return c;
+}
+
+}  // namespace waco::cli
