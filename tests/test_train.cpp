@@ -111,3 +111,51 @@ TEST_CASE("train: tune --search model measures the model's best, scored over the
   CHECK(w.err.find("for spmv, not spmm") != std::string::npos);
   CHECK(test::run_cli("tune --kernel spmv --search annealing " + example()).status == 2);
 }
+
+TEST_CASE("train: --search anns walks the HNSW graph, reports recall, and is exact on small sets") {
+  const std::string dir = test::scratch_dir("anns");
+  const std::string index = dir + "/spmv.hnsw";
+  const std::string predict = "predict --kernel spmv --search anns --passes legality "
+                              "--check-recall --json --threads 2 --index " + index + " " + example();
+  const auto a = test::run_cli(predict);
+  INFO(a.err);
+  REQUIRE(a.status == 0);
+  const auto j = nlohmann::json::parse(a.out);
+  const auto& info = j.at("search_info");
+  CHECK(info.at("method") == "anns");
+  CHECK(info.at("index_built") == true);
+  CHECK(info.at("nodes").get<int>() > 10000);
+  CHECK(info.at("head_evaluations").get<int>() > 0);
+  CHECK(info.at("head_evaluations").get<int>() < info.at("exact_evaluations").get<int>());
+  const double recall = info.at("recall_at_10").get<double>();
+  CHECK(recall >= 0.0);
+  CHECK(recall <= 1.0);
+  CHECK(j.at("ranked").size() == 10);
+  CHECK(fs::exists(index));
+  CHECK(fs::exists(index + ".json"));
+  // Loaded the second time, with the same answer.
+  const auto b = test::run_cli(predict);
+  REQUIRE(b.status == 0);
+  const auto k = nlohmann::json::parse(b.out);
+  CHECK(k.at("search_info").at("index_built") == false);
+  CHECK(k.at("ranked") == j.at("ranked"));
+  CHECK(k.at("search_info").at("head_evaluations") == info.at("head_evaluations"));
+  // A damaged index is built again, with a message.
+  { std::ofstream(index + ".json") << "{ not json"; }
+  const auto c = test::run_cli(predict);
+  REQUIRE(c.status == 0);
+  CHECK(c.err.find("building it again") != std::string::npos);
+  CHECK(nlohmann::json::parse(c.out).at("ranked") == j.at("ranked"));
+  // tune on the default passes: a small admissible set is scored exactly, and says so.
+  const auto t = test::run_cli("tune --kernel spmv --search anns --budget 3 --json --db " + dir +
+                               "/r.sqlite --cache-dir " + std::string(WACO_BINARY_DIR) +
+                               "/test-kernel-cache --repeat 3 --warmup 1 --confirm-rounds 4 "
+                               "--threads 2 --index " + index + " " + example());
+  INFO(t.err);
+  REQUIRE(t.status == 0);
+  const auto tj = nlohmann::json::parse(t.out);
+  CHECK(tj.at("search") == "anns");
+  CHECK(tj.at("search_info").at("method") == "exact");
+  CHECK(tj.at("search_info").at("scored") == tj.at("space").at("admissible_count"));
+  CHECK(tj.at("candidates").get<int>() == 3);
+}

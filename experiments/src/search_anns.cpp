@@ -112,7 +112,7 @@ learned::ScheduleIndex index_for(const SearchRequest& r, const learned::CostMode
       info["index_built"] = false;
       return idx;
     } catch (const kernels::Error& e) {
-      if (!r.quiet) std::fprintf(stderr, "anns: %s; building it again\n", e.what());
+      std::fprintf(stderr, "warning: anns: %s; building it again\n", e.what());
     }
   }
   nlohmann::json tinfo = nlohmann::json::object();
