@@ -147,7 +147,7 @@ TEST_CASE("results_db: other schema versions and other files are refused with cl
   CHECK_THROWS_WITH(ResultsDb("/proc/no-such-dir/x.sqlite"), Catch::Contains("results database"));
 }
 
-TEST_CASE("results_db: a version 1 file is migrated in place (through 2 to 3), keeping its rows") {
+TEST_CASE("results_db: a version 1 file is migrated in place (through 2 and 3 to 4), keeping its rows") {
   const std::string path = test::scratch_dir("results-db-migrate") + "/v1.sqlite";
   const kernels::CooMatrix a = small_matrix();
   const MatrixRecord rec = matrix_record(a, "small.mtx");
@@ -197,10 +197,20 @@ TEST_CASE("results_db: a version 1 file is migrated in place (through 2 to 3), k
   CHECK(back->measurement.status == MeasureStatus::Abandoned);
   CHECK(back->measurement.median_s == Approx(0.5));  // partial timings are kept
   CHECK(db.count_measurements() == 2);
+  // Version 4's software counts are stored and read back.
+  Measurement counted = fake_ok(0.003, 1);
+  counted.counters = {{"source", "getrusage"}, {"retaken", 2}, {"involuntary_switches", 0}};
+  const Candidate third = spmv("order=i,k format=UC parallel=i threads=1 chunk=16");
+  db.record_measurement(key, third, counted, nlohmann::json::object());
+  const auto read = db.find_measurement(key, third, 1);
+  REQUIRE(read.has_value());
+  CHECK(read->measurement.counters == counted.counters);
+  CHECK(db.find_measurement(key, c, 1)->measurement.counters.is_null());
+  CHECK(db.count_measurements() == 3);
   // Opening it again changes nothing.
   ResultsDb again(path);
   CHECK(again.schema_version() == kResultsSchemaVersion);
-  CHECK(again.count_measurements() == 2);
+  CHECK(again.count_measurements() == 3);
 }
 
 TEST_CASE("results_db: matrices, schedules and measurements round-trip") {

@@ -1,8 +1,13 @@
-// Unit "timing": summary statistics and the repeat loop.
+// Unit "timing": summary statistics, the repeat loop, software counts and disturbed runs.
 #include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
@@ -85,4 +90,46 @@ TEST_CASE("timing: busy_cpus sees a spinning thread, and the busy warning names 
   CHECK(busy <= available_cpus() + 0.05);
   // More threads than CPUs: a warning whatever the load.
   CHECK(warning.find("the machine is busy") != std::string::npos);
+}
+
+TEST_CASE("timing: software counts flag disturbed runs, which are taken again") {
+  const SoftwareCounts a = software_counts();
+  volatile double x = 0;
+  for (int i = 0; i < 20000000; ++i) x = x + 1.0;
+  const SoftwareCounts d = software_counts() - a;
+  CHECK(d.cpu_s > 0.0);
+  CHECK(d.involuntary_switches >= 0);
+  CHECK(d.page_faults >= 0);
+
+  // Other processes spinning on every CPU and one more: the timed runs get preempted.
+  std::vector<pid_t> spinners;
+  for (int c = 0; c <= available_cpus(); ++c) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      volatile double y = 0;
+      for (;;) y = y + 1.0;
+    }
+    spinners.push_back(pid);
+  }
+  const auto busy = [] {  // ~5 ms of work on the calling thread
+    const double t0 = now_seconds();
+    volatile double y = 0;
+    while (now_seconds() - t0 < 0.005) y = y + 1.0;
+  };
+  const TimingStats kept = time_interleaved({busy}, {0, 10, now_seconds, 0}).front();
+  const TimingStats retaken = time_interleaved({busy}, {0, 10, now_seconds, 200}).front();
+  for (const pid_t pid : spinners) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  // Without retakes the disturbed runs are kept and counted.
+  CHECK(kept.retaken == 0);
+  CHECK(kept.disturbed_kept > 0);
+  CHECK(kept.counts.involuntary_switches >= kept.disturbed_kept);
+  CHECK(kept.seconds.size() == 10);
+  // With retakes they are taken again until undisturbed: the kept runs saw no preemption.
+  CHECK(retaken.retaken > 0);
+  CHECK(retaken.seconds.size() == 10);
+  if (retaken.disturbed_kept == 0) CHECK(retaken.counts.involuntary_switches == 0);
 }

@@ -79,7 +79,23 @@ TEST_CASE("tune: a random search reports the best schedule and resumes from the 
     ranks.insert(row.at("search_rank").get<std::size_t>());
     CHECK(row.at("median_s").get<double>() >= previous);  // fastest first
     previous = row.at("median_s").get<double>();
+    // Software counts around the side-by-side runs; disturbed ones were taken again.
+    const auto& counters = row.at("counters");
+    CHECK(counters.at("source") == "getrusage");
+    CHECK(counters.at("retaken").get<int>() >= 0);
+    CHECK(counters.at("cpu_s").get<double>() >= 0.0);
+    CHECK(counters.at("page_faults").get<std::int64_t>() >= 0);
   }
+  CHECK(confirm.at("csr_counters").at("source") == "getrusage");
+  // The economy: the time's parts and, with a gain, the calls that pay for it.
+  const auto& economy = j.at("economy");
+  CHECK(economy.at("total_s").get<double>() == Approx(j.at("time_s").get<double>()));
+  CHECK(economy.at("measure_s").get<double>() > 0.0);
+  CHECK(economy.at("confirm_s").get<double>() > 0.0);
+  if (j.at("verdict") == "gain")
+    CHECK(economy.at("break_even_calls").get<double>() > 0.0);
+  else
+    CHECK(economy.at("break_even_calls").is_null());
   CHECK(ranks == std::set<std::size_t>{1, 2, 3});
   // The verdict: the side-by-side winner against the faster csr reference of the same rounds.
   const auto& verdict = j.at("verdict_detail");

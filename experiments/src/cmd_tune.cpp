@@ -418,6 +418,7 @@ int run_tune(const Options& o) {
         row["median_s"] = m.median_s;
         row["min_s"] = m.min_s;
         row["max_s"] = m.max_s;
+        row["counters"] = m.counters;
         if (confirmed) row["ratio_to_best"] = m.median_s / best_side->median_s;
       } else {
         row["reason"] = m.reason;
@@ -428,6 +429,7 @@ int run_tune(const Options& o) {
                     {"rounds", confirmation->rounds},
                     {"warmup", o.warmup},
                     {"ranking", ranking},
+                    {"csr_counters", confirm_csr ? confirm_csr->counters : nlohmann::json()},
                     {"csr_median_s", median_or_null(confirm_csr)},
                     {"csr_baseline_median_s", median_or_null(confirm_base)},
                     {"seconds", confirmation->seconds}};
@@ -445,6 +447,18 @@ int run_tune(const Options& o) {
     return a->measurement.median_s < b->measurement.median_s;
   });
   const double total_s = now_seconds() - t_start;
+
+  // The economy: where tune's time went, and after how many calls of the tuned kernel instead of
+  // csr that time is paid back (side-by-side times; none without a gain).
+  nlohmann::json economy = {
+      {"choice_s", space_json.is_null() ? nlohmann::json(nullptr) : space_json["seconds"]},
+      {"measure_s", r.seconds},
+      {"confirm_s", confirmation ? nlohmann::json(confirmation->seconds) : nlohmann::json(nullptr)},
+      {"total_s", total_s},
+      {"break_even_calls", nullptr}};
+  if (confirmed && verdict == "gain" && confirm_csr->status == MeasureStatus::Ok &&
+      best_side->median_s < confirm_csr->median_s)
+    economy["break_even_calls"] = total_s / (confirm_csr->median_s - best_side->median_s);
 
   // 8. The tuned kernel's source, with what it was tuned for, where the user asked for it.
   if (!o.output.empty() && r.stopped_by != "interrupted") {
@@ -535,6 +549,7 @@ int run_tune(const Options& o) {
                 {"failures", failures},
                 {"search_s", r.seconds},
                 {"time_s", total_s},
+                {"economy", economy},
                 {"db", db_path},
                 {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
                 {"context", context}});
@@ -608,8 +623,14 @@ int run_tune(const Options& o) {
     } else {
       std::printf("  best          none: no candidate was measured successfully\n");
     }
-    std::printf("  time          %s (search %s)\n", format_seconds(total_s).c_str(),
-                format_seconds(r.seconds).c_str());
+    std::printf("  time          %s (choice %s, measuring %s, side by side %s)\n",
+                format_seconds(total_s).c_str(),
+                space_json.is_null() ? "-" : format_seconds(space_json["seconds"].get<double>()).c_str(),
+                format_seconds(r.seconds).c_str(),
+                confirmation ? format_seconds(confirmation->seconds).c_str() : "-");
+    if (economy["break_even_calls"].is_number())
+      std::printf("  break-even    %.0f calls of the tuned kernel instead of csr pay for this tune\n",
+                  economy["break_even_calls"].get<double>());
   }
   if (r.stopped_by == "interrupted") {
     std::fprintf(stderr, "tune: interrupted; run the same command again to resume (results so far "

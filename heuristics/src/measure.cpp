@@ -96,7 +96,7 @@ nlohmann::json Measurement::to_json() const {
           {"verified", verified},          {"max_rel_error", max_rel_error},
           {"conversion_s", conversion_s},  {"compile_s", compile_s}, {"cache_hit", cache_hit},
           {"kernel_source", kernel_source}, {"stored_values", stored_values},
-          {"wall_s", wall_s}};
+          {"wall_s", wall_s}, {"counters", counters}};
 }
 
 Measurement Measurement::from_json(const nlohmann::json& j) {
@@ -120,6 +120,7 @@ Measurement Measurement::from_json(const nlohmann::json& j) {
   m.kernel_source = j.at("kernel_source").get<std::string>();
   m.stored_values = j.at("stored_values").get<std::int64_t>();
   m.wall_s = j.at("wall_s").get<double>();
+  m.counters = j.value("counters", nlohmann::json());
   return m;
 }
 
@@ -591,13 +592,23 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
     r.m.reason = buf;
     runs[i] = nullptr;
   }
-  const std::vector<kernels::TimingStats> t =
-      kernels::time_interleaved(runs, {opts.warmup, rounds}, /*settle=*/1);
+  const std::vector<kernels::TimingStats> t = kernels::time_interleaved(
+      runs, {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed}, /*settle=*/1);
   std::vector<Measurement> out;
   out.reserve(cs.size());
   for (std::size_t i = 0; i < cs.size(); ++i) {
     Prepared& r = ready[i];
-    if (runs[i] && verify_output(r, ref, opts.tolerance, "after timing")) set_times(r.m, t[i]);
+    if (runs[i] && verify_output(r, ref, opts.tolerance, "after timing")) {
+      set_times(r.m, t[i]);
+      const kernels::SoftwareCounts& c = t[i].counts;
+      r.m.counters = {{"source", "getrusage"},
+                      {"retaken", t[i].retaken},
+                      {"disturbed_kept", t[i].disturbed_kept},
+                      {"cpu_s", c.cpu_s},
+                      {"involuntary_switches", c.involuntary_switches},
+                      {"voluntary_switches", c.voluntary_switches},
+                      {"page_faults", c.page_faults}};
+    }
     out.push_back(std::move(r.m));
   }
   return out;

@@ -84,6 +84,9 @@ CREATE TABLE groups(
   UNIQUE(matrix_id, kernel, dense, threads, repetition));
 )sql";
 
+// Version 4: the software counts of a side-by-side measurement (Measurement::counters).
+constexpr const char* kCountersColumn = "ALTER TABLE measurements ADD COLUMN counters TEXT;\n";
+
 constexpr const char* kMeasurementsIndex = R"sql(
 CREATE UNIQUE INDEX measurements_identity ON measurements(
   matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
@@ -110,7 +113,8 @@ CREATE TABLE schedules(
   text   TEXT NOT NULL,
   json   TEXT NOT NULL,
   UNIQUE(kernel, text));
-)sql" + std::string(kDatasetTables) + measurements_table("measurements", true) + kMeasurementsIndex;
+)sql" + std::string(kDatasetTables) + measurements_table("measurements", true) + kMeasurementsIndex +
+         kCountersColumn;
 }
 
 // Version 1 -> 2: SQLite cannot change a CHECK constraint, so the table is rebuilt and renamed
@@ -121,6 +125,13 @@ std::string migrate_v1_to_v2_sql() {
          "DROP TABLE measurements;\n"
          "ALTER TABLE measurements_v2 RENAME TO measurements;\n" +
          kMeasurementsIndex + "UPDATE meta SET value = '2' WHERE key = 'schema_version';\n";
+}
+
+// Version 3 -> 4: measurements.counters (software counts of side-by-side runs, JSON; NULL
+// otherwise).
+std::string migrate_v3_to_v4_sql() {
+  return std::string(kCountersColumn) +
+         "UPDATE meta SET value = '4' WHERE key = 'schema_version';\n";
 }
 
 // Version 2 -> 3: the dataset tables and measurements.group_id (NULL for rows measured alone).
@@ -377,6 +388,7 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
     };
     migrate(1, migrate_v1_to_v2_sql());
     migrate(2, migrate_v2_to_v3_sql());
+    migrate(3, migrate_v3_to_v4_sql());
     if (version_ != kResultsSchemaVersion)
       throw Error("the results database " + path + " has schema version " + text +
                       ", this waco-hybrid reads version " + std::to_string(kResultsSchemaVersion),
@@ -491,9 +503,9 @@ void ResultsDb::insert_measurement(const MeasurementKey& key, const Candidate& c
               "INSERT OR REPLACE INTO measurements(matrix_id, schedule_id, kernel, implementation, "
               "dense, threads, warmup, repeats, median_s, min_s, max_s, times_s, verified, "
               "max_rel_error, status, reason, conversion_s, compile_s, cache_hit, stored_values, "
-              "kernel_source, wall_s, context, created, group_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-              "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, "
-              "?24, ?25)");
+              "kernel_source, wall_s, context, created, group_id, counters) VALUES (?1, ?2, ?3, "
+              "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
+              "?22, ?23, ?24, ?25, ?26)");
   const bool timed = m.status == MeasureStatus::Ok || m.status == MeasureStatus::Abandoned;
   s.bind(1, matrix);
   if (schedule_id) s.bind(2, *schedule_id); else s.bind_null(2);
@@ -508,6 +520,7 @@ void ResultsDb::insert_measurement(const MeasurementKey& key, const Candidate& c
   if (m.stored_values >= 0) s.bind(20, m.stored_values); else s.bind_null(20);
   s.bind(21, m.kernel_source).bind(22, m.wall_s).bind(23, context.dump()).bind(24, utc_now());
   if (group_id) s.bind(25, *group_id); else s.bind_null(25);
+  if (m.counters.is_null()) s.bind_null(26); else s.bind(26, m.counters.dump());
   s.step();
 }
 
@@ -641,7 +654,8 @@ namespace {
 constexpr const char* kSelectMeasurement =
     "SELECT m.implementation, s.json, m.threads, m.warmup, m.repeats, m.median_s, m.min_s, "
     "m.max_s, m.times_s, m.verified, m.max_rel_error, m.status, m.reason, m.conversion_s, "
-    "m.compile_s, m.cache_hit, m.stored_values, m.kernel_source, m.wall_s, m.context, m.created "
+    "m.compile_s, m.cache_hit, m.stored_values, m.kernel_source, m.wall_s, m.context, m.created, "
+    "m.counters "
     "FROM measurements m JOIN matrices x ON x.id = m.matrix_id "
     "LEFT JOIN schedules s ON s.id = m.schedule_id "
     "WHERE x.fingerprint = ?1 AND m.kernel = ?2 AND m.dense = ?3 AND m.repeats = ?4 ";
@@ -673,6 +687,7 @@ StoredMeasurement read_measurement(const Statement& s) {
   m.wall_s = s.real(18);
   r.context = nlohmann::json::parse(s.text(19));
   r.created = s.text(20);
+  if (!s.is_null(21)) m.counters = nlohmann::json::parse(s.text(21));
   return r;
 }
 

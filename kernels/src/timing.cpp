@@ -1,5 +1,7 @@
 #include "waco/kernels/timing.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -17,6 +19,28 @@ double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+SoftwareCounts SoftwareCounts::operator-(const SoftwareCounts& o) const {
+  return {cpu_s - o.cpu_s, involuntary_switches - o.involuntary_switches,
+          voluntary_switches - o.voluntary_switches, page_faults - o.page_faults};
+}
+
+SoftwareCounts& SoftwareCounts::operator+=(const SoftwareCounts& o) {
+  cpu_s += o.cpu_s;
+  involuntary_switches += o.involuntary_switches;
+  voluntary_switches += o.voluntary_switches;
+  page_faults += o.page_faults;
+  return *this;
+}
+
+SoftwareCounts software_counts() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto sec = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
+  return {sec(u.ru_utime) + sec(u.ru_stime), u.ru_nivcsw, u.ru_nvcsw, u.ru_minflt + u.ru_majflt};
 }
 
 double quantile(const std::vector<double>& sorted, double q) {
@@ -50,20 +74,41 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
   const std::size_t n = fns.size();
   std::vector<std::vector<double>> samples(n);
   for (auto& s : samples) s.reserve(static_cast<std::size_t>(opts.repeats));
+  std::vector<int> retaken(n, 0), kept_disturbed(n, 0);
+  std::vector<SoftwareCounts> counts(n);
   for (int round = 0; round < opts.warmup + opts.repeats; ++round) {
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t i = (k + static_cast<std::size_t>(round)) % n;
       if (!fns[i]) continue;
-      for (int w = 0; w < settle; ++w) fns[i]();
-      const double t0 = opts.clock();
-      fns[i]();
-      const double dt = opts.clock() - t0;
-      if (round >= opts.warmup) samples[i].push_back(dt);
+      for (;;) {
+        for (int w = 0; w < settle; ++w) fns[i]();
+        const SoftwareCounts c0 = software_counts();
+        const double t0 = opts.clock();
+        fns[i]();
+        const double dt = opts.clock() - t0;
+        const SoftwareCounts c = software_counts() - c0;
+        if (round < opts.warmup) break;
+        if (c.involuntary_switches > 0) {
+          if (retaken[i] < opts.retake_disturbed) {
+            ++retaken[i];
+            continue;
+          }
+          ++kept_disturbed[i];
+        }
+        samples[i].push_back(dt);
+        counts[i] += c;
+        break;
+      }
     }
   }
   std::vector<TimingStats> out(n);
-  for (std::size_t i = 0; i < n; ++i)
-    if (fns[i]) out[i] = summarize(std::move(samples[i]));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!fns[i]) continue;
+    out[i] = summarize(std::move(samples[i]));
+    out[i].retaken = retaken[i];
+    out[i].disturbed_kept = kept_disturbed[i];
+    out[i].counts = counts[i];
+  }
   return out;
 }
 

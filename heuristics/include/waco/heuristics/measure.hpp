@@ -95,6 +95,11 @@ struct Measurement {
   std::string kernel_source;    ///< generated C++ source of the kernel (generated only)
   std::int64_t stored_values = -1;  ///< values the format stores (generated only)
   double wall_s = 0.0;          ///< wall time of the whole isolated measurement
+  /// Software counts around the side-by-side timed runs (compare()), null otherwise:
+  /// {"source": "getrusage", "retaken": disturbed runs taken again, "disturbed_kept": disturbed
+  /// runs kept when no retake was left, and over the kept runs "cpu_s",
+  /// "involuntary_switches", "voluntary_switches", "page_faults"}.
+  nlohmann::json counters;
 
   nlohmann::json to_json() const;
   static Measurement from_json(const nlohmann::json& j);
@@ -125,6 +130,9 @@ struct MeasureOptions {
   /// is stored Abandoned with compare_race_factor x the fastest as its lower bound (never
   /// verified), and a new child goes on with the others. So a schedule a thousand times slower
   /// than csr costs a fraction of a second, not minutes. The margin allows for a cold first run.
+  /// Side-by-side rounds in compare(): timed runs per candidate that are taken again when an
+  /// involuntary context switch shows another process took a CPU during them.
+  int retake_disturbed = 5;
   double compare_screen_margin = 4.0;
   double compare_screen_min_s = 0.05;
   /// Test hook (fault injection): runs in the measuring child after prepare, before the first

@@ -43,7 +43,7 @@ namespace waco::heuristics {
 /// from the previous version (results_db.cpp). Version 2 admits the status 'abandoned'; version 3
 /// adds the dataset tables (provenance, groups) and measurements.group_id. Older files are
 /// migrated on open, in place, one version at a time.
-inline constexpr int kResultsSchemaVersion = 3;
+inline constexpr int kResultsSchemaVersion = 4;
 /// Version of the dataset export format (ResultsDb::for_each_group).
 inline constexpr int kDatasetExportVersion = 1;
 

@@ -1,10 +1,28 @@
 // Timing: warm-up runs, then repeated runs summarized by median, min and max.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
 namespace waco::kernels {
+
+/// Linux's software counts of this process, every thread included (getrusage(RUSAGE_SELF): the
+/// kernel's own counters behind perf's task-clock, context-switches and page-faults software
+/// events), readable on every machine, KVM guests without a PMU included. An involuntary
+/// context switch during a timed run means another process took a CPU from the kernel: the run
+/// was disturbed.
+struct SoftwareCounts {
+  double cpu_s = 0.0;                     ///< user + system CPU seconds (task-clock)
+  std::int64_t involuntary_switches = 0;  ///< preempted (another runnable task took the CPU)
+  std::int64_t voluntary_switches = 0;    ///< blocked or yielded (e.g. a thread sleeping at a barrier)
+  std::int64_t page_faults = 0;           ///< minor + major
+
+  SoftwareCounts operator-(const SoftwareCounts& o) const;
+  SoftwareCounts& operator+=(const SoftwareCounts& o);
+};
+/// The counts now.
+SoftwareCounts software_counts();
 
 /// Monotonic wall-clock seconds.
 double now_seconds();
@@ -16,6 +34,9 @@ struct TimingOptions {
   int warmup = 2;    ///< untimed runs first
   int repeats = 10;  ///< timed runs (>= 1)
   double (*clock)() = now_seconds;  ///< what the timed runs are measured with
+  /// Per function, timed runs that may be taken again because they were disturbed (an
+  /// involuntary context switch of this process during the run); 0: keep every run.
+  int retake_disturbed = 0;
 };
 
 struct TimingStats {
@@ -23,6 +44,9 @@ struct TimingStats {
   double median = 0.0;
   double min = 0.0;
   double max = 0.0;
+  int retaken = 0;          ///< disturbed timed runs that were taken again
+  int disturbed_kept = 0;   ///< disturbed timed runs kept (no retakes left)
+  SoftwareCounts counts;    ///< summed over the kept timed runs (time_interleaved only)
 };
 
 /// Median/min/max of samples (median of an even count is the mean of the middle two).
@@ -42,7 +66,8 @@ TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& 
 /// comparable on a noisy machine. With settle > 0, each turn first runs the function settle
 /// times untimed, so that the timed run finds the caches warm with its own data, as in a loop
 /// that calls one kernel many times; with 0 it finds what the previous function left. An empty
-/// function is skipped: its stats stay empty.
+/// function is skipped: its stats stay empty. Every timed run is bracketed by software_counts();
+/// a disturbed one is taken again while the function has retakes left (opts.retake_disturbed).
 std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()>>& fns,
                                           const TimingOptions& opts, int settle = 0);
 
