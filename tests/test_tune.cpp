@@ -345,3 +345,31 @@ TEST_CASE("tune: racing abandons hopeless candidates and reports them") {
   CHECK(k.at("pass_params").at("cache_bytes") == 1048576);
   CHECK(k.at("cache").at("per_thread_bytes") == 1048576);
 }
+
+TEST_CASE("tune: --explain names the winner, the runner-up and the facts behind the space") {
+  const std::string dir = waco::test::scratch_dir("tune-explain");
+  const Result r = cli("tune --kernel spmm --dense 16 --search random --budget 4 --seed 2 --json "
+                       "--explain " + common(dir) + example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& e = j.at("explain");
+  REQUIRE(e.at("winner").is_object());
+  CHECK(e.at("winner").at("schedule") == j.at("confirm").at("ranking")[0].at("schedule"));
+  CHECK(e.at("winner").at("proposed_rank").get<int>() >= 1);
+  CHECK(e.at("winner").at("counters").at("source") == "getrusage");
+  CHECK(e.at("winner").at("speedup_over_csr").get<double>() > 0.0);
+  REQUIRE(e.at("runner_up").is_object());
+  CHECK(e.at("runner_up").at("schedule") != e.at("winner").at("schedule"));
+  // The tile model's centres and register tiles drove the tile-window pass.
+  CHECK(e.at("facts").at("tile-window").get<std::string>().find("model centers") !=
+        std::string::npos);
+  CHECK(e.at("admissible") == j.at("space").at("admissible_count"));
+  // The text form prints the same.
+  const Result t = cli("tune --kernel spmm --dense 16 --search random --budget 4 --seed 2 "
+                       "--explain " + common(dir) + example());
+  REQUIRE(t.status == 0);
+  CHECK(t.out.find("explain:") != std::string::npos);
+  CHECK(t.out.find("runner-up") != std::string::npos);
+  CHECK(t.out.find("tile-window") != std::string::npos);
+}

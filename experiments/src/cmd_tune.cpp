@@ -25,6 +25,7 @@
 #include "command.hpp"
 #include "model_data.hpp"
 #include "searcher.hpp"
+#include "tune_explain.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/results_db.hpp"
@@ -72,6 +73,7 @@ struct Options {
   bool retry_failed = false;
   bool json = false;
   bool quiet = false;
+  bool explain = false;
   codegen::GeneratedOptions generated;
   PassParams params;
   ReadOptions read;
@@ -459,6 +461,19 @@ int run_tune(const Options& o) {
   if (confirmed && verdict == "gain" && confirm_csr->status == MeasureStatus::Ok &&
       best_side->median_s < confirm_csr->median_s)
     economy["break_even_calls"] = total_s / (confirm_csr->median_s - best_side->median_s);
+  nlohmann::json explanation = nullptr;
+  if (o.explain) {
+    ExplainInput ei;
+    ei.search = search;
+    ei.candidates = &candidates;
+    ei.result = &r;
+    ei.confirmation = confirmation ? &*confirmation : nullptr;
+    if (confirmed && confirm_csr->status == MeasureStatus::Ok)
+      ei.csr_side_by_side_s = confirm_csr->median_s;
+    ei.space = space_json;
+    ei.search_info = search_info;
+    explanation = explain_tune(ei);
+  }
 
   // 8. The tuned kernel's source, with what it was tuned for, where the user asked for it.
   if (!o.output.empty() && r.stopped_by != "interrupted") {
@@ -550,6 +565,7 @@ int run_tune(const Options& o) {
                 {"search_s", r.seconds},
                 {"time_s", total_s},
                 {"economy", economy},
+                {"explain", explanation},
                 {"db", db_path},
                 {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
                 {"context", context}});
@@ -631,6 +647,7 @@ int run_tune(const Options& o) {
     if (economy["break_even_calls"].is_number())
       std::printf("  break-even    %.0f calls of the tuned kernel instead of csr pay for this tune\n",
                   economy["break_even_calls"].get<double>());
+    if (!explanation.is_null()) print_explanation(explanation);
   }
   if (r.stopped_by == "interrupted") {
     std::fprintf(stderr, "tune: interrupted; run the same command again to resume (results so far "
@@ -662,6 +679,10 @@ Command make_tune_command() {
             sub.add_option("--index", o->index,
                            "HNSW graph of --search anns: loaded from FILE (and FILE.json), or "
                            "built and kept there (default: the user cache, per model)");
+            sub.add_flag("--explain", o->explain,
+                         "Say why the winner won: its and the runner-up's ranks (the model's, "
+                         "for model and anns searches), times, speedups and software counts, the "
+                         "signature facts of the passes, the search's own report");
             sub.add_flag("--check-recall", o->check_recall,
                          "--search anns: also score every graph node this matrix admits and "
                          "report recall_at_10 of the walk against it (search_info)");
