@@ -26,6 +26,7 @@
 #include "model_data.hpp"
 #include "searcher.hpp"
 #include "tune_explain.hpp"
+#include "tune_report.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/results_db.hpp"
@@ -140,50 +141,25 @@ nlohmann::json entry_json(const TuneEntry& e) {
   return j;
 }
 
-int run_tune(const Options& o) {
-  const double t_start = now_seconds();
-  const KernelKind kind = kernel_from_option(o.kernel);
-  const Searcher& searcher = find_searcher(o.search);  // early: a typo fails before any work
-  const Pipeline pipeline = parse_pipeline(o.passes);  // early: a typo fails before any work
-  const int threads = resolve_threads(o.threads);
-  const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);
-  const std::string db_path = o.db.empty() ? default_results_path() : o.db;
-  if (!o.output.empty()) check_writable(o.output);  // before the search, not after it
-
-  // 1. The problem and its reference (serial: no OpenMP yet).
-  const Operand op = load_operand(o.file, o.read, kind);
-  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, "");
-  const Problem p = make_problem(kind, op.matrix ? &op.matrix->matrix : nullptr,
-                                 op.tensor ? &op.tensor->tensor : nullptr, operands);
-  const Reference ref = compute_reference(p);
-
-  // 2. The measurement worker, before anything runs OpenMP.
-  MeasureOptions mo;
-  mo.warmup = o.warmup;
-  mo.repeats = o.repeat;
-  mo.threads = threads;
-  mo.tolerance = o.tolerance;
-  mo.prepare_timeout_s = o.compile_timeout;
-  mo.run_timeout_s = o.timeout;
-  mo.generated = o.generated;
-  Measurer measurer(p, ref, mo);
-
-  // 3. The database.
-  ResultsDb db(db_path);
-  const MatrixRecord rec = op.matrix ? matrix_record(op.matrix->matrix, o.file)
-                                     : matrix_record(op.tensor->tensor, o.file);
-  db.record_matrix(rec);
-  const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat};
-  const nlohmann::json context = context_json(threads, "none");
-
-  // 4. The candidates.
+/// Step 4 of tune: the candidates to measure, from a list (--schedules) or a search of the
+/// admissible set, with the space's statistics and the search's own report.
+struct CandidateChoice {
   std::vector<Candidate> candidates;
-  nlohmann::json space_json = nullptr;
-  nlohmann::json search_info = nullptr;
-  std::string search = o.search;
+  nlohmann::json space = nullptr;        ///< tune --json's "space" (null for a list)
+  nlohmann::json search_info = nullptr;  ///< the search's report
+  std::string search;                    ///< the search's name, or "list"
+};
+
+CandidateChoice choose_candidates(const Options& o, KernelKind kind, int threads, const Problem& p,
+                                  const Pipeline& pipeline, const Searcher& searcher) {
+  CandidateChoice c;
+  c.search = o.search;
+  std::vector<Candidate>& candidates = c.candidates;
+  nlohmann::json& space_json = c.space;
+  nlohmann::json& search_info = c.search_info;
   std::uint64_t admissible = 0;
   if (!o.schedules.empty()) {
-    search = "list";
+    c.search = "list";
     for (const auto& sch : read_schedule_list(kind, o.schedules))
       candidates.push_back(Candidate::generated(sch));
     if (o.budget > 0 && candidates.size() > o.budget) candidates.resize(o.budget);
@@ -226,6 +202,52 @@ int run_tune(const Options& o) {
     candidates.reserve(chosen.size());
     for (const codegen::SuperSchedule& s : chosen) candidates.push_back(Candidate::generated(s));
   }
+
+  return c;
+}
+
+int run_tune(const Options& o) {
+  const double t_start = now_seconds();
+  const KernelKind kind = kernel_from_option(o.kernel);
+  const Searcher& searcher = find_searcher(o.search);  // early: a typo fails before any work
+  const Pipeline pipeline = parse_pipeline(o.passes);  // early: a typo fails before any work
+  const int threads = resolve_threads(o.threads);
+  const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);
+  const std::string db_path = o.db.empty() ? default_results_path() : o.db;
+  if (!o.output.empty()) check_writable(o.output);  // before the search, not after it
+
+  // 1. The problem and its reference (serial: no OpenMP yet).
+  const Operand op = load_operand(o.file, o.read, kind);
+  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, "");
+  const Problem p = make_problem(kind, op.matrix ? &op.matrix->matrix : nullptr,
+                                 op.tensor ? &op.tensor->tensor : nullptr, operands);
+  const Reference ref = compute_reference(p);
+
+  // 2. The measurement worker, before anything runs OpenMP.
+  MeasureOptions mo;
+  mo.warmup = o.warmup;
+  mo.repeats = o.repeat;
+  mo.threads = threads;
+  mo.tolerance = o.tolerance;
+  mo.prepare_timeout_s = o.compile_timeout;
+  mo.run_timeout_s = o.timeout;
+  mo.generated = o.generated;
+  Measurer measurer(p, ref, mo);
+
+  // 3. The database.
+  ResultsDb db(db_path);
+  const MatrixRecord rec = op.matrix ? matrix_record(op.matrix->matrix, o.file)
+                                     : matrix_record(op.tensor->tensor, o.file);
+  db.record_matrix(rec);
+  const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat};
+  const nlohmann::json context = context_json(threads, "none");
+
+  // 4. The candidates.
+  CandidateChoice choice = choose_candidates(o, kind, threads, p, pipeline, searcher);
+  const std::vector<Candidate>& candidates = choice.candidates;
+  nlohmann::json& space_json = choice.space;
+  const nlohmann::json& search_info = choice.search_info;
+  const std::string& search = choice.search;
 
   // The cache the tile model assumes (the tile-window pass), with the source of its size, so
   // that a run can be reproduced from its output.
@@ -504,151 +526,75 @@ int run_tune(const Options& o) {
     if (!o.quiet) std::fprintf(stderr, "tune: wrote the tuned kernel to %s\n", o.output.c_str());
   }
 
-  if (o.json) {
-    nlohmann::json top = nlohmann::json::array();
-    for (std::size_t i = 0; i < std::min<std::size_t>(5, ranked.size()); ++i)
-      top.push_back(entry_json(*ranked[i]));
-    nlohmann::json failures = nlohmann::json::array();
-    for (const TuneEntry& e : r.entries)
-      if (e.measurement.status != MeasureStatus::Ok && failures.size() < 10)
-        failures.push_back(entry_json(e));
-    print_json({{"kernel", std::string(kernel_name(kind))},
-                {"file", o.file},
-                {"fingerprint", rec.fingerprint},
-                {"nnz", p.nnz()},
-                {"dense", p.dense_size()},
-                {"threads", threads},
-                {"search", search},
-                {"search_info", search_info},
-                {"seed", o.seed},
-                {"budget", o.budget > 0 ? nlohmann::json(o.budget) : nlohmann::json(nullptr)},
-                {"budget_seconds", o.budget_seconds > 0 ? nlohmann::json(o.budget_seconds)
-                                                        : nlohmann::json(nullptr)},
-                {"warmup", o.warmup},
-                {"repeats", o.repeat},
-                {"space", space_json},
-                {"candidates", candidates.size()},
-                {"considered", r.entries.size()},
-                {"measured", r.measured},
-                {"reused", r.reused},
-                {"complete", r.complete},
-                {"stopped_by", r.stopped_by.empty() ? nlohmann::json(nullptr)
-                                                    : nlohmann::json(r.stopped_by)},
-                {"status_counts", status_json(r.status_counts)},
-                {"best", best ? entry_json(*best) : nlohmann::json(nullptr)},
-                {"best_search_rank",
-                 winner && best != &csr_schedule
-                     ? nlohmann::json(winner->search_rank)
-                     : (best == search_best && best ? nlohmann::json(1) : nlohmann::json(nullptr))},
-                {"verdict", verdict},
-                {"verdict_detail", verdict_json},
-                {"search_best", search_best ? entry_json(*search_best) : nlohmann::json(nullptr)},
-                {"kernel_source", best && !best->measurement.kernel_source.empty()
-                                      ? nlohmann::json(best->measurement.kernel_source)
-                                      : nlohmann::json(nullptr)},
-                {"csr", entry_json(csr_schedule)},
-                {"csr_baseline", entry_json(csr_baseline)},
-                {"speedup_over_csr", speedup(csr_schedule, confirm_csr)},
-                {"speedup_over_csr_baseline", speedup(csr_baseline, confirm_base)},
-                {"confirmed", confirmed},
-                {"confirm", confirm_json},
-                {"noise_warning", noise.empty() ? nlohmann::json(nullptr) : nlohmann::json(noise)},
-                {"busy_warning", busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy)},
-                {"abandon_factor", o.abandon_factor},
-                {"abandoned_s", r.abandoned_s},
-                {"pass_params", o.params.to_json()},
-                {"cache", cache_json},
-                {"search_speedup_over_csr", search_speedup(csr_schedule)},
-                {"search_speedup_over_csr_baseline", search_speedup(csr_baseline)},
-                {"top", top},
-                {"failures", failures},
-                {"search_s", r.seconds},
-                {"time_s", total_s},
-                {"economy", economy},
-                {"explain", explanation},
-                {"db", db_path},
-                {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
-                {"context", context}});
-  } else {
-    std::printf("%s on %s (nnz %lld, dense %lld, %d threads), %s search\n",
-                std::string(kernel_name(kind)).c_str(), o.file.c_str(),
-                static_cast<long long>(p.nnz()), static_cast<long long>(p.dense_size()), threads,
-                search.c_str());
-    if (!space_json.is_null())
-      std::printf("  space: legal %llu, admissible %llu (--passes %s)\n",
-                  static_cast<unsigned long long>(space_json["legal_count"].get<std::uint64_t>()),
-                  static_cast<unsigned long long>(admissible), print_pipeline(pipeline).c_str());
-    std::printf("  candidates %zu: %lld measured now, %lld from %s%s\n", candidates.size(),
-                static_cast<long long>(r.measured), static_cast<long long>(r.reused),
-                db_path.c_str(),
-                r.complete ? "" : (" (stopped: " + r.stopped_by + ")").c_str());
-    std::string counts;
-    for (const auto& [s, n] : r.status_counts)
-      counts += (counts.empty() ? "" : ", ") + std::string(status_name(s)) + " " + std::to_string(n);
-    std::printf("  status: %s\n", counts.empty() ? "nothing considered" : counts.c_str());
-    const auto show_ref = [&](const char* what, const TuneEntry& e) {
-      if (e.measurement.status == MeasureStatus::Ok)
-        std::printf("  %-13s %s\n", what, format_seconds(e.measurement.median_s).c_str());
-      else
-        std::printf("  %-13s %s: %s\n", what, std::string(status_name(e.measurement.status)).c_str(),
-                    e.measurement.reason.c_str());
-    };
-    show_ref((shortcut + " schedule").c_str(), csr_schedule);
-    show_ref((shortcut + " baseline").c_str(), csr_baseline);
-    if (r.status_counts.count(MeasureStatus::Abandoned))
-      std::printf("  racing        %lld abandoned (slower than %.3gx the best so far in every run "
-                  "made), %s spent on them\n",
-                  static_cast<long long>(r.status_counts.at(MeasureStatus::Abandoned)),
-                  o.abandon_factor, format_seconds(r.abandoned_s).c_str());
-    if (judged) {
-      std::printf("  verdict       %s: the best nominee ran %.3fx the time of the %s side by side "
-                  "(per-round quartiles %.3f-%.3f, spread %.3f)%s\n",
-                  judged->gain ? "gain over csr" : "no gain over csr", judged->ratio_median,
-                  verdict_reference.c_str(), judged->ratio_q25, judged->ratio_q75, judged->spread,
-                  judged->gain ? "" : best == &csr_schedule ? "; the result is the csr schedule"
-                                                            : "");
-    } else if (verdict == "no-reference") {
-      std::printf("  verdict       no csr reference ran side by side; the best nominee stands\n");
-    } else if (verdict == "no-gain") {
-      std::printf("  verdict       no gain over csr: no candidate completed its timing; the result "
-                  "is the csr schedule\n");
-    }
-    if (best) {
-      std::printf("  best          %s  %s (search)\n", format_seconds(best->measurement.median_s).c_str(),
-                  best->candidate.label().c_str());
-      const nlohmann::json s1 = speedup(csr_schedule, confirm_csr),
-                           s2 = speedup(csr_baseline, confirm_base);
-      if (!s1.is_null()) std::printf("  speedup       %.3fx over the %s schedule", s1.get<double>(), shortcut.c_str());
-      if (!s2.is_null()) std::printf(", %.3fx over the %s baseline", s2.get<double>(), shortcut.c_str());
-      std::printf("%s\n", confirmed ? " (side by side)" : " (search timings)");
-      if (confirmed) {
-        const auto shown = [](const std::optional<Measurement>& m) {
-          return m->status == MeasureStatus::Ok ? format_seconds(m->median_s)
-                                                : std::string(status_name(m->status));
-        };
-        std::printf("  side by side  best nominee %s, %s schedule %s, %s baseline %s: the "
-                    "search's best %d measured again over %d rounds; the nominee was #%zu in the "
-                    "search\n",
-                    format_seconds(winner->measurement.median_s).c_str(), shortcut.c_str(),
-                    shown(confirm_csr).c_str(), shortcut.c_str(), shown(confirm_base).c_str(),
-                    static_cast<int>(confirmation->ranking.size()), confirmation->rounds,
-                    winner->search_rank);
-      }
-      if (!best->measurement.kernel_source.empty())
-        std::printf("  kernel source %s\n", best->measurement.kernel_source.c_str());
-    } else {
-      std::printf("  best          none: no candidate was measured successfully\n");
-    }
-    std::printf("  time          %s (choice %s, measuring %s, side by side %s)\n",
-                format_seconds(total_s).c_str(),
-                space_json.is_null() ? "-" : format_seconds(space_json["seconds"].get<double>()).c_str(),
-                format_seconds(r.seconds).c_str(),
-                confirmation ? format_seconds(confirmation->seconds).c_str() : "-");
-    if (economy["break_even_calls"].is_number())
-      std::printf("  break-even    %.0f calls of the tuned kernel instead of csr pay for this tune\n",
-                  economy["break_even_calls"].get<double>());
-    if (!explanation.is_null()) print_explanation(explanation);
-  }
+  // 9. The report: one JSON object, printed as it is (--json) or as text read off it.
+  nlohmann::json top = nlohmann::json::array();
+  for (std::size_t i = 0; i < std::min<std::size_t>(5, ranked.size()); ++i)
+    top.push_back(entry_json(*ranked[i]));
+  nlohmann::json failures = nlohmann::json::array();
+  for (const TuneEntry& e : r.entries)
+    if (e.measurement.status != MeasureStatus::Ok && failures.size() < 10)
+      failures.push_back(entry_json(e));
+  const nlohmann::json report = nlohmann::json{{"kernel", std::string(kernel_name(kind))},
+      {"file", o.file},
+      {"fingerprint", rec.fingerprint},
+      {"nnz", p.nnz()},
+      {"dense", p.dense_size()},
+      {"threads", threads},
+      {"search", search},
+      {"search_info", search_info},
+      {"seed", o.seed},
+      {"budget", o.budget > 0 ? nlohmann::json(o.budget) : nlohmann::json(nullptr)},
+      {"budget_seconds", o.budget_seconds > 0 ? nlohmann::json(o.budget_seconds)
+                                              : nlohmann::json(nullptr)},
+      {"warmup", o.warmup},
+      {"repeats", o.repeat},
+      {"space", space_json},
+      {"candidates", candidates.size()},
+      {"considered", r.entries.size()},
+      {"measured", r.measured},
+      {"reused", r.reused},
+      {"complete", r.complete},
+      {"stopped_by", r.stopped_by.empty() ? nlohmann::json(nullptr)
+                                          : nlohmann::json(r.stopped_by)},
+      {"status_counts", status_json(r.status_counts)},
+      {"best", best ? entry_json(*best) : nlohmann::json(nullptr)},
+      {"best_search_rank",
+       winner && best != &csr_schedule
+           ? nlohmann::json(winner->search_rank)
+           : (best == search_best && best ? nlohmann::json(1) : nlohmann::json(nullptr))},
+      {"verdict", verdict},
+      {"verdict_detail", verdict_json},
+      {"search_best", search_best ? entry_json(*search_best) : nlohmann::json(nullptr)},
+      {"kernel_source", best && !best->measurement.kernel_source.empty()
+                            ? nlohmann::json(best->measurement.kernel_source)
+                            : nlohmann::json(nullptr)},
+      {"csr", entry_json(csr_schedule)},
+      {"csr_baseline", entry_json(csr_baseline)},
+      {"speedup_over_csr", speedup(csr_schedule, confirm_csr)},
+      {"speedup_over_csr_baseline", speedup(csr_baseline, confirm_base)},
+      {"confirmed", confirmed},
+      {"confirm", confirm_json},
+      {"noise_warning", noise.empty() ? nlohmann::json(nullptr) : nlohmann::json(noise)},
+      {"busy_warning", busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy)},
+      {"abandon_factor", o.abandon_factor},
+      {"abandoned_s", r.abandoned_s},
+      {"pass_params", o.params.to_json()},
+      {"cache", cache_json},
+      {"search_speedup_over_csr", search_speedup(csr_schedule)},
+      {"search_speedup_over_csr_baseline", search_speedup(csr_baseline)},
+      {"top", top},
+      {"failures", failures},
+      {"search_s", r.seconds},
+      {"time_s", total_s},
+      {"economy", economy},
+      {"explain", explanation},
+      {"db", db_path},
+      {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
+      {"context", context}};
+  if (o.json)
+    print_json(report);
+  else
+    print_tune_text(report);
   if (r.stopped_by == "interrupted") {
     std::fprintf(stderr, "tune: interrupted; run the same command again to resume (results so far "
                          "are in %s)\n", db_path.c_str());

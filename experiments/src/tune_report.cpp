@@ -1,0 +1,120 @@
+// tune's text report, read off the JSON report (tune_report.hpp).
+#include "tune_report.hpp"
+
+#include <cstdio>
+#include <string>
+
+#include "cli_common.hpp"
+#include "tune_explain.hpp"
+
+namespace waco::cli {
+
+namespace {
+
+std::string seconds_or(const nlohmann::json& v, const char* otherwise) {
+  return v.is_number() ? format_seconds(v.get<double>()) : std::string(otherwise);
+}
+
+void print_reference(const std::string& what, const nlohmann::json& e) {
+  if (e.at("status") == "ok")
+    std::printf("  %-13s %s\n", what.c_str(), format_seconds(e.at("median_s").get<double>()).c_str());
+  else
+    std::printf("  %-13s %s: %s\n", what.c_str(), e.at("status").get<std::string>().c_str(),
+                e.value("reason", std::string()).c_str());
+}
+
+}  // namespace
+
+void print_tune_text(const nlohmann::json& j) {
+  const std::string shortcut = j.at("kernel") == "mttkrp" ? "csf" : "csr";
+  std::printf("%s on %s (nnz %lld, dense %lld, %d threads), %s search\n",
+              j.at("kernel").get<std::string>().c_str(), j.at("file").get<std::string>().c_str(),
+              static_cast<long long>(j.at("nnz").get<std::int64_t>()),
+              static_cast<long long>(j.at("dense").get<std::int64_t>()), j.at("threads").get<int>(),
+              j.at("search").get<std::string>().c_str());
+  const nlohmann::json& space = j.at("space");
+  if (!space.is_null())
+    std::printf("  space: legal %llu, admissible %llu (--passes %s)\n",
+                static_cast<unsigned long long>(space.at("legal_count").get<std::uint64_t>()),
+                static_cast<unsigned long long>(space.at("admissible_count").get<std::uint64_t>()),
+                space.at("pipeline").get<std::string>().c_str());
+  std::printf("  candidates %lld: %lld measured now, %lld from %s%s\n",
+              static_cast<long long>(j.at("candidates").get<std::int64_t>()),
+              static_cast<long long>(j.at("measured").get<std::int64_t>()),
+              static_cast<long long>(j.at("reused").get<std::int64_t>()),
+              j.at("db").get<std::string>().c_str(),
+              j.at("complete").get<bool>()
+                  ? ""
+                  : (" (stopped: " + j.at("stopped_by").get<std::string>() + ")").c_str());
+  std::string counts;
+  for (const auto& [status, n] : j.at("status_counts").items())
+    if (n.get<std::int64_t>() > 0)
+      counts += (counts.empty() ? "" : ", ") + status + " " + std::to_string(n.get<std::int64_t>());
+  std::printf("  status: %s\n", counts.empty() ? "nothing considered" : counts.c_str());
+  print_reference(shortcut + " schedule", j.at("csr"));
+  print_reference(shortcut + " baseline", j.at("csr_baseline"));
+  const std::int64_t abandoned = j.at("status_counts").value("abandoned", std::int64_t{0});
+  if (abandoned > 0)
+    std::printf("  racing        %lld abandoned (slower than %.3gx the best so far in every run "
+                "made), %s spent on them\n",
+                static_cast<long long>(abandoned), j.at("abandon_factor").get<double>(),
+                format_seconds(j.at("abandoned_s").get<double>()).c_str());
+  const nlohmann::json& best = j.at("best");
+  const bool best_is_csr = best.is_object() && best.at("schedule") == j.at("csr").at("schedule");
+  const std::string verdict = j.at("verdict").get<std::string>();
+  const nlohmann::json& detail = j.at("verdict_detail");
+  if (detail.is_object()) {
+    const bool gain = detail.at("gain").get<bool>();
+    std::printf("  verdict       %s: the best nominee ran %.3fx the time of the %s side by side "
+                "(per-round quartiles %.3f-%.3f, spread %.3f)%s\n",
+                gain ? "gain over csr" : "no gain over csr", detail.at("ratio_median").get<double>(),
+                detail.at("reference").get<std::string>().c_str(),
+                detail.at("ratio_q25").get<double>(), detail.at("ratio_q75").get<double>(),
+                detail.at("spread").get<double>(),
+                gain ? "" : best_is_csr ? "; the result is the csr schedule" : "");
+  } else if (verdict == "no-reference") {
+    std::printf("  verdict       no csr reference ran side by side; the best nominee stands\n");
+  } else if (verdict == "no-gain") {
+    std::printf("  verdict       no gain over csr: no candidate completed its timing; the result "
+                "is the csr schedule\n");
+  }
+  if (best.is_object()) {
+    std::printf("  best          %s  %s (search)\n", seconds_or(best.value("median_s", nlohmann::json()), "-").c_str(),
+                best.at("schedule").get<std::string>().c_str());
+    const nlohmann::json& s1 = j.at("speedup_over_csr");
+    const nlohmann::json& s2 = j.at("speedup_over_csr_baseline");
+    const bool confirmed = j.at("confirmed").get<bool>();
+    if (s1.is_number())
+      std::printf("  speedup       %.3fx over the %s schedule", s1.get<double>(), shortcut.c_str());
+    if (s2.is_number())
+      std::printf(", %.3fx over the %s baseline", s2.get<double>(), shortcut.c_str());
+    std::printf("%s\n", confirmed ? " (side by side)" : " (search timings)");
+    if (confirmed) {
+      const nlohmann::json& c = j.at("confirm");
+      const nlohmann::json& first = c.at("ranking").at(0);
+      std::printf("  side by side  best nominee %s, %s schedule %s, %s baseline %s: the "
+                  "search's best %d measured again over %d rounds; the nominee was #%lld in the "
+                  "search\n",
+                  seconds_or(first.value("median_s", nlohmann::json()), "-").c_str(),
+                  shortcut.c_str(), seconds_or(c.at("csr_median_s"), "failed").c_str(),
+                  shortcut.c_str(), seconds_or(c.at("csr_baseline_median_s"), "failed").c_str(),
+                  c.at("top").get<int>(), c.at("rounds").get<int>(),
+                  static_cast<long long>(first.at("search_rank").get<std::int64_t>()));
+    }
+    if (j.at("kernel_source").is_string())
+      std::printf("  kernel source %s\n", j.at("kernel_source").get<std::string>().c_str());
+  } else {
+    std::printf("  best          none: no candidate was measured successfully\n");
+  }
+  const nlohmann::json& e = j.at("economy");
+  std::printf("  time          %s (choice %s, measuring %s, side by side %s)\n",
+              format_seconds(e.at("total_s").get<double>()).c_str(),
+              seconds_or(e.at("choice_s"), "-").c_str(), seconds_or(e.at("measure_s"), "-").c_str(),
+              seconds_or(e.at("confirm_s"), "-").c_str());
+  if (e.at("break_even_calls").is_number())
+    std::printf("  break-even    %.0f calls of the tuned kernel instead of csr pay for this tune\n",
+                e.at("break_even_calls").get<double>());
+  if (!j.at("explain").is_null()) print_explanation(j.at("explain"));
+}
+
+}  // namespace waco::cli
