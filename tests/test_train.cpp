@@ -158,4 +158,17 @@ TEST_CASE("train: --search anns walks the HNSW graph, reports recall, and is exa
   CHECK(tj.at("search_info").at("method") == "exact");
   CHECK(tj.at("search_info").at("scored") == tj.at("space").at("admissible_count"));
   CHECK(tj.at("candidates").get<int>() == 3);
+  // --confirm 0: the model decides alone, its best guarded by one side-by-side run.
+  const auto alone = test::run_cli("tune --kernel spmv --search anns --confirm 0 --json --db " +
+                                   dir + "/r.sqlite --cache-dir " + std::string(WACO_BINARY_DIR) +
+                                   "/test-kernel-cache --repeat 3 --warmup 1 --confirm-rounds 4 "
+                                   "--threads 2 --index " + index + " " + example());
+  INFO(alone.err);
+  REQUIRE(alone.status == 0);
+  const auto aj = nlohmann::json::parse(alone.out);
+  CHECK(aj.at("model_alone") == true);
+  CHECK(aj.at("candidates").get<int>() == 1);
+  CHECK(aj.at("confirmed") == true);
+  CHECK(aj.at("confirm").at("ranking").size() == 1);
+  CHECK(aj.at("search_info").at("measured") == 1);
 }

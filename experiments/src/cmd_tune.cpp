@@ -206,8 +206,18 @@ CandidateChoice choose_candidates(const Options& o, KernelKind kind, int threads
   return c;
 }
 
-int run_tune(const Options& o) {
+int run_tune(const Options& given) {
   const double t_start = now_seconds();
+  // --confirm 0 with a model search: the model decides alone. Its best-predicted schedule is the
+  // only candidate, and one side-by-side run against the csr references guards it (a tuned
+  // kernel is never slower than csr).
+  Options o = given;
+  const bool model_alone = o.confirm == 0 && o.schedules.empty() &&
+                           (o.search == "model" || o.search == "anns");
+  if (model_alone) {
+    o.budget = 1;
+    o.confirm = 1;
+  }
   const KernelKind kind = kernel_from_option(o.kernel);
   const Searcher& searcher = find_searcher(o.search);  // early: a typo fails before any work
   const Pipeline pipeline = parse_pipeline(o.passes);  // early: a typo fails before any work
@@ -587,6 +597,7 @@ int run_tune(const Options& o) {
       {"search_s", r.seconds},
       {"time_s", total_s},
       {"economy", economy},
+      {"model_alone", model_alone},
       {"explain", explanation},
       {"db", db_path},
       {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
@@ -666,7 +677,8 @@ Command make_tune_command() {
             sub.add_option("--confirm", o->confirm,
                            "Measure the search's best N again side by side with the csr "
                            "references and pick the winner from those timings (0: trust the "
-                           "search's timings)")
+                           "search's timings; with --search model or anns: the model decides "
+                           "alone, its best guarded by one side-by-side run against csr)")
                 ->check(CLI::Range(0, 1000))
                 ->capture_default_str();
             sub.add_option("--confirm-rounds", o->confirm_rounds,

@@ -106,6 +106,9 @@ void print_tune_text(const nlohmann::json& j) {
   } else {
     std::printf("  best          none: no candidate was measured successfully\n");
   }
+  if (j.value("model_alone", false))
+    std::printf("  mode          the model decided alone (--confirm 0): its best-predicted "
+                "schedule, guarded side by side against csr\n");
   const nlohmann::json& e = j.at("economy");
   std::printf("  time          %s (choice %s, measuring %s, side by side %s)\n",
               format_seconds(e.at("total_s").get<double>()).c_str(),
