@@ -11,8 +11,8 @@
 // loading the graph and walking it: the search then does what `--search model` does and says so
 // ("method": "exact"). Measured for SpMV on bcsstk13 (2 threads, Xeon VM, shipped model): exact
 // scoring ~5.4 us a schedule (432: 2.5 ms, 23,544: 175 ms, 520,704: 2.82 s); the walk 3.3 ms
-// (3,970 head evaluations, recall@10 1.0) after loading the 103k-node graph in 0.52 s. So a
-// one-shot tune gains from the walk above ~100k admissible schedules. --check-recall also scores every graph node the space admits and
+// (3,970 head evaluations, recall@10 1.0) after loading the 103k-node graph in 0.15 s. So a
+// one-shot tune gains from the walk above ~30k admissible schedules. --check-recall also scores every graph node the space admits and
 // reports recall@10 of the walk against it.
 #include <algorithm>
 #include <cstdio>
@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 
 constexpr std::uint64_t kDefaultMeasured = 20;
 /// Admissible sets up to this size are scored exactly (see the file comment).
-constexpr std::uint64_t kExactBelow = 100000;
+constexpr std::uint64_t kExactBelow = 30000;
 /// Largest graph: larger template sets are sampled (seeded) down to this.
 constexpr std::uint64_t kMaxTemplates = 300000;
 constexpr std::size_t kEf = 200;  // WACO's ef

@@ -12,7 +12,8 @@
 // node (the brute-force reference for recall).
 //
 // Files: `<path>` is hnswlib's own index file, `<path>.json` the header (format version, kernel,
-// the templates in text form, build parameters, the graph file's size and FNV-1a hash). load()
+// the templates in text form, build parameters, the graph file's size and a hash of 64 blocks
+// spread over it; templates are parsed on first use). load()
 // refuses a truncated or foreign graph file, and a model whose node vectors differ from the ones
 // the graph was built with (checked on a sample of nodes). Torch-free header.
 #pragma once
@@ -28,7 +29,7 @@
 
 namespace waco::learned {
 
-inline constexpr int kScheduleIndexFormatVersion = 1;
+inline constexpr int kScheduleIndexFormatVersion = 2;
 
 struct IndexBuildOptions {
   int M = 32;                 ///< hnswlib's M (WACO: 32)
