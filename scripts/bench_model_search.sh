@@ -9,6 +9,7 @@
 #   usage: scripts/bench_model_search.sh [KERNEL] [OUT_DIR]
 #   env: BUDGET (default 5), THREADS (default 2), MODEL (default: the shipped model),
 #        SEARCH (model or anns, default model), SPLITS (default "test"; e.g. "validation test"),
+#        EXTRA (more matrix files never trained on, e.g. freshly generated ones),
 #        WACO_CPU_LOCK (a file held exclusively around every tune and bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,13 +33,14 @@ for split in $splits; do
                       awk '{print $1}' | sort -u)
   files+=("${more[@]}")
 done
+for f in ${EXTRA:-}; do files+=("$f"); done
 data=${WACO_DATA_DIR:-../shared/data}
 printf '%-26s %6s | %5s %8s | %5s %8s | %8s %8s %8s %9s\n' matrix admiss exh-n exh-time mod-n mod-time \
        exh/csr mod/csr mod/exh legal/exh
 ratios=()
 legal_ratios=()
 for name in "${files[@]}"; do
-  f=$(find "$data" -name "$name" | head -1)
+  if [ -f "$name" ]; then f=$name; name=$(basename "$name"); else f=$(find "$data" -name "$name" | head -1); fi
   [ -n "$f" ] || { echo "skip $name: not found under $data" >&2; continue; }
   # Separate fresh databases: neither search may reuse the other's measurements.
   rm -f "$out/$name".*.sqlite*
