@@ -134,7 +134,8 @@ learned::ScheduleIndex index_for(const SearchRequest& r, const learned::CostMode
   try {
     idx.save(path);
   } catch (const kernels::Error& e) {
-    if (!r.quiet) std::fprintf(stderr, "anns: not kept: %s\n", e.what());
+    std::fprintf(stderr, "warning: anns: the graph is not kept (%s); the next search builds it "
+                         "again\n", e.what());
   }
   info["index_built"] = true;
   info["build_seconds"] = idx.build_seconds();
