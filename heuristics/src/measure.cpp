@@ -1,7 +1,6 @@
 // Isolated measurement: a worker process forked early, and one measuring child per request
-// (see measure.hpp for why). Messages between the processes are frames on Unix stream sockets:
-// one type byte, a 32-bit length, then the payload (JSON text). Sockets rather than pipes so that
-// writes can use MSG_NOSIGNAL: a peer that died is an error value, never a SIGPIPE.
+// (see measure.hpp for why). Messages between the processes are frames on Unix stream sockets
+// (framing.hpp):
 //
 //   parent  --'M' {candidates: [one]}------>  worker  --fork-->  child   (a refused format: no
 //   parent  --'C' {candidates, rounds}------>  worker  --fork-->  child    child, the worker
@@ -37,6 +36,7 @@
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/kernel_spec.hpp"
+#include "framing.hpp"
 #include "waco/heuristics/prefix_counts.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
@@ -126,70 +126,9 @@ Measurement Measurement::from_json(const nlohmann::json& j) {
 
 namespace {
 
-// ---- framing ------------------------------------------------------------------------------
-
-enum class ReadStatus { Ok, Eof, Timeout };
-
-/// Writes all of buf; false when the peer is gone.
-bool send_all(int fd, const char* buf, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::send(fd, buf, n, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    buf += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-bool write_frame(int fd, char type, const std::string& payload) {
-  char header[5];
-  header[0] = type;
-  const std::uint32_t len = static_cast<std::uint32_t>(payload.size());
-  std::memcpy(header + 1, &len, 4);
-  return send_all(fd, header, 5) && send_all(fd, payload.data(), payload.size());
-}
-
-/// Reads exactly n bytes before `deadline` (now_seconds() scale; < 0 = no deadline).
-ReadStatus read_all(int fd, char* buf, std::size_t n, double deadline) {
-  while (n > 0) {
-    int wait_ms = -1;
-    if (deadline >= 0) {
-      const double left = deadline - now_seconds();
-      if (left <= 0) return ReadStatus::Timeout;
-      wait_ms = static_cast<int>(std::ceil(left * 1000.0));
-    }
-    pollfd pfd{fd, POLLIN, 0};
-    const int pr = ::poll(&pfd, 1, wait_ms);
-    if (pr < 0) {
-      if (errno == EINTR) continue;
-      return ReadStatus::Eof;
-    }
-    if (pr == 0) continue;  // the deadline check above decides
-    const ssize_t r = ::read(fd, buf, n);
-    if (r < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return ReadStatus::Eof;
-    }
-    if (r == 0) return ReadStatus::Eof;
-    buf += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return ReadStatus::Ok;
-}
-
-ReadStatus read_frame(int fd, double deadline, char& type, std::string& payload) {
-  char header[5];
-  ReadStatus st = read_all(fd, header, 5, deadline);
-  if (st != ReadStatus::Ok) return st;
-  type = header[0];
-  std::uint32_t len = 0;
-  std::memcpy(&len, header + 1, 4);
-  payload.assign(len, '\0');
-  return len == 0 ? ReadStatus::Ok : read_all(fd, payload.data(), len, deadline);
-}
+using detail::read_frame;
+using detail::ReadStatus;
+using detail::write_frame;
 
 /// Kills the child when this process dies (Linux). False when the parent is already gone.
 bool die_with_parent(pid_t expected_parent) {
