@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -261,7 +262,13 @@ TEST_CASE("measure: compare's screening stops a run that overruns its deadline a
   o.compare_screen_min_s = 5e-4;
   o.threads = 1;  // see the test above
   // The dense formats overrun the deadline on their first run; the candidates after each go on
-  // in a new child.
+  // in a new child. The hook (in the measuring children, before a candidate's first screened run)
+  // logs every screening: a candidate screened by an earlier child is not screened again.
+  const std::string log = cache_dir() + "/screening-" + std::to_string(::getpid()) + ".log";
+  std::remove(log.c_str());
+  o.child_hook = [log](const Candidate& c) {
+    std::ofstream(log, std::ios::app) << c.label() << "\n";
+  };
   Measurer m(f.p, f.ref, o);
   const std::vector<Candidate> cs = {
       schedule("csr"),
@@ -288,6 +295,13 @@ TEST_CASE("measure: compare's screening stops a run that overruns its deadline a
     CHECK(ms[i].min_s > 0);
     CHECK(ms[i].min_s < o.compare_screen_min_s);
     CHECK(ms[i].compile_s >= 0);
+  }
+  std::map<std::string, int> screened;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) ++screened[line];
+  for (const Candidate& c : cs) {
+    INFO(c.label());
+    CHECK(screened[c.label()] == 1);
   }
 }
 

@@ -435,10 +435,14 @@ class Watchdog {
 struct Screening {
   double best_s = 0.0;
   std::vector<std::vector<double>> probes;
+  std::vector<nlohmann::json> prepared;  ///< per screened survivor: its prepared Measurement
 
-  nlohmann::json to_json() const { return {{"best_s", best_s}, {"probes", probes}}; }
+  nlohmann::json to_json() const {
+    return {{"best_s", best_s}, {"probes", probes}, {"prepared", prepared}};
+  }
   static Screening from_json(const nlohmann::json& j) {
-    return {j.at("best_s").get<double>(), j.at("probes").get<std::vector<std::vector<double>>>()};
+    return {j.at("best_s").get<double>(), j.at("probes").get<std::vector<std::vector<double>>>(),
+            j.at("prepared").get<std::vector<nlohmann::json>>()};
   }
 };
 
@@ -461,6 +465,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
                                       Screening screening, int sock) {
   const bool racing = opts.compare_race_factor > 0;
   screening.probes.resize(cs.size());
+  screening.prepared.resize(cs.size());
   std::vector<std::vector<double>>& probe = screening.probes;
   std::vector<Prepared> ready(cs.size());
   std::vector<std::function<void()>> runs(cs.size());
@@ -471,7 +476,35 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
     if (cs[i].is_generated()) order.push_back(i);
   std::unique_ptr<Watchdog> dog = racing ? std::make_unique<Watchdog>(sock) : nullptr;
   std::vector<std::size_t> failed_here;  // screened candidates that failed (no rounds for them)
+  // A candidate whose faster probe is above the race factor times the group's fastest: abandoned
+  // with its probes as its times (a lower bound); it takes no part in the rounds.
+  auto abandon = [&](std::size_t i) {
+    const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
+    Measurement& m = ready[i].m;
+    set_times(m, kernels::summarize(probe[i]));
+    m.status = MeasureStatus::Abandoned;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "abandoned after 2 timed runs: the faster took %.3g s, more than %g x the group's "
+                  "fastest %.3g s",
+                  fastest, opts.compare_race_factor, screening.best_s);
+    m.reason = buf;
+    runs[i] = nullptr;
+    ready[i].impl.reset();
+  };
+  auto hopeless = [&](std::size_t i) {
+    return racing && cs[i].is_generated() && !probe[i].empty() &&
+           *std::min_element(probe[i].begin(), probe[i].end()) >
+               opts.compare_race_factor * screening.best_s;
+  };
+  // Screened by an earlier child of this request (see compare_screened): prepared only after the
+  // screening here, for the rounds, so that a restart does not prepare them again and again.
+  std::vector<std::size_t> deferred;
   for (const std::size_t i : order) {
+    if (!probe[i].empty()) {
+      deferred.push_back(i);
+      continue;
+    }
     ready[i] = prepare_candidate(p, opts, run_threads, cs[i]);
     Prepared& r = ready[i];
     if (!r.impl) {
@@ -509,28 +542,27 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
     }
     runs[i] = [impl = r.impl.get()] { impl->run(); };
     if (!racing) continue;
-    if (probe[i].empty())
-      for (int k = 0; k < 2; ++k) probe[i].push_back(run_once());
+    for (int k = 0; k < 2; ++k) probe[i].push_back(run_once());
     const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
     if (screening.best_s <= 0 || fastest < screening.best_s) screening.best_s = fastest;
+    screening.prepared[i] = r.m.to_json();
   }
   dog.reset();
-  write_frame(sock, 'P', {});
-  for (std::size_t i = 0; i < cs.size() && racing; ++i) {
-    if (!runs[i] || !cs[i].is_generated()) continue;
-    const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
-    if (fastest <= opts.compare_race_factor * screening.best_s) continue;
+  for (const std::size_t i : deferred) {
+    if (hopeless(i)) {  // no need to prepare it again
+      ready[i].m = Measurement::from_json(screening.prepared[i]);
+      abandon(i);
+      continue;
+    }
+    ready[i] = prepare_candidate(p, opts, run_threads, cs[i]);
     Prepared& r = ready[i];
-    set_times(r.m, kernels::summarize(probe[i]));
-    r.m.status = MeasureStatus::Abandoned;
-    char buf[200];
-    std::snprintf(buf, sizeof buf,
-                  "abandoned after 2 timed runs: the faster took %.3g s, more than %g x the group's "
-                  "fastest %.3g s",
-                  fastest, opts.compare_race_factor, screening.best_s);
-    r.m.reason = buf;
-    runs[i] = nullptr;
+    if (!r.impl) continue;
+    r.impl->run();
+    if (verify_output(r, ref, opts.tolerance, "first run")) runs[i] = [impl = r.impl.get()] { impl->run(); };
   }
+  write_frame(sock, 'P', {});
+  for (std::size_t i = 0; i < cs.size(); ++i)
+    if (runs[i] && hopeless(i)) abandon(i);
   const std::vector<kernels::TimingStats> t = kernels::time_interleaved(
       runs, {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed}, /*settle=*/1);
   std::vector<Measurement> out;
@@ -725,15 +757,17 @@ std::vector<Measurement> compare_screened(const kernels::Problem& p, const kerne
   std::vector<std::optional<Measurement>> out(cs.size());
   Screening screening;
   screening.probes.resize(cs.size());
+  screening.prepared.resize(cs.size());
   for (;;) {
     std::vector<std::size_t> left;  // indices into cs of the candidates this child gets
     for (std::size_t i = 0; i < cs.size(); ++i)
       if (!out[i]) left.push_back(i);
     std::vector<Candidate> sub;
-    Screening known{screening.best_s, {}};
+    Screening known{screening.best_s, {}, {}};
     for (const std::size_t i : left) {
       sub.push_back(cs[i]);
       known.probes.push_back(screening.probes[i]);
+      known.prepared.push_back(screening.prepared[i]);
     }
     const double n = static_cast<double>(sub.size());
     nlohmann::json x;
@@ -751,7 +785,10 @@ std::vector<Measurement> compare_screened(const kernels::Problem& p, const kerne
     }
     const Screening seen = Screening::from_json(x.at("screening"));
     screening.best_s = seen.best_s;
-    for (std::size_t k = 0; k < left.size(); ++k) screening.probes[left[k]] = seen.probes[k];
+    for (std::size_t k = 0; k < left.size(); ++k) {
+      screening.probes[left[k]] = seen.probes[k];
+      screening.prepared[left[k]] = seen.prepared[k];
+    }
     for (const nlohmann::json& f : x.at("failures"))
       out[left.at(f.at("index").get<std::size_t>())] = Measurement::from_json(f.at("measurement"));
     out[left.at(x.at("index").get<std::size_t>())] = overran(x);
