@@ -35,8 +35,14 @@ struct CompilerOptions {
   /// The C++ compiler, looked up on PATH when it has no '/'.
   std::string compiler = "c++";
   /// Flags given to the compiler before "-o <output> <source>"; must produce a shared object.
+  /// With WACO_KERNEL_NO_SLP (cmake/CompilerChecks.cmake found the compiler miscompiling constant
+  /// vectors with AVX-512), also -fno-tree-slp-vectorize.
   std::vector<std::string> flags = {"-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared",
-                                    "-fPIC"};
+                                    "-fPIC"
+#ifdef WACO_KERNEL_NO_SLP
+                                    , "-fno-tree-slp-vectorize"
+#endif
+  };
   /// Where compiled kernels live; empty means default_cache_dir(). Created (mkdir -p) on demand.
   std::string cache_dir;
   /// Wall-clock limit of one compiler run, in seconds; on expiry the compiler is killed and
