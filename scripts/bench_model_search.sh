@@ -8,7 +8,8 @@
 # as fast; the geometric mean at the end). Tables to stdout, JSON per run to OUT_DIR.
 #   usage: scripts/bench_model_search.sh [KERNEL] [OUT_DIR]
 #   env: BUDGET (default 5), THREADS (default 2), MODEL (default: the shipped model),
-#        SEARCH (model or anns, default model), SPLITS (default "test"; e.g. "validation test"),
+#        SEARCH (model or anns, default model), SPLITS (default "test"; e.g. "validation test";
+#        empty: none, only EXTRA),
 #        EXTRA (more matrix files never trained on, e.g. freshly generated ones),
 #        WACO_CPU_LOCK (a file held exclusively around every tune and bench)
 set -euo pipefail
@@ -18,7 +19,7 @@ out=${2:-bench-results/model-search}
 budget=${BUDGET:-5}
 threads=${THREADS:-2}
 search=${SEARCH:-model}
-splits=${SPLITS:-test}
+splits=${SPLITS-test}
 waco=${WACO_BUILD_DIR:-build}/experiments/waco-hybrid
 [ -x "$waco" ] || { echo "error: $waco not built (run scripts/build.sh)" >&2; exit 1; }
 command -v jq >/dev/null || { echo "error: jq is missing (scripts/setup.sh installs it)" >&2; exit 1; }
