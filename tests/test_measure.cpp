@@ -218,15 +218,23 @@ TEST_CASE("measure: compare times candidates side by side and keeps their failur
   CHECK(mc.measure(schedule("csr")).status == MeasureStatus::Ok);
 }
 
-TEST_CASE("measure: compare abandons hopeless candidates with their runs as a lower bound") {
-  Fixture f;
+namespace {
+/// Racing in compare() (factor 4) with dense formats admitted and atomic updates, on one thread:
+/// a two-thread kernel on a loaded machine (tests run in parallel) can wait for a descheduled
+/// thread at a barrier for milliseconds, and racing would abandon csr itself.
+MeasureOptions racing_options() {
   MeasureOptions o = quick_options(cache_dir());
-  o.generated.storage.max_padding = 1000;  // admit the dense format below
+  o.generated.storage.max_padding = 1000;
   o.generated.race = codegen::RaceStrategy::Atomic;
   o.compare_race_factor = 4;
-  // One thread: a two-thread kernel on a loaded machine (tests run in parallel) can wait for a
-  // descheduled thread at a barrier for milliseconds, and racing would abandon csr itself.
   o.threads = 1;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("measure: compare abandons hopeless candidates with their runs as a lower bound") {
+  Fixture f;
+  MeasureOptions o = racing_options();
   Measurer m(f.p, f.ref, o);
   // Dense storage of a 600 x 600 matrix with ~7 nonzeros a row, over columns in parallel: ~85x
   // the entries of csr, each an atomic update of y (hundreds of times csr's time).
@@ -252,15 +260,11 @@ TEST_CASE("measure: compare abandons hopeless candidates with their runs as a lo
 
 TEST_CASE("measure: compare's screening stops a run that overruns its deadline and goes on") {
   Fixture f;
-  MeasureOptions o = quick_options(cache_dir());
-  o.generated.storage.max_padding = 1000;  // admit the dense formats below
-  o.generated.race = codegen::RaceStrategy::Atomic;
-  o.compare_race_factor = 4;
+  MeasureOptions o = racing_options();
   o.compare_screen_margin = 2;
   // Here csr takes ~2 us and the dense formats ~1.7 ms: a floor of 0.5 ms stops them, and
   // leaves the others room for a cold first run.
   o.compare_screen_min_s = 5e-4;
-  o.threads = 1;  // see the test above
   // The dense formats overrun the deadline on their first run; the candidates after each go on
   // in a new child. The hook (in the measuring children, before a candidate's first screened run)
   // logs every screening: a candidate screened by an earlier child is not screened again.

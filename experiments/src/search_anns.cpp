@@ -53,16 +53,32 @@ std::string file_bytes(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+/// The committed dataset's export files of kernel k (named "<kernel>.*").
+std::vector<std::string> kernel_exports(kernels::KernelKind k) {
+  const std::string prefix = std::string(kernels::kernel_name(k)) + ".";
+  std::vector<std::string> out;
+  for (const std::string& f : committed_exports())
+    if (fs::path(f).filename().string().rfind(prefix, 0) == 0) out.push_back(f);
+  return out;
+}
+
 /// What the templates are made from: the graph is built again when any of it changes.
 std::string template_definition(const SearchRequest& r) {
   std::string d = std::string(kernels::kernel_name(r.problem->kind)) +
                   " dense=" + std::to_string(r.problem->dense_size()) +
                   " cores=" + std::to_string(r.space->cores()) + " passes=" + kTemplatePasses +
                   " max=" + std::to_string(kMaxTemplates) + " dataset=";
-  for (const std::string& f : committed_exports())
-    if (fs::path(f).filename().string().rfind(std::string(kernels::kernel_name(r.problem->kind)) + ".", 0) == 0)
-      d += kernels::hex16(kernels::fnv1a(file_bytes(f))) + ",";
+  for (const std::string& f : kernel_exports(r.problem->kind))
+    d += kernels::hex16(kernels::fnv1a(file_bytes(f))) + ",";
   return d;
+}
+
+/// The model search's exact scoring of the admissible set, saying why it was used.
+SearchChoice exact_choice(const SearchRequest& r, const std::string& why) {
+  SearchChoice c = search_model(r);
+  c.info["method"] = "exact";
+  c.info["why"] = why;
+  return c;
 }
 
 std::vector<codegen::SuperSchedule> make_templates(const SearchRequest& r, nlohmann::json& info) {
@@ -78,9 +94,7 @@ std::vector<codegen::SuperSchedule> make_templates(const SearchRequest& r, nlohm
       space.sample(std::min<std::uint64_t>(space.count(), kMaxTemplates), 1);
   info["structural_templates"] = space.count();
   std::size_t from_data = 0;
-  const std::string name(kernels::kernel_name(kind));
-  for (const std::string& f : committed_exports()) {
-    if (fs::path(f).filename().string().rfind(name + ".", 0) != 0) continue;
+  for (const std::string& f : kernel_exports(kind)) {
     for_each_export_group(f, [&](const nlohmann::json& g) {
       const learned::DatasetGroup group = learned::group_from_json(g);
       if (group.kind != kind || group.dense != r.problem->dense_size()) return;
@@ -148,13 +162,10 @@ learned::ScheduleIndex index_for(const SearchRequest& r, const learned::CostMode
 SearchChoice search_anns(const SearchRequest& r) {
   const kernels::KernelKind kind = r.problem->kind;
   const std::size_t k = static_cast<std::size_t>(r.budget > 0 ? r.budget : kDefaultMeasured);
-  if (r.admissible <= kExactBelow && !r.check_recall) {
-    SearchChoice c = search_model(r);
-    c.info["method"] = "exact";
-    c.info["why"] = "the admissible set (" + std::to_string(r.admissible) + ") is at most " +
-                    std::to_string(kExactBelow) + ": scoring all of it is exact and cheaper";
-    return c;
-  }
+  if (r.admissible <= kExactBelow && !r.check_recall)
+    return exact_choice(r, "the admissible set (" + std::to_string(r.admissible) +
+                               ") is at most " + std::to_string(kExactBelow) +
+                               ": scoring all of it is exact and cheaper");
   const std::string path = model_path_or_default(r.model, kind);
   const double t0 = kernels::now_seconds();
   const learned::CostModel model = learned::CostModel::load(path, kind);
@@ -200,9 +211,7 @@ SearchChoice search_anns(const SearchRequest& r) {
                  static_cast<unsigned long long>(found.evaluations), found.ef, found.discarded,
                  found.seconds, t2 - t1);
   if (c.schedules.empty()) {  // no template fits this matrix: score the admissible set
-    SearchChoice exact = search_model(r);
-    exact.info["method"] = "exact";
-    exact.info["why"] = "no node of the ANNS graph is admissible for this matrix";
+    SearchChoice exact = exact_choice(r, "no node of the ANNS graph is admissible for this matrix");
     exact.info["anns"] = c.info;
     return exact;
   }
