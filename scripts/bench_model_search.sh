@@ -46,15 +46,15 @@ for name in "${files[@]}"; do
   # Separate fresh databases: neither search may reuse the other's measurements.
   rm -f "$out/$name".*.sqlite*
   common=(--kernel "$kernel" --threads "$threads" --json -q)
-  measure "$waco" tune "${common[@]}" --db "$out/$name.exhaustive.sqlite" --search exhaustive "$f" \
+  measure "$waco" tune --no-plan-cache "${common[@]}" --db "$out/$name.exhaustive.sqlite" --search exhaustive "$f" \
       > "$out/$name.exhaustive.json"
-  measure "$waco" tune "${common[@]}" --db "$out/$name.model.sqlite" --search "$search" \
+  measure "$waco" tune --no-plan-cache "${common[@]}" --db "$out/$name.model.sqlite" --search "$search" \
       --budget "$budget" "${model_args[@]}" "$f" > "$out/$name.model.json"
   se=$(jq -r .best.schedule "$out/$name.exhaustive.json")
   sm=$(jq -r .best.schedule "$out/$name.model.json")
   extra=()
   if [ -n "${LEGAL:-}" ]; then  # the passes off: the model searches the legal space alone
-    measure "$waco" tune "${common[@]}" --db "$out/$name.legal.sqlite" --search anns --passes legality \
+    measure "$waco" tune --no-plan-cache "${common[@]}" --db "$out/$name.legal.sqlite" --search anns --passes legality \
         --budget "$budget" "${model_args[@]}" "$f" > "$out/$name.legal.json"
     extra=(--schedule "$(jq -r .best.schedule "$out/$name.legal.json")")
   fi

@@ -82,7 +82,7 @@ for f in "$@"; do
 
     # (a) the admissible set, exhaustively.
     t0=$(now)
-    "$waco" tune --kernel "$kernel" "$f" "${dense[@]}" --search exhaustive --passes "$passes" \
+    "$waco" tune --no-plan-cache --kernel "$kernel" "$f" "${dense[@]}" --search exhaustive --passes "$passes" \
       --db "$db" --threads "$threads" --json > "$run.admissible.json" 2> "$run.admissible.log" ||
       failed "the admissible tune" "$run.admissible.log"
     t1=$(now)
@@ -98,7 +98,7 @@ for f in "$@"; do
                     else empty end' "$run.admissible.json")
       limit=${limit:-60}
     fi
-    "$waco" tune --kernel "$kernel" "$f" "${dense[@]}" --schedules "$run.sample.txt" --db "$db" \
+    "$waco" tune --no-plan-cache --kernel "$kernel" "$f" "${dense[@]}" --schedules "$run.sample.txt" --db "$db" \
       --threads "$threads" --timeout "$limit" --json > "$run.random.json" 2> "$run.random.log" ||
       failed "the random tune" "$run.random.log"
     t2=$(now)

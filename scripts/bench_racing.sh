@@ -72,7 +72,7 @@ for file in "$@"; do
       if [ "$mode" = on ]; then f=$factor; fi
       db="$out/${name}_${kernel}_${mode}.sqlite"
       rm -f "$db" "$db-wal" "$db-shm"
-      "$waco" tune --kernel "$kernel" --search exhaustive --abandon-factor "$f" --threads "$threads" \
+      "$waco" tune --no-plan-cache --kernel "$kernel" --search exhaustive --abandon-factor "$f" --threads "$threads" \
         --db "$db" --json -q "$file" > "$out/${name}_${kernel}_${mode}.json"
     done
     off="$out/${name}_${kernel}_off.json"

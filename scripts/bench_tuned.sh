@@ -42,7 +42,7 @@ for spec in $kernels; do
   for f in "${files[@]}"; do
     name=$(basename "$f"); name=${name%%.*}
     tag="${name}_${kernel}${dense:+_$dense}"
-    measure "$waco" tune --kernel "$kernel" "${dense_args[@]}" "${search_args[@]}" \
+    measure "$waco" tune --no-plan-cache --kernel "$kernel" "${dense_args[@]}" "${search_args[@]}" \
       --threads "$threads" --db "$out/tuned.sqlite" --json -q "$f" > "$out/$tag.tune.json"
     winner=$(jq -r '.best.schedule' "$out/$tag.tune.json")
     verdict=$(jq -r '.verdict' "$out/$tag.tune.json")

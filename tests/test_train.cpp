@@ -91,7 +91,7 @@ TEST_CASE("train: the shipped default models load and rank, a kernel without one
 
 TEST_CASE("train: tune --search model measures the model's best, scored over the admissible set") {
   const std::string dir = test::scratch_dir("tune-model");
-  const auto r = test::run_cli("tune --kernel spmv --search model --budget 3 --json --db " + dir +
+  const auto r = test::run_cli("tune --no-plan-cache --kernel spmv --search model --budget 3 --json --db " + dir +
                                "/r.sqlite --cache-dir " + std::string(WACO_BINARY_DIR) +
                                "/test-kernel-cache --repeat 3 --warmup 1 --confirm-rounds 4 "
                                "--threads 2 " + example());
@@ -105,11 +105,11 @@ TEST_CASE("train: tune --search model measures the model's best, scored over the
   CHECK(info.at("encoder") == "signature");
   CHECK(j.at("candidates").get<int>() == 3);
   // A model of another kernel is refused before anything is measured.
-  const auto w = test::run_cli("tune --kernel spmm --search model --model " + std::string(WACO_SOURCE_DIR) +
+  const auto w = test::run_cli("tune --no-plan-cache --kernel spmm --search model --model " + std::string(WACO_SOURCE_DIR) +
                                "/data/models/spmv.model --db " + dir + "/r.sqlite " + example());
   CHECK(w.status == 1);
   CHECK(w.err.find("for spmv, not spmm") != std::string::npos);
-  CHECK(test::run_cli("tune --kernel spmv --search annealing " + example()).status == 2);
+  CHECK(test::run_cli("tune --no-plan-cache --kernel spmv --search annealing " + example()).status == 2);
 }
 
 TEST_CASE("train: --search anns walks the HNSW graph, reports recall, and is exact on small sets") {
@@ -147,7 +147,7 @@ TEST_CASE("train: --search anns walks the HNSW graph, reports recall, and is exa
   CHECK(c.err.find("building it again") != std::string::npos);
   CHECK(nlohmann::json::parse(c.out).at("ranked") == j.at("ranked"));
   // tune on the default passes: a small admissible set is scored exactly, and says so.
-  const auto t = test::run_cli("tune --kernel spmv --search anns --budget 3 --json --db " + dir +
+  const auto t = test::run_cli("tune --no-plan-cache --kernel spmv --search anns --budget 3 --json --db " + dir +
                                "/r.sqlite --cache-dir " + std::string(WACO_BINARY_DIR) +
                                "/test-kernel-cache --repeat 3 --warmup 1 --confirm-rounds 4 "
                                "--threads 2 --index " + index + " " + example());
@@ -159,7 +159,7 @@ TEST_CASE("train: --search anns walks the HNSW graph, reports recall, and is exa
   CHECK(tj.at("search_info").at("scored") == tj.at("space").at("admissible_count"));
   CHECK(tj.at("candidates").get<int>() == 3);
   // --confirm 0: the model decides alone, its best guarded by one side-by-side run.
-  const auto alone = test::run_cli("tune --kernel spmv --search anns --confirm 0 --json --db " +
+  const auto alone = test::run_cli("tune --no-plan-cache --kernel spmv --search anns --confirm 0 --json --db " +
                                    dir + "/r.sqlite --cache-dir " + std::string(WACO_BINARY_DIR) +
                                    "/test-kernel-cache --repeat 3 --warmup 1 --confirm-rounds 4 "
                                    "--threads 2 --index " + index + " " + example());

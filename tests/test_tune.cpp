@@ -34,7 +34,7 @@ std::string example() { return waco::test::examples_dir() + "/bcsstk13.mtx.gz"; 
 
 /// Options shared by every run: a private database and kernel cache, few repeats.
 std::string common(const std::string& dir) {
-  return "--db " + dir + "/results.sqlite --cache-dir " + dir + "/cache --repeat 3 --warmup 1 "
+  return "--db " + dir + "/results.sqlite --cache-dir " + dir + "/cache --no-plan-cache --repeat 3 --warmup 1 "
          "--confirm-rounds 4 --threads 2 ";
 }
 
@@ -373,4 +373,104 @@ TEST_CASE("tune: --explain names the winner, the runner-up and the facts behind 
   CHECK(t.out.find("explain:") != std::string::npos);
   CHECK(t.out.find("runner-up") != std::string::npos);
   CHECK(t.out.find("tile-window") != std::string::npos);
+}
+
+TEST_CASE("tune: the tuning cache returns a decision without searching; a changed key, --refresh "
+          "or a corrupt entry tunes again") {
+  const std::string dir = waco::test::scratch_dir("tune-plan-cache");
+  const std::string plans = dir + "/plans";
+  // common() turns the cache off; these runs name their own.
+  const std::string base = "tune --kernel spmv --search random --budget 2 --seed 3 --json --db " +
+                           dir + "/results.sqlite --cache-dir " + dir +
+                           "/cache --repeat 3 --warmup 1 --confirm-rounds 4 --plan-cache " + plans + " ";
+  const Result first = cli(base + "--threads 2 " + example());
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  const auto a = nlohmann::json::parse(first.out);
+  REQUIRE((a.at("verdict") == "gain" || a.at("verdict") == "no-gain"));
+  CHECK(a.at("from_cache") == false);
+  REQUIRE(a.at("plan_cache").is_object());
+  const std::string entry = a.at("plan_cache").at("path");
+  CHECK(fs::exists(entry));
+
+  // The same key: from the cache, nothing measured, the same decision; -o still writes the kernel.
+  const Result second = cli(base + "--threads 2 -o " + dir + "/k.cpp " + example());
+  INFO(second.err);
+  REQUIRE(second.status == 0);
+  const auto b = nlohmann::json::parse(second.out);
+  CHECK(b.at("from_cache") == true);
+  CHECK(b.at("best").at("schedule") == a.at("best").at("schedule"));
+  CHECK(b.at("verdict") == a.at("verdict"));
+  CHECK(b.at("plan_cache").at("path") == entry);
+  CHECK(b.at("cached_call_s").get<double>() < 5.0);
+  CHECK(second.err.find("from cache") != std::string::npos);
+  CHECK(fs::file_size(dir + "/k.cpp") > 100);
+  // Text output says so too.
+  const Result text = cli("tune --kernel spmv --search random --budget 2 --db " + dir +
+                          "/results.sqlite --cache-dir " + dir + "/cache --plan-cache " + plans +
+                          " --threads 2 " + example());
+  CHECK(text.out.find("from cache") != std::string::npos);
+
+  // Another thread count is another key: tuned, and stored beside the first.
+  const auto c = nlohmann::json::parse(cli(base + "--threads 1 " + example()).out);
+  CHECK(c.at("from_cache") == false);
+  CHECK(c.at("plan_cache").at("path") != entry);
+
+  // --refresh tunes again and replaces the entry.
+  const auto d = nlohmann::json::parse(cli(base + "--threads 2 --refresh " + example()).out);
+  CHECK(d.at("from_cache") == false);
+  CHECK(d.at("plan_cache").at("path") == entry);
+
+  // A corrupt entry is reported, ignored and replaced.
+  {
+    std::ofstream out(entry, std::ios::trunc);
+    out << "{\"format\": \"waco-hybrid tuning cache\", \"version\": 1, \"key\": ";
+  }
+  const Result corrupt = cli(base + "--threads 2 " + example());
+  REQUIRE(corrupt.status == 0);
+  CHECK(corrupt.err.find("is corrupt") != std::string::npos);
+  CHECK(nlohmann::json::parse(corrupt.out).at("from_cache") == false);
+  CHECK(nlohmann::json::parse(cli(base + "--threads 2 " + example()).out).at("from_cache") == true);
+
+  // --no-plan-cache with --plan-cache or --refresh is a usage error.
+  CHECK(cli("tune --kernel spmv --no-plan-cache --refresh " + example()).status == 2);
+  CHECK(cli("tune --kernel spmv --no-plan-cache --plan-cache " + plans + " " + example()).status == 2);
+}
+
+TEST_CASE("tune: --expected-calls bounds the search by the calls' csr time, or returns csr") {
+  const std::string dir = waco::test::scratch_dir("tune-expected-calls");
+  const std::string plans = dir + "/plans";
+  const std::string common_cached = "--db " + dir + "/results.sqlite --cache-dir " + dir +
+                                    "/cache --repeat 3 --warmup 1 --confirm-rounds 4 --threads 2 ";
+  // bcsstk13's csr SpMV takes ~20 us: 10% of 10 calls is 2 us, less than anything costs.
+  const Result none = cli("tune --kernel spmv --search random --budget 5 --json --plan-cache " +
+                          plans + " " + common_cached + "--expected-calls 10 " + example());
+  INFO(none.err);
+  REQUIRE(none.status == 0);
+  const auto n = nlohmann::json::parse(none.out);
+  CHECK(n.at("verdict") == "not-worth-it");
+  CHECK(n.at("measured") == 0);
+  CHECK(n.at("best").at("schedule") == n.at("csr").at("schedule"));
+  const auto& e = n.at("economy");
+  CHECK(e.at("expected_calls") == 10);
+  CHECK(e.at("calls_budget").at("worth_it") == false);
+  CHECK(e.at("calls_budget").at("reason").get<std::string>().find("cannot pay for itself") !=
+        std::string::npos);
+  CHECK(e.at("pays_off_within_expected_calls") == false);
+  CHECK(none.err.find("cannot pay for itself") != std::string::npos);
+  // Such a decision depends on the calls: it is not cached.
+  CHECK(n.at("plan_cache").is_null());
+  CHECK_FALSE(fs::exists(plans));
+
+  // Many calls afford the whole budget of 5 candidates.
+  const Result many = cli("tune --kernel spmv --search random --budget 5 --json " + common(dir) +
+                          "--expected-calls 1000000000 " + example());
+  INFO(many.err);
+  REQUIRE(many.status == 0);
+  const auto m = nlohmann::json::parse(many.out);
+  CHECK(m.at("verdict") != "not-worth-it");
+  CHECK(m.at("candidates") == 5);
+  CHECK(m.at("economy").at("calls_budget").at("worth_it") == true);
+  CHECK(m.at("economy").at("calls_budget").at("candidates").get<std::int64_t>() >= 5);
+  CHECK(m.at("economy").at("pays_off_within_expected_calls").is_boolean());
 }

@@ -257,20 +257,6 @@ double min_traffic_bytes(const Problem& p) {
   return 0.0;
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  check_writable(path);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw Error(tmp + ": cannot write", "check free space and permissions");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(path + ": cannot move the result into place: " + ec.message());
-}
-
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
 
 std::string format_seconds(double s) {

@@ -91,8 +91,6 @@ void write_output(const std::string& path, const kernels::Problem& p,
 /// plus positions) and the dense operands and output once. Used for effective GB/s.
 double min_traffic_bytes(const kernels::Problem& p);
 
-/// Writes text to a file (through a temporary file renamed into place); Error if it cannot.
-void write_text_file(const std::string& path, const std::string& text);
 /// Prints JSON (indented) on stdout.
 void print_json(const nlohmann::json& j);
 /// A number of seconds as text with a sensible unit ("1.23 ms").

@@ -27,11 +27,13 @@
 #include "searcher.hpp"
 #include "tune_explain.hpp"
 #include "tune_report.hpp"
+#include "waco/heuristics/economy.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/heuristics/tuner.hpp"
+#include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/reference.hpp"
@@ -75,6 +77,11 @@ struct Options {
   bool json = false;
   bool quiet = false;
   bool explain = false;
+  std::string plan_cache;     ///< --plan-cache (empty: the default folder)
+  bool no_plan_cache = false; ///< --no-plan-cache
+  bool refresh = false;       ///< --refresh: tune again, replacing the cached decision
+  std::int64_t expected_calls = 0;
+  double tuning_share = 0.1;
   codegen::GeneratedOptions generated;
   PassParams params;
   ReadOptions read;
@@ -206,6 +213,76 @@ CandidateChoice choose_candidates(const Options& o, KernelKind kind, int threads
   return c;
 }
 
+/// The source of the decided schedule for -o: the file the report names when it still exists,
+/// else the schedule prepared again on the problem (compiled, or found in the kernel cache).
+std::string decided_source(const nlohmann::json& report, const codegen::SuperSchedule& schedule,
+                           const Problem& p, const Options& o, int threads) {
+  const nlohmann::json& path = report.at("kernel_source");
+  if (path.is_string()) {
+    std::ifstream in(path.get<std::string>());
+    std::stringstream text;
+    text << in.rdbuf();
+    if (in && !text.str().empty()) return text.str();
+  }
+  codegen::GeneratedKernel k(schedule, o.generated);
+  k.prepare(p, threads);
+  std::ifstream in(k.source_path());
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty())
+    throw Error("cannot read the tuned kernel's source " + k.source_path(),
+                "the kernel cache was removed during the run? run the command again");
+  return text.str();
+}
+
+/// Writes the decided kernel's source with what it was tuned for (tune -o).
+void write_decided_source(const Options& o, const nlohmann::json& report,
+                          const std::string& source, bool from_cache) {
+  std::string header = "// waco-hybrid tune: " + report.at("kernel").get<std::string>() + " on " +
+                       o.file + " (fingerprint " + report.at("fingerprint").get<std::string>() +
+                       ", dense " + std::to_string(report.at("dense").get<std::int64_t>()) + ", " +
+                       std::to_string(report.at("threads").get<int>()) + " threads)\n// schedule: " +
+                       report.at("best").at("schedule").get<std::string>() + "\n";
+  const nlohmann::json& sp = report.at("speedup_over_csr");
+  if (sp.is_number()) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "// speedup over the %s schedule: %.3fx (%s)%s\n",
+                  report.at("kernel") == "mttkrp" ? "csf" : "csr", sp.get<double>(),
+                  report.at("confirmed").get<bool>() ? "side by side" : "search timings",
+                  from_cache ? ", decided earlier (tuning cache)" : "");
+    header += buf;
+  }
+  header += "// Build its format with the schedule above (waco-hybrid emit --help explains the "
+            "arguments).\n";
+  write_text_file(o.output, header + source);
+  if (!o.quiet) std::fprintf(stderr, "tune: wrote the tuned kernel to %s\n", o.output.c_str());
+}
+
+/// A tuning cache hit: the stored report, marked as such, printed as a fresh one would be.
+int report_cached(const Options& o, const CachedDecision& hit, const TuningKey& key,
+                  const Problem& p, int threads, double t_start) {
+  nlohmann::json report = hit.report;
+  report["from_cache"] = true;
+  report["plan_cache"] = {{"path", hit.path}, {"saved_at", hit.saved_at}, {"key", key.to_json()}};
+  report["decided_for_file"] = report.at("file");
+  report["file"] = o.file;
+  if (!o.output.empty()) {
+    write_decided_source(o, report, decided_source(report, hit.schedule, p, o, threads), true);
+    report["output"] = o.output;
+  } else {
+    report["output"] = nullptr;
+  }
+  report["cached_call_s"] = now_seconds() - t_start;
+  if (!o.quiet)
+    std::fprintf(stderr, "tune: from cache (%s, decided %s); --refresh tunes again\n",
+                 hit.path.c_str(), hit.saved_at.c_str());
+  if (o.json)
+    print_json(report);
+  else
+    print_tune_text(report);
+  return kExitOk;
+}
+
 int run_tune(const Options& given) {
   const double t_start = now_seconds();
   // --confirm 0 with a model search: the model decides alone. Its best-predicted schedule is the
@@ -231,6 +308,24 @@ int run_tune(const Options& given) {
   const DenseOperands operands = dense_operands(kind, op, dense, o.seed, "");
   const Problem p = make_problem(kind, op.matrix ? &op.matrix->matrix : nullptr,
                                  op.tensor ? &op.tensor->tensor : nullptr, operands);
+
+  // The tuning cache: a decision for this matrix, kernel, dense size, threads and machine is
+  // returned without searching (space searches only: a --schedules list is not a decision).
+  const MatrixRecord rec = op.matrix ? matrix_record(op.matrix->matrix, o.file)
+                                     : matrix_record(op.tensor->tensor, o.file);
+  std::optional<TuningCache> plan_cache;
+  TuningKey tuning_key;
+  if (o.schedules.empty() && !o.no_plan_cache) {
+    plan_cache.emplace(o.plan_cache);
+    tuning_key = TuningKey{rec.fingerprint, kind, static_cast<int>(p.dense_size()), threads,
+                           machine_identity(o.generated.compiler)};
+    if (!o.refresh) {
+      const CacheLookup found = plan_cache->find(tuning_key);
+      if (found.hit) return report_cached(o, *found.hit, tuning_key, p, threads, t_start);
+      if (!found.problem.empty()) std::fprintf(stderr, "warning: %s\n", found.problem.c_str());
+    }
+  }
+
   const Reference ref = compute_reference(p);
 
   // 2. The measurement worker, before anything runs OpenMP.
@@ -246,15 +341,13 @@ int run_tune(const Options& given) {
 
   // 3. The database.
   ResultsDb db(db_path);
-  const MatrixRecord rec = op.matrix ? matrix_record(op.matrix->matrix, o.file)
-                                     : matrix_record(op.tensor->tensor, o.file);
   db.record_matrix(rec);
   const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat};
   const nlohmann::json context = context_json(threads, "none");
 
   // 4. The candidates.
   CandidateChoice choice = choose_candidates(o, kind, threads, p, pipeline, searcher);
-  const std::vector<Candidate>& candidates = choice.candidates;
+  std::vector<Candidate>& candidates = choice.candidates;
   nlohmann::json& space_json = choice.space;
   const nlohmann::json& search_info = choice.search_info;
   const std::string& search = choice.search;
@@ -296,10 +389,49 @@ int run_tune(const Options& given) {
     to.race_check_s = csr_baseline.measurement.median_s;
   }
 
+  // 5b. --expected-calls: what the caller's calls can pay for, from the csr time just measured.
+  // Not worth it: no search, csr is the result. Otherwise the candidates, the search's time and
+  // the side-by-side stage are cut to the budget.
+  std::optional<CallsBudget> calls_budget;
+  if (o.expected_calls > 0) {
+    const Measurement& cm = csr_schedule.measurement;
+    if (!csr_s) {
+      std::fprintf(stderr, "warning: --expected-calls ignored: the csr schedule did not run (%s)\n",
+                   cm.reason.c_str());
+    } else {
+      CallsBudgetInput in;
+      in.calls = o.expected_calls;
+      in.share = o.tuning_share;
+      in.csr_s = *csr_s;
+      in.spent_s = now_seconds() - t_start;
+      // A candidate costs what the csr schedule's measurement did (its compile included when it
+      // was not cached). Kernels compiled earlier cost less, new ones more (0.3-0.9 s to
+      // compile on the development VMs): the search's time limit below is what holds the budget,
+      // overrun by at most the candidate measured when it expires.
+      in.per_candidate_s = std::max(cm.wall_s, (o.warmup + o.repeat + 2) * *csr_s);
+      in.per_confirmed_s = cm.conversion_s + (o.warmup + o.confirm_rounds + 1) * *csr_s;
+      in.confirm_top = std::max(1, o.confirm);
+      calls_budget = plan_calls_budget(in);
+      if (!calls_budget->worth_it) {
+        candidates.clear();
+        o.confirm = 0;
+        if (!o.quiet) std::fprintf(stderr, "tune: %s; the result is csr\n", calls_budget->reason.c_str());
+      } else {
+        if (static_cast<std::int64_t>(candidates.size()) > calls_budget->candidates)
+          candidates.resize(static_cast<std::size_t>(calls_budget->candidates));
+        to.budget_seconds = to.budget_seconds > 0
+                                ? std::min(to.budget_seconds, calls_budget->search_s)
+                                : calls_budget->search_s;
+        if (o.confirm > 0) o.confirm = std::min(o.confirm, calls_budget->confirm_top);
+      }
+    }
+  }
+  const bool not_worth_it = calls_budget && !calls_budget->worth_it;
+
   // 6. The search, with progress on stderr.
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   double last_print = -1e9;
-  if (!o.quiet) {
+  if (!o.quiet && !not_worth_it) {
     std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n",
                  std::string(kernel_name(kind)).c_str(), search.c_str(), candidates.size(),
                  db_path.c_str());
@@ -397,6 +529,10 @@ int run_tune(const Options& given) {
       }
     }
   }
+  if (not_worth_it && csr_schedule.measurement.status == MeasureStatus::Ok) {
+    verdict = "not-worth-it";
+    best = &csr_schedule;
+  }
   // No candidate completed its timing (all abandoned or failed): csr is the result too.
   if (!r.best && r.stopped_by != "interrupted" && !r.entries.empty() &&
       csr_schedule.measurement.status == MeasureStatus::Ok) {
@@ -490,9 +626,18 @@ int run_tune(const Options& given) {
       {"confirm_s", confirmation ? nlohmann::json(confirmation->seconds) : nlohmann::json(nullptr)},
       {"total_s", total_s},
       {"break_even_calls", nullptr}};
-  if (confirmed && verdict == "gain" && confirm_csr->status == MeasureStatus::Ok &&
-      best_side->median_s < confirm_csr->median_s)
-    economy["break_even_calls"] = total_s / (confirm_csr->median_s - best_side->median_s);
+  std::optional<double> break_even;
+  if (confirmed && verdict == "gain" && confirm_csr->status == MeasureStatus::Ok)
+    break_even = break_even_calls(total_s, confirm_csr->median_s, best_side->median_s);
+  if (break_even) economy["break_even_calls"] = *break_even;
+  economy["expected_calls"] =
+      o.expected_calls > 0 ? nlohmann::json(o.expected_calls) : nlohmann::json(nullptr);
+  economy["tuning_share"] = o.expected_calls > 0 ? nlohmann::json(o.tuning_share) : nlohmann::json(nullptr);
+  economy["calls_budget"] = calls_budget ? calls_budget->to_json() : nlohmann::json(nullptr);
+  economy["pays_off_within_expected_calls"] =
+      o.expected_calls > 0
+          ? nlohmann::json(break_even && *break_even <= static_cast<double>(o.expected_calls))
+          : nlohmann::json(nullptr);
   nlohmann::json explanation = nullptr;
   if (o.explain) {
     ExplainInput ei;
@@ -507,35 +652,6 @@ int run_tune(const Options& given) {
     explanation = explain_tune(ei);
   }
 
-  // 8. The tuned kernel's source, with what it was tuned for, where the user asked for it.
-  if (!o.output.empty() && r.stopped_by != "interrupted") {
-    if (!best || best->measurement.kernel_source.empty())
-      throw Error("no schedule was measured successfully, so nothing was written to " + o.output,
-                  "see the status counts and reasons in the output (--json: failures)");
-    std::ifstream in(best->measurement.kernel_source);
-    std::stringstream source;
-    source << in.rdbuf();
-    if (!in || source.str().empty())
-      throw Error("cannot read the tuned kernel's source " + best->measurement.kernel_source,
-                  "the kernel cache was removed during the run? run the command again");
-    const nlohmann::json sp = speedup(csr_schedule, confirm_csr);
-    std::string header = "// waco-hybrid tune: " + std::string(kernel_name(kind)) + " on " +
-                         o.file + " (fingerprint " + rec.fingerprint + ", dense " +
-                         std::to_string(p.dense_size()) + ", " + std::to_string(threads) +
-                         " threads)\n// schedule: " + best->candidate.label() + "\n";
-    if (!sp.is_null()) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "// speedup over the %s schedule: %.3fx (%s)\n",
-                    shortcut.c_str(), sp.get<double>(),
-                    confirmed ? "side by side" : "search timings");
-      header += buf;
-    }
-    header += "// Build its format with the schedule above (waco-hybrid emit --help explains the "
-              "arguments).\n";
-    write_text_file(o.output, header + source.str());
-    if (!o.quiet) std::fprintf(stderr, "tune: wrote the tuned kernel to %s\n", o.output.c_str());
-  }
-
   // 9. The report: one JSON object, printed as it is (--json) or as text read off it.
   nlohmann::json top = nlohmann::json::array();
   for (std::size_t i = 0; i < std::min<std::size_t>(5, ranked.size()); ++i)
@@ -544,7 +660,7 @@ int run_tune(const Options& given) {
   for (const TuneEntry& e : r.entries)
     if (e.measurement.status != MeasureStatus::Ok && failures.size() < 10)
       failures.push_back(entry_json(e));
-  const nlohmann::json report = nlohmann::json{{"kernel", std::string(kernel_name(kind))},
+  nlohmann::json report = nlohmann::json{{"kernel", std::string(kernel_name(kind))},
       {"file", o.file},
       {"fingerprint", rec.fingerprint},
       {"nnz", p.nnz()},
@@ -598,10 +714,33 @@ int run_tune(const Options& given) {
       {"time_s", total_s},
       {"economy", economy},
       {"model_alone", model_alone},
+      {"from_cache", false},
+      {"plan_cache", nullptr},
       {"explain", explanation},
       {"db", db_path},
       {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
       {"context", context}};
+
+  // 8. The tuned kernel's source, with what it was tuned for, where the user asked for it.
+  if (!o.output.empty() && r.stopped_by != "interrupted") {
+    if (!best || best->measurement.kernel_source.empty())
+      throw Error("no schedule was measured successfully, so nothing was written to " + o.output,
+                  "see the status counts and reasons in the output (--json: failures)");
+    write_decided_source(o, report, decided_source(report, *best->candidate.schedule, p, o, threads),
+                         false);
+  }
+
+  // 10. The decision into the tuning cache: a verdict from side-by-side timings only (not an
+  // interrupted or unconfirmed run, nor one cut short by --expected-calls, whose answer depends
+  // on the calls).
+  if (plan_cache && (verdict == "gain" || verdict == "no-gain") && best &&
+      best->candidate.schedule && r.stopped_by != "interrupted") {
+    try {
+      report["plan_cache"] = {{"path", plan_cache->store(tuning_key, *best->candidate.schedule, report)}};
+    } catch (const Error& e) {
+      std::fprintf(stderr, "warning: the decision was not cached: %s\n", e.what());
+    }
+  }
   if (o.json)
     print_json(report);
   else
@@ -689,6 +828,28 @@ Command make_tune_command() {
             sub.add_option("--tolerance", o->tolerance, "Max |out - ref| / sum|products| per entry")
                 ->check(CLI::PositiveNumber)
                 ->capture_default_str();
+            sub.add_option("--expected-calls", o->expected_calls,
+                           "Calls of the kernel the caller expects to make: tuning spends at most "
+                           "--tuning-share of their csr time (measured first), choosing how many "
+                           "candidates to measure from that; when even one cannot pay for itself it "
+                           "says so and returns csr (verdict not-worth-it)")
+                ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 62));
+            sub.add_option("--tuning-share", o->tuning_share,
+                           "Share of the expected calls' csr time that tuning may take")
+                ->check(CLI::Range(1e-6, 1.0))
+                ->capture_default_str();
+            auto* no_cache = sub.add_flag(
+                "--no-plan-cache", o->no_plan_cache,
+                "Neither read nor write the tuning cache");
+            sub.add_option("--plan-cache", o->plan_cache,
+                           "Tuning cache folder: a decision is kept per matrix fingerprint, kernel, "
+                           "dense size, threads and machine (CPU, caches, compilers, version) and "
+                           "returned by the next tune without searching (default: " +
+                               default_tuning_cache_dir() + ")")
+                ->excludes(no_cache);
+            sub.add_flag("--refresh", o->refresh,
+                         "Tune again even when the tuning cache holds a decision, and replace it")
+                ->excludes(no_cache);
             sub.add_flag("--retry-failed", o->retry_failed,
                          "Measure again candidates stored with a status other than ok");
             sub.add_flag("--json", o->json, "Print JSON (speedup_over_csr, best, status_counts, "
@@ -727,7 +888,11 @@ Command make_tune_command() {
                 "result is recorded with that status and its reason. Results are stored as they\n"
                 "come; a run stopped by Ctrl-C or kill resumes on the next call without measuring\n"
                 "again what the database holds for this matrix, kernel, dense size, thread count\n"
-                "and --repeat. The speedups compare medians measured in the same run.\n\n"
+                "and --repeat. The speedups compare medians measured in the same run.\n"
+                "The decision (winner or csr) is kept in the tuning cache; the next tune of the\n"
+                "same matrix, kernel, dense size and threads on this machine prints it \"from\n"
+                "cache\" (--json: from_cache) without searching. --expected-calls N bounds the\n"
+                "tuning time by --tuning-share of N csr calls; every run reports break_even_calls.\n\n"
                 "Examples:\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget 50 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmv --search anns --passes legality --check-recall --json "
@@ -736,7 +901,8 @@ Command make_tune_command() {
                 "  waco-hybrid tune --kernel spmm --search exhaustive --passes all --json A.mtx\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.cpp A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"
-                "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n"                "  waco-hybrid tune --kernel spmv --search model --expected-calls 5000 examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid tune --kernel spmv --search model --refresh examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel sddmm --search exhaustive --abandon-factor 0 A.mtx\n"
                 "  waco-hybrid tune --kernel spmm --budget 20 --cache-bytes 4M --tile-window 1 A.mtx\n");
             return [o] { return run_tune(*o); };

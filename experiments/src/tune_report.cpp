@@ -32,6 +32,14 @@ void print_tune_text(const nlohmann::json& j) {
               static_cast<long long>(j.at("nnz").get<std::int64_t>()),
               static_cast<long long>(j.at("dense").get<std::int64_t>()), j.at("threads").get<int>(),
               j.at("search").get<std::string>().c_str());
+  if (j.value("from_cache", false)) {
+    const nlohmann::json& c = j.at("plan_cache");
+    std::printf("  from cache    decided %s for %s (%s); this call took %s; --refresh tunes again\n",
+                c.value("saved_at", std::string("?")).c_str(),
+                j.value("decided_for_file", std::string("?")).c_str(),
+                c.value("path", std::string("?")).c_str(),
+                format_seconds(j.value("cached_call_s", 0.0)).c_str());
+  }
   const nlohmann::json& space = j.at("space");
   if (!space.is_null())
     std::printf("  space: legal %llu, admissible %llu (--passes %s)\n",
@@ -72,6 +80,9 @@ void print_tune_text(const nlohmann::json& j) {
                 detail.at("ratio_q25").get<double>(), detail.at("ratio_q75").get<double>(),
                 detail.at("spread").get<double>(),
                 gain ? "" : best_is_csr ? "; the result is the csr schedule" : "");
+  } else if (verdict == "not-worth-it") {
+    std::printf("  verdict       not worth tuning: %s; the result is the csr schedule\n",
+                j.at("economy").at("calls_budget").at("reason").get<std::string>().c_str());
   } else if (verdict == "no-reference") {
     std::printf("  verdict       no csr reference ran side by side; the best nominee stands\n");
   } else if (verdict == "no-gain") {
@@ -117,6 +128,21 @@ void print_tune_text(const nlohmann::json& j) {
   if (e.at("break_even_calls").is_number())
     std::printf("  break-even    %.0f calls of the tuned kernel instead of csr pay for this tune\n",
                 e.at("break_even_calls").get<double>());
+  if (e.value("expected_calls", nlohmann::json()).is_number()) {
+    const nlohmann::json& b = e.at("calls_budget");
+    std::printf("  expected      %lld calls: tuning budget %s (%.0f%% of their csr time)",
+                static_cast<long long>(e.at("expected_calls").get<std::int64_t>()),
+                b.is_object() ? format_seconds(b.at("budget_s").get<double>()).c_str() : "-",
+                e.at("tuning_share").get<double>() * 100.0);
+    if (b.is_object() && b.at("worth_it").get<bool>())
+      std::printf(", %lld candidates affordable; %s\n",
+                  static_cast<long long>(b.at("candidates").get<std::int64_t>()),
+                  e.at("pays_off_within_expected_calls").get<bool>()
+                      ? "pays for itself within them"
+                      : "does not pay for itself within them");
+    else
+      std::printf("\n");
+  }
   if (!j.at("explain").is_null()) print_explanation(j.at("explain"));
 }
 

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "io_text.hpp"
@@ -74,6 +75,28 @@ void check_writable(const std::string& path) {
     throw Error(path + ": directory " + dir.string() + " is not writable (" +
                     std::strerror(errno) + ")",
                 "choose an output path in a writable directory");
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  check_writable(path);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw Error(tmp + ": cannot write", "check free space and permissions");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw Error(path + ": cannot move the result into place: " + ec.message());
+  }
 }
 
 namespace {

@@ -82,4 +82,9 @@ void write_frostt(const std::string& path, const CooTensor& t);
 /// Throws Error unless `path` can be created or overwritten (checked before long work starts).
 void check_writable(const std::string& path);
 
+/// Writes text to a file atomically: into a temporary file of the same directory (unique per
+/// process), then renamed into place, so readers see the old file or the whole new one, never a
+/// part (a kill -9 mid-write leaves the old file). Error if it cannot.
+void write_text_file(const std::string& path, const std::string& text);
+
 }  // namespace waco::kernels
