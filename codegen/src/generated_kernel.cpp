@@ -24,78 +24,104 @@ RaceStrategy resolve_race(RaceStrategy requested, const SuperSchedule& s, std::i
 GeneratedKernel::GeneratedKernel(SuperSchedule schedule, GeneratedOptions opts)
     : schedule_(canonicalize(schedule)), opts_(std::move(opts)) {}
 
-void GeneratedKernel::prepare(const kernels::Problem& p, int threads) {
-  p.validate();
-  if (schedule_.kind != p.kind)
-    throw kernels::Error("the schedule is for " + std::string(kernels::kernel_name(schedule_.kind)) +
+BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem& p,
+                          std::int64_t dense, int threads, const GeneratedOptions& opts) {
+  const SuperSchedule s = canonicalize(schedule);
+  if (s.kind != p.kind)
+    throw kernels::Error("the schedule is for " + std::string(kernels::kernel_name(s.kind)) +
                          ", the problem is " + std::string(kernels::kernel_name(p.kind)));
-  const std::vector<std::string> problems = validate(schedule_);
+  const std::vector<std::string> problems = validate(s);
   if (!problems.empty()) throw kernels::Error("invalid schedule: " + problems.front());
   const KernelSpec& spec = kernel_spec(p.kind);
-  problem_ = p;
 
-  StorageResult built = build_storage(schedule_, p, opts_.storage);
+  BoundKernel b;
+  b.schedule = s;
+  StorageResult built = build_storage(s, p, opts.storage);
   if (!built.storage)
     throw kernels::Error(built.refused, "choose another format, or raise the bound with --max-padding");
-  storage_ = std::make_unique<Storage>(std::move(*built.storage));
-  conversion_seconds_ = storage_->build_seconds;
-  WACO_ASSERT(storage_->levels.size() <= static_cast<std::size_t>(kMaxLevels), "too many levels");
+  b.storage = std::make_shared<const Storage>(std::move(*built.storage));
+  const Storage& st = *b.storage;
+  WACO_ASSERT(st.levels.size() <= static_cast<std::size_t>(kMaxLevels), "too many levels");
 
-  out_.assign(static_cast<std::size_t>(spec.sparse_output() ? storage_->stored_values()
-                                                             : p.output_size()),
-              0.0f);
-  const std::vector<std::int64_t> ext = extents(spec, p);
+  const std::vector<std::int64_t> ext = extents(spec, p.A, p.T, dense);
+  std::int64_t output_size = 1;
+  for (char v : spec.output.vars) output_size *= ext[static_cast<std::size_t>(spec.var_index(v))];
+  b.out_size = spec.sparse_output() ? st.stored_values() : output_size;
   // Updates of the output: one per stored value and iteration of the dense-only loops.
-  double updates = static_cast<double>(storage_->stored_values());
+  double updates = static_cast<double>(st.stored_values());
   for (std::size_t v = 0; v < spec.vars.size(); ++v)
     if (!spec.is_sparse_var(spec.vars[v])) updates *= static_cast<double>(ext[v]);
 
-  args_ = WacoArgs{};
-  args_.threads = schedule_.threads > 0 ? schedule_.threads : std::max(1, threads);
-  race_ = resolve_race(opts_.race, schedule_, static_cast<std::int64_t>(out_.size()), updates,
-                       args_.threads);
-  compile_ = compile_and_load(emit_kernel_source(schedule_, race_), opts_.compiler);
-  fn_ = reinterpret_cast<int (*)(const WacoArgs*)>(compile_.library->symbol("waco_kernel"));
+  b.args = WacoArgs{};
+  b.args.threads = s.threads > 0 ? s.threads : std::max(1, threads);
+  b.race = resolve_race(opts.race, s, b.out_size, updates, b.args.threads);
+  b.compile = compile_and_load(emit_kernel_source(s, b.race), opts.compiler);
+  b.fn = reinterpret_cast<int (*)(const WacoArgs*)>(b.compile.library->symbol("waco_kernel"));
   const auto* constant_split =
-      static_cast<const long long*>(compile_.library->symbol("waco_constant_split"));
+      static_cast<const long long*>(b.compile.library->symbol("waco_constant_split"));
   for (std::size_t v = 0; v < spec.vars.size(); ++v)
-    WACO_ASSERT(constant_split[v] ==
-                    (split_is_constant(schedule_, spec.vars[v]) ? schedule_.split[v] : 0),
+    WACO_ASSERT(constant_split[v] == (split_is_constant(s, spec.vars[v]) ? s.split[v] : 0),
                 std::string("the kernel's constant split size of ") + spec.vars[v] +
-                    " is not the schedule's: " + compile_.library_path);
+                    " is not the schedule's: " + b.compile.library_path);
 
-  for (std::size_t l = 0; l < storage_->levels.size(); ++l) {
-    const Level& lv = storage_->levels[l];
-    args_.pos[l] = lv.pos.empty() ? nullptr : lv.pos.data();
-    args_.crd[l] = lv.crd.empty() ? nullptr : lv.crd.data();
-    args_.level_dim[l] = lv.dim;
+  for (std::size_t l = 0; l < st.levels.size(); ++l) {
+    const Level& lv = st.levels[l];
+    b.args.pos[l] = lv.pos.empty() ? nullptr : lv.pos.data();
+    b.args.crd[l] = lv.crd.empty() ? nullptr : lv.crd.data();
+    b.args.level_dim[l] = lv.dim;
   }
-  args_.vals = storage_->vals.data();
-  args_.in[0] = p.B->data.data();
-  args_.in[1] = spec.inputs.size() > 1 ? p.C->data.data() : nullptr;
+  b.args.vals = st.vals.data();
   for (std::size_t v = 0; v < spec.vars.size(); ++v) {
-    args_.extent[v] = ext[v];
-    args_.split[v] = schedule_.split[v];
+    b.args.extent[v] = ext[v];
+    b.args.split[v] = s.split[v];
   }
-  args_.chunk = schedule_.chunk;
-  args_.out = out_.data();
-  args_.out_size = static_cast<long long>(out_.size());
+  b.args.chunk = s.chunk;
+  return b;
+}
+
+void BoundKernel::run(const float* in0, const float* in1, float* out, std::int64_t dense) const {
+  WACO_ASSERT(fn != nullptr, "run() of an unbound kernel");
+  const KernelSpec& spec = kernel_spec(schedule.kind);
+  WacoArgs a = args;
+  std::int64_t size = 1;  // the output's entries for this dense size
+  for (std::size_t v = 0; v < spec.vars.size(); ++v) {
+    if (!spec.is_sparse_var(spec.vars[v])) a.extent[v] = dense;
+    if (!spec.sparse_output() && spec.is_output_var(spec.vars[v])) size *= a.extent[v];
+  }
+  if (spec.sparse_output()) size = storage->stored_values();
+  a.in[0] = in0;
+  a.in[1] = in1;
+  a.out = out;
+  a.out_size = static_cast<long long>(size);
+  if (fn(&a) != 0)
+    throw kernels::Error(
+        "the generated kernel could not allocate its " + std::to_string(a.threads - 1) +
+            " per-thread copies of the output (" + std::to_string(a.out_size) + " floats each)",
+        "use --race atomic, or fewer threads");
+}
+
+void GeneratedKernel::prepare(const kernels::Problem& p, int threads) {
+  p.validate();
+  problem_ = p;
+  bound_ = bind_schedule(schedule_, p, p.kind == kernels::KernelKind::SpMV ? 1 : p.dense_size(),
+                         threads, opts_);
+  conversion_seconds_ = bound_.storage->build_seconds;
+  out_.assign(static_cast<std::size_t>(bound_.out_size), 0.0f);
 }
 
 void GeneratedKernel::run() {
-  WACO_ASSERT(fn_ != nullptr, "run() before prepare()");
-  if (fn_(&args_) != 0)
-    throw kernels::Error(
-        "the generated kernel could not allocate its " + std::to_string(args_.threads - 1) +
-            " per-thread copies of the output (" + std::to_string(args_.out_size) + " floats each)",
-        "use --race atomic, or fewer threads");
+  WACO_ASSERT(bound_.fn != nullptr, "run() before prepare()");
+  const KernelSpec& spec = kernel_spec(schedule_.kind);
+  bound_.run(problem_.B->data.data(), spec.inputs.size() > 1 ? problem_.C->data.data() : nullptr,
+             out_.data(), schedule_.kind == kernels::KernelKind::SpMV ? 1 : problem_.dense_size());
 }
 
 const std::vector<float>& GeneratedKernel::output() const {
   if (!kernel_spec(schedule_.kind).sparse_output()) return out_;
-  canonical_.resize(storage_->entry_position.size());
+  const Storage& st = *bound_.storage;
+  canonical_.resize(st.entry_position.size());
   for (std::size_t e = 0; e < canonical_.size(); ++e)
-    canonical_[e] = out_[storage_->entry_position[e]];
+    canonical_[e] = out_[st.entry_position[e]];
   return canonical_;
 }
 

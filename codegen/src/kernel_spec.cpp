@@ -64,8 +64,8 @@ const KernelSpec& kernel_spec(kernels::KernelKind k) {
   return spmv;
 }
 
-std::vector<std::int64_t> extents(const KernelSpec& spec, const kernels::Problem& p) {
-  WACO_ASSERT(spec.kind == p.kind, "kernel spec and problem are for different kernels");
+std::vector<std::int64_t> extents(const KernelSpec& spec, const kernels::CooMatrix* A,
+                                  const kernels::CooTensor* T, std::int64_t dense) {
   std::vector<std::int64_t> e(spec.vars.size(), 0);
   auto set = [&](char v, std::int64_t n) {
     const int idx = spec.var_index(v);
@@ -73,34 +73,36 @@ std::vector<std::int64_t> extents(const KernelSpec& spec, const kernels::Problem
     e[static_cast<std::size_t>(idx)] = n;
   };
   using kernels::KernelKind;
-  if (p.kind == KernelKind::MTTKRP) {
-    WACO_ASSERT(p.T != nullptr && p.T->order() == 3, "mttkrp needs an order-3 tensor");
-    WACO_ASSERT(p.B != nullptr, "mttkrp needs B");
-    set('i', p.T->dims[0]);
-    set('k', p.T->dims[1]);
-    set('l', p.T->dims[2]);
-    set('j', p.B->cols);
+  if (spec.kind == KernelKind::MTTKRP) {
+    WACO_ASSERT(T != nullptr && T->order() == 3, "mttkrp needs an order-3 tensor");
+    set('i', T->dims[0]);
+    set('k', T->dims[1]);
+    set('l', T->dims[2]);
+    set('j', dense);
     return e;
   }
-  WACO_ASSERT(p.A != nullptr, "the problem has no sparse matrix");
-  set('i', p.A->rows);
-  switch (p.kind) {
-    case KernelKind::SpMV:
-      set('k', p.A->cols);
-      break;
+  WACO_ASSERT(A != nullptr, "the problem has no sparse matrix");
+  set('i', A->rows);
+  switch (spec.kind) {
+    case KernelKind::SpMV: set('k', A->cols); break;
     case KernelKind::SpMM:
-      WACO_ASSERT(p.B != nullptr, "spmm needs B");
-      set('k', p.A->cols);
-      set('j', p.B->cols);
+      set('k', A->cols);
+      set('j', dense);
       break;
     case KernelKind::SDDMM:
-      WACO_ASSERT(p.B != nullptr, "sddmm needs B");
-      set('j', p.A->cols);
-      set('k', p.B->cols);
+      set('j', A->cols);
+      set('k', dense);
       break;
     case KernelKind::MTTKRP: break;  // handled above
   }
   return e;
+}
+
+std::vector<std::int64_t> extents(const KernelSpec& spec, const kernels::Problem& p) {
+  WACO_ASSERT(spec.kind == p.kind, "kernel spec and problem are for different kernels");
+  WACO_ASSERT(p.kind == kernels::KernelKind::SpMV || p.B != nullptr,
+              std::string(kernels::kernel_name(p.kind)) + " needs B");
+  return extents(spec, p.A, p.T, p.kind == kernels::KernelKind::SpMV ? 1 : p.B->cols);
 }
 
 }  // namespace waco::codegen

@@ -351,7 +351,8 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
   const double t0 = kernels::now_seconds();
   WACO_ASSERT(s.kind == p.kind, "schedule and problem are for different kernels");
   const KernelSpec& spec = kernel_spec(p.kind);
-  const std::vector<std::int64_t> ext = extents(spec, p);
+  // Only the sparse variables' extents matter here: the dense operands may be absent.
+  const std::vector<std::int64_t> ext = extents(spec, p.A, p.T, 1);
   const auto coords = sparse_coordinates(p);
   const std::vector<float>& values = sparse_values(p);
   const std::int64_t nnz = static_cast<std::int64_t>(values.size());

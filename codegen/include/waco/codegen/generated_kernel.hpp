@@ -34,6 +34,32 @@ struct GeneratedOptions {
 RaceStrategy resolve_race(RaceStrategy requested, const SuperSchedule& s, std::int64_t output_size,
                           double updates, int threads);
 
+/// A schedule made ready to run on one sparse operand: its format built, its kernel compiled (or
+/// found in the cache) and loaded, the argument block filled but for the dense operands and the
+/// output. GeneratedKernel runs one on its problem's operands; waco::Plan on a caller's arrays.
+struct BoundKernel {
+  SuperSchedule schedule;
+  std::shared_ptr<const Storage> storage;
+  CompileResult compile;               ///< holds the loaded library
+  RaceStrategy race = RaceStrategy::Atomic;
+  int (*fn)(const WacoArgs*) = nullptr;
+  WacoArgs args{};                     ///< in, out and the dense-only extents unset
+  std::int64_t out_size = 0;           ///< floats the kernel writes (SDDMM: stored values)
+
+  /// Runs the kernel: `in0`, `in1` (null when the kernel has one dense input) and `out` as the
+  /// Problem lays them out (kernels/kernel.hpp), `dense` the extent of the dense-only variable
+  /// (J or K; ignored by SpMV); out must hold out_size floats for this dense size. Throws
+  /// kernels::Error when the per-thread copies of RaceStrategy::Private cannot be allocated.
+  void run(const float* in0, const float* in1, float* out, std::int64_t dense) const;
+};
+
+/// Builds the format of `s` for p's sparse operand (p's dense operands may be absent), resolves
+/// the race strategy for `dense` and `threads` (threads used when the schedule says 0), compiles
+/// and loads the kernel. Throws kernels::Error when the schedule is invalid or for another kernel,
+/// the format is refused (with the reason) or compilation fails.
+BoundKernel bind_schedule(const SuperSchedule& s, const kernels::Problem& p, std::int64_t dense,
+                          int threads, const GeneratedOptions& opts = {});
+
 class GeneratedKernel final : public kernels::Implementation {
  public:
   GeneratedKernel(SuperSchedule schedule, GeneratedOptions opts = {});
@@ -47,26 +73,22 @@ class GeneratedKernel final : public kernels::Implementation {
   const std::vector<float>& output() const override;
 
   const SuperSchedule& schedule() const { return schedule_; }
-  const Storage& storage() const { return *storage_; }
+  const Storage& storage() const { return *bound_.storage; }
   /// Seconds spent compiling (0 on a cache hit), and whether the cache had the kernel.
-  double compile_seconds() const { return compile_.compile_seconds; }
-  bool cache_hit() const { return compile_.cache_hit; }
-  const std::string& source_path() const { return compile_.source_path; }
+  double compile_seconds() const { return bound_.compile.compile_seconds; }
+  bool cache_hit() const { return bound_.compile.cache_hit; }
+  const std::string& source_path() const { return bound_.compile.source_path; }
   /// Threads the kernel runs on (the schedule's, or prepare()'s when the schedule says 0).
-  int threads() const { return args_.threads; }
+  int threads() const { return bound_.args.threads; }
   /// The strategy the kernel was emitted with (resolved; it changes the source only when the
   /// parallel loop does not index the output).
-  RaceStrategy race() const { return race_; }
+  RaceStrategy race() const { return bound_.race; }
 
  private:
   SuperSchedule schedule_;
   GeneratedOptions opts_;
   kernels::Problem problem_;
-  std::unique_ptr<Storage> storage_;
-  CompileResult compile_;
-  RaceStrategy race_ = RaceStrategy::Atomic;
-  int (*fn_)(const WacoArgs*) = nullptr;
-  WacoArgs args_{};
+  BoundKernel bound_;
   std::vector<float> out_;                 ///< what the kernel writes
   mutable std::vector<float> canonical_;   ///< SDDMM: out_ gathered into A's canonical order
 };

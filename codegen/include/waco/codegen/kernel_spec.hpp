@@ -43,5 +43,9 @@ const KernelSpec& kernel_spec(kernels::KernelKind k);
 
 /// The extent of every variable of the spec for a problem, in spec.vars order.
 std::vector<std::int64_t> extents(const KernelSpec& spec, const kernels::Problem& p);
+/// The same from the sparse operand (A, or T for MTTKRP) and the dense size (J, K; unused by
+/// SpMV), for callers that hold no dense operands.
+std::vector<std::int64_t> extents(const KernelSpec& spec, const kernels::CooMatrix* A,
+                                  const kernels::CooTensor* T, std::int64_t dense);
 
 }  // namespace waco::codegen
