@@ -1,0 +1,194 @@
+// waco-hybrid as a library: tune a sparse kernel for one matrix, then run the tuned kernel on your
+// own arrays, as many times as you like.
+//
+//   #include <waco/waco.hpp>
+//
+//   waco::Matrix A = waco::Matrix::from_csr(rows, cols, rowptr, colind, values);
+//   waco::Options opt;
+//   opt.expected_calls = 5000;               // what tuning may cost depends on how often you call
+//   waco::Plan plan = waco::tune(A, waco::Kernel::SpMV, opt);
+//   for (int it = 0; it < 5000; ++it) plan.spmv(x, y);   // y = A x
+//   plan.save("A.plan");                     // later: waco::Plan::load("A.plan", A)
+//
+// What tune does: the first call for a matrix searches the formats and schedules of the kernel
+// with the waco-hybrid pipeline (signature-driven passes, the learned cost model, side-by-side
+// measurement against csr) in a separate process (the installed `waco-hybrid` program, so that
+// the search's forked measuring children never meet your process's OpenMP threads, and a crash
+// of a candidate kernel cannot take your program down). The decision is kept in a tuning cache
+// keyed by the matrix's content, the kernel, the dense size, the threads and this machine; the
+// next tune of the same matrix returns it without searching. The Plan itself runs in your process:
+// it holds the matrix converted to the winning format and the compiled kernel (compiled once,
+// cached on disk; a C++ compiler must be on PATH the first time a schedule is compiled).
+//
+// A plan never loses to csr: when no schedule beats csr by more than the measurement noise, the
+// plan runs the csr schedule (verdict() == "no-gain"), and with expected_calls set, when tuning
+// cannot pay for itself within those calls it does not search (verdict() == "not-worth-it").
+//
+// Errors throw waco::Error with the message the waco-hybrid CLI prints and, where there is one, a
+// hint. No third-party type appears in this header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#if defined(__GNUC__)
+#define WACO_API __attribute__((visibility("default")))
+#else
+#define WACO_API
+#endif
+
+namespace waco {
+
+/// What went wrong, in the words of the CLI, and a hint of what to do (may be empty).
+class WACO_API Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message, std::string hint = {});
+  const std::string& hint() const noexcept { return hint_; }
+
+ private:
+  std::string hint_;
+};
+
+enum class Kernel {
+  SpMV,   ///< y = A x
+  SpMM,   ///< C = A B (B: cols x n, C: rows x n)
+  SDDMM,  ///< out = A .* (U V^T) at A's nonzeros (U: rows x k, V: cols x k)
+  MTTKRP  ///< out(i, j) = sum T(i, k, l) B(k, j) C(l, j) (a 3-D tensor T)
+};
+
+/// "spmv", "spmm", "sddmm", "mttkrp".
+WACO_API const char* kernel_name(Kernel k);
+
+/// A sparse matrix or 3-D tensor handle: the operand canonicalized (sorted, one entry per
+/// coordinate) and owned (the caller's arrays may be freed after construction). Cheap to copy.
+class WACO_API Matrix {
+ public:
+  /// From CSR arrays: rowptr has rows + 1 entries starting at 0; the column indices of each row
+  /// are ascending and distinct and below cols; values are finite. Throws Error otherwise
+  /// (naming the first offending row or entry).
+  static Matrix from_csr(std::int64_t rows, std::int64_t cols, const std::int64_t* rowptr,
+                         const std::int32_t* colind, const float* values);
+  static Matrix from_csr(std::int64_t rows, std::int64_t cols, const std::int32_t* rowptr,
+                         const std::int32_t* colind, const float* values);
+  /// From coordinates (0-based, any order; repeated coordinates are summed). values may be null
+  /// (a pattern: every value 1).
+  static Matrix from_coo(std::int64_t rows, std::int64_t cols, std::int64_t nnz,
+                         const std::int32_t* row, const std::int32_t* col, const float* values);
+  /// A 3-D tensor (for MTTKRP) from coordinates, as from_coo.
+  static Matrix tensor_from_coo(const std::int64_t dims[3], std::int64_t nnz,
+                                const std::int32_t* i, const std::int32_t* k,
+                                const std::int32_t* l, const float* values);
+  /// A Matrix Market file (.mtx, .mtx.gz; symmetric ones expanded) or a FROSTT tensor (.tns,
+  /// .tns.gz).
+  static Matrix from_file(const std::string& path);
+
+  int order() const;            ///< 2 for a matrix, 3 for a tensor
+  std::int64_t rows() const;    ///< dims(0)
+  std::int64_t cols() const;    ///< dims(1)
+  std::int64_t dim(int mode) const;
+  std::int64_t nnz() const;     ///< stored entries after canonicalization
+  /// The content fingerprint (16 hex digits) that names the matrix in the tuning cache, the
+  /// results database and the CLI's output.
+  std::string fingerprint() const;
+  /// The matrix as CSR arrays (canonical order), e.g. to run a reference next to a plan.
+  void csr(std::int64_t* rowptr, std::int32_t* colind, float* values) const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Matrix(std::shared_ptr<const Impl> impl);
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// How to tune. The defaults suit an application: the learned model proposes, measurement
+/// confirms, the decision is cached.
+struct Options {
+  int threads = 0;                 ///< threads of the kernel (0: every available core)
+  /// The search, as `waco-hybrid tune --search`: "model" (the learned cost model ranks every
+  /// admissible schedule, the best `budget` are measured), "anns", "random", "exhaustive".
+  std::string search = "model";
+  int budget = 0;                  ///< candidates to measure (0: the search's default)
+  double budget_seconds = 0.0;     ///< stop measuring after this long (0: no limit)
+  /// Calls of the kernel you expect to make: tuning then takes at most tuning_share of their csr
+  /// time, and returns csr when even one candidate cannot pay for itself (0: no bound).
+  std::int64_t expected_calls = 0;
+  double tuning_share = 0.1;
+  int dense = 0;                   ///< n of SpMM/MTTKRP, k of SDDMM to tune for (0: 256, 16, 256)
+  /// The tuning cache folder (empty: ~/.cache/waco-hybrid/plans, or under $XDG_CACHE_HOME).
+  std::string cache_dir;
+  bool use_cache = true;           ///< false: neither read nor write the tuning cache
+  bool refresh = false;            ///< tune again even when the cache holds a decision
+  /// Where compiled kernels are kept (empty: ~/.cache/waco-hybrid/kernels).
+  std::string kernel_cache_dir;
+  bool verbose = false;            ///< the search's progress on stderr
+  /// The waco-hybrid program that searches (empty: $WACO_HYBRID_CLI, else the one installed
+  /// beside this library, else the one of the build tree this library was built in).
+  std::string cli;
+};
+
+/// A tuned kernel for one matrix: the matrix in the winning format and the compiled kernel.
+/// Cheap to copy (shared); calls may run concurrently from several threads of the caller (each
+/// call runs the kernel on `threads()` OpenMP threads).
+class WACO_API Plan {
+ public:
+  Kernel kernel() const;
+  /// The winning schedule (`waco-hybrid run --schedule` text form).
+  std::string schedule() const;
+  /// "gain" (a schedule beat csr side by side), "no-gain" (csr runs), "not-worth-it" (the
+  /// expected calls could not pay for a search: csr runs), "given" (make_plan).
+  std::string verdict() const;
+  /// Speedup over the csr schedule measured side by side when tuned (1 for csr; 0 when unknown).
+  double speedup() const;
+  /// Calls after which the tuning paid for itself (negative when it never does or is unknown).
+  double break_even_calls() const;
+  /// Seconds this tune call took (searching, or reading the cache, plus building the plan).
+  double tuning_seconds() const;
+  bool from_cache() const;
+  int threads() const;
+  int dense() const;               ///< the dense size the plan was tuned for
+  /// The whole report of the tune that decided (`waco-hybrid tune --json`), as JSON text.
+  std::string report_json() const;
+
+  /// y = A x. x: cols floats, y: rows floats (overwritten).
+  void spmv(const float* x, float* y) const;
+  /// C = A B for n columns: B is cols x n row-major with leading dimension ldb >= n, C is rows x n
+  /// row-major with ldc >= n (overwritten).
+  void spmm(std::int64_t n, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) const;
+  /// out[e] = a_e * dot(U[row_e, :], V[col_e, :]) over the nonzeros e in CSR order: U is rows x k
+  /// (ldu >= k), V is cols x k (ldv >= k), both row-major; out holds nnz floats.
+  void sddmm(std::int64_t k, const float* U, std::int64_t ldu, const float* V, std::int64_t ldv,
+             float* out) const;
+  /// out(i, j) = sum over T(i, k, l) of T(i, k, l) B(k, j) C(l, j) for n columns: B is dim(1) x n,
+  /// C is dim(2) x n, out is dim(0) x n (overwritten), all row-major with their leading dimensions.
+  void mttkrp(std::int64_t n, const float* B, std::int64_t ldb, const float* C, std::int64_t ldc,
+              float* out, std::int64_t ldo) const;
+
+  /// Writes the plan's decision (schedule, report, matrix fingerprint, machine) as JSON, atomically.
+  void save(const std::string& path) const;
+  /// A saved plan for the same matrix (its fingerprint must match) on this machine: the format is
+  /// built again and the kernel loaded (compiled when not cached). Throws Error on a corrupt file,
+  /// another matrix, or another kernel.
+  static Plan load(const std::string& path, const Matrix& A, const Options& opts = {});
+
+  struct Impl;
+
+ private:
+  explicit Plan(std::shared_ptr<const Impl> impl);
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// Tunes `kernel` for A (see the file comment). MTTKRP needs a 3-D tensor.
+WACO_API Plan tune(const Matrix& A, Kernel kernel, const Options& opts = {});
+
+/// A plan of a given schedule without tuning: "csr" (the reference every tune is measured
+/// against), another shortcut ("dcsr", "csc", "bcsr4x4", "csf") or a schedule's text form.
+WACO_API Plan make_plan(const Matrix& A, Kernel kernel, const std::string& schedule,
+                        const Options& opts = {});
+
+/// The waco-hybrid version ("0.1.0").
+WACO_API const char* version();
+
+}  // namespace waco

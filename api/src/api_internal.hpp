@@ -1,0 +1,43 @@
+// What the API's sources share: the handles' insides and the translation of the libraries'
+// errors into waco::Error. Private to the library.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "waco/codegen/generated_kernel.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/sparse.hpp"
+#include "waco/waco.hpp"
+
+namespace waco {
+
+struct Matrix::Impl {
+  std::shared_ptr<const kernels::CooMatrix> matrix;  ///< a matrix (canonical), or
+  std::shared_ptr<const kernels::CooTensor> tensor;  ///< a 3-D tensor (canonical)
+  std::string fingerprint;
+  static Matrix wrap(std::shared_ptr<const Impl> impl) { return Matrix(std::move(impl)); }
+};
+
+namespace api {
+
+Matrix make_matrix(kernels::CooMatrix a);
+Matrix make_tensor(kernels::CooTensor t);
+
+/// Runs f, turning the libraries' errors into waco::Error (a broken internal invariant keeps
+/// saying so).
+template <typename F>
+auto translate_errors(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const kernels::Error& e) {
+    throw Error(e.what(), e.hint());
+  } catch (const kernels::InternalError& e) {
+    throw Error(std::string("internal error (a bug in waco-hybrid): ") + e.what(),
+                "please report it with the operand and the options");
+  }
+}
+
+}  // namespace api
+}  // namespace waco

@@ -1,0 +1,555 @@
+// waco::tune, waco::Plan: the decision from the tuning cache or from the waco-hybrid CLI run as a
+// child process, then the format built and the kernel loaded here (codegen::bind_schedule).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api_internal.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/heuristics/tuning_cache.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/io.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/timing.hpp"
+
+extern char** environ;
+
+namespace waco {
+
+namespace fs = std::filesystem;
+using kernels::KernelKind;
+
+struct Plan::Impl {
+  Kernel kernel = Kernel::SpMV;
+  codegen::BoundKernel bound;
+  nlohmann::json report;  ///< the deciding tune's report (null for make_plan)
+  std::string verdict;
+  double speedup = 0.0;
+  double break_even = -1.0;
+  double tuning_s = 0.0;
+  bool from_cache = false;
+  int threads = 1;
+  int dense = 1;
+  std::string fingerprint;
+  std::vector<std::int64_t> dims;
+  std::int64_t nnz = 0;
+  bool sddmm_in_order = true;  ///< SDDMM: the format stores the nonzeros in CSR order, no padding
+
+  static Plan wrap(std::shared_ptr<const Impl> impl) { return Plan(std::move(impl)); }
+};
+
+namespace {
+
+constexpr const char* kPlanFormat = "waco-hybrid plan";
+constexpr int kPlanVersion = 1;
+
+KernelKind kind_of(Kernel k) {
+  switch (k) {
+    case Kernel::SpMV: return KernelKind::SpMV;
+    case Kernel::SpMM: return KernelKind::SpMM;
+    case Kernel::SDDMM: return KernelKind::SDDMM;
+    case Kernel::MTTKRP: return KernelKind::MTTKRP;
+  }
+  throw Error("unknown kernel");
+}
+
+Kernel kernel_of(KernelKind k) {
+  switch (k) {
+    case KernelKind::SpMV: return Kernel::SpMV;
+    case KernelKind::SpMM: return Kernel::SpMM;
+    case KernelKind::SDDMM: return Kernel::SDDMM;
+    case KernelKind::MTTKRP: return Kernel::MTTKRP;
+  }
+  throw Error("unknown kernel");
+}
+
+void check_operand(const Matrix& A, Kernel k) {
+  if (k == Kernel::MTTKRP && A.order() != 3)
+    throw Error("mttkrp needs a 3-D tensor, this operand is a matrix",
+                "make it with Matrix::tensor_from_coo or from a .tns file");
+  if (k != Kernel::MTTKRP && A.order() != 2)
+    throw Error(std::string(kernel_name(k)) + " needs a matrix, this operand is a 3-D tensor");
+}
+
+int resolved_threads(const Options& o) {
+  if (o.threads < 0) throw Error("Options::threads is negative", "0 means every available core");
+  return o.threads > 0 ? o.threads : kernels::available_cpus();
+}
+
+int resolved_dense(const Options& o, Kernel k) {
+  if (o.dense < 0) throw Error("Options::dense is negative", "0 means the kernel's default");
+  if (k == Kernel::SpMV) return 1;
+  return o.dense > 0 ? o.dense : kernels::default_dense_size(kind_of(k));
+}
+
+codegen::GeneratedOptions generated_options(const Options& o) {
+  codegen::GeneratedOptions g;
+  g.compiler.cache_dir = o.kernel_cache_dir;
+  return g;
+}
+
+kernels::Problem sparse_problem(const Matrix& A, Kernel k) {
+  kernels::Problem p;
+  p.kind = kind_of(k);
+  p.A = A.impl().matrix.get();
+  p.T = A.impl().tensor.get();
+  return p;
+}
+
+/// The plan of a decided schedule: the format built and the kernel loaded here.
+std::shared_ptr<Plan::Impl> bind(const Matrix& A, Kernel k, const codegen::SuperSchedule& s,
+                                 const Options& o) {
+  auto impl = std::make_shared<Plan::Impl>();
+  impl->kernel = k;
+  impl->threads = resolved_threads(o);
+  impl->dense = resolved_dense(o, k);
+  impl->fingerprint = A.fingerprint();
+  for (int m = 0; m < A.order(); ++m) impl->dims.push_back(A.dim(m));
+  impl->nnz = A.nnz();
+  impl->bound = codegen::bind_schedule(s, sparse_problem(A, k), impl->dense, impl->threads,
+                                       generated_options(o));
+  if (k == Kernel::SDDMM) {
+    const std::vector<kernels::index_t>& pos = impl->bound.storage->entry_position;
+    impl->sddmm_in_order = impl->bound.storage->stored_values() == impl->nnz;
+    for (std::size_t e = 0; impl->sddmm_in_order && e < pos.size(); ++e)
+      impl->sddmm_in_order = pos[e] == static_cast<kernels::index_t>(e);
+  }
+  return impl;
+}
+
+void take_report(Plan::Impl& impl, const nlohmann::json& report) {
+  impl.report = report;
+  impl.verdict = report.value("verdict", std::string("unknown"));
+  const nlohmann::json& sp = report.value("speedup_over_csr", nlohmann::json());
+  impl.speedup = sp.is_number() ? sp.get<double>() : 0.0;
+  if (impl.verdict == "no-gain" || impl.verdict == "not-worth-it") impl.speedup = 1.0;
+  const nlohmann::json& be =
+      report.contains("economy") ? report["economy"].value("break_even_calls", nlohmann::json())
+                                 : nlohmann::json();
+  impl.break_even = be.is_number() ? be.get<double>() : -1.0;
+}
+
+// ----------------------------------------------------------------------------------------------
+// The CLI as a child process.
+
+std::string find_cli(const Options& o) {
+  if (!o.cli.empty()) return o.cli;
+  if (const char* env = std::getenv("WACO_HYBRID_CLI"); env != nullptr && *env != '\0') return env;
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&waco::version), &info) != 0 && info.dli_fname != nullptr) {
+    std::error_code ec;
+    const fs::path lib = fs::weakly_canonical(info.dli_fname, ec);
+    const fs::path installed = lib.parent_path() / WACO_LIB_TO_BIN / "waco-hybrid";
+    if (!ec && ::access(installed.c_str(), X_OK) == 0) return installed.string();
+  }
+  if (::access(WACO_BUILD_CLI, X_OK) == 0) return WACO_BUILD_CLI;
+  throw Error("cannot find the waco-hybrid program, which tunes",
+              "install waco-hybrid (cmake --install), or set WACO_HYBRID_CLI or Options::cli to "
+              "its path");
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// A private temporary folder, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                          "/waco-tune-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw Error("cannot create a temporary folder for tuning: " + std::string(std::strerror(errno)),
+                  "set TMPDIR to a writable folder");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// Runs argv with stdout (and, unless `live_stderr`, stderr) into files; returns the exit status
+/// (128 + signal when killed).
+int run_process(const std::vector<std::string>& argv, const std::string& out_path,
+                const std::string& err_path, bool live_stderr) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (!live_stderr)
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0)
+    throw Error("cannot start " + argv[0] + ": " + std::strerror(rc),
+                "check Options::cli or WACO_HYBRID_CLI");
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw Error(std::string("waiting for waco-hybrid: ") + std::strerror(errno));
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+/// The first "error: MESSAGE (hint: HINT)" line of the CLI's stderr as an Error.
+Error cli_error(const std::string& err, int status, bool live_stderr) {
+  std::istringstream lines(err);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("error: ", 0) != 0) continue;
+    std::string message = line.substr(7), hint;
+    const std::size_t h = message.rfind(" (hint: ");
+    if (h != std::string::npos && message.back() == ')') {
+      hint = message.substr(h + 8, message.size() - h - 9);
+      message.resize(h);
+    }
+    return Error(message, hint);
+  }
+  return Error("waco-hybrid tune failed (exit status " + std::to_string(status) + ")" +
+                   (live_stderr ? "; its messages are above" : err.empty() ? "" : ": " + err),
+               "run the same tune with the waco-hybrid CLI to see more");
+}
+
+nlohmann::json tune_with_cli(const Matrix& A, Kernel k, const Options& o, int threads, int dense) {
+  const std::string cli = find_cli(o);
+  TempDir tmp;
+  const std::string operand = tmp.path() + (A.order() == 3 ? "/operand.tns" : "/operand.mtx");
+  if (A.order() == 3)
+    kernels::write_frostt(operand, *A.impl().tensor);
+  else
+    kernels::write_matrix_market(operand, *A.impl().matrix);
+  std::vector<std::string> argv = {cli, "tune", "--kernel", kernel_name(k), "--json",
+                                   "--threads", std::to_string(threads), "--search", o.search};
+  if (k != Kernel::SpMV) argv.insert(argv.end(), {"--dense", std::to_string(dense)});
+  if (o.budget > 0) argv.insert(argv.end(), {"--budget", std::to_string(o.budget)});
+  if (o.budget_seconds > 0) {
+    std::ostringstream s;
+    s.precision(17);
+    s << o.budget_seconds;
+    argv.insert(argv.end(), {"--budget-seconds", s.str()});
+  }
+  if (o.expected_calls > 0) {
+    std::ostringstream s;
+    s.precision(17);
+    s << o.tuning_share;
+    argv.insert(argv.end(), {"--expected-calls", std::to_string(o.expected_calls),
+                             "--tuning-share", s.str()});
+  }
+  if (!o.use_cache) {
+    argv.push_back("--no-plan-cache");
+  } else {
+    if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--plan-cache", o.cache_dir});
+    if (o.refresh) argv.push_back("--refresh");
+  }
+  if (!o.kernel_cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.kernel_cache_dir});
+  if (!o.verbose) argv.push_back("--quiet");
+  argv.push_back(operand);
+  const std::string out_path = tmp.path() + "/report.json", err_path = tmp.path() + "/stderr.txt";
+  const int status = run_process(argv, out_path, err_path, o.verbose);
+  const std::string err = o.verbose ? std::string() : read_file(err_path);
+  if (status != 0) throw cli_error(err, status, o.verbose);
+  nlohmann::json report;
+  try {
+    report = nlohmann::json::parse(read_file(out_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("waco-hybrid tune printed no valid report: ") + e.what());
+  }
+  return report;
+}
+
+codegen::SuperSchedule decided_schedule(const nlohmann::json& report) {
+  const nlohmann::json& best = report.value("best", nlohmann::json());
+  if (!best.is_object() || !best.contains("schedule_json"))
+    throw Error("the tune found no schedule that runs correctly, not even csr (verdict " +
+                    report.value("verdict", std::string("?")) + ")",
+                "run the same tune with the waco-hybrid CLI to see the failures");
+  return codegen::schedule_from_json(best.at("schedule_json"));
+}
+
+// ----------------------------------------------------------------------------------------------
+// Running a plan.
+
+const Plan::Impl& checked(const std::shared_ptr<const Plan::Impl>& impl, Kernel k) {
+  if (impl->kernel != k)
+    throw Error(std::string("this plan runs ") + kernel_name(impl->kernel) + ", not " +
+                kernel_name(k));
+  return *impl;
+}
+
+void check_pointer(const void* p, const char* what) {
+  if (p == nullptr) throw Error(std::string(what) + " is null");
+}
+
+void check_columns(std::int64_t n, std::int64_t ld, const char* name) {
+  if (ld < n)
+    throw Error(std::string("leading dimension ") + name + " = " + std::to_string(ld) +
+                " is smaller than the " + std::to_string(n) + " columns");
+}
+
+/// A rows x n block with leading dimension ld, packed (ld == n: the caller's array itself).
+const float* packed(const float* a, std::int64_t rows, std::int64_t n, std::int64_t ld,
+                    std::vector<float>& buffer) {
+  if (ld == n) return a;
+  buffer.resize(static_cast<std::size_t>(rows * n));
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::copy(a + r * ld, a + r * ld + n, buffer.data() + r * n);
+  return buffer.data();
+}
+
+/// Runs a dense-output kernel into out (rows x n, leading dimension ldo).
+void run_dense_out(const Plan::Impl& impl, const float* in0, const float* in1, float* out,
+                   std::int64_t rows, std::int64_t n, std::int64_t ldo) {
+  if (ldo == n) {
+    impl.bound.run(in0, in1, out, n);
+    return;
+  }
+  std::vector<float> o(static_cast<std::size_t>(rows * n));
+  impl.bound.run(in0, in1, o.data(), n);
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::copy(o.data() + r * n, o.data() + (r + 1) * n, out + r * ldo);
+}
+
+std::string plan_checksum(const nlohmann::json& j) {
+  nlohmann::json body = j;
+  body.erase("checksum");
+  return kernels::hex16(kernels::fnv1a(body.dump()));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+
+Error::Error(const std::string& message, std::string hint)
+    : std::runtime_error(message), hint_(std::move(hint)) {}
+
+const char* kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::SpMV: return "spmv";
+    case Kernel::SpMM: return "spmm";
+    case Kernel::SDDMM: return "sddmm";
+    case Kernel::MTTKRP: return "mttkrp";
+  }
+  return "?";
+}
+
+const char* version() { return WACO_VERSION; }
+
+Plan tune(const Matrix& A, Kernel k, const Options& o) {
+  return api::translate_errors([&] {
+    const double t0 = kernels::now_seconds();
+    check_operand(A, k);
+    const int threads = resolved_threads(o);
+    const int dense = resolved_dense(o, k);
+    if (o.tuning_share <= 0 || o.tuning_share > 1)
+      throw Error("Options::tuning_share must be in (0, 1]");
+    // The tuning cache first, here: a hit builds the plan without starting the CLI.
+    if (o.use_cache && !o.refresh) {
+      const heuristics::TuningCache cache(o.cache_dir);
+      const heuristics::TuningKey key{A.fingerprint(), kind_of(k), dense, threads,
+                                      heuristics::machine_identity(generated_options(o).compiler)};
+      const heuristics::CacheLookup found = cache.find(key);
+      if (found.hit) {
+        std::shared_ptr<Plan::Impl> impl = bind(A, k, found.hit->schedule, o);
+        take_report(*impl, found.hit->report);
+        impl->from_cache = true;
+        impl->tuning_s = kernels::now_seconds() - t0;
+        return Plan::Impl::wrap(std::move(impl));
+      }
+      // A corrupt entry: the CLI reports it (on stderr) and replaces it.
+    }
+    const nlohmann::json report = tune_with_cli(A, k, o, threads, dense);
+    std::shared_ptr<Plan::Impl> impl = bind(A, k, decided_schedule(report), o);
+    take_report(*impl, report);
+    impl->from_cache = report.value("from_cache", false);
+    impl->tuning_s = kernels::now_seconds() - t0;
+    return Plan::Impl::wrap(std::move(impl));
+  });
+}
+
+Plan make_plan(const Matrix& A, Kernel k, const std::string& schedule, const Options& o) {
+  return api::translate_errors([&] {
+    const double t0 = kernels::now_seconds();
+    check_operand(A, k);
+    std::shared_ptr<Plan::Impl> impl =
+        bind(A, k, codegen::schedule_from_string(kind_of(k), schedule), o);
+    impl->verdict = "given";
+    impl->report = nullptr;
+    impl->tuning_s = kernels::now_seconds() - t0;
+    return Plan::Impl::wrap(std::move(impl));
+  });
+}
+
+Plan::Plan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+Kernel Plan::kernel() const { return impl_->kernel; }
+std::string Plan::schedule() const { return codegen::to_text(impl_->bound.schedule); }
+std::string Plan::verdict() const { return impl_->verdict; }
+double Plan::speedup() const { return impl_->speedup; }
+double Plan::break_even_calls() const { return impl_->break_even; }
+double Plan::tuning_seconds() const { return impl_->tuning_s; }
+bool Plan::from_cache() const { return impl_->from_cache; }
+int Plan::threads() const { return impl_->bound.args.threads; }
+int Plan::dense() const { return impl_->dense; }
+std::string Plan::report_json() const { return impl_->report.dump(2); }
+
+void Plan::spmv(const float* x, float* y) const {
+  const Impl& p = checked(impl_, Kernel::SpMV);
+  check_pointer(x, "spmv: x");
+  check_pointer(y, "spmv: y");
+  api::translate_errors([&] { p.bound.run(x, nullptr, y, 1); });
+}
+
+void Plan::spmm(std::int64_t n, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) const {
+  const Impl& p = checked(impl_, Kernel::SpMM);
+  if (n < 1) throw Error("spmm: n = " + std::to_string(n) + " columns; at least 1");
+  check_pointer(B, "spmm: B");
+  check_pointer(C, "spmm: C");
+  check_columns(n, ldb, "ldb");
+  check_columns(n, ldc, "ldc");
+  api::translate_errors([&] {
+    std::vector<float> buffer;
+    run_dense_out(p, packed(B, p.dims[1], n, ldb, buffer), nullptr, C, p.dims[0], n, ldc);
+  });
+}
+
+void Plan::sddmm(std::int64_t k, const float* U, std::int64_t ldu, const float* V,
+                 std::int64_t ldv, float* out) const {
+  const Impl& p = checked(impl_, Kernel::SDDMM);
+  if (k < 1) throw Error("sddmm: k = " + std::to_string(k) + "; at least 1");
+  check_pointer(U, "sddmm: U");
+  check_pointer(V, "sddmm: V");
+  if (p.nnz > 0) check_pointer(out, "sddmm: out");
+  check_columns(k, ldu, "ldu");
+  check_columns(k, ldv, "ldv");
+  api::translate_errors([&] {
+    std::vector<float> bu, bv;
+    // The kernel's C is k x cols column-major: V (cols x k row-major) is that array.
+    const float* u = packed(U, p.dims[0], k, ldu, bu);
+    const float* v = packed(V, p.dims[1], k, ldv, bv);
+    if (p.sddmm_in_order) {
+      p.bound.run(u, v, out, k);
+      return;
+    }
+    std::vector<float> stored(static_cast<std::size_t>(p.bound.out_size));
+    p.bound.run(u, v, stored.data(), k);
+    const std::vector<kernels::index_t>& pos = p.bound.storage->entry_position;
+    for (std::size_t e = 0; e < pos.size(); ++e) out[e] = stored[static_cast<std::size_t>(pos[e])];
+  });
+}
+
+void Plan::mttkrp(std::int64_t n, const float* B, std::int64_t ldb, const float* C,
+                  std::int64_t ldc, float* out, std::int64_t ldo) const {
+  const Impl& p = checked(impl_, Kernel::MTTKRP);
+  if (n < 1) throw Error("mttkrp: n = " + std::to_string(n) + " columns; at least 1");
+  check_pointer(B, "mttkrp: B");
+  check_pointer(C, "mttkrp: C");
+  check_pointer(out, "mttkrp: out");
+  check_columns(n, ldb, "ldb");
+  check_columns(n, ldc, "ldc");
+  check_columns(n, ldo, "ldo");
+  api::translate_errors([&] {
+    std::vector<float> bb, bc;
+    run_dense_out(p, packed(B, p.dims[1], n, ldb, bb), packed(C, p.dims[2], n, ldc, bc), out,
+                  p.dims[0], n, ldo);
+  });
+}
+
+void Plan::save(const std::string& path) const {
+  api::translate_errors([&] {
+    nlohmann::json j = {{"format", kPlanFormat},
+                        {"version", kPlanVersion},
+                        {"waco_version", WACO_VERSION},
+                        {"kernel", kernel_name(impl_->kernel)},
+                        {"fingerprint", impl_->fingerprint},
+                        {"dims", impl_->dims},
+                        {"nnz", impl_->nnz},
+                        {"dense", impl_->dense},
+                        {"threads", impl_->bound.args.threads},
+                        {"schedule", codegen::to_json(impl_->bound.schedule)},
+                        {"verdict", impl_->verdict},
+                        {"speedup", impl_->speedup},
+                        {"break_even_calls", impl_->break_even},
+                        {"report", impl_->report}};
+    j["checksum"] = plan_checksum(j);
+    kernels::write_text_file(path, j.dump(1) + "\n");
+  });
+}
+
+Plan Plan::load(const std::string& path, const Matrix& A, const Options& o) {
+  return api::translate_errors([&] {
+    const double t0 = kernels::now_seconds();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open the plan file: " + std::strerror(errno));
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_file(path));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path + ": not a waco-hybrid plan (not JSON: " + std::string(e.what()) + ")");
+    }
+    if (!j.is_object() || j.value("format", "") != kPlanFormat)
+      throw Error(path + ": not a waco-hybrid plan file");
+    if (j.value("version", 0) != kPlanVersion)
+      throw Error(path + ": a plan of layout version " + std::to_string(j.value("version", 0)) +
+                      ", this waco-hybrid reads version " + std::to_string(kPlanVersion),
+                  "tune again");
+    if (!j.contains("checksum") || !j["checksum"].is_string() ||
+        j["checksum"].get<std::string>() != plan_checksum(j))
+      throw Error(path + ": the plan file is corrupt (checksum mismatch)", "tune again");
+    try {
+      const std::optional<KernelKind> kind = kernels::parse_kernel(j.at("kernel").get<std::string>());
+      if (!kind) throw Error(path + ": unknown kernel " + j.at("kernel").dump());
+      const Kernel k = kernel_of(*kind);
+      check_operand(A, k);
+      if (j.at("fingerprint") != A.fingerprint())
+        throw Error(path + ": the plan was made for the matrix with fingerprint " +
+                        j.at("fingerprint").get<std::string>() + ", this one's is " +
+                        A.fingerprint(),
+                    "load it with the matrix it was tuned for, or tune this one");
+      Options opts = o;
+      opts.threads = j.at("threads").get<int>();
+      opts.dense = k == Kernel::SpMV ? 0 : j.at("dense").get<int>();
+      std::shared_ptr<Impl> impl = bind(A, k, codegen::schedule_from_json(j.at("schedule")), opts);
+      impl->report = j.at("report");
+      impl->verdict = j.at("verdict").get<std::string>();
+      impl->speedup = j.at("speedup").get<double>();
+      impl->break_even = j.at("break_even_calls").get<double>();
+      impl->tuning_s = kernels::now_seconds() - t0;
+      return Impl::wrap(std::move(impl));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path + ": the plan file is corrupt (" + std::string(e.what()) + ")", "tune again");
+    }
+  });
+}
+
+}  // namespace waco

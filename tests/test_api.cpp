@@ -1,0 +1,351 @@
+// Unit "api": the C++ API of waco/waco.hpp through the shared library only (no internal header):
+// matrices from CSR, COO and files with their input checks, plans of given schedules run on the
+// caller's arrays against a reference computed here, tune with the tuning cache, save and load,
+// and the errors a caller gets for bad input.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "support/test_paths.hpp"
+#include "waco/waco.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Csr {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<std::int64_t> rowptr;
+  std::vector<std::int32_t> colind;
+  std::vector<float> val;
+};
+
+/// A seeded random CSR matrix with an empty row, a dense row and a row of one entry.
+Csr random_csr(std::int64_t rows, std::int64_t cols, double density, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> v(-1.0f, 1.0f);
+  std::bernoulli_distribution keep(density);
+  Csr a;
+  a.rows = rows;
+  a.cols = cols;
+  a.rowptr.push_back(0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const bool dense_row = r == rows / 2, empty_row = r == 1, single = r == 2;
+      if (empty_row || (single && c != cols - 1) || (!dense_row && !single && !keep(gen))) continue;
+      a.colind.push_back(static_cast<std::int32_t>(c));
+      a.val.push_back(v(gen));
+    }
+    a.rowptr.push_back(static_cast<std::int64_t>(a.colind.size()));
+  }
+  return a;
+}
+
+std::vector<float> random_vector(std::size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> v(-1.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& f : x) f = v(gen);
+  return x;
+}
+
+waco::Matrix matrix_of(const Csr& a) {
+  return waco::Matrix::from_csr(a.rows, a.cols, a.rowptr.data(), a.colind.data(), a.val.data());
+}
+
+void check_close(const std::vector<double>& ref, const float* got, double scale = 1.0) {
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    INFO("entry " << i);
+    REQUIRE(std::abs(got[i] - ref[i]) <= 1e-4 * scale * (1.0 + std::abs(ref[i])));
+  }
+}
+
+/// Options that keep every file of a test in its scratch folder.
+waco::Options scratch_options(const std::string& dir) {
+  waco::Options o;
+  o.cache_dir = dir + "/plans";
+  o.kernel_cache_dir = dir + "/kernels";
+  o.threads = 2;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("api: matrices from CSR, COO and files agree, and csr() gives the arrays back") {
+  const Csr a = random_csr(30, 20, 0.2, 1);
+  const waco::Matrix m = matrix_of(a);
+  CHECK(m.order() == 2);
+  CHECK(m.rows() == 30);
+  CHECK(m.cols() == 20);
+  CHECK(m.nnz() == static_cast<std::int64_t>(a.val.size()));
+  CHECK(m.fingerprint().size() == 16);
+  std::vector<std::int64_t> rp(31);
+  std::vector<std::int32_t> ci(a.val.size());
+  std::vector<float> v(a.val.size());
+  m.csr(rp.data(), ci.data(), v.data());
+  CHECK(rp == a.rowptr);
+  CHECK(ci == a.colind);
+  CHECK(v == a.val);
+  // The same entries as COO in reverse order, one split in two halves (summed): the same matrix.
+  std::vector<std::int32_t> row, col;
+  std::vector<float> val;
+  for (std::int64_t r = 29; r >= 0; --r)
+    for (std::int64_t e = a.rowptr[r + 1] - 1; e >= a.rowptr[r]; --e) {
+      row.push_back(static_cast<std::int32_t>(r));
+      col.push_back(a.colind[e]);
+      val.push_back(a.val[e]);
+    }
+  const float first = val.front();
+  val.front() = first / 2;
+  row.push_back(row.front());
+  col.push_back(col.front());
+  val.push_back(first - first / 2);
+  const waco::Matrix c = waco::Matrix::from_coo(30, 20, static_cast<std::int64_t>(val.size()),
+                                                row.data(), col.data(), val.data());
+  CHECK(c.nnz() == m.nnz());
+  CHECK(c.fingerprint() == m.fingerprint());
+  // 32-bit row offsets too.
+  std::vector<std::int32_t> rp32(a.rowptr.begin(), a.rowptr.end());
+  CHECK(waco::Matrix::from_csr(30, 20, rp32.data(), a.colind.data(), a.val.data()).fingerprint() ==
+        m.fingerprint());
+  // A file: the bundled example, symmetric, expanded.
+  const waco::Matrix f = waco::Matrix::from_file(waco::test::examples_dir() + "/bcsstk13.mtx.gz");
+  CHECK(f.rows() == 2003);
+  CHECK(f.nnz() == 83883);
+  // A pattern: values omitted are 1.
+  const std::int32_t pr[] = {0, 1}, pc[] = {1, 0};
+  const waco::Matrix p = waco::Matrix::from_coo(2, 2, 2, pr, pc, nullptr);
+  std::int64_t prp[3];
+  std::int32_t pci[2];
+  float pv[2];
+  p.csr(prp, pci, pv);
+  CHECK(pv[0] == 1.0f);
+  CHECK(pv[1] == 1.0f);
+}
+
+TEST_CASE("api: bad input gives waco::Error with a clear message") {
+  const std::int64_t rp[] = {0, 2, 3};
+  const std::int32_t ci[] = {0, 1, 1};
+  const float v[] = {1, 2, 3};
+  using waco::Matrix;
+  using Catch::Contains;
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, static_cast<const std::int64_t*>(nullptr), ci, v),
+                    Contains("rowptr is null"));
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, nullptr, v), Contains("colind is null"));
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, ci, nullptr), Contains("values is null"));
+  CHECK_THROWS_WITH(Matrix::from_csr(-1, 2, rp, ci, v), Contains("rows -1 is out of range"));
+  const std::int64_t bad0[] = {1, 2, 3};
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, bad0, ci, v), Contains("rowptr[0] is 1"));
+  const std::int64_t decreasing[] = {0, 3, 2};
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, decreasing, ci, v), Contains("non-decreasing"));
+  const std::int32_t out_of_range[] = {0, 2, 1};
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, out_of_range, v),
+                    Contains("column index 2 of entry 1 (row 0) is out of range [0, 2)"));
+  const std::int32_t unsorted[] = {1, 0, 1};
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, unsorted, v), Contains("are not ascending"));
+  const std::int32_t repeated[] = {1, 1, 1};
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, repeated, v), Contains("repeat"));
+  const float nan[] = {1, std::numeric_limits<float>::quiet_NaN(), 3};
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, ci, nan), Contains("is not finite"));
+  const std::int32_t r[] = {0, 5}, c[] = {0, 0};
+  CHECK_THROWS_WITH(Matrix::from_coo(2, 2, 2, r, c, v), Contains("is outside the 2 x 2 matrix"));
+  CHECK_THROWS_WITH(Matrix::from_coo(2, 2, 2, nullptr, c, v), Contains("row is null"));
+  CHECK_THROWS_WITH(Matrix::from_file("/nonexistent/x.mtx"), Contains("/nonexistent/x.mtx"));
+  try {
+    Matrix::from_csr(2, 2, rp, unsorted, v);
+  } catch (const waco::Error& e) {
+    CHECK_FALSE(e.hint().empty());  // what to do about it
+  }
+
+  const Csr a = random_csr(8, 8, 0.5, 2);
+  const waco::Matrix m = matrix_of(a);
+  const std::string dir = waco::test::scratch_dir("api-bad-calls");
+  const waco::Plan plan = waco::make_plan(m, waco::Kernel::SpMV, "csr", scratch_options(dir));
+  std::vector<float> x(8), y(8);
+  CHECK_THROWS_WITH(plan.spmv(nullptr, y.data()), Contains("x is null"));
+  CHECK_THROWS_WITH(plan.spmm(1, x.data(), 1, y.data(), 1), Contains("this plan runs spmv, not spmm"));
+  CHECK_THROWS_WITH(waco::make_plan(m, waco::Kernel::SpMV, "order=i,i format=UC"),
+                    Contains("schedule"));
+  CHECK_THROWS_WITH(waco::make_plan(m, waco::Kernel::MTTKRP, "csf"), Contains("needs a 3-D tensor"));
+  const waco::Plan mm = waco::make_plan(m, waco::Kernel::SpMM, "csr", scratch_options(dir));
+  CHECK_THROWS_WITH(mm.spmm(4, x.data(), 2, y.data(), 4), Contains("ldb = 2 is smaller"));
+  CHECK_THROWS_WITH(mm.spmm(0, x.data(), 2, y.data(), 4), Contains("at least 1"));
+  waco::Options bad = scratch_options(dir);
+  bad.threads = -1;
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Contains("threads is negative"));
+  // An error of the CLI arrives with its message: an unknown search.
+  waco::Options unknown = scratch_options(dir);
+  unknown.search = "annealing";
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, unknown), Contains("annealing"));
+}
+
+TEST_CASE("api: plans of given schedules equal the reference on the caller's arrays") {
+  const std::string dir = waco::test::scratch_dir("api-make-plan");
+  const waco::Options o = scratch_options(dir);
+  const Csr a = random_csr(37, 29, 0.15, 3);
+  const waco::Matrix m = matrix_of(a);
+
+  SECTION("spmv, csr and a blocked format") {
+    const std::vector<float> x = random_vector(29, 4);
+    std::vector<double> ref(37, 0.0);
+    for (std::int64_t r = 0; r < 37; ++r)
+      for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e) ref[r] += a.val[e] * x[a.colind[e]];
+    for (const char* s : {"csr", "bcsr4x4", "csc", "split=i:4 order=i1,k,i0 format=UCU parallel=i1 chunk=4"}) {
+      INFO(s);
+      const waco::Plan p = waco::make_plan(m, waco::Kernel::SpMV, s, o);
+      CHECK(p.verdict() == "given");
+      std::vector<float> y(37, 123.0f);  // overwritten, not accumulated into
+      p.spmv(x.data(), y.data());
+      check_close(ref, y.data());
+    }
+  }
+  SECTION("spmm with leading dimensions larger than n, and n unlike the tuned size") {
+    const std::int64_t n = 5, ldb = 7, ldc = 9;
+    const std::vector<float> B = random_vector(29 * ldb, 5);
+    std::vector<double> ref(37 * n, 0.0);
+    for (std::int64_t r = 0; r < 37; ++r)
+      for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e)
+        for (std::int64_t j = 0; j < n; ++j) ref[r * n + j] += a.val[e] * B[a.colind[e] * ldb + j];
+    for (const char* s : {"csr", "split=j:4 order=i,j1,k,j0 format=UC parallel=i"}) {
+      INFO(s);
+      const waco::Plan p = waco::make_plan(m, waco::Kernel::SpMM, s, o);
+      std::vector<float> C(37 * ldc, 77.0f);
+      p.spmm(n, B.data(), ldb, C.data(), ldc);
+      std::vector<float> packed;
+      for (std::int64_t r = 0; r < 37; ++r)
+        for (std::int64_t j = 0; j < n; ++j) packed.push_back(C[r * ldc + j]);
+      check_close(ref, packed.data());
+      for (std::int64_t r = 0; r < 37; ++r) CHECK(C[r * ldc + n] == 77.0f);  // padding untouched
+    }
+  }
+  SECTION("sddmm in CSR order, also from a format that stores another order") {
+    const std::int64_t k = 6;
+    const std::vector<float> U = random_vector(37 * k, 6), V = random_vector(29 * k, 7);
+    std::vector<double> ref;
+    for (std::int64_t r = 0; r < 37; ++r)
+      for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e) {
+        double dot = 0;
+        for (std::int64_t t = 0; t < k; ++t) dot += U[r * k + t] * V[a.colind[e] * k + t];
+        ref.push_back(a.val[e] * dot);
+      }
+    for (const char* s : {"csr", "csc", "bcsr4x4"}) {
+      INFO(s);
+      const waco::Plan p = waco::make_plan(m, waco::Kernel::SDDMM, s, o);
+      std::vector<float> out(ref.size());
+      p.sddmm(k, U.data(), k, V.data(), k, out.data());
+      check_close(ref, out.data());
+    }
+  }
+  SECTION("mttkrp on a 3-D tensor") {
+    const std::int64_t dims[3] = {9, 7, 5};
+    std::vector<std::int32_t> i, kk, l;
+    std::vector<float> v;
+    std::mt19937 gen(8);
+    for (int e = 0; e < 60; ++e) {
+      i.push_back(static_cast<std::int32_t>(gen() % 9));
+      kk.push_back(static_cast<std::int32_t>(gen() % 7));
+      l.push_back(static_cast<std::int32_t>(gen() % 5));
+      v.push_back(static_cast<float>(gen() % 100) / 50.0f - 1.0f);
+    }
+    const waco::Matrix t = waco::Matrix::tensor_from_coo(dims, 60, i.data(), kk.data(), l.data(), v.data());
+    CHECK(t.order() == 3);
+    const std::int64_t n = 4;
+    const std::vector<float> B = random_vector(7 * n, 9), C = random_vector(5 * n, 10);
+    std::vector<double> ref(9 * n, 0.0);
+    for (int e = 0; e < 60; ++e)
+      for (std::int64_t j = 0; j < n; ++j) ref[i[e] * n + j] += v[e] * B[kk[e] * n + j] * C[l[e] * n + j];
+    const waco::Plan p = waco::make_plan(t, waco::Kernel::MTTKRP, "csf", o);
+    std::vector<float> out(9 * n);
+    p.mttkrp(n, B.data(), n, C.data(), n, out.data(), n);
+    check_close(ref, out.data());
+  }
+}
+
+TEST_CASE("api: tune gives a plan that equals the reference, cached, saved and loaded") {
+  const std::string dir = waco::test::scratch_dir("api-tune");
+  waco::Options o = scratch_options(dir);
+  o.search = "random";
+  o.budget = 3;
+  const waco::Matrix m = waco::Matrix::from_file(waco::test::examples_dir() + "/bcsstk13.mtx.gz");
+  std::vector<std::int64_t> rp(m.rows() + 1);
+  std::vector<std::int32_t> ci(m.nnz());
+  std::vector<float> val(m.nnz());
+  m.csr(rp.data(), ci.data(), val.data());
+  const std::vector<float> x = random_vector(m.cols(), 11);
+  std::vector<double> ref(m.rows(), 0.0);
+  for (std::int64_t r = 0; r < m.rows(); ++r)
+    for (std::int64_t e = rp[r]; e < rp[r + 1]; ++e) ref[r] += val[e] * x[ci[e]];
+  double scale = 0;
+  for (float f : val) scale = std::max(scale, static_cast<double>(std::abs(f)));
+
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK((p.verdict() == "gain" || p.verdict() == "no-gain"));
+  CHECK_FALSE(p.from_cache());
+  CHECK(p.speedup() >= 1.0);
+  CHECK(p.threads() == 2);
+  CHECK(p.report_json().find("\"verdict\"") != std::string::npos);
+  std::vector<float> y(m.rows());
+  p.spmv(x.data(), y.data());
+  check_close(ref, y.data(), scale * 100);
+
+  // The same matrix again: from the tuning cache, without starting the CLI, the same schedule.
+  const waco::Plan q = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK(q.from_cache());
+  CHECK(q.schedule() == p.schedule());
+  CHECK(q.tuning_seconds() < 5.0);
+  // Another thread count is another key.
+  waco::Options one = o;
+  one.threads = 1;
+  CHECK_FALSE(waco::tune(m, waco::Kernel::SpMV, one).from_cache());
+
+  // Save and load.
+  const std::string file = dir + "/bcsstk13.plan";
+  p.save(file);
+  const waco::Plan l = waco::Plan::load(file, m, o);
+  CHECK(l.schedule() == p.schedule());
+  CHECK(l.verdict() == p.verdict());
+  std::vector<float> y2(m.rows());
+  l.spmv(x.data(), y2.data());
+  CHECK(y2 == y);
+  // Another matrix, a corrupt file, not a plan.
+  const Csr other = random_csr(20, 20, 0.3, 12);
+  CHECK_THROWS_WITH(waco::Plan::load(file, matrix_of(other), o),
+                    Catch::Contains("made for the matrix with fingerprint"));
+  {
+    std::ifstream in(file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t at = text.find("\"speedup\"");
+    REQUIRE(at != std::string::npos);
+    text.insert(text.find(": ", at) + 2, "1");  // a tampered value (1.0 -> 11.0)
+    std::ofstream out(file, std::ios::trunc);
+    out << text;
+  }
+  CHECK_THROWS_WITH(waco::Plan::load(file, m, o), Catch::Contains("corrupt"));
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << "not json";
+  }
+  CHECK_THROWS_WITH(waco::Plan::load(file, m, o), Catch::Contains("not a waco-hybrid plan"));
+  CHECK_THROWS_WITH(waco::Plan::load(dir + "/missing.plan", m, o), Catch::Contains("cannot open"));
+  CHECK_THROWS_WITH(p.save(dir + "/no/such/dir/x.plan"), Catch::Contains("does not exist"));
+}
+
+TEST_CASE("api: with few expected calls tuning is not worth it and the plan runs csr") {
+  const std::string dir = waco::test::scratch_dir("api-expected-calls");
+  waco::Options o = scratch_options(dir);
+  o.search = "random";
+  o.budget = 3;
+  o.expected_calls = 5;
+  const Csr a = random_csr(300, 300, 0.02, 13);
+  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  CHECK(p.verdict() == "not-worth-it");
+  CHECK(p.speedup() == 1.0);
+  CHECK(p.break_even_calls() < 0);
+  CHECK(p.schedule().find("format=UC") != std::string::npos);
+}
