@@ -257,6 +257,17 @@ double min_traffic_bytes(const Problem& p) {
   return 0.0;
 }
 
+std::string shipped_dir(const std::string& name, const std::string& source_dir) {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed =
+        exe.parent_path().parent_path() / "share" / "waco-hybrid" / name;
+    if (std::filesystem::is_directory(installed, ec)) return installed.string();
+  }
+  return source_dir;
+}
+
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
 
 std::string format_seconds(double s) {

@@ -91,6 +91,10 @@ void write_output(const std::string& path, const kernels::Problem& p,
 /// plus positions) and the dense operands and output once. Used for effective GB/s.
 double min_traffic_bytes(const kernels::Problem& p);
 
+/// Where data shipped with waco-hybrid (the trained models, the measured dataset) is: the
+/// installed copy, <executable's folder>/../share/waco-hybrid/<name>, when it exists (an installed
+/// CLI, relocatable), else `source_dir`, the source tree's folder the build was configured with.
+std::string shipped_dir(const std::string& name, const std::string& source_dir);
 /// Prints JSON (indented) on stdout.
 void print_json(const nlohmann::json& j);
 /// A number of seconds as text with a sensible unit ("1.23 ms").

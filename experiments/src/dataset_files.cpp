@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "cli_common.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/kernels/error.hpp"
 
@@ -17,11 +18,14 @@ namespace waco::cli {
 using kernels::Error;
 namespace fs = std::filesystem;
 
-std::string committed_dataset_dir() { return WACO_DATASET_DIR; }
+std::string committed_dataset_dir() {
+  return std::string(WACO_DATASET_DIR).empty() ? std::string()
+                                               : shipped_dir("dataset", WACO_DATASET_DIR);
+}
 
 std::vector<std::string> committed_exports() {
   std::vector<std::string> out;
-  const fs::path dir = WACO_DATASET_DIR;
+  const fs::path dir = committed_dataset_dir();
   std::error_code ec;
   if (!dir.empty() && fs::is_directory(dir, ec))
     for (const auto& e : fs::directory_iterator(dir, ec)) {

@@ -32,10 +32,10 @@ void add_model_data_options(CLI::App& app, ModelDataOptions& o) {
   app.add_flag("-q,--quiet", o.quiet, "No progress on stderr");
 }
 
-std::string models_dir() { return WACO_MODELS_DIR; }
+std::string models_dir() { return shipped_dir("models", WACO_MODELS_DIR); }
 
 std::string default_model_path(kernels::KernelKind k) {
-  return (fs::path(WACO_MODELS_DIR) / (std::string(kernels::kernel_name(k)) + ".model")).string();
+  return (fs::path(models_dir()) / (std::string(kernels::kernel_name(k)) + ".model")).string();
 }
 
 std::string model_path_or_default(const std::string& path, kernels::KernelKind k) {
