@@ -375,7 +375,7 @@ TEST_CASE("tune: --explain names the winner, the runner-up and the facts behind 
   CHECK(t.out.find("tile-window") != std::string::npos);
 }
 
-TEST_CASE("tune: the tuning cache returns a decision without searching; a changed key, --refresh "
+TEST_CASE("tune: the tuning cache returns a decision without searching, and a changed key, --refresh "
           "or a corrupt entry tunes again") {
   const std::string dir = waco::test::scratch_dir("tune-plan-cache");
   const std::string plans = dir + "/plans";

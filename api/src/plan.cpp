@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -298,6 +300,44 @@ codegen::SuperSchedule decided_schedule(const nlohmann::json& report) {
 }
 
 // ----------------------------------------------------------------------------------------------
+// Expected calls: whether a search can pay for itself at all, decided here.
+
+/// The least a search through the CLI costs: on the 2-core development VMs the CLI starts in
+/// 0.34 s (loading LibTorch) and a tune that only measures csr and decides not-worth-it took
+/// 0.61-0.68 s on bcsstk13 (`tune --expected-calls 10`, three runs).
+constexpr double kCliFloorS = 0.6;
+
+/// Median seconds of one call of a bound kernel on seeded operands (a warm-up call, then up to
+/// five timed ones within about 0.2 s).
+double time_calls(const codegen::BoundKernel& b, const Matrix& A, Kernel k, int dense) {
+  const std::int64_t n = k == Kernel::SpMV ? 1 : dense;
+  std::vector<float> in0, in1, out(static_cast<std::size_t>(b.out_size));
+  switch (k) {
+    case Kernel::SpMV: in0.assign(A.cols(), 1.0f); break;
+    case Kernel::SpMM: in0.assign(A.cols() * n, 1.0f); break;
+    case Kernel::SDDMM:
+      in0.assign(A.rows() * n, 1.0f);
+      in1.assign(A.cols() * n, 1.0f);
+      break;
+    case Kernel::MTTKRP:
+      in0.assign(A.dim(1) * n, 1.0f);
+      in1.assign(A.dim(2) * n, 1.0f);
+      break;
+  }
+  const float* p1 = in1.empty() ? nullptr : in1.data();
+  b.run(in0.data(), p1, out.data(), n);
+  std::vector<double> times;
+  const double start = kernels::now_seconds();
+  while (times.size() < 5 && (times.empty() || kernels::now_seconds() - start < 0.2)) {
+    const double t0 = kernels::now_seconds();
+    b.run(in0.data(), p1, out.data(), n);
+    times.push_back(kernels::now_seconds() - t0);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// ----------------------------------------------------------------------------------------------
 // Running a plan.
 
 const Plan::Impl& checked(const std::shared_ptr<const Plan::Impl>& impl, Kernel k) {
@@ -387,6 +427,34 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
         return Plan::Impl::wrap(std::move(impl));
       }
       // A corrupt entry: the CLI reports it (on stderr) and replaces it.
+    }
+    // Few expected calls: when even the cheapest search costs more than the calls allow, say so
+    // without starting the CLI and run csr (measured here, on this matrix).
+    if (o.expected_calls > 0) {
+      const char* shortcut = k == Kernel::MTTKRP ? "csf" : "csr";
+      std::shared_ptr<Plan::Impl> csr =
+          bind(A, k, codegen::schedule_from_string(kind_of(k), shortcut), o);
+      const double csr_s = time_calls(csr->bound, A, k, dense);
+      const double budget_s = o.tuning_share * static_cast<double>(o.expected_calls) * csr_s;
+      if (budget_s < kCliFloorS) {
+        char reason[320];
+        std::snprintf(reason, sizeof reason,
+                      "tuning cannot pay for itself within %lld calls: %.0f%% of their csr time is "
+                      "%.3g s, less than the %.2g s the least search costs",
+                      static_cast<long long>(o.expected_calls), o.tuning_share * 100, budget_s,
+                      kCliFloorS);
+        take_report(*csr, {{"verdict", "not-worth-it"},
+                           {"reason", reason},
+                           {"economy",
+                            {{"expected_calls", o.expected_calls},
+                             {"tuning_share", o.tuning_share},
+                             {"csr_s", csr_s},
+                             {"budget_s", budget_s},
+                             {"least_search_s", kCliFloorS},
+                             {"break_even_calls", nullptr}}}});
+        csr->tuning_s = kernels::now_seconds() - t0;
+        return Plan::Impl::wrap(std::move(csr));
+      }
     }
     const nlohmann::json report = tune_with_cli(A, k, o, threads, dense);
     std::shared_ptr<Plan::Impl> impl = bind(A, k, decided_schedule(report), o);

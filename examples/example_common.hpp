@@ -1,0 +1,154 @@
+// What the example applications share: a small option parser, timing, the matrix as CSR arrays
+// and as an Eigen matrix, and the waco options from the command line. Examples only use the
+// installed API (waco/waco.hpp) and Eigen, as an application would.
+#pragma once
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <Eigen/Sparse>
+
+#include <waco/waco.hpp>
+
+namespace example {
+
+inline double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// --name value and --flag options after one positional argument; unknown ones are errors.
+class Args {
+ public:
+  Args(int argc, char** argv, const std::map<std::string, std::string>& defaults,
+       const std::string& usage)
+      : values_(defaults), usage_(usage) {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "-h" || a == "--help") {
+        std::printf("%s", usage.c_str());
+        std::exit(0);
+      }
+      if (a.rfind("--", 0) != 0) {
+        if (!positional_.empty()) fail("more than one input file: " + a);
+        positional_ = a;
+        continue;
+      }
+      const std::string name = a.substr(2);
+      const auto it = values_.find(name);
+      if (it == values_.end()) fail("unknown option " + a);
+      if (it->second == "false" || it->second == "true") {
+        it->second = "true";
+      } else {
+        if (i + 1 >= argc) fail("option " + a + " needs a value");
+        it->second = argv[++i];
+      }
+    }
+    if (positional_.empty()) fail("no input file");
+  }
+  const std::string& file() const { return positional_; }
+  std::string str(const std::string& n) const { return values_.at(n); }
+  bool flag(const std::string& n) const { return values_.at(n) == "true"; }
+  long long integer(const std::string& n) const {
+    char* end = nullptr;
+    const long long v = std::strtoll(values_.at(n).c_str(), &end, 10);
+    if (end == values_.at(n).c_str() || *end != '\0') fail("--" + n + " needs an integer");
+    return v;
+  }
+  double real(const std::string& n) const {
+    char* end = nullptr;
+    const double v = std::strtod(values_.at(n).c_str(), &end);
+    if (end == values_.at(n).c_str() || *end != '\0') fail("--" + n + " needs a number");
+    return v;
+  }
+  [[noreturn]] void fail(const std::string& why) const {
+    std::fprintf(stderr, "error: %s\n%s", why.c_str(), usage_.c_str());
+    std::exit(2);
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::string positional_;
+  std::string usage_;
+};
+
+/// A matrix as CSR arrays (from the waco handle, canonical order).
+struct Csr {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<std::int64_t> rowptr;
+  std::vector<std::int32_t> colind;
+  std::vector<float> val;
+};
+
+inline Csr csr_of(const waco::Matrix& m) {
+  Csr c;
+  c.rows = m.rows();
+  c.cols = m.cols();
+  c.rowptr.resize(c.rows + 1);
+  c.colind.resize(m.nnz());
+  c.val.resize(m.nnz());
+  m.csr(c.rowptr.data(), c.colind.data(), c.val.data());
+  return c;
+}
+
+using EigenCsr = Eigen::SparseMatrix<float, Eigen::RowMajor, int>;
+
+inline EigenCsr eigen_of(const Csr& c) {
+  std::vector<Eigen::Triplet<float, int>> t;
+  t.reserve(c.val.size());
+  for (std::int64_t r = 0; r < c.rows; ++r)
+    for (std::int64_t e = c.rowptr[r]; e < c.rowptr[r + 1]; ++e)
+      t.emplace_back(static_cast<int>(r), c.colind[e], c.val[e]);
+  EigenCsr m(static_cast<int>(c.rows), static_cast<int>(c.cols));
+  m.setFromTriplets(t.begin(), t.end());
+  return m;
+}
+
+/// The waco options of the examples' command lines (--threads, --search, --budget, --cache-dir,
+/// --refresh, --verbose).
+inline waco::Options waco_options(const Args& a) {
+  waco::Options o;
+  o.threads = static_cast<int>(a.integer("threads"));
+  o.search = a.str("search");
+  o.budget = static_cast<int>(a.integer("budget"));
+  o.cache_dir = a.str("cache-dir");
+  o.refresh = a.flag("refresh");
+  o.verbose = a.flag("verbose");
+  return o;
+}
+
+/// Defaults of those options.
+inline std::map<std::string, std::string> waco_option_defaults() {
+  return {{"threads", "0"}, {"search", "model"}, {"budget", "0"}, {"cache-dir", ""},
+          {"refresh", "false"}, {"verbose", "false"}, {"json", "false"}, {"check", "false"},
+          {"backends", "plan,csr,eigen"}};
+}
+
+inline bool wants(const Args& a, const std::string& backend) {
+  const std::string list = "," + a.str("backends") + ",";
+  return list.find("," + backend + ",") != std::string::npos;
+}
+
+/// Starts the OpenMP thread team once before any back-end runs, so that none of them pays for it
+/// (the first parallel region of a process took milliseconds, more than a small solve).
+inline void warm_up_threads(int threads) {
+  omp_set_num_threads(threads);
+  volatile int sink = 0;
+  for (int round = 0; round < 3; ++round) {
+#pragma omp parallel
+    { sink = sink + omp_get_thread_num(); }
+  }
+}
+
+inline int threads_of(const Args& a) {
+  const long long t = a.integer("threads");
+  return t > 0 ? static_cast<int>(t) : omp_get_max_threads();
+}
+
+}  // namespace example
