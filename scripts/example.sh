@@ -19,8 +19,8 @@ set -x
 # re-timed side by side with csr; the winner (or csr, when nothing beats it beyond the noise)
 # with its speedup, and its C++ source written out. Results are kept in a database under
 # $out, so running this again resumes instead of measuring again.
-"$waco" tune --kernel spmv --search exhaustive --db "$out/results.sqlite" -o "$out/tuned_spmv.cpp" "$example"
-"$waco" tune --kernel spmm --search random --budget 40 --db "$out/results.sqlite" -o "$out/tuned_spmm.cpp" "$example"
+"$waco" tune --kernel spmv --search exhaustive --db "$out/results.sqlite" -o "$out/tuned_spmv.hpp" "$example"
+"$waco" tune --kernel spmm --search random --budget 40 --db "$out/results.sqlite" -o "$out/tuned_spmm.hpp" "$example"
 # Where the cache sizes the tile model uses come from (sysfs, CPUID or the measured probe).
 "$waco" info --caches
 "$waco" info "$example"

@@ -177,7 +177,7 @@ Analysis analyze(const SuperSchedule& s, RaceStrategy race) {
 }
 
 /// The header comment: the schedule with its run-time placeholders and what the nest does.
-void write_header(Writer& w, const SuperSchedule& s, const Analysis& a) {
+void write_header(Writer& w, const SuperSchedule& s, const Analysis& a, SourceForm form) {
   const KernelSpec& spec = *a.spec;
   std::vector<std::string> split_text, constants, run_time;
   for (std::size_t v = 0; v < spec.vars.size(); ++v) {
@@ -226,19 +226,21 @@ void write_header(Writer& w, const SuperSchedule& s, const Analysis& a) {
            " does not index the output: updates are atomic.");
   }
   w.line("");
-  if (a.privatize) {
+  if (a.privatize && form == SourceForm::SharedObject) {  // a header includes them up front
     w.line("#include <cstdlib>");
     w.line("#include <omp.h>");
     w.line("");
   }
   if (a.vector_block) {
     w.line("// Floats per vector register of the target (the register block's vectors).");
+    w.line("#ifndef WACO_VECTOR_FLOATS");
     w.line("#if defined(__AVX512F__)");
     w.line("#define WACO_VECTOR_FLOATS 16");
     w.line("#elif defined(__AVX__)");
     w.line("#define WACO_VECTOR_FLOATS 8");
     w.line("#else");
     w.line("#define WACO_VECTOR_FLOATS 4");
+    w.line("#endif");
     w.line("#endif");
     w.line("");
   }
@@ -256,7 +258,8 @@ void write_header(Writer& w, const SuperSchedule& s, const Analysis& a) {
   std::vector<std::string> constant_text;
   for (long long c : a.constant_split) constant_text.push_back(std::to_string(c));
   w.line("// Per variable, its split size when it is a compile-time constant, else 0 (the host checks it).");
-  w.line("extern \"C\" const long long waco_constant_split[" + std::to_string(kMaxVars) + "] = {" +
+  w.line(std::string(form == SourceForm::SharedObject ? "extern \"C\" const" : "inline constexpr") +
+         " long long waco_constant_split[" + std::to_string(kMaxVars) + "] = {" +
          join(constant_text) + "};");
   w.line("");
 }
@@ -638,7 +641,7 @@ std::optional<RaceStrategy> parse_race_strategy(const std::string& name) {
   return std::nullopt;
 }
 
-std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race) {
+std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race, SourceForm form) {
   const std::vector<std::string> problems = validate(s);
   WACO_ASSERT(problems.empty(), "emit_kernel_source needs a valid schedule: " +
                                     (problems.empty() ? std::string() : problems.front()));
@@ -648,11 +651,12 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race) {
   const std::string out_name = spec.sparse_output() ? "D_vals" : spec.output.name;
 
   Writer w;
-  write_header(w, s, a);
+  write_header(w, s, a, form);
   w.line(a.privatize ? "// Returns 0, or 1 when the per-thread copies of the output could not be allocated."
                      : "// Returns 0 (kernels with per-thread copies of the output return 1 when they "
                        "cannot allocate them).");
-  w.open("extern \"C\" int waco_kernel(const WacoArgs* a)");
+  w.open(form == SourceForm::SharedObject ? "extern \"C\" int waco_kernel(const WacoArgs* a)"
+                                          : "inline int waco_kernel(const WacoArgs* a)");
   write_arguments(w, s, a, out_name);
   if (a.privatize) {
     w.line("// copies[t]: where thread t accumulates (copies[0] is the output itself).");

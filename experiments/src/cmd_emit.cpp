@@ -1,5 +1,6 @@
 // waco-hybrid emit: the generated C++ source of a SuperSchedule, to read or to take into one's
 // own code (the function waco_kernel and its argument block WacoArgs are self-contained).
+#include <cctype>
 #include <iostream>
 #include <memory>
 
@@ -19,13 +20,18 @@ struct Options {
   std::string schedule;
   std::string output;
   std::string race = "atomic";
+  bool standalone = false;
+  std::string name_space = "waco_tuned";
   bool json = false;
 };
 
 int emit(const Options& o) {
   const KernelKind kind = kernel_from_option(o.kernel);
   const codegen::SuperSchedule s = codegen::schedule_from_string(kind, o.schedule);
-  const std::string source = codegen::emit_kernel_source(s, *codegen::parse_race_strategy(o.race));
+  const codegen::RaceStrategy race = *codegen::parse_race_strategy(o.race);
+  const std::string source =
+      o.standalone ? codegen::emit_standalone_header(s, race, o.name_space)
+                   : codegen::emit_kernel_source(s, race);
   if (o.json) {
     const std::optional<codegen::RegisterBlock> block = codegen::register_block(s);
     nlohmann::json constants = nlohmann::json::object();
@@ -68,6 +74,20 @@ Command make_emit_command() {
                            "bench and tune also accept auto, which needs the matrix)")
                 ->check(CLI::IsMember({"atomic", "private"}))
                 ->capture_default_str();
+            sub.add_flag("--standalone", o->standalone,
+                         "A drop-in header instead: the kernel, a builder of its format from CSR "
+                         "arrays (coordinates for mttkrp) and the call that runs it, in one "
+                         "self-contained file (two calls: build, then spmv/spmm/sddmm/mttkrp)");
+            sub.add_option("--namespace", o->name_space,
+                           "Namespace of --standalone's code (several tuned headers in one program "
+                           "need distinct ones)")
+                ->capture_default_str()
+                ->check([](const std::string& n) -> std::string {
+                  if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return "not a C++ identifier";
+                  for (char c : n)
+                    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return "not a C++ identifier";
+                  return "";
+                });
             sub.add_flag("--json", o->json, "Print JSON with the canonical schedule and the source");
             sub.footer(
                 schedule_help() +
@@ -79,7 +99,12 @@ Command make_emit_command() {
                 "compile-time constants (listed in the header comment and in waco_constant_split).\n\n"
                 "Examples:\n"
                 "  waco-hybrid emit --kernel spmv --schedule csr\n"
-                "  waco-hybrid emit --kernel spmm --schedule bcsr4x4 -o spmm_bcsr4x4.cpp\n");
+                "  waco-hybrid emit --kernel spmm --schedule bcsr4x4 -o spmm_bcsr4x4.cpp\n"
+                "  waco-hybrid emit --kernel spmv --schedule bcsr4x4 --standalone -o spmv_bcsr.hpp\n"
+                "--standalone's header needs nothing of waco-hybrid: #include it, call\n"
+                "waco_tuned::build(rows, cols, rowptr, colind, values) once and\n"
+                "waco_tuned::spmv(format, x, y) (or spmm, sddmm, mttkrp) every time; compile\n"
+                "with -O3 -march=native -fopenmp -std=c++17.\n");
             return [o] { return emit(*o); };
           }};
 }

@@ -213,48 +213,45 @@ CandidateChoice choose_candidates(const Options& o, KernelKind kind, int threads
   return c;
 }
 
-/// The source of the decided schedule for -o: the file the report names when it still exists,
-/// else the schedule prepared again on the problem (compiled, or found in the kernel cache).
-std::string decided_source(const nlohmann::json& report, const codegen::SuperSchedule& schedule,
-                           const Problem& p, const Options& o, int threads) {
-  const nlohmann::json& path = report.at("kernel_source");
-  if (path.is_string()) {
-    std::ifstream in(path.get<std::string>());
-    std::stringstream text;
-    text << in.rdbuf();
-    if (in && !text.str().empty()) return text.str();
-  }
-  codegen::GeneratedKernel k(schedule, o.generated);
-  k.prepare(p, threads);
-  std::ifstream in(k.source_path());
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || text.str().empty())
-    throw Error("cannot read the tuned kernel's source " + k.source_path(),
-                "the kernel cache was removed during the run? run the command again");
-  return text.str();
+/// The drop-in header of the decided schedule for -o: the race strategy the measured kernel used
+/// (resolved on this problem), the schedule's format builder and the kernel in one header.
+std::string decided_source(const codegen::SuperSchedule& schedule, const Problem& p,
+                           const Options& o, int threads, const std::string& note) {
+  // The strategy resolved as for the measured kernel, with the updates estimated as nonzeros x
+  // dense size (padding of U levels left out): both strategies are correct, only their speed
+  // differs, and only when the parallel loop does not index the output.
+  const codegen::RaceStrategy race =
+      codegen::resolve_race(o.generated.race, codegen::canonicalize(schedule),
+                            static_cast<std::int64_t>(codegen::kernel_spec(p.kind).sparse_output()
+                                                          ? p.nnz()
+                                                          : p.output_size()),
+                            static_cast<double>(p.nnz()) *
+                                (p.kind == KernelKind::SpMV ? 1.0 : p.dense_size()),
+                            schedule.threads > 0 ? schedule.threads : threads);
+  return codegen::emit_standalone_header(schedule, race, "waco_tuned", note,
+                                         o.generated.storage.max_padding);
 }
 
-/// Writes the decided kernel's source with what it was tuned for (tune -o).
+/// Writes the decided schedule's drop-in header with what it was tuned for (tune -o).
 void write_decided_source(const Options& o, const nlohmann::json& report,
-                          const std::string& source, bool from_cache) {
-  std::string header = "// waco-hybrid tune: " + report.at("kernel").get<std::string>() + " on " +
-                       o.file + " (fingerprint " + report.at("fingerprint").get<std::string>() +
-                       ", dense " + std::to_string(report.at("dense").get<std::int64_t>()) + ", " +
-                       std::to_string(report.at("threads").get<int>()) + " threads)\n// schedule: " +
-                       report.at("best").at("schedule").get<std::string>() + "\n";
+                          const codegen::SuperSchedule& schedule, const Problem& p, int threads,
+                          bool from_cache) {
+  std::string note = "tuned by waco-hybrid tune for " + report.at("kernel").get<std::string>() +
+                     " on " + o.file + " (fingerprint " +
+                     report.at("fingerprint").get<std::string>() + ", dense " +
+                     std::to_string(report.at("dense").get<std::int64_t>()) + ", " +
+                     std::to_string(report.at("threads").get<int>()) + " threads)";
   const nlohmann::json& sp = report.at("speedup_over_csr");
   if (sp.is_number()) {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "// speedup over the %s schedule: %.3fx (%s)%s\n",
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "\nverdict %s, speedup over the %s schedule %.3fx (%s)%s",
+                  report.at("verdict").get<std::string>().c_str(),
                   report.at("kernel") == "mttkrp" ? "csf" : "csr", sp.get<double>(),
                   report.at("confirmed").get<bool>() ? "side by side" : "search timings",
                   from_cache ? ", decided earlier (tuning cache)" : "");
-    header += buf;
+    note += buf;
   }
-  header += "// Build its format with the schedule above (waco-hybrid emit --help explains the "
-            "arguments).\n";
-  write_text_file(o.output, header + source);
+  write_text_file(o.output, decided_source(schedule, p, o, threads, note));
   if (!o.quiet) std::fprintf(stderr, "tune: wrote the tuned kernel to %s\n", o.output.c_str());
 }
 
@@ -267,7 +264,7 @@ int report_cached(const Options& o, const CachedDecision& hit, const TuningKey& 
   report["decided_for_file"] = report.at("file");
   report["file"] = o.file;
   if (!o.output.empty()) {
-    write_decided_source(o, report, decided_source(report, hit.schedule, p, o, threads), true);
+    write_decided_source(o, report, hit.schedule, p, threads, true);
     report["output"] = o.output;
   } else {
     report["output"] = nullptr;
@@ -726,8 +723,7 @@ int run_tune(const Options& given) {
     if (!best || best->measurement.kernel_source.empty())
       throw Error("no schedule was measured successfully, so nothing was written to " + o.output,
                   "see the status counts and reasons in the output (--json: failures)");
-    write_decided_source(o, report, decided_source(report, *best->candidate.schedule, p, o, threads),
-                         false);
+    write_decided_source(o, report, *best->candidate.schedule, p, threads, false);
   }
 
   // 10. The decision into the tuning cache: a verdict from side-by-side timings only (not an
@@ -797,8 +793,10 @@ Command make_tune_command() {
                            "by commas, 'all' or 'none' (see waco-hybrid space --list-passes)")
                 ->capture_default_str();
             sub.add_option("--output,-o", o->output,
-                           "Write the winner's generated C++ source (self-contained, as emit "
-                           "gives it) to FILE, with its schedule in a comment");
+                           "Write the winner's drop-in header to FILE (as emit --standalone: the "
+                           "kernel and its format builder from CSR arrays, self-contained; two "
+                           "calls, waco_tuned::build then waco_tuned::spmv/spmm/...), with what it "
+                           "was tuned for in a comment");
             sub.add_option("--db", o->db,
                            "Results database (default: " + default_results_path() + ")");
             sub.add_option("--seed", o->seed, "Seed of the random sample and the dense operands")
@@ -899,7 +897,7 @@ Command make_tune_command() {
                 "examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmv --search model examples/bcsstk13.mtx.gz   # learned model, best 20 measured\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive --passes all --json A.mtx\n"
-                "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.cpp A.mtx\n"
+                "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.hpp A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n"                "  waco-hybrid tune --kernel spmv --search model --expected-calls 5000 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmv --search model --refresh examples/bcsstk13.mtx.gz\n"

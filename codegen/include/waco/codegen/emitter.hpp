@@ -109,6 +109,24 @@ std::optional<RaceStrategy> parse_race_strategy(const std::string& name);
 /// variable, its split size when it is a compile-time constant, else 0. `race` (Atomic or
 /// Private) matters only when the parallel loop is not race-free; otherwise the source is the
 /// same for both.
-std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceStrategy::Atomic);
+/// SharedObject: as above, to compile into a shared object. Header: the same code as inline
+/// functions and constants, to be placed inside a namespace of a header (no #include lines:
+/// the enclosing header includes <cstdlib> and <omp.h>); see emit_standalone_header.
+enum class SourceForm : std::uint8_t { SharedObject, Header };
+std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceStrategy::Atomic,
+                               SourceForm form = SourceForm::SharedObject);
+
+/// A drop-in header for a canonical, valid schedule: one self-contained file (C++17, OpenMP, no
+/// waco-hybrid header or library) with, in namespace `name_space`, the kernel (emit_kernel_source's
+/// Header form), a builder of the schedule's format from CSR arrays (from coordinates for
+/// MTTKRP's tensor), and the call that runs it on the caller's dense arrays:
+///   Format f = build(rows, cols, rowptr, colind, values);   // once per matrix
+///   spmv(f, x, y);  spmm(f, n, B, C);  sddmm(f, k, U, V, out);  mttkrp(f, n, B, C, out);
+/// `note` (may be empty) is put in the leading comment, e.g. what the schedule was tuned for.
+/// The builder refuses (std::length_error) formats storing more than `max_padding` values per
+/// nonzero, with the same bounds as build_storage.
+std::string emit_standalone_header(const SuperSchedule& s, RaceStrategy race,
+                                   const std::string& name_space = "waco_tuned",
+                                   const std::string& note = {}, double max_padding = 20.0);
 
 }  // namespace waco::codegen

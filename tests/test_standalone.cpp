@@ -1,0 +1,226 @@
+// Unit "standalone": the drop-in headers of emit --standalone / tune -o (codegen::
+// emit_standalone_header) compiled into a separate program with nothing of waco-hybrid, for every
+// shortcut and 50 random valid schedules per kernel: each builds its format from CSR arrays (from
+// coordinates for MTTKRP), runs, and must equal the double-precision reference, on every
+// edge-case operand; a format the library refuses (padding bound) must be refused alike.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/edge_cases.hpp"
+#include "support/random_schedule.hpp"
+#include "support/test_paths.hpp"
+#include "waco/codegen/emitter.hpp"
+#include "waco/codegen/storage.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/reference.hpp"
+
+using namespace waco;
+using kernels::KernelKind;
+
+namespace {
+
+constexpr int kDense = 3;  // not a power of two: inner splits of the dense variable are ragged
+
+template <typename T>
+void put(std::ofstream& out, const std::vector<T>& v) {
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+}
+
+template <typename T>
+void put_one(std::ofstream& out, T v) {
+  out.write(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+/// One operand with its dense inputs, as the driver reads it.
+struct Case {
+  std::string name;
+  kernels::CooMatrix A;
+  kernels::CooTensor T;
+  kernels::DenseOperands dense;
+  kernels::Problem problem;
+};
+
+void write_case(const std::string& path, KernelKind k, const Case& c) {
+  std::ofstream out(path, std::ios::binary);
+  if (kernels::needs_tensor(k)) {
+    for (int m = 0; m < 3; ++m) put_one<long long>(out, c.T.dims[m]);
+    put_one<long long>(out, c.T.nnz());
+    for (int m = 0; m < 3; ++m) put(out, c.T.idx[m]);
+    put(out, c.T.val);
+  } else {
+    const kernels::CsrMatrix csr = kernels::to_csr(c.A);
+    put_one<long long>(out, csr.rows);
+    put_one<long long>(out, csr.cols);
+    put_one<long long>(out, csr.nnz());
+    std::vector<long long> rowptr(csr.rowptr.begin(), csr.rowptr.end());
+    put(out, rowptr);
+    put(out, csr.colidx);
+    put(out, csr.val);
+  }
+  put_one<long long>(out, static_cast<long long>(c.dense.B.data.size()));
+  put(out, c.dense.B.data);
+  put_one<long long>(out, static_cast<long long>(c.dense.C.data.size()));
+  put(out, c.dense.C.data);
+  put_one<long long>(out, static_cast<long long>(c.problem.output_size()));
+}
+
+/// The driver: reads each operand file, runs every namespace's build and call, and writes per
+/// namespace 'R' (refused) or 'O' and the output floats to FILE.out.
+std::string driver(KernelKind k, std::size_t headers) {
+  std::ostringstream d;
+  for (std::size_t i = 0; i < headers; ++i) d << "#include \"s" << i << ".hpp\"\n";
+  d << R"(#include <cstdio>
+#include <vector>
+template <typename T> std::vector<T> get(std::FILE* f, long long n) {
+  std::vector<T> v(n > 0 ? n : 0);
+  if (n > 0 && std::fread(v.data(), sizeof(T), n, f) != static_cast<std::size_t>(n)) throw 1;
+  return v;
+}
+template <typename T> T one(std::FILE* f) { T v; if (std::fread(&v, sizeof v, 1, f) != 1) throw 1; return v; }
+int main(int argc, char** argv) {
+  for (int a = 1; a < argc; ++a) {
+    std::FILE* f = std::fopen(argv[a], "rb");
+)";
+  if (kernels::needs_tensor(k))
+    d << R"(    long long dims[3] = {one<long long>(f), one<long long>(f), one<long long>(f)};
+    const long long nnz = one<long long>(f);
+    auto i = get<int>(f, nnz), kk = get<int>(f, nnz), l = get<int>(f, nnz);
+    auto val = get<float>(f, nnz);
+)";
+  else
+    d << R"(    const long long rows = one<long long>(f), cols = one<long long>(f), nnz = one<long long>(f);
+    auto rowptr = get<long long>(f, rows + 1);
+    auto colind = get<int>(f, nnz);
+    auto val = get<float>(f, nnz);
+)";
+  d << R"(    auto in0 = get<float>(f, one<long long>(f));
+    auto in1 = get<float>(f, one<long long>(f));
+    const long long out_size = one<long long>(f);
+    std::fclose(f);
+    std::FILE* o = std::fopen((std::string(argv[a]) + ".out").c_str(), "wb");
+)";
+  for (std::size_t i = 0; i < headers; ++i) {
+    const std::string ns = "s" + std::to_string(i);
+    d << "    try {\n      auto fmt = " << ns << "::build(";
+    d << (kernels::needs_tensor(k) ? "dims, nnz, i.data(), kk.data(), l.data(), val.data());\n"
+                                   : "rows, cols, rowptr.data(), colind.data(), val.data());\n");
+    d << "      std::vector<float> out(out_size > 0 ? out_size : 1, 12345.0f);\n      ";
+    switch (k) {
+      case KernelKind::SpMV: d << ns << "::spmv(fmt, in0.data(), out.data());\n"; break;
+      case KernelKind::SpMM: d << ns << "::spmm(fmt, " << kDense << ", in0.data(), out.data());\n"; break;
+      case KernelKind::SDDMM:
+        d << ns << "::sddmm(fmt, " << kDense << ", in0.data(), in1.data(), out.data());\n";
+        break;
+      case KernelKind::MTTKRP:
+        d << ns << "::mttkrp(fmt, " << kDense << ", in0.data(), in1.data(), out.data());\n";
+        break;
+    }
+    d << "      std::fputc('O', o);\n      std::fwrite(out.data(), sizeof(float), out_size, o);\n"
+         "    } catch (const std::length_error&) {\n      std::fputc('R', o);\n    }\n";
+  }
+  d << "    std::fclose(o);\n  }\n  return 0;\n}\n";
+  return d.str();
+}
+
+std::vector<codegen::SuperSchedule> schedules_for(KernelKind k) {
+  std::vector<codegen::SuperSchedule> out;
+  std::set<std::string> seen;
+  const std::vector<std::string> shortcuts =
+      kernels::needs_tensor(k) ? std::vector<std::string>{"csf"}
+                               : std::vector<std::string>{"csr", "dcsr", "csc", "bcsr4x4", "bcsr2x8"};
+  for (const std::string& name : shortcuts) {
+    const codegen::SuperSchedule s = codegen::canonicalize(*codegen::schedule_shortcut(k, name));
+    if (seen.insert(codegen::to_text(s)).second) out.push_back(s);
+  }
+  test::Rng rng{0xD409u + static_cast<std::uint64_t>(k)};
+  int random = 0;
+  while (random < 50) {
+    const codegen::SuperSchedule s = codegen::canonicalize(test::random_schedule(k, rng));
+    if (!codegen::validate(s).empty() || !seen.insert(codegen::to_text(s)).second) continue;
+    out.push_back(s);
+    ++random;
+  }
+  return out;
+}
+
+std::vector<float> read_floats(std::ifstream& in, std::int64_t n) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("standalone: drop-in headers compiled without waco-hybrid equal the reference") {
+  for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM, KernelKind::MTTKRP}) {
+    const std::string kernel(kernels::kernel_name(k));
+    const std::string dir = test::scratch_dir("standalone-" + kernel);
+    const std::vector<codegen::SuperSchedule> schedules = schedules_for(k);
+    for (std::size_t i = 0; i < schedules.size(); ++i) {
+      // Every second random schedule with private output copies where that changes the code.
+      const codegen::RaceStrategy race = i % 2 == 1 && !codegen::parallel_loop_is_race_free(schedules[i])
+                                             ? codegen::RaceStrategy::Private
+                                             : codegen::RaceStrategy::Atomic;
+      std::ofstream(dir + "/s" + std::to_string(i) + ".hpp")
+          << codegen::emit_standalone_header(schedules[i], race, "s" + std::to_string(i));
+    }
+    std::ofstream(dir + "/driver.cpp") << driver(k, schedules.size());
+    // A separate program: only the headers, the compiler and OpenMP (no waco include path).
+    const std::string compile = "c++ -O1 -fopenmp -std=c++17 -Wall -Wextra -Werror -o " + dir +
+                                "/driver " + dir + "/driver.cpp 2> " + dir + "/compile.log";
+    INFO(kernel << ": " << compile);
+    REQUIRE(std::system(compile.c_str()) == 0);
+
+    std::vector<Case> cases;
+    if (kernels::needs_tensor(k)) {
+      for (auto& [name, t] : test::edge_case_tensors()) cases.push_back({name, {}, t, {}, {}});
+    } else {
+      for (auto& [name, a] : test::edge_case_matrices()) cases.push_back({name, a, {}, {}, {}});
+    }
+    std::string files;
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      Case& cs = cases[c];
+      const kernels::CooMatrix* A = kernels::needs_tensor(k) ? nullptr : &cs.A;
+      const kernels::CooTensor* T = kernels::needs_tensor(k) ? &cs.T : nullptr;
+      cs.dense = kernels::make_dense_operands(k, A, T, kDense, 5);
+      cs.problem = kernels::make_problem(k, A, T, cs.dense);
+      const std::string path = dir + "/case" + std::to_string(c) + ".bin";
+      write_case(path, k, cs);
+      files += " " + path;
+    }
+    REQUIRE(std::system((dir + "/driver" + files).c_str()) == 0);
+
+    int ran = 0, refused = 0;
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      const Case& cs = cases[c];
+      const kernels::Reference ref = kernels::compute_reference(cs.problem);
+      std::ifstream in(dir + "/case" + std::to_string(c) + ".bin.out", std::ios::binary);
+      for (std::size_t i = 0; i < schedules.size(); ++i) {
+        INFO(kernel << " schedule '" << codegen::to_text(schedules[i]) << "' on " << cs.name);
+        const char status = static_cast<char>(in.get());
+        const bool library_refuses = !codegen::build_storage(schedules[i], cs.problem).storage;
+        CHECK((status == 'R') == library_refuses);
+        if (status != 'O') {
+          ++refused;
+          continue;
+        }
+        const std::vector<float> out = read_floats(in, cs.problem.output_size());
+        const kernels::Verification v =
+            kernels::verify(out.data(), static_cast<std::int64_t>(out.size()), ref);
+        CHECK(v.message == "");
+        ++ran;
+      }
+      CHECK(in.good());
+    }
+    INFO(kernel << ": " << ran << " runs, " << refused << " refused");
+    CHECK(ran > refused);
+  }
+}
