@@ -45,6 +45,8 @@ struct Outcome {
   double residual = 0;  ///< ||b - A x|| / ||b||, recomputed in double
   double error = 0;     ///< max |x - 1|
   std::string detail;
+  double break_even = -1;  ///< plan: calls after which its tuning paid for itself (-1: never/unknown)
+  double speedup = 0;      ///< plan: tune's side-by-side speedup over csr
 };
 
 double dot(const std::vector<float>& a, const std::vector<float>& b) {
@@ -165,6 +167,10 @@ int main(int argc, char** argv) {
       const waco::Plan plan = backend == "plan" ? waco::tune(A, waco::Kernel::SpMV, wo)
                                                 : waco::make_plan(A, waco::Kernel::SpMV, "csr", wo);
       o.setup_s = example::now() - t0;
+      if (backend == "plan") {
+        o.break_even = plan.break_even_calls();
+        o.speedup = plan.speedup();
+      }
       o.detail = plan.schedule() + (backend == "plan" ? " (" + plan.verdict() +
                                                             (plan.from_cache() ? ", from cache" : "") + ")"
                                                       : "");
@@ -205,11 +211,11 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < out.size(); ++i)
         std::printf("%s{\"backend\": \"%s\", \"setup_s\": %.6f, \"solve_s\": %.6f, \"total_s\": %.6f, "
                     "\"iterations\": %d, \"per_iteration_s\": %.9f, \"residual\": %.3e, "
-                    "\"error\": %.3e, \"detail\": \"%s\"}",
+                    "\"error\": %.3e, \"break_even_calls\": %.1f, \"tune_speedup\": %.4f, \"detail\": \"%s\"}",
                     i ? ", " : "", out[i].backend.c_str(), out[i].setup_s, out[i].solve_s,
                     out[i].setup_s + out[i].solve_s, out[i].iterations,
                     out[i].solve_s / std::max(1, out[i].iterations), out[i].residual, out[i].error,
-                    out[i].detail.c_str());
+                    out[i].break_even, out[i].speedup, out[i].detail.c_str());
       std::printf("]}\n");
     } else {
       std::printf("CG on %s%s: %lld rows, %lld nonzeros, %d threads, tol %g\n", args.file().c_str(),

@@ -47,6 +47,8 @@ struct Outcome {
   double spmm_s = 0;
   double difference = 0;  ///< max |H - H_eigen| / max |H_eigen|
   std::string detail;
+  double break_even = -1;  ///< plan: calls after which its tuning paid for itself (-1: never/unknown)
+  double speedup = 0;      ///< plan: tune's side-by-side speedup over csr
   RowMatrix H;
 };
 
@@ -134,6 +136,10 @@ int main(int argc, char** argv) {
       const waco::Plan plan = backend == "plan" ? waco::tune(A, waco::Kernel::SpMM, wo)
                                                 : waco::make_plan(A, waco::Kernel::SpMM, "csr", wo);
       o.setup_s = example::now() - t0;
+      if (backend == "plan") {
+        o.break_even = plan.break_even_calls();
+        o.speedup = plan.speedup();
+      }
       o.detail = plan.schedule() + (backend == "plan" ? " (" + plan.verdict() +
                                                             (plan.from_cache() ? ", from cache" : "") + ")"
                                                       : "");
@@ -162,11 +168,11 @@ int main(int argc, char** argv) {
                   epochs);
       for (std::size_t i = 0; i < out.size(); ++i)
         std::printf("%s{\"backend\": \"%s\", \"setup_s\": %.6f, \"run_s\": %.6f, \"spmm_s\": %.6f, "
-                    "\"total_s\": %.6f, \"per_spmm_s\": %.9f, \"difference\": %.3e, \"detail\": \"%s\"}",
+                    "\"total_s\": %.6f, \"per_spmm_s\": %.9f, \"difference\": %.3e, \"break_even_calls\": %.1f, \"tune_speedup\": %.4f, \"detail\": \"%s\"}",
                     i ? ", " : "", out[i].backend.c_str(), out[i].setup_s, out[i].run_s,
                     out[i].spmm_s, out[i].setup_s + out[i].run_s,
                     out[i].spmm_s / (static_cast<double>(layers) * epochs), out[i].difference,
-                    out[i].detail.c_str());
+                    out[i].break_even, out[i].speedup, out[i].detail.c_str());
       std::printf("]}\n");
     } else {
       std::printf("GCN propagation on %s: %lld nodes, %lld nonzeros of D^-1/2 (A+I) D^-1/2, %lld "
