@@ -30,6 +30,8 @@ const char* kUsage =
     "  --threads N      threads (default: all cores)\n"
     "  --search S       waco tune's search: model, anns, random, exhaustive (default model)\n"
     "  --budget N       candidates tune measures (default: the search's)\n"
+    "  --tuning-share F share of the expected calls' csr time tuning may take (default 0.1)\n"
+    "  --always-tune    tune without telling waco the expected calls (no not-worth-it shortcut)\n"
     "  --cache-dir DIR  waco's tuning cache (default ~/.cache/waco-hybrid/plans)\n"
     "  --refresh        tune again even when the cache has a decision\n"
     "  --verbose        tune's progress on stderr\n"
@@ -118,7 +120,7 @@ int main(int argc, char** argv) {
   auto defaults = example::waco_option_defaults();
   defaults.insert({{"tol", "1e-6"}, {"max-iter", "2000"}, {"laplacian", "false"}});
   const example::Args args(argc, argv, defaults, kUsage);
-  try {
+  return example::guarded([&]() -> int {
     const int threads = example::threads_of(args);
     example::warm_up_threads(threads);
     Eigen::setNbThreads(threads);
@@ -158,22 +160,16 @@ int main(int argc, char** argv) {
 
     std::vector<Outcome> out;
     waco::Options wo = example::waco_options(args);
-    wo.expected_calls = max_iter;
     for (const std::string backend : {"plan", "csr"}) {
       if (!example::wants(args, backend)) continue;
       Outcome o;
       o.backend = backend;
-      const double t0 = example::now();
-      const waco::Plan plan = backend == "plan" ? waco::tune(A, waco::Kernel::SpMV, wo)
-                                                : waco::make_plan(A, waco::Kernel::SpMV, "csr", wo);
-      o.setup_s = example::now() - t0;
-      if (backend == "plan") {
-        o.break_even = plan.break_even_calls();
-        o.speedup = plan.speedup();
-      }
-      o.detail = plan.schedule() + (backend == "plan" ? " (" + plan.verdict() +
-                                                            (plan.from_cache() ? ", from cache" : "") + ")"
-                                                      : "");
+      const example::WacoBackend w = example::waco_backend(backend, A, waco::Kernel::SpMV, wo, max_iter, args);
+      const waco::Plan& plan = w.plan;
+      o.setup_s = w.setup_s;
+      o.break_even = w.break_even;
+      o.speedup = w.speedup;
+      o.detail = w.detail;
       std::vector<float> x;
       const double t1 = example::now();
       o.iterations = pcg([&](const float* in, float* y) { plan.spmv(in, y); }, diag, b, x, tol,
@@ -248,12 +244,5 @@ int main(int argc, char** argv) {
       }
     }
     return 0;
-  } catch (const waco::Error& e) {
-    std::fprintf(stderr, "error: %s%s%s\n", e.what(), e.hint().empty() ? "" : " (hint: ",
-                 e.hint().empty() ? "" : (e.hint() + ")").c_str());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

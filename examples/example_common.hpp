@@ -111,7 +111,7 @@ inline EigenCsr eigen_of(const Csr& c) {
 }
 
 /// The waco options of the examples' command lines (--threads, --search, --budget, --cache-dir,
-/// --refresh, --verbose).
+/// --refresh, --verbose, --tuning-share).
 inline waco::Options waco_options(const Args& a) {
   waco::Options o;
   o.threads = static_cast<int>(a.integer("threads"));
@@ -120,6 +120,7 @@ inline waco::Options waco_options(const Args& a) {
   o.cache_dir = a.str("cache-dir");
   o.refresh = a.flag("refresh");
   o.verbose = a.flag("verbose");
+  o.tuning_share = a.real("tuning-share");
   return o;
 }
 
@@ -127,12 +128,53 @@ inline waco::Options waco_options(const Args& a) {
 inline std::map<std::string, std::string> waco_option_defaults() {
   return {{"threads", "0"}, {"search", "model"}, {"budget", "0"}, {"cache-dir", ""},
           {"refresh", "false"}, {"verbose", "false"}, {"json", "false"}, {"check", "false"},
-          {"backends", "plan,csr,eigen"}};
+          {"backends", "plan,csr,eigen"}, {"tuning-share", "0.1"}, {"always-tune", "false"}};
 }
 
 inline bool wants(const Args& a, const std::string& backend) {
   const std::string list = "," + a.str("backends") + ",";
   return list.find("," + backend + ",") != std::string::npos;
+}
+
+/// A waco back-end of the examples: "plan" (what waco::tune chose for A) or "csr" (the csr
+/// schedule, waco::make_plan), with the time it took to get it and what was decided.
+struct WacoBackend {
+  waco::Plan plan;
+  double setup_s = 0;
+  double break_even = -1;  ///< plan: calls after which its tuning paid for itself (-1: never/unknown)
+  double speedup = 0;      ///< plan: tune's side-by-side speedup over csr
+  std::string detail;      ///< the schedule (and, for the plan, the verdict)
+};
+
+/// `expected_calls`: what the application will call (the example's iterations); --always-tune
+/// leaves it out, so that tune searches whatever the calls could pay for.
+inline WacoBackend waco_backend(const std::string& backend, const waco::Matrix& A, waco::Kernel k,
+                                waco::Options o, std::int64_t expected_calls, const Args& args) {
+  o.expected_calls = args.flag("always-tune") ? 0 : expected_calls;
+  const double t0 = now();
+  const bool tuned = backend == "plan";
+  const waco::Plan plan = tuned ? waco::tune(A, k, o) : waco::make_plan(A, k, "csr", o);
+  const double setup_s = now() - t0;
+  const std::string detail =
+      plan.schedule() +
+      (tuned ? " (" + plan.verdict() + (plan.from_cache() ? ", from cache" : "") + ")" : "");
+  return {plan, setup_s, tuned ? plan.break_even_calls() : -1.0, tuned ? plan.speedup() : 0.0,
+          detail};
+}
+
+/// Runs an example's body, printing waco::Error (with its hint) and other exceptions as one
+/// "error:" line; returns the body's exit status, or 1 after an error.
+template <typename Body>
+int guarded(Body body) {
+  try {
+    return body();
+  } catch (const waco::Error& e) {
+    std::fprintf(stderr, "error: %s%s%s\n", e.what(), e.hint().empty() ? "" : " (hint: ",
+                 e.hint().empty() ? "" : (e.hint() + ")").c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  }
+  return 1;
 }
 
 /// Starts the OpenMP thread team once before any back-end runs, so that none of them pays for it

@@ -2,12 +2,15 @@
 # The example applications on larger inputs (issue 16's tables): time to solution of the CG
 # solver and of the GCN propagation with each back-end (plan = waco::tune's choice, tuning
 # included and started from an empty tuning cache; csr; Eigen), side by side in one process per
-# matrix, and the break-even calls of the plan. Tables to stdout, JSON per run to OUT_DIR.
+# matrix, and the break-even calls of the plan. plan_us / csr_us: one CG iteration (SpMV and the
+# vector updates) or one SpMM. Tables to stdout, JSON per run to OUT_DIR.
 #   usage: scripts/bench_examples.sh [DATA_DIR] [OUT_DIR]
 #   env: SPD (default: the five largest SPD matrices of the data folder, by name),
 #        GRAPHS (default: the five largest matrices of the data folder),
 #        CG_ARGS (default "--tol 1e-6 --max-iter 5000"), GNN_ARGS (default
 #        "--features 64 --layers 2 --epochs 200"), SEARCH (default model), THREADS (default 2),
+#        SHARE (the share of the expected calls' csr time tuning may take, default 0.1),
+#        ALWAYS_TUNE (set: tune without telling waco the expected calls),
 #        WACO_CPU_LOCK (a file every run holds exclusively: no build or test beside a timing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,19 +42,22 @@ row() {  # name kind json
      (($b.csr.total_s / $b.plan.total_s)*1000|floor/1000|tostring),
      (($b.eigen.total_s / $b.plan.total_s)*1000|floor/1000|tostring),
      ($b.plan.iterations // 0 | tostring),
+     ((($b.plan.per_spmm_s // $b.plan.per_iteration_s) * 1e6 * 10 | floor) / 10 | tostring),
+     ((($b.csr.per_spmm_s // $b.csr.per_iteration_s) * 1e6 * 10 | floor) / 10 | tostring),
      (if $b.plan.break_even_calls < 0 then "-" else ($b.plan.break_even_calls|floor|tostring) end),
      $b.plan.detail] | @tsv' "$3"
 }
-printf '%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %6s %9s  %s\n' matrix app nnz tune_ms plan_ms csr_ms \
-  eigen_ms csr/plan eig/plan iters breakeven "plan (verdict)"
+printf '%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %6s %9s %9s %9s  %s\n' matrix app nnz tune_ms plan_ms \
+  csr_ms eigen_ms csr/plan eig/plan iters plan_us csr_us breakeven "plan (verdict)"
 run() {  # name app args...
   local name=$1 app=$2
   shift 2
   local json=$out/$name.$app.json
   rm -rf "$out/plans"  # tuning counted: an empty tuning cache every run
   measure "$build/examples/waco-$app" "$@" --threads "$threads" --search "$search" \
+    --tuning-share "${SHARE:-0.1}" ${ALWAYS_TUNE:+--always-tune} \
     --cache-dir "$out/plans" --json > "$json"
-  row "$name" "$app" "$json" | awk -F'\t' '{printf "%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %6s %9s  %s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12}'
+  row "$name" "$app" "$json" | awk -F'\t' '{printf "%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %6s %9s %9s %9s  %s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14}'
 }
 for m in $spd; do
   f=$(file_of "$m")
@@ -59,6 +65,7 @@ for m in $spd; do
   run "$m" cg "$f" $cg_args
 done
 for f in "${graphs[@]}"; do
+  [ -n "$f" ] || continue
   m=$(basename "$f"); m=${m%%.mtx*}
   run "$m" cg "$f" --laplacian $cg_args
   run "$m" gnn "$f" $gnn_args

@@ -34,11 +34,13 @@ void print_tune_text(const nlohmann::json& j) {
               j.at("search").get<std::string>().c_str());
   if (j.value("from_cache", false)) {
     const nlohmann::json& c = j.at("plan_cache");
-    std::printf("  from cache    decided %s for %s (%s); this call took %s; --refresh tunes again\n",
+    std::printf("  from cache    decided %s for %s (%s); this call took %s after reading the "
+                "file (%s); --refresh tunes again\n",
                 c.value("saved_at", std::string("?")).c_str(),
                 j.value("decided_for_file", std::string("?")).c_str(),
                 c.value("path", std::string("?")).c_str(),
-                format_seconds(j.value("cached_call_s", 0.0)).c_str());
+                format_seconds(j.value("cached_call_s", 0.0)).c_str(),
+                format_seconds(j.value("read_s", 0.0)).c_str());
   }
   const nlohmann::json& space = j.at("space");
   if (!space.is_null())

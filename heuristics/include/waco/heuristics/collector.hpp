@@ -52,9 +52,9 @@ struct CollectOptions {
   /// Seconds to wait for a busy machine to calm down before a group (and once before measuring a
   /// disturbed group again); 0: do not check.
   double busy_wait_s = 60.0;
-  /// When set, a file the collecting process holds an exclusive flock on while it measures (and
-  /// compiles): builds and benchmarks that take the same lock never run beside a measurement.
-  /// Matrices already collected or excluded never wait for it.
+  /// When set, a file the collecting process holds an exclusive flock on while it collects a
+  /// matrix (makes the operand and its reference, compiles, measures): builds and benchmarks that
+  /// take the same lock never run beside any of it.
   std::string cpu_lock;
   /// Stored with the group (the run's context block).
   nlohmann::json context = nlohmann::json::object();
