@@ -284,7 +284,7 @@ Command make_collect_command() {
             sub.add_option("--db", o->db,
                            "Results database (default: " + heuristics::default_results_path() + ")");
             sub.add_option("--dense", o->dense,
-                           "Dense size: J for spmm/mttkrp, K for sddmm (default 256, 256, 16)")
+                           "Dense size: J for spmm and mttkrp, K for sddmm (defaults: spmm 256, mttkrp 16, sddmm 256)")
                 ->check(CLI::Range(1, 1 << 20));
             sub.add_option("--schedules", o->schedules, "Sampled schedules per matrix (csr-like "
                            "schedule and baseline come on top)")

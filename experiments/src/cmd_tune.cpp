@@ -804,7 +804,7 @@ Command make_tune_command() {
             sub.add_option("--seed", o->seed, "Seed of the random sample and the dense operands")
                 ->capture_default_str();
             sub.add_option("--dense", o->dense,
-                           "Dense size: J for spmm/mttkrp, K for sddmm (default 256, 256, 16)")
+                           "Dense size: J for spmm and mttkrp, K for sddmm (defaults: spmm 256, mttkrp 16, sddmm 256)")
                 ->check(CLI::Range(1, 1 << 20));
             add_threads_option(sub, o->threads);
             sub.add_option("--repeat", o->repeat, "Timed runs per candidate (median reported)")

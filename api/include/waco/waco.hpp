@@ -116,7 +116,7 @@ struct Options {
   /// time, and returns csr when even one candidate cannot pay for itself (0: no bound).
   std::int64_t expected_calls = 0;
   double tuning_share = 0.1;
-  int dense = 0;                   ///< n of SpMM/MTTKRP, k of SDDMM to tune for (0: 256, 16, 256)
+  int dense = 0;                   ///< n of SpMM/MTTKRP, k of SDDMM to tune for (0: spmm 256, mttkrp 16, sddmm 256)
   /// The tuning cache folder (empty: ~/.cache/waco-hybrid/plans, or under $XDG_CACHE_HOME).
   std::string cache_dir;
   bool use_cache = true;           ///< false: neither read nor write the tuning cache

@@ -29,7 +29,7 @@ namespace waco::heuristics {
 
 struct CollectOptions {
   kernels::KernelKind kernel = kernels::KernelKind::SpMV;
-  int dense = 0;                  ///< 0: the kernel's default (256, 256, 16)
+  int dense = 0;                  ///< 0: the kernel's default (spmm 256, mttkrp 16, sddmm 256)
   int schedules = 100;            ///< sampled schedules per matrix (csr-like and baseline extra)
   double admissible_share = 0.5;  ///< of them from the admissible set, the rest from the legal space
   double repeat_share = 0.05;     ///< groups measured a second time (pair-order stability)
