@@ -651,7 +651,7 @@ int run_tune(const Options& given) {
     explanation = explain_tune(ei);
   }
 
-  // 9. The report: one JSON object, printed as it is (--json) or as text read off it.
+  // 8. The report: one JSON object, printed as it is (--json) or as text read off it (below).
   nlohmann::json top = nlohmann::json::array();
   for (std::size_t i = 0; i < std::min<std::size_t>(5, ranked.size()); ++i)
     top.push_back(entry_json(*ranked[i]));
@@ -720,7 +720,7 @@ int run_tune(const Options& given) {
       {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
       {"context", context}};
 
-  // 8. The tuned kernel's source, with what it was tuned for, where the user asked for it.
+  // 9. The decided schedule's drop-in header, with what it was tuned for, where the user asked.
   if (!o.output.empty() && r.stopped_by != "interrupted") {
     if (!best || best->measurement.kernel_source.empty())
       throw Error("no schedule was measured successfully, so nothing was written to " + o.output,
@@ -729,8 +729,8 @@ int run_tune(const Options& given) {
   }
 
   // 10. The decision into the tuning cache: a verdict from side-by-side timings only (not an
-  // interrupted or unconfirmed run, nor one cut short by --expected-calls, whose answer depends
-  // on the calls).
+  // interrupted or unconfirmed run, nor a not-worth-it answer, which depends on the calls; a
+  // search that --expected-calls cut short and that found a winner is a decision like another).
   if (plan_cache && (verdict == "gain" || verdict == "no-gain") && best &&
       best->candidate.schedule && r.stopped_by != "interrupted") {
     try {
