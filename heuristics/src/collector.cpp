@@ -131,15 +131,6 @@ std::vector<Measurement> measure_group(Measurer& m, const std::vector<Candidate>
 
 CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recipe& recipe,
                                 const CollectOptions& opts) {
-  // The CPU lock first, held until this process exits: making the operand and its reference is
-  // CPU work too, and a timing run of another process holding the lock must not share the
-  // machine with it.
-  if (!opts.cpu_lock.empty()) {
-    const int fd = ::open(opts.cpu_lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error("cannot open the CPU lock " + opts.cpu_lock + ": " + std::strerror(errno));
-    while (::flock(fd, LOCK_EX) != 0)
-      if (errno != EINTR) throw Error("cannot lock " + opts.cpu_lock + ": " + std::strerror(errno));
-  }
   CollectOutcome out;
   out.label = recipe.label();
   const double t0 = now_s();
@@ -196,6 +187,16 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
       out.message = "already collected";
       return out;
     }
+  }
+  // The CPU lock, held until this process exits, before the reference and everything after it
+  // (CPU work a timing run of another process holding the lock must not share the machine with).
+  // Only making the operand (its fingerprint says whether it is collected already) comes first:
+  // collected and excluded matrices never wait for the lock.
+  if (!opts.cpu_lock.empty()) {
+    const int fd = ::open(opts.cpu_lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error("cannot open the CPU lock " + opts.cpu_lock + ": " + std::strerror(errno));
+    while (::flock(fd, LOCK_EX) != 0)
+      if (errno != EINTR) throw Error("cannot lock " + opts.cpu_lock + ": " + std::strerror(errno));
   }
   const kernels::Reference ref = kernels::compute_reference(p);
   Measurer measurer(p, ref, opts.measure);  // before anything here runs OpenMP

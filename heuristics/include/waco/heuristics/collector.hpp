@@ -53,8 +53,9 @@ struct CollectOptions {
   /// disturbed group again); 0: do not check.
   double busy_wait_s = 60.0;
   /// When set, a file the collecting process holds an exclusive flock on while it collects a
-  /// matrix (makes the operand and its reference, compiles, measures): builds and benchmarks that
-  /// take the same lock never run beside any of it.
+  /// matrix (computes its reference, compiles, measures; only making the operand comes before):
+  /// builds and benchmarks that take the same lock never run beside it. Matrices already
+  /// collected or excluded never wait for it.
   std::string cpu_lock;
   /// Stored with the group (the run's context block).
   nlohmann::json context = nlohmann::json::object();
