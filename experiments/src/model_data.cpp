@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli_common.hpp"
@@ -32,7 +33,10 @@ void add_model_data_options(CLI::App& app, ModelDataOptions& o) {
   app.add_flag("-q,--quiet", o.quiet, "No progress on stderr");
 }
 
-std::string models_dir() { return shipped_dir("models", WACO_MODELS_DIR); }
+std::string models_dir() {
+  if (const char* env = std::getenv("WACO_MODELS_DIR"); env != nullptr && *env != '\0') return env;
+  return shipped_dir("models", WACO_MODELS_DIR);
+}
 
 std::string default_model_path(kernels::KernelKind k) {
   return (fs::path(models_dir()) / (std::string(kernels::kernel_name(k)) + ".model")).string();

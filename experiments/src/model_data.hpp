@@ -24,7 +24,8 @@ struct ModelDataOptions {
 /// --db, FILES, --data-dir, --threads, -q.
 void add_model_data_options(CLI::App& app, ModelDataOptions& o);
 
-/// The folder of the shipped models (<source>/data/models) and a kernel's default model in it.
+/// The folder of the shipped models and a kernel's default model in it: $WACO_MODELS_DIR when
+/// set, else the installed copy beside the executable, else <source>/data/models.
 std::string models_dir();
 std::string default_model_path(kernels::KernelKind k);
 /// `path`, or when empty the shipped model of kernel k; a missing shipped model is a clear error

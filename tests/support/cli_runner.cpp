@@ -13,14 +13,15 @@
 
 namespace waco::test {
 
-CliResult run_cli(const std::string& args) {
+CliResult run_cli(const std::string& args, const std::string& env) {
   namespace fs = std::filesystem;
   static int calls = 0;
   const std::string err_path =
       (fs::temp_directory_path() /
        ("waco-cli-stderr-" + std::to_string(getpid()) + "-" + std::to_string(++calls)))
           .string();
-  const std::string cmd = cli_binary() + " " + args + " 2>" + err_path;
+  const std::string cmd =
+      (env.empty() ? std::string() : "env " + env + " ") + cli_binary() + " " + args + " 2>" + err_path;
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);

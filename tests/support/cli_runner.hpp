@@ -12,7 +12,8 @@ struct CliResult {
   std::string err;  ///< stderr
 };
 
-/// Runs `waco-hybrid <args>`; args are passed through the shell (quote them as for sh).
-CliResult run_cli(const std::string& args);
+/// Runs `waco-hybrid <args>`; args are passed through the shell (quote them as for sh). `env`:
+/// NAME=value assignments (space-separated) for this run only.
+CliResult run_cli(const std::string& args, const std::string& env = {});
 
 }  // namespace waco::test
