@@ -73,23 +73,26 @@ void print_tune_text(const nlohmann::json& j) {
   const bool best_is_csr = best.is_object() && best.at("schedule") == j.at("csr").at("schedule");
   const std::string verdict = j.at("verdict").get<std::string>();
   const nlohmann::json& detail = j.at("verdict_detail");
+  const std::string result = "; the result is the " + shortcut + " schedule";
   if (detail.is_object()) {
     const bool gain = detail.at("gain").get<bool>();
     std::printf("  verdict       %s: the best nominee ran %.3fx the time of the %s side by side "
                 "(per-round quartiles %.3f-%.3f, spread %.3f)%s\n",
-                gain ? "gain over csr" : "no gain over csr", detail.at("ratio_median").get<double>(),
+                gain ? ("gain over " + shortcut).c_str() : ("no gain over " + shortcut).c_str(),
+                detail.at("ratio_median").get<double>(),
                 detail.at("reference").get<std::string>().c_str(),
                 detail.at("ratio_q25").get<double>(), detail.at("ratio_q75").get<double>(),
-                detail.at("spread").get<double>(),
-                gain ? "" : best_is_csr ? "; the result is the csr schedule" : "");
+                detail.at("spread").get<double>(), gain ? "" : best_is_csr ? result.c_str() : "");
   } else if (verdict == "not-worth-it") {
-    std::printf("  verdict       not worth tuning: %s; the result is the csr schedule\n",
-                j.at("economy").at("calls_budget").at("reason").get<std::string>().c_str());
+    std::printf("  verdict       not worth tuning: %s%s\n",
+                j.at("economy").at("calls_budget").at("reason").get<std::string>().c_str(),
+                result.c_str());
   } else if (verdict == "no-reference") {
-    std::printf("  verdict       no csr reference ran side by side; the best nominee stands\n");
+    std::printf("  verdict       no %s reference ran side by side; the best nominee stands\n",
+                shortcut.c_str());
   } else if (verdict == "no-gain") {
-    std::printf("  verdict       no gain over csr: no candidate completed its timing; the result "
-                "is the csr schedule\n");
+    std::printf("  verdict       no gain over %s: no candidate completed its timing%s\n",
+                shortcut.c_str(), result.c_str());
   }
   if (best.is_object()) {
     std::printf("  best          %s  %s (search)\n", seconds_or(best.value("median_s", nlohmann::json()), "-").c_str(),
