@@ -404,7 +404,7 @@ const char* kernel_name(Kernel k) {
   return "?";
 }
 
-const char* version() { return WACO_VERSION; }
+const char* version() { return kernels::version(); }
 
 Plan tune(const Matrix& A, Kernel k, const Options& o) {
   return api::translate_errors([&] {
@@ -558,7 +558,7 @@ void Plan::save(const std::string& path) const {
   api::translate_errors([&] {
     nlohmann::json j = {{"format", kPlanFormat},
                         {"version", kPlanVersion},
-                        {"waco_version", WACO_VERSION},
+                        {"waco_version", kernels::version()},
                         {"kernel", kernel_name(impl_->kernel)},
                         {"fingerprint", impl_->fingerprint},
                         {"dims", impl_->dims},
@@ -580,9 +580,11 @@ Plan Plan::load(const std::string& path, const Matrix& A, const Options& o) {
     const double t0 = kernels::now_seconds();
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(path + ": cannot open the plan file: " + std::strerror(errno));
+    std::stringstream text;
+    text << in.rdbuf();
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(read_file(path));
+      j = nlohmann::json::parse(text.str());
     } catch (const nlohmann::json::exception& e) {
       throw Error(path + ": not a waco-hybrid plan (not JSON: " + std::string(e.what()) + ")");
     }

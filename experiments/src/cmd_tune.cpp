@@ -213,29 +213,42 @@ CandidateChoice choose_candidates(const Options& o, KernelKind kind, int threads
   return c;
 }
 
+/// What the drop-in header's race strategy depends on, known from the sparse operand and the
+/// dense size alone (a tuning cache hit makes no dense operands).
+struct OutputShape {
+  std::int64_t nnz = 0;
+  std::int64_t output_size = 0;  ///< entries of the output (SDDMM: one per nonzero)
+  std::int64_t dense = 1;        ///< J or K; 1 for SpMV
+};
+
+OutputShape output_shape(KernelKind kind, const Operand& op, int dense) {
+  OutputShape s;
+  s.nnz = op.matrix ? op.matrix->matrix.nnz() : op.tensor->tensor.nnz();
+  s.dense = kind == KernelKind::SpMV ? 1 : dense;
+  const std::int64_t rows = op.matrix ? op.matrix->matrix.rows : op.tensor->tensor.dims[0];
+  s.output_size = codegen::kernel_spec(kind).sparse_output() ? s.nnz : rows * s.dense;
+  return s;
+}
+
 /// The drop-in header of the decided schedule for -o: the race strategy the measured kernel used
 /// (resolved on this problem), the schedule's format builder and the kernel in one header.
-std::string decided_source(const codegen::SuperSchedule& schedule, const Problem& p,
+std::string decided_source(const codegen::SuperSchedule& schedule, const OutputShape& shape,
                            const Options& o, int threads, const std::string& note) {
   // The strategy resolved as for the measured kernel, with the updates estimated as nonzeros x
   // dense size (padding of U levels left out): both strategies are correct, only their speed
   // differs, and only when the parallel loop does not index the output.
-  const codegen::RaceStrategy race =
-      codegen::resolve_race(o.generated.race, codegen::canonicalize(schedule),
-                            static_cast<std::int64_t>(codegen::kernel_spec(p.kind).sparse_output()
-                                                          ? p.nnz()
-                                                          : p.output_size()),
-                            static_cast<double>(p.nnz()) *
-                                (p.kind == KernelKind::SpMV ? 1.0 : p.dense_size()),
-                            schedule.threads > 0 ? schedule.threads : threads);
+  const codegen::RaceStrategy race = codegen::resolve_race(
+      o.generated.race, codegen::canonicalize(schedule), shape.output_size,
+      static_cast<double>(shape.nnz) * static_cast<double>(shape.dense),
+      schedule.threads > 0 ? schedule.threads : threads);
   return codegen::emit_standalone_header(schedule, race, "waco_tuned", note,
                                          o.generated.storage.max_padding);
 }
 
 /// Writes the decided schedule's drop-in header with what it was tuned for (tune -o).
 void write_decided_source(const Options& o, const nlohmann::json& report,
-                          const codegen::SuperSchedule& schedule, const Problem& p, int threads,
-                          bool from_cache) {
+                          const codegen::SuperSchedule& schedule, const OutputShape& shape,
+                          int threads, bool from_cache) {
   std::string note = "tuned by waco-hybrid tune for " + report.at("kernel").get<std::string>() +
                      " on " + o.file + " (fingerprint " +
                      report.at("fingerprint").get<std::string>() + ", dense " +
@@ -251,20 +264,20 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
                   from_cache ? ", decided earlier (tuning cache)" : "");
     note += buf;
   }
-  write_text_file(o.output, decided_source(schedule, p, o, threads, note));
+  write_text_file(o.output, decided_source(schedule, shape, o, threads, note));
   if (!o.quiet) std::fprintf(stderr, "tune: wrote the tuned kernel to %s\n", o.output.c_str());
 }
 
 /// A tuning cache hit: the stored report, marked as such, printed as a fresh one would be.
 int report_cached(const Options& o, const CachedDecision& hit, const TuningKey& key,
-                  const Problem& p, int threads, double t_start, double t_read) {
+                  const OutputShape& shape, int threads, double t_start, double t_read) {
   nlohmann::json report = hit.report;
   report["from_cache"] = true;
   report["plan_cache"] = {{"path", hit.path}, {"saved_at", hit.saved_at}, {"key", key.to_json()}};
   report["decided_for_file"] = report.at("file");
   report["file"] = o.file;
   if (!o.output.empty()) {
-    write_decided_source(o, report, hit.schedule, p, threads, true);
+    write_decided_source(o, report, hit.schedule, shape, threads, true);
     report["output"] = o.output;
   } else {
     report["output"] = nullptr;
@@ -304,9 +317,7 @@ int run_tune(const Options& given) {
   // 1. The problem and its reference (serial: no OpenMP yet).
   const Operand op = load_operand(o.file, o.read, kind);
   const double t_read = now_seconds();
-  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, "");
-  const Problem p = make_problem(kind, op.matrix ? &op.matrix->matrix : nullptr,
-                                 op.tensor ? &op.tensor->tensor : nullptr, operands);
+  const OutputShape shape = output_shape(kind, op, dense);
 
   // The tuning cache: a decision for this matrix, kernel, dense size, threads and machine is
   // returned without searching (space searches only: a --schedules list is not a decision).
@@ -316,15 +327,22 @@ int run_tune(const Options& given) {
   TuningKey tuning_key;
   if (o.schedules.empty() && !o.no_plan_cache) {
     plan_cache.emplace(o.plan_cache);
-    tuning_key = TuningKey{rec.fingerprint, kind, static_cast<int>(p.dense_size()), threads,
+    tuning_key = TuningKey{rec.fingerprint, kind, static_cast<int>(shape.dense), threads,
                            machine_identity(o.generated.compiler)};
     if (!o.refresh) {
       const CacheLookup found = plan_cache->find(tuning_key);
-      if (found.hit) return report_cached(o, *found.hit, tuning_key, p, threads, t_start, t_read);
+      if (found.hit)
+        return report_cached(o, *found.hit, tuning_key, shape, threads, t_start, t_read);
       if (!found.problem.empty()) std::fprintf(stderr, "warning: %s\n", found.problem.c_str());
     }
   }
 
+  // The dense operands (not needed for a cache hit) and the reference.
+  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, "");
+  const Problem p = make_problem(kind, op.matrix ? &op.matrix->matrix : nullptr,
+                                 op.tensor ? &op.tensor->tensor : nullptr, operands);
+  WACO_ASSERT(p.dense_size() == shape.dense && p.output_size() == shape.output_size,
+              "the output shape known before the dense operands is not the problem's");
   const Reference ref = compute_reference(p);
 
   // 2. The measurement worker, before anything runs OpenMP.
@@ -725,7 +743,7 @@ int run_tune(const Options& given) {
     if (!best || best->measurement.kernel_source.empty())
       throw Error("no schedule was measured successfully, so nothing was written to " + o.output,
                   "see the status counts and reasons in the output (--json: failures)");
-    write_decided_source(o, report, *best->candidate.schedule, p, threads, false);
+    write_decided_source(o, report, *best->candidate.schedule, shape, threads, false);
   }
 
   // 10. The decision into the tuning cache: a verdict from side-by-side timings only (not an

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 
@@ -139,15 +140,6 @@ std::string migrate_v2_to_v3_sql() {
   return std::string(kDatasetTables) +
          "ALTER TABLE measurements ADD COLUMN group_id INTEGER REFERENCES groups(id);\n"
          "UPDATE meta SET value = '3' WHERE key = 'schema_version';\n";
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string env(const char* name) {
@@ -337,7 +329,7 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
         exec(schema_sql().c_str());
         Statement v(db_, "INSERT INTO meta(key, value) VALUES ('schema_version', ?1), "
                          "('application', 'waco-hybrid results'), ('created', ?2)");
-        v.bind(1, std::to_string(kResultsSchemaVersion)).bind(2, utc_now());
+        v.bind(1, std::to_string(kResultsSchemaVersion)).bind(2, kernels::utc_timestamp());
         v.step();
       }
       exec("COMMIT");
@@ -441,7 +433,7 @@ std::int64_t ResultsDb::record_matrix(const MatrixRecord& m) {
               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(fingerprint) DO UPDATE SET "
               "path = excluded.path, statistics = excluded.statistics RETURNING id");
   s.bind(1, m.fingerprint).bind(2, m.path).bind(3, m.rows).bind(4, m.cols).bind(5, m.nnz);
-  s.bind(6, m.statistics.dump()).bind(7, utc_now());
+  s.bind(6, m.statistics.dump()).bind(7, kernels::utc_timestamp());
   WACO_ASSERT(s.step(), "INSERT ... RETURNING gave no row");
   const std::int64_t id = s.int64(0);
   while (s.step()) {
@@ -518,7 +510,7 @@ void ResultsDb::insert_measurement(const MeasurementKey& key, const Candidate& c
   s.bind(15, std::string(status_name(m.status))).bind(16, m.reason);
   s.bind(17, m.conversion_s).bind(18, m.compile_s).bind(19, m.cache_hit ? 1 : 0);
   if (m.stored_values >= 0) s.bind(20, m.stored_values); else s.bind_null(20);
-  s.bind(21, m.kernel_source).bind(22, m.wall_s).bind(23, context.dump()).bind(24, utc_now());
+  s.bind(21, m.kernel_source).bind(22, m.wall_s).bind(23, context.dump()).bind(24, kernels::utc_timestamp());
   if (group_id) s.bind(25, *group_id); else s.bind_null(25);
   if (m.counters.is_null()) s.bind_null(26); else s.bind(26, m.counters.dump());
   s.step();
@@ -578,7 +570,7 @@ std::int64_t ResultsDb::record_group(const MeasurementKey& key, const GroupRecor
     s.bind(6, g.repetition).bind(7, g.candidates);
     if (g.csr_spread) s.bind(8, *g.csr_spread); else s.bind_null(8);
     if (g.pair_agreement) s.bind(9, *g.pair_agreement); else s.bind_null(9);
-    s.bind(10, g.seconds).bind(11, g.context.dump()).bind(12, utc_now());
+    s.bind(10, g.seconds).bind(11, g.context.dump()).bind(12, kernels::utc_timestamp());
     WACO_ASSERT(s.step(), "INSERT ... RETURNING gave no row");
     id = s.int64(0);
     while (s.step()) {

@@ -1,8 +1,6 @@
 // The persistent tuning cache: see tuning_cache.hpp.
 #include "waco/heuristics/tuning_cache.hpp"
 
-#include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,15 +16,6 @@ namespace waco::heuristics {
 namespace {
 
 constexpr const char* kFormat = "waco-hybrid tuning cache";
-
-std::string utc_now() {
-  char date[32];
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return date;
-}
 
 /// The checksum of an entry: a hash of its key, schedule and report as compact JSON.
 std::string checksum(const nlohmann::json& key, const nlohmann::json& schedule,
@@ -122,7 +111,7 @@ std::string TuningCache::store(const TuningKey& key, const codegen::SuperSchedul
   const nlohmann::json s = codegen::to_json(schedule);
   const nlohmann::json entry = {{"format", kFormat},
                                 {"version", kTuningCacheVersion},
-                                {"saved_at", utc_now()},
+                                {"saved_at", kernels::utc_timestamp()},
                                 {"key", k},
                                 {"schedule", s},
                                 {"report", report},

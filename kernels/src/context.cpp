@@ -418,13 +418,18 @@ std::string busy_machine_warning(int threads, double seconds) {
 
 const char* version() { return WACO_VERSION; }
 
-nlohmann::json context_json(int threads, std::string_view counter_backend) {
-  const CacheSizes& c = cache_sizes();
-  char date[32];
+std::string utc_timestamp() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
   gmtime_r(&now, &tm);
+  char date[32];
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return date;
+}
+
+nlohmann::json context_json(int threads, std::string_view counter_backend) {
+  const CacheSizes& c = cache_sizes();
+  const std::string date = utc_timestamp();
   return nlohmann::json{
       {"cpu", cpu_model()},
       {"cores_available", available_cpus()},

@@ -121,6 +121,9 @@ const char* git_revision();
 
 /// Version string of waco-hybrid.
 const char* version();
+/// The current time as UTC ISO 8601 ("2026-11-25T22:38:58Z"): how results, the tuning cache and
+/// every context block date things.
+std::string utc_timestamp();
 
 /// {"cpu", "cores_available", "threads", "cache_bytes": {l1d,l2,l3}, "cache_source" (the
 ///  CacheSizes::to_json() of cache_sizes()), "compiler", "flags", "build_type", "git_revision",
