@@ -3,6 +3,7 @@
 // (exhaustively on small spaces), and the signature-driven passes' inputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -37,7 +38,7 @@ kernels::CooMatrix generated(const std::string& kind, std::int64_t rows, std::ui
 
 TEST_CASE("passes: the registry lists every pass once, each with a description") {
   const auto passes = list_passes();
-  REQUIRE(passes.size() == 10);
+  REQUIRE(passes.size() == 12);
   std::set<std::string> names;
   for (const PassInfo& p : passes) {
     REQUIRE(names.insert(p.name).second);
@@ -50,6 +51,79 @@ TEST_CASE("passes: the registry lists every pass once, each with a description")
   // Soundness as documented.
   for (const PassInfo& p : passes)
     REQUIRE(p.sound == (p.name == "legality" || p.name == "sparse-iteration"));
+  // The restrictions are listed last and are not in the default pipeline.
+  REQUIRE(passes[10].name == "csr-storage");
+  REQUIRE(passes[11].name == "default-schedule");
+  for (const PassInfo& p : passes) {
+    REQUIRE(p.restriction == (p.name == "csr-storage" || p.name == "default-schedule"));
+    const Pipeline all = default_pipeline();
+    REQUIRE((std::find(all.begin(), all.end(), p.name) == all.end()) == p.restriction);
+  }
+}
+
+TEST_CASE("passes: the restrictions keep csr storage (schedule-only) or the default schedule (format-only)") {
+  const kernels::CooMatrix a = generated("banded", 64, 3);
+  for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM}) {
+    CAPTURE(kernels::kernel_name(k));
+    SpaceOptions so;
+    so.cores = 2;
+    const codegen::SuperSchedule csr = *codegen::schedule_shortcut(k, "csr");
+    codegen::SuperSchedule csr_all_cores = csr;
+    csr_all_cores.threads = 2;
+    Space schedule_only = Space::for_operand(k, &a, nullptr, 8, so);
+    run_pipeline(schedule_only, parse_pipeline("legality,csr-storage"));
+    std::uint64_t n = 0;
+    schedule_only.for_each([&](const codegen::SuperSchedule& s) {
+      REQUIRE(s.levels() == csr.levels());
+      REQUIRE(s.formats == csr.formats);
+      for (char v : codegen::kernel_spec(k).sparse_vars) REQUIRE(s.split_of(v) == 1);
+      ++n;
+      return true;
+    });
+    REQUIRE(n == schedule_only.count());
+    REQUIRE(n > 1);  // chunks, threads (and for spmm/sddmm dense splits and orders) stay free
+    REQUIRE_FALSE(schedule_only.admits(csr_all_cores).has_value());
+    for (const auto& [shortcut, reason] : {std::pair<std::string, std::string>{"dcsr", "not-csr-storage"},
+                                           {"bcsr4x4", "sparse-split"}}) {
+      codegen::SuperSchedule other = *codegen::schedule_shortcut(k, shortcut);
+      other.threads = 2;
+      REQUIRE(schedule_only.admits(other).value() == reason);
+    }
+
+    Space format_only = Space::for_operand(k, &a, nullptr, 8, so);
+    run_pipeline(format_only, parse_pipeline("legality,default-schedule"));
+    std::set<std::string> formats;
+    format_only.for_each([&](const codegen::SuperSchedule& s) {
+      REQUIRE(s.chunk == csr.chunk);
+      REQUIRE(s.threads == 2);
+      REQUIRE(s.parallel == s.order.front());
+      for (char v : codegen::kernel_spec(k).vars)
+        if (!codegen::kernel_spec(k).is_sparse_var(v)) {
+          REQUIRE(s.split_of(v) == 1);
+          REQUIRE(s.order.back().var == v);  // the one dense loop is innermost
+        }
+      std::string f;
+      for (int x : s.split) f += std::to_string(x) + ",";
+      for (const Loop& l : s.levels()) f += l.name();
+      for (codegen::LevelFormat x : s.formats) f += x == codegen::LevelFormat::U ? "U" : "C";
+      formats.insert(f);
+      return true;
+    });
+    REQUIRE(formats.size() == format_only.count());  // one schedule per format
+    REQUIRE(formats.size() > 4);
+    REQUIRE_FALSE(format_only.admits(csr_all_cores).has_value());
+    codegen::SuperSchedule dcsr = *codegen::schedule_shortcut(k, "dcsr");
+    dcsr.threads = 2;
+    REQUIRE_FALSE(format_only.admits(dcsr).has_value());
+    codegen::SuperSchedule small_chunk = csr_all_cores;
+    small_chunk.chunk = csr.chunk / 2;
+    REQUIRE(format_only.admits(small_chunk).value() == "not-default-chunk");
+  }
+  // "all" inside a list is the default pipeline.
+  Pipeline p = parse_pipeline("all,csr-storage");
+  REQUIRE(p.size() == default_pipeline().size() + 1);
+  REQUIRE(p.back() == "csr-storage");
+  REQUIRE_THROWS_AS(parse_pipeline("all,legality"), kernels::Error);  // legality twice
 }
 
 TEST_CASE("passes: pipelines parse and print back") {

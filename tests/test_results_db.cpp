@@ -147,7 +147,7 @@ TEST_CASE("results_db: other schema versions and other files are refused with cl
   CHECK_THROWS_WITH(ResultsDb("/proc/no-such-dir/x.sqlite"), Catch::Contains("results database"));
 }
 
-TEST_CASE("results_db: a version 1 file is migrated in place (through 2 and 3 to 4), keeping its rows") {
+TEST_CASE("results_db: a version 1 file is migrated in place (through 2, 3 and 4 to 5), keeping its rows") {
   const std::string path = test::scratch_dir("results-db-migrate") + "/v1.sqlite";
   const kernels::CooMatrix a = small_matrix();
   const MatrixRecord rec = matrix_record(a, "small.mtx");
@@ -178,6 +178,7 @@ TEST_CASE("results_db: a version 1 file is migrated in place (through 2 and 3 to
     DROP TABLE measurements;
     DROP TABLE groups;
     DROP TABLE provenance;
+    DROP TABLE ablation;
     ALTER TABLE m1 RENAME TO measurements;
     CREATE UNIQUE INDEX measurements_identity ON measurements(
       matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
@@ -211,6 +212,33 @@ TEST_CASE("results_db: a version 1 file is migrated in place (through 2 and 3 to
   ResultsDb again(path);
   CHECK(again.schema_version() == kResultsSchemaVersion);
   CHECK(again.count_measurements() == 3);
+}
+
+TEST_CASE("results_db: ablation rows are keyed by matrix, kernel, dense, threads and configuration") {
+  const std::string path = test::scratch_dir("results-db-ablation") + "/a.sqlite";
+  ResultsDb db(path);
+  const MatrixRecord rec = matrix_record(small_matrix(), "small.mtx");
+  db.record_matrix(rec);
+  CHECK_FALSE(db.find_ablation(rec.fingerprint, "spmv", 1, 2, "hybrid").has_value());
+  db.record_ablation(rec.fingerprint, "spmv", 1, 2, "hybrid", {{"winner", "csr"}});
+  db.record_ablation(rec.fingerprint, "spmv", 1, 2, "exhaustive", {{"winner", "dcsr"}});
+  db.record_ablation(rec.fingerprint, "spmv", 1, 1, "hybrid", {{"winner", "csc"}});
+  db.record_ablation(rec.fingerprint, "spmv", 1, 2, "hybrid", {{"winner", "bcsr4x4"}});  // replaces
+  const auto found = db.find_ablation(rec.fingerprint, "spmv", 1, 2, "hybrid");
+  REQUIRE(found.has_value());
+  CHECK(found->at("winner") == "bcsr4x4");
+  const std::vector<AblationRow> rows = db.ablation_rows();
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].path == "small.mtx");
+  CHECK(rows[0].nnz == rec.nnz);
+  CHECK(rows[0].config == "exhaustive");  // a replaced row counts as the newest
+  CHECK(rows[1].threads == 1);
+  CHECK(rows[2].row.at("winner") == "bcsr4x4");
+  // A damaged row is missing for find_ablation (ablate measures it again) and an error for readers.
+  raw_sql(path, "UPDATE ablation SET row = '{broken' WHERE config = 'exhaustive'");
+  ResultsDb again(path);
+  CHECK_FALSE(again.find_ablation(rec.fingerprint, "spmv", 1, 2, "exhaustive").has_value());
+  CHECK_THROWS_WITH(again.ablation_rows(), Catch::Contains("not JSON"));
 }
 
 TEST_CASE("results_db: matrices, schedules and measurements round-trip") {

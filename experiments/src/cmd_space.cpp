@@ -41,12 +41,14 @@ int list_passes_command(const Options& o) {
   if (o.json) {
     nlohmann::json j = nlohmann::json::array();
     for (const PassInfo& p : passes)
-      j.push_back({{"name", p.name}, {"sound", p.sound}, {"description", p.description}});
+      j.push_back({{"name", p.name}, {"sound", p.sound}, {"restriction", p.restriction},
+                   {"description", p.description}});
     print_json({{"passes", j}});
     return kExitOk;
   }
   for (const PassInfo& p : passes)
-    std::printf("%-22s %-9s %s\n", p.name.c_str(), p.sound ? "sound" : "heuristic",
+    std::printf("%-22s %-11s %s\n", p.name.c_str(),
+                p.restriction ? "restriction" : p.sound ? "sound" : "heuristic",
                 p.description.c_str());
   std::printf("\nDefault pipeline (--passes all): %s\n", print_pipeline(default_pipeline()).c_str());
   return kExitOk;

@@ -15,12 +15,15 @@ namespace {
 struct Entry {
   const char* name;
   std::unique_ptr<Pass> (*factory)(const PassParams&);
+  bool restriction;  ///< not a trimming rule: never in "all"
 };
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> r = {
-#define WACO_PASS(name, factory) {name, &detail::factory},
+#define WACO_PASS(name, factory) {name, &detail::factory, false},
+#define WACO_RESTRICTION(name, factory) {name, &detail::factory, true},
 #include "passes.def"
+#undef WACO_RESTRICTION
 #undef WACO_PASS
   };
   return r;
@@ -65,7 +68,7 @@ std::vector<PassInfo> list_passes() {
   for (const Entry& e : registry()) {
     const auto p = e.factory(PassParams{});
     WACO_ASSERT(p->name() == e.name, "passes.def name differs from the pass's own name");
-    out.push_back({p->name(), p->description(), p->sound()});
+    out.push_back({p->name(), p->description(), p->sound(), e.restriction});
   }
   return out;
 }
@@ -79,7 +82,8 @@ std::unique_ptr<Pass> make_pass(const std::string& name, const PassParams& param
 
 Pipeline default_pipeline() {
   Pipeline p;
-  for (const Entry& e : registry()) p.push_back(e.name);
+  for (const Entry& e : registry())
+    if (!e.restriction) p.push_back(e.name);
   return p;
 }
 
@@ -97,15 +101,18 @@ Pipeline parse_pipeline(const std::string& text) {
     if (name.empty())
       throw kernels::Error("empty pass name in pipeline \"" + text + "\"",
                            "write names separated by commas, e.g. legality,parallelize-outer");
-    bool known = false;
+    bool known = name == "all";
     for (const Entry& e : registry()) known = known || name == e.name;
     if (!known)
       throw kernels::Error("unknown trimming pass '" + name + "' in pipeline \"" + text + "\"",
                            "known passes: " + known_names() + " (see --list-passes)");
-    if (!seen.insert(name).second)
-      throw kernels::Error("pass '" + name + "' given twice in pipeline \"" + text + "\"",
-                           "a pass applied twice removes nothing more: list it once");
-    p.push_back(name);
+    // "all" within a list stands for the default pipeline, e.g. "all,csr-storage".
+    for (const std::string& n : name == "all" ? default_pipeline() : Pipeline{name}) {
+      if (!seen.insert(n).second)
+        throw kernels::Error("pass '" + n + "' given twice in pipeline \"" + text + "\"",
+                             "a pass applied twice removes nothing more: list it once");
+      p.push_back(n);
+    }
     if (comma == std::string::npos) break;
     from = comma + 1;
   }

@@ -88,6 +88,21 @@ CREATE TABLE groups(
 // Version 4: the software counts of a side-by-side measurement (Measurement::counters).
 constexpr const char* kCountersColumn = "ALTER TABLE measurements ADD COLUMN counters TEXT;\n";
 
+// Version 5: the outcomes of `waco-hybrid ablate` (one JSON row per matrix, kernel, dense size,
+// threads and configuration).
+constexpr const char* kAblationTable = R"sql(
+CREATE TABLE ablation(
+  id        INTEGER PRIMARY KEY,
+  matrix_id INTEGER NOT NULL REFERENCES matrices(id),
+  kernel    TEXT NOT NULL,
+  dense     INTEGER NOT NULL,
+  threads   INTEGER NOT NULL,
+  config    TEXT NOT NULL,
+  row       TEXT NOT NULL,
+  created   TEXT NOT NULL,
+  UNIQUE(matrix_id, kernel, dense, threads, config));
+)sql";
+
 constexpr const char* kMeasurementsIndex = R"sql(
 CREATE UNIQUE INDEX measurements_identity ON measurements(
   matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
@@ -115,7 +130,12 @@ CREATE TABLE schedules(
   json   TEXT NOT NULL,
   UNIQUE(kernel, text));
 )sql" + std::string(kDatasetTables) + measurements_table("measurements", true) + kMeasurementsIndex +
-         kCountersColumn;
+         kCountersColumn + kAblationTable;
+}
+
+// Version 4 -> 5: the ablation table.
+std::string migrate_v4_to_v5_sql() {
+  return std::string(kAblationTable) + "UPDATE meta SET value = '5' WHERE key = 'schema_version';\n";
 }
 
 // Version 1 -> 2: SQLite cannot change a CHECK constraint, so the table is rebuilt and renamed
@@ -381,6 +401,7 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
     migrate(1, migrate_v1_to_v2_sql());
     migrate(2, migrate_v2_to_v3_sql());
     migrate(3, migrate_v3_to_v4_sql());
+    migrate(4, migrate_v4_to_v5_sql());
     if (version_ != kResultsSchemaVersion)
       throw Error("the results database " + path + " has schema version " + text +
                       ", this waco-hybrid reads version " + std::to_string(kResultsSchemaVersion),
@@ -825,6 +846,55 @@ std::int64_t ResultsDb::count(const char* table) const {
   Statement s(db_, (std::string("SELECT count(*) FROM ") + table).c_str());
   s.step();
   return s.int64(0);
+}
+
+void ResultsDb::record_ablation(const std::string& fingerprint, const std::string& kernel,
+                                int dense, int threads, const std::string& config,
+                                const nlohmann::json& row) {
+  Statement s(db_, "INSERT OR REPLACE INTO ablation(matrix_id, kernel, dense, threads, config, "
+                   "row, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  s.bind(1, matrix_id(fingerprint)).bind(2, kernel).bind(3, dense).bind(4, threads);
+  s.bind(5, config).bind(6, row.dump()).bind(7, kernels::utc_timestamp());
+  s.step();
+}
+
+std::optional<nlohmann::json> ResultsDb::find_ablation(const std::string& fingerprint,
+                                                       const std::string& kernel, int dense,
+                                                       int threads,
+                                                       const std::string& config) const {
+  Statement s(db_, "SELECT a.row FROM ablation a JOIN matrices x ON x.id = a.matrix_id WHERE "
+                   "x.fingerprint = ?1 AND a.kernel = ?2 AND a.dense = ?3 AND a.threads = ?4 AND "
+                   "a.config = ?5");
+  s.bind(1, fingerprint).bind(2, kernel).bind(3, dense).bind(4, threads).bind(5, config);
+  if (!s.step()) return std::nullopt;
+  nlohmann::json row = nlohmann::json::parse(s.text(0), nullptr, false);
+  if (row.is_discarded()) return std::nullopt;  // damaged: measured again, and replaced
+  return row;
+}
+
+std::vector<AblationRow> ResultsDb::ablation_rows() const {
+  Statement s(db_, "SELECT x.fingerprint, x.path, x.nnz, a.kernel, a.dense, a.threads, a.config, "
+                   "a.row, a.created FROM ablation a JOIN matrices x ON x.id = a.matrix_id ORDER "
+                   "BY a.id");
+  std::vector<AblationRow> rows;
+  while (s.step()) {
+    AblationRow r;
+    r.fingerprint = s.text(0);
+    r.path = s.text(1);
+    r.nnz = s.int64(2);
+    r.kernel = s.text(3);
+    r.dense = static_cast<int>(s.int64(4));
+    r.threads = static_cast<int>(s.int64(5));
+    r.config = s.text(6);
+    r.row = nlohmann::json::parse(s.text(7), nullptr, false);
+    if (r.row.is_discarded())
+      throw Error("results database " + path_ + ": the ablation row of " + r.config + " on " +
+                      r.path + " is not JSON",
+                  "run waco-hybrid ablate again for that matrix (it replaces the row)");
+    r.created = s.text(8);
+    rows.push_back(std::move(r));
+  }
+  return rows;
 }
 
 std::int64_t ResultsDb::count_matrices() const { return count("matrices"); }

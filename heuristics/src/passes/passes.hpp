@@ -5,13 +5,21 @@
 #include <functional>
 #include <memory>
 
+#include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/pass.hpp"
 
 namespace waco::heuristics::detail {
 
 #define WACO_PASS(name, factory) std::unique_ptr<Pass> factory(const PassParams& params);
+#define WACO_RESTRICTION(name, factory) WACO_PASS(name, factory)
 #include "passes.def"
+#undef WACO_RESTRICTION
 #undef WACO_PASS
+
+/// The csr schedule of a kernel (csf for MTTKRP): the reference the restrictions keep.
+inline codegen::SuperSchedule csr_like_schedule(kernels::KernelKind k) {
+  return *codegen::schedule_shortcut(k, k == kernels::KernelKind::MTTKRP ? "csf" : "csr");
+}
 
 /// A nest-stage constraint from a function.
 class NestConstraint final : public Constraint {

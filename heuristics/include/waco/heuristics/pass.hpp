@@ -77,22 +77,26 @@ struct PassInfo {
   std::string name;
   std::string description;
   bool sound = false;
+  /// A restriction for comparisons (ablate's baselines), not a trimming rule: not in "all".
+  bool restriction = false;
 };
 
-/// Every pass, in registry order (which is also the default pipeline).
+/// Every pass, in registry order (the default pipeline is the trimming rules among them, in
+/// that order; the restrictions come last).
 std::vector<PassInfo> list_passes();
 /// A pass by name; throws kernels::Error listing the known names when unknown.
 std::unique_ptr<Pass> make_pass(const std::string& name, const PassParams& params = {});
 
 /// A pipeline: pass names in order.
 using Pipeline = std::vector<std::string>;
-/// Parses "a,b,c" (spaces around names allowed; "all" = every pass in registry order; "" or
+/// Parses "a,b,c" (spaces around names allowed; "all" = the default pipeline, also as an item
+/// of a list such as "all,csr-storage"; "" or
 /// "none" = no pass). Throws kernels::Error naming an unknown pass and listing the known ones, or
 /// a pass given twice.
 Pipeline parse_pipeline(const std::string& text);
 /// "a,b,c" ("none" for the empty pipeline); parse_pipeline(print_pipeline(p)) == p.
 std::string print_pipeline(const Pipeline& p);
-/// Every pass in registry order.
+/// Every trimming pass in registry order (the restrictions left out).
 Pipeline default_pipeline();
 
 /// Applies one pass to the space (adds its constraints) and returns its statistics.

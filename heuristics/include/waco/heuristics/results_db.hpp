@@ -11,6 +11,9 @@
 //   provenance(matrix_id, recipe JSON, source, split)   how a dataset matrix is made again
 //   groups(id, matrix_id, kernel, dense, threads, rounds, repetition, candidates, csr_spread,
 //          pair_agreement, seconds, context JSON, created)   rows timed side by side (collect)
+//   ablation(id, matrix_id, kernel, dense, threads, config, row JSON, created)   one pipeline
+//          configuration's outcome on a matrix, or (config "side-by-side") every configuration's
+//          winner timed side by side with the references (waco-hybrid ablate; read by report)
 // median_s/min_s/max_s are set for status ok and abandoned (then over the runs made before timing
 // stopped), NULL otherwise.
 // A measurement is identified by (matrix, kernel, implementation, schedule, dense size, threads,
@@ -41,9 +44,10 @@ namespace waco::heuristics {
 
 /// The schema this build reads and writes. Bump it on any change of the tables, with a migration
 /// from the previous version (results_db.cpp). Version 2 admits the status 'abandoned'; version 3
-/// adds the dataset tables (provenance, groups) and measurements.group_id. Older files are
-/// migrated on open, in place, one version at a time.
-inline constexpr int kResultsSchemaVersion = 4;
+/// adds the dataset tables (provenance, groups) and measurements.group_id; version 4
+/// measurements.counters; version 5 the ablation table. Older files are migrated on open, in
+/// place, one version at a time.
+inline constexpr int kResultsSchemaVersion = 5;
 /// Version of the dataset export format (ResultsDb::for_each_group).
 inline constexpr int kDatasetExportVersion = 1;
 
@@ -107,6 +111,20 @@ struct GroupRow {
 };
 
 /// One stored measurement.
+/// One row of the ablation table: an outcome of `waco-hybrid ablate` (its JSON is the command's
+/// business; the database only keys it).
+struct AblationRow {
+  std::string fingerprint;
+  std::string path;  ///< the matrix's path when it was recorded
+  std::int64_t nnz = 0;
+  std::string kernel;
+  int dense = 0;
+  int threads = 0;
+  std::string config;
+  nlohmann::json row;
+  std::string created;
+};
+
 struct StoredMeasurement {
   Candidate candidate;
   Measurement measurement;
@@ -192,6 +210,17 @@ class ResultsDb {
   /// provenance, the group and its rows (and a repetition when it has a pair agreement), in one
   /// transaction, replacing a group with the same identity. Throws Error for a malformed object.
   void import_group(const nlohmann::json& g);
+
+  /// Records (replaces) the ablation row of (matrix, kernel, dense, threads, config); the
+  /// matrix must have been recorded.
+  void record_ablation(const std::string& fingerprint, const std::string& kernel, int dense,
+                       int threads, const std::string& config, const nlohmann::json& row);
+  /// The stored row of that identity, if any.
+  std::optional<nlohmann::json> find_ablation(const std::string& fingerprint,
+                                              const std::string& kernel, int dense, int threads,
+                                              const std::string& config) const;
+  /// Every ablation row, oldest first.
+  std::vector<AblationRow> ablation_rows() const;
 
   /// Row counts of the three tables (for tests and reports).
   std::int64_t count_matrices() const;
