@@ -27,6 +27,7 @@
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/kernel.hpp"
+#include "waco/kernels/process.hpp"
 #include "waco/kernels/timing.hpp"
 
 extern char** environ;
@@ -196,34 +197,6 @@ class TempDir {
   std::string path_;
 };
 
-/// Runs argv with stdout (and, unless `live_stderr`, stderr) into files; returns the exit status
-/// (128 + signal when killed).
-int run_process(const std::vector<std::string>& argv, const std::string& out_path,
-                const std::string& err_path, bool live_stderr) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (!live_stderr)
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0)
-    throw Error("cannot start " + argv[0] + ": " + std::strerror(rc),
-                "check Options::cli or WACO_HYBRID_CLI");
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw Error(std::string("waiting for waco-hybrid: ") + std::strerror(errno));
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
 /// The first "error: MESSAGE (hint: HINT)" line of the CLI's stderr as an Error.
 Error cli_error(const std::string& err, int status, bool live_stderr) {
   std::istringstream lines(err);
@@ -278,7 +251,12 @@ nlohmann::json tune_with_cli(const Matrix& A, Kernel k, const Options& o, int th
   if (!o.verbose) argv.push_back("--quiet");
   argv.push_back(operand);
   const std::string out_path = tmp.path() + "/report.json", err_path = tmp.path() + "/stderr.txt";
-  const int status = run_process(argv, out_path, err_path, o.verbose);
+  int status = 0;
+  try {
+    status = kernels::run_process(argv, out_path, err_path, o.verbose);
+  } catch (const kernels::Error& e) {
+    throw Error(e.what(), "check Options::cli or WACO_HYBRID_CLI");
+  }
   const std::string err = o.verbose ? std::string() : read_file(err_path);
   if (status != 0) throw cli_error(err, status, o.verbose);
   nlohmann::json report;

@@ -158,7 +158,8 @@ struct CandidateChoice {
 };
 
 CandidateChoice choose_candidates(const Options& o, KernelKind kind, int threads, const Problem& p,
-                                  const Pipeline& pipeline, const Searcher& searcher) {
+                                  const Pipeline& pipeline, const Searcher& searcher,
+                                  const decltype(SearchRequest::measure)& measure) {
   CandidateChoice c;
   c.search = o.search;
   std::vector<Candidate>& candidates = c.candidates;
@@ -202,6 +203,7 @@ CandidateChoice choose_candidates(const Options& o, KernelKind kind, int threads
     req.index = o.index;
     req.check_recall = o.check_recall;
     req.quiet = o.quiet;
+    req.measure = measure;
     SearchChoice choice = searcher.choose(req);
     const std::vector<codegen::SuperSchedule>& chosen = choice.schedules;
     search_info = std::move(choice.info);
@@ -363,7 +365,17 @@ int run_tune(const Options& given) {
   const nlohmann::json context = context_json(threads, "none");
 
   // 4. The candidates.
-  CandidateChoice choice = choose_candidates(o, kind, threads, p, pipeline, searcher);
+  // Searches that learn from measurements (bandit) measure through tune's database and worker;
+  // the candidates they return are then reused, not measured again.
+  const auto measure_one = [&](const codegen::SuperSchedule& s) -> std::optional<double> {
+    TuneOptions single;
+    single.context = context;
+    single.stop = &g_interrupted;
+    const TuneEntry e = measure_or_reuse(db, key, measurer, Candidate::generated(s), single);
+    if (e.measurement.status != MeasureStatus::Ok) return std::nullopt;
+    return e.measurement.median_s;
+  };
+  CandidateChoice choice = choose_candidates(o, kind, threads, p, pipeline, searcher, measure_one);
   std::vector<Candidate>& candidates = choice.candidates;
   nlohmann::json& space_json = choice.space;
   const nlohmann::json& search_info = choice.search_info;

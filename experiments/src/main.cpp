@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
       make_train_command(),
       make_evaluate_command(),
       make_predict_command(),
+      make_ablate_command(),
   };
 
   CLI::App app{

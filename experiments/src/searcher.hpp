@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,10 @@ struct SearchRequest {
   std::string index;                         ///< --index (empty: the user cache)
   bool check_recall = false;                 ///< --check-recall (anns: recall against exact)
   bool quiet = false;
+  /// Measures one schedule (verified, stored in tune's database, reused by tune afterwards) and
+  /// returns its median seconds, nullopt when it failed; for searches that learn from
+  /// measurements (bandit). Empty when the caller cannot measure.
+  std::function<std::optional<double>(const codegen::SuperSchedule&)> measure;
 };
 
 /// The search's candidates, in the order to measure them, and what it reports about itself

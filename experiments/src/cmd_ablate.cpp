@@ -1,0 +1,639 @@
+// waco-hybrid ablate (issue 21): runs matrices through named configurations of the pipeline (the
+// standard set is ablation_configs.def; --config adds more), then times every configuration's
+// winner side by side with the library baselines, interleaved in one run, so that the
+// configurations can be compared with each other (separate runs drift by tens of percent on a
+// shared machine). Each configuration is one `waco-hybrid tune` child process with its own fresh
+// database (no configuration reuses another's measurements; kernels compiled earlier are reused
+// from the compile cache by all); the side-by-side run is one `waco-hybrid bench` child. Results
+// go to the results database's ablation table, one row per matrix and configuration and one
+// "side-by-side" row per matrix; a run that stops resumes where it stopped. `waco-hybrid report`
+// turns them into tables and plots.
+//
+// Children, not calls: tune forks its measuring worker before it runs OpenMP, which a second
+// tune in the same process could not do (GNU libgomp does not survive fork).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "cli_common.hpp"
+#include "command.hpp"
+#include "waco/heuristics/results_db.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/process.hpp"
+#include "waco/kernels/timing.hpp"
+#include "waco/learned/ranking_metrics.hpp"
+
+namespace waco::cli {
+using namespace waco::kernels;
+using heuristics::ResultsDb;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kRowVersion = 1;
+
+struct Config {
+  std::string name;
+  std::string kind;  ///< "pipeline" or "baseline"
+  std::string description;
+  std::vector<std::string> args;  ///< tune arguments
+};
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> w;
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+
+const std::vector<Config>& standard_configs() {
+  static const std::vector<Config> all = {
+#define WACO_ABLATION(name, kind, description, args) Config{name, kind, description, split_words(args)},
+#include "ablation_configs.def"
+#undef WACO_ABLATION
+  };
+  return all;
+}
+
+std::string standard_names() {
+  std::string s;
+  for (const Config& c : standard_configs()) s += (s.empty() ? "" : ",") + c.name;
+  return s;
+}
+
+bool has_arg(const Config& c, const std::string& flag) {
+  return std::find(c.args.begin(), c.args.end(), flag) != c.args.end();
+}
+
+std::optional<std::string> arg_value(const Config& c, const std::string& flag) {
+  for (std::size_t i = 0; i + 1 < c.args.size(); ++i)
+    if (c.args[i] == flag) return c.args[i + 1];
+  return std::nullopt;
+}
+
+struct Options {
+  std::string kernel;
+  std::vector<std::string> files;
+  std::string configs;                 ///< comma-separated names
+  std::vector<std::string> extra;      ///< --config NAME=ARGS
+  std::string db;
+  std::string work;                    ///< per-run tune databases and outputs
+  std::string cpu_lock;
+  int dense = 0;
+  int threads = 0;
+  int bench_repeat = 20;
+  std::string model;                   ///< passed to every model search without its own
+  bool list = false;
+  bool json = false;
+  bool quiet = false;
+  bool redo = false;
+  ReadOptions read;
+};
+
+std::vector<Config> chosen_configs(const Options& o) {
+  std::map<std::string, Config> known;
+  for (const Config& c : standard_configs()) known[c.name] = c;
+  std::vector<std::string> order;
+  for (const std::string& e : o.extra) {
+    const std::size_t eq = e.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error("--config '" + e + "' is not NAME=TUNE-ARGUMENTS",
+                  "e.g. --config \"anns-1thread=--search anns --threads 1\"");
+    Config c{e.substr(0, eq), "pipeline", "user configuration: " + e.substr(eq + 1),
+             split_words(e.substr(eq + 1))};
+    if (c.name == "side-by-side" || c.name.find_first_of(" ,/") != std::string::npos)
+      throw Error("configuration name '" + c.name + "' is reserved or has a space, comma or slash");
+    if (known.count(c.name) && !std::count(order.begin(), order.end(), c.name))
+      throw Error("--config " + c.name + " redefines a standard configuration",
+                  "choose another name (standard: " + standard_names() + ")");
+    known[c.name] = c;
+    order.push_back(c.name);
+  }
+  std::vector<Config> out;
+  std::set<std::string> seen;
+  const std::string list = o.configs.empty() ? standard_names() : o.configs;
+  std::istringstream in(list);
+  for (std::string name; std::getline(in, name, ',');) {
+    if (name.empty()) continue;
+    const auto it = known.find(name);
+    if (it == known.end())
+      throw Error("unknown ablation configuration '" + name + "'",
+                  "standard: " + standard_names() + "; add your own with --config NAME=ARGS");
+    if (seen.insert(name).second) out.push_back(it->second);
+  }
+  for (const std::string& name : order)  // --config ones not named in --configs run too
+    if (seen.insert(name).second) out.push_back(known[name]);
+  if (out.empty()) throw Error("no ablation configuration to run", "give --configs");
+  return out;
+}
+
+// ---- the CPU lock and interruption --------------------------------------------------------
+
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_ablate_interrupt(int) { g_interrupted = 1; }
+
+/// Held exclusively around every child that measures (as `collect --cpu-lock`), so that two
+/// measuring programs never share the cores.
+class CpuLock {
+ public:
+  explicit CpuLock(const std::string& path) {
+    if (path.empty()) return;
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error("cannot open the CPU lock " + path + ": " + std::strerror(errno));
+  }
+  ~CpuLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  CpuLock(const CpuLock&) = delete;
+  CpuLock& operator=(const CpuLock&) = delete;
+  template <typename F>
+  auto held(F&& f) {
+    struct Unlock {
+      int fd;
+      ~Unlock() {
+        if (fd >= 0) ::flock(fd, LOCK_UN);
+      }
+    };
+    if (fd_ >= 0)
+      while (::flock(fd_, LOCK_EX) != 0)
+        if (errno != EINTR) throw Error(std::string("cannot take the CPU lock: ") + std::strerror(errno));
+    Unlock unlock{fd_};
+    return f();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// The child's "error: ..." line, or its last line.
+std::string child_error(const std::string& err, int status) {
+  std::istringstream lines(err);
+  std::string line, last;
+  while (std::getline(lines, line)) {
+    if (line.rfind("error: ", 0) == 0) return line.substr(7);
+    if (!line.empty()) last = line;
+  }
+  return "exit status " + std::to_string(status) + (last.empty() ? "" : ": " + last);
+}
+
+struct ChildResult {
+  int status = 0;
+  nlohmann::json out;  ///< parsed stdout (discarded when not JSON)
+  std::string error;   ///< empty on success
+  double seconds = 0;
+};
+
+ChildResult run_child(const std::vector<std::string>& argv, const std::string& stem, CpuLock& lock) {
+  ChildResult r;
+  const double t0 = now_seconds();
+  r.status = lock.held([&] { return run_process(argv, stem + ".json", stem + ".stderr"); });
+  r.seconds = now_seconds() - t0;
+  r.out = nlohmann::json::parse(read_text(stem + ".json"), nullptr, false);
+  if (r.status != 0 || r.out.is_discarded())
+    r.error = child_error(read_text(stem + ".stderr"), r.status);
+  return r;
+}
+
+nlohmann::json or_null(const nlohmann::json& j, const nlohmann::json::json_pointer& p) {
+  return j.contains(p) ? j.at(p) : nlohmann::json(nullptr);
+}
+
+/// The schedule list of BestFormat: the fixed formats with the csr schedule.
+std::string bestformat_list(KernelKind k) {
+  if (k == KernelKind::MTTKRP) return "csf\n";
+  return "# BestFormat (waco-hybrid ablate): fixed formats, csr's schedule\n"
+         "csr\ndcsr\ncsc\nbcsr2x2\nbcsr4x4\nbcsr8x8\nbcsr4x1\nbcsr1x4\n";
+}
+
+/// The library baselines of the side-by-side run: the csr (csf) reference first.
+std::vector<std::string> baseline_impls(KernelKind k) {
+  std::vector<std::string> names;
+  for (const char* n : {"csr", "csf", "eigen", "rsb-tuned"})
+    for (const ImplementationInfo& info : all_implementations())
+      if (info.name == n && info.supports(k)) names.push_back(n);
+  return names;
+}
+
+/// Canonical text of a schedule with "all cores" spelled out, to match schedules across outputs.
+std::string schedule_key(KernelKind k, const std::string& text, int threads) {
+  try {
+    codegen::SuperSchedule s = codegen::schedule_from_string(k, text);
+    if (s.threads == 0) s.threads = threads;
+    return codegen::to_text(codegen::canonicalize(s));
+  } catch (const Error&) {
+    return text;
+  }
+}
+
+struct MatrixRun {
+  std::string file, name, fingerprint;
+  std::int64_t nnz = 0;
+  KernelKind kind = KernelKind::SpMV;
+  int dense = 1, threads = 1;
+  std::string dir;  ///< work folder of this matrix
+};
+
+/// Spearman of a model's scores against the exhaustive run's verified times (per model file).
+std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_db,
+                                     const std::string& model, CpuLock& lock) {
+  if (!fs::exists(exh_db)) return std::nullopt;
+  std::vector<std::string> texts;
+  std::map<std::string, double> measured;
+  {
+    ResultsDb db(exh_db);
+    const heuristics::MeasurementKey key{m.fingerprint, m.kind, m.kind == KernelKind::SpMV ? 1 : m.dense, 10};
+    for (const heuristics::StoredMeasurement& s : db.measurements(key)) {
+      if (!s.candidate.schedule || s.measurement.status != heuristics::MeasureStatus::Ok) continue;
+      const std::string text = codegen::to_text(*s.candidate.schedule);
+      if (measured.emplace(schedule_key(m.kind, text, m.threads), s.measurement.median_s).second)
+        texts.push_back(text);
+    }
+  }
+  if (texts.size() < 3) return std::nullopt;
+  const std::string list = m.dir + "/spearman-schedules.txt";
+  std::string body;
+  for (const std::string& t : texts) body += t + "\n";
+  write_text_file(list, body);
+  std::vector<std::string> argv = {self_executable(), "predict", "--kernel", std::string(kernel_name(m.kind)),
+                                   "--schedules", list, "--top", "0", "--json",
+                                   "--threads", std::to_string(m.threads)};
+  if (m.kind != KernelKind::SpMV) argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
+  if (!model.empty()) argv.insert(argv.end(), {"--model", model});
+  argv.push_back(m.file);
+  // Scoring only: no CPU lock needed, but a quick one; take it so as not to disturb a timing.
+  const ChildResult r = run_child(argv, m.dir + "/predict", lock);
+  if (!r.error.empty() || !r.out.contains("ranked")) return std::nullopt;
+  std::vector<double> predicted, times;
+  for (const nlohmann::json& row : r.out.at("ranked")) {
+    const auto it = measured.find(schedule_key(m.kind, row.at("schedule").get<std::string>(), m.threads));
+    if (it == measured.end()) continue;
+    predicted.push_back(row.at("score").get<double>());
+    times.push_back(it->second);
+  }
+  if (predicted.size() < 3) return std::nullopt;
+  const double rho = learned::spearman(predicted, times);
+  return std::isfinite(rho) ? std::optional<double>(rho) : std::nullopt;
+}
+
+nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c, CpuLock& lock) {
+  const std::string stem = m.dir + "/" + c.name;
+  const std::string tune_db = stem + ".sqlite";
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(tune_db + suffix);  // fresh
+  std::vector<std::string> args = c.args;
+  for (std::string& a : args)
+    if (a == "@bestformat") {
+      a = m.dir + "/bestformat.txt";
+      write_text_file(a, bestformat_list(m.kind));
+    }
+  std::vector<std::string> argv = {self_executable(), "tune", "--kernel", std::string(kernel_name(m.kind)),
+                                   "--json", "--quiet", "--no-plan-cache", "--db", tune_db};
+  if (!has_arg(c, "--threads")) argv.insert(argv.end(), {"--threads", std::to_string(m.threads)});
+  if (m.kind != KernelKind::SpMV && !has_arg(c, "--dense"))
+    argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
+  const std::string search = arg_value(c, "--search").value_or(has_arg(c, "--schedules") ? "list" : "random");
+  const bool uses_model = search == "anns" || search == "model";
+  if (uses_model && !o.model.empty() && !has_arg(c, "--model"))
+    argv.insert(argv.end(), {"--model", o.model});
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back(m.file);
+  const ChildResult r = run_child(argv, stem, lock);
+  const nlohmann::json& t = r.out;
+  nlohmann::json row = {{"format", "waco-ablation-run"}, {"version", kRowVersion},
+                        {"config", c.name}, {"description", c.description}, {"kind", c.kind},
+                        {"file", m.file}, {"name", m.name}, {"nnz", m.nnz},
+                        {"kernel", std::string(kernel_name(m.kind))}, {"dense", m.dense},
+                        {"threads", m.threads}, {"tune_args", c.args}, {"search", search},
+                        {"uses_model", uses_model}, {"child_s", r.seconds}};
+  if (!r.error.empty()) {
+    row.update({{"status", "failed"}, {"error", r.error}, {"winner", nullptr}});
+    return row;
+  }
+  using P = nlohmann::json::json_pointer;
+  const nlohmann::json measured = t.value("measured", 0) + t.value("reused", 0);
+  row.update({{"status", "ok"}, {"error", nullptr},
+              {"winner", or_null(t, P("/best/schedule"))},
+              {"verdict", or_null(t, P("/verdict"))},
+              {"search_method", or_null(t, P("/search_info/method"))},
+              {"admissible", or_null(t, P("/space/admissible_count"))},
+              {"candidates_measured", measured},
+              {"confirmed_top", or_null(t, P("/confirm/top"))},
+              {"choice_s", or_null(t, P("/economy/choice_s"))},
+              {"measure_s", or_null(t, P("/economy/measure_s"))},
+              {"confirm_s", or_null(t, P("/economy/confirm_s"))},
+              {"tune_s", or_null(t, P("/time_s"))},
+              {"tune_speedup_over_csr", or_null(t, P("/speedup_over_csr"))},
+              {"break_even_calls", or_null(t, P("/economy/break_even_calls"))},
+              {"recall_at_10", or_null(t, P("/search_info/recall_at_10"))},
+              {"spearman", nullptr},
+              {"model", uses_model ? or_null(t, P("/search_info/model")) : nlohmann::json(nullptr)},
+              {"context", or_null(t, P("/context"))}});
+  return row;
+}
+
+/// The side-by-side run: every distinct winner and the library baselines, interleaved.
+nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
+                                const std::map<std::string, nlohmann::json>& rows, CpuLock& lock) {
+  std::map<std::string, std::vector<std::string>> by_schedule;  // key -> configs
+  std::map<std::string, std::string> text_of;
+  for (const auto& [name, row] : rows) {
+    if (row.value("status", "") != "ok" || !row.at("winner").is_string()) continue;
+    const std::string text = row.at("winner").get<std::string>();
+    const std::string key = schedule_key(m.kind, text, m.threads);
+    by_schedule[key].push_back(name);
+    text_of.emplace(key, text);
+  }
+  const std::vector<std::string> impls = baseline_impls(m.kind);
+  std::string impl_list;
+  for (const std::string& i : impls) impl_list += (impl_list.empty() ? "" : ",") + i;
+  std::vector<std::string> argv = {self_executable(), "bench", "--kernel", std::string(kernel_name(m.kind)),
+                                   "--impl", impl_list, "--json", "--threads", std::to_string(m.threads),
+                                   "--repeat", std::to_string(o.bench_repeat), "--warmup", "2"};
+  if (m.kind != KernelKind::SpMV) argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
+  std::vector<std::string> keys;
+  for (const auto& [key, names] : by_schedule) {
+    argv.insert(argv.end(), {"--schedule", text_of.at(key)});
+    keys.push_back(key);
+  }
+  argv.push_back(m.file);
+  const ChildResult r = run_child(argv, m.dir + "/side-by-side", lock);
+  // bench exits 1 when a kernel computed a wrong result; its JSON still has every row.
+  if (!r.out.is_object() || !r.out.contains("results"))
+    throw Error("the side-by-side run on " + m.file + " failed: " + r.error,
+                "run the bench command it names in " + m.dir + "/side-by-side.stderr by hand");
+  const nlohmann::json& results = r.out.at("results");
+  auto timing = [](const nlohmann::json& x) -> nlohmann::json {
+    if (x.contains("error")) return {{"error", x.at("error")}};
+    return {{"median_s", x.at("median_s")}, {"min_s", x.at("min_s")}, {"max_s", x.at("max_s")},
+            {"gflops", x.value("gflops", 0.0)}};
+  };
+  nlohmann::json baselines = nlohmann::json::object(), configs = nlohmann::json::object();
+  for (std::size_t i = 0; i < impls.size() && i < results.size(); ++i)
+    baselines[impls[i]] = timing(results[i]);
+  for (std::size_t s = 0; s < keys.size() && impls.size() + s < results.size(); ++s) {
+    nlohmann::json t = timing(results[impls.size() + s]);
+    t["schedule"] = text_of.at(keys[s]);
+    for (const std::string& name : by_schedule.at(keys[s])) configs[name] = t;
+  }
+  for (const auto& [name, row] : rows)
+    if (!configs.contains(name))
+      configs[name] = {{"error", row.value("status", "") == "ok" ? "no winner" : "the configuration failed"}};
+  return {{"format", "waco-ablation-bench"}, {"version", kRowVersion}, {"file", m.file},
+          {"name", m.name}, {"nnz", m.nnz}, {"kernel", std::string(kernel_name(m.kind))},
+          {"dense", m.dense}, {"threads", m.threads}, {"repeats", o.bench_repeat}, {"warmup", 2},
+          {"distinct_schedules", keys.size()}, {"configs", configs}, {"baselines", baselines},
+          {"seconds", r.seconds}, {"context", r.out.value("context", nlohmann::json(nullptr))}};
+}
+
+std::string ratio_text(const nlohmann::json& bench, const std::string& config) {
+  const nlohmann::json& c = bench.at("configs").value(config, nlohmann::json::object());
+  const nlohmann::json& csr = bench.at("baselines").begin().value();
+  if (!c.contains("median_s") || !csr.contains("median_s")) return "   -  ";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%6.3f", csr.at("median_s").get<double>() / c.at("median_s").get<double>());
+  return buf;
+}
+
+int run_ablate(const Options& o) {
+  if (o.list) {
+    for (const Config& c : standard_configs()) {
+      std::string args;
+      for (const std::string& a : c.args) args += (args.empty() ? "" : " ") + a;
+      std::printf("%-20s %-9s %s\n%-30s tune %s\n", c.name.c_str(), c.kind.c_str(),
+                  c.description.c_str(), "", args.c_str());
+    }
+    return kExitOk;
+  }
+  if (o.kernel.empty()) throw Error("--kernel is required", "give --kernel spmv|spmm|sddmm|mttkrp");
+  if (o.files.empty()) throw Error("no matrix given", "give one or more matrix files");
+  const KernelKind kind = kernel_from_option(o.kernel);
+  const std::vector<Config> configs = chosen_configs(o);
+  const int threads = resolve_threads(o.threads);
+  const int dense = kind == KernelKind::SpMV ? 1 : (o.dense > 0 ? o.dense : default_dense_size(kind));
+  const std::string db_path = o.db.empty() ? heuristics::default_results_path() : o.db;
+  const std::string work = o.work.empty() ? db_path + ".ablate" : o.work;
+  for (const std::string& f : o.files)
+    if (!fs::exists(f)) throw Error("no such file: " + f);
+  ResultsDb db(db_path);
+  fs::create_directories(work);
+  CpuLock lock(o.cpu_lock);
+  g_interrupted = 0;
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = on_ablate_interrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  struct Restore {
+    struct sigaction* i;
+    struct sigaction* t;
+    ~Restore() {
+      ::sigaction(SIGINT, i, nullptr);
+      ::sigaction(SIGTERM, t, nullptr);
+    }
+  } restore{&old_int, &old_term};
+
+  const std::size_t units = o.files.size() * (configs.size() + 1);
+  std::size_t done_units = 0, run_units = 0;
+  double run_seconds = 0;
+  const std::string kname(kernel_name(kind));
+  nlohmann::json summary = nlohmann::json::array();
+  if (!o.quiet)
+    std::fprintf(stderr, "ablate: %s, %zu matrices x %zu configurations + side by side, %d threads, "
+                         "results in %s (work files in %s)\n",
+                 kname.c_str(), o.files.size(), configs.size(), threads, db_path.c_str(), work.c_str());
+  for (std::size_t fi = 0; fi < o.files.size(); ++fi) {
+    MatrixRun m;
+    m.file = o.files[fi];
+    m.name = fs::path(m.file).filename().string();
+    m.kind = kind;
+    m.dense = dense;
+    m.threads = threads;
+    {
+      const Operand op = load_operand(m.file, o.read, kind);
+      const heuristics::MatrixRecord rec = op.matrix ? heuristics::matrix_record(op.matrix->matrix, m.file)
+                                                     : heuristics::matrix_record(op.tensor->tensor, m.file);
+      m.fingerprint = rec.fingerprint;
+      m.nnz = rec.nnz;
+      db.record_matrix(rec);
+    }
+    m.dir = work + "/" + m.fingerprint + "-" + kname + "-" + std::to_string(dense) + "-t" +
+            std::to_string(threads);
+    fs::create_directories(m.dir);
+    std::map<std::string, nlohmann::json> rows;
+    bool changed = false;
+    for (std::size_t ci = 0; ci < configs.size(); ++ci) {
+      const Config& c = configs[ci];
+      if (g_interrupted) break;
+      std::optional<nlohmann::json> have =
+          o.redo ? std::nullopt : db.find_ablation(m.fingerprint, kname, dense, threads, c.name);
+      if (have && have->value("status", "") == "ok" && have->value("tune_args", nlohmann::json()) == nlohmann::json(c.args)) {
+        rows[c.name] = *have;
+        ++done_units;
+        continue;
+      }
+      const double t0 = now_seconds();
+      nlohmann::json row = run_config(o, m, c, lock);
+      if (g_interrupted) break;  // the child was interrupted too: not a result
+      rows[c.name] = row;
+      changed = true;
+      run_seconds += now_seconds() - t0;
+      ++run_units;
+      ++done_units;
+      db.record_ablation(m.fingerprint, kname, dense, threads, c.name, row);
+      if (!o.quiet) {
+        const double eta = run_units ? run_seconds / run_units * static_cast<double>(units - done_units) : 0;
+        std::fprintf(stderr, "ablate: [%zu/%zu] %s %-20s %6.1f s  %s  (%zu/%zu done, %s left)\n",
+                     fi + 1, o.files.size(), m.name.c_str(), c.name.c_str(), now_seconds() - t0,
+                     row.value("status", "") == "ok"
+                         ? ("winner " + row.at("winner").dump()).c_str()
+                         : ("failed: " + row.value("error", std::string())).c_str(),
+                     done_units, units, duration_text(eta).c_str());
+      }
+    }
+    if (g_interrupted) break;
+    // Spearman of each model the configurations used, against the exhaustive timings.
+    const auto exh = std::find_if(configs.begin(), configs.end(),
+                                  [](const Config& c) { return c.name == "exhaustive"; });
+    if (exh != configs.end()) {
+      std::map<std::string, std::optional<double>> by_model;
+      for (auto& [name, row] : rows) {
+        if (!row.value("uses_model", false) || row.value("status", "") != "ok" || !row.at("spearman").is_null())
+          continue;
+        const Config& c = *std::find_if(configs.begin(), configs.end(),
+                                        [&](const Config& x) { return x.name == name; });
+        const std::string model = arg_value(c, "--model").value_or(o.model);
+        if (!by_model.count(model))
+          by_model[model] = model_spearman(m, m.dir + "/exhaustive.sqlite", model, lock);
+        if (by_model[model]) {
+          row["spearman"] = *by_model[model];
+          db.record_ablation(m.fingerprint, kname, dense, threads, name, row);
+        }
+      }
+    }
+    // The side-by-side run, unless one of exactly these configurations' winners is stored.
+    std::optional<nlohmann::json> bench =
+        changed ? std::nullopt : db.find_ablation(m.fingerprint, kname, dense, threads, "side-by-side");
+    std::set<std::string> want, have;
+    for (const auto& [name, row] : rows) want.insert(name);
+    if (bench && bench->contains("configs"))
+      for (const auto& [name, t] : bench->at("configs").items()) have.insert(name);
+    if (!bench || want != have) {
+      const double t0 = now_seconds();
+      bench = run_side_by_side(o, m, rows, lock);
+      if (g_interrupted) break;
+      db.record_ablation(m.fingerprint, kname, dense, threads, "side-by-side", *bench);
+      run_seconds += now_seconds() - t0;
+      ++run_units;
+      if (!o.quiet)
+        std::fprintf(stderr, "ablate: [%zu/%zu] %s side by side: %zu schedules + %zu baselines, %.1f s\n",
+                     fi + 1, o.files.size(), m.name.c_str(), bench->value("distinct_schedules", 0ul),
+                     bench->at("baselines").size(), now_seconds() - t0);
+    }
+    ++done_units;
+    nlohmann::json line = {{"file", m.file}, {"fingerprint", m.fingerprint}, {"side_by_side", *bench},
+                           {"runs", rows}};
+    summary.push_back(line);
+  }
+  if (g_interrupted) {
+    std::fprintf(stderr, "ablate: interrupted; run the same command again to resume (results so far "
+                         "are in %s)\n", db_path.c_str());
+    return kExitFailure;
+  }
+  if (o.json) {
+    print_json({{"kernel", kname}, {"dense", dense}, {"threads", threads}, {"db", db_path},
+                {"matrices", summary}});
+    return kExitOk;
+  }
+  std::printf("%s, dense %d, %d threads: speedup over csr of each configuration's winner, side by "
+              "side (csr time / winner time)\n%-28s", kname.c_str(), dense, threads, "matrix");
+  for (const Config& c : configs) std::printf(" %*s", static_cast<int>(std::max<std::size_t>(6, c.name.size())), c.name.c_str());
+  std::printf("\n");
+  for (const nlohmann::json& line : summary) {
+    std::string f = fs::path(line.at("file").get<std::string>()).filename().string();
+    if (f.size() > 28) f = f.substr(0, 25) + "...";
+    std::printf("%-28s", f.c_str());
+    for (const Config& c : configs)
+      std::printf(" %*s", static_cast<int>(std::max<std::size_t>(6, c.name.size())),
+                  ratio_text(line.at("side_by_side"), c.name).c_str());
+    std::printf("\n");
+  }
+  std::printf("(waco-hybrid report --db %s -o report.html draws the plots and tables)\n", db_path.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+Command make_ablate_command() {
+  return {"ablate", "Run matrices through configurations of the pipeline and baselines; compare side by side",
+          [](CLI::App& sub) -> std::function<int()> {
+            auto o = std::make_shared<Options>();
+            sub.add_option("--kernel", o->kernel, "Kernel: spmv, spmm, sddmm or mttkrp")
+                ->check(CLI::IsMember({"spmv", "spmm", "sddmm", "mttkrp"}));
+            sub.add_option("FILES", o->files, "Matrix Market (or FROSTT for mttkrp) files");
+            sub.add_option("--configs", o->configs,
+                           "Comma-separated configurations (default: the standard set, " +
+                               standard_names() + "; see --list-configs)");
+            sub.add_option("--config", o->extra,
+                           "Define a configuration: NAME=TUNE-ARGUMENTS (repeatable), e.g. "
+                           "\"waconet=--search anns --model m.model\"");
+            sub.add_flag("--list-configs", o->list, "List the standard configurations and their tune arguments");
+            sub.add_option("--db", o->db,
+                           "Results database (default: " + heuristics::default_results_path() + ")");
+            sub.add_option("--work", o->work,
+                           "Folder for each run's tune database and output (default: the database's path + .ablate)");
+            sub.add_option("--model", o->model,
+                           "Cost model for the model searches without their own --model (default: the shipped one)");
+            sub.add_option("--dense", o->dense, "Dense size: J for spmm and mttkrp, K for sddmm")
+                ->check(CLI::Range(1, 1 << 20));
+            add_threads_option(sub, o->threads);
+            sub.add_option("--bench-repeat", o->bench_repeat,
+                           "Interleaved timed rounds of the side-by-side run")
+                ->check(CLI::Range(3, 100000))
+                ->capture_default_str();
+            sub.add_option("--cpu-lock", o->cpu_lock,
+                           "Hold this file's lock exclusively around every measuring child (as collect --cpu-lock)");
+            sub.add_flag("--redo", o->redo, "Run every configuration again, replacing stored rows");
+            sub.add_flag("--json", o->json, "Print JSON (every row)");
+            sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
+            add_read_options(sub, o->read);
+            sub.footer(
+                "Each configuration is one `waco-hybrid tune --json` child with a fresh database of\n"
+                "its own (in --work); then every configuration's winner and the library baselines\n"
+                "(csr, eigen, rsb-tuned where they exist) are timed side by side, interleaved, in\n"
+                "one `bench` child: only those timings compare configurations. Rows go to the\n"
+                "results database (table ablation); a stopped run resumes, skipping what is\n"
+                "stored. Spearman: each model's scores against the exhaustive run's timings.\n"
+                "Kernels compiled by an earlier configuration are reused from the compile cache.\n\n"
+                "Examples:\n"
+                "  waco-hybrid ablate --kernel spmv --db abl.sqlite A.mtx B.mtx\n"
+                "  waco-hybrid ablate --kernel spmm --configs exhaustive,hybrid,random,bandit --db abl.sqlite A.mtx\n"
+                "  waco-hybrid ablate --kernel spmv --config \"hybrid-1t=--search anns --threads 1\" A.mtx\n"
+                "  waco-hybrid ablate --list-configs\n"
+                "  waco-hybrid report --db abl.sqlite -o report.html\n");
+            return [o] { return run_ablate(*o); };
+          }};
+}
+
+}  // namespace waco::cli

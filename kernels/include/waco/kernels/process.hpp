@@ -1,0 +1,21 @@
+// Running another program (waco-hybrid itself, for the library's tuning and for ablate's
+// pipeline runs): posix_spawn, no shell, stdin from /dev/null, stdout (and stderr unless shown
+// live) into files. A process started this way does not inherit the caller's OpenMP state, which
+// GNU libgomp would not survive across fork.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace waco::kernels {
+
+/// Runs argv (argv[0] a path) with stdout into out_path and stderr into err_path (or the
+/// caller's stderr when `live_stderr`); waits and returns the exit status (128 + signal when
+/// killed). Throws Error when it cannot start.
+int run_process(const std::vector<std::string>& argv, const std::string& out_path,
+                const std::string& err_path, bool live_stderr = false);
+
+/// The path of the running executable (/proc/self/exe); throws Error when unreadable.
+std::string self_executable();
+
+}  // namespace waco::kernels
