@@ -99,12 +99,21 @@ struct Options {
   int threads = 0;
   int bench_repeat = 20;
   std::string model;                   ///< passed to every model search without its own
+  std::string tune_args;               ///< appended to every tune child's arguments
+  std::string cache_dir;               ///< the kernel compile cache of every child
   bool list = false;
   bool json = false;
   bool quiet = false;
   bool redo = false;
   ReadOptions read;
 };
+
+/// A configuration's tune arguments with --tune-args: a stored row counts only for the same.
+std::vector<std::string> stored_args(const Options& o, const Config& c) {
+  std::vector<std::string> a = c.args;
+  for (const std::string& w : split_words(o.tune_args)) a.push_back(w);
+  return a;
+}
 
 std::vector<Config> chosen_configs(const Options& o) {
   std::map<std::string, Config> known;
@@ -317,7 +326,9 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
   const bool uses_model = search == "anns" || search == "model";
   if (uses_model && !o.model.empty() && !has_arg(c, "--model"))
     argv.insert(argv.end(), {"--model", o.model});
+  if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
   argv.insert(argv.end(), args.begin(), args.end());
+  for (const std::string& a : split_words(o.tune_args)) argv.push_back(a);
   argv.push_back(m.file);
   const ChildResult r = run_child(argv, stem, lock);
   const nlohmann::json& t = r.out;
@@ -325,7 +336,7 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
                         {"config", c.name}, {"description", c.description}, {"kind", c.kind},
                         {"file", m.file}, {"name", m.name}, {"nnz", m.nnz},
                         {"kernel", std::string(kernel_name(m.kind))}, {"dense", m.dense},
-                        {"threads", m.threads}, {"tune_args", c.args}, {"search", search},
+                        {"threads", m.threads}, {"tune_args", stored_args(o, c)}, {"search", search},
                         {"uses_model", uses_model}, {"child_s", r.seconds}};
   if (!r.error.empty()) {
     row.update({{"status", "failed"}, {"error", r.error}, {"winner", nullptr}});
@@ -372,6 +383,7 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
                                    "--impl", impl_list, "--json", "--threads", std::to_string(m.threads),
                                    "--repeat", std::to_string(o.bench_repeat), "--warmup", "2"};
   if (m.kind != KernelKind::SpMV) argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
+  if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
   std::vector<std::string> keys;
   for (const auto& [key, names] : by_schedule) {
     argv.insert(argv.end(), {"--schedule", text_of.at(key)});
@@ -488,7 +500,7 @@ int run_ablate(const Options& o) {
       if (g_interrupted) break;
       std::optional<nlohmann::json> have =
           o.redo ? std::nullopt : db.find_ablation(m.fingerprint, kname, dense, threads, c.name);
-      if (have && have->value("status", "") == "ok" && have->value("tune_args", nlohmann::json()) == nlohmann::json(c.args)) {
+      if (have && have->value("status", "") == "ok" && have->value("tune_args", nlohmann::json()) == nlohmann::json(stored_args(o, c))) {
         rows[c.name] = *have;
         ++done_units;
         continue;
@@ -612,6 +624,10 @@ Command make_ablate_command() {
                            "Interleaved timed rounds of the side-by-side run")
                 ->check(CLI::Range(3, 100000))
                 ->capture_default_str();
+            sub.add_option("--tune-args", o->tune_args,
+                           "More tune arguments for every configuration, e.g. \"--repeat 5 --confirm-rounds 10\"");
+            sub.add_option("--cache-dir", o->cache_dir,
+                           "Kernel compile cache of every child (default: tune's)");
             sub.add_option("--cpu-lock", o->cpu_lock,
                            "Hold this file's lock exclusively around every measuring child (as collect --cpu-lock)");
             sub.add_flag("--redo", o->redo, "Run every configuration again, replacing stored rows");

@@ -1,0 +1,147 @@
+// Unit "ablate": `waco-hybrid ablate` end to end on the bundled example with a few cheap
+// configurations (standard and user-defined): every configuration's row, the side-by-side row
+// with the library baselines, resuming without running anything again, and usage errors. Also
+// tune --search bandit, which ablate's standard set uses.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_runner.hpp"
+#include "support/test_paths.hpp"
+
+namespace {
+
+using Result = waco::test::CliResult;
+
+std::string example() { return waco::test::examples_dir() + "/bcsstk13.mtx.gz"; }
+
+}  // namespace
+
+TEST_CASE("ablate: --list-configs names the standard set with its tune arguments") {
+  const Result r = waco::test::run_cli("ablate --list-configs");
+  REQUIRE(r.status == 0);
+  for (const char* name : {"exhaustive", "hybrid", "hybrid-confirm1", "hybrid-confirm20",
+                           "model-alone", "no-signature-passes", "legal-space", "random", "bandit",
+                           "bestformat", "schedule-only", "format-only"})
+    CHECK(r.out.find(name) != std::string::npos);
+  CHECK(r.out.find("tune --search anns --passes legality --check-recall") != std::string::npos);
+  CHECK(r.out.find("csr-storage") != std::string::npos);
+}
+
+TEST_CASE("ablate: usage errors are clear") {
+  const std::string dir = waco::test::scratch_dir("ablate-errors");
+  Result r = waco::test::run_cli("ablate --kernel spmv --configs hybrid,nope --db " + dir + "/a.sqlite " + example());
+  CHECK(r.status == 1);
+  CHECK(r.err.find("unknown ablation configuration 'nope'") != std::string::npos);
+  CHECK(r.err.find("exhaustive") != std::string::npos);  // the hint lists the standard set
+  r = waco::test::run_cli("ablate --kernel spmv --config broken --db " + dir + "/a.sqlite " + example());
+  CHECK(r.status == 1);
+  CHECK(r.err.find("NAME=TUNE-ARGUMENTS") != std::string::npos);
+  r = waco::test::run_cli("ablate --kernel spmv --config \"hybrid=--search random\" --db " + dir + "/a.sqlite " + example());
+  CHECK(r.status == 1);
+  CHECK(r.err.find("redefines a standard configuration") != std::string::npos);
+  r = waco::test::run_cli("ablate --kernel spmv --db " + dir + "/a.sqlite " + dir + "/missing.mtx");
+  CHECK(r.status == 1);
+  CHECK(r.err.find("no such file") != std::string::npos);
+  r = waco::test::run_cli("ablate --db " + dir + "/a.sqlite " + example());
+  CHECK(r.status == 1);
+  CHECK(r.err.find("--kernel is required") != std::string::npos);
+}
+
+TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
+  const std::string dir = waco::test::scratch_dir("ablate-run");
+  const std::string args =
+      "ablate --kernel spmv --configs bestformat,schedule-only --config \"few=--search random --budget 3\" "
+      "--config \"bandit5=--search bandit --budget 5\" --db " + dir + "/a.sqlite --work " + dir +
+      "/work --cache-dir " + dir + "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
+      "--bench-repeat 5 --threads 2 --json " + example();
+  const Result r = waco::test::run_cli(args);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.at("matrices").size() == 1);
+  const auto& m = j.at("matrices")[0];
+  const auto& runs = m.at("runs");
+  REQUIRE(runs.size() == 4);
+  for (const auto& [name, row] : runs.items()) {
+    INFO(name << ": " << row.dump());
+    CHECK(row.at("status") == "ok");
+    CHECK(row.at("winner").is_string());
+    CHECK(row.at("tune_s").get<double>() > 0);
+    CHECK(row.at("format") == "waco-ablation-run");
+    // The tune arguments include --tune-args, so that another set runs again.
+    CHECK(row.at("tune_args").back() == "4");
+  }
+  CHECK(runs.at("bestformat").at("candidates_measured") == 8);
+  CHECK(runs.at("bestformat").at("kind") == "baseline");
+  CHECK(runs.at("few").at("candidates_measured") == 3);
+  CHECK(runs.at("bandit5").at("search_method") == "thompson-sampling");
+  CHECK(runs.at("bandit5").at("candidates_measured").get<int>() <= 5);
+  // schedule-only keeps csr storage: no split of i or k, formats UC.
+  const std::string so = runs.at("schedule-only").at("winner");
+  CHECK(so.find("format=UC ") != std::string::npos);
+  CHECK(so.find("split=") == std::string::npos);
+
+  const auto& bench = m.at("side_by_side");
+  CHECK(bench.at("format") == "waco-ablation-bench");
+  CHECK(bench.at("repeats") == 5);
+  REQUIRE(bench.at("baselines").contains("csr"));
+  CHECK(bench.at("baselines").contains("eigen"));
+  CHECK(bench.at("baselines").at("csr").at("median_s").get<double>() > 0);
+  for (const char* name : {"bestformat", "schedule-only", "few", "bandit5"}) {
+    INFO(name);
+    const auto& t = bench.at("configs").at(name);
+    CHECK(t.at("median_s").get<double>() > 0);
+    CHECK(t.at("schedule") == runs.at(name).at("winner"));
+  }
+  CHECK(bench.at("distinct_schedules").get<int>() <= 4);
+
+  // Again: everything is stored, nothing runs (no progress line of a configuration), same rows.
+  const Result again = waco::test::run_cli(args);
+  REQUIRE(again.status == 0);
+  CHECK(again.err.find("] bcsstk13.mtx.gz ") == std::string::npos);
+  const auto j2 = nlohmann::json::parse(again.out);
+  CHECK(j2.at("matrices")[0].at("side_by_side") == bench);
+  CHECK(j2.at("matrices")[0].at("runs") == runs);
+  // The text table names every configuration.
+  const Result text = waco::test::run_cli(
+      "ablate --kernel spmv --configs bestformat,schedule-only --config \"few=--search random --budget 3\" "
+      "--config \"bandit5=--search bandit --budget 5\" --db " + dir + "/a.sqlite --work " + dir +
+      "/work --cache-dir " + dir + "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
+      "--bench-repeat 5 --threads 2 -q " + example());
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("bandit5") != std::string::npos);
+  CHECK(text.out.find("bcsstk13.mtx.gz") != std::string::npos);
+}
+
+TEST_CASE("tune: the bandit search measures its budget over partition strategies, reused by tune") {
+  const std::string dir = waco::test::scratch_dir("tune-bandit");
+  const Result r = waco::test::run_cli(
+      "tune --kernel spmv --search bandit --budget 6 --seed 3 --json -q --db " + dir +
+      "/r.sqlite --cache-dir " + dir + "/cache --no-plan-cache --repeat 3 --warmup 1 "
+      "--confirm-rounds 4 --threads 2 " + example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& info = j.at("search_info");
+  CHECK(info.at("method") == "thompson-sampling");
+  CHECK(info.at("pulls") == 6);
+  int pulls = 0;
+  std::set<std::string> splits;
+  for (const auto& arm : info.at("arms")) {
+    pulls += arm.at("pulls").get<int>();
+    CHECK(splits.insert(arm.at("split").get<std::string>()).second);
+  }
+  CHECK(pulls == 6);
+  CHECK(splits.size() >= 2);  // bcsstk13's admissible set has several split patterns
+  CHECK(j.at("candidates") == 6);
+  CHECK(j.at("measured") == 0);  // measured during the search, reused by tune
+  CHECK(j.at("reused") == 6);
+  CHECK(j.at("best").is_object());
+  // The search cannot run without tune's measurements.
+  const Result p = waco::test::run_cli("predict --kernel spmv --search bandit " + example());
+  CHECK(p.status != 0);
+}
