@@ -19,6 +19,8 @@ PACKAGES=(
   libtorch-dev           # learned cost model (learned/)
   libopenblas0-openmp    # fast BLAS for LibTorch (the default reference BLAS is ~30x slower)
   jq                     # JSON in the benchmark scripts (scripts/bench_oracle.sh)
+  gnuplot-nox            # the plots of waco-hybrid report (SVG, no X11)
+  chromium               # the report's browser test (tests/report_browser.sh, headless)
 )
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else

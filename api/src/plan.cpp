@@ -173,29 +173,6 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-/// A private temporary folder, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/waco-tune-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw Error("cannot create a temporary folder for tuning: " + std::string(std::strerror(errno)),
-                  "set TMPDIR to a writable folder");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 /// The first "error: MESSAGE (hint: HINT)" line of the CLI's stderr as an Error.
 Error cli_error(const std::string& err, int status, bool live_stderr) {
@@ -218,7 +195,7 @@ Error cli_error(const std::string& err, int status, bool live_stderr) {
 
 nlohmann::json tune_with_cli(const Matrix& A, Kernel k, const Options& o, int threads, int dense) {
   const std::string cli = find_cli(o);
-  TempDir tmp;
+  kernels::TempDir tmp("waco-tune", "tuning");
   const std::string operand = tmp.path() + (A.order() == 3 ? "/operand.tns" : "/operand.mtx");
   if (A.order() == 3)
     kernels::write_frostt(operand, *A.impl().tensor);

@@ -307,7 +307,8 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
   return std::isfinite(rho) ? std::optional<double>(rho) : std::nullopt;
 }
 
-nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c, CpuLock& lock) {
+nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c, std::size_t position,
+                          CpuLock& lock) {
   const std::string stem = m.dir + "/" + c.name;
   const std::string tune_db = stem + ".sqlite";
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(tune_db + suffix);  // fresh
@@ -337,7 +338,8 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
                         {"file", m.file}, {"name", m.name}, {"nnz", m.nnz},
                         {"kernel", std::string(kernel_name(m.kind))}, {"dense", m.dense},
                         {"threads", m.threads}, {"tune_args", stored_args(o, c)}, {"search", search},
-                        {"uses_model", uses_model}, {"child_s", r.seconds}};
+                        {"uses_model", uses_model}, {"child_s", r.seconds},
+                        {"position", position}};
   if (!r.error.empty()) {
     row.update({{"status", "failed"}, {"error", r.error}, {"winner", nullptr}});
     return row;
@@ -506,7 +508,7 @@ int run_ablate(const Options& o) {
         continue;
       }
       const double t0 = now_seconds();
-      nlohmann::json row = run_config(o, m, c, lock);
+      nlohmann::json row = run_config(o, m, c, ci, lock);
       if (g_interrupted) break;  // the child was interrupted too: not a result
       rows[c.name] = row;
       changed = true;

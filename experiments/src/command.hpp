@@ -38,6 +38,7 @@ Command make_dataset_command();
 Command make_train_command();
 Command make_evaluate_command();
 Command make_predict_command();
+Command make_report_command();
 Command make_ablate_command();
 
 }  // namespace waco::cli

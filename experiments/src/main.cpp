@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
       make_evaluate_command(),
       make_predict_command(),
       make_ablate_command(),
+      make_report_command(),
   };
 
   CLI::App app{

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -50,6 +51,22 @@ std::string self_executable() {
   if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
     path.resize(path.size() - deleted.size());
   return path;
+}
+
+TempDir::TempDir(const std::string& prefix, const std::string& purpose) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + prefix +
+                        "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw Error("cannot create a temporary folder for " + purpose + " (" + pattern + "): " +
+                    std::strerror(errno),
+                "set TMPDIR to a writable folder");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace waco::kernels

@@ -18,4 +18,19 @@ int run_process(const std::vector<std::string>& argv, const std::string& out_pat
 /// The path of the running executable (/proc/self/exe); throws Error when unreadable.
 std::string self_executable();
 
+/// A private temporary folder ($TMPDIR or /tmp, "<prefix>-XXXXXX"), removed with its contents on
+/// destruction. Throws Error (hint: set TMPDIR) when it cannot be made; `purpose` completes
+/// "cannot create a temporary folder for ...".
+class TempDir {
+ public:
+  TempDir(const std::string& prefix, const std::string& purpose);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace waco::kernels

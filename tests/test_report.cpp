@@ -1,0 +1,481 @@
+// Unit "report": `waco-hybrid report` (experiments/src/report.hpp) on a results database with
+// synthetic ablation rows: the per-matrix metrics and per-configuration summaries exactly, the
+// CSV and JSON files, the HTML page (every plot drawn by gnuplot and inlined, nothing external,
+// ids unique), the notes on a missing oracle and the errors on an empty database.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "report.hpp"
+#include "support/edge_cases.hpp"
+#include "support/test_paths.hpp"
+#include "waco/heuristics/results_db.hpp"
+#include "waco/kernels/error.hpp"
+
+using namespace waco;
+using nlohmann::json;
+
+namespace {
+
+kernels::CooMatrix diagonal(int n) {
+  std::vector<kernels::index_t> r, c;
+  std::vector<float> v;
+  for (int i = 0; i < n; ++i) r.push_back(i), c.push_back(i), v.push_back(1.0f + i % 3);
+  return test::from_triplets(n, n, r, c, v);
+}
+
+json context() {
+  return {{"cpu", "Test CPU @ 1 GHz"}, {"compiler", "g++ 12"}, {"threads", 2},
+          {"git_revision", "abc1234"}, {"date", "2026-01-01T00:00:00Z"}};
+}
+
+json run_row(const std::string& config, const std::string& kind, const std::string& name,
+             const std::string& status, json extra) {
+  json j = {{"format", "waco-ablation-run"}, {"version", 1}, {"config", config},
+            {"description", "the " + config + " configuration"}, {"kind", kind},
+            {"file", "/data/" + name}, {"name", name}, {"nnz", 50}, {"kernel", "spmv"},
+            {"dense", 1}, {"threads", 2}, {"status", status}, {"error", nullptr},
+            {"tune_args", json::array()}, {"winner", nullptr}, {"verdict", "gain"},
+            {"search", config}, {"search_method", nullptr}, {"admissible", 36},
+            {"candidates_measured", 0}, {"choice_s", 0.0}, {"measure_s", 0.0}, {"tune_s", 0.0},
+            {"tune_speedup_over_csr", nullptr}, {"break_even_calls", nullptr},
+            {"recall_at_10", nullptr}, {"spearman", nullptr}, {"context", context()}};
+  for (auto& [k, v] : extra.items()) j[k] = v;
+  return j;
+}
+
+json bench_row(const std::string& name, json configs, json baselines) {
+  return {{"format", "waco-ablation-bench"}, {"version", 1}, {"file", "/data/" + name},
+          {"name", name}, {"nnz", 50}, {"kernel", "spmv"}, {"dense", 1}, {"threads", 2},
+          {"repeats", 20}, {"warmup", 2}, {"configs", configs}, {"baselines", baselines},
+          {"context", context()}};
+}
+
+json timed(double median, const std::string& schedule = "csr") {
+  return {{"schedule", schedule}, {"median_s", median}, {"min_s", median * 0.9},
+          {"max_s", median * 1.1}};
+}
+json lib(double median) { return {{"median_s", median}, {"min_s", median}, {"max_s", median}}; }
+
+/// Two matrices, three configurations: A.mtx has every time (random's tuning failed), B.mtx has
+/// no oracle time (exhaustive's tuning failed there).
+std::string fixture_db(const std::string& name) {
+  const std::string path = test::scratch_dir(name) + "/a.sqlite";
+  heuristics::ResultsDb db(path);
+  const auto a = heuristics::matrix_record(diagonal(50), "/data/A.mtx");
+  const auto b = heuristics::matrix_record(diagonal(60), "/data/B.mtx");
+  db.record_matrix(a);
+  db.record_matrix(b);
+  auto rec = [&](const heuristics::MatrixRecord& m, const std::string& config, const json& row) {
+    db.record_ablation(m.fingerprint, "spmv", 1, 2, config, row);
+  };
+  rec(a, "exhaustive", run_row("exhaustive", "pipeline", "A.mtx", "ok",
+                               {{"winner", "dcsr"}, {"candidates_measured", 36}, {"tune_s", 10.0},
+                                {"break_even_calls", 1000.0}}));
+  rec(a, "hybrid", run_row("hybrid", "pipeline", "A.mtx", "ok",
+                           {{"winner", "csr"}, {"candidates_measured", 12}, {"tune_s", 2.0},
+                            {"break_even_calls", 200.0}, {"spearman", 0.9}, {"recall_at_10", 1.0}}));
+  rec(a, "random", run_row("random", "baseline", "A.mtx", "failed",
+                           {{"error", "every candidate failed to compile"},
+                            {"candidates_measured", 5}, {"tune_s", 1.0}}));
+  rec(a, "side-by-side",
+      bench_row("A.mtx",
+                {{"exhaustive", timed(1.0e-3, "dcsr")}, {"hybrid", timed(1.25e-3)},
+                 {"random", {{"error", "the tuning failed"}}}},
+                {{"csr", lib(2.0e-3)}, {"eigen", lib(1.6e-3)}, {"rsb-tuned", {{"error", "no rsb"}}}}));
+  rec(b, "exhaustive", run_row("exhaustive", "pipeline", "B.mtx", "failed",
+                               {{"error", "timed out"}, {"candidates_measured", 3}, {"tune_s", 7.0}}));
+  rec(b, "hybrid", run_row("hybrid", "pipeline", "B.mtx", "ok",
+                           {{"winner", "csr"}, {"candidates_measured", 10}, {"tune_s", 4.0},
+                            {"verdict", "no-gain"}, {"spearman", 0.5}, {"recall_at_10", 0.8}}));
+  rec(b, "random", run_row("random", "baseline", "B.mtx", "ok",
+                           {{"winner", "csc"}, {"candidates_measured", 5}, {"tune_s", 0.5},
+                            {"break_even_calls", 50.0}}));
+  rec(b, "side-by-side",
+      bench_row("B.mtx",
+                {{"exhaustive", {{"error", "the tuning failed"}}}, {"hybrid", timed(4.0e-3)},
+                 {"random", timed(8.0e-3, "csc")}},
+                {{"csr", lib(4.0e-3)}, {"eigen", lib(5.0e-3)}}));
+  return path;
+}
+
+cli::ReportData fixture_report(const std::string& name, cli::ReportOptions o = {}) {
+  const std::string path = fixture_db(name);
+  o.db_path = path;
+  return cli::compute_report(heuristics::ResultsDb(path).ablation_rows(), o);
+}
+
+const cli::MatrixConfigMetrics& row(const cli::KernelReport& k, const std::string& matrix,
+                                    const std::string& config) {
+  for (const auto& m : k.rows)
+    if (m.matrix == matrix && m.config == config) return m;
+  FAIL("no row " << matrix << " / " << config);
+  throw std::logic_error("unreachable");
+}
+const cli::ConfigSummary& summary(const cli::KernelReport& k, const std::string& config) {
+  for (const auto& s : k.summaries)
+    if (s.config == config) return s;
+  FAIL("no summary of " << config);
+  throw std::logic_error("unreachable");
+}
+
+Approx exact(double v) { return Approx(v).epsilon(1e-12); }
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) out.push_back(cur), cur.clear();
+    else cur += c;
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::size_t count_of(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("report: per-matrix metrics come from the side-by-side rows") {
+  const cli::ReportData d = fixture_report("report-metrics");
+  REQUIRE(d.kernels.size() == 1);
+  const cli::KernelReport& k = d.kernels[0];
+  CHECK(k.label == "spmv");
+  CHECK(k.matrices == std::vector<std::string>{"A.mtx", "B.mtx"});
+  CHECK(k.configs == std::vector<std::string>{"exhaustive", "hybrid", "random"});
+  CHECK(k.rows.size() == 6);
+  CHECK(k.matrices_without_oracle == 1);
+  CHECK(k.matrices_without_side_by_side == 0);
+  CHECK(d.rows == 8);
+
+  const auto& ae = row(k, "A.mtx", "exhaustive");
+  CHECK(*ae.speedup_over_csr == exact(2.0));
+  CHECK(*ae.speedup_over_best_library == exact(1.6));  // eigen; rsb-tuned has an error
+  CHECK(ae.best_library == "eigen");
+  CHECK(*ae.share_of_oracle == exact(1.0));
+  const auto& ah = row(k, "A.mtx", "hybrid");
+  CHECK(*ah.speedup_over_csr == exact(1.6));
+  CHECK(*ah.speedup_over_best_library == exact(1.28));
+  CHECK(*ah.share_of_oracle == exact(0.8));
+  CHECK(*ah.spearman == exact(0.9));
+  const auto& ar = row(k, "A.mtx", "random");
+  CHECK(ar.status == "failed");
+  CHECK(ar.error == "every candidate failed to compile");
+  CHECK_FALSE(ar.median_s.has_value());
+  CHECK(ar.time_error == "the tuning failed");
+  CHECK_FALSE(ar.speedup_over_csr.has_value());
+  const auto& bh = row(k, "B.mtx", "hybrid");
+  CHECK(*bh.speedup_over_csr == exact(1.0));
+  CHECK(*bh.speedup_over_best_library == exact(1.0));  // csr is the fastest library on B
+  CHECK(bh.best_library == "csr");
+  CHECK_FALSE(bh.share_of_oracle.has_value());  // B has no oracle time
+  const auto& br = row(k, "B.mtx", "random");
+  CHECK(*br.speedup_over_csr == exact(0.5));
+  CHECK(br.winner == "csc");
+  CHECK(row(k, "B.mtx", "exhaustive").status == "failed");
+}
+
+TEST_CASE("report: summaries are geometric means, shares within 5% and medians") {
+  const cli::ReportData d = fixture_report("report-summary");
+  const cli::KernelReport& k = d.kernels[0];
+  const auto& e = summary(k, "exhaustive");
+  CHECK(e.kind == "pipeline");
+  CHECK(e.description == "the exhaustive configuration");
+  CHECK(e.matrices == 2);
+  CHECK(e.failures == 1);
+  CHECK(e.timed == 1);
+  CHECK(*e.speedup_csr_geomean == exact(2.0));
+  CHECK(*e.speedup_library_geomean == exact(1.6));
+  CHECK(*e.share_geomean == exact(1.0));
+  CHECK(*e.within_5pct == exact(1.0));
+  CHECK(*e.median_candidates == exact(19.5));  // 36 and 3 (the failed run measured 3)
+  CHECK(*e.median_tune_s == exact(8.5));
+  CHECK(*e.median_break_even == exact(1000));
+  CHECK_FALSE(e.median_spearman.has_value());
+
+  const auto& h = summary(k, "hybrid");
+  CHECK(h.failures == 0);
+  CHECK(h.speedup_csr_count == 2);
+  CHECK(*h.speedup_csr_geomean == exact(std::sqrt(1.6)));
+  CHECK(*h.speedup_csr_min == exact(1.0));
+  CHECK(*h.speedup_csr_max == exact(1.6));
+  CHECK(*h.speedup_library_geomean == exact(std::sqrt(1.28)));
+  CHECK(h.share_count == 1);
+  CHECK(*h.share_geomean == exact(0.8));
+  CHECK(*h.within_5pct == exact(0.0));
+  CHECK(*h.median_candidates == exact(11));
+  CHECK(*h.median_tune_s == exact(3));
+  CHECK(*h.median_break_even == exact(200));
+  CHECK(*h.median_spearman == exact(0.7));
+  CHECK(*h.median_recall == exact(0.9));
+
+  const auto& r = summary(k, "random");
+  CHECK(r.kind == "baseline");
+  CHECK(r.failures == 1);
+  CHECK(r.timed == 1);
+  CHECK(*r.speedup_csr_geomean == exact(0.5));
+  CHECK_FALSE(r.share_geomean.has_value());
+  CHECK_FALSE(r.within_5pct.has_value());
+  CHECK(*r.median_tune_s == exact(0.75));
+  CHECK(*r.median_break_even == exact(50));
+
+  REQUIRE(k.notes.size() == 1);
+  CHECK_THAT(k.notes[0], Catch::Contains("1 of 2 matrices have no side-by-side time of the oracle"));
+  CHECK(d.context.at("cpu") == std::vector<std::string>{"Test CPU @ 1 GHz"});
+  CHECK(d.context.at("git_revision") == std::vector<std::string>{"abc1234"});
+}
+
+TEST_CASE("report: another oracle, a kernel filter and a missing oracle") {
+  cli::ReportOptions o;
+  o.oracle = "hybrid";
+  o.oracle_explicit = true;
+  const cli::ReportData d = fixture_report("report-oracle", o);
+  const cli::KernelReport& k = d.kernels[0];
+  CHECK(*row(k, "A.mtx", "exhaustive").share_of_oracle == exact(1.25));
+  CHECK(*row(k, "B.mtx", "random").share_of_oracle == exact(0.5));
+  CHECK(k.matrices_without_oracle == 0);
+  CHECK(*summary(k, "exhaustive").within_5pct == exact(1.0));
+
+  const std::string path = fixture_db("report-oracle-missing");
+  const auto rows = heuristics::ResultsDb(path).ablation_rows();
+  o.db_path = path;
+  o.oracle = "nonesuch";
+  CHECK_THROWS_WITH(cli::compute_report(rows, o),
+                    Catch::Contains("no configuration 'nonesuch'") && Catch::Contains(path));
+  // The default oracle absent from a run is a note, and its plots say why they are missing.
+  o.oracle_explicit = false;
+  const cli::ReportData d2 = cli::compute_report(rows, o);
+  CHECK_FALSE(d2.kernels[0].oracle_present);
+  CHECK(d2.kernels[0].matrices_without_oracle == 2);
+  CHECK_THAT(d2.kernels[0].notes.at(0), Catch::Contains("'nonesuch' is not in this run"));
+  for (const auto& m : d2.kernels[0].rows) CHECK_FALSE(m.share_of_oracle.has_value());
+  const cli::PlotPlan plan = cli::plan_plots(d2.kernels[0], o.oracle);
+  std::set<std::string> omitted;
+  for (const auto& [name, reason] : plan.omitted) omitted.insert(name);
+  CHECK(omitted == std::set<std::string>{"share-of-oracle-cdf", "tune-time-vs-share"});
+  CHECK(plan.plots.size() == 4);
+
+  o.oracle = "exhaustive";
+  o.kernel = "spmm";
+  try {
+    cli::compute_report(rows, o);
+    FAIL("no error for a kernel without rows");
+  } catch (const kernels::Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("no ablation rows for kernel spmm"));
+    CHECK_THAT(e.hint(), Catch::Contains("spmv"));
+  }
+}
+
+TEST_CASE("report: an empty database and a foreign row are errors") {
+  const std::string path = test::scratch_dir("report-empty") + "/e.sqlite";
+  heuristics::ResultsDb db(path);
+  cli::ReportOptions o;
+  o.db_path = path;
+  try {
+    cli::compute_report(db.ablation_rows(), o);
+    FAIL("no error for an empty database");
+  } catch (const kernels::Error& e) {
+    CHECK(std::string(e.what()) == "no ablation rows in " + path);
+    CHECK(e.hint() == "run waco-hybrid ablate first");
+  }
+  const auto m = heuristics::matrix_record(diagonal(50), "/data/A.mtx");
+  db.record_matrix(m);
+  db.record_ablation(m.fingerprint, "spmv", 1, 2, "hybrid", {{"winner", "csr"}});
+  CHECK_THROWS_WITH(cli::compute_report(db.ablation_rows(), o),
+                    Catch::Contains("is not a waco-ablation-run object"));
+  json newer = run_row("hybrid", "pipeline", "A.mtx", "ok", json::object());
+  newer["version"] = 2;
+  db.record_ablation(m.fingerprint, "spmv", 1, 2, "hybrid", newer);
+  CHECK_THROWS_WITH(cli::compute_report(db.ablation_rows(), o), Catch::Contains("version 2"));
+}
+
+TEST_CASE("report: the CSV has one line per kernel, matrix and configuration with every metric") {
+  const cli::ReportData d = fixture_report("report-csv");
+  std::istringstream in(cli::report_csv(d));
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  const std::vector<std::string> header = split_csv_line(line);
+  std::map<std::string, std::size_t> col;
+  for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  for (const char* name : {"kernel", "matrix", "config", "status", "error", "median_s",
+                           "speedup_over_csr", "speedup_over_best_library", "share_of_oracle",
+                           "within_5pct", "candidates_measured", "choice_s", "measure_s",
+                           "tune_s", "break_even_calls", "spearman", "recall_at_10"})
+    CHECK(col.count(name) == 1);
+  std::map<std::string, std::vector<std::string>> lines;
+  while (std::getline(in, line)) {
+    const auto f = split_csv_line(line);
+    REQUIRE(f.size() == header.size());
+    lines[f[col["matrix"]] + "/" + f[col["config"]]] = f;
+  }
+  REQUIRE(lines.size() == 6);
+  const auto& ah = lines.at("A.mtx/hybrid");
+  CHECK(ah[col["kernel"]] == "spmv");
+  CHECK(std::stod(ah[col["speedup_over_csr"]]) == exact(1.6));
+  CHECK(std::stod(ah[col["speedup_over_best_library"]]) == exact(1.28));
+  CHECK(std::stod(ah[col["share_of_oracle"]]) == exact(0.8));
+  CHECK(ah[col["within_5pct"]] == "0");
+  CHECK(ah[col["candidates_measured"]] == "12");
+  CHECK(ah[col["spearman"]] == "0.9");
+  CHECK(lines.at("A.mtx/exhaustive")[col["within_5pct"]] == "1");
+  const auto& ar = lines.at("A.mtx/random");
+  CHECK(ar[col["status"]] == "failed");
+  CHECK(ar[col["error"]] == "every candidate failed to compile");
+  CHECK(ar[col["speedup_over_csr"]].empty());
+  CHECK(lines.at("B.mtx/hybrid")[col["share_of_oracle"]].empty());
+}
+
+TEST_CASE("report: the JSON holds the summaries, the rows and the plot names") {
+  const cli::ReportData d = fixture_report("report-json");
+  std::vector<cli::PlotPlan> plans = {cli::plan_plots(d.kernels[0], "exhaustive")};
+  const json j = cli::report_json(d, plans);
+  CHECK(j["format"] == "waco-ablation-report");
+  CHECK(j["version"] == cli::kReportVersion);
+  CHECK(j["oracle"] == "exhaustive");
+  CHECK(j["plots"] == 6);
+  const json& k = j["kernels"][0];
+  CHECK(k["kernel"] == "spmv");
+  CHECK(k["matrices"] == 2);
+  CHECK(k["matrices_without_oracle"] == 1);
+  CHECK(k["rows"].size() == 6);
+  CHECK(k["plots"] == json::array({"speedup-over-csr", "share-of-oracle-cdf", "tune-time-vs-share",
+                                   "spearman", "recall-at-10", "break-even-calls"}));
+  const json& h = k["summaries"][1];
+  CHECK(h["config"] == "hybrid");
+  CHECK(h["speedup_over_csr"]["geomean"].get<double>() == exact(std::sqrt(1.6)));
+  CHECK(h["share_of_oracle"]["geomean"].get<double>() == exact(0.8));
+  CHECK(h["within_5pct_of_oracle"].get<double>() == exact(0.0));
+  CHECK(h["median_spearman"].get<double>() == exact(0.7));
+  CHECK(k["summaries"][2]["share_of_oracle"]["geomean"].is_null());
+  CHECK(j["context"]["cpu"] == "Test CPU @ 1 GHz");
+}
+
+TEST_CASE("report: the HTML page is self-contained with every plot inline") {
+  const cli::ReportData d = fixture_report("report-html");
+  const std::vector<cli::PlotPlan> plans = {cli::plan_plots(d.kernels[0], "exhaustive")};
+  REQUIRE(plans[0].plots.size() == 6);
+  CHECK(plans[0].omitted.empty());
+  const std::vector<std::vector<std::string>> svgs = {cli::draw_plots(plans[0].plots)};
+  const std::string html = cli::render_html(d, plans, svgs);
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("data-expected-plots=\"6\"") != std::string::npos);
+  for (const auto& p : plans[0].plots) {
+    const std::size_t at = html.find("<figure class=\"plot\" data-plot=\"" + p.name + "\"");
+    INFO(p.name);
+    REQUIRE(at != std::string::npos);
+    const std::size_t end = html.find("</figure>", at);
+    const std::string fig = html.substr(at, end - at);
+    CHECK(fig.find("<svg") != std::string::npos);
+    CHECK(fig.find("gnuplot_plot_1") != std::string::npos);  // a data set was drawn
+    CHECK(fig.find("<figcaption>") != std::string::npos);
+  }
+  CHECK(count_of(html, "<figure class=\"plot\"") == 6);
+  // Nothing external, no XML prolog inside the page.
+  for (const char* bad : {"src=", "<link", "@import", "url(http", "<?xml", "<!DOCTYPE svg"})
+    CHECK(html.find(bad) == std::string::npos);
+  std::string rest = html;
+  for (const char* ns : {"xmlns=\"http://www.w3.org/2000/svg\"",
+                         "xmlns:xlink=\"http://www.w3.org/1999/xlink\""})
+    for (std::size_t at; (at = rest.find(ns)) != std::string::npos;) rest.erase(at, std::strlen(ns));
+  CHECK(rest.find("http") == std::string::npos);
+  CHECK(count_of(html, "<script") == 1);
+  // Ids unique across the six inline SVGs.
+  std::map<std::string, int> ids;
+  const std::regex id_re("\\sid=['\"]([^'\"]+)['\"]");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), id_re); it != std::sregex_iterator(); ++it)
+    ++ids[(*it)[1]];
+  for (const auto& [id, n] : ids) {
+    INFO(id);
+    CHECK(n == 1);
+  }
+  CHECK(ids.size() > 20);
+  // The tables and the notes.
+  CHECK(html.find("1 of 2 matrices have no side-by-side time of the oracle") != std::string::npos);
+  CHECK(html.find("every candidate failed to compile") != std::string::npos);
+  CHECK(html.find("Test CPU @ 1 GHz") != std::string::npos);
+  CHECK(html.find("abc1234") != std::string::npos);
+  CHECK(html.find("How to read this report") != std::string::npos);
+  CHECK(html.find("id=\"selfcheck\"") != std::string::npos);
+  CHECK(html.find("document.body.dataset.selfcheck") != std::string::npos);
+}
+
+TEST_CASE("report: plots without data are left out and said so") {
+  const std::string path = test::scratch_dir("report-no-model") + "/n.sqlite";
+  heuristics::ResultsDb db(path);
+  const auto m = heuristics::matrix_record(diagonal(50), "/data/A.mtx");
+  db.record_matrix(m);
+  db.record_ablation(m.fingerprint, "spmv", 1, 2, "exhaustive",
+                     run_row("exhaustive", "pipeline", "A.mtx", "ok", {{"tune_s", 3.0}}));
+  db.record_ablation(m.fingerprint, "spmv", 1, 2, "random",
+                     run_row("random", "baseline", "A.mtx", "ok", {{"tune_s", 1.0}}));
+  db.record_ablation(m.fingerprint, "spmv", 1, 2, "side-by-side",
+                     bench_row("A.mtx", {{"exhaustive", timed(1e-3)}, {"random", timed(2e-3)}},
+                               {{"csr", lib(1e-3)}}));
+  cli::ReportOptions o;
+  o.db_path = path;
+  const cli::ReportData d = cli::compute_report(db.ablation_rows(), o);
+  const std::vector<cli::PlotPlan> plans = {cli::plan_plots(d.kernels[0], "exhaustive")};
+  std::set<std::string> drawn, omitted;
+  for (const auto& p : plans[0].plots) drawn.insert(p.name);
+  for (const auto& [name, reason] : plans[0].omitted) omitted.insert(name);
+  CHECK(drawn == std::set<std::string>{"speedup-over-csr", "share-of-oracle-cdf", "tune-time-vs-share"});
+  CHECK(omitted == std::set<std::string>{"spearman", "recall-at-10", "break-even-calls"});
+  const std::string html = cli::render_html(d, plans, {cli::draw_plots(plans[0].plots)});
+  CHECK(count_of(html, "<figure class=\"plot\"") == 3);
+  CHECK(html.find("data-expected-plots=\"3\"") != std::string::npos);
+  CHECK(html.find("Not drawn: <b>spearman</b>") != std::string::npos);
+  CHECK(html.find("no model ran") != std::string::npos);
+}
+
+TEST_CASE("report: a missing gnuplot is a clear error") {
+  const cli::ReportData d = fixture_report("report-no-gnuplot");
+  const cli::PlotPlan plan = cli::plan_plots(d.kernels[0], "exhaustive");
+  try {
+    cli::draw_plots(plan.plots, "/nonexistent/gnuplot");
+    FAIL("no error without gnuplot");
+  } catch (const kernels::Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("cannot run gnuplot"));
+    CHECK(e.hint() == "scripts/setup.sh installs gnuplot-nox");
+  }
+  // A failing gnuplot (here: a program that exits 1) names the plot.
+  try {
+    cli::draw_plots(plan.plots, "false");
+    FAIL("no error for a failing gnuplot");
+  } catch (const kernels::Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("failed drawing plot speedup-over-csr") &&
+                             Catch::Contains("exit 1"));
+  }
+}
+
+TEST_CASE("report: inline_svg drops the prolog and makes ids unique") {
+  const std::string svg =
+      "<?xml version=\"1.0\"?>\n<svg viewBox=\"0 0 10 10\"><title>Gnuplot</title><defs>"
+      "<path id='gpPt0' d='M0,0'/><g id=\"c\"/></defs><use xlink:href='#gpPt0'/>"
+      "<rect fill=\"url(#c)\"/></svg>\n";
+  const std::string s = cli::inline_svg(svg, "p1-", "A <caption>");
+  CHECK(s.rfind("<svg class=\"gp\"", 0) == 0);
+  CHECK(s.find("<?xml") == std::string::npos);
+  CHECK(s.find("id='p1-gpPt0'") != std::string::npos);
+  CHECK(s.find("id=\"p1-c\"") != std::string::npos);
+  CHECK(s.find("href='#p1-gpPt0'") != std::string::npos);
+  CHECK(s.find("url(#p1-c)") != std::string::npos);
+  CHECK(s.find("<title>A &lt;caption&gt;</title>") != std::string::npos);
+}
+
+TEST_CASE("report: the CSV and JSON paths are the HTML path's siblings") {
+  CHECK(cli::sibling_paths("out/r.html") == std::make_pair(std::string("out/r.csv"),
+                                                           std::string("out/r.json")));
+  CHECK(cli::sibling_paths("r.htm").second == "r.json");
+  CHECK_THROWS_WITH(cli::sibling_paths("r.json"), Catch::Contains("does not end in .html"));
+}
