@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -296,6 +297,106 @@ int report_cached(const Options& o, const CachedDecision& hit, const TuningKey& 
   return kExitOk;
 }
 
+/// Step 5b of tune, --expected-calls: what the caller's calls can pay for, from the csr time
+/// just measured. Not worth it: no candidate and no confirmation are left (csr is the result).
+/// Otherwise the candidates, the search's time and the side-by-side stage are cut to the budget.
+std::optional<CallsBudget> apply_calls_budget(Options& o, std::vector<Candidate>& candidates,
+                                              TuneOptions& to, const Measurement& cm,
+                                              double spent_s) {
+  if (o.expected_calls <= 0) return std::nullopt;
+  if (cm.status != MeasureStatus::Ok) {
+    std::fprintf(stderr, "warning: --expected-calls ignored: the csr schedule did not run (%s)\n",
+                 cm.reason.c_str());
+    return std::nullopt;
+  }
+  CallsBudgetInput in;
+  in.calls = o.expected_calls;
+  in.share = o.tuning_share;
+  in.csr_s = cm.median_s;
+  in.spent_s = spent_s;
+  // A candidate costs what the csr schedule's measurement did (its compile included when it
+  // was not cached). Kernels compiled earlier cost less, new ones more (0.3-0.9 s to
+  // compile on the development VMs): the search's time limit below is what holds the budget,
+  // overrun by at most the candidate measured when it expires.
+  in.per_candidate_s = std::max(cm.wall_s, (o.warmup + o.repeat + 2) * cm.median_s);
+  in.per_confirmed_s = cm.conversion_s + (o.warmup + o.confirm_rounds + 1) * cm.median_s;
+  in.confirm_top = std::max(1, o.confirm);
+  const CallsBudget budget = plan_calls_budget(in);
+  if (!budget.worth_it) {
+    candidates.clear();
+    o.confirm = 0;
+    if (!o.quiet) std::fprintf(stderr, "tune: %s; the result is csr\n", budget.reason.c_str());
+    return budget;
+  }
+  if (static_cast<std::int64_t>(candidates.size()) > budget.candidates)
+    candidates.resize(static_cast<std::size_t>(budget.candidates));
+  to.budget_seconds = to.budget_seconds > 0 ? std::min(to.budget_seconds, budget.search_s)
+                                            : budget.search_s;
+  if (o.confirm > 0) o.confirm = std::min(o.confirm, budget.confirm_top);
+  return budget;
+}
+
+/// The search's progress line on stderr (rewritten in place on a terminal, every 5 s otherwise).
+std::function<void(const TuneProgress&)> progress_printer(std::optional<double> csr_s) {
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  auto last_print = std::make_shared<double>(-1e9);
+  return [tty, csr_s, last_print](const TuneProgress& pr) {
+    const double now = now_seconds();
+    const bool final = pr.done == pr.total;
+    if (!tty && !final && now - *last_print < 5.0) return;
+    *last_print = now;
+    std::string best = "none yet";
+    if (pr.best_median_s) {
+      best = format_seconds(*pr.best_median_s);
+      if (csr_s) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " (%.2fx csr)", *csr_s / *pr.best_median_s);
+        best += buf;
+      }
+    }
+    std::fprintf(stderr, "%stune: %lld/%lld done (%lld reused), %.2f/s, %s left, best %s%s",
+                 tty ? "\r\033[K" : "", static_cast<long long>(pr.done),
+                 static_cast<long long>(pr.total), static_cast<long long>(pr.reused), pr.rate,
+                 duration_text(pr.eta_s).c_str(), best.c_str(), tty && !final ? "" : "\n");
+    std::fflush(stderr);
+  };
+}
+
+/// Step 7 of tune: the search's best candidates and both references measured again side by
+/// side in one child (interleaved rounds). The winner and the speedups come from these
+/// timings: two separate measurements of one kernel drift by up to 1.5x on a shared machine,
+/// more than the gap between the top candidates. Not stored (see confirm_best).
+/// All candidates live in one process: at most a quarter of the memory for them (each holds
+/// its output and its format, ~12 bytes per nonzero).
+Confirmation confirm_top(const Options& o, const Problem& p, Measurer& measurer,
+                         const TuneResult& r, const TuneEntry& csr_schedule,
+                         const TuneEntry& csr_baseline, const std::string& shortcut) {
+  const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
+  const double per_candidate = 4.0 * static_cast<double>(p.output_size()) +
+                               12.0 * static_cast<double>(p.nnz());
+  const double fit = physical_memory_bytes() / 4 / per_candidate - 2;  // 2 references
+  const int top = static_cast<int>(std::max(1.0, std::min<double>(o.confirm, fit)));
+  if (!o.quiet) {
+    std::fprintf(stderr, "tune: measuring the best %lld side by side with %s (%d rounds)\n",
+                 static_cast<long long>(std::min<std::int64_t>(top, ok)), shortcut.c_str(),
+                 o.confirm_rounds);
+    if (top < o.confirm)
+      std::fprintf(stderr, "tune: only %d of --confirm %d: more would not fit in a quarter of "
+                           "this machine's memory\n", top, o.confirm);
+  }
+  // The csr-like schedules of the search (the csr schedule with any chunk and thread count):
+  // the fastest of them is always nominated, so that the winner is never slower than it.
+  const codegen::SuperSchedule csr_shape = csr_schedule.candidate.schedule.value();
+  ConfirmOptions co{top, o.confirm_rounds, [csr_shape](const Candidate& c) {
+                      if (!c.schedule) return false;
+                      codegen::SuperSchedule s = *c.schedule;
+                      s.threads = csr_shape.threads;
+                      s.chunk = csr_shape.chunk;
+                      return s == csr_shape;
+                    }};
+  return confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate}, co);
+}
+
 int run_tune(const Options& given) {
   const double t_start = now_seconds();
   // --confirm 0 with a model search: the model decides alone. Its best-predicted schedule is the
@@ -419,108 +520,25 @@ int run_tune(const Options& given) {
   }
 
   // 5b. --expected-calls: what the caller's calls can pay for, from the csr time just measured.
-  // Not worth it: no search, csr is the result. Otherwise the candidates, the search's time and
-  // the side-by-side stage are cut to the budget.
-  std::optional<CallsBudget> calls_budget;
-  if (o.expected_calls > 0) {
-    const Measurement& cm = csr_schedule.measurement;
-    if (!csr_s) {
-      std::fprintf(stderr, "warning: --expected-calls ignored: the csr schedule did not run (%s)\n",
-                   cm.reason.c_str());
-    } else {
-      CallsBudgetInput in;
-      in.calls = o.expected_calls;
-      in.share = o.tuning_share;
-      in.csr_s = *csr_s;
-      in.spent_s = now_seconds() - t_start;
-      // A candidate costs what the csr schedule's measurement did (its compile included when it
-      // was not cached). Kernels compiled earlier cost less, new ones more (0.3-0.9 s to
-      // compile on the development VMs): the search's time limit below is what holds the budget,
-      // overrun by at most the candidate measured when it expires.
-      in.per_candidate_s = std::max(cm.wall_s, (o.warmup + o.repeat + 2) * *csr_s);
-      in.per_confirmed_s = cm.conversion_s + (o.warmup + o.confirm_rounds + 1) * *csr_s;
-      in.confirm_top = std::max(1, o.confirm);
-      calls_budget = plan_calls_budget(in);
-      if (!calls_budget->worth_it) {
-        candidates.clear();
-        o.confirm = 0;
-        if (!o.quiet) std::fprintf(stderr, "tune: %s; the result is csr\n", calls_budget->reason.c_str());
-      } else {
-        if (static_cast<std::int64_t>(candidates.size()) > calls_budget->candidates)
-          candidates.resize(static_cast<std::size_t>(calls_budget->candidates));
-        to.budget_seconds = to.budget_seconds > 0
-                                ? std::min(to.budget_seconds, calls_budget->search_s)
-                                : calls_budget->search_s;
-        if (o.confirm > 0) o.confirm = std::min(o.confirm, calls_budget->confirm_top);
-      }
-    }
-  }
+  const std::optional<CallsBudget> calls_budget =
+      apply_calls_budget(o, candidates, to, csr_schedule.measurement, now_seconds() - t_start);
   const bool not_worth_it = calls_budget && !calls_budget->worth_it;
 
   // 6. The search, with progress on stderr.
   const bool tty = ::isatty(STDERR_FILENO) != 0;
-  double last_print = -1e9;
   if (!o.quiet && !not_worth_it) {
     std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n",
                  std::string(kernel_name(kind)).c_str(), search.c_str(), candidates.size(),
                  db_path.c_str());
-    to.progress = [&](const TuneProgress& pr) {
-      const double now = now_seconds();
-      const bool final = pr.done == pr.total;
-      if (!tty && !final && now - last_print < 5.0) return;
-      last_print = now;
-      std::string best = "none yet";
-      if (pr.best_median_s) {
-        best = format_seconds(*pr.best_median_s);
-        if (csr_s) {
-          char buf[32];
-          std::snprintf(buf, sizeof buf, " (%.2fx csr)", *csr_s / *pr.best_median_s);
-          best += buf;
-        }
-      }
-      std::fprintf(stderr, "%stune: %lld/%lld done (%lld reused), %.2f/s, %s left, best %s%s",
-                   tty ? "\r\033[K" : "", static_cast<long long>(pr.done),
-                   static_cast<long long>(pr.total), static_cast<long long>(pr.reused), pr.rate,
-                   duration_text(pr.eta_s).c_str(), best.c_str(), tty && !final ? "" : "\n");
-      std::fflush(stderr);
-    };
+    to.progress = progress_printer(csr_s);
   }
   const TuneResult r = run_candidates(db, key, measurer, candidates, to);
   if (!o.quiet && tty && !r.entries.empty() && !r.complete) std::fprintf(stderr, "\n");
 
-  // 7. Confirmation: the search's best candidates and both references measured again side by
-  // side in one child (interleaved rounds). The winner and the speedups come from these
-  // timings: two separate measurements of one kernel drift by up to 1.5x on a shared machine,
-  // more than the gap between the top candidates. Not stored (see confirm_best).
-  // All candidates live in one process: at most a quarter of the memory for them (each holds
-  // its output and its format, ~12 bytes per nonzero).
+  // 7. Confirmation: the best candidates and both references again, side by side.
   std::optional<Confirmation> confirmation;
-  if (o.confirm > 0 && r.best && r.stopped_by != "interrupted") {
-    const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
-    const double per_candidate = 4.0 * static_cast<double>(p.output_size()) +
-                                 12.0 * static_cast<double>(p.nnz());
-    const double fit = physical_memory_bytes() / 4 / per_candidate - 2;  // 2 references
-    const int top = static_cast<int>(std::max(1.0, std::min<double>(o.confirm, fit)));
-    if (!o.quiet) {
-      std::fprintf(stderr, "tune: measuring the best %lld side by side with %s (%d rounds)\n",
-                   static_cast<long long>(std::min<std::int64_t>(top, ok)), shortcut.c_str(),
-                   o.confirm_rounds);
-      if (top < o.confirm)
-        std::fprintf(stderr, "tune: only %d of --confirm %d: more would not fit in a quarter of "
-                             "this machine's memory\n", top, o.confirm);
-    }
-    // The csr-like schedules of the search (the csr schedule with any chunk and thread count):
-    // the fastest of them is always nominated, so that the winner is never slower than it.
-    const codegen::SuperSchedule csr_shape = csr_schedule.candidate.schedule.value();
-    ConfirmOptions co{top, o.confirm_rounds, [csr_shape](const Candidate& c) {
-                        if (!c.schedule) return false;
-                        codegen::SuperSchedule s = *c.schedule;
-                        s.threads = csr_shape.threads;
-                        s.chunk = csr_shape.chunk;
-                        return s == csr_shape;
-                      }};
-    confirmation = confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate}, co);
-  }
+  if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
+    confirmation = confirm_top(o, p, measurer, r, csr_schedule, csr_baseline, shortcut);
   const bool confirmed = confirmation && confirmation->best.has_value();
   const TuneEntry* search_best = r.best ? &r.entries[*r.best] : nullptr;
   const ConfirmEntry* winner = confirmed ? &confirmation->ranking[*confirmation->best] : nullptr;
