@@ -86,6 +86,17 @@ TEST_CASE("tune: a random search reports the best schedule and resumes from the 
     CHECK(counters.at("retaken").get<int>() >= 0);
     CHECK(counters.at("cpu_s").get<double>() >= 0.0);
     CHECK(counters.at("page_faults").get<std::int64_t>() >= 0);
+    // Hardware counters where the machine has them (KVM guests: backend "none", no values).
+    const auto& hw = counters.at("hardware");
+    const std::string backend = hw.at("backend");
+    CHECK((backend == "none" || backend == "perf" || backend == "likwid"));
+    if (backend == "none") {
+      CHECK_FALSE(hw.contains("per_run"));
+    } else {
+      CHECK(hw.at("runs") == 3);
+      CHECK(hw.at("per_run").at("cycles").get<double>() > 0);
+      CHECK(hw.at("per_run").at("instructions").get<double>() > 0);
+    }
   }
   CHECK(confirm.at("csr_counters").at("source") == "getrusage");
   // The economy: the time's parts and, with a gain, the calls that pay for it.

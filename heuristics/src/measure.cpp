@@ -29,6 +29,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -39,6 +40,7 @@
 #include "framing.hpp"
 #include "waco/heuristics/prefix_counts.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/counters.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/implementation.hpp"
 #include "waco/kernels/timing.hpp"
@@ -565,6 +567,19 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
     if (runs[i] && hopeless(i)) abandon(i);
   const std::vector<kernels::TimingStats> t = kernels::time_interleaved(
       runs, {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed}, /*settle=*/1);
+  // Hardware counters where the machine exposes them (KVM guests without a PMU do not: the
+  // backend is then "none"), around extra runs after the timed rounds.
+  std::unique_ptr<kernels::Counters> hw;
+  if (opts.hardware_counter_runs > 0) hw = kernels::open_counters(kernels::CounterBackend::Auto);
+  const bool counting = hw && hw->backend() != "none";
+  std::vector<std::map<std::string, double>> hardware(cs.size());
+  for (std::size_t i = 0; i < cs.size() && counting; ++i) {
+    if (!runs[i]) continue;
+    hw->start();
+    for (int k = 0; k < opts.hardware_counter_runs; ++k) runs[i]();
+    for (const auto& [event, count] : hw->stop())
+      hardware[i][event] = static_cast<double>(count) / opts.hardware_counter_runs;
+  }
   std::vector<Measurement> out;
   out.reserve(cs.size());
   for (std::size_t i = 0; i < cs.size(); ++i) {
@@ -578,7 +593,10 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
                       {"cpu_s", c.cpu_s},
                       {"involuntary_switches", c.involuntary_switches},
                       {"voluntary_switches", c.voluntary_switches},
-                      {"page_faults", c.page_faults}};
+                      {"page_faults", c.page_faults},
+                      {"hardware", {{"backend", hw ? std::string(hw->backend()) : "none"}}}};
+      if (counting)
+        r.m.counters["hardware"].update({{"runs", opts.hardware_counter_runs}, {"per_run", hardware[i]}});
     }
     out.push_back(std::move(r.m));
   }

@@ -98,7 +98,8 @@ struct Measurement {
   /// Software counts around the side-by-side timed runs (compare()), null otherwise:
   /// {"source": "getrusage", "retaken": disturbed runs taken again, "disturbed_kept": disturbed
   /// runs kept when no retake was left, and over the kept runs "cpu_s",
-  /// "involuntary_switches", "voluntary_switches", "page_faults"}.
+  /// "involuntary_switches", "voluntary_switches", "page_faults", "hardware": {"backend":
+  /// "likwid"|"perf"|"none", and with a backend "runs" and "per_run": event -> count per run}}.
   nlohmann::json counters;
 
   nlohmann::json to_json() const;
@@ -133,6 +134,11 @@ struct MeasureOptions {
   /// Side-by-side rounds in compare(): timed runs per candidate that are taken again when an
   /// involuntary context switch shows another process took a CPU during them.
   int retake_disturbed = 5;
+  /// Side-by-side rounds in compare(): hardware counters (likwid, else Linux perf; cycles,
+  /// instructions, cache references and misses) are read around this many extra runs of each
+  /// candidate after the timed rounds (never around timed runs: reading them costs time), where
+  /// the machine exposes them; 0: none. Measurement::counters["hardware"].
+  int hardware_counter_runs = 3;
   double compare_screen_margin = 4.0;
   double compare_screen_min_s = 0.05;
   /// Test hook (fault injection): runs in the measuring child after prepare, before the first
