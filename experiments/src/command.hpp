@@ -40,5 +40,6 @@ Command make_evaluate_command();
 Command make_predict_command();
 Command make_report_command();
 Command make_ablate_command();
+Command make_db_command();
 
 }  // namespace waco::cli

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
       make_tune_command(),
       make_collect_command(),
       make_dataset_command(),
+      make_db_command(),
       make_train_command(),
       make_evaluate_command(),
       make_predict_command(),
