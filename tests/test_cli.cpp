@@ -147,6 +147,31 @@ TEST_CASE("cli: bench runs implementations side by side with ratios to the first
   CHECK(cli("bench --kernel spmv --impl csr,nope " + example()).status == 1);
 }
 
+TEST_CASE("cli: info --peaks and bench --roofline report the machine's roofline and fractions of it") {
+  const Result peaks = cli("info --peaks --threads 1 --json");
+  INFO(peaks.err);
+  REQUIRE(peaks.status == 0);
+  const auto p = nlohmann::json::parse(peaks.out);
+  CHECK(p.at("threads") == 1);
+  CHECK(p.at("fp32_gflops").get<double>() > 1.0);     // any CPU of this century
+  CHECK(p.at("bandwidth_gbs").get<double>() > 0.5);
+  CHECK(cli("info --peaks --caches").status == 2);    // one thing at a time
+  const Result b = cli("bench --kernel spmv --impl csr --roofline --repeat 3 --threads 1 --json " + example());
+  INFO(b.err);
+  REQUIRE(b.status == 0);
+  const auto j = nlohmann::json::parse(b.out);
+  const double peak = j.at("roofline").at("fp32_gflops");
+  const auto& row = j.at("results")[0];
+  CHECK(row.at("fraction_of_fp32_peak").get<double>() == Approx(row.at("gflops").get<double>() / peak));
+  CHECK(row.at("fraction_of_bandwidth").get<double>() > 0.0);
+  CHECK(row.at("fraction_of_bandwidth").get<double>() < 10.0);  // a cached working set can exceed 1
+  const Result text = cli("bench --kernel spmv --impl csr --roofline --repeat 3 --threads 1 " + example());
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("%peak") != std::string::npos);
+  CHECK(cli("bench --kernel spmv --impl csr --repeat 3 --json " + example()).out.find("\"roofline\": null") !=
+        std::string::npos);
+}
+
 TEST_CASE("cli: generate writes every kind, readable by info") {
   const std::string dir = waco::test::scratch_dir("cli-gen");
   for (const std::string& args :

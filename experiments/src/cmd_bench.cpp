@@ -5,12 +5,14 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/peaks.hpp"
 #include "waco/kernels/reference.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/codegen/super_schedule.hpp"
@@ -35,6 +37,7 @@ struct Options {
   double tolerance = kDefaultTolerance;
   bool json = false;
   bool csv = false;
+  bool roofline = false;  ///< measure the machine's peaks first and report the fractions
   std::string save;  ///< also write the JSON here
   ReadOptions read;
 };
@@ -100,12 +103,17 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   return rows;
 }
 
-void print_table(const std::vector<Row>& rows, const Options& o, int threads) {
+void print_table(const std::vector<Row>& rows, const Options& o, int threads,
+                 const std::optional<MachinePeaks>& peaks) {
   std::printf("%s, dense %d, %d threads, %d warm-up + %d timed runs, interleaved; ratio = median / median of %s\n",
               o.kernel.c_str(), o.dense > 0 ? o.dense : default_dense_size(*parse_kernel(o.kernel)),
               threads, o.warmup, o.repeat, rows.empty() ? "-" : rows.front().impl.c_str());
-  std::printf("%-28s %-14s %12s %12s %12s %9s %8s %7s\n", "file", "impl", "median", "min", "max",
-              "GFLOP/s", "GB/s", "ratio");
+  if (peaks)
+    std::printf("roofline (%d threads): fp32 peak %.1f GFLOP/s, bandwidth %.1f GB/s (STREAM triad); "
+                "%%peak and %%bw are each row's fractions of them\n",
+                peaks->threads, peaks->fp32_gflops, peaks->bandwidth_gbs);
+  std::printf("%-28s %-14s %12s %12s %12s %9s %8s %7s%s\n", "file", "impl", "median", "min", "max",
+              "GFLOP/s", "GB/s", "ratio", peaks ? "  %peak    %bw" : "");
   for (const Row& r : rows) {
     std::string f = r.file;
     if (f.size() > 28) f = "..." + f.substr(f.size() - 25);
@@ -113,9 +121,13 @@ void print_table(const std::vector<Row>& rows, const Options& o, int threads) {
       std::printf("%-28s %-14s  failed: %s\n", f.c_str(), r.impl.c_str(), r.error.c_str());
       continue;
     }
-    std::printf("%-28s %-14s %12s %12s %12s %9.2f %8.2f %7.3f\n", f.c_str(), r.impl.c_str(),
+    std::printf("%-28s %-14s %12s %12s %12s %9.2f %8.2f %7.3f", f.c_str(), r.impl.c_str(),
                 format_seconds(r.t.median).c_str(), format_seconds(r.t.min).c_str(),
                 format_seconds(r.t.max).c_str(), r.gflops, r.gbs, r.ratio);
+    if (peaks)
+      std::printf(" %6.2f%% %6.1f%%", 100.0 * r.gflops / peaks->fp32_gflops,
+                  100.0 * r.gbs / peaks->bandwidth_gbs);
+    std::printf("\n");
   }
 }
 
@@ -143,6 +155,8 @@ int bench(const Options& o) {
   const int threads = resolve_threads(o.threads);
   const std::string busy = busy_machine_warning(threads);
   if (!busy.empty()) std::cerr << "warning: " << busy << "\n";
+  std::optional<MachinePeaks> peaks;
+  if (o.roofline) peaks = measure_peaks(threads);
   std::vector<Row> rows;
   for (std::size_t f = 0; f < o.files.size(); ++f) {
     std::cerr << "[" << f + 1 << "/" << o.files.size() << "] " << o.files[f] << "\n";
@@ -157,7 +171,15 @@ int bench(const Options& o) {
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
                           {"results", nlohmann::json::array()},
                           {"context", context_json(threads, "none")}};
-  for (const Row& r : rows) out["results"].push_back(row_json(r));
+  for (const Row& r : rows) {
+    nlohmann::json j = row_json(r);
+    if (peaks && r.error.empty()) {
+      j["fraction_of_fp32_peak"] = r.gflops / peaks->fp32_gflops;
+      j["fraction_of_bandwidth"] = r.gbs / peaks->bandwidth_gbs;
+    }
+    out["results"].push_back(j);
+  }
+  out["roofline"] = peaks ? peaks->to_json() : nlohmann::json(nullptr);
   if (!o.save.empty()) write_text_file(o.save, out.dump(2) + "\n");
   if (o.json) {
     print_json(out);
@@ -168,7 +190,7 @@ int bench(const Options& o) {
                   r.impl.c_str(), static_cast<long long>(r.nnz), r.t.median, r.t.min, r.t.max,
                   r.gflops, r.gbs, r.ratio, r.conversion, r.tuning, r.error.c_str());
   } else {
-    print_table(rows, o, threads);
+    print_table(rows, o, threads, peaks);
   }
   return failed ? kExitFailure : kExitOk;
 }
@@ -200,6 +222,9 @@ Command make_bench_command() {
             auto* json = sub.add_flag("--json", o->json, "Print JSON");
             sub.add_flag("--csv", o->csv, "Print CSV")->excludes(json);
             sub.add_option("--save", o->save, "Also write the JSON results to FILE");
+            sub.add_flag("--roofline", o->roofline,
+                         "Measure the machine's fp32 peak and memory bandwidth first (info --peaks, "
+                         "about 1 s) and report each implementation's fraction of them");
             add_read_options(sub, o->read);
             sub.footer(
                 "Each implementation is verified against the reference before it is timed; one that\n"

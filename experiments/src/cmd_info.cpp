@@ -6,6 +6,7 @@
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/peaks.hpp"
 #include "waco/kernels/sparse.hpp"
 
 namespace waco::cli {
@@ -18,6 +19,8 @@ struct Options {
   bool json = false;
   bool caches = false;
   bool probe = false;
+  bool peaks = false;
+  int threads = 0;
   ReadOptions read;
 };
 
@@ -212,16 +215,39 @@ Command make_info_command() {
                 "the measured probe) and the ones waco-hybrid uses");
             sub.add_flag("--probe", o->probe, "With --caches: measure the probe anew (about 1 s)")
                 ->needs(caches);
+            auto* peaks = sub.add_flag(
+                "--peaks", o->peaks,
+                "Instead of a file: measure this machine's fp32 peak and memory bandwidth on "
+                "--threads (about 1 s), the roofline bench --roofline reports against");
+            add_threads_option(sub, o->threads);
             file->excludes(caches);
+            file->excludes(peaks);
+            peaks->excludes(caches);
             add_read_options(sub, o->read);
             sub.footer(
                 "Examples:\n"
                 "  waco-hybrid info examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid info --json data/tensor.tns.gz\n"
                 "  waco-hybrid info --caches\n"
+                "  waco-hybrid info --peaks --threads 2\n"
                 "nnz counts both triangles of symmetric files; duplicates are summed.");
             return [o] {
               if (o->caches) return print_caches(o->json, o->probe);
+              if (o->peaks) {
+                const int threads = resolve_threads(o->threads);
+                const MachinePeaks p = measure_peaks(threads);
+                if (o->json) {
+                  nlohmann::json j = p.to_json();
+                  j["context"] = context_json(threads, "none");
+                  print_json(j);
+                } else {
+                  std::printf("fp32 peak  %8.1f GFLOP/s  (%d threads; vector FMA chains in registers)\n"
+                              "bandwidth  %8.1f GB/s     (STREAM triad, 3 x 128 MiB)\n"
+                              "measured in %.2f s\n",
+                              p.fp32_gflops, threads, p.bandwidth_gbs, p.seconds);
+                }
+                return kExitOk;
+              }
               if (o->file.empty())
                 throw CLI::RequiredError("FILE");  // a usage error: exit 2 from main
               const Operand op = load_operand(o->file, o->read);
