@@ -4,6 +4,8 @@
 // a list, and clear errors for a model of another kernel, a corrupt model file and missing data.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -170,4 +172,35 @@ TEST_CASE("train: --search anns walks the HNSW graph, reports recall, and is exa
   CHECK(aj.at("confirmed") == true);
   CHECK(aj.at("confirm").at("ranking").size() == 1);
   CHECK(aj.at("search_info").at("measured") == 1);
+}
+
+TEST_CASE("train: features embeds several files in one batch that equals one at a time") {
+  const std::string dir = test::scratch_dir("features-batch");
+  REQUIRE(test::run_cli("generate --kind banded --rows 300 --bandwidth 2 --seed 2 -o " + dir + "/b.mtx").status == 0);
+  const auto r = test::run_cli("features --arch small --compare --threads 1 --json " + example() + " " +
+                               dir + "/b.mtx " + example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("batch") == 3);
+  REQUIRE(j.at("files").size() == 3);
+  CHECK(j.at("files")[0].at("embedding").size() == 128);
+  // The same matrix twice in the batch: the same embedding up to float rounding; another differs.
+  double same = 0, other = 0;
+  for (std::size_t e = 0; e < 128; ++e) {
+    const double x = j.at("files")[0].at("embedding")[e];
+    same = std::max(same, std::abs(x - j.at("files")[2].at("embedding")[e].get<double>()));
+    other = std::max(other, std::abs(x - j.at("files")[1].at("embedding")[e].get<double>()));
+  }
+  CHECK(same < 1e-5);
+  CHECK(other > 1e-3);
+  CHECK(j.at("max_abs_difference").get<double>() < 1e-4);
+  CHECK(j.at("times_seconds").at("batched_forward").get<double>() > 0);
+  CHECK(j.at("times_seconds").at("separate_forward").get<double>() > 0);
+  // One order per batch; --backward takes one file.
+  CHECK(test::run_cli("features --arch small " + example() + " " + test::examples_dir() +
+                      "/../../shared/data/tensors/umls_sub_rel_obj.tns").status != 0);
+  const auto b = test::run_cli("features --arch small --backward " + example() + " " + example());
+  CHECK(b.status == 1);
+  CHECK(b.err.find("--backward takes one file") != std::string::npos);
 }

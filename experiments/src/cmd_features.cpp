@@ -1,15 +1,19 @@
 // waco-hybrid features FILE: runs the WACONet feature extractor (WACO paper section 4.1.1) on a
 // matrix or 3-D tensor and prints the embedding and where the time went (kernel maps, each conv
 // layer, pooling, MLPs) with the peak memory, so its cost can be seen on any input.
+#include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
 #include "waco/learned/feature_extractor.hpp"
 #include "waco/learned/peak_memory.hpp"
 
@@ -19,13 +23,15 @@ using namespace waco::kernels;
 namespace {
 
 struct Options {
-  std::string file;
+  std::vector<std::string> files;
+  std::string file;  ///< files[0]
   std::string arch;  // empty: "full", or the weights file's architecture
   std::string weights;
   std::string impl = "fused";
   std::uint64_t seed = 1;
   int threads = 0;
   bool backward = false;
+  bool compare = false;  ///< several files: also one at a time, side by side
   bool json = false;
   ReadOptions read;
 };
@@ -36,18 +42,15 @@ std::string join_names() {
   return s;
 }
 
-int run_features(const Options& o) {
-  if (!learned::built_with_torch())
-    throw Error("waco-hybrid features needs WACONet, but waco_learned was built without LibTorch",
-                "install libtorch-dev and rebuild");
-  const int threads = resolve_threads(o.threads);
-  learned::set_threads(threads);
-  const Operand op = load_operand(o.file, o.read);
+int operand_dims(const std::string& file, const Operand& op) {
   const int dims = op.matrix ? 2 : op.tensor->tensor.order();
   if (dims != 2 && dims != 3)
-    throw Error(o.file + ": WACONet reads matrices and 3-D tensors, this tensor has order " +
-                    std::to_string(dims));
+    throw Error(file + ": WACONet reads matrices and 3-D tensors, this tensor has order " +
+                std::to_string(dims));
+  return dims;
+}
 
+learned::FeatureExtractor make_extractor(const Options& o, int dims) {
   learned::FeatureExtractor fx = [&] {
     if (o.weights.empty())
       return learned::FeatureExtractor::create(
@@ -57,6 +60,93 @@ int run_features(const Options& o) {
     return learned::FeatureExtractor::load(o.weights, &expected);
   }();
   fx.set_conv_impl(learned::parse_conv_impl(o.impl));
+  return fx;
+}
+
+/// Several files: their patterns embedded in one batched forward pass (one block-diagonal kernel
+/// map per layer), as the search embeds many matrices at once; --compare also embeds them one at
+/// a time and reports both times and the largest difference of the embeddings.
+int run_batch(const Options& o, int threads) {
+  if (o.backward) throw Error("--backward takes one file", "give one FILE with --backward");
+  std::vector<learned::PreparedPattern> patterns;
+  std::vector<std::int64_t> nnz;
+  std::optional<learned::FeatureExtractor> fx;
+  int dims = 0;
+  double maps = 0.0;
+  for (const std::string& file : o.files) {
+    const Operand op = load_operand(file, o.read);
+    const int d = operand_dims(file, op);
+    if (!fx) {
+      dims = d;
+      fx.emplace(make_extractor(o, dims));
+    } else if (d != dims) {
+      throw Error(file + " has " + std::to_string(d) + " dimensions, " + o.files[0] + " " +
+                      std::to_string(dims) + ": one batch holds operands of one order",
+                  "embed matrices and tensors in separate calls");
+    }
+    patterns.push_back(op.matrix ? fx->prepare(op.matrix->matrix) : fx->prepare(op.tensor->tensor));
+    maps += patterns.back().stats().build_seconds;
+    nnz.push_back(op.matrix ? op.matrix->matrix.nnz() : op.tensor->tensor.nnz());
+  }
+  if (o.compare) fx->extract(patterns.front());  // warm-up: neither side pays first-call costs
+  const double t0 = kernels::now_seconds();
+  const std::vector<learned::Features> batch = fx->extract(patterns);
+  const double batched_s = kernels::now_seconds() - t0;
+  double separate_s = 0.0, max_diff = 0.0;
+  if (o.compare) {
+    for (std::size_t i = 0; i < patterns.size(); ++i) {
+      const double s0 = kernels::now_seconds();
+      const learned::Features one = fx->extract(patterns[i]);
+      separate_s += kernels::now_seconds() - s0;
+      for (std::size_t e = 0; e < one.embedding.size(); ++e)
+        max_diff = std::max(max_diff, static_cast<double>(std::abs(one.embedding[e] - batch[i].embedding[e])));
+    }
+  }
+  nlohmann::json files = nlohmann::json::array();
+  for (std::size_t i = 0; i < patterns.size(); ++i)
+    files.push_back({{"file", o.files[i]}, {"nnz", nnz[i]}, {"embedding", batch[i].embedding}});
+  nlohmann::json j = {{"architecture", fx->params().to_string()},
+                      {"conv_impl", learned::conv_impl_name(fx->conv_impl())},
+                      {"batch", patterns.size()},
+                      {"files", files},
+                      {"times_seconds", {{"kernel_maps", maps}, {"batched_forward", batched_s}}},
+                      {"peak_rss_bytes", learned::peak_rss_bytes()}};
+  if (o.compare) {
+    j["times_seconds"]["separate_forward"] = separate_s;
+    j["max_abs_difference"] = max_diff;
+  }
+  if (o.json) {
+    j["context"] = context_json(threads, "none");
+    print_json(j);
+    return kExitOk;
+  }
+  std::cout << "batch of " << patterns.size() << " (" << j["architecture"].get<std::string>()
+            << ", conv " << j["conv_impl"].get<std::string>() << ", " << threads << " threads)\n"
+            << "kernel maps:      " << format_seconds(maps) << "\n"
+            << "batched forward:  " << format_seconds(batched_s) << "\n";
+  if (o.compare)
+    std::cout << "one at a time:    " << format_seconds(separate_s) << " (largest embedding difference "
+              << max_diff << ")\n";
+  for (std::size_t i = 0; i < patterns.size(); ++i) {
+    std::ostringstream os;
+    os << std::setprecision(4);
+    for (std::size_t e = 0; e < std::min<std::size_t>(4, batch[i].embedding.size()); ++e)
+      os << " " << batch[i].embedding[e];
+    std::cout << "  " << o.files[i] << " (" << nnz[i] << " nonzeros):" << os.str() << " ...\n";
+  }
+  return kExitOk;
+}
+
+int run_features(const Options& o) {
+  if (!learned::built_with_torch())
+    throw Error("waco-hybrid features needs WACONet, but waco_learned was built without LibTorch",
+                "install libtorch-dev and rebuild");
+  const int threads = resolve_threads(o.threads);
+  learned::set_threads(threads);
+  if (o.files.size() > 1) return run_batch(o, threads);
+  const Operand op = load_operand(o.file, o.read);
+  const int dims = operand_dims(o.file, op);
+  learned::FeatureExtractor fx = make_extractor(o, dims);
 
   const auto pattern = op.matrix ? fx.prepare(op.matrix->matrix) : fx.prepare(op.tensor->tensor);
   learned::Features f = o.backward ? fx.forward_backward(pattern) : fx.extract(pattern);
@@ -122,8 +212,12 @@ Command make_features_command() {
   return {"features", "WACONet embedding of a matrix or tensor, with its time breakdown",
           [](CLI::App& sub) -> std::function<int()> {
             auto o = std::make_shared<Options>();
-            sub.add_option("FILE", o->file, "Matrix Market (.mtx[.gz]) or FROSTT (.tns[.gz]) file")
+            sub.add_option("FILES", o->files,
+                           "Matrix Market (.mtx[.gz]) or FROSTT (.tns[.gz]) files; several are "
+                           "embedded in one batched forward pass")
                 ->required();
+            sub.add_flag("--compare", o->compare,
+                         "Several files: also embed them one at a time and report both times");
             sub.add_option("--arch", o->arch,
                            "WACONet variant: " + join_names() +
                                " (default: full, or the architecture of --weights; with "
@@ -138,8 +232,12 @@ Command make_features_command() {
             add_threads_option(sub, o->threads);
             sub.add_flag("--json", o->json, "Print JSON (with a context block)");
             add_read_options(sub, o->read);
-            sub.footer("Example:\n  waco-hybrid features examples/bcsstk13.mtx.gz --arch small --json");
-            return [o] { return run_features(*o); };
+            sub.footer("Examples:\n  waco-hybrid features examples/bcsstk13.mtx.gz --arch small --json\n"
+                       "  waco-hybrid features --compare A.mtx B.mtx C.mtx   # batched vs one at a time");
+            return [o] {
+              o->file = o->files.front();
+              return run_features(*o);
+            };
           }};
 }
 
