@@ -495,9 +495,11 @@ int run_tune(const Options& given) {
 
   // 5. The references: the csr schedule and the baseline implementation, measured alike.
   const std::string shortcut = needs_tensor(kind) ? "csf" : "csr";
-  // Checked before the search (it samples the machine for 0.2 s): a busy machine makes every
-  // multi-threaded timing wait for descheduled threads.
-  const std::string busy = busy_machine_warning(threads);
+  // Checked before the search: a busy machine makes every multi-threaded timing wait for
+  // descheduled threads. A 50 ms sample (five 10 ms ticks a CPU) tells a machine whose other
+  // processes keep a CPU busy; the default 0.2 s was 40% of a model-guided tune of a small
+  // matrix (0.52 s in all on bcsstk09).
+  const std::string busy = busy_machine_warning(threads, 0.05);
   if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
   InterruptGuard interrupt_guard;
   TuneOptions to;
