@@ -166,13 +166,6 @@ std::string find_cli(const Options& o) {
               "its path");
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 
 /// The first "error: MESSAGE (hint: HINT)" line of the CLI's stderr as an Error.
 Error cli_error(const std::string& err, int status, bool live_stderr) {
@@ -234,11 +227,11 @@ nlohmann::json tune_with_cli(const Matrix& A, Kernel k, const Options& o, int th
   } catch (const kernels::Error& e) {
     throw Error(e.what(), "check Options::cli or WACO_HYBRID_CLI");
   }
-  const std::string err = o.verbose ? std::string() : read_file(err_path);
+  const std::string err = o.verbose ? std::string() : kernels::read_text_file(err_path);
   if (status != 0) throw cli_error(err, status, o.verbose);
   nlohmann::json report;
   try {
-    report = nlohmann::json::parse(read_file(out_path));
+    report = nlohmann::json::parse(kernels::read_text_file(out_path));
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("waco-hybrid tune printed no valid report: ") + e.what());
   }

@@ -190,13 +190,6 @@ class CpuLock {
   int fd_ = -1;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 /// The child's "error: ..." line, or its last line.
 std::string child_error(const std::string& err, int status) {
   std::istringstream lines(err);
@@ -220,9 +213,9 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& s
   const double t0 = now_seconds();
   r.status = lock.held([&] { return run_process(argv, stem + ".json", stem + ".stderr"); });
   r.seconds = now_seconds() - t0;
-  r.out = nlohmann::json::parse(read_text(stem + ".json"), nullptr, false);
+  r.out = nlohmann::json::parse(kernels::read_text_file(stem + ".json"), nullptr, false);
   if (r.status != 0 || r.out.is_discarded())
-    r.error = child_error(read_text(stem + ".stderr"), r.status);
+    r.error = child_error(kernels::read_text_file(stem + ".stderr"), r.status);
   return r;
 }
 

@@ -747,12 +747,6 @@ void write_file(const std::string& path, const std::string& text) {
   out.flush();
   if (!out) throw Error("cannot write " + path, "check free space in the temporary directory");
 }
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
     s.replace(at, from.size(), to);
@@ -811,7 +805,7 @@ std::vector<std::string> draw_plots(const std::vector<PlotSpec>& plots, const st
     write_file(stem + ".dat", p.data);
     write_file(stem + ".gp", script);
     const int status = run_gnuplot(gnuplot, stem + ".gp", stem + ".err", 120);
-    std::string err = read_file(stem + ".err");
+    std::string err = kernels::read_text_file(stem + ".err");
     if (err.size() > 2000) err = "..." + err.substr(err.size() - 2000);
     while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -821,7 +815,7 @@ std::vector<std::string> draw_plots(const std::vector<PlotSpec>& plots, const st
                                          : "signal " + std::to_string(WTERMSIG(status))) +
                       ")" + (err.empty() ? std::string() : ": " + err),
                   kSetupHint);
-    const std::string svg = read_file(stem + ".svg");
+    const std::string svg = kernels::read_text_file(stem + ".svg");
     if (svg.find("<svg") == std::string::npos)
       throw Error("gnuplot ('" + gnuplot + "') wrote no SVG for plot " + p.name + " of " +
                       p.kernel_label + (err.empty() ? std::string() : ": " + err),

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <system_error>
 
 #include "io_text.hpp"
@@ -75,6 +76,13 @@ void check_writable(const std::string& path) {
     throw Error(path + ": directory " + dir.string() + " is not writable (" +
                     std::strerror(errno) + ")",
                 "choose an output path in a writable directory");
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

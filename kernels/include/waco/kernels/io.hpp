@@ -87,4 +87,8 @@ void check_writable(const std::string& path);
 /// part (a kill -9 mid-write leaves the old file). Error if it cannot.
 void write_text_file(const std::string& path, const std::string& text);
 
+/// The whole file as bytes; an empty string when it cannot be read (callers that need to tell
+/// check first: the children's output files this reads may legitimately be empty).
+std::string read_text_file(const std::string& path);
+
 }  // namespace waco::kernels
