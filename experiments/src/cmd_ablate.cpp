@@ -401,8 +401,11 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
     baselines[impls[i]] = timing(results[i]);
   for (std::size_t s = 0; s < keys.size() && impls.size() + s < results.size(); ++s) {
     nlohmann::json t = timing(results[impls.size() + s]);
-    t["schedule"] = text_of.at(keys[s]);
-    for (const std::string& name : by_schedule.at(keys[s])) configs[name] = t;
+    for (const std::string& name : by_schedule.at(keys[s])) {
+      // Each configuration's own text (threads=0 and threads=<cores> are one kernel, timed once).
+      t["schedule"] = rows.at(name).at("winner");
+      configs[name] = t;
+    }
   }
   for (const auto& [name, row] : rows)
     if (!configs.contains(name))
