@@ -479,3 +479,32 @@ TEST_CASE("report: the CSV and JSON paths are the HTML path's siblings") {
   CHECK(cli::sibling_paths("r.htm").second == "r.json");
   CHECK_THROWS_WITH(cli::sibling_paths("r.json"), Catch::Contains("does not end in .html"));
 }
+
+TEST_CASE("report: MTTKRP speedups are over csf and configurations follow ablate's order") {
+  const std::string path = test::scratch_dir("report-mttkrp") + "/m.sqlite";
+  heuristics::ResultsDb db(path);
+  const auto t = heuristics::matrix_record(diagonal(40), "/data/T.tns");
+  db.record_matrix(t);
+  json second = run_row("random", "baseline", "T.tns", "ok", {{"winner", "csf"}, {"position", 1}});
+  json first = run_row("exhaustive", "pipeline", "T.tns", "ok", {{"winner", "csf"}, {"position", 0}});
+  for (json* r : {&second, &first}) {
+    (*r)["kernel"] = "mttkrp";
+    (*r)["dense"] = 16;
+  }
+  // Written in the other order: the report follows "position".
+  db.record_ablation(t.fingerprint, "mttkrp", 16, 2, "random", second);
+  db.record_ablation(t.fingerprint, "mttkrp", 16, 2, "exhaustive", first);
+  json bench = bench_row("T.tns", {{"exhaustive", timed(1.0, "csf")}, {"random", timed(2.0, "csf")}},
+                         {{"csf", lib(1.5)}});
+  bench["kernel"] = "mttkrp";
+  bench["dense"] = 16;
+  db.record_ablation(t.fingerprint, "mttkrp", 16, 2, "side-by-side", bench);
+  const cli::ReportData data = cli::compute_report(db.ablation_rows(), cli::ReportOptions{});
+  REQUIRE(data.kernels.size() == 1);
+  const auto& k = data.kernels[0];
+  REQUIRE(k.configs == std::vector<std::string>{"exhaustive", "random"});
+  REQUIRE(k.rows.size() == 2);
+  CHECK(k.rows[0].speedup_over_csr.value() == Approx(1.5));
+  CHECK(k.rows[1].speedup_over_csr.value() == Approx(0.75));
+  CHECK(k.rows[1].share_of_oracle.value() == Approx(0.5));
+}
