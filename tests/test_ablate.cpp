@@ -117,6 +117,24 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
   CHECK(text.out.find("bcsstk13.mtx.gz") != std::string::npos);
 }
 
+TEST_CASE("ablate: a model configuration gets its Spearman against the exhaustive timings") {
+  const std::string dir = waco::test::scratch_dir("ablate-spearman");
+  const Result r = waco::test::run_cli(
+      "ablate --kernel spmv --configs exhaustive --config \"m=--search model --budget 3\" --db " + dir +
+      "/a.sqlite --work " + dir + "/work --cache-dir " + dir + "/cache --tune-args \"--repeat 3 "
+      "--warmup 1 --confirm-rounds 4\" --bench-repeat 4 --threads 2 --json -q " + example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& runs = j.at("matrices")[0].at("runs");
+  CHECK(runs.at("exhaustive").at("spearman").is_null());  // no model
+  REQUIRE(runs.at("m").at("spearman").is_number());
+  const double rho = runs.at("m").at("spearman");
+  CHECK(rho >= -1.0);
+  CHECK(rho <= 1.0);
+  CHECK(runs.at("m").at("uses_model") == true);
+}
+
 TEST_CASE("tune: the bandit search measures its budget over partition strategies, reused by tune") {
   const std::string dir = waco::test::scratch_dir("tune-bandit");
   const Result r = waco::test::run_cli(

@@ -266,7 +266,12 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
   std::map<std::string, double> measured;
   {
     ResultsDb db(exh_db);
-    const heuristics::MeasurementKey key{m.fingerprint, m.kind, m.kind == KernelKind::SpMV ? 1 : m.dense, 10};
+    // Keyed as the exhaustive tune stored them: its --repeat (from its report; tune's default 10).
+    const nlohmann::json report = nlohmann::json::parse(
+        kernels::read_text_file(fs::path(exh_db).replace_extension(".json").string()), nullptr, false);
+    const int repeats = report.is_object() ? report.value("repeats", 10) : 10;
+    const heuristics::MeasurementKey key{m.fingerprint, m.kind, m.kind == KernelKind::SpMV ? 1 : m.dense,
+                                         repeats};
     for (const heuristics::StoredMeasurement& s : db.measurements(key)) {
       if (!s.candidate.schedule || s.measurement.status != heuristics::MeasureStatus::Ok) continue;
       const std::string text = codegen::to_text(*s.candidate.schedule);
