@@ -3,11 +3,9 @@
 // with the library baselines, resuming without running anything again, and usage errors. Also
 // tune --search bandit, which ablate's standard set uses.
 #include <catch2/catch.hpp>
-
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
@@ -33,14 +31,17 @@ TEST_CASE("ablate: --list-configs names the standard set with its tune arguments
 
 TEST_CASE("ablate: usage errors are clear") {
   const std::string dir = waco::test::scratch_dir("ablate-errors");
-  Result r = waco::test::run_cli("ablate --kernel spmv --configs hybrid,nope --db " + dir + "/a.sqlite " + example());
+  Result r = waco::test::run_cli("ablate --kernel spmv --configs hybrid,nope --db " + dir +
+                                 "/a.sqlite " + example());
   CHECK(r.status == 1);
   CHECK(r.err.find("unknown ablation configuration 'nope'") != std::string::npos);
   CHECK(r.err.find("exhaustive") != std::string::npos);  // the hint lists the standard set
-  r = waco::test::run_cli("ablate --kernel spmv --config broken --db " + dir + "/a.sqlite " + example());
+  r = waco::test::run_cli("ablate --kernel spmv --config broken --db " + dir + "/a.sqlite " +
+                          example());
   CHECK(r.status == 1);
   CHECK(r.err.find("NAME=TUNE-ARGUMENTS") != std::string::npos);
-  r = waco::test::run_cli("ablate --kernel spmv --config \"hybrid=--search random\" --db " + dir + "/a.sqlite " + example());
+  r = waco::test::run_cli("ablate --kernel spmv --config \"hybrid=--search random\" --db " + dir +
+                          "/a.sqlite " + example());
   CHECK(r.status == 1);
   CHECK(r.err.find("redefines a standard configuration") != std::string::npos);
   r = waco::test::run_cli("ablate --kernel spmv --db " + dir + "/a.sqlite " + dir + "/missing.mtx");
@@ -54,10 +55,13 @@ TEST_CASE("ablate: usage errors are clear") {
 TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
   const std::string dir = waco::test::scratch_dir("ablate-run");
   const std::string args =
-      "ablate --kernel spmv --configs bestformat,schedule-only --config \"few=--search random --budget 3\" "
-      "--config \"bandit5=--search bandit --budget 5\" --db " + dir + "/a.sqlite --work " + dir +
-      "/work --cache-dir " + dir + "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
-      "--bench-repeat 5 --threads 2 --json " + example();
+      "ablate --kernel spmv --configs bestformat,schedule-only --config \"few=--search random "
+      "--budget 3\" "
+      "--config \"bandit5=--search bandit --budget 5\" --db " +
+      dir + "/a.sqlite --work " + dir + "/work --cache-dir " + dir +
+      "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
+      "--bench-repeat 5 --threads 2 --json " +
+      example();
   const Result r = waco::test::run_cli(args);
   INFO(r.err);
   REQUIRE(r.status == 0);
@@ -108,10 +112,13 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
   CHECK(j2.at("matrices")[0].at("runs") == runs);
   // The text table names every configuration.
   const Result text = waco::test::run_cli(
-      "ablate --kernel spmv --configs bestformat,schedule-only --config \"few=--search random --budget 3\" "
-      "--config \"bandit5=--search bandit --budget 5\" --db " + dir + "/a.sqlite --work " + dir +
-      "/work --cache-dir " + dir + "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
-      "--bench-repeat 5 --threads 2 -q " + example());
+      "ablate --kernel spmv --configs bestformat,schedule-only --config \"few=--search random "
+      "--budget 3\" "
+      "--config \"bandit5=--search bandit --budget 5\" --db " +
+      dir + "/a.sqlite --work " + dir + "/work --cache-dir " + dir +
+      "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
+      "--bench-repeat 5 --threads 2 -q " +
+      example());
   REQUIRE(text.status == 0);
   CHECK(text.out.find("bandit5") != std::string::npos);
   CHECK(text.out.find("bcsstk13.mtx.gz") != std::string::npos);
@@ -120,9 +127,11 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
 TEST_CASE("ablate: a model configuration gets its Spearman against the exhaustive timings") {
   const std::string dir = waco::test::scratch_dir("ablate-spearman");
   const Result r = waco::test::run_cli(
-      "ablate --kernel spmv --configs exhaustive --config \"m=--search model --budget 3\" --db " + dir +
-      "/a.sqlite --work " + dir + "/work --cache-dir " + dir + "/cache --tune-args \"--repeat 3 "
-      "--warmup 1 --confirm-rounds 4\" --bench-repeat 4 --threads 2 --json -q " + example());
+      "ablate --kernel spmv --configs exhaustive --config \"m=--search model --budget 3\" --db " +
+      dir + "/a.sqlite --work " + dir + "/work --cache-dir " + dir +
+      "/cache --tune-args \"--repeat 3 "
+      "--warmup 1 --confirm-rounds 4\" --bench-repeat 4 --threads 2 --json -q " +
+      example());
   INFO(r.err);
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);
@@ -137,10 +146,12 @@ TEST_CASE("ablate: a model configuration gets its Spearman against the exhaustiv
 
 TEST_CASE("tune: the bandit search measures its budget over partition strategies, reused by tune") {
   const std::string dir = waco::test::scratch_dir("tune-bandit");
-  const Result r = waco::test::run_cli(
-      "tune --kernel spmv --search bandit --budget 6 --seed 3 --json -q --db " + dir +
-      "/r.sqlite --cache-dir " + dir + "/cache --no-plan-cache --repeat 3 --warmup 1 "
-      "--confirm-rounds 4 --threads 2 " + example());
+  const Result r =
+      waco::test::run_cli("tune --kernel spmv --search bandit --budget 6 --seed 3 --json -q --db " +
+                          dir + "/r.sqlite --cache-dir " + dir +
+                          "/cache --no-plan-cache --repeat 3 --warmup 1 "
+                          "--confirm-rounds 4 --threads 2 " +
+                          example());
   INFO(r.err);
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);

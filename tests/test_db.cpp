@@ -2,12 +2,10 @@
 // dataset: new groups added, identical ones skipped, a group measured differently reported as a
 // conflict (the first kept, or the last with --prefer last), merging again adds nothing.
 #include <catch2/catch.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "dataset_files.hpp"
 #include "support/cli_runner.hpp"
@@ -50,7 +48,8 @@ TEST_CASE("db merge: shards merged by group identity, duplicates skipped, confli
   REQUIRE(run_cli("dataset import --db " + dir + "/a.sqlite " + dir + "/a.jsonl").status == 0);
   REQUIRE(run_cli("dataset import --db " + dir + "/b.sqlite " + dir + "/b.jsonl").status == 0);
 
-  const std::string merge = "db merge --json " + dir + "/out.sqlite " + dir + "/a.sqlite " + dir + "/b.sqlite";
+  const std::string merge =
+      "db merge --json " + dir + "/out.sqlite " + dir + "/a.sqlite " + dir + "/b.sqlite";
   auto res = run_cli(merge);
   INFO(res.err);
   REQUIRE(res.status == 0);
@@ -71,16 +70,20 @@ TEST_CASE("db merge: shards merged by group identity, duplicates skipped, confli
   CHECK(j.at("added") == 0);
   CHECK(j.at("duplicates") == 7);
   CHECK(j.at("conflicts") == 1);
-  auto stats = nlohmann::json::parse(run_cli("dataset stats --json --db " + dir + "/out.sqlite").out);
+  auto stats =
+      nlohmann::json::parse(run_cli("dataset stats --json --db " + dir + "/out.sqlite").out);
   CHECK(stats.at("kernels").at("sddmm").at("groups") == 6);
 
   // --prefer last, from an export file: b's group 3 replaces a's.
-  res = run_cli("db merge --json --prefer last " + dir + "/last.sqlite " + dir + "/a.sqlite " + dir + "/b.jsonl");
+  res = run_cli("db merge --json --prefer last " + dir + "/last.sqlite " + dir + "/a.sqlite " +
+                dir + "/b.jsonl");
   REQUIRE(res.status == 0);
   j = nlohmann::json::parse(res.out);
   CHECK(j.at("replaced") == 1);
   CHECK(j.at("conflict_list")[0].at("kept_from") == dir + "/b.jsonl");
-  REQUIRE(run_cli("dataset export --db " + dir + "/last.sqlite -o " + dir + "/last.jsonl.gz").status == 0);
+  REQUIRE(
+      run_cli("dataset export --db " + dir + "/last.sqlite -o " + dir + "/last.jsonl.gz").status ==
+      0);
   bool found = false;
   waco::cli::for_each_export_group(dir + "/last.jsonl.gz", [&](const nlohmann::json& g) {
     if (g.at("matrix").at("fingerprint") != groups[3].at("matrix").at("fingerprint")) return;

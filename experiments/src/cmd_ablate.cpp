@@ -64,7 +64,8 @@ std::vector<std::string> split_words(const std::string& s) {
 
 const std::vector<Config>& standard_configs() {
   static const std::vector<Config> all = {
-#define WACO_ABLATION(name, kind, description, args) Config{name, kind, description, split_words(args)},
+#define WACO_ABLATION(name, kind, description, args) \
+  Config{name, kind, description, split_words(args)},
 #include "ablation_configs.def"
 #undef WACO_ABLATION
   };
@@ -90,17 +91,17 @@ std::optional<std::string> arg_value(const Config& c, const std::string& flag) {
 struct Options {
   std::string kernel;
   std::vector<std::string> files;
-  std::string configs;                 ///< comma-separated names
-  std::vector<std::string> extra;      ///< --config NAME=ARGS
+  std::string configs;             ///< comma-separated names
+  std::vector<std::string> extra;  ///< --config NAME=ARGS
   std::string db;
-  std::string work;                    ///< per-run tune databases and outputs
+  std::string work;  ///< per-run tune databases and outputs
   std::string cpu_lock;
   int dense = 0;
   int threads = 0;
   int bench_repeat = 20;
-  std::string model;                   ///< passed to every model search without its own
-  std::string tune_args;               ///< appended to every tune child's arguments
-  std::string cache_dir;               ///< the kernel compile cache of every child
+  std::string model;      ///< passed to every model search without its own
+  std::string tune_args;  ///< appended to every tune child's arguments
+  std::string cache_dir;  ///< the kernel compile cache of every child
   bool list = false;
   bool json = false;
   bool quiet = false;
@@ -181,7 +182,8 @@ class CpuLock {
     };
     if (fd_ >= 0)
       while (::flock(fd_, LOCK_EX) != 0)
-        if (errno != EINTR) throw Error(std::string("cannot take the CPU lock: ") + std::strerror(errno));
+        if (errno != EINTR)
+          throw Error(std::string("cannot take the CPU lock: ") + std::strerror(errno));
     Unlock unlock{fd_};
     return f();
   }
@@ -208,7 +210,8 @@ struct ChildResult {
   double seconds = 0;
 };
 
-ChildResult run_child(const std::vector<std::string>& argv, const std::string& stem, CpuLock& lock) {
+ChildResult run_child(const std::vector<std::string>& argv, const std::string& stem,
+                      CpuLock& lock) {
   ChildResult r;
   const double t0 = now_seconds();
   r.status = lock.held([&] { return run_process(argv, stem + ".json", stem + ".stderr"); });
@@ -268,10 +271,11 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
     ResultsDb db(exh_db);
     // Keyed as the exhaustive tune stored them: its --repeat (from its report; tune's default 10).
     const nlohmann::json report = nlohmann::json::parse(
-        kernels::read_text_file(fs::path(exh_db).replace_extension(".json").string()), nullptr, false);
+        kernels::read_text_file(fs::path(exh_db).replace_extension(".json").string()), nullptr,
+        false);
     const int repeats = report.is_object() ? report.value("repeats", 10) : 10;
-    const heuristics::MeasurementKey key{m.fingerprint, m.kind, m.kind == KernelKind::SpMV ? 1 : m.dense,
-                                         repeats};
+    const heuristics::MeasurementKey key{m.fingerprint, m.kind,
+                                         m.kind == KernelKind::SpMV ? 1 : m.dense, repeats};
     for (const heuristics::StoredMeasurement& s : db.measurements(key)) {
       if (!s.candidate.schedule || s.measurement.status != heuristics::MeasureStatus::Ok) continue;
       const std::string text = codegen::to_text(*s.candidate.schedule);
@@ -284,9 +288,17 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
   std::string body;
   for (const std::string& t : texts) body += t + "\n";
   write_text_file(list, body);
-  std::vector<std::string> argv = {self_executable(), "predict", "--kernel", std::string(kernel_name(m.kind)),
-                                   "--schedules", list, "--top", "0", "--json",
-                                   "--threads", std::to_string(m.threads)};
+  std::vector<std::string> argv = {self_executable(),
+                                   "predict",
+                                   "--kernel",
+                                   std::string(kernel_name(m.kind)),
+                                   "--schedules",
+                                   list,
+                                   "--top",
+                                   "0",
+                                   "--json",
+                                   "--threads",
+                                   std::to_string(m.threads)};
   if (m.kind != KernelKind::SpMV) argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
   if (!model.empty()) argv.insert(argv.end(), {"--model", model});
   argv.push_back(m.file);
@@ -295,7 +307,8 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
   if (!r.error.empty() || !r.out.contains("ranked")) return std::nullopt;
   std::vector<double> predicted, times;
   for (const nlohmann::json& row : r.out.at("ranked")) {
-    const auto it = measured.find(schedule_key(m.kind, row.at("schedule").get<std::string>(), m.threads));
+    const auto it =
+        measured.find(schedule_key(m.kind, row.at("schedule").get<std::string>(), m.threads));
     if (it == measured.end()) continue;
     predicted.push_back(row.at("score").get<double>());
     times.push_back(it->second);
@@ -305,8 +318,8 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
   return std::isfinite(rho) ? std::optional<double>(rho) : std::nullopt;
 }
 
-nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c, std::size_t position,
-                          CpuLock& lock) {
+nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
+                          std::size_t position, CpuLock& lock) {
   const std::string stem = m.dir + "/" + c.name;
   const std::string tune_db = stem + ".sqlite";
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(tune_db + suffix);  // fresh
@@ -316,12 +329,14 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
       a = m.dir + "/bestformat.txt";
       write_text_file(a, bestformat_list(m.kind));
     }
-  std::vector<std::string> argv = {self_executable(), "tune", "--kernel", std::string(kernel_name(m.kind)),
-                                   "--json", "--quiet", "--no-plan-cache", "--db", tune_db};
+  std::vector<std::string> argv = {
+      self_executable(), "tune", "--kernel", std::string(kernel_name(m.kind)), "--json", "--quiet",
+      "--no-plan-cache", "--db", tune_db};
   if (!has_arg(c, "--threads")) argv.insert(argv.end(), {"--threads", std::to_string(m.threads)});
   if (m.kind != KernelKind::SpMV && !has_arg(c, "--dense"))
     argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
-  const std::string search = arg_value(c, "--search").value_or(has_arg(c, "--schedules") ? "list" : "random");
+  const std::string search =
+      arg_value(c, "--search").value_or(has_arg(c, "--schedules") ? "list" : "random");
   const bool uses_model = search == "anns" || search == "model";
   if (uses_model && !o.model.empty() && !has_arg(c, "--model"))
     argv.insert(argv.end(), {"--model", o.model});
@@ -331,12 +346,21 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
   argv.push_back(m.file);
   const ChildResult r = run_child(argv, stem, lock);
   const nlohmann::json& t = r.out;
-  nlohmann::json row = {{"format", "waco-ablation-run"}, {"version", kRowVersion},
-                        {"config", c.name}, {"description", c.description}, {"kind", c.kind},
-                        {"file", m.file}, {"name", m.name}, {"nnz", m.nnz},
-                        {"kernel", std::string(kernel_name(m.kind))}, {"dense", m.dense},
-                        {"threads", m.threads}, {"tune_args", stored_args(o, c)}, {"search", search},
-                        {"uses_model", uses_model}, {"child_s", r.seconds},
+  nlohmann::json row = {{"format", "waco-ablation-run"},
+                        {"version", kRowVersion},
+                        {"config", c.name},
+                        {"description", c.description},
+                        {"kind", c.kind},
+                        {"file", m.file},
+                        {"name", m.name},
+                        {"nnz", m.nnz},
+                        {"kernel", std::string(kernel_name(m.kind))},
+                        {"dense", m.dense},
+                        {"threads", m.threads},
+                        {"tune_args", stored_args(o, c)},
+                        {"search", search},
+                        {"uses_model", uses_model},
+                        {"child_s", r.seconds},
                         {"position", position}};
   if (!r.error.empty()) {
     row.update({{"status", "failed"}, {"error", r.error}, {"winner", nullptr}});
@@ -344,7 +368,8 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
   }
   using P = nlohmann::json::json_pointer;
   const nlohmann::json measured = t.value("measured", 0) + t.value("reused", 0);
-  row.update({{"status", "ok"}, {"error", nullptr},
+  row.update({{"status", "ok"},
+              {"error", nullptr},
               {"winner", or_null(t, P("/best/schedule"))},
               {"verdict", or_null(t, P("/verdict"))},
               {"search_method", or_null(t, P("/search_info/method"))},
@@ -379,9 +404,19 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
   const std::vector<std::string> impls = baseline_impls(m.kind);
   std::string impl_list;
   for (const std::string& i : impls) impl_list += (impl_list.empty() ? "" : ",") + i;
-  std::vector<std::string> argv = {self_executable(), "bench", "--kernel", std::string(kernel_name(m.kind)),
-                                   "--impl", impl_list, "--json", "--threads", std::to_string(m.threads),
-                                   "--repeat", std::to_string(o.bench_repeat), "--warmup", "2"};
+  std::vector<std::string> argv = {self_executable(),
+                                   "bench",
+                                   "--kernel",
+                                   std::string(kernel_name(m.kind)),
+                                   "--impl",
+                                   impl_list,
+                                   "--json",
+                                   "--threads",
+                                   std::to_string(m.threads),
+                                   "--repeat",
+                                   std::to_string(o.bench_repeat),
+                                   "--warmup",
+                                   "2"};
   if (m.kind != KernelKind::SpMV) argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
   if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
   std::vector<std::string> keys;
@@ -398,7 +433,9 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
   const nlohmann::json& results = r.out.at("results");
   auto timing = [](const nlohmann::json& x) -> nlohmann::json {
     if (x.contains("error")) return {{"error", x.at("error")}};
-    return {{"median_s", x.at("median_s")}, {"min_s", x.at("min_s")}, {"max_s", x.at("max_s")},
+    return {{"median_s", x.at("median_s")},
+            {"min_s", x.at("min_s")},
+            {"max_s", x.at("max_s")},
             {"gflops", x.value("gflops", 0.0)}};
   };
   nlohmann::json baselines = nlohmann::json::object(), configs = nlohmann::json::object();
@@ -414,12 +451,23 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
   }
   for (const auto& [name, row] : rows)
     if (!configs.contains(name))
-      configs[name] = {{"error", row.value("status", "") == "ok" ? "no winner" : "the configuration failed"}};
-  return {{"format", "waco-ablation-bench"}, {"version", kRowVersion}, {"file", m.file},
-          {"name", m.name}, {"nnz", m.nnz}, {"kernel", std::string(kernel_name(m.kind))},
-          {"dense", m.dense}, {"threads", m.threads}, {"repeats", o.bench_repeat}, {"warmup", 2},
-          {"distinct_schedules", keys.size()}, {"configs", configs}, {"baselines", baselines},
-          {"seconds", r.seconds}, {"context", r.out.value("context", nlohmann::json(nullptr))}};
+      configs[name] = {
+          {"error", row.value("status", "") == "ok" ? "no winner" : "the configuration failed"}};
+  return {{"format", "waco-ablation-bench"},
+          {"version", kRowVersion},
+          {"file", m.file},
+          {"name", m.name},
+          {"nnz", m.nnz},
+          {"kernel", std::string(kernel_name(m.kind))},
+          {"dense", m.dense},
+          {"threads", m.threads},
+          {"repeats", o.bench_repeat},
+          {"warmup", 2},
+          {"distinct_schedules", keys.size()},
+          {"configs", configs},
+          {"baselines", baselines},
+          {"seconds", r.seconds},
+          {"context", r.out.value("context", nlohmann::json(nullptr))}};
 }
 
 std::string ratio_text(const nlohmann::json& bench, const std::string& config) {
@@ -427,7 +475,8 @@ std::string ratio_text(const nlohmann::json& bench, const std::string& config) {
   const nlohmann::json& csr = bench.at("baselines").begin().value();
   if (!c.contains("median_s") || !csr.contains("median_s")) return "   -  ";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%6.3f", csr.at("median_s").get<double>() / c.at("median_s").get<double>());
+  std::snprintf(buf, sizeof buf, "%6.3f",
+                csr.at("median_s").get<double>() / c.at("median_s").get<double>());
   return buf;
 }
 
@@ -446,7 +495,8 @@ int run_ablate(const Options& o) {
   const KernelKind kind = kernel_from_option(o.kernel);
   const std::vector<Config> configs = chosen_configs(o);
   const int threads = resolve_threads(o.threads);
-  const int dense = kind == KernelKind::SpMV ? 1 : (o.dense > 0 ? o.dense : default_dense_size(kind));
+  const int dense =
+      kind == KernelKind::SpMV ? 1 : (o.dense > 0 ? o.dense : default_dense_size(kind));
   const std::string db_path = o.db.empty() ? heuristics::default_results_path() : o.db;
   const std::string work = o.work.empty() ? db_path + ".ablate" : o.work;
   for (const std::string& f : o.files)
@@ -455,7 +505,8 @@ int run_ablate(const Options& o) {
   fs::create_directories(work);
   CpuLock lock(o.cpu_lock);
   g_interrupted = 0;
-  struct sigaction sa {}, old_int {}, old_term {};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_ablate_interrupt;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &old_int);
@@ -475,9 +526,11 @@ int run_ablate(const Options& o) {
   const std::string kname(kernel_name(kind));
   nlohmann::json summary = nlohmann::json::array();
   if (!o.quiet)
-    std::fprintf(stderr, "ablate: %s, %zu matrices x %zu configurations + side by side, %d threads, "
-                         "results in %s (work files in %s)\n",
-                 kname.c_str(), o.files.size(), configs.size(), threads, db_path.c_str(), work.c_str());
+    std::fprintf(stderr,
+                 "ablate: %s, %zu matrices x %zu configurations + side by side, %d threads, "
+                 "results in %s (work files in %s)\n",
+                 kname.c_str(), o.files.size(), configs.size(), threads, db_path.c_str(),
+                 work.c_str());
   for (std::size_t fi = 0; fi < o.files.size(); ++fi) {
     MatrixRun m;
     m.file = o.files[fi];
@@ -487,8 +540,9 @@ int run_ablate(const Options& o) {
     m.threads = threads;
     {
       const Operand op = load_operand(m.file, o.read, kind);
-      const heuristics::MatrixRecord rec = op.matrix ? heuristics::matrix_record(op.matrix->matrix, m.file)
-                                                     : heuristics::matrix_record(op.tensor->tensor, m.file);
+      const heuristics::MatrixRecord rec =
+          op.matrix ? heuristics::matrix_record(op.matrix->matrix, m.file)
+                    : heuristics::matrix_record(op.tensor->tensor, m.file);
       m.fingerprint = rec.fingerprint;
       m.nnz = rec.nnz;
       db.record_matrix(rec);
@@ -503,7 +557,8 @@ int run_ablate(const Options& o) {
       if (g_interrupted) break;
       std::optional<nlohmann::json> have =
           o.redo ? std::nullopt : db.find_ablation(m.fingerprint, kname, dense, threads, c.name);
-      if (have && have->value("status", "") == "ok" && have->value("tune_args", nlohmann::json()) == nlohmann::json(stored_args(o, c))) {
+      if (have && have->value("status", "") == "ok" &&
+          have->value("tune_args", nlohmann::json()) == nlohmann::json(stored_args(o, c))) {
         rows[c.name] = *have;
         ++done_units;
         continue;
@@ -518,7 +573,8 @@ int run_ablate(const Options& o) {
       ++done_units;
       db.record_ablation(m.fingerprint, kname, dense, threads, c.name, row);
       if (!o.quiet) {
-        const double eta = run_units ? run_seconds / run_units * static_cast<double>(units - done_units) : 0;
+        const double eta =
+            run_units ? run_seconds / run_units * static_cast<double>(units - done_units) : 0;
         std::fprintf(stderr, "ablate: [%zu/%zu] %s %-20s %6.1f s  %s  (%zu/%zu done, %s left)\n",
                      fi + 1, o.files.size(), m.name.c_str(), c.name.c_str(), now_seconds() - t0,
                      row.value("status", "") == "ok"
@@ -534,7 +590,8 @@ int run_ablate(const Options& o) {
     if (exh != configs.end()) {
       std::map<std::string, std::optional<double>> by_model;
       for (auto& [name, row] : rows) {
-        if (!row.value("uses_model", false) || row.value("status", "") != "ok" || !row.at("spearman").is_null())
+        if (!row.value("uses_model", false) || row.value("status", "") != "ok" ||
+            !row.at("spearman").is_null())
           continue;
         const Config& c = *std::find_if(configs.begin(), configs.end(),
                                         [&](const Config& x) { return x.name == name; });
@@ -549,7 +606,8 @@ int run_ablate(const Options& o) {
     }
     // The side-by-side run, unless one of exactly these configurations' winners is stored.
     std::optional<nlohmann::json> bench =
-        changed ? std::nullopt : db.find_ablation(m.fingerprint, kname, dense, threads, "side-by-side");
+        changed ? std::nullopt
+                : db.find_ablation(m.fingerprint, kname, dense, threads, "side-by-side");
     std::set<std::string> want, have;
     for (const auto& [name, row] : rows) want.insert(name);
     if (bench && bench->contains("configs"))
@@ -562,28 +620,37 @@ int run_ablate(const Options& o) {
       run_seconds += now_seconds() - t0;
       ++run_units;
       if (!o.quiet)
-        std::fprintf(stderr, "ablate: [%zu/%zu] %s side by side: %zu schedules + %zu baselines, %.1f s\n",
-                     fi + 1, o.files.size(), m.name.c_str(), bench->value("distinct_schedules", 0ul),
-                     bench->at("baselines").size(), now_seconds() - t0);
+        std::fprintf(
+            stderr, "ablate: [%zu/%zu] %s side by side: %zu schedules + %zu baselines, %.1f s\n",
+            fi + 1, o.files.size(), m.name.c_str(), bench->value("distinct_schedules", 0ul),
+            bench->at("baselines").size(), now_seconds() - t0);
     }
     ++done_units;
-    nlohmann::json line = {{"file", m.file}, {"fingerprint", m.fingerprint}, {"side_by_side", *bench},
-                           {"runs", rows}};
+    nlohmann::json line = {
+        {"file", m.file}, {"fingerprint", m.fingerprint}, {"side_by_side", *bench}, {"runs", rows}};
     summary.push_back(line);
   }
   if (g_interrupted) {
-    std::fprintf(stderr, "ablate: interrupted; run the same command again to resume (results so far "
-                         "are in %s)\n", db_path.c_str());
+    std::fprintf(stderr,
+                 "ablate: interrupted; run the same command again to resume (results so far "
+                 "are in %s)\n",
+                 db_path.c_str());
     return kExitFailure;
   }
   if (o.json) {
-    print_json({{"kernel", kname}, {"dense", dense}, {"threads", threads}, {"db", db_path},
+    print_json({{"kernel", kname},
+                {"dense", dense},
+                {"threads", threads},
+                {"db", db_path},
                 {"matrices", summary}});
     return kExitOk;
   }
-  std::printf("%s, dense %d, %d threads: speedup over csr of each configuration's winner, side by "
-              "side (csr time / winner time)\n%-28s", kname.c_str(), dense, threads, "matrix");
-  for (const Config& c : configs) std::printf(" %*s", static_cast<int>(std::max<std::size_t>(6, c.name.size())), c.name.c_str());
+  std::printf(
+      "%s, dense %d, %d threads: speedup over csr of each configuration's winner, side by "
+      "side (csr time / winner time)\n%-28s",
+      kname.c_str(), dense, threads, "matrix");
+  for (const Config& c : configs)
+    std::printf(" %*s", static_cast<int>(std::max<std::size_t>(6, c.name.size())), c.name.c_str());
   std::printf("\n");
   for (const nlohmann::json& line : summary) {
     std::string f = fs::path(line.at("file").get<std::string>()).filename().string();
@@ -594,65 +661,75 @@ int run_ablate(const Options& o) {
                   ratio_text(line.at("side_by_side"), c.name).c_str());
     std::printf("\n");
   }
-  std::printf("(waco-hybrid report --db %s -o report.html draws the plots and tables)\n", db_path.c_str());
+  std::printf("(waco-hybrid report --db %s -o report.html draws the plots and tables)\n",
+              db_path.c_str());
   return kExitOk;
 }
 
 }  // namespace
 
 Command make_ablate_command() {
-  return {"ablate", "Run matrices through configurations of the pipeline and baselines; compare side by side",
-          [](CLI::App& sub) -> std::function<int()> {
-            auto o = std::make_shared<Options>();
-            sub.add_option("--kernel", o->kernel, "Kernel: spmv, spmm, sddmm or mttkrp")
-                ->check(CLI::IsMember({"spmv", "spmm", "sddmm", "mttkrp"}));
-            sub.add_option("FILES", o->files, "Matrix Market (or FROSTT for mttkrp) files");
-            sub.add_option("--configs", o->configs,
-                           "Comma-separated configurations (default: the standard set, " +
-                               standard_names() + "; see --list-configs)");
-            sub.add_option("--config", o->extra,
-                           "Define a configuration: NAME=TUNE-ARGUMENTS (repeatable), e.g. "
-                           "\"waconet=--search anns --model m.model\"");
-            sub.add_flag("--list-configs", o->list, "List the standard configurations and their tune arguments");
-            sub.add_option("--db", o->db,
-                           "Results database (default: " + heuristics::default_results_path() + ")");
-            sub.add_option("--work", o->work,
-                           "Folder for each run's tune database and output (default: the database's path + .ablate)");
-            sub.add_option("--model", o->model,
-                           "Cost model for the model searches without their own --model (default: the shipped one)");
-            sub.add_option("--dense", o->dense, "Dense size: J for spmm and mttkrp, K for sddmm")
-                ->check(CLI::Range(1, 1 << 20));
-            add_threads_option(sub, o->threads);
-            sub.add_option("--bench-repeat", o->bench_repeat,
-                           "Interleaved timed rounds of the side-by-side run")
-                ->check(CLI::Range(3, 100000))
-                ->capture_default_str();
-            sub.add_option("--tune-args", o->tune_args,
-                           "More tune arguments for every configuration, e.g. \"--repeat 5 --confirm-rounds 10\"");
-            sub.add_option("--cache-dir", o->cache_dir,
-                           "Kernel compile cache of every child (default: tune's)");
-            sub.add_option("--cpu-lock", o->cpu_lock,
-                           "Hold this file's lock exclusively around every measuring child (as collect --cpu-lock)");
-            sub.add_flag("--redo", o->redo, "Run every configuration again, replacing stored rows");
-            sub.add_flag("--json", o->json, "Print JSON (every row)");
-            sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
-            add_read_options(sub, o->read);
-            sub.footer(
-                "Each configuration is one `waco-hybrid tune --json` child with a fresh database of\n"
-                "its own (in --work); then every configuration's winner and the library baselines\n"
-                "(csr, eigen, rsb-tuned where they exist) are timed side by side, interleaved, in\n"
-                "one `bench` child: only those timings compare configurations. Rows go to the\n"
-                "results database (table ablation); a stopped run resumes, skipping what is\n"
-                "stored. Spearman: each model's scores against the exhaustive run's timings.\n"
-                "Kernels compiled by an earlier configuration are reused from the compile cache.\n\n"
-                "Examples:\n"
-                "  waco-hybrid ablate --kernel spmv --db abl.sqlite A.mtx B.mtx\n"
-                "  waco-hybrid ablate --kernel spmm --configs exhaustive,hybrid,random,bandit --db abl.sqlite A.mtx\n"
-                "  waco-hybrid ablate --kernel spmv --config \"hybrid-1t=--search anns --threads 1\" A.mtx\n"
-                "  waco-hybrid ablate --list-configs\n"
-                "  waco-hybrid report --db abl.sqlite -o report.html\n");
-            return [o] { return run_ablate(*o); };
-          }};
+  return {
+      "ablate",
+      "Run matrices through configurations of the pipeline and baselines; compare side by side",
+      [](CLI::App& sub) -> std::function<int()> {
+        auto o = std::make_shared<Options>();
+        sub.add_option("--kernel", o->kernel, "Kernel: spmv, spmm, sddmm or mttkrp")
+            ->check(CLI::IsMember({"spmv", "spmm", "sddmm", "mttkrp"}));
+        sub.add_option("FILES", o->files, "Matrix Market (or FROSTT for mttkrp) files");
+        sub.add_option("--configs", o->configs,
+                       "Comma-separated configurations (default: the standard set, " +
+                           standard_names() + "; see --list-configs)");
+        sub.add_option("--config", o->extra,
+                       "Define a configuration: NAME=TUNE-ARGUMENTS (repeatable), e.g. "
+                       "\"waconet=--search anns --model m.model\"");
+        sub.add_flag("--list-configs", o->list,
+                     "List the standard configurations and their tune arguments");
+        sub.add_option("--db", o->db,
+                       "Results database (default: " + heuristics::default_results_path() + ")");
+        sub.add_option("--work", o->work,
+                       "Folder for each run's tune database and output (default: the database's "
+                       "path + .ablate)");
+        sub.add_option("--model", o->model,
+                       "Cost model for the model searches without their own --model (default: the "
+                       "shipped one)");
+        sub.add_option("--dense", o->dense, "Dense size: J for spmm and mttkrp, K for sddmm")
+            ->check(CLI::Range(1, 1 << 20));
+        add_threads_option(sub, o->threads);
+        sub.add_option("--bench-repeat", o->bench_repeat,
+                       "Interleaved timed rounds of the side-by-side run")
+            ->check(CLI::Range(3, 100000))
+            ->capture_default_str();
+        sub.add_option(
+            "--tune-args", o->tune_args,
+            "More tune arguments for every configuration, e.g. \"--repeat 5 --confirm-rounds 10\"");
+        sub.add_option("--cache-dir", o->cache_dir,
+                       "Kernel compile cache of every child (default: tune's)");
+        sub.add_option("--cpu-lock", o->cpu_lock,
+                       "Hold this file's lock exclusively around every measuring child (as collect "
+                       "--cpu-lock)");
+        sub.add_flag("--redo", o->redo, "Run every configuration again, replacing stored rows");
+        sub.add_flag("--json", o->json, "Print JSON (every row)");
+        sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
+        add_read_options(sub, o->read);
+        sub.footer(
+            "Each configuration is one `waco-hybrid tune --json` child with a fresh database of\n"
+            "its own (in --work); then every configuration's winner and the library baselines\n"
+            "(csr, eigen, rsb-tuned where they exist) are timed side by side, interleaved, in\n"
+            "one `bench` child: only those timings compare configurations. Rows go to the\n"
+            "results database (table ablation); a stopped run resumes, skipping what is\n"
+            "stored. Spearman: each model's scores against the exhaustive run's timings.\n"
+            "Kernels compiled by an earlier configuration are reused from the compile cache.\n\n"
+            "Examples:\n"
+            "  waco-hybrid ablate --kernel spmv --db abl.sqlite A.mtx B.mtx\n"
+            "  waco-hybrid ablate --kernel spmm --configs exhaustive,hybrid,random,bandit --db "
+            "abl.sqlite A.mtx\n"
+            "  waco-hybrid ablate --kernel spmv --config \"hybrid-1t=--search anns --threads 1\" "
+            "A.mtx\n"
+            "  waco-hybrid ablate --list-configs\n"
+            "  waco-hybrid report --db abl.sqlite -o report.html\n");
+        return [o] { return run_ablate(*o); };
+      }};
 }
 
 }  // namespace waco::cli

@@ -53,7 +53,8 @@ bool is_export_file(const std::string& path) {
   return false;
 }
 
-void for_each_input_group(const std::string& in, const std::function<void(const nlohmann::json&)>& f) {
+void for_each_input_group(const std::string& in,
+                          const std::function<void(const nlohmann::json&)>& f) {
   if (!fs::exists(in)) throw Error("no such file: " + in);
   if (is_export_file(in)) {
     for_each_export_group(in, f);
@@ -98,8 +99,10 @@ int merge(const Options& o) {
         return;
       }
       const bool take = o.prefer == "last";
-      conflicts.push_back({{"fingerprint", std::get<0>(id)}, {"kernel", std::get<1>(id)},
-                           {"dense", std::get<2>(id)}, {"threads", std::get<3>(id)},
+      conflicts.push_back({{"fingerprint", std::get<0>(id)},
+                           {"kernel", std::get<1>(id)},
+                           {"dense", std::get<2>(id)},
+                           {"threads", std::get<3>(id)},
                            {"kept_from", take ? in : it->second.second},
                            {"other_from", take ? it->second.second : in}});
       if (take) {
@@ -111,57 +114,61 @@ int merge(const Options& o) {
     tx.commit();
     per_input.push_back({{"input", in}, {"groups", groups}});
   }
-  const nlohmann::json report = {{"output", o.output}, {"inputs", per_input}, {"added", added},
-                                 {"duplicates", duplicates}, {"conflicts", conflicts.size()},
-                                 {"replaced", replaced}, {"prefer", o.prefer},
-                                 {"conflict_list", conflicts}, {"groups", held.size()}};
+  const nlohmann::json report = {
+      {"output", o.output},       {"inputs", per_input},           {"added", added},
+      {"duplicates", duplicates}, {"conflicts", conflicts.size()}, {"replaced", replaced},
+      {"prefer", o.prefer},       {"conflict_list", conflicts},    {"groups", held.size()}};
   if (o.json) {
     print_json(report);
     return kExitOk;
   }
-  std::printf("merged %zu input(s) into %s: %lld groups added, %lld duplicates skipped, %zu "
-              "conflicts (kept the %s), %zu groups in all\n",
-              o.inputs.size(), o.output.c_str(), static_cast<long long>(added),
-              static_cast<long long>(duplicates), conflicts.size(),
-              o.prefer == "last" ? "last one" : "first one", held.size());
+  std::printf(
+      "merged %zu input(s) into %s: %lld groups added, %lld duplicates skipped, %zu "
+      "conflicts (kept the %s), %zu groups in all\n",
+      o.inputs.size(), o.output.c_str(), static_cast<long long>(added),
+      static_cast<long long>(duplicates), conflicts.size(),
+      o.prefer == "last" ? "last one" : "first one", held.size());
   for (std::size_t i = 0; i < conflicts.size() && i < 10; ++i) {
     const nlohmann::json& c = conflicts[i];
     std::printf("  conflict: %s %s dense %lld threads %lld: kept %s, not %s\n",
                 c["kernel"].get<std::string>().c_str(), c["fingerprint"].get<std::string>().c_str(),
                 static_cast<long long>(c["dense"].get<std::int64_t>()),
                 static_cast<long long>(c["threads"].get<std::int64_t>()),
-                c["kept_from"].get<std::string>().c_str(), c["other_from"].get<std::string>().c_str());
+                c["kept_from"].get<std::string>().c_str(),
+                c["other_from"].get<std::string>().c_str());
   }
-  if (conflicts.size() > 10) std::printf("  (%zu more: --json lists them)\n", conflicts.size() - 10);
+  if (conflicts.size() > 10)
+    std::printf("  (%zu more: --json lists them)\n", conflicts.size() - 10);
   return kExitOk;
 }
 
 }  // namespace
 
 Command make_db_command() {
-  return {"db", "Results database maintenance: merge shard databases",
-          [](CLI::App& sub) -> std::function<int()> {
-            auto o = std::make_shared<Options>();
-            sub.require_subcommand(1);
-            CLI::App* m = sub.add_subcommand(
-                "merge", "Merge the measurement groups of shard databases or export files into OUT");
-            m->add_option("OUT", o->output, "The merged database (created, or added to)")->required();
-            m->add_option("IN", o->inputs, "Shard databases (.sqlite) or export files (.jsonl.gz)")
-                ->required();
-            m->add_option("--prefer", o->prefer,
-                          "Which of two conflicting groups to keep: the first merged or the last")
-                ->check(CLI::IsMember({"first", "last"}))
-                ->capture_default_str();
-            m->add_flag("--json", o->json, "Print JSON (counts and every conflict)");
-            sub.footer(
-                "A group (matrix fingerprint, kernel, dense size, threads) already in OUT with the\n"
-                "same rows is a duplicate; with other rows a conflict, reported. Only collect's\n"
-                "groups are merged.\n\n"
-                "Examples:\n"
-                "  waco-hybrid db merge all.sqlite shard-0.sqlite shard-1.sqlite\n"
-                "  waco-hybrid db merge --json all.sqlite shard-*.jsonl.gz\n");
-            return [o] { return merge(*o); };
-          }};
+  return {
+      "db", "Results database maintenance: merge shard databases",
+      [](CLI::App& sub) -> std::function<int()> {
+        auto o = std::make_shared<Options>();
+        sub.require_subcommand(1);
+        CLI::App* m = sub.add_subcommand(
+            "merge", "Merge the measurement groups of shard databases or export files into OUT");
+        m->add_option("OUT", o->output, "The merged database (created, or added to)")->required();
+        m->add_option("IN", o->inputs, "Shard databases (.sqlite) or export files (.jsonl.gz)")
+            ->required();
+        m->add_option("--prefer", o->prefer,
+                      "Which of two conflicting groups to keep: the first merged or the last")
+            ->check(CLI::IsMember({"first", "last"}))
+            ->capture_default_str();
+        m->add_flag("--json", o->json, "Print JSON (counts and every conflict)");
+        sub.footer(
+            "A group (matrix fingerprint, kernel, dense size, threads) already in OUT with the\n"
+            "same rows is a duplicate; with other rows a conflict, reported. Only collect's\n"
+            "groups are merged.\n\n"
+            "Examples:\n"
+            "  waco-hybrid db merge all.sqlite shard-0.sqlite shard-1.sqlite\n"
+            "  waco-hybrid db merge --json all.sqlite shard-*.jsonl.gz\n");
+        return [o] { return merge(*o); };
+      }};
 }
 
 }  // namespace waco::cli

@@ -15,8 +15,8 @@
 #include <optional>
 
 #include "searcher.hpp"
-#include "waco/kernels/error.hpp"
 #include "waco/kernels/dense.hpp"
+#include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::cli {
@@ -32,7 +32,7 @@ constexpr double kPriorSd = 1.5;
 constexpr double kNoiseSd = 0.3;
 
 struct Arm {
-  std::string pattern;                           ///< e.g. "i,k" split, or "none"
+  std::string pattern;                            ///< e.g. "i,k" split, or "none"
   std::vector<codegen::SuperSchedule> schedules;  ///< not yet measured, in a random order
   int pulls = 0;
   double sum = 0.0;  ///< of the observed log times
@@ -146,13 +146,14 @@ SearchChoice search_bandit(const SearchRequest& r) {
     if (a.pulls > 0) j["mean_log_s"] = a.sum / a.pulls;
     arms_json.push_back(j);
   }
-  c.info = {{"method", "thompson-sampling"},
-            {"arms", arms_json},
-            {"pool", pool.size()},
-            {"pulls", measured.size()},
-            {"failed", failed},
-            {"stopped_by", stopped_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(stopped_by)},
-            {"seconds", kernels::now_seconds() - t0}};
+  c.info = {
+      {"method", "thompson-sampling"},
+      {"arms", arms_json},
+      {"pool", pool.size()},
+      {"pulls", measured.size()},
+      {"failed", failed},
+      {"stopped_by", stopped_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(stopped_by)},
+      {"seconds", kernels::now_seconds() - t0}};
   if (!r.quiet)
     std::fprintf(stderr, "tune: bandit measured %zu schedules over %zu partition strategies\n",
                  measured.size(), arms.size());

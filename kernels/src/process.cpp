@@ -48,18 +48,19 @@ std::string self_executable() {
   // A rebuilt executable: the link names the old file " (deleted)"; the new one is at the path.
   std::string path = p.string();
   const std::string deleted = " (deleted)";
-  if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
+  if (path.size() > deleted.size() &&
+      path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
     path.resize(path.size() - deleted.size());
   return path;
 }
 
 TempDir::TempDir(const std::string& prefix, const std::string& purpose) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + prefix +
-                        "-XXXXXX";
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + prefix + "-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr)
-    throw Error("cannot create a temporary folder for " + purpose + " (" + pattern + "): " +
-                    std::strerror(errno),
+    throw Error("cannot create a temporary folder for " + purpose + " (" + pattern +
+                    "): " + std::strerror(errno),
                 "set TMPDIR to a writable folder");
   path_ = pattern;
 }

@@ -23,8 +23,9 @@ std::unique_ptr<Pass> make_default_schedule_pass(const PassParams&) {
                   return "dense-split";
               return nullptr;
             }));
-        c.push_back(std::make_shared<NestConstraint>(
-            [](const Space& s, const std::vector<Loop>& order, const Loop& parallel) -> const char* {
+        c.push_back(
+            std::make_shared<NestConstraint>([](const Space& s, const std::vector<Loop>& order,
+                                                const Loop& parallel) -> const char* {
               bool dense_seen = false;
               for (const Loop& l : order) {
                 const bool sparse = s.spec().is_sparse_var(l.var);
