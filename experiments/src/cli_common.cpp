@@ -314,4 +314,30 @@ std::vector<codegen::SuperSchedule> read_schedule_list(kernels::KernelKind kind,
   return out;
 }
 
+namespace {
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_interrupt(int) {
+  g_interrupted = 1;
+  ::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
+  ::signal(SIGTERM, SIG_DFL);
+}
+}  // namespace
+
+volatile std::sig_atomic_t& interrupt_flag() { return g_interrupted; }
+
+InterruptGuard::InterruptGuard() {
+  g_interrupted = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &old_int_);
+  ::sigaction(SIGTERM, &sa, &old_term_);
+}
+
+InterruptGuard::~InterruptGuard() {
+  ::sigaction(SIGINT, &old_int_, nullptr);
+  ::sigaction(SIGTERM, &old_term_, nullptr);
+}
+
 }  // namespace waco::cli

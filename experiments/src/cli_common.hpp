@@ -2,6 +2,9 @@
 // combined implementation registry, and JSON / table output.
 #pragma once
 
+#include <signal.h>
+
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -105,5 +108,22 @@ std::vector<codegen::SuperSchedule> read_schedule_list(kernels::KernelKind kind,
                                                        const std::string& path);
 /// A duration for progress lines and ETAs: "42s", "3m05s", "2h07m"; "?" for a negative value.
 std::string duration_text(double s);
+
+/// Ctrl-C and SIGTERM for commands that stop at a safe point (tune, ablate): while a guard lives,
+/// the first signal sets interrupt_flag() and a second one stops the process at once. The
+/// previous handlers come back when the guard ends; a new guard clears the flag.
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+/// 1 once an InterruptGuard saw SIGINT or SIGTERM.
+volatile std::sig_atomic_t& interrupt_flag();
 
 }  // namespace waco::cli

@@ -153,44 +153,18 @@ std::vector<Config> chosen_configs(const Options& o) {
   return out;
 }
 
-// ---- the CPU lock and interruption --------------------------------------------------------
-
-volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_ablate_interrupt(int) { g_interrupted = 1; }
-
-/// Held exclusively around every child that measures (as `collect --cpu-lock`), so that two
-/// measuring programs never share the cores.
-class CpuLock {
- public:
-  explicit CpuLock(const std::string& path) {
-    if (path.empty()) return;
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error("cannot open the CPU lock " + path + ": " + std::strerror(errno));
-  }
-  ~CpuLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  CpuLock(const CpuLock&) = delete;
-  CpuLock& operator=(const CpuLock&) = delete;
-  template <typename F>
-  auto held(F&& f) {
-    struct Unlock {
-      int fd;
-      ~Unlock() {
-        if (fd >= 0) ::flock(fd, LOCK_UN);
-      }
-    };
-    if (fd_ >= 0)
-      while (::flock(fd_, LOCK_EX) != 0)
-        if (errno != EINTR)
-          throw Error(std::string("cannot take the CPU lock: ") + std::strerror(errno));
-    Unlock unlock{fd_};
-    return f();
-  }
-
- private:
-  int fd_ = -1;
-};
+/// Runs f holding the CPU lock (as `collect --cpu-lock`), so that two measuring programs never
+/// share the cores.
+template <typename F>
+auto holding(kernels::FileLock& lock, F&& f) {
+  struct Unlock {
+    kernels::FileLock& l;
+    ~Unlock() { l.unlock(); }
+  };
+  lock.lock();
+  Unlock unlock{lock};
+  return f();
+}
 
 /// The child's "error: ..." line, or its last line.
 std::string child_error(const std::string& err, int status) {
@@ -211,10 +185,10 @@ struct ChildResult {
 };
 
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& stem,
-                      CpuLock& lock) {
+                      kernels::FileLock& lock) {
   ChildResult r;
   const double t0 = now_seconds();
-  r.status = lock.held([&] { return run_process(argv, stem + ".json", stem + ".stderr"); });
+  r.status = holding(lock, [&] { return run_process(argv, stem + ".json", stem + ".stderr"); });
   r.seconds = now_seconds() - t0;
   r.out = nlohmann::json::parse(kernels::read_text_file(stem + ".json"), nullptr, false);
   if (r.status != 0 || r.out.is_discarded())
@@ -261,9 +235,24 @@ struct MatrixRun {
   std::string dir;  ///< work folder of this matrix
 };
 
+/// `waco-hybrid COMMAND --kernel K` with the run's threads and (not for SpMV) dense size, unless
+/// `own` (a configuration's tune arguments) gives them itself.
+std::vector<std::string> child_argv(const std::string& command, const MatrixRun& m,
+                                    const std::vector<std::string>& own = {}) {
+  std::vector<std::string> argv = {self_executable(), command, "--kernel",
+                                   std::string(kernel_name(m.kind))};
+  const auto has = [&](const char* flag) {
+    return std::find(own.begin(), own.end(), flag) != own.end();
+  };
+  if (!has("--threads")) argv.insert(argv.end(), {"--threads", std::to_string(m.threads)});
+  if (m.kind != KernelKind::SpMV && !has("--dense"))
+    argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
+  return argv;
+}
+
 /// Spearman of a model's scores against the exhaustive run's verified times (per model file).
 std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_db,
-                                     const std::string& model, CpuLock& lock) {
+                                     const std::string& model, kernels::FileLock& lock) {
   if (!fs::exists(exh_db)) return std::nullopt;
   std::vector<std::string> texts;
   std::map<std::string, double> measured;
@@ -288,18 +277,8 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
   std::string body;
   for (const std::string& t : texts) body += t + "\n";
   write_text_file(list, body);
-  std::vector<std::string> argv = {self_executable(),
-                                   "predict",
-                                   "--kernel",
-                                   std::string(kernel_name(m.kind)),
-                                   "--schedules",
-                                   list,
-                                   "--top",
-                                   "0",
-                                   "--json",
-                                   "--threads",
-                                   std::to_string(m.threads)};
-  if (m.kind != KernelKind::SpMV) argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
+  std::vector<std::string> argv = child_argv("predict", m);
+  argv.insert(argv.end(), {"--schedules", list, "--top", "0", "--json"});
   if (!model.empty()) argv.insert(argv.end(), {"--model", model});
   argv.push_back(m.file);
   // Scoring only: no CPU lock needed, but a quick one; take it so as not to disturb a timing.
@@ -319,7 +298,7 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
 }
 
 nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
-                          std::size_t position, CpuLock& lock) {
+                          std::size_t position, kernels::FileLock& lock) {
   const std::string stem = m.dir + "/" + c.name;
   const std::string tune_db = stem + ".sqlite";
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(tune_db + suffix);  // fresh
@@ -329,12 +308,8 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
       a = m.dir + "/bestformat.txt";
       write_text_file(a, bestformat_list(m.kind));
     }
-  std::vector<std::string> argv = {
-      self_executable(), "tune", "--kernel", std::string(kernel_name(m.kind)), "--json", "--quiet",
-      "--no-plan-cache", "--db", tune_db};
-  if (!has_arg(c, "--threads")) argv.insert(argv.end(), {"--threads", std::to_string(m.threads)});
-  if (m.kind != KernelKind::SpMV && !has_arg(c, "--dense"))
-    argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
+  std::vector<std::string> argv = child_argv("tune", m, c.args);
+  argv.insert(argv.end(), {"--json", "--quiet", "--no-plan-cache", "--db", tune_db});
   const std::string search =
       arg_value(c, "--search").value_or(has_arg(c, "--schedules") ? "list" : "random");
   const bool uses_model = search == "anns" || search == "model";
@@ -391,7 +366,8 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
 
 /// The side-by-side run: every distinct winner and the library baselines, interleaved.
 nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
-                                const std::map<std::string, nlohmann::json>& rows, CpuLock& lock) {
+                                const std::map<std::string, nlohmann::json>& rows,
+                                kernels::FileLock& lock) {
   std::map<std::string, std::vector<std::string>> by_schedule;  // key -> configs
   std::map<std::string, std::string> text_of;
   for (const auto& [name, row] : rows) {
@@ -404,20 +380,9 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
   const std::vector<std::string> impls = baseline_impls(m.kind);
   std::string impl_list;
   for (const std::string& i : impls) impl_list += (impl_list.empty() ? "" : ",") + i;
-  std::vector<std::string> argv = {self_executable(),
-                                   "bench",
-                                   "--kernel",
-                                   std::string(kernel_name(m.kind)),
-                                   "--impl",
-                                   impl_list,
-                                   "--json",
-                                   "--threads",
-                                   std::to_string(m.threads),
-                                   "--repeat",
-                                   std::to_string(o.bench_repeat),
-                                   "--warmup",
-                                   "2"};
-  if (m.kind != KernelKind::SpMV) argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
+  std::vector<std::string> argv = child_argv("bench", m);
+  argv.insert(argv.end(), {"--impl", impl_list, "--json", "--repeat",
+                           std::to_string(o.bench_repeat), "--warmup", "2"});
   if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
   std::vector<std::string> keys;
   for (const auto& [key, names] : by_schedule) {
@@ -472,7 +437,9 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
 
 std::string ratio_text(const nlohmann::json& bench, const std::string& config) {
   const nlohmann::json& c = bench.at("configs").value(config, nlohmann::json::object());
-  const nlohmann::json& csr = bench.at("baselines").begin().value();
+  // The reference baseline: csr, csf for MTTKRP (what the speedups of tune are over).
+  const std::string ref = bench.value("kernel", "") == "mttkrp" ? "csf" : "csr";
+  const nlohmann::json csr = bench.at("baselines").value(ref, nlohmann::json::object());
   if (!c.contains("median_s") || !csr.contains("median_s")) return "   -  ";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%6.3f",
@@ -503,22 +470,9 @@ int run_ablate(const Options& o) {
     if (!fs::exists(f)) throw Error("no such file: " + f);
   ResultsDb db(db_path);
   fs::create_directories(work);
-  CpuLock lock(o.cpu_lock);
-  g_interrupted = 0;
-  struct sigaction sa {
-  }, old_int{}, old_term{};
-  sa.sa_handler = on_ablate_interrupt;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  struct Restore {
-    struct sigaction* i;
-    struct sigaction* t;
-    ~Restore() {
-      ::sigaction(SIGINT, i, nullptr);
-      ::sigaction(SIGTERM, t, nullptr);
-    }
-  } restore{&old_int, &old_term};
+  kernels::FileLock lock(o.cpu_lock);
+  InterruptGuard interrupt_guard;
+  const volatile std::sig_atomic_t& interrupted = interrupt_flag();
 
   const std::size_t units = o.files.size() * (configs.size() + 1);
   std::size_t done_units = 0, run_units = 0;
@@ -554,7 +508,7 @@ int run_ablate(const Options& o) {
     bool changed = false;
     for (std::size_t ci = 0; ci < configs.size(); ++ci) {
       const Config& c = configs[ci];
-      if (g_interrupted) break;
+      if (interrupted) break;
       std::optional<nlohmann::json> have =
           o.redo ? std::nullopt : db.find_ablation(m.fingerprint, kname, dense, threads, c.name);
       if (have && have->value("status", "") == "ok" &&
@@ -565,7 +519,7 @@ int run_ablate(const Options& o) {
       }
       const double t0 = now_seconds();
       nlohmann::json row = run_config(o, m, c, ci, lock);
-      if (g_interrupted) break;  // the child was interrupted too: not a result
+      if (interrupted) break;  // the child was interrupted too: not a result
       rows[c.name] = row;
       changed = true;
       run_seconds += now_seconds() - t0;
@@ -583,7 +537,7 @@ int run_ablate(const Options& o) {
                      done_units, units, duration_text(eta).c_str());
       }
     }
-    if (g_interrupted) break;
+    if (interrupted) break;
     // Spearman of each model the configurations used, against the exhaustive timings.
     const auto exh = std::find_if(configs.begin(), configs.end(),
                                   [](const Config& c) { return c.name == "exhaustive"; });
@@ -615,7 +569,7 @@ int run_ablate(const Options& o) {
     if (!bench || want != have) {
       const double t0 = now_seconds();
       bench = run_side_by_side(o, m, rows, lock);
-      if (g_interrupted) break;
+      if (interrupted) break;
       db.record_ablation(m.fingerprint, kname, dense, threads, "side-by-side", *bench);
       run_seconds += now_seconds() - t0;
       ++run_units;
@@ -630,7 +584,7 @@ int run_ablate(const Options& o) {
         {"file", m.file}, {"fingerprint", m.fingerprint}, {"side_by_side", *bench}, {"runs", rows}};
     summary.push_back(line);
   }
-  if (g_interrupted) {
+  if (interrupted) {
     std::fprintf(stderr,
                  "ablate: interrupted; run the same command again to resume (results so far "
                  "are in %s)\n",

@@ -9,7 +9,6 @@
 //
 // Order matters: the Measurer forks its worker before anything here runs OpenMP (the locality
 // signature of the space does), because GNU libgomp does not survive fork.
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,34 +87,6 @@ struct Options {
   ReadOptions read;
 };
 
-volatile std::sig_atomic_t g_interrupted = 0;
-
-extern "C" void on_interrupt(int) {
-  g_interrupted = 1;
-  ::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
-  ::signal(SIGTERM, SIG_DFL);
-}
-
-/// Restores the previous SIGINT/SIGTERM handlers when the command ends.
-class InterruptGuard {
- public:
-  InterruptGuard() {
-    g_interrupted = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_interrupt;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~InterruptGuard() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
 
 nlohmann::json status_json(const std::map<MeasureStatus, std::int64_t>& counts) {
   nlohmann::json j = nlohmann::json::object();
@@ -471,7 +442,7 @@ int run_tune(const Options& given) {
   const auto measure_one = [&](const codegen::SuperSchedule& s) -> std::optional<double> {
     TuneOptions single;
     single.context = context;
-    single.stop = &g_interrupted;
+    single.stop = &interrupt_flag();
     const TuneEntry e = measure_or_reuse(db, key, measurer, Candidate::generated(s), single);
     if (e.measurement.status != MeasureStatus::Ok) return std::nullopt;
     return e.measurement.median_s;
@@ -505,7 +476,7 @@ int run_tune(const Options& given) {
   TuneOptions to;
   to.budget_seconds = o.budget_seconds;
   to.retry_failed = o.retry_failed;
-  to.stop = &g_interrupted;
+  to.stop = &interrupt_flag();
   to.context = context;
   const TuneEntry csr_schedule = measure_or_reuse(
       db, key, measurer, Candidate::generated(*codegen::schedule_shortcut(kind, shortcut)), to);

@@ -1,14 +1,8 @@
 // The ablation report: metrics from the ablation rows, gnuplot plots, HTML / CSV / JSON.
 #include "report.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,13 +11,10 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "cli_common.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/process.hpp"
-
-extern char** environ;
 
 namespace waco::cli {
 namespace {
@@ -752,44 +743,6 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
     s.replace(at, from.size(), to);
 }
 
-/// Runs `program script` with stdin and stdout on /dev/null and stderr into `err_path`, within
-/// `timeout` seconds; returns the waitpid status, or throws Error when it cannot start.
-int run_gnuplot(const std::string& program, const std::string& script, const std::string& err_path,
-                double timeout) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<std::string> args = {program, script};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0)
-    throw Error("cannot run gnuplot ('" + program + "'): " + std::strerror(rc) +
-                    "; it draws the report's plots",
-                kSetupHint);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-  int status = 0;
-  for (;;) {
-    const pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) return status;
-    if (w < 0 && errno != EINTR)
-      throw Error(std::string("cannot wait for gnuplot: ") + std::strerror(errno));
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      throw Error("gnuplot ('" + program + "') did not finish a plot within " +
-                      std::to_string(static_cast<int>(timeout)) + " s",
-                  kSetupHint);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> draw_plots(const std::vector<PlotSpec>& plots, const std::string& gnuplot) {
@@ -804,15 +757,23 @@ std::vector<std::string> draw_plots(const std::vector<PlotSpec>& plots, const st
     replace_all(script, "@DATA@", stem + ".dat");
     write_file(stem + ".dat", p.data);
     write_file(stem + ".gp", script);
-    const int status = run_gnuplot(gnuplot, stem + ".gp", stem + ".err", 120);
+    int status = 0;
+    try {
+      status = kernels::run_process({gnuplot, stem + ".gp"}, "/dev/null", stem + ".err",
+                                    /*live_stderr=*/false, /*timeout_s=*/120);
+    } catch (const Error& e) {  // not startable, or no plot within the timeout
+      throw Error("cannot run gnuplot ('" + gnuplot + "'): " + e.what() +
+                      "; it draws the report's plots",
+                  kSetupHint);
+    }
     std::string err = kernels::read_text_file(stem + ".err");
     if (err.size() > 2000) err = "..." + err.substr(err.size() - 2000);
     while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    if (status != 0)  // run_process: 128 + the signal when killed
       throw Error("gnuplot ('" + gnuplot + "') failed drawing plot " + p.name + " of " +
                       p.kernel_label + " (" +
-                      (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
-                                         : "signal " + std::to_string(WTERMSIG(status))) +
+                      (status < 128 ? "exit " + std::to_string(status)
+                                    : "signal " + std::to_string(status - 128)) +
                       ")" + (err.empty() ? std::string() : ": " + err),
                   kSetupHint);
     const std::string svg = kernels::read_text_file(stem + ".svg");

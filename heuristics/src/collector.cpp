@@ -1,8 +1,6 @@
 // Collecting one matrix's measurement group (see collector.hpp).
 #include "waco/heuristics/collector.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +20,7 @@
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/io.hpp"
+#include "waco/kernels/process.hpp"
 #include "waco/kernels/reference.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -192,11 +191,10 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   // (CPU work a timing run of another process holding the lock must not share the machine with).
   // Only making the operand (its fingerprint says whether it is collected already) comes first:
   // collected and excluded matrices never wait for the lock.
-  if (!opts.cpu_lock.empty()) {
-    const int fd = ::open(opts.cpu_lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error("cannot open the CPU lock " + opts.cpu_lock + ": " + std::strerror(errno));
-    while (::flock(fd, LOCK_EX) != 0)
-      if (errno != EINTR) throw Error("cannot lock " + opts.cpu_lock + ": " + std::strerror(errno));
+  {
+    kernels::FileLock cpu(opts.cpu_lock);  // an empty path: no lock
+    cpu.lock();
+    cpu.hold_until_exit();
   }
   const kernels::Reference ref = kernels::compute_reference(p);
   Measurer measurer(p, ref, opts.measure);  // before anything here runs OpenMP

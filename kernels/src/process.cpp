@@ -1,14 +1,18 @@
 #include "waco/kernels/process.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "waco/kernels/error.hpp"
 
@@ -17,7 +21,7 @@ extern char** environ;
 namespace waco::kernels {
 
 int run_process(const std::vector<std::string>& argv, const std::string& out_path,
-                const std::string& err_path, bool live_stderr) {
+                const std::string& err_path, bool live_stderr, double timeout_s) {
   WACO_ASSERT(!argv.empty(), "run_process without a program");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -31,14 +35,46 @@ int run_process(const std::vector<std::string>& argv, const std::string& out_pat
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw Error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw Error("waiting for " + argv[0] + ": " + std::strerror(errno));
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, timeout_s > 0 ? WNOHANG : 0);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR)
+      throw Error("waiting for " + argv[0] + ": " + std::strerror(errno));
+    if (timeout_s > 0 && std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      throw Error(argv[0] + " did not finish within " +
+                  std::to_string(static_cast<int>(timeout_s)) + " s (killed)");
+    }
+    if (w == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
+}
+
+FileLock::FileLock(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("cannot open the CPU lock " + path + ": " + std::strerror(errno));
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileLock::lock() {
+  if (fd_ < 0) return;
+  while (::flock(fd_, LOCK_EX) != 0)
+    if (errno != EINTR) throw Error("cannot lock " + path_ + ": " + std::strerror(errno));
+}
+
+void FileLock::unlock() {
+  if (fd_ >= 0) ::flock(fd_, LOCK_UN);
 }
 
 std::string self_executable() {

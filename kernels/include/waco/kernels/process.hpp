@@ -9,14 +9,35 @@
 
 namespace waco::kernels {
 
-/// Runs argv (argv[0] a path) with stdout into out_path and stderr into err_path (or the
-/// caller's stderr when `live_stderr`); waits and returns the exit status (128 + signal when
-/// killed). Throws Error when it cannot start.
+/// Runs argv (argv[0] a path, or a program name looked up in PATH) with stdout into out_path and
+/// stderr into err_path (or the caller's stderr when `live_stderr`); waits and returns the exit
+/// status (128 + signal when killed). With timeout_s > 0, a child still running then is killed
+/// and Error thrown ("... did not finish within N s"). Throws Error when it cannot start.
 int run_process(const std::vector<std::string>& argv, const std::string& out_path,
-                const std::string& err_path, bool live_stderr = false);
+                const std::string& err_path, bool live_stderr = false, double timeout_s = 0.0);
 
 /// The path of the running executable (/proc/self/exe); throws Error when unreadable.
 std::string self_executable();
+
+/// An exclusive advisory lock on a file (flock), e.g. the CPU lock that measuring programs share
+/// (`collect --cpu-lock`, `ablate --cpu-lock`) so that two timing runs never share the cores. An
+/// empty path makes a lock that does nothing. The file is created when missing.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  /// Waits for the lock; Error on failure.
+  void lock();
+  void unlock();
+  /// Keeps the lock until the process exits (the descriptor is never closed).
+  void hold_until_exit() { fd_ = -1; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
 
 /// A private temporary folder ($TMPDIR or /tmp, "<prefix>-XXXXXX"), removed with its contents on
 /// destruction. Throws Error (hint: set TMPDIR) when it cannot be made; `purpose` completes
