@@ -144,7 +144,14 @@ TEST_CASE("cli: bench runs implementations side by side with ratios to the first
   const Result csv = cli("bench --csv --repeat 2 --kernel spmm --dense 8 --impl csr,eigen " + example());
   CHECK(csv.status == 0);
   CHECK(csv.out.rfind("file,impl,", 0) == 0);
-  CHECK(cli("bench --kernel spmv --impl csr,nope " + example()).status == 1);
+  const Result nope = cli("bench --kernel spmv --impl csr,nope " + example());
+  CHECK(nope.status == 1);
+  CHECK(nope.err.find("nope") != std::string::npos);
+  // The files may follow --impl and --schedule directly: each takes one value per occurrence.
+  const Result last = cli("bench --json --repeat 2 --warmup 0 --kernel spmv --schedule csr "
+                          "--impl csr,eigen " + example());
+  REQUIRE(last.status == 0);
+  CHECK(nlohmann::json::parse(last.out)["results"].size() == 3);
 }
 
 TEST_CASE("cli: info --peaks and bench --roofline report the machine's roofline and fractions of it") {

@@ -636,7 +636,8 @@ Command make_ablate_command() {
                            standard_names() + "; see --list-configs)");
         sub.add_option("--config", o->extra,
                        "Define a configuration: NAME=TUNE-ARGUMENTS (repeatable), e.g. "
-                       "\"waconet=--search anns --model m.model\"");
+                       "\"waconet=--search anns --model m.model\"")
+            ->allow_extra_args(false);  // FILES may follow: one value per occurrence
         sub.add_flag("--list-configs", o->list,
                      "List the standard configurations and their tune arguments");
         sub.add_option("--db", o->db,

@@ -204,10 +204,12 @@ Command make_bench_command() {
             add_kernel_option(sub, o->kernel);
             sub.add_option("--impl", o->impls, "Comma-separated implementations; the first is the "
                                                "reference point of the ratios")
-                ->delimiter(',');
+                ->delimiter(',')
+                ->allow_extra_args(false);  // FILES may follow: one value per occurrence
             sub.add_option("--schedule", o->schedules,
                            "A generated kernel to compare (repeatable; text form or shortcut), "
-                           "named gen:<schedule>, after the --impl ones");
+                           "named gen:<schedule>, after the --impl ones")
+                ->allow_extra_args(false);
             add_codegen_options(sub, o->generated);
             add_cache_options(sub, o->cache);
             sub.add_option("FILES", o->files, "Matrix Market or (mttkrp) FROSTT files")->required();

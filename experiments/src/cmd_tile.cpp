@@ -524,7 +524,8 @@ Command make_tile_command() {
                            "With --exhaustive: also re-time the model's choice at each of these "
                            "cache capacities (bytes, K/M/G suffixes; CAPACITY:P also sets the "
                            "panels per thread), reported as capacity_calibration")
-                ->delimiter(',');
+                ->delimiter(',')
+                ->allow_extra_args(false);
             sub.add_option("--clock", o->clock,
                            "Timer of the sweep: cpu (the thread's CPU time; one thread only), wall, "
                            "or auto (cpu with one thread)")
