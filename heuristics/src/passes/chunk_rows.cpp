@@ -1,6 +1,7 @@
 // chunk-rows (heuristic, signature-driven): OpenMP dynamic chunks should give every thread at
 // least PassParams::min_chunks_per_thread chunks of the parallel loop (load balance), and be as
-// large as that allows (fewer scheduling events). With n iterations of the parallel loop and t
+// large as that allows (fewer scheduling events: on small matrices a dispatch costs more than
+// the imbalance it avoids), with chunk_window smaller ones for imbalanced rows. With n iterations of the parallel loop and t
 // threads, c_max is the largest power of two <= max(1, n / (t * min_chunks_per_thread)) (at most
 // 256); chunks in [c_max / 2^chunk_window, c_max] are kept.
 #include <algorithm>
@@ -15,7 +16,7 @@ std::unique_ptr<Pass> make_chunk_rows_pass(const PassParams& params) {
   return std::make_unique<SimplePass>(
       "chunk-rows",
       "Keeps chunk sizes consistent with the iterations per thread: the largest power of two "
-      "giving each thread >= min-chunks-per-thread (16) chunks, and chunk-window smaller ones.",
+      "giving each thread >= min-chunks-per-thread (1) chunks, and chunk-window (2) smaller ones.",
       false, [per_thread, window](const Space&, std::string&) {
         std::vector<std::shared_ptr<const Constraint>> c;
         c.push_back(std::make_shared<ExecutionConstraint>(

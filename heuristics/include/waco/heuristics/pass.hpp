@@ -25,12 +25,15 @@ struct PassParams {
   /// block-fill: keep formats storing at most this many values per nonzero (1 / minimum fill).
   double max_block_padding = 2.0;
   /// chunk-rows: every thread should get at least this many chunks of the parallel loop.
-  /// Measured (2 threads, csr-like schedules, chunks 8-256 side by side): 4 kept chunk 256 on
-  /// Groebner_id2003_aug (4967 rows), 1.20x the time of chunk 128 for SpMV and 1.18x for SpMM
-  /// J=256; 16 keeps 128 there and still 256 on cage10 and luxembourg_osm, where 256 is best.
-  int min_chunks_per_thread = 16;
+  /// 1 with chunk_window 2 keeps the chunks giving a thread 1, 2 and 4 of them (at most 256):
+  /// measured side by side (2 threads, Xeon VM), the exhaustive winners over that set ran
+  /// 1.03-1.16x faster than with 16 chunks a thread and no window (SpMM J=256 on bcsstk09,
+  /// dwt_1005, lp_ship04l, west0479: OpenMP's dynamic dispatch costs more than the imbalance it
+  /// avoids on small matrices), and the window still holds chunk 128 for Groebner_id2003_aug
+  /// (4967 rows), where 256 took 1.18-1.20x the time of 128 (imbalanced rows).
+  int min_chunks_per_thread = 1;
   /// chunk-rows: how many powers of two below the largest such chunk are kept too.
-  int chunk_window = 0;
+  int chunk_window = 2;
   /// tile-window: the cache level the tile model uses (as `tile --cache-level`: "l1", "l2",
   /// "l3", "llc-core"); cache_bytes > 0 overrides it; cache_fraction of it is usable.
   std::string cache_level = signature::kDefaultCacheLevel;
