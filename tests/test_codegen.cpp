@@ -244,6 +244,31 @@ TEST_CASE("codegen: run-time split sizes share one source, constant ones are in 
         source(KernelKind::SpMV, "csr"));
 }
 
+TEST_CASE("codegen: threads=1 is a serial kernel; SDDMM multiplies by the nonzero once") {
+  auto source = [](KernelKind k, const std::string& schedule) {
+    return emit_kernel_source(schedule_from_string(k, schedule));
+  };
+  // One thread: no OpenMP region, no dynamic loop, no atomics (a csc SpMV updates rows of the
+  // output from every column: serial, nothing races).
+  const std::string serial =
+      source(KernelKind::SpMV, "order=i,k format=UC parallel=i threads=1 chunk=8");
+  CHECK(serial != source(KernelKind::SpMV, "csr"));
+  CHECK(serial.find("#pragma omp") == std::string::npos);
+  CHECK(serial.find("Serial (threads=1)") != std::string::npos);
+  const std::string csc1 = source(KernelKind::SpMV, "order=k,i format=UC parallel=k threads=1");
+  CHECK(csc1.find("omp atomic") == std::string::npos);
+  CHECK(csc1.find("calloc") == std::string::npos);
+  CHECK(source(KernelKind::SpMV, "order=k,i format=UC parallel=k threads=2").find("omp atomic") !=
+        std::string::npos);
+  // SDDMM's reduction over k runs within one nonzero: sum B*C, scale once at the flush.
+  const std::string sddmm = source(KernelKind::SDDMM, "csr");
+  CHECK(sddmm.find("acc += B_i[k] * C_j[k];") != std::string::npos);
+  CHECK(sddmm.find("D_vals[p1] = A_vals[p1] * acc;") != std::string::npos);
+  const std::string split_k =
+      source(KernelKind::SDDMM, "split=k:32 order=k1,i,j,k0 format=UC parallel=i");
+  CHECK(split_k.find("D_vals[p1] += A_vals[p1] * acc;") != std::string::npos);
+}
+
 TEST_CASE("codegen: the race strategy is part of the source only when it matters") {
   const SuperSchedule csc = *schedule_shortcut(KernelKind::SpMV, "csc");
   REQUIRE_FALSE(parallel_loop_is_race_free(csc));

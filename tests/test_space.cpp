@@ -392,13 +392,52 @@ TEST_CASE("space: the full count matches the closed form") {
   REQUIRE(s.split_choices(1).back() == 65536);
 }
 
+TEST_CASE("space: parallelize-one keeps a serial kernel only for tiny work") {
+  const kernels::CooMatrix a = small_matrix();  // 9 nonzeros
+  SpaceOptions so;
+  so.cores = 2;
+  auto threads_kept = [&](KernelKind k, std::int64_t dense, std::int64_t max_serial) {
+    Space s = Space::for_operand(k, &a, nullptr, dense, so);
+    PassParams pp;
+    pp.max_serial_work = max_serial;
+    const PipelineResult r = run_pipeline(s, parse_pipeline("legality,parallelize-one"), pp);
+    std::set<int> t;
+    s.for_each([&](const codegen::SuperSchedule& x) {
+      t.insert(x.threads);
+      return t.size() < 2;
+    });
+    return std::make_pair(t, r.passes.back().note);
+  };
+  // SpMV: 9 multiply-adds; SpMM J=64: 576; both under 1000 keep threads 1 and 2.
+  auto [spmv, note] = threads_kept(KernelKind::SpMV, 1, 1000);
+  CHECK(spmv == std::set<int>{1, 2});
+  CHECK(note.find("serial kept: 9 multiply-adds") != std::string::npos);
+  CHECK(threads_kept(KernelKind::SpMM, 64, 1000).first == std::set<int>{1, 2});
+  // Above the bound (and with it 0): all cores only.
+  CHECK(threads_kept(KernelKind::SpMM, 256, 1000).first == std::set<int>{2});
+  CHECK(threads_kept(KernelKind::SpMV, 1, 0).first == std::set<int>{2});
+  // The structural space (no matrix) never keeps it: the work is unknown.
+  Space st = Space::structural(KernelKind::SpMV, {6, 7}, so);
+  run_pipeline(st, parse_pipeline("legality,parallelize-one"));
+  bool one = false;
+  st.for_each([&](const codegen::SuperSchedule& x) {
+    one = one || x.threads == 1;
+    return !one;
+  });
+  CHECK_FALSE(one);
+}
+
 TEST_CASE("space: sampling is reproducible and uniform") {
   const kernels::CooMatrix a = small_matrix();
   SpaceOptions so;
   so.cores = 2;
   Space s = Space::for_operand(KernelKind::SpMV, &a, nullptr, 1, so);
+  PassParams pp;  // one chunk per split and all cores: a space small enough for 100 n draws
+  pp.min_chunks_per_thread = 16;
+  pp.chunk_window = 0;
+  pp.max_serial_work = 0;
   run_pipeline(s, parse_pipeline("legality,parallelize-one,parallelize-outer,chunk-rows,"
-                                 "no-useless-partition,block-fill"));
+                                 "no-useless-partition,block-fill"), pp);
   const std::uint64_t n = s.count();
   REQUIRE(n >= 20);
   REQUIRE(n <= 400);

@@ -316,7 +316,8 @@ TEST_CASE("tune: a winner never slower than csr: every candidate slower gives cs
   // Reproducible from the output: every pass parameter and the cache the tile model used.
   const auto& pp = j.at("pass_params");
   for (const char* k : {"tile_window", "max_block_padding", "min_chunks_per_thread",
-                        "chunk_window", "cache_level", "cache_bytes", "cache_fraction"})
+                        "chunk_window", "max_serial_work", "cache_level", "cache_bytes",
+                        "cache_fraction"})
     CHECK(pp.contains(k));
   CHECK(j.at("abandon_factor") == 0.0);
   CHECK(j.at("cache").contains("rule"));

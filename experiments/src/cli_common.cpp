@@ -113,6 +113,11 @@ void add_pass_options(CLI::App& app, heuristics::PassParams& params) {
                  "chunk-rows pass: smaller powers of two kept below the largest chunk")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--max-serial-work", params.max_serial_work,
+                 "parallelize-one pass: kernels of at most this many multiply-adds (nonzeros x "
+                 "dense size) also keep threads=1, serial, no OpenMP region")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   add_cache_options(app, params.cache_level, params.cache_bytes, params.cache_fraction);
 }
 

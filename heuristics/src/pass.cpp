@@ -49,6 +49,7 @@ nlohmann::json PassParams::to_json() const {
           {"max_block_padding", max_block_padding},
           {"min_chunks_per_thread", min_chunks_per_thread},
           {"chunk_window", chunk_window},
+          {"max_serial_work", max_serial_work},
           {"cache_level", cache_level},
           {"cache_bytes", cache_bytes},
           {"cache_fraction", cache_fraction}};

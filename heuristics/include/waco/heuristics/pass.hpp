@@ -34,6 +34,9 @@ struct PassParams {
   int min_chunks_per_thread = 1;
   /// chunk-rows: how many powers of two below the largest such chunk are kept too.
   int chunk_window = 2;
+  /// parallelize-one: a kernel of at most this many multiply-adds (nonzeros x dense size) also
+  /// keeps threads = 1, a serial kernel without an OpenMP region.
+  std::int64_t max_serial_work = 16384;
   /// tile-window: the cache level the tile model uses (as `tile --cache-level`: "l1", "l2",
   /// "l3", "llc-core"); cache_bytes > 0 overrides it; cache_fraction of it is usable.
   std::string cache_level = signature::kDefaultCacheLevel;
