@@ -416,6 +416,24 @@ TEST_CASE("space: parallelize-one keeps a serial kernel only for tiny work") {
   // Above the bound (and with it 0): all cores only.
   CHECK(threads_kept(KernelKind::SpMM, 256, 1000).first == std::set<int>{2});
   CHECK(threads_kept(KernelKind::SpMV, 1, 0).first == std::set<int>{2});
+  // chunk-rows keeps one chunk for a serial kernel (it has no dynamic loop), several otherwise.
+  {
+    Space s = Space::for_operand(KernelKind::SpMV, &a, nullptr, 1, so);
+    PassParams pp;
+    run_pipeline(s, parse_pipeline("legality,parallelize-one,chunk-rows"), pp);
+    std::map<std::string, std::set<int>> chunks[3];
+    s.for_each([&](codegen::SuperSchedule x) {
+      const int t = x.threads, c = x.chunk;
+      x.chunk = 1;
+      chunks[t][codegen::to_text(x)].insert(c);
+      return true;
+    });
+    REQUIRE_FALSE(chunks[1].empty());
+    for (const auto& [text, c] : chunks[1]) CHECK(c.size() == 1);
+    std::size_t most = 0;
+    for (const auto& [text, c] : chunks[2]) most = std::max(most, c.size());
+    CHECK(most > 1);
+  }
   // The structural space (no matrix) never keeps it: the work is unknown.
   Space st = Space::structural(KernelKind::SpMV, {6, 7}, so);
   run_pipeline(st, parse_pipeline("legality,parallelize-one"));

@@ -1,9 +1,10 @@
 // chunk-rows (heuristic, signature-driven): OpenMP dynamic chunks should give every thread at
 // least PassParams::min_chunks_per_thread chunks of the parallel loop (load balance), and be as
 // large as that allows (fewer scheduling events: on small matrices a dispatch costs more than
-// the imbalance it avoids), with chunk_window smaller ones for imbalanced rows. With n iterations of the parallel loop and t
-// threads, c_max is the largest power of two <= max(1, n / (t * min_chunks_per_thread)) (at most
-// 256); chunks in [c_max / 2^chunk_window, c_max] are kept.
+// the imbalance it avoids), with chunk_window smaller ones for imbalanced rows. With n iterations
+// of the parallel loop and t threads, c_max is the largest power of two <= max(1, n / (t *
+// min_chunks_per_thread)) (at most 256); chunks in [c_max / 2^chunk_window, c_max] are kept. A
+// serial kernel (threads = 1, parallelize-one) keeps c_max only: it has no dynamic loop.
 #include <algorithm>
 
 #include "passes.hpp"
@@ -28,6 +29,9 @@ std::unique_ptr<Pass> make_chunk_rows_pass(const PassParams& params) {
               std::int64_t cmax = 1;
               while (cmax * 2 <= target && cmax * 2 <= codegen::kMaxChunk) cmax *= 2;
               if (chunk > cmax) return "chunk-too-large";
+              // A serial kernel (threads = 1) has no dynamic loop: its chunk values would be
+              // copies of one kernel. One is kept.
+              if (threads == 1 && chunk != cmax) return "serial-chunk";
               if (chunk < std::max<std::int64_t>(1, cmax >> window)) return "chunk-too-small";
               return nullptr;
             }));
