@@ -120,11 +120,13 @@ int predict(const Options& o) {
     });
     from = "the admissible set";
   }
-  for (auto& s : list) s.threads = threads;
+  // Shown on the run's threads, a serial schedule as itself; scored as the model sees them.
+  for (auto& s : list)
+    if (s.threads != 1) s.threads = threads;
   const double t1 = kernels::now_seconds();
   const learned::ModelInput in = op.matrix ? model.prepare(op.matrix->matrix)
                                            : model.prepare(op.tensor->tensor);
-  const std::vector<double> scores = model.scores(in, list);
+  const std::vector<double> scores = model.scores(in, as_model_sees(list, threads));
   const double model_s = kernels::now_seconds() - t1;
   std::vector<std::size_t> idx(list.size());
   std::iota(idx.begin(), idx.end(), std::size_t{0});

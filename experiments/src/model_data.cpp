@@ -54,6 +54,17 @@ std::string model_path_or_default(const std::string& path, kernels::KernelKind k
   return d;
 }
 
+std::vector<codegen::SuperSchedule> as_model_sees(std::vector<codegen::SuperSchedule> list,
+                                                  int cores, std::size_t* serial) {
+  std::size_t n = 0;
+  for (codegen::SuperSchedule& s : list) {
+    n += s.threads == 1 && cores > 1;
+    s.threads = cores;
+  }
+  if (serial) *serial = n;
+  return list;
+}
+
 namespace {
 
 std::vector<std::string> data_dirs(const ModelDataOptions& o) {

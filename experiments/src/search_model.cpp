@@ -39,16 +39,8 @@ SearchChoice search_model(const SearchRequest& r) {
     all.push_back(s);
     return true;
   });
-  // The training data is timed on all cores, so the model has never seen a serial kernel
-  // (threads = 1, kept by parallelize-one for tiny kernels): a serial schedule is scored as its
-  // all-core twin, which puts both among the measured candidates, and measurement decides.
-  std::vector<codegen::SuperSchedule> as_scored = all;
-  std::size_t serial = 0;
-  for (codegen::SuperSchedule& s : as_scored)
-    if (s.threads == 1 && r.space->cores() > 1) {
-      s.threads = r.space->cores();
-      ++serial;
-    }
+  std::size_t serial = 0;  // scored as their all-core twins (model_data.hpp)
+  const std::vector<codegen::SuperSchedule> as_scored = as_model_sees(all, r.space->cores(), &serial);
   std::vector<double> scores;
   scores.reserve(all.size());
   for (std::size_t s = 0; s < all.size(); s += kBatch) {
