@@ -244,7 +244,7 @@ TEST_CASE("codegen: run-time split sizes share one source, constant ones are in 
         source(KernelKind::SpMV, "csr"));
 }
 
-TEST_CASE("codegen: threads=1 is a serial kernel; SDDMM multiplies by the nonzero once") {
+TEST_CASE("codegen: threads=1 is a serial kernel, and SDDMM multiplies by the nonzero once") {
   auto source = [](KernelKind k, const std::string& schedule) {
     return emit_kernel_source(schedule_from_string(k, schedule));
   };
