@@ -235,6 +235,12 @@ struct MatrixRun {
   std::string dir;  ///< work folder of this matrix
 };
 
+/// The matrix and setting every stored row names (run rows and the side-by-side row alike).
+nlohmann::json matrix_fields(const MatrixRun& m) {
+  return {{"file", m.file},   {"name", m.name},   {"nnz", m.nnz}, {"kernel", kernel_name(m.kind)},
+          {"dense", m.dense}, {"threads", m.threads}};
+}
+
 /// `waco-hybrid COMMAND --kernel K` with the run's threads and (not for SpMV) dense size, unless
 /// `own` (a configuration's tune arguments) gives them itself.
 std::vector<std::string> child_argv(const std::string& command, const MatrixRun& m,
@@ -321,22 +327,17 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
   argv.push_back(m.file);
   const ChildResult r = run_child(argv, stem, lock);
   const nlohmann::json& t = r.out;
-  nlohmann::json row = {{"format", "waco-ablation-run"},
-                        {"version", kRowVersion},
-                        {"config", c.name},
-                        {"description", c.description},
-                        {"kind", c.kind},
-                        {"file", m.file},
-                        {"name", m.name},
-                        {"nnz", m.nnz},
-                        {"kernel", std::string(kernel_name(m.kind))},
-                        {"dense", m.dense},
-                        {"threads", m.threads},
-                        {"tune_args", stored_args(o, c)},
-                        {"search", search},
-                        {"uses_model", uses_model},
-                        {"child_s", r.seconds},
-                        {"position", position}};
+  nlohmann::json row = matrix_fields(m);
+  row.update({{"format", "waco-ablation-run"},
+              {"version", kRowVersion},
+              {"config", c.name},
+              {"description", c.description},
+              {"kind", c.kind},
+              {"tune_args", stored_args(o, c)},
+              {"search", search},
+              {"uses_model", uses_model},
+              {"child_s", r.seconds},
+              {"position", position}});
   if (!r.error.empty()) {
     row.update({{"status", "failed"}, {"error", r.error}, {"winner", nullptr}});
     return row;
@@ -418,21 +419,17 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
     if (!configs.contains(name))
       configs[name] = {
           {"error", row.value("status", "") == "ok" ? "no winner" : "the configuration failed"}};
-  return {{"format", "waco-ablation-bench"},
-          {"version", kRowVersion},
-          {"file", m.file},
-          {"name", m.name},
-          {"nnz", m.nnz},
-          {"kernel", std::string(kernel_name(m.kind))},
-          {"dense", m.dense},
-          {"threads", m.threads},
-          {"repeats", o.bench_repeat},
-          {"warmup", 2},
-          {"distinct_schedules", keys.size()},
-          {"configs", configs},
-          {"baselines", baselines},
-          {"seconds", r.seconds},
-          {"context", r.out.value("context", nlohmann::json(nullptr))}};
+  nlohmann::json row = matrix_fields(m);
+  row.update({{"format", "waco-ablation-bench"},
+              {"version", kRowVersion},
+              {"repeats", o.bench_repeat},
+              {"warmup", 2},
+              {"distinct_schedules", keys.size()},
+              {"configs", configs},
+              {"baselines", baselines},
+              {"seconds", r.seconds},
+              {"context", r.out.value("context", nlohmann::json(nullptr))}});
+  return row;
 }
 
 std::string ratio_text(const nlohmann::json& bench, const std::string& config) {

@@ -40,13 +40,15 @@ SearchChoice search_model(const SearchRequest& r) {
     return true;
   });
   std::size_t serial = 0;  // scored as their all-core twins (model_data.hpp)
-  const std::vector<codegen::SuperSchedule> as_scored = as_model_sees(all, r.space->cores(), &serial);
   std::vector<double> scores;
   scores.reserve(all.size());
   for (std::size_t s = 0; s < all.size(); s += kBatch) {
-    const std::vector<codegen::SuperSchedule> part(
-        as_scored.begin() + static_cast<std::ptrdiff_t>(s),
-        as_scored.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), s + kBatch)));
+    std::size_t n_serial = 0;
+    const std::vector<codegen::SuperSchedule> part = as_model_sees(
+        {all.begin() + static_cast<std::ptrdiff_t>(s),
+         all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), s + kBatch))},
+        r.space->cores(), &n_serial);
+    serial += n_serial;
     const std::vector<double> v = model.scores(in, part);
     scores.insert(scores.end(), v.begin(), v.end());
   }

@@ -14,11 +14,8 @@ namespace {
 /// Multiply-adds of one kernel call: nonzeros x the dense size (SpMM/MTTKRP J, SDDMM K).
 double kernel_work(const Space& s) {
   if (!s.facts()) return -1.0;  // structural space: unknown
-  const kernels::KernelKind k = s.kind();
-  const double dense = k == kernels::KernelKind::SpMV    ? 1.0
-                       : k == kernels::KernelKind::SDDMM ? static_cast<double>(s.extent('k'))
-                                                         : static_cast<double>(s.extent('j'));
-  return static_cast<double>(s.facts()->counts.nnz()) * dense;
+  const char v = dense_var(s.kind());
+  return static_cast<double>(s.facts()->counts.nnz()) * static_cast<double>(v ? s.extent(v) : 1);
 }
 
 }  // namespace

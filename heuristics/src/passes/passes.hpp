@@ -21,6 +21,11 @@ inline codegen::SuperSchedule csr_like_schedule(kernels::KernelKind k) {
   return *codegen::schedule_shortcut(k, k == kernels::KernelKind::MTTKRP ? "csf" : "csr");
 }
 
+/// The dense variable a kernel streams over (SpMM and MTTKRP j, SDDMM k), or 0 for SpMV.
+inline char dense_var(kernels::KernelKind k) {
+  return k == kernels::KernelKind::SDDMM ? 'k' : k == kernels::KernelKind::SpMV ? 0 : 'j';
+}
+
 /// A nest-stage constraint from a function.
 class NestConstraint final : public Constraint {
  public:

@@ -78,7 +78,7 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
         }
         signature::ModelOptions mo;
         mo.kind = kind == KernelKind::SDDMM ? KernelKind::SDDMM : KernelKind::SpMM;
-        const char dense_var = kind == KernelKind::SDDMM ? 'k' : kind == KernelKind::SpMV ? 0 : 'j';
+        const char dense_var = detail::dense_var(kind);
         const char col_var = kind == KernelKind::SDDMM ? 'j' : 'k';
         mo.dense = dense_var ? space.extent(dense_var) : 1;
         mo.threads = space.cores();
