@@ -21,7 +21,7 @@ std::string example() { return waco::test::examples_dir() + "/bcsstk13.mtx.gz"; 
 TEST_CASE("ablate: --list-configs names the standard set with its tune arguments") {
   const Result r = waco::test::run_cli("ablate --list-configs");
   REQUIRE(r.status == 0);
-  for (const char* name : {"exhaustive", "hybrid", "hybrid-confirm1", "hybrid-confirm20",
+  for (const char* name : {"exhaustive", "hybrid", "hybrid-measure-first", "hybrid-confirm1", "hybrid-confirm20",
                            "model-alone", "no-signature-passes", "legal-space", "random", "bandit",
                            "bestformat", "schedule-only", "format-only"})
     CHECK(r.out.find(name) != std::string::npos);

@@ -258,6 +258,32 @@ TEST_CASE("measure: compare abandons hopeless candidates with their runs as a lo
   CHECK(full[2].seconds.size() == 3);
 }
 
+TEST_CASE("measure: compare's racing per call, and candidates always timed however slow") {
+  Fixture f;
+  MeasureOptions o = racing_options();
+  o.compare_race_factor = 0;  // the Measurer's own: off
+  Measurer m(f.p, f.ref, o);
+  const Candidate slow = schedule("order=k,i format=UU parallel=k chunk=16");  // ~85x csr's work
+  const std::vector<Candidate> cs = {schedule("csr"), slow};
+  // On for this call: the slow one is abandoned.
+  CompareOptions on;
+  on.race_factor = racing_options().compare_race_factor;
+  const std::vector<Measurement> raced = m.compare(cs, 3, on);
+  CHECK(raced[0].status == MeasureStatus::Ok);
+  CHECK(raced[1].status == MeasureStatus::Abandoned);
+  // The same, with the slow one always timed (a reference): it takes part in every round.
+  on.always_timed = {1};
+  const std::vector<Measurement> kept = m.compare(cs, 3, on);
+  CHECK(kept[0].status == MeasureStatus::Ok);
+  INFO(kept[1].reason);
+  CHECK(kept[1].status == MeasureStatus::Ok);
+  CHECK(kept[1].seconds.size() == 3);
+  CHECK(kept[1].median_s > 4 * kept[0].median_s);
+  // Off for the call (the default): timed like the others.
+  const std::vector<Measurement> plain = m.compare(cs, 3);
+  CHECK(plain[1].status == MeasureStatus::Ok);
+}
+
 TEST_CASE("measure: compare's screening stops a run that overruns its deadline and goes on") {
   Fixture f;
   MeasureOptions o = racing_options();

@@ -105,6 +105,28 @@ TEST_CASE("train: tune --search model measures the model's best, scored over the
   CHECK(info.at("measured") == 3);
   CHECK(info.at("encoder") == "signature");
   CHECK(j.at("candidates").get<int>() == 3);
+  // The model's nominees went side by side at once: the search's timings are the confirmation's.
+  CHECK(j.at("confirmed") == true);
+  CHECK(j.at("confirm").at("direct") == true);
+  CHECK(j.at("confirm").at("ranking").size() == 3);
+  CHECK(j.at("measured").get<int>() == 3);
+  CHECK(j.at("reused").get<int>() == 0);
+  CHECK(j.at("confirm").at("rounds") == 4);
+  // --confirm N caps them; --measure-first measures each first (stored), then confirms.
+  const std::string common = " --json --db " + dir + "/r.sqlite --cache-dir " +
+                             std::string(WACO_BINARY_DIR) + "/test-kernel-cache --repeat 3 --warmup 1 "
+                             "--confirm-rounds 4 --threads 2 " + example();
+  const auto capped = test::run_cli("tune --no-plan-cache --kernel spmv --search model --budget 3 --confirm 2" + common);
+  INFO(capped.err);
+  REQUIRE(capped.status == 0);
+  CHECK(nlohmann::json::parse(capped.out).at("confirm").at("ranking").size() == 2);
+  const auto first = test::run_cli("tune --no-plan-cache --kernel spmv --search model --budget 3 --confirm 2 --measure-first" + common);
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  const auto fj = nlohmann::json::parse(first.out);
+  CHECK(fj.at("confirm").at("direct") == false);
+  CHECK(fj.at("measured").get<int>() + fj.at("reused").get<int>() == 3);
+  CHECK(fj.at("confirm").at("ranking").size() == 2);
   // A model of another kernel is refused before anything is measured.
   const auto w = test::run_cli("tune --no-plan-cache --kernel spmm --search model --model " + std::string(WACO_SOURCE_DIR) +
                                "/data/models/spmv.model --db " + dir + "/r.sqlite " + example());

@@ -230,3 +230,47 @@ TEST_CASE("tuner: the csr-like schedule is nominated even outside the top, and l
   CHECK(c.ranking[1].entry == 0);
   CHECK(judge_gain(c.ranking[0].measurement, c.ranking[1].measurement).gain);
 }
+
+TEST_CASE("tuner: confirm_ranked measures a ranked list side by side, in list order, once each") {
+  Fixture f("tuner-ranked");
+  Measurer m(f.p, f.ref, f.mo);
+  // The ranker's order: the dense schedule first (a bad guess), csr second, csr again (a
+  // duplicate, measured once), and a third beyond top.
+  const Candidate csr = spmv(kCsr);
+  const Candidate chunked = spmv("order=i,k format=UC parallel=i threads=1 chunk=64");
+  const std::vector<Candidate> ranked = {spmv(kDense), csr, csr, chunked,
+                                         spmv("order=i,k format=UC parallel=i threads=1 chunk=4")};
+  ConfirmOptions co;
+  co.top = 3;
+  co.rounds = 3;
+  // Racing at 3x: the dense schedule (hundreds of times csr's work) is abandoned; the csr
+  // baseline reference is timed in every round; csr is also a reference here: measured once.
+  const RankedConfirmation rc = confirm_ranked(m, ranked, {csr, Candidate::baseline("csr")}, co, 3.0);
+  const TuneResult& r = rc.result;
+  REQUIRE(r.entries.size() == 3);
+  CHECK(r.entries[0].candidate.label() == spmv(kDense).label());
+  CHECK(r.entries[1].candidate.label() == csr.label());
+  CHECK(r.entries[2].candidate.label() == chunked.label());
+  CHECK(r.measured == 3);
+  CHECK(r.entries[0].measurement.status == MeasureStatus::Abandoned);
+  CHECK(r.status_counts.at(MeasureStatus::Abandoned) == 1);
+  REQUIRE(r.best.has_value());
+  CHECK(*r.best != 0);
+  const Confirmation& c = rc.confirmation;
+  REQUIRE(c.ranking.size() == 3);
+  REQUIRE(c.best.has_value());
+  CHECK(c.ranking[0].measurement.status == MeasureStatus::Ok);
+  CHECK(c.ranking[0].entry == *r.best);
+  CHECK(c.ranking[0].search_rank == *r.best + 1);  // the list's rank
+  CHECK(c.ranking[2].entry == 0);                  // the abandoned one last
+  REQUIRE(c.references.size() == 2);
+  CHECK(c.references[0].status == MeasureStatus::Ok);
+  CHECK(c.references[1].status == MeasureStatus::Ok);
+  // The csr nominee and the csr reference are one measurement.
+  CHECK(c.references[0].seconds == r.entries[1].measurement.seconds);
+  CHECK(c.rounds == 3);
+  // An empty list measures nothing.
+  const RankedConfirmation none = confirm_ranked(m, {}, {csr}, co, 3.0);
+  CHECK(none.result.entries.empty());
+  CHECK_FALSE(none.confirmation.best.has_value());
+}

@@ -68,7 +68,11 @@ struct Options {
   int repeat = 10;
   int warmup = 2;
   int confirm = 10;
+  bool confirm_given = false;  ///< --confirm was on the command line
   int confirm_rounds = 20;
+  /// --measure-first: a model search's nominees are measured one by one (racing), then the best
+  /// --confirm side by side, as every other search; default: all of them side by side at once.
+  bool measure_first = false;
   double timeout = 60.0;
   double compile_timeout = 300.0;
   double tolerance = kDefaultTolerance;
@@ -339,22 +343,29 @@ std::function<void(const TuneProgress&)> progress_printer(std::optional<double> 
 /// more than the gap between the top candidates. Not stored (see confirm_best).
 /// All candidates live in one process: at most a quarter of the memory for them (each holds
 /// its output and its format, ~12 bytes per nonzero).
+/// How many of `wanted` candidates fit in one side-by-side child beside the two references: at
+/// most a quarter of the memory for them (each holds its output and its format, ~12 bytes per
+/// nonzero); says so when that is fewer.
+int side_by_side_fit(const Options& o, const Problem& p, int wanted) {
+  const double per_candidate = 4.0 * static_cast<double>(p.output_size()) +
+                               12.0 * static_cast<double>(p.nnz());
+  const double fit = physical_memory_bytes() / 4 / per_candidate - 2;  // 2 references
+  const int top = static_cast<int>(std::max(1.0, std::min<double>(wanted, fit)));
+  if (!o.quiet && top < wanted)
+    std::fprintf(stderr, "tune: only %d of %d side by side: more would not fit in a quarter of "
+                         "this machine's memory\n", top, wanted);
+  return top;
+}
+
 Confirmation confirm_top(const Options& o, const Problem& p, Measurer& measurer,
                          const TuneResult& r, const TuneEntry& csr_schedule,
                          const TuneEntry& csr_baseline, const std::string& shortcut) {
   const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
-  const double per_candidate = 4.0 * static_cast<double>(p.output_size()) +
-                               12.0 * static_cast<double>(p.nnz());
-  const double fit = physical_memory_bytes() / 4 / per_candidate - 2;  // 2 references
-  const int top = static_cast<int>(std::max(1.0, std::min<double>(o.confirm, fit)));
-  if (!o.quiet) {
+  const int top = side_by_side_fit(o, p, o.confirm);
+  if (!o.quiet)
     std::fprintf(stderr, "tune: measuring the best %lld side by side with %s (%d rounds)\n",
                  static_cast<long long>(std::min<std::int64_t>(top, ok)), shortcut.c_str(),
                  o.confirm_rounds);
-    if (top < o.confirm)
-      std::fprintf(stderr, "tune: only %d of --confirm %d: more would not fit in a quarter of "
-                           "this machine's memory\n", top, o.confirm);
-  }
   // The csr-like schedules of the search (the csr schedule with any chunk and thread count):
   // the fastest of them is always nominated, so that the winner is never slower than it.
   const codegen::SuperSchedule csr_shape = csr_schedule.candidate.schedule.value();
@@ -374,12 +385,16 @@ int run_tune(const Options& given) {
   // only candidate, and one side-by-side run against the csr references guards it (a tuned
   // kernel is never slower than csr).
   Options o = given;
-  const bool model_alone = o.confirm == 0 && o.schedules.empty() &&
-                           (o.search == "model" || o.search == "anns");
+  const bool model_search = o.schedules.empty() && (o.search == "model" || o.search == "anns");
+  const bool model_alone = model_search && o.confirm == 0;
   if (model_alone) {
     o.budget = 1;
     o.confirm = 1;
   }
+  // A model's nominees go side by side at once (confirm_ranked): the model already ranked them,
+  // and one child that prepares, screens and times them all costs a fraction of measuring each
+  // in its own child first (about 8 ms each for a microsecond SpMV kernel).
+  const bool side_by_side = model_search && !o.measure_first;
   const KernelKind kind = kernel_from_option(o.kernel);
   const Searcher& searcher = find_searcher(o.search);  // early: a typo fails before any work
   const Pipeline pipeline = parse_pipeline(o.passes);  // early: a typo fails before any work
@@ -499,19 +514,41 @@ int run_tune(const Options& given) {
 
   // 6. The search, with progress on stderr.
   const bool tty = ::isatty(STDERR_FILENO) != 0;
-  if (!o.quiet && !not_worth_it) {
-    std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n",
-                 std::string(kernel_name(kind)).c_str(), search.c_str(), candidates.size(),
-                 db_path.c_str());
-    to.progress = progress_printer(csr_s);
-  }
-  const TuneResult r = run_candidates(db, key, measurer, candidates, to);
-  if (!o.quiet && tty && !r.entries.empty() && !r.complete) std::fprintf(stderr, "\n");
-
-  // 7. Confirmation: the best candidates and both references again, side by side.
+  TuneResult r;
   std::optional<Confirmation> confirmation;
-  if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
-    confirmation = confirm_top(o, p, measurer, r, csr_schedule, csr_baseline, shortcut);
+  if (side_by_side && !not_worth_it) {
+    // 6-7. The model's nominees (all of them, or its best --confirm) and both references
+    // measured side by side in one child: the search's timings are the confirmation's.
+    const int wanted = static_cast<int>(std::min<std::size_t>(
+        candidates.size(), o.confirm_given ? static_cast<std::size_t>(std::max(1, o.confirm))
+                                           : candidates.size()));
+    if (wanted > 0) {
+      const int top = side_by_side_fit(o, p, wanted);
+      if (!o.quiet)
+        std::fprintf(stderr, "tune: %s %s search: the model's best %d measured side by side with "
+                             "%s (%d rounds)\n",
+                     std::string(kernel_name(kind)).c_str(), search.c_str(), top, shortcut.c_str(),
+                     o.confirm_rounds);
+      RankedConfirmation rc =
+          confirm_ranked(measurer, candidates, {csr_schedule.candidate, csr_baseline.candidate},
+                         ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
+      r = std::move(rc.result);
+      confirmation = std::move(rc.confirmation);
+    }
+  } else {
+    if (!o.quiet && !not_worth_it) {
+      std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n",
+                   std::string(kernel_name(kind)).c_str(), search.c_str(), candidates.size(),
+                   db_path.c_str());
+      to.progress = progress_printer(csr_s);
+    }
+    r = run_candidates(db, key, measurer, candidates, to);
+    if (!o.quiet && tty && !r.entries.empty() && !r.complete) std::fprintf(stderr, "\n");
+
+    // 7. Confirmation: the best candidates and both references again, side by side.
+    if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
+      confirmation = confirm_top(o, p, measurer, r, csr_schedule, csr_baseline, shortcut);
+  }
   const bool confirmed = confirmation && confirmation->best.has_value();
   const TuneEntry* search_best = r.best ? &r.entries[*r.best] : nullptr;
   const ConfirmEntry* winner = confirmed ? &confirmation->ranking[*confirmation->best] : nullptr;
@@ -616,6 +653,7 @@ int run_tune(const Options& given) {
       ranking.push_back(row);
     }
     confirm_json = {{"top", static_cast<int>(confirmation->ranking.size())},
+                    {"direct", side_by_side},
                     {"rounds", confirmation->rounds},
                     {"warmup", o.warmup},
                     {"ranking", ranking},
@@ -834,13 +872,19 @@ Command make_tune_command() {
             sub.add_option("--warmup", o->warmup, "Untimed runs per candidate after verification")
                 ->check(CLI::Range(0, 1000000))
                 ->capture_default_str();
-            sub.add_option("--confirm", o->confirm,
-                           "Measure the search's best N again side by side with the csr "
-                           "references and pick the winner from those timings (0: trust the "
-                           "search's timings; with --search model or anns: the model decides "
-                           "alone, its best guarded by one side-by-side run against csr)")
+            auto* confirm = sub.add_option(
+                "--confirm", o->confirm,
+                "Measure the search's best N again side by side with the csr references and "
+                "pick the winner from those timings (0: trust the search's timings). With "
+                "--search model or anns the model's nominees (--budget, default 20) are measured "
+                "side by side at once, no separate measurement first: N caps them; 0: the model "
+                "decides alone, its best guarded by one side-by-side run against csr")
                 ->check(CLI::Range(0, 1000))
                 ->capture_default_str();
+            sub.add_flag("--measure-first", o->measure_first,
+                         "--search model or anns: measure the model's nominees one by one first "
+                         "(racing, stored in --db), then the best --confirm side by side, as the "
+                         "other searches do");
             sub.add_option("--confirm-rounds", o->confirm_rounds,
                            "Interleaved timed rounds of the side-by-side measurement")
                 ->check(CLI::Range(1, 1000000))
@@ -894,7 +938,9 @@ Command make_tune_command() {
             add_read_options(sub, o->read);
             sub.footer(
                 "At the end the search's best --confirm candidates, the fastest csr-like schedule\n"
-                "and both references are measured again side by side, interleaved, in one child:\n"
+                "and both references are measured again side by side, interleaved, in one child\n"
+                "(--search model and anns: the model's nominees go there directly, unless\n"
+                "--measure-first):\n"
                 "the winner (best) and speedup_over_csr(_baseline) come from these timings,\n"
                 "search_best and search_speedup_* from the search's own. On a shared machine two\n"
                 "separate measurements of one kernel can differ by 1.5x; only side-by-side ratios\n"
@@ -918,7 +964,7 @@ Command make_tune_command() {
                 "  waco-hybrid tune --kernel spmv --search random --budget 50 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmv --search anns --passes legality --check-recall --json "
                 "examples/bcsstk13.mtx.gz\n"
-                "  waco-hybrid tune --kernel spmv --search model examples/bcsstk13.mtx.gz   # learned model, best 20 measured\n"
+                "  waco-hybrid tune --kernel spmv --search model examples/bcsstk13.mtx.gz   # learned model, best 20 side by side\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive --passes all --json A.mtx\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.hpp A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"
@@ -926,7 +972,10 @@ Command make_tune_command() {
                 "  waco-hybrid tune --kernel spmv --search model --refresh examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel sddmm --search exhaustive --abandon-factor 0 A.mtx\n"
                 "  waco-hybrid tune --kernel spmm --budget 20 --cache-bytes 4M --tile-window 1 A.mtx\n");
-            return [o] { return run_tune(*o); };
+            return [o, confirm] {
+              o->confirm_given = confirm->count() > 0;
+              return run_tune(*o);
+            };
           }};
 }
 

@@ -64,7 +64,12 @@ void print_tune_text(const nlohmann::json& j) {
   print_reference(shortcut + " schedule", j.at("csr"));
   print_reference(shortcut + " baseline", j.at("csr_baseline"));
   const std::int64_t abandoned = j.at("status_counts").value("abandoned", std::int64_t{0});
-  if (abandoned > 0)
+  const bool direct = j.at("confirm").is_object() && j.at("confirm").value("direct", false);
+  if (abandoned > 0 && direct)
+    std::printf("  racing        %lld abandoned (their first two runs side by side above %.3gx "
+                "the group's fastest)\n",
+                static_cast<long long>(abandoned), j.at("abandon_factor").get<double>());
+  else if (abandoned > 0)
     std::printf("  racing        %lld abandoned (slower than %.3gx the best so far in every run "
                 "made), %s spent on them\n",
                 static_cast<long long>(abandoned), j.at("abandon_factor").get<double>(),
@@ -108,14 +113,16 @@ void print_tune_text(const nlohmann::json& j) {
     if (confirmed) {
       const nlohmann::json& c = j.at("confirm");
       const nlohmann::json& first = c.at("ranking").at(0);
+      const bool direct = c.value("direct", false);
       std::printf("  side by side  best nominee %s, %s schedule %s, %s baseline %s: the "
-                  "search's best %d measured again over %d rounds; the nominee was #%lld in the "
-                  "search\n",
+                  "%s best %d measured %s over %d rounds; the nominee was #%lld in the %s\n",
                   seconds_or(first.value("median_s", nlohmann::json()), "-").c_str(),
                   shortcut.c_str(), seconds_or(c.at("csr_median_s"), "failed").c_str(),
                   shortcut.c_str(), seconds_or(c.at("csr_baseline_median_s"), "failed").c_str(),
-                  c.at("top").get<int>(), c.at("rounds").get<int>(),
-                  static_cast<long long>(first.at("search_rank").get<std::int64_t>()));
+                  direct ? "model's" : "search's", c.at("top").get<int>(),
+                  direct ? "side by side" : "again", c.at("rounds").get<int>(),
+                  static_cast<long long>(first.at("search_rank").get<std::int64_t>()),
+                  direct ? "model's order" : "search");
     }
     if (j.at("kernel_source").is_string())
       std::printf("  kernel source %s\n", j.at("kernel_source").get<std::string>().c_str());

@@ -457,13 +457,15 @@ struct Screening {
 /// Racing (opts.compare_race_factor): every verified candidate is run twice more, timed; one
 /// whose faster run is above the factor times the fastest candidate's is abandoned there, with
 /// those runs as its times (a lower bound), and does not take part in the rounds. Baselines go
-/// first and always take part (they are the group's reference). Once the group has a fastest
+/// first and always take part (they are the group's reference), and so does every candidate
+/// marked in `keep` (the caller's references, e.g. the csr schedule). Once the group has a fastest
 /// candidate, each later run before the rounds has a deadline (screening, see
 /// MeasureOptions::compare_screen_margin); one that overruns it ends this child with an 'X' frame
 /// that carries the screening so far and the overrunning candidate's prepared Measurement.
 std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::Reference& ref,
                                       const MeasureOptions& opts, int run_threads,
-                                      const std::vector<Candidate>& cs, int rounds,
+                                      const std::vector<Candidate>& cs,
+                                      const std::vector<char>& keep, int rounds,
                                       Screening screening, int sock) {
   const bool racing = opts.compare_race_factor > 0;
   screening.probes.resize(cs.size());
@@ -494,8 +496,9 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
     runs[i] = nullptr;
     ready[i].impl.reset();
   };
+  const auto raced = [&](std::size_t i) { return racing && cs[i].is_generated() && !keep[i]; };
   auto hopeless = [&](std::size_t i) {
-    return racing && cs[i].is_generated() && !probe[i].empty() &&
+    return raced(i) && !probe[i].empty() &&
            *std::min_element(probe[i].begin(), probe[i].end()) >
                opts.compare_race_factor * screening.best_s;
   };
@@ -514,7 +517,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
       continue;
     }
     if (opts.child_hook) opts.child_hook(cs[i]);
-    const bool guarded = racing && cs[i].is_generated() && screening.best_s > 0;
+    const bool guarded = raced(i) && screening.best_s > 0;
     const double bound = opts.compare_race_factor * screening.best_s;
     const double limit = std::max(opts.compare_screen_min_s, opts.compare_screen_margin * bound);
     // The overrun report: this candidate's prepared Measurement, the probes and failures so far.
@@ -771,7 +774,8 @@ Measurement overran(const nlohmann::json& x) {
 /// whole (crash, timeout) gives its one Measurement to every candidate it had.
 std::vector<Measurement> compare_screened(const kernels::Problem& p, const kernels::Reference& ref,
                                           const MeasureOptions& opts, int run_threads,
-                                          const std::vector<Candidate>& cs, int rounds) {
+                                          const std::vector<Candidate>& cs,
+                                          const std::vector<char>& keep, int rounds) {
   std::vector<std::optional<Measurement>> out(cs.size());
   Screening screening;
   screening.probes.resize(cs.size());
@@ -781,9 +785,11 @@ std::vector<Measurement> compare_screened(const kernels::Problem& p, const kerne
     for (std::size_t i = 0; i < cs.size(); ++i)
       if (!out[i]) left.push_back(i);
     std::vector<Candidate> sub;
+    std::vector<char> sub_keep;
     Screening known{screening.best_s, {}, {}};
     for (const std::size_t i : left) {
       sub.push_back(cs[i]);
+      sub_keep.push_back(keep[i]);
       known.probes.push_back(screening.probes[i]);
       known.prepared.push_back(screening.prepared[i]);
     }
@@ -793,7 +799,7 @@ std::vector<Measurement> compare_screened(const kernels::Problem& p, const kerne
         opts.prepare_timeout_s * n,
         opts.run_timeout_s * n * std::max(1.0, static_cast<double>(rounds) / opts.repeats),
         [&](int child_sock) {
-          return compare_here(p, ref, opts, run_threads, sub, rounds, known, child_sock);
+          return compare_here(p, ref, opts, run_threads, sub, sub_keep, rounds, known, child_sock);
         },
         &x);
     if (x.is_null()) {
@@ -871,9 +877,18 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
         race.check = it->at("check").get<std::string>();
         race.check_s = it->at("check_s").get<double>();
       }
+      // compare()'s racing for this request (CompareOptions).
+      MeasureOptions request_opts = opts;
+      std::vector<char> keep(cs.size(), 0);
+      if (const auto it = j.find("compare"); it != j.end()) {
+        const double factor = it->at("race_factor").get<double>();
+        if (factor >= 0) request_opts.compare_race_factor = factor;
+        for (const nlohmann::json& k : it->at("always_timed")) keep.at(k.get<std::size_t>()) = 1;
+      }
       // Refused formats are answered here; the rest go to one child.
       std::vector<std::optional<Measurement>> answer(cs.size());
       std::vector<Candidate> todo;
+      std::vector<char> todo_keep;
       for (std::size_t i = 0; i < cs.size(); ++i) {
         if (std::optional<std::string> why = format_check.refusal(cs[i])) {
           Measurement r;  // warmup and repeats are filled in by Measurer::request
@@ -881,6 +896,7 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
           answer[i] = failed(r, MeasureStatus::Refused, std::move(*why));
         } else {
           todo.push_back(cs[i]);
+          todo_keep.push_back(keep[i]);
         }
       }
       std::vector<Measurement> done;
@@ -890,7 +906,7 @@ std::vector<Candidate> candidates_from_json(const nlohmann::json& j) {
         });
         if (done.size() != 1) done.resize(1);
       } else if (!todo.empty()) {
-        done = compare_screened(p, ref, opts, run_threads, todo, rounds);
+        done = compare_screened(p, ref, request_opts, run_threads, todo, todo_keep, rounds);
       }
       std::size_t next = 0;
       for (auto& a : answer) m.push_back(a ? std::move(*a) : std::move(done[next++]));
@@ -907,6 +923,15 @@ Measurer::Measurer(const kernels::Problem& p, const kernels::Reference& ref, Mea
               "Measurer needs repeats >= 1, warmup >= 0, race_min_runs >= 1");
   run_threads_ = opts_.threads > 0 ? opts_.threads : kernels::available_cpus();
   p.validate();
+  // Every measuring child is a fork of the worker, which is a fork of this process: what this
+  // process has cached, each child has. A kernel's cache key holds the compiler's version line,
+  // one `c++ --version` run (5-6 ms of wall time) that each child otherwise ran again, half the
+  // cost of measuring a microsecond kernel. A compiler that cannot run is reported by the
+  // children, candidate by candidate, as before.
+  try {
+    (void)codegen::cache_key({}, opts_.generated.compiler);
+  } catch (const Error&) {
+  }
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     throw Error(std::string("cannot create the measurement socket: ") + std::strerror(errno));
@@ -959,15 +984,21 @@ void Measurer::stop() {
 }
 
 std::vector<Measurement> Measurer::request(char type, const std::vector<Candidate>& cs,
-                                           int rounds, double limit_s, const RaceBound& race) {
+                                           int rounds, double limit_s, const RaceBound& race,
+                                           const CompareOptions& co) {
   WACO_ASSERT(sock_ >= 0, "a measurement on a stopped Measurer");
+  for (const std::size_t k : co.always_timed)
+    WACO_ASSERT(k < cs.size(), "CompareOptions::always_timed names a candidate not in the list");
   const double t0 = now_seconds();
   const nlohmann::json request = {{"candidates", candidates_to_json(cs)},
                                   {"rounds", rounds},
                                   {"race",
                                    {{"above_s", race.above_s},
                                     {"check", race.check},
-                                    {"check_s", race.check_s}}}};
+                                    {"check_s", race.check_s}}},
+                                  {"compare",
+                                   {{"race_factor", co.race_factor},
+                                    {"always_timed", co.always_timed}}}};
   char type_back = 0;
   std::string payload;
   ReadStatus st = ReadStatus::Eof;
@@ -1000,14 +1031,15 @@ Measurement Measurer::measure(const Candidate& c, const RaceBound& race) {
       .front();
 }
 
-std::vector<Measurement> Measurer::compare(const std::vector<Candidate>& cs, int rounds) {
+std::vector<Measurement> Measurer::compare(const std::vector<Candidate>& cs, int rounds,
+                                           const CompareOptions& co) {
   WACO_ASSERT(rounds >= 1, "compare needs rounds >= 1");
   if (cs.empty()) return {};
   const double n = static_cast<double>(cs.size());
   return request('C', cs, rounds,
                  (opts_.prepare_timeout_s + opts_.run_timeout_s *
                                                 std::max(1.0, double(rounds) / opts_.repeats)) * n,
-                 RaceBound{});
+                 RaceBound{}, co);
 }
 
 }  // namespace waco::heuristics

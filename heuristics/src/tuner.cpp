@@ -120,6 +120,31 @@ TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Measurer& me
   return r;
 }
 
+namespace {
+/// The candidates of one compare() call: one slot per distinct label.
+struct Batch {
+  std::vector<Candidate> list;
+  std::unordered_map<std::string, std::size_t> slot;  // label -> index in list
+  bool has(const Candidate& c) const { return slot.count(c.label()) != 0; }
+  std::size_t add(const Candidate& c) {
+    const auto [it, fresh] = slot.emplace(c.label(), list.size());
+    if (fresh) list.push_back(c);
+    return it->second;
+  }
+};
+
+/// A confirmation's order: verified ones fastest side by side first, failed ones last (stable:
+/// in the order they were nominated).
+void sort_ranking(std::vector<ConfirmEntry>& ranking) {
+  std::stable_sort(ranking.begin(), ranking.end(), [](const ConfirmEntry& a, const ConfirmEntry& b) {
+    const bool ao = a.measurement.status == MeasureStatus::Ok;
+    const bool bo = b.measurement.status == MeasureStatus::Ok;
+    if (ao != bo) return ao;
+    return ao && a.measurement.median_s < b.measurement.median_s;
+  });
+}
+}  // namespace
+
 Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
                           const std::vector<Candidate>& references, const ConfirmOptions& opts) {
   WACO_ASSERT(opts.top >= 1 && opts.rounds >= 1, "confirm_best needs top >= 1 and rounds >= 1");
@@ -147,31 +172,59 @@ Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
     ok.resize(static_cast<std::size_t>(opts.top));
   }
 
-  std::vector<Candidate> batch;
-  std::unordered_map<std::string, std::size_t> slot;  // label -> index in batch
-  const auto add = [&](const Candidate& cand) {
-    const auto [it, fresh] = slot.emplace(cand.label(), batch.size());
-    if (fresh) batch.push_back(cand);
-    return it->second;
-  };
+  Batch batch;
   std::vector<std::size_t> nominee_slot, reference_slot;
-  for (std::size_t i : ok) nominee_slot.push_back(add(r.entries[i].candidate));
-  for (const Candidate& ref : references) reference_slot.push_back(add(ref));
-  const std::vector<Measurement> ms = measurer.compare(batch, opts.rounds);
+  for (std::size_t i : ok) nominee_slot.push_back(batch.add(r.entries[i].candidate));
+  for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
+  const std::vector<Measurement> ms = measurer.compare(batch.list, opts.rounds);
 
   for (std::size_t k = 0; k < ok.size(); ++k)
     c.ranking.push_back({ok[k], rank[k], ms[nominee_slot[k]]});
-  std::stable_sort(c.ranking.begin(), c.ranking.end(),
-                   [](const ConfirmEntry& a, const ConfirmEntry& b) {
-                     const bool ao = a.measurement.status == MeasureStatus::Ok;
-                     const bool bo = b.measurement.status == MeasureStatus::Ok;
-                     if (ao != bo) return ao;
-                     return ao && a.measurement.median_s < b.measurement.median_s;
-                   });
+  sort_ranking(c.ranking);
   for (std::size_t s : reference_slot) c.references.push_back(ms[s]);
   if (!c.ranking.empty() && c.ranking.front().measurement.status == MeasureStatus::Ok) c.best = 0;
   c.seconds = kernels::now_seconds() - t0;
   return c;
+}
+
+RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidate>& ranked,
+                                  const std::vector<Candidate>& references,
+                                  const ConfirmOptions& opts, double race_factor) {
+  WACO_ASSERT(opts.top >= 1 && opts.rounds >= 1, "confirm_ranked needs top >= 1 and rounds >= 1");
+  const double t0 = kernels::now_seconds();
+  RankedConfirmation out;
+  TuneResult& r = out.result;
+  Confirmation& c = out.confirmation;
+  c.rounds = opts.rounds;
+  Batch batch;  // a nominee that is also a reference is measured once
+  std::vector<std::size_t> nominee_slot, reference_slot;
+  for (const Candidate& cand : ranked) {
+    if (nominee_slot.size() == static_cast<std::size_t>(opts.top)) break;
+    if (batch.has(cand)) continue;  // a duplicate in the list
+    nominee_slot.push_back(batch.add(cand));
+  }
+  for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
+  CompareOptions co;
+  co.race_factor = race_factor;
+  co.always_timed.assign(reference_slot.begin(), reference_slot.end());
+  const std::vector<Measurement> ms =
+      nominee_slot.empty() ? std::vector<Measurement>{} : measurer.compare(batch.list, opts.rounds, co);
+
+  for (std::size_t k = 0; k < nominee_slot.size(); ++k) {
+    const Measurement& m = ms[nominee_slot[k]];
+    r.entries.push_back({batch.list[nominee_slot[k]], m, false});
+    ++r.measured;
+    ++r.status_counts[m.status];
+    if (m.status == MeasureStatus::Ok &&
+        (!r.best || m.median_s < r.entries[*r.best].measurement.median_s))
+      r.best = k;
+    c.ranking.push_back({k, k + 1, m});
+  }
+  sort_ranking(c.ranking);
+  for (std::size_t s : reference_slot) c.references.push_back(ms.empty() ? Measurement{} : ms[s]);
+  if (!c.ranking.empty() && c.ranking.front().measurement.status == MeasureStatus::Ok) c.best = 0;
+  c.seconds = r.seconds = kernels::now_seconds() - t0;
+  return out;
 }
 
 Verdict judge_gain(const Measurement& winner, const Measurement& reference) {

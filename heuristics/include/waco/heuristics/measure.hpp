@@ -164,6 +164,15 @@ struct RaceBound {
   bool active() const { return above_s > 0.0; }
 };
 
+/// Racing of one Measurer::compare call.
+struct CompareOptions {
+  /// The factor of MeasureOptions::compare_race_factor for this call; < 0: the Measurer's own.
+  double race_factor = -1.0;
+  /// Indices of candidates timed in every round however slow their first runs are, like the
+  /// baselines (the caller's references, e.g. the csr schedule beside a model's nominees).
+  std::vector<std::size_t> always_timed;
+};
+
 /// Measures candidates of one problem, each in its own child process (see the file comment).
 /// Not copyable; one measurement at a time (not thread-safe).
 class Measurer {
@@ -192,7 +201,9 @@ class Measurer {
   /// close candidates. One Measurement per candidate, in order (repeats = rounds); a child that
   /// crashes or overruns its limits (prepare_timeout_s and run_timeout_s, each times the number
   /// of candidates) fails them all with its reason. Throws like measure().
-  std::vector<Measurement> compare(const std::vector<Candidate>& cs, int rounds);
+  /// `co`: racing for this call (see CompareOptions).
+  std::vector<Measurement> compare(const std::vector<Candidate>& cs, int rounds,
+                                   const CompareOptions& co = {});
 
   const MeasureOptions& options() const { return opts_; }
   /// Threads a candidate with threads = 0 runs on (options().threads resolved).
@@ -205,7 +216,8 @@ class Measurer {
   void stop();
   /// Sends one request ('M': measure cs[0]; 'C': compare) and waits up to limit_s (+ slack).
   std::vector<Measurement> request(char type, const std::vector<Candidate>& cs, int rounds,
-                                   double limit_s, const RaceBound& race);
+                                   double limit_s, const RaceBound& race,
+                                   const CompareOptions& co = {});
 
   MeasureOptions opts_;
   int run_threads_ = 1;

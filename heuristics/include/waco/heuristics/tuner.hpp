@@ -127,6 +127,24 @@ struct Confirmation {
 Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
                           const std::vector<Candidate>& references, const ConfirmOptions& opts);
 
+/// A ranked list measured side by side (confirm_ranked): the search's result and its
+/// confirmation in one.
+struct RankedConfirmation {
+  TuneResult result;          ///< the nominees in list order, each with its side-by-side measurement
+  Confirmation confirmation;  ///< search_rank = the list's rank (1 = the ranker's best)
+};
+
+/// The side-by-side search of a ranked list (a cost model's best, best first): the first
+/// opts.top candidates are measured side by side with `references` in one call
+/// (Measurer::compare: prepared, verified, timed in opts.rounds interleaved rounds, verified
+/// again), with no separate measurement of each first. A nominee whose first two timed runs are
+/// above race_factor times the group's fastest is abandoned there (0: none); the references are
+/// always timed. Like confirm_best, nothing is stored: these are timings of one moment.
+/// opts.always is not used (every nominee is in the list already).
+RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidate>& ranked,
+                                  const std::vector<Candidate>& references,
+                                  const ConfirmOptions& opts, double race_factor);
+
 /// Whether the winner of a side-by-side measurement beats a reference by more than the noise
 /// measured in the same rounds. Both were timed in the same interleaved rounds, so round k of
 /// one is paired with round k of the other: the per-round ratios winner / reference cancel the
