@@ -88,6 +88,34 @@ TEST_CASE("collect: a mix is collected as groups with provenance, and a rerun sk
   }
 }
 
+TEST_CASE("collect: a resume with other settings is refused unless accepted, and --mix may grow") {
+  const std::string db = test::scratch_dir("collect-settings") + "/d.sqlite";
+  fs::remove(db);
+  const nlohmann::json first = run_json(collect_args(db, 1));
+  CHECK(first["outcomes"]["measured"] == 1);
+  // Another --max-nnz makes other recipes: refused before anything is measured, naming it.
+  std::string other = collect_args(db, 2);
+  other.replace(other.find("--max-nnz 3000"), 14, "--max-nnz 4000");
+  const test::CliResult r = test::run_cli(other + " -q");
+  CHECK(r.status == 1);
+  CHECK(r.err.find("other settings") != std::string::npos);
+  CHECK(r.err.find("max_nnz 3000 then, 4000 now") != std::string::npos);
+  CHECK(r.err.find("--new-settings") != std::string::npos);
+  CHECK(ResultsDb(db).count_matrices() == 1);
+  // More of the same mix is a resume.
+  const nlohmann::json more = run_json(collect_args(db, 2));
+  CHECK(more["outcomes"]["existing"] == 1);
+  CHECK(more["outcomes"]["measured"] == 1);
+  // --new-settings accepts the change and records it: the next run with it is a plain resume.
+  const nlohmann::json accepted = run_json(other + " --new-settings");
+  CHECK(accepted["outcomes"].value("failed", 0) == 0);
+  const test::CliResult after = test::run_cli(other + " -q");
+  CHECK(after.status == 0);
+  const std::optional<std::string> stored = ResultsDb(db).meta("collect_settings.spmv");
+  REQUIRE(stored);
+  CHECK(nlohmann::json::parse(*stored).at("max_nnz") == 4000);
+}
+
 TEST_CASE("collect: excluded fingerprints are never measured") {
   const std::string dir = test::scratch_dir("collect-exclude");
   fs::remove(dir + "/a.sqlite");

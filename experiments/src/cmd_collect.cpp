@@ -5,11 +5,13 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <iostream>
@@ -63,9 +65,61 @@ struct Options {
   std::string cpu_lock;
   bool json = false;
   bool quiet = false;
+  bool new_settings = false;
   codegen::GeneratedOptions generated;
   heuristics::PassParams params;
 };
+
+/// What makes one collection of a kernel consistent across resumes: the mix's recipes (its seed,
+/// size bound and real files; --mix N only says how far along the same stream to go) and how
+/// each group is sampled and timed. Kept in the database's meta table per kernel.
+nlohmann::json collect_settings(const Options& o, KernelKind kind) {
+  std::vector<std::string> real;
+  for (const std::string& f : o.real) real.push_back(std::filesystem::path(f).filename().string());
+  std::sort(real.begin(), real.end());
+  return {{"dense", o.dense > 0 ? o.dense : kernels::default_dense_size(kind)},
+          {"mix_seed", o.mix_seed},
+          {"max_nnz", o.max_nnz},
+          {"real", real},
+          {"schedules", o.schedules},
+          {"admissible_share", o.admissible_share},
+          {"rounds", o.rounds},
+          {"warmup", o.warmup},
+          {"threads", resolve_threads(o.threads)},
+          {"seed", o.seed},
+          {"abandon_factor", o.abandon_factor},
+          {"pass_params", o.params.to_json()}};
+}
+
+/// Refuses a run whose settings differ from the ones the database was collected with (a resume
+/// with another --max-nnz measures other recipes; another --rounds times groups differently),
+/// naming each difference; --new-settings accepts them and records the new ones.
+void check_settings(heuristics::ResultsDb& db, const Options& o, KernelKind kind,
+                    const std::string& db_path) {
+  const std::string key = "collect_settings." + std::string(kernels::kernel_name(kind));
+  const nlohmann::json now = collect_settings(o, kind);
+  if (const std::optional<std::string> stored = db.meta(key); stored && !o.new_settings) {
+    nlohmann::json before;
+    try {
+      before = nlohmann::json::parse(*stored);
+    } catch (const nlohmann::json::exception&) {
+      before = nlohmann::json::object();
+    }
+    std::string diff;
+    for (const auto& [name, value] : now.items()) {
+      const nlohmann::json was = before.contains(name) ? before.at(name) : nlohmann::json();
+      if (was != value)
+        diff += (diff.empty() ? "" : "; ") + name + " " + was.dump() + " then, " + value.dump() +
+                " now";
+    }
+    if (diff.empty()) return;
+    throw Error(db_path + " holds a " + std::string(kernels::kernel_name(kind)) +
+                    " collection made with other settings (" + diff + ")",
+                "resume with the same settings (only --mix N may grow), collect into another "
+                "--db, or pass --new-settings to accept the change");
+  }
+  db.set_meta(key, now.dump());
+}
 
 /// The exclusion list: one fingerprint (16 hex digits) or operand file per line, '#' comments.
 std::vector<std::string> read_exclusions(const std::string& path, KernelKind kind) {
@@ -168,6 +222,10 @@ int collect(const Options& o) {
   FileLock lock(db_path + ".collect-lock",
                 "another collect is writing " + db_path + " (it holds " + db_path + ".collect-lock)",
                 "wait for it to finish, or collect into another --db and merge");
+  {
+    heuristics::ResultsDb db(db_path);
+    check_settings(db, o, kind, db_path);
+  }
   std::vector<Recipe> recipes = gather_recipes(o, kind);
   std::vector<Recipe> mine;
   for (std::size_t k : kernels::shard_indices(recipes.size(), shard_i, shard_n))
@@ -276,6 +334,10 @@ Command make_collect_command() {
                 ->capture_default_str();
             sub.add_option("--real", o->real,
                            "Real matrices the mix augments (permutation, resizing, blocks, windows)");
+            sub.add_flag("--new-settings", o->new_settings,
+                         "Accept settings (--max-nnz, --real, --mix-seed, --dense, --schedules, "
+                         "--rounds, ...) that differ from the ones this database's collection of "
+                         "the kernel was made with, and record them (refused otherwise)");
             sub.add_option("--shard", o->shard,
                            "Collect shard i of N (i/N): recipe k belongs to shard k mod N");
             sub.add_option("--exclude", o->exclude,

@@ -897,6 +897,20 @@ std::vector<AblationRow> ResultsDb::ablation_rows() const {
   return rows;
 }
 
+std::optional<std::string> ResultsDb::meta(const std::string& key) const {
+  Statement q(db_, "SELECT value FROM meta WHERE key = ?1");
+  q.bind(1, key);
+  if (!q.step()) return std::nullopt;
+  return q.text(0);
+}
+
+void ResultsDb::set_meta(const std::string& key, const std::string& value) {
+  Statement q(db_, "INSERT INTO meta(key, value) VALUES (?1, ?2) "
+                   "ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+  q.bind(1, key).bind(2, value);
+  q.step();
+}
+
 std::int64_t ResultsDb::count_matrices() const { return count("matrices"); }
 std::int64_t ResultsDb::count_schedules() const { return count("schedules"); }
 std::int64_t ResultsDb::count_measurements() const { return count("measurements"); }

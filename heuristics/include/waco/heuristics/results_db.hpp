@@ -222,6 +222,12 @@ class ResultsDb {
   /// Every ablation row, oldest first.
   std::vector<AblationRow> ablation_rows() const;
 
+  /// A value of table `meta` (schema_version, created, ... and what commands keep there, e.g.
+  /// collect's settings per kernel), or nullopt.
+  std::optional<std::string> meta(const std::string& key) const;
+  /// Sets a value of table `meta` (its own transaction unless the caller holds one).
+  void set_meta(const std::string& key, const std::string& value);
+
   /// Row counts of the three tables (for tests and reports).
   std::int64_t count_matrices() const;
   std::int64_t count_schedules() const;
