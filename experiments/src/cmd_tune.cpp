@@ -337,12 +337,6 @@ std::function<void(const TuneProgress&)> progress_printer(std::optional<double> 
   };
 }
 
-/// Step 7 of tune: the search's best candidates and both references measured again side by
-/// side in one child (interleaved rounds). The winner and the speedups come from these
-/// timings: two separate measurements of one kernel drift by up to 1.5x on a shared machine,
-/// more than the gap between the top candidates. Not stored (see confirm_best).
-/// All candidates live in one process: at most a quarter of the memory for them (each holds
-/// its output and its format, ~12 bytes per nonzero).
 /// How many of `wanted` candidates fit in one side-by-side child beside the two references: at
 /// most a quarter of the memory for them (each holds its output and its format, ~12 bytes per
 /// nonzero); says so when that is fewer.
@@ -357,6 +351,10 @@ int side_by_side_fit(const Options& o, const Problem& p, int wanted) {
   return top;
 }
 
+/// Step 7 of tune: the search's best candidates and both references measured again side by
+/// side in one child (interleaved rounds). The winner and the speedups come from these
+/// timings: two separate measurements of one kernel drift by up to 1.5x on a shared machine,
+/// more than the gap between the top candidates. Not stored (see confirm_best).
 Confirmation confirm_top(const Options& o, const Problem& p, Measurer& measurer,
                          const TuneResult& r, const TuneEntry& csr_schedule,
                          const TuneEntry& csr_baseline, const std::string& shortcut) {

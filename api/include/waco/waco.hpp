@@ -108,7 +108,7 @@ class WACO_API Matrix {
 struct Options {
   int threads = 0;                 ///< threads of the kernel (0: every available core)
   /// The search, as `waco-hybrid tune --search`: "model" (the learned cost model ranks every
-  /// admissible schedule, the best `budget` are measured), "anns", "random", "exhaustive".
+  /// admissible schedule, the best `budget` are measured side by side with csr), "anns", "random", "exhaustive".
   std::string search = "model";
   int budget = 0;                  ///< candidates to measure (0: the search's default)
   double budget_seconds = 0.0;     ///< stop measuring after this long (0: no limit)
