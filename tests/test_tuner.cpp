@@ -274,3 +274,23 @@ TEST_CASE("tuner: confirm_ranked measures a ranked list side by side, in list or
   CHECK(none.result.entries.empty());
   CHECK_FALSE(none.confirmation.best.has_value());
 }
+
+TEST_CASE("tuner: disturbed_warning reads the side-by-side runs' software counts") {
+  const auto with = [](int retaken, int kept) {
+    Measurement m = timed({1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3});
+    m.counters = {{"retaken", retaken}, {"disturbed_kept", kept}};
+    return m;
+  };
+  Confirmation c;
+  c.ranking = {{0, 1, with(0, 0)}, {1, 2, with(1, 0)}};
+  c.references = {with(0, 0), Measurement{}};  // a failed reference counts no runs
+  CHECK(disturbed_warning(c).empty());  // 1 retake in 30 runs: a quiet machine
+  c.ranking[0].measurement = with(3, 0);
+  const std::string w = disturbed_warning(c);  // 4 retakes in 30 runs
+  CHECK(w.find("the machine is busy") != std::string::npos);
+  CHECK(w.find("disturbed 4 timed runs") != std::string::npos);
+  c.ranking[0].measurement = with(0, 1);  // a disturbed run kept: its timing is off
+  CHECK(disturbed_warning(c).find("1 of the 30 kept runs") != std::string::npos);
+  c.ranking[0].measurement.counters = nullptr;  // no counts: nothing to say about it
+  CHECK(disturbed_warning(c).empty());
+}

@@ -483,7 +483,9 @@ int run_tune(const Options& given) {
   // descheduled threads. A 50 ms sample (five 10 ms ticks a CPU) tells a machine whose other
   // processes keep a CPU busy; the default 0.2 s was 40% of a model-guided tune of a small
   // matrix (0.52 s in all on bcsstk09).
-  const std::string busy = busy_machine_warning(threads, 0.05);
+  // A model search's side-by-side run tells it from its own timed runs instead (see
+  // disturbed_warning), without the 50 ms wait, a third of such a tune on a small matrix.
+  std::string busy = side_by_side ? std::string() : busy_machine_warning(threads, 0.05);
   if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
   InterruptGuard interrupt_guard;
   TuneOptions to;
@@ -532,6 +534,8 @@ int run_tune(const Options& given) {
                          ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
       r = std::move(rc.result);
       confirmation = std::move(rc.confirmation);
+      busy = disturbed_warning(*confirmation);
+      if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
     }
   } else {
     if (!o.quiet && !not_worth_it) {

@@ -3,6 +3,7 @@
 #include "waco/heuristics/tuner.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -225,6 +226,29 @@ RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidat
   if (!c.ranking.empty() && c.ranking.front().measurement.status == MeasureStatus::Ok) c.best = 0;
   c.seconds = r.seconds = kernels::now_seconds() - t0;
   return out;
+}
+
+std::string disturbed_warning(const Confirmation& c) {
+  std::int64_t runs = 0, retaken = 0, kept = 0;
+  const auto add = [&](const Measurement& m) {
+    if (m.status != MeasureStatus::Ok) return;
+    runs += static_cast<std::int64_t>(m.seconds.size());
+    if (!m.counters.is_object()) return;
+    retaken += m.counters.value("retaken", std::int64_t{0});
+    kept += m.counters.value("disturbed_kept", std::int64_t{0});
+  };
+  for (const ConfirmEntry& e : c.ranking) add(e.measurement);
+  for (const Measurement& m : c.references) add(m);
+  if (runs == 0 || (kept == 0 && retaken * 10 < runs)) return {};
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "the machine is busy: other processes disturbed %lld timed runs of the side-by-side "
+                "measurement (%lld taken again; %lld of the %lld kept runs were disturbed): "
+                "multi-threaded timings include waits for descheduled threads; compare only "
+                "side-by-side ratios, or use fewer --threads",
+                static_cast<long long>(retaken + kept), static_cast<long long>(retaken),
+                static_cast<long long>(kept), static_cast<long long>(runs));
+  return buf;
 }
 
 Verdict judge_gain(const Measurement& winner, const Measurement& reference) {

@@ -145,6 +145,11 @@ RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidat
                                   const std::vector<Candidate>& references,
                                   const ConfirmOptions& opts, double race_factor);
 
+/// The busy-machine warning of a side-by-side run, from its own timed runs: a run during which
+/// the measuring child was preempted (an involuntary context switch: another process took a
+/// CPU) was disturbed. Empty when none was kept and under a tenth were taken again.
+std::string disturbed_warning(const Confirmation& c);
+
 /// Whether the winner of a side-by-side measurement beats a reference by more than the noise
 /// measured in the same rounds. Both were timed in the same interleaved rounds, so round k of
 /// one is paired with round k of the other: the per-round ratios winner / reference cancel the
