@@ -493,10 +493,16 @@ int run_tune(const Options& given) {
   to.retry_failed = o.retry_failed;
   to.stop = &interrupt_flag();
   to.context = context;
-  const TuneEntry csr_schedule = measure_or_reuse(
-      db, key, measurer, Candidate::generated(*codegen::schedule_shortcut(kind, shortcut)), to);
-  const TuneEntry csr_baseline =
-      measure_or_reuse(db, key, measurer, Candidate::baseline(shortcut), to);
+  // A model search's side-by-side run times both references with its nominees: measured alone
+  // first only when --expected-calls needs the csr time to plan (or there is no nominee), they
+  // would cost two more children (a sixth of such a tune on a small matrix).
+  const bool references_first = !side_by_side || o.expected_calls > 0 || candidates.empty();
+  TuneEntry csr_schedule{Candidate::generated(*codegen::schedule_shortcut(kind, shortcut)), {}, false};
+  TuneEntry csr_baseline{Candidate::baseline(shortcut), {}, false};
+  if (references_first) {
+    csr_schedule = measure_or_reuse(db, key, measurer, csr_schedule.candidate, to);
+    csr_baseline = measure_or_reuse(db, key, measurer, csr_baseline.candidate, to);
+  }
   const std::optional<double> csr_s = csr_schedule.measurement.status == MeasureStatus::Ok
                                           ? std::optional<double>(csr_schedule.measurement.median_s)
                                           : std::nullopt;
@@ -534,6 +540,10 @@ int run_tune(const Options& given) {
                          ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
       r = std::move(rc.result);
       confirmation = std::move(rc.confirmation);
+      if (!references_first) {  // the references' only timings: side by side
+        csr_schedule.measurement = confirmation->references[0];
+        csr_baseline.measurement = confirmation->references[1];
+      }
       busy = disturbed_warning(*confirmation);
       if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
     }

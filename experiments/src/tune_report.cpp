@@ -133,10 +133,15 @@ void print_tune_text(const nlohmann::json& j) {
     std::printf("  mode          the model decided alone (--confirm 0): its best-predicted "
                 "schedule, guarded side by side against csr\n");
   const nlohmann::json& e = j.at("economy");
-  std::printf("  time          %s (choice %s, measuring %s, side by side %s)\n",
-              format_seconds(e.at("total_s").get<double>()).c_str(),
-              seconds_or(e.at("choice_s"), "-").c_str(), seconds_or(e.at("measure_s"), "-").c_str(),
-              seconds_or(e.at("confirm_s"), "-").c_str());
+  if (direct)  // one side-by-side run was the measurement
+    std::printf("  time          %s (choice %s, side by side %s)\n",
+                format_seconds(e.at("total_s").get<double>()).c_str(),
+                seconds_or(e.at("choice_s"), "-").c_str(), seconds_or(e.at("confirm_s"), "-").c_str());
+  else
+    std::printf("  time          %s (choice %s, measuring %s, side by side %s)\n",
+                format_seconds(e.at("total_s").get<double>()).c_str(),
+                seconds_or(e.at("choice_s"), "-").c_str(), seconds_or(e.at("measure_s"), "-").c_str(),
+                seconds_or(e.at("confirm_s"), "-").c_str());
   if (e.at("break_even_calls").is_number())
     std::printf("  break-even    %.0f calls of the tuned kernel instead of csr pay for this tune\n",
                 e.at("break_even_calls").get<double>());
