@@ -1,7 +1,8 @@
 // Unit "schedule_index": the cost model's head split at its first layer (HeadTail: query + node
 // vectors give the model's own scores), and the HNSW index over template schedules searched
 // with the head as the distance (learned/schedule_index.hpp): recall 1 against brute-force
-// scoring when ef is the graph size, the same answer twice, the keep filter with widening,
+// scoring when ef is the graph size, the same answer twice, the extra walks from sampled starts
+// (never worse than the one walk), the keep filter with widening,
 // files (round trip; refusals of another model, a truncated graph, a corrupt header).
 #include <catch2/catch.hpp>
 
@@ -86,13 +87,24 @@ TEST_CASE("schedule_index: the walk with ef = graph size finds the brute-force t
     CHECK(learned::recall_at(full.schedules, exact.schedules) == 1.0);
     CHECK(full.scores == exact.scores);
     CHECK(full.evaluations > 0);
-    // The usual ef: the same answer twice, counted evaluations well below the graph size.
-    const learned::IndexResult a = index.search(q, {10, 50});
-    const learned::IndexResult b = index.search(q, {10, 50});
+    // The usual ef, hnswlib's walk alone (starts 0): the same answer twice, counted evaluations
+    // well below the graph size.
+    const learned::IndexResult a = index.search(q, {10, 50, 0});
+    const learned::IndexResult b = index.search(q, {10, 50, 0});
     CHECK(a.schedules == b.schedules);
     CHECK(a.evaluations == b.evaluations);
     CHECK(a.evaluations < index.size());
     CHECK(a.searches == 1);
+    // More walks from the best sampled nodes find everything the one walk found, or better: each
+    // of the ten scores is at most the single walk's; deterministic too.
+    const learned::IndexResult more = index.search(q, {10, 50});
+    const learned::IndexResult again = index.search(q, {10, 50});
+    CHECK(more.schedules == again.schedules);
+    REQUIRE(more.scores.size() == a.scores.size());
+    for (std::size_t i = 0; i < a.scores.size(); ++i) CHECK(more.scores[i] <= a.scores[i]);
+    CHECK(learned::recall_at(more.schedules, exact.schedules) >=
+          learned::recall_at(a.schedules, exact.schedules));
+    CHECK(more.evaluations > a.evaluations);
   }
 }
 
@@ -102,7 +114,7 @@ TEST_CASE("schedule_index: a keep filter widens ef until k kept schedules are fo
   const std::vector<float> q = m.query_vector(m.prepare(matrix(9)));
   // Keep only chunk 256 (a few percent of the nodes).
   const auto keep = [](const codegen::SuperSchedule& s) { return s.chunk == 256; };
-  const learned::IndexResult r = index.search(q, {5, 10}, keep);
+  const learned::IndexResult r = index.search(q, {5, 10, 0}, keep);  // hnswlib's walk alone
   REQUIRE(r.schedules.size() == 5);
   for (const auto& s : r.schedules) CHECK(s.chunk == 256);
   CHECK(r.searches > 1);
@@ -110,6 +122,10 @@ TEST_CASE("schedule_index: a keep filter widens ef until k kept schedules are fo
   const learned::IndexResult exact = index.exact(q, 5, keep);
   const learned::IndexResult full = index.search(q, {5, index.size()}, keep);
   CHECK(learned::recall_at(full.schedules, exact.schedules) == 1.0);
+  // With the extra walks (their starts among the kept nodes): here the same five or better.
+  const learned::IndexResult walks = index.search(q, {5, 10}, keep);
+  REQUIRE(walks.schedules.size() == 5);
+  for (std::size_t i = 0; i < 5; ++i) CHECK(walks.scores[i] <= r.scores[i]);
   // Nothing kept: an empty result after the whole graph, not a hang.
   const learned::IndexResult none =
       index.search(q, {5, 10}, [](const codegen::SuperSchedule&) { return false; });

@@ -201,6 +201,7 @@ SearchChoice search_anns(const SearchRequest& r) {
                                             found.schedules.begin() +
                                                 static_cast<std::ptrdiff_t>(std::min<std::size_t>(10, found.schedules.size())));
     c.info["recall_at_10"] = learned::recall_at(top, exact.schedules);
+    c.info["exact_scores"] = exact.scores;  // the ten best scores: the walk's beside them
     c.info["exact_evaluations"] = exact.evaluations;
     c.info["exact_seconds"] = exact.seconds;
   }

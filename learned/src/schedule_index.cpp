@@ -319,16 +319,39 @@ IndexResult ScheduleIndex::search(
   const std::size_t k = std::min(options.k, n);
   std::size_t ef = std::min(n, std::max(options.ef, k));
   const std::uint64_t before = impl_->head->evaluations();
+  hnswlib::HierarchicalNSW<float>& g = *impl_->graph;
+  // The entries of the extra walks: the best-scored of a sample spread evenly over the nodes.
+  std::vector<hnswlib::tableint> starts;
+  if (options.starts > 0 && n > 1) {
+    const std::size_t m = std::min(n, std::max(options.sample, options.starts));
+    std::vector<std::pair<float, hnswlib::tableint>> sampled;
+    for (std::size_t i = 0; i < m; ++i) {
+      const auto id = static_cast<hnswlib::tableint>(i * n / m);
+      if (keep && !keep(impl_->schedule(static_cast<std::size_t>(g.getExternalLabel(id))))) continue;
+      sampled.emplace_back(g.fstdistfunc_(query.data(), g.getDataByInternalId(id), g.dist_func_param_), id);
+    }
+    std::sort(sampled.begin(), sampled.end());
+    for (std::size_t i = 0; i < std::min(options.starts, sampled.size()); ++i)
+      starts.push_back(sampled[i].second);
+  }
   for (;;) {
-    impl_->graph->setEf(ef);
+    g.setEf(ef);
     // k = ef: every candidate the walk kept, best last in the queue.
-    auto found = impl_->graph->searchKnn(query.data(), ef);
+    auto found = g.searchKnn(query.data(), ef);
     std::vector<std::pair<float, std::size_t>> got;
     while (!found.empty()) {
       got.emplace_back(found.top().first, static_cast<std::size_t>(found.top().second));
       found.pop();
     }
+    for (const hnswlib::tableint start : starts) {
+      auto walk = g.searchBaseLayerST<false>(start, query.data(), ef);
+      while (!walk.empty()) {
+        got.emplace_back(walk.top().first, static_cast<std::size_t>(g.getExternalLabel(walk.top().second)));
+        walk.pop();
+      }
+    }
     std::sort(got.begin(), got.end());
+    got.erase(std::unique(got.begin(), got.end()), got.end());  // a node two walks found
     ++r.searches;
     r.schedules.clear();
     r.scores.clear();

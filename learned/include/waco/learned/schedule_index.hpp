@@ -40,6 +40,11 @@ struct IndexBuildOptions {
 struct IndexSearchOptions {
   std::size_t k = 10;    ///< kept schedules wanted
   std::size_t ef = 200;  ///< the first search's ef (WACO: 200); at least k
+  /// More walks of the base layer, each from one of the best `starts` kept nodes of `sample`
+  /// spread over the graph (scored first): the head is no metric, and one walk from hnswlib's
+  /// single entry can end in a local optimum far from the best nodes. 0: hnswlib's walk alone.
+  std::size_t starts = 4;
+  std::size_t sample = 256;
 };
 
 struct IndexResult {
@@ -76,8 +81,13 @@ class ScheduleIndex {
   /// Seconds build() took (0 after load()).
   double build_seconds() const;
 
-  /// The k best-scored kept nodes by the HNSW walk, widening ef (x4 each time) until k are kept
-  /// or ef reaches the graph size. Deterministic. `keep` empty: every node is kept.
+  /// The k best-scored kept nodes by the HNSW walk (and options.starts more walks of the base
+  /// layer from the best kept nodes of a sample), widening ef (x4 each time) until k are kept or
+  /// ef reaches the graph size. Deterministic. `keep` empty: every node is kept. Measured with
+  /// the session-14 models over the legal space (`predict --search anns --passes legality
+  /// --check-recall`, 22 matrices each): recall@10 against exact scoring, SpMV 0.85 with the
+  /// one walk, 0.995 with 4 more (10k head evaluations against 66k exact, 8 ms against 0.28 s);
+  /// SpMM 0.991 (5k against 119k).
   IndexResult search(const std::vector<float>& query, const IndexSearchOptions& options,
                      const std::function<bool(const codegen::SuperSchedule&)>& keep = {}) const;
   /// The k best-scored kept nodes by scoring every node (ties by node order).
