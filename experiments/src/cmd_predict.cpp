@@ -41,7 +41,7 @@ struct Options {
 int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand& op, int threads,
                       double t0) {
   const Searcher& searcher = find_searcher(o.search);
-  if (searcher.name != "model" && searcher.name != "anns")
+  if (!searcher.by_model)
     throw Error("predict ranks with the cost model: --search model or anns, not " + o.search);
   heuristics::SpaceOptions so;
   so.cores = threads;

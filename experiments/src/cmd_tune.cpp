@@ -383,7 +383,7 @@ int run_tune(const Options& given) {
   // only candidate, and one side-by-side run against the csr references guards it (a tuned
   // kernel is never slower than csr).
   Options o = given;
-  const bool model_search = o.schedules.empty() && (o.search == "model" || o.search == "anns");
+  const bool model_search = o.schedules.empty() && ranks_by_model(o.search);
   const bool model_alone = model_search && o.confirm == 0;
   if (model_alone) {
     o.budget = 1;

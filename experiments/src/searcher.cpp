@@ -6,7 +6,7 @@ namespace waco::cli {
 
 const std::vector<Searcher>& searchers() {
   static const std::vector<Searcher> all = {
-#define WACO_SEARCHER(name, summary) Searcher{#name, summary, &search_##name},
+#define WACO_SEARCHER(name, model, summary) Searcher{#name, model, summary, &search_##name},
 #include "searchers.def"
 #undef WACO_SEARCHER
   };
@@ -25,6 +25,12 @@ const Searcher& find_searcher(const std::string& name) {
   std::string known;
   for (const Searcher& s : searchers()) known += (known.empty() ? "" : ", ") + s.name;
   throw kernels::Error("unknown search '" + name + "'", "use one of: " + known);
+}
+
+bool ranks_by_model(const std::string& name) {
+  for (const Searcher& s : searchers())
+    if (s.name == name) return s.by_model;
+  return false;
 }
 
 }  // namespace waco::cli

@@ -44,11 +44,12 @@ struct SearchChoice {
 
 struct Searcher {
   std::string name;
-  std::string summary;  ///< one line for --help
+  bool by_model = false;  ///< its list is a cost model's order, best first
+  std::string summary;    ///< one line for --help
   SearchChoice (*choose)(const SearchRequest&);
 };
 
-#define WACO_SEARCHER(name, summary) SearchChoice search_##name(const SearchRequest& r);
+#define WACO_SEARCHER(name, model, summary) SearchChoice search_##name(const SearchRequest& r);
 #include "searchers.def"
 #undef WACO_SEARCHER
 
@@ -57,5 +58,8 @@ const std::vector<Searcher>& searchers();
 std::vector<std::string> searcher_names();
 /// The search of that name; kernels::Error listing the names otherwise.
 const Searcher& find_searcher(const std::string& name);
+/// Whether `name` is a registered search that ranks with the cost model (false for others and
+/// for names that are not searches, e.g. "list").
+bool ranks_by_model(const std::string& name);
 
 }  // namespace waco::cli
