@@ -203,7 +203,8 @@ class ResultsDb {
   /// the matrix (fingerprint, rows, cols, nnz, statistics), its provenance, the group's fields,
   /// whether it was measured twice ("repeated") and that repetition's pair agreement (null when
   /// fewer than two candidates were timed in both), and "rows": [[label, status, median_s, min_s, max_s], ...]
-  /// (label: the schedule's text form, or "impl=<name>" for a baseline; times null unless timed).
+  /// (label: the schedule's text form, or "impl=<name>" for a baseline; times null unless timed,
+  /// to six significant digits).
   void for_each_group(const std::string& kernel,
                       const std::function<void(const nlohmann::json&)>& f) const;
   /// Stores one object of the export format (the inverse of for_each_group): the matrix, its
