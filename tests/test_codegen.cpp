@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <future>
 #include <set>
+#include <tuple>
 
 #include "support/edge_cases.hpp"
 #include "support/test_paths.hpp"
@@ -61,7 +62,7 @@ SuperSchedule random_schedule(KernelKind k, Rng& rng, int max_log2) {
     s.formats.push_back(rng.below(2) ? LevelFormat::C : LevelFormat::U);
   s.parallel = s.order[rng.below(static_cast<int>(s.order.size()))];
   s.threads = 1 + rng.below(2);
-  s.chunk = 1 << rng.below(9);
+  s.chunk = rng.below(5) == 0 ? kStaticChunk : 1 << rng.below(9);
   return s;
 }
 
@@ -333,6 +334,42 @@ TEST_CASE("codegen: random schedules equal the reference (property test)") {
     CHECK(ran >= cases / 2);
     CHECK(privatized >= cases / 10);
   }
+}
+
+TEST_CASE("codegen: static ranges (chunk=static) equal the reference on every edge case") {
+  // Balanced by the entries of the first C level when the parallel loop is the outermost over a
+  // U level (through U levels between them), else OpenMP's static split; 2 and 3 threads (more
+  // threads than some matrices have rows), private copies where the loop does not index the output.
+  const std::vector<std::tuple<KernelKind, std::string, bool>> cases = {
+      {KernelKind::SpMV, "order=i,k format=UC parallel=i", true},
+      {KernelKind::SpMV, "split=i:8 order=i1,i0,k format=UUC parallel=i1", true},
+      {KernelKind::SpMV, "split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1", true},
+      {KernelKind::SpMV, "split=i:4,k:4 order=i1,k1,i0,k0 format=UUCU parallel=i1", true},
+      {KernelKind::SpMV, "order=i,k format=CC parallel=i", false},
+      {KernelKind::SpMV, "order=k,i format=UC parallel=k", true},
+      {KernelKind::SpMV, "split=i:4 order=i1,k,i0 format=UCU parallel=k", false},
+      {KernelKind::SpMM, "order=i,k,j format=UC parallel=i", true},
+      {KernelKind::SpMM, "split=j:8 order=i,j1,k,j0 format=UC parallel=i", true},
+      {KernelKind::SpMM, "split=i:2 order=i1,i0,k,j format=UUC parallel=i1", true},
+      {KernelKind::SDDMM, "order=i,j,k format=UC parallel=i", true},
+      {KernelKind::SDDMM, "split=i:16 order=i1,i0,j,k format=UUU parallel=i1", false},
+      {KernelKind::MTTKRP, "order=i,k,l,j format=CCC parallel=i", false},
+      {KernelKind::MTTKRP, "order=i,k,l,j format=UCC parallel=i", true},
+  };
+  for (const auto& [k, text, balanced] : cases)
+    for (int threads : {2, 3}) {
+      const SuperSchedule s =
+          schedule_from_string(k, text + " threads=" + std::to_string(threads) + " chunk=static");
+      INFO(kernel_name(k) << " '" << to_text(s) << "'");
+      CHECK((emit_kernel_source(s).find("balanced by the entries") != std::string::npos) == balanced);
+      for (const Operands& op : operands_for(k))
+        for (int dense : {1, 5, 17}) {
+          INFO(op.name << ", dense " << dense);
+          int refused = 0;
+          CHECK(check(s, op, dense, refused) == "");
+          if (!parallel_loop_is_race_free(s)) CHECK(check(s, op, dense, refused, RaceStrategy::Private) == "");
+        }
+    }
 }
 
 TEST_CASE("codegen: register blocks are recognised only where the output block is loop-invariant") {

@@ -170,6 +170,11 @@ TEST_CASE("schedule_encoding: a split-1 pair encodes as the merged loop") {
   SuperSchedule bad = merged;
   bad.chunk = 3;
   CHECK_THROWS_AS(encode(bad), Error);
+  // Static scheduling has no code in this version: a clear refusal (the cost model encodes its
+  // dynamic twin, chunk 256, instead).
+  SuperSchedule st = merged;
+  st.chunk = kStaticChunk;
+  CHECK_THROWS_WITH(encode(st), Catch::Contains("static scheduling"));
 }
 
 TEST_CASE("schedule_encoding: decode refuses malformed codes") {

@@ -175,6 +175,14 @@ TEST_CASE("super_schedule: text round trips") {
   CHECK(parse_schedule(KernelKind::SpMV,
                        "  chunk=32 format=UCUU\torder=i1,k1,i0,k0 split=k:4,i:4 threads=2 parallel=i1 ") ==
         s);
+  // Static scheduling: "chunk=static" (or 0) both ways, its own schedule beside every chunk.
+  const SuperSchedule st = parse_schedule(KernelKind::SpMV, "order=i,k format=UC threads=2 chunk=static");
+  CHECK(st.chunk == kStaticChunk);
+  CHECK(to_text(st) == "order=i,k format=UC parallel=i threads=2 chunk=static");
+  CHECK(parse_schedule(KernelKind::SpMV, "order=i,k format=UC threads=2 chunk=0") == st);
+  CHECK(schedule_from_json(to_json(st)) == st);
+  CHECK(st != parse_schedule(KernelKind::SpMV, "order=i,k format=UC threads=2 chunk=256"));
+  CHECK(validate(st).empty());
   // Defaults: parallel = the first loop, threads = 0, chunk = 1.
   CHECK(to_text(parse_schedule(KernelKind::SpMM, "format=UC order=k,i,j")) ==
         "order=k,i,j format=UC parallel=k threads=0 chunk=1");
@@ -404,7 +412,8 @@ TEST_CASE("super_schedule: malformed text gets a precise error") {
       {V, "order= format=UC", "field 'order' has no value"},
       {V, "order=i,k format=UC threads=two", "threads 'two' is not a number"},
       {V, "order=i,k format=UC threads=-1", "threads -1 is negative"},
-      {V, "order=i,k format=UC chunk=0", "chunk 0 is out of range (expected a power of two in 1..256)"},
+      {V, "order=i,k format=UC chunk=-1", "chunk -1 is out of range (expected a power of two in 1..256, or static)"},
+      {V, "order=i,k format=UC chunk=dynamic", "chunk 'dynamic' is not a number"},
       {V, "order=i,k format=UC chunk=512", "chunk 512 is out of range"},
       {V, "order=i,k format=UC chunk=3", "chunk 3 is not a power of two"},
       {V, "order=i,k format=UC chunk=99999999999", "chunk '99999999999' is not a number"},

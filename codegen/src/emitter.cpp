@@ -128,6 +128,12 @@ struct Analysis {
   /// The outermost (parallel) loop zeroes the output slice it owns.
   bool slice_zero = false;
   std::vector<long long> constant_split;  ///< per variable, its compile-time split size or 0
+  /// chunk=static on threads: the parallel loop runs in one contiguous range per thread.
+  bool static_ranges = false;
+  /// With static ranges: the C level whose pos array balances them (the stored entries below
+  /// each iteration of the outermost, parallel U level, all levels between them U), else -1
+  /// (OpenMP's static split of the iterations).
+  int balance_level = -1;
 };
 
 Analysis analyze(const SuperSchedule& s, RaceStrategy race) {
@@ -177,6 +183,18 @@ Analysis analyze(const SuperSchedule& s, RaceStrategy race) {
   a.constant_split.assign(kMaxVars, 0);
   for (std::size_t v = 0; v < spec.vars.size(); ++v)
     if (constant_split(s, a.block, spec.vars[v])) a.constant_split[v] = s.split[v];
+  a.static_ranges = !a.serial && s.chunk == kStaticChunk;
+  if (a.static_ranges && first == s.parallel && first_level == 0 &&
+      s.formats.front() == LevelFormat::U) {
+    // Level 0's iteration c0 owns positions [c0 * D, (c0 + 1) * D) of every U level below it
+    // (D: the product of their dims), so the first C level's pos at c0 * D counts the entries
+    // before c0: the prefix sum the ranges are balanced by.
+    for (std::size_t l = 1; l < s.formats.size(); ++l)
+      if (s.formats[l] == LevelFormat::C) {
+        a.balance_level = static_cast<int>(l);
+        break;
+      }
+  }
   return a;
 }
 
@@ -195,10 +213,11 @@ void write_header(Writer& w, const SuperSchedule& s, const Analysis& a, SourceFo
       run_time.push_back("s_" + x);
     }
   }
-  if (!a.serial) run_time.insert(run_time.end(), {"threads", "chunk"});
-  SuperSchedule shape = s;  // threads and chunk printed as their defaults
+  if (!a.serial) run_time.push_back("threads");
+  if (!a.serial && !a.static_ranges) run_time.push_back("chunk");
+  SuperSchedule shape = s;  // threads and a dynamic chunk printed as their defaults
   shape.threads = a.serial ? 1 : 0;
-  shape.chunk = 1;
+  shape.chunk = a.static_ranges ? kStaticChunk : 1;
   std::string text = to_text(shape);
   if (!split_text.empty()) {  // to_text prints the split field first: replace it
     WACO_ASSERT(text.rfind("split=", 0) == 0, "to_text no longer prints split first: " + text);
@@ -223,6 +242,11 @@ void write_header(Writer& w, const SuperSchedule& s, const Analysis& a, SourceFo
     w.line("// across the loops between " + x + "1 and " + x + "0 and is written once after them.");
   }
   w.line("// Run-time arguments (WacoArgs): extents, " + join(run_time) + ".");
+  if (a.balance_level >= 0)
+    w.line("// Static: one contiguous range of " + s.parallel.name() + " per thread, balanced by the "
+           "entries of A" + std::to_string(a.balance_level) + ".");
+  else if (a.static_ranges)
+    w.line("// Static: OpenMP's static split of " + s.parallel.name() + " (one contiguous range per thread).");
   if (a.privatize) {
     w.line("// The parallel loop " + s.parallel.name() + " does not index the output: thread 0 "
            "accumulates into the output,");
@@ -232,7 +256,7 @@ void write_header(Writer& w, const SuperSchedule& s, const Analysis& a, SourceFo
            " does not index the output: updates are atomic.");
   }
   w.line("");
-  if (a.privatize && form == SourceForm::SharedObject) {  // a header includes them up front
+  if ((a.privatize || a.balance_level >= 0) && form == SourceForm::SharedObject) {  // a header includes them up front
     w.line("#include <cstdlib>");
     w.line("#include <omp.h>");
     w.line("");
@@ -301,7 +325,7 @@ void write_arguments(Writer& w, const SuperSchedule& s, const Analysis& a,
     w.line("const float* __restrict " + spec.inputs[i].name + " = a->in[" + std::to_string(i) + "];");
   // Private: thread 0's copy is the output itself, so the output pointer cannot be __restrict.
   w.line(std::string(a.privatize ? "float* " : "float* __restrict ") + out_name + " = a->out;");
-  if (!a.serial) w.line("const int chunk = a->chunk;");
+  if (!a.serial && !a.static_ranges) w.line("const int chunk = a->chunk;");
 }
 
 /// Emits the loops of the schedule, from the outermost, with the statement at the innermost point.
@@ -356,8 +380,11 @@ class NestWriter {
       for (const std::string& h : hoisted_lines(in.kind != Kind::None)) w_.line(h);
     if (loop.part == Loop::Part::Inner && !(in.kind != Kind::None && in_block_var(loop.var)))
       w_.line("const long long " + v + "0_end = " + inner_end(loop.var) + ";");
-    if (loop == s_.parallel && !a_.serial) w_.line("#pragma omp for schedule(dynamic, chunk)");
     const int l = level_of(a_.levels, loop);
+    const bool balanced = loop == s_.parallel && t == 0 && a_.balance_level >= 0;
+    if (loop == s_.parallel && !a_.serial && !balanced)
+      w_.line(a_.static_ranges ? "#pragma omp for schedule(static)"
+                               : "#pragma omp for schedule(dynamic, chunk)");
     // An innermost plain loop (SpMM's j) that updates the output (or the register block)
     // directly writes a distinct entry per iteration (its variable is in the output offset, else
     // the loop would accumulate in a scalar) and only reads the inputs: declare it a SIMD loop.
@@ -384,8 +411,13 @@ class NestWriter {
       const bool rows = in.kind != Kind::None && a_.block->rows > 1 &&
                         loop == Loop{a_.block->row_var, Loop::Part::Inner};
       if (rows && in.kind == Kind::Vector) w_.line("#pragma GCC unroll 8");
-      w_.open("for (long long " + c + " = 0; " + c + " < " + (rows ? in.row_bound : upper_bound(loop)) +
-              "; ++" + c + ")");
+      if (balanced) {
+        balanced_range(loop);
+        w_.open("for (long long c0 = c0_lo; c0 < c0_hi; ++c0)");
+      } else {
+        w_.open("for (long long " + c + " = 0; " + c + " < " + (rows ? in.row_bound : upper_bound(loop)) +
+                "; ++" + c + ")");
+      }
       w_.line("const long long " + p + " = " +
               (l == 0 ? c : parent + " * A" + std::to_string(l) + "_dim + " + c) + ";");
       bind(loop, c);
@@ -574,6 +606,29 @@ class NestWriter {
       case Loop::Part::Inner: return v + "0_end";
     }
     return V;
+  }
+
+  /// Static ranges balanced by entries: thread q of T starts at the first c0 whose entries
+  /// before it (pos of the balance level at c0 * D) reach q/T of them all (binary search).
+  void balanced_range(const Loop& loop) {
+    const std::string P = "A" + std::to_string(a_.balance_level) + "_pos";
+    std::string D = "1";
+    for (int l = 1; l < a_.balance_level; ++l)
+      D += " * A" + std::to_string(l) + "_dim";
+    w_.line("const long long c0_n = " + upper_bound(loop) + ", c0_D = " + D + ";");
+    w_.line("const int c0_team = omp_get_num_threads(), c0_me = omp_get_thread_num();");
+    w_.line("const long long c0_first = " + P + "[0], c0_all = " + P + "[c0_n * c0_D] - c0_first;");
+    w_.open("const auto c0_start = [&](int q) -> long long");
+    w_.line("if (q >= c0_team) return c0_n;");
+    w_.line("const long long target = c0_first + c0_all * q / c0_team;");
+    w_.line("long long lo = 0, hi = c0_n;");
+    w_.open("while (lo < hi)");
+    w_.line("const long long mid = lo + (hi - lo) / 2;");
+    w_.line("if (" + P + "[mid * c0_D] < target) lo = mid + 1; else hi = mid;");
+    w_.close();
+    w_.line("return lo;");
+    w_.close(";");
+    w_.line("const long long c0_lo = c0_start(c0_me), c0_hi = c0_start(c0_me + 1);");
   }
 
   void zero_slice(const Loop& loop) {

@@ -190,6 +190,10 @@ ScheduleCode encode(const SuperSchedule& s) {
   }
   out.parallel = slot_of(c.parallel);
   out.threads = c.threads;
+  if (c.chunk == kStaticChunk)
+    throw Error("'" + to_text(c) + "' has static scheduling, which schedule encoding version " +
+                    std::to_string(kScheduleEncodingVersion) + " cannot represent",
+                "encode its dynamic twin (chunk=" + std::to_string(kMaxChunk) + ") instead");
   out.chunk_log2 = log2_exact(c.chunk);
   WACO_ASSERT(code_errors(out).empty(),
               "encode produced an ill-formed code: " + join(code_errors(out), "; "));

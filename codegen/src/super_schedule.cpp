@@ -201,12 +201,15 @@ std::vector<std::string> check_schedule(const SuperSchedule& s, const std::vecto
   if (s.threads < 0)
     r.push_back("threads " + std::to_string(s.threads) +
                 " is negative (expected 0 for every core, or a thread count)");
-  if (s.chunk < 1 || s.chunk > kMaxChunk)
+  if (s.chunk == kStaticChunk) {
+    // static scheduling: valid with any parallel loop
+  } else if (s.chunk < 1 || s.chunk > kMaxChunk) {
     r.push_back("chunk " + std::to_string(s.chunk) + " is out of range (expected a power of two in 1.." +
-                std::to_string(kMaxChunk) + ")");
-  else if (!is_pow2(s.chunk))
+                std::to_string(kMaxChunk) + ", or static)");
+  } else if (!is_pow2(s.chunk)) {
     r.push_back("chunk " + std::to_string(s.chunk) + " is not a power of two (expected 1, 2, 4, ..., " +
-                std::to_string(kMaxChunk) + ")");
+                std::to_string(kMaxChunk) + ", or static)");
+  }
   return r;
 }
 
@@ -282,7 +285,7 @@ std::string example_text(KernelKind k) {
 
 std::string text_hint(KernelKind k) {
   return "the text form is 'split=<var>:<size>,... order=<loop>,... format=<U|C per sparse level> "
-         "parallel=<loop> threads=<n> chunk=<n>' (order and format required), e.g. '" +
+         "parallel=<loop> threads=<n> chunk=<n|static>' (order and format required), e.g. '" +
          example_text(k) + "' for " + kname(k) +
          "; or a shortcut: " + (k == KernelKind::MTTKRP ? "csf" : "csr, dcsr, csc, bcsr4x4");
 }
@@ -403,7 +406,11 @@ std::string to_text(const SuperSchedule& s) {
   for (const Loop& l : s.order) order.push_back(l.name());
   out << "order=" << join(order, ",") << " format=";
   for (LevelFormat f : s.formats) out << (f == LevelFormat::U ? 'U' : 'C');
-  out << " parallel=" << s.parallel.name() << " threads=" << s.threads << " chunk=" << s.chunk;
+  out << " parallel=" << s.parallel.name() << " threads=" << s.threads << " chunk=";
+  if (s.chunk == kStaticChunk)
+    out << "static";
+  else
+    out << s.chunk;
   return out.str();
 }
 
@@ -515,10 +522,11 @@ SuperSchedule parse_schedule(KernelKind k, const std::string& text) {
       s.threads = *n;
   }
   if (present(kChunk)) {
-    const std::optional<int> n = parse_int(*value[kChunk]);
+    const std::optional<int> n =
+        *value[kChunk] == "static" ? std::optional<int>(kStaticChunk) : parse_int(*value[kChunk]);
     if (!n)
       errors.push_back("chunk '" + *value[kChunk] + "' is not a number (expected a power of two in 1.." +
-                       std::to_string(kMaxChunk) + ")");
+                       std::to_string(kMaxChunk) + ", or static)");
     else
       s.chunk = *n;
   }

@@ -67,7 +67,9 @@ std::string template_definition(const SearchRequest& r) {
   std::string d = std::string(kernels::kernel_name(r.problem->kind)) +
                   " dense=" + std::to_string(r.problem->dense_size()) +
                   " cores=" + std::to_string(r.space->cores()) + " passes=" + kTemplatePasses +
-                  " max=" + std::to_string(kMaxTemplates) + " dataset=";
+                  " max=" + std::to_string(kMaxTemplates) + " chunks=";
+  for (int c : heuristics::chunk_choices()) d += std::to_string(c) + ",";
+  d += " dataset=";
   for (const std::string& f : kernel_exports(r.problem->kind))
     d += kernels::hex16(kernels::fnv1a(file_bytes(f))) + ",";
   return d;

@@ -39,7 +39,7 @@ const char* Constraint::check_execution(const Space&, const std::vector<int>&, c
 }
 
 std::vector<int> chunk_choices() {
-  std::vector<int> c;
+  std::vector<int> c = {codegen::kStaticChunk};
   for (int x = 1; x <= codegen::kMaxChunk; x *= 2) c.push_back(x);
   return c;
 }

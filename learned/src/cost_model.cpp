@@ -179,7 +179,12 @@ EncodedSchedules encode_schedules(kernels::KernelKind kind,
       throw Error("a " + std::string(kernels::kernel_name(s.kind)) + " schedule given to a " +
                       std::string(kernels::kernel_name(kind)) + " cost model",
                   "use the model of the schedule's kernel");
-    const codegen::ScheduleCode c = codegen::encode(s);
+    // The encoding has no static scheduling, nor the training data: a static schedule is seen
+    // as its dynamic twin with the largest chunk (the closest dispatch), so that a search scores
+    // both alike and measurement decides between them.
+    codegen::SuperSchedule seen = s;
+    if (seen.chunk == codegen::kStaticChunk) seen.chunk = codegen::kMaxChunk;
+    const codegen::ScheduleCode c = codegen::encode(seen);
     for (int v : codegen::categorical_fields(c)) fields.push_back(v);
     const std::vector<float> m = codegen::order_matrix(c);
     order.insert(order.end(), m.begin(), m.end());

@@ -4,7 +4,8 @@
 // the imbalance it avoids), with chunk_window smaller ones for imbalanced rows. With n iterations
 // of the parallel loop and t threads, c_max is the largest power of two <= max(1, n / (t *
 // min_chunks_per_thread)) (at most 256); chunks in [c_max / 2^chunk_window, c_max] are kept. A
-// serial kernel (threads = 1, parallelize-one) keeps c_max only: it has no dynamic loop.
+// serial kernel (threads = 1, parallelize-one) keeps c_max only: it has no dynamic loop. Static
+// scheduling (chunk=static) is kept beside them on more than one thread.
 #include <algorithm>
 
 #include "passes.hpp"
@@ -23,6 +24,9 @@ std::unique_ptr<Pass> make_chunk_rows_pass(const PassParams& params) {
         c.push_back(std::make_shared<ExecutionConstraint>(
             [per_thread, window](const Space& s, const std::vector<int>& split, const Loop& parallel,
                                  int threads, int chunk) -> const char* {
+              // Static scheduling (one contiguous range per thread) has no chunk to size; a
+              // serial kernel keeps only its largest chunk (below).
+              if (chunk == codegen::kStaticChunk) return threads == 1 ? "serial-chunk" : nullptr;
               const std::int64_t trips = s.trip_count(split, parallel);
               const std::int64_t target =
                   std::max<std::int64_t>(1, trips / (static_cast<std::int64_t>(threads) * per_thread));

@@ -220,7 +220,8 @@ class Space {
   mutable std::vector<std::uint64_t> index_cum_;    ///< cumulative counts, index_splits_.size() + 1
 };
 
-/// The threads and chunk sizes of the space before constraints.
+/// The chunk choices of the space before constraints: static scheduling (codegen::kStaticChunk)
+/// and the dynamic chunks 1, 2, 4, ..., codegen::kMaxChunk.
 std::vector<int> chunk_choices();
 
 }  // namespace waco::heuristics
