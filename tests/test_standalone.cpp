@@ -29,8 +29,8 @@ namespace {
 
 constexpr int kDense = 3;  // not a power of two: inner splits of the dense variable are ragged
 
-template <typename T>
-void put(std::ofstream& out, const std::vector<T>& v) {
+template <typename T, typename A>
+void put(std::ofstream& out, const std::vector<T, A>& v) {
   out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
 }
 

@@ -242,7 +242,7 @@ void write_output(const std::string& path, const Problem& p, const std::vector<f
   const index_t rows = p.kind == KernelKind::MTTKRP ? p.T->dims[0] : p.A->rows;
   const index_t cols = p.kind == KernelKind::SpMV ? 1 : p.dense_size();
   DenseMatrix m(rows, cols, Layout::RowMajor);
-  m.data = out;
+  m.data.assign(out.begin(), out.end());
   write_matrix_market_dense(path, m, comment);
 }
 

@@ -541,7 +541,7 @@ DenseMatrix read_matrix_market_dense(const std::string& path, Layout layout, con
   m.cols = static_cast<index_t>(h.cols);
   m.layout = layout;
   if (layout == Layout::ColMajor) {
-    m.data = std::move(values);
+    m.data.assign(values.begin(), values.end());
   } else {
     m.data.resize(values.size());
     std::size_t k = 0;
