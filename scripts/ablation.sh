@@ -8,7 +8,7 @@
 #        generated matrices; 0: real files only), CONFIGS (default: the standard set),
 #        WACO_CPU_LOCK (a file held exclusively around every measuring child),
 #        WACO (the waco-hybrid binary; default build/experiments/waco-hybrid), EXTRA_ARGS
-#        (more ablate arguments, e.g. "--dense 64")
+#        (more ablate arguments, e.g. "--dense 64"), EXTRA_FILES (more inputs, space-separated)
 # Resumable: run it again with the same OUT_DIR and it continues where it stopped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,13 @@ for split in ${SPLITS-validation test}; do
   done < <(jq -r '.rows[] | select(.family | startswith("file:")) | .matrix' "$out/evaluate.$split.json" |
            awk '{print $1}' | sort -u)
 done
-if [ "${FRESH:-1}" = 1 ]; then
+if [ "${FRESH:-1}" = 1 ] && [ "$kernel" = mttkrp ]; then
+  # MTTKRP takes 3-D tensors: uniform ones of three shapes (seeds no dataset recipe uses).
+  gen() { local name=$1; shift; [ -f "$out/fresh/$name.tns" ] || "$waco" generate "$@" -o "$out/fresh/$name.tns"; files+=("$out/fresh/$name.tns"); }
+  gen cube200 --kind tensor --dims 200,200,200 --nnz 400000 --seed 90011
+  gen long20k --kind tensor --dims 20000,5000,50 --nnz 300000 --seed 90012
+  gen flat5k --kind tensor --dims 5000,5000,8 --nnz 200000 --seed 90013
+elif [ "${FRESH:-1}" = 1 ]; then
   # One of each structure the generators make, at sizes like the dataset's (seed 90001+: the
   # dataset's default mix draws its seeds from a SplitMix64 stream, not small integers).
   gen() { local name=$1; shift; [ -f "$out/fresh/$name.mtx" ] || "$waco" generate "$@" -o "$out/fresh/$name.mtx"; files+=("$out/fresh/$name.mtx"); }
@@ -38,6 +44,9 @@ if [ "${FRESH:-1}" = 1 ]; then
   gen rmat15 --kind rmat --scale 15 --edge-factor 6 --seed 90004
   gen stencil300 --kind stencil2d --nx 300 --ny 300 --seed 90005
 fi
+# EXTRA_FILES: more inputs (e.g. the real tensors, which the MTTKRP dataset's recipes augment).
+# shellcheck disable=SC2206
+[ -n "${EXTRA_FILES:-}" ] && files+=(${EXTRA_FILES})
 [ ${#files[@]} -gt 0 ] || { echo "error: no matrices found (is $data there?)" >&2; exit 1; }
 lock=()
 [ -n "${WACO_CPU_LOCK:-}" ] && lock=(--cpu-lock "$WACO_CPU_LOCK")
