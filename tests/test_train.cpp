@@ -126,13 +126,15 @@ TEST_CASE("train: tune --search model measures the model's best, scored over the
   const auto fj = nlohmann::json::parse(first.out);
   CHECK(fj.at("confirm").at("direct") == false);
   CHECK(fj.at("measured").get<int>() + fj.at("reused").get<int>() == 3);
-  // The search's best 2 side by side, and the fastest csr-like schedule of the search as one
-  // more when it measured third (confirm_best nominates it always): 2 or 3 rows, two of them
-  // the search's best 2.
+  // The search's best 2 of those measured ok (on a busy machine the racing may abandon some)
+  // side by side, and the fastest csr-like schedule of the search as one more when it measured
+  // third (confirm_best nominates it always).
+  const int ok = fj.at("status_counts").value("ok", 0);
+  REQUIRE(ok >= 1);
   const auto& fr = fj.at("confirm").at("ranking");
   int within_cap = 0;
   for (const auto& row : fr) within_cap += row.at("search_rank").get<int>() <= 2;
-  CHECK(within_cap == 2);
+  CHECK(within_cap == std::min(2, ok));
   CHECK(fr.size() <= 3);
   // A model of another kernel is refused before anything is measured.
   const auto w = test::run_cli("tune --no-plan-cache --kernel spmm --search model --model " + std::string(WACO_SOURCE_DIR) +
