@@ -429,8 +429,8 @@ TEST_CASE("codegen: a register-blocked SpMM equals the unblocked csr kernel bit 
         plain.prepare(p, 2);
         blocked.run();
         plain.run();
-        const std::vector<float>& x = blocked.output();
-        const std::vector<float>& y = plain.output();
+        const auto& x = blocked.output();
+        const auto& y = plain.output();
         REQUIRE(x.size() == y.size());
         double worst = 0;  // relative to the entry's magnitude
         for (std::size_t q = 0; q < x.size(); ++q)

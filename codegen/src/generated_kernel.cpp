@@ -116,7 +116,7 @@ void GeneratedKernel::run() {
              out_.data(), schedule_.kind == kernels::KernelKind::SpMV ? 1 : problem_.dense_size());
 }
 
-const std::vector<float>& GeneratedKernel::output() const {
+const kernels::AlignedFloats& GeneratedKernel::output() const {
   if (!kernel_spec(schedule_.kind).sparse_output()) return out_;
   const Storage& st = *bound_.storage;
   canonical_.resize(st.entry_position.size());

@@ -230,19 +230,19 @@ DenseOperands dense_operands(KernelKind k, const Operand& op, int dense, std::ui
   return d;
 }
 
-void write_output(const std::string& path, const Problem& p, const std::vector<float>& out) {
+void write_output(const std::string& path, const Problem& p, const kernels::AlignedFloats& out) {
   const std::string comment = "result of waco-hybrid run --kernel " +
                               std::string(kernel_name(p.kind)) + " (" + git_revision() + ")";
   if (p.kind == KernelKind::SDDMM) {
     CooMatrix d = *p.A;
-    d.val = out;
+    d.val.assign(out.begin(), out.end());
     write_matrix_market(path, d, comment);
     return;
   }
   const index_t rows = p.kind == KernelKind::MTTKRP ? p.T->dims[0] : p.A->rows;
   const index_t cols = p.kind == KernelKind::SpMV ? 1 : p.dense_size();
   DenseMatrix m(rows, cols, Layout::RowMajor);
-  m.data.assign(out.begin(), out.end());
+  m.data = out;
   write_matrix_market_dense(path, m, comment);
 }
 

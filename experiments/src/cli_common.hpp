@@ -88,7 +88,7 @@ kernels::DenseOperands dense_operands(kernels::KernelKind k, const Operand& op, 
 /// Writes a kernel's canonical output as Matrix Market: SDDMM as a coordinate matrix with A's
 /// pattern, the others as dense arrays.
 void write_output(const std::string& path, const kernels::Problem& p,
-                  const std::vector<float>& out);
+                  const kernels::AlignedFloats& out);
 
 /// Minimum bytes a kernel must move: the sparse operand once (CSR: 4-byte coordinates and values
 /// plus positions) and the dense operands and output once. Used for effective GB/s.

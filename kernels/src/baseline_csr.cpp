@@ -38,7 +38,7 @@ class CsrBaseline final : public Implementation {
     }
   }
 
-  const std::vector<float>& output() const override { return out_; }
+  const AlignedFloats& output() const override { return out_; }
 
  private:
   void spmv() {
@@ -99,7 +99,7 @@ class CsrBaseline final : public Implementation {
   Problem problem_;
   int threads_ = 1;
   CsrMatrix csr_;
-  std::vector<float> out_;
+  AlignedFloats out_;
 };
 
 /// CSF of an order-3 canonical tensor: i level (compressed), k fibres, l entries.
@@ -177,13 +177,13 @@ class CsfBaseline final : public Implementation {
     }
   }
 
-  const std::vector<float>& output() const override { return out_; }
+  const AlignedFloats& output() const override { return out_; }
 
  private:
   Problem problem_;
   int threads_ = 1;
   Csf3 csf_;
-  std::vector<float> out_;
+  AlignedFloats out_;
 };
 
 }  // namespace

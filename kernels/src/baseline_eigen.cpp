@@ -85,7 +85,7 @@ class EigenImplementation final : public Implementation {
     }
   }
 
-  const std::vector<float>& output() const override { return out_; }
+  const AlignedFloats& output() const override { return out_; }
 
  private:
   KernelKind kind_ = KernelKind::SpMV;
@@ -93,7 +93,7 @@ class EigenImplementation final : public Implementation {
   const DenseMatrix* b_ = nullptr;  // x (SpMV) or B (SpMM), owned by the caller of prepare()
   Eigen::Index dense_ = 1;          // J (SpMM) or 1
   EigenCsr a_;
-  std::vector<float> out_;
+  AlignedFloats out_;
 };
 
 }  // namespace

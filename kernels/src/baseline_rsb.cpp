@@ -209,7 +209,7 @@ class RsbImplementation final : public Implementation {
     }
   }
 
-  const std::vector<float>& output() const override { return out_; }
+  const AlignedFloats& output() const override { return out_; }
 
  private:
   static constexpr rsb_flags_t kAssemblyFlags = RSB_FLAG_NOFLAGS;
@@ -251,7 +251,7 @@ class RsbImplementation final : public Implementation {
   rsb_coo_idx_t cols_ = 0;
   rsb_coo_idx_t dense_ = 1;  // J (SpMM) or 1
   RsbMatrixPtr mtx_;
-  std::vector<float> out_;
+  AlignedFloats out_;
 };
 
 }  // namespace

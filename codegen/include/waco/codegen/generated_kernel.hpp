@@ -70,7 +70,7 @@ class GeneratedKernel final : public kernels::Implementation {
   /// Throws kernels::Error when the per-thread output copies of RaceStrategy::Private cannot be
   /// allocated.
   void run() override;
-  const std::vector<float>& output() const override;
+  const kernels::AlignedFloats& output() const override;
 
   const SuperSchedule& schedule() const { return schedule_; }
   const Storage& storage() const { return *bound_.storage; }
@@ -89,8 +89,8 @@ class GeneratedKernel final : public kernels::Implementation {
   GeneratedOptions opts_;
   kernels::Problem problem_;
   BoundKernel bound_;
-  std::vector<float> out_;                 ///< what the kernel writes
-  mutable std::vector<float> canonical_;   ///< SDDMM: out_ gathered into A's canonical order
+  kernels::AlignedFloats out_;                 ///< what the kernel writes
+  mutable kernels::AlignedFloats canonical_;   ///< SDDMM: out_ gathered into A's canonical order
 };
 
 }  // namespace waco::codegen

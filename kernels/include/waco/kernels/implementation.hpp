@@ -24,7 +24,7 @@ class Implementation {
   /// Computes the kernel into output(). Precondition: prepare() succeeded.
   virtual void run() = 0;
   /// The result of the last run, in the canonical layout of kernel.hpp.
-  virtual const std::vector<float>& output() const = 0;
+  virtual const AlignedFloats& output() const = 0;
 
   /// Seconds prepare() spent converting the operand into the implementation's format.
   double conversion_seconds() const { return conversion_seconds_; }
