@@ -129,7 +129,7 @@ int run_space(const Options& o) {
   std::printf("extents:");
   for (std::size_t v = 0; v < spec.vars.size(); ++v)
     std::printf(" %c=%lld", spec.vars[v], static_cast<long long>(space->extents()[v]));
-  std::printf(", threads 1..%d, chunks 1..%d\n", space->cores(), codegen::kMaxChunk);
+  std::printf(", threads 1..%d, chunks static and 1..%d\n", space->cores(), codegen::kMaxChunk);
   std::printf("full space:  %llu\nlegal space: %llu\n", static_cast<unsigned long long>(full),
               static_cast<unsigned long long>(legal));
   std::printf("%-22s %-9s %16s %16s %9s  %s\n", "pass", "", "in", "out", "seconds", "removed");
