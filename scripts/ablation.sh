@@ -28,16 +28,18 @@ for split in ${SPLITS-validation test}; do
   done < <(jq -r '.rows[] | select(.family | startswith("file:")) | .matrix' "$out/evaluate.$split.json" |
            awk '{print $1}' | sort -u)
 done
+# gen NAME ARGS...: a generated input (made once; $ext: mtx, or tns for 3-D tensors).
+ext=mtx
+gen() { local f="$out/fresh/$1.$ext"; shift; [ -f "$f" ] || "$waco" generate "$@" -o "$f"; files+=("$f"); }
 if [ "${FRESH:-1}" = 1 ] && [ "$kernel" = mttkrp ]; then
   # MTTKRP takes 3-D tensors: uniform ones of three shapes (seeds no dataset recipe uses).
-  gen() { local name=$1; shift; [ -f "$out/fresh/$name.tns" ] || "$waco" generate "$@" -o "$out/fresh/$name.tns"; files+=("$out/fresh/$name.tns"); }
+  ext=tns
   gen cube200 --kind tensor --dims 200,200,200 --nnz 400000 --seed 90011
   gen long20k --kind tensor --dims 20000,5000,50 --nnz 300000 --seed 90012
   gen flat5k --kind tensor --dims 5000,5000,8 --nnz 200000 --seed 90013
 elif [ "${FRESH:-1}" = 1 ]; then
   # One of each structure the generators make, at sizes like the dataset's (seed 90001+: the
   # dataset's default mix draws its seeds from a SplitMix64 stream, not small integers).
-  gen() { local name=$1; shift; [ -f "$out/fresh/$name.mtx" ] || "$waco" generate "$@" -o "$out/fresh/$name.mtx"; files+=("$out/fresh/$name.mtx"); }
   gen banded60k --kind banded --rows 60000 --bandwidth 4 --fill 0.6 --seed 90001
   gen blocks30k --kind blocks --rows 30000 --block 8 --blocks 2500 --fill 0.7 --seed 90002
   gen powerlaw50k --kind powerlaw --rows 50000 --alpha 0.7 --beta 20000 --seed 90003

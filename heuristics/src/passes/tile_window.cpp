@@ -26,6 +26,7 @@
 // the block ran at 1.2x csf's time before static ranges and aligned operands, 0.60x after.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <sstream>
 
 #include "passes.hpp"
@@ -48,7 +49,7 @@ constexpr RegisterTile kRegisterTiles[] = {{1, 32}, {1, 64}, {2, 32}, {4, 16}};
 /// registers across the (k, l) fibres. Measured (2 threads, static ranges, J = 16, side by side):
 /// `split=j:16 order=i,j1,k,l,j0 format=CCC` at 0.60x csf's time on a uniform 200^3 tensor
 /// where the csf-like kernel took 1.07x (it loads and stores the output row per nonzero).
-constexpr int kMttkrpRegisterColumns[] = {16, 32, 64};
+constexpr RegisterTile kMttkrpRegisterTiles[] = {{1, 16}, {1, 32}, {1, 64}};
 static_assert(4 * 16 <= codegen::kMaxRegisterBlock && 64 <= codegen::kMaxRegisterBlock,
               "register tiles fit a register block");
 
@@ -139,28 +140,22 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
         }
         note = msg.str();
         const int w = std::max(0, p.tile_window);
-        // SpMM: the register tiles' split vectors (s_i and s_j up to their extents).
+        // SpMM's and MTTKRP's register tiles: their split vectors (s_i and s_j up to their
+        // extents, every other variable unsplit).
         std::vector<std::vector<int>> register_splits;
-        if (kind == KernelKind::SpMM) {
-          for (const RegisterTile& r : kRegisterTiles) {
-            if (r.rows > space.extent('i') || r.columns > space.extent('j')) continue;
-            std::vector<int> split(spec.vars.size(), 1);
-            split[static_cast<std::size_t>(spec.var_index('i'))] = r.rows;
-            split[static_cast<std::size_t>(spec.var_index('j'))] = r.columns;
-            register_splits.push_back(split);
-            note += (register_splits.size() == 1 ? "; register tiles s_i x s_j: " : ", ") +
-                    std::to_string(r.rows) + "x" + std::to_string(r.columns);
-          }
-        }
-        if (kind == KernelKind::MTTKRP) {
-          for (int columns : kMttkrpRegisterColumns) {
-            if (columns > space.extent('j')) continue;
-            std::vector<int> split(spec.vars.size(), 1);
-            split[static_cast<std::size_t>(spec.var_index('j'))] = columns;
-            register_splits.push_back(split);
-            note += (register_splits.size() == 1 ? "; register tiles s_j: " : ", ") +
-                    std::to_string(columns);
-          }
+        const std::vector<RegisterTile> register_tiles =
+            kind == KernelKind::SpMM     ? std::vector<RegisterTile>(std::begin(kRegisterTiles), std::end(kRegisterTiles))
+            : kind == KernelKind::MTTKRP ? std::vector<RegisterTile>(std::begin(kMttkrpRegisterTiles),
+                                                                     std::end(kMttkrpRegisterTiles))
+                                         : std::vector<RegisterTile>();
+        for (const RegisterTile& r : register_tiles) {
+          if (r.rows > space.extent('i') || r.columns > space.extent('j')) continue;
+          std::vector<int> split(spec.vars.size(), 1);
+          split[static_cast<std::size_t>(spec.var_index('i'))] = r.rows;
+          split[static_cast<std::size_t>(spec.var_index('j'))] = r.columns;
+          register_splits.push_back(split);
+          note += (register_splits.size() == 1 ? "; register tiles s_i x s_j: " : ", ") +
+                  std::to_string(r.rows) + "x" + std::to_string(r.columns);
         }
         c.push_back(std::make_shared<SplitConstraint>(
             [centers, w, register_splits](const Space& sp,
