@@ -200,8 +200,17 @@ TEST_CASE("train: --search anns walks the HNSW graph, reports recall, and is exa
   const auto aj = nlohmann::json::parse(alone.out);
   CHECK(aj.at("model_alone") == true);
   CHECK(aj.at("candidates").get<int>() == 1);
-  CHECK(aj.at("confirmed") == true);
-  CHECK(aj.at("confirm").at("ranking").size() == 1);
+  REQUIRE(aj.at("confirm").at("ranking").size() == 1);
+  // The guard: a nominee that the side-by-side rounds abandon (slower than --abandon-factor x
+  // the references; a model trained for a few epochs may nominate one, and a busy machine
+  // decides whether the racing stops it) leaves csr as the result, unconfirmed.
+  if (aj.at("confirm").at("ranking")[0].at("status") == "ok") {
+    CHECK(aj.at("confirmed") == true);
+  } else {
+    CHECK(aj.at("confirmed") == false);
+    CHECK(aj.at("verdict") == "no-gain");
+    CHECK(aj.at("best").at("schedule") == aj.at("csr").at("schedule"));
+  }
   CHECK(aj.at("search_info").at("measured") == 1);
 }
 

@@ -377,6 +377,370 @@ Confirmation confirm_top(const Options& o, const Problem& p, Measurer& measurer,
   return confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate}, co);
 }
 
+/// What the steps of one tune run share.
+struct TuneRun {
+  const Options& o;
+  KernelKind kind;
+  const Problem& p;
+  Measurer& measurer;
+  ResultsDb& db;
+  MeasurementKey key;
+  std::string shortcut;  ///< the references' name: csr, or csf for tensors
+  std::string search;    ///< the search's name, or "list"
+  bool side_by_side;     ///< a model search: its nominees are measured side by side at once
+};
+
+/// Steps 6-7 of tune: what was measured, and what the side-by-side run confirmed.
+struct Measured {
+  TuneResult result;
+  std::optional<Confirmation> confirmation;
+};
+
+/// Steps 6-7 of tune. A model search's nominees (all, or its best --confirm) and both references
+/// in one side-by-side child: the search's timings are the confirmation's. Every other search:
+/// the candidates one by one (racing, progress on stderr), then its best --confirm and both
+/// references again side by side. `busy` becomes the side-by-side run's own warning. When
+/// --expected-calls says tuning does not pay, nothing is measured (the candidates are cleared).
+Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& candidates,
+                             TuneOptions& to, TuneEntry& csr_schedule, TuneEntry& csr_baseline,
+                             bool references_first, bool not_worth_it,
+                             std::optional<double> csr_s, std::string& busy) {
+  const Options& o = t.o;
+  const std::string kernel(kernel_name(t.kind));
+  Measured m;
+  if (t.side_by_side && !not_worth_it) {
+    const int wanted = static_cast<int>(std::min<std::size_t>(
+        candidates.size(), o.confirm_given ? static_cast<std::size_t>(std::max(1, o.confirm))
+                                           : candidates.size()));
+    if (wanted == 0) return m;
+    const int top = side_by_side_fit(o, t.p, wanted);
+    if (!o.quiet)
+      std::fprintf(stderr, "tune: %s %s search: the model's best %d measured side by side with "
+                           "%s (%d rounds)\n",
+                   kernel.c_str(), t.search.c_str(), top, t.shortcut.c_str(), o.confirm_rounds);
+    RankedConfirmation rc = confirm_ranked(
+        t.measurer, candidates, {csr_schedule.candidate, csr_baseline.candidate},
+        ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
+    m.result = std::move(rc.result);
+    m.confirmation = std::move(rc.confirmation);
+    if (!references_first) {  // the references' only timings: side by side
+      csr_schedule.measurement = m.confirmation->references[0];
+      csr_baseline.measurement = m.confirmation->references[1];
+    }
+    busy = disturbed_warning(*m.confirmation);
+    if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
+    return m;
+  }
+  const std::string db_path = o.db.empty() ? default_results_path() : o.db;
+  if (!o.quiet && !not_worth_it) {
+    std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n", kernel.c_str(),
+                 t.search.c_str(), candidates.size(), db_path.c_str());
+    to.progress = progress_printer(csr_s);
+  }
+  m.result = run_candidates(t.db, t.key, t.measurer, candidates, to);
+  const TuneResult& r = m.result;
+  if (!o.quiet && ::isatty(STDERR_FILENO) != 0 && !r.entries.empty() && !r.complete)
+    std::fprintf(stderr, "\n");
+  if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
+    m.confirmation = confirm_top(o, t.p, t.measurer, r, csr_schedule, csr_baseline, t.shortcut);
+  return m;
+}
+
+/// What tune decided from the search and the side-by-side run.
+struct Decision {
+  bool confirmed = false;
+  const TuneEntry* search_best = nullptr;  ///< the fastest by the search's own timings
+  const ConfirmEntry* winner = nullptr;    ///< the side-by-side winner
+  const TuneEntry* best = nullptr;         ///< the result (the csr schedule without a gain)
+  const Measurement* best_side = nullptr;  ///< the result's side-by-side timing
+  std::optional<Measurement> confirm_csr;  ///< the references' side-by-side timings
+  std::optional<Measurement> confirm_base;
+  std::string verdict = "unconfirmed";
+  std::optional<Verdict> judged;
+  std::string verdict_reference;
+};
+
+/// The verdict: the side-by-side winner against the faster csr reference of the same rounds.
+/// Without a gain beyond the rounds' spread, the csr schedule is the result ("no gain over
+/// csr"): a tuned kernel is never slower than csr. So too when --expected-calls says tuning
+/// does not pay, and when no candidate completed its timing (all abandoned or failed).
+Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::string& shortcut,
+                bool not_worth_it) {
+  const TuneResult& r = m.result;
+  Decision d;
+  d.confirmed = m.confirmation && m.confirmation->best.has_value();
+  d.search_best = r.best ? &r.entries[*r.best] : nullptr;
+  d.winner = d.confirmed ? &m.confirmation->ranking[*m.confirmation->best] : nullptr;
+  d.best = d.winner ? &r.entries[d.winner->entry] : d.search_best;
+  d.best_side = d.winner ? &d.winner->measurement : nullptr;
+  if (d.confirmed) {
+    d.confirm_csr = m.confirmation->references[0];
+    d.confirm_base = m.confirmation->references[1];
+    const Measurement* ref = nullptr;
+    if (d.confirm_csr->status == MeasureStatus::Ok) {
+      ref = &*d.confirm_csr;
+      d.verdict_reference = shortcut + " schedule";
+    }
+    if (d.confirm_base->status == MeasureStatus::Ok &&
+        (!ref || d.confirm_base->median_s < ref->median_s)) {
+      ref = &*d.confirm_base;
+      d.verdict_reference = shortcut + " baseline";
+    }
+    if (!ref) {
+      d.verdict = "no-reference";
+    } else {
+      d.judged = judge_gain(d.winner->measurement, *ref);
+      d.verdict = d.judged->gain ? "gain" : "no-gain";
+      if (!d.judged->gain && d.confirm_csr->status == MeasureStatus::Ok) {
+        d.best = &csr_schedule;
+        d.best_side = &*d.confirm_csr;
+      }
+    }
+  }
+  if (not_worth_it && csr_schedule.measurement.status == MeasureStatus::Ok) {
+    d.verdict = "not-worth-it";
+    d.best = &csr_schedule;
+  }
+  if (!r.best && r.stopped_by != "interrupted" && !r.entries.empty() &&
+      csr_schedule.measurement.status == MeasureStatus::Ok) {
+    d.verdict = "no-gain";
+    d.best = &csr_schedule;
+  }
+  return d;
+}
+
+/// Timings that moved a lot between the search and the side-by-side run mean a loaded or
+/// unstable machine: the warning says so (printed too), so that nobody reads the search's own
+/// timings as speedups. Empty when they agree.
+std::string noise_warning(const Decision& d, const TuneEntry& csr_schedule,
+                          const std::string& shortcut) {
+  if (!d.confirmed || d.confirm_csr->status != MeasureStatus::Ok ||
+      csr_schedule.measurement.status != MeasureStatus::Ok)
+    return {};
+  const double drift = d.confirm_csr->median_s / csr_schedule.measurement.median_s;
+  const double best_drift = d.best_side->median_s / d.best->measurement.median_s;
+  if (drift <= 1.5 && drift >= 1 / 1.5 && best_drift <= 1.5 && best_drift >= 1 / 1.5) return {};
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "timings are unstable: the %s schedule took %s in the search and %s side by "
+                "side, the best %s and %s (a loaded machine? only the side-by-side ratios "
+                "are comparable; try --threads 1 or more --confirm-rounds)",
+                shortcut.c_str(), format_seconds(csr_schedule.measurement.median_s).c_str(),
+                format_seconds(d.confirm_csr->median_s).c_str(),
+                format_seconds(d.best->measurement.median_s).c_str(),
+                format_seconds(d.best_side->median_s).c_str());
+  std::fprintf(stderr, "warning: %s\n", buf);
+  return buf;
+}
+
+nlohmann::json median_or_null(const std::optional<Measurement>& m) {
+  if (!m || m->status != MeasureStatus::Ok) return nullptr;
+  return m->median_s;
+}
+
+/// tune --json's "confirm": the side-by-side run, every nominee with its timing or reason.
+nlohmann::json confirmation_json(const Measured& m, const Decision& d, bool side_by_side,
+                                 int warmup) {
+  if (!m.confirmation) return nullptr;
+  nlohmann::json ranking = nlohmann::json::array();
+  for (const ConfirmEntry& ce : m.confirmation->ranking) {
+    const Measurement& cm = ce.measurement;
+    const TuneEntry& e = m.result.entries[ce.entry];
+    nlohmann::json row = {{"schedule", e.candidate.label()},
+                          {"search_rank", ce.search_rank},
+                          {"search_median_s", e.measurement.median_s},
+                          {"status", std::string(status_name(cm.status))}};
+    if (cm.status == MeasureStatus::Ok) {
+      row["median_s"] = cm.median_s;
+      row["min_s"] = cm.min_s;
+      row["max_s"] = cm.max_s;
+      row["counters"] = cm.counters;
+      if (d.confirmed) row["ratio_to_best"] = cm.median_s / d.best_side->median_s;
+    } else {
+      row["reason"] = cm.reason;
+    }
+    ranking.push_back(row);
+  }
+  return {{"top", static_cast<int>(m.confirmation->ranking.size())},
+          {"direct", side_by_side},
+          {"rounds", m.confirmation->rounds},
+          {"warmup", warmup},
+          {"ranking", ranking},
+          {"csr_counters", d.confirm_csr ? d.confirm_csr->counters : nlohmann::json()},
+          {"csr_median_s", median_or_null(d.confirm_csr)},
+          {"csr_baseline_median_s", median_or_null(d.confirm_base)},
+          {"seconds", m.confirmation->seconds}};
+}
+
+/// tune --json's "economy": where tune's time went, and after how many calls of the tuned
+/// kernel instead of csr that time is paid back (side-by-side times; none without a gain).
+nlohmann::json economy_json(const Options& o, const Measured& m, const Decision& d,
+                            const nlohmann::json& space_json,
+                            const std::optional<CallsBudget>& calls_budget, double total_s) {
+  nlohmann::json economy = {
+      {"choice_s", space_json.is_null() ? nlohmann::json(nullptr) : space_json.at("seconds")},
+      {"measure_s", m.result.seconds},
+      {"confirm_s",
+       m.confirmation ? nlohmann::json(m.confirmation->seconds) : nlohmann::json(nullptr)},
+      {"total_s", total_s},
+      {"break_even_calls", nullptr}};
+  std::optional<double> break_even;
+  if (d.confirmed && d.verdict == "gain" && d.confirm_csr->status == MeasureStatus::Ok)
+    break_even = break_even_calls(total_s, d.confirm_csr->median_s, d.best_side->median_s);
+  if (break_even) economy["break_even_calls"] = *break_even;
+  const bool expected = o.expected_calls > 0;
+  economy["expected_calls"] = expected ? nlohmann::json(o.expected_calls) : nlohmann::json();
+  economy["tuning_share"] = expected ? nlohmann::json(o.tuning_share) : nlohmann::json();
+  economy["calls_budget"] = calls_budget ? calls_budget->to_json() : nlohmann::json(nullptr);
+  economy["pays_off_within_expected_calls"] =
+      expected ? nlohmann::json(break_even && *break_even <= static_cast<double>(o.expected_calls))
+               : nlohmann::json(nullptr);
+  return economy;
+}
+
+/// The parts of tune's report that steps before the report computed.
+struct ReportInput {
+  const MatrixRecord* rec = nullptr;
+  int threads = 0;
+  const CandidateChoice* choice = nullptr;
+  const Measured* measured = nullptr;
+  const Decision* decision = nullptr;
+  const TuneEntry* csr_schedule = nullptr;
+  const TuneEntry* csr_baseline = nullptr;
+  std::optional<CallsBudget> calls_budget;
+  std::string busy;
+  nlohmann::json cache = nullptr;
+  nlohmann::json context = nullptr;
+  bool model_alone = false;
+  double t_start = 0.0;
+};
+
+/// Step 8 of tune: the report, one JSON object (tune --json prints it; the text is read off it).
+nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
+  const Options& o = t.o;
+  const TuneResult& r = in.measured->result;
+  const Decision& d = *in.decision;
+  const TuneEntry& csr_schedule = *in.csr_schedule;
+  const TuneEntry& csr_baseline = *in.csr_baseline;
+  const std::string noise = noise_warning(d, csr_schedule, t.shortcut);
+  const auto speedup = [&](const TuneEntry& base,
+                           const std::optional<Measurement>& again) -> nlohmann::json {
+    if (d.confirmed && again->status == MeasureStatus::Ok)
+      return again->median_s / d.best_side->median_s;
+    if (!d.best || base.measurement.status != MeasureStatus::Ok) return nullptr;
+    return base.measurement.median_s / d.best->measurement.median_s;
+  };
+  const auto search_speedup = [&](const TuneEntry& base) -> nlohmann::json {
+    if (!d.search_best || base.measurement.status != MeasureStatus::Ok) return nullptr;
+    return base.measurement.median_s / d.search_best->measurement.median_s;
+  };
+  nlohmann::json verdict_json = nullptr;
+  if (d.judged) {
+    verdict_json = d.judged->to_json();
+    verdict_json["reference"] = d.verdict_reference;
+    verdict_json["nominee"] = r.entries[d.winner->entry].candidate.label();
+  }
+  std::vector<const TuneEntry*> ranked;
+  for (const TuneEntry& e : r.entries)
+    if (e.measurement.status == MeasureStatus::Ok) ranked.push_back(&e);
+  std::sort(ranked.begin(), ranked.end(), [](const TuneEntry* a, const TuneEntry* b) {
+    return a->measurement.median_s < b->measurement.median_s;
+  });
+  nlohmann::json top = nlohmann::json::array();
+  for (std::size_t i = 0; i < std::min<std::size_t>(5, ranked.size()); ++i)
+    top.push_back(entry_json(*ranked[i]));
+  nlohmann::json failures = nlohmann::json::array();
+  for (const TuneEntry& e : r.entries)
+    if (e.measurement.status != MeasureStatus::Ok && failures.size() < 10)
+      failures.push_back(entry_json(e));
+  const double total_s = now_seconds() - in.t_start;
+  nlohmann::json explanation = nullptr;
+  if (o.explain) {
+    ExplainInput ei;
+    ei.search = t.search;
+    ei.candidates = &in.choice->candidates;
+    ei.result = &r;
+    ei.confirmation = in.measured->confirmation ? &*in.measured->confirmation : nullptr;
+    if (d.confirmed && d.confirm_csr->status == MeasureStatus::Ok)
+      ei.csr_side_by_side_s = d.confirm_csr->median_s;
+    ei.space = in.choice->space;
+    ei.search_info = in.choice->search_info;
+    explanation = explain_tune(ei);
+  }
+  const auto null_unless = [](bool given, auto value) {
+    return given ? nlohmann::json(value) : nlohmann::json(nullptr);
+  };
+  return nlohmann::json{{"kernel", std::string(kernel_name(t.kind))},
+      {"file", o.file},
+      {"fingerprint", in.rec->fingerprint},
+      {"nnz", t.p.nnz()},
+      {"dense", t.p.dense_size()},
+      {"threads", in.threads},
+      {"search", t.search},
+      {"search_info", in.choice->search_info},
+      {"seed", o.seed},
+      {"budget", null_unless(o.budget > 0, o.budget)},
+      {"budget_seconds", null_unless(o.budget_seconds > 0, o.budget_seconds)},
+      {"warmup", o.warmup},
+      {"repeats", o.repeat},
+      {"space", in.choice->space},
+      {"candidates", in.choice->candidates.size()},
+      {"considered", r.entries.size()},
+      {"measured", r.measured},
+      {"reused", r.reused},
+      {"complete", r.complete},
+      {"stopped_by", null_unless(!r.stopped_by.empty(), r.stopped_by)},
+      {"status_counts", status_json(r.status_counts)},
+      {"best", d.best ? entry_json(*d.best) : nlohmann::json(nullptr)},
+      {"best_search_rank",
+       d.winner && d.best != &csr_schedule
+           ? nlohmann::json(d.winner->search_rank)
+           : (d.best == d.search_best && d.best ? nlohmann::json(1) : nlohmann::json(nullptr))},
+      {"verdict", d.verdict},
+      {"verdict_detail", verdict_json},
+      {"search_best", d.search_best ? entry_json(*d.search_best) : nlohmann::json(nullptr)},
+      {"kernel_source", null_unless(d.best && !d.best->measurement.kernel_source.empty(),
+                                    d.best ? d.best->measurement.kernel_source : "")},
+      {"csr", entry_json(csr_schedule)},
+      {"csr_baseline", entry_json(csr_baseline)},
+      {"speedup_over_csr", speedup(csr_schedule, d.confirm_csr)},
+      {"speedup_over_csr_baseline", speedup(csr_baseline, d.confirm_base)},
+      {"confirmed", d.confirmed},
+      {"confirm", confirmation_json(*in.measured, d, t.side_by_side, o.warmup)},
+      {"noise_warning", null_unless(!noise.empty(), noise)},
+      {"busy_warning", null_unless(!in.busy.empty(), in.busy)},
+      {"abandon_factor", o.abandon_factor},
+      {"abandoned_s", r.abandoned_s},
+      {"pass_params", o.params.to_json()},
+      {"cache", in.cache},
+      {"search_speedup_over_csr", search_speedup(csr_schedule)},
+      {"search_speedup_over_csr_baseline", search_speedup(csr_baseline)},
+      {"top", top},
+      {"failures", failures},
+      {"search_s", r.seconds},
+      {"time_s", total_s},
+      {"economy", economy_json(o, *in.measured, d, in.choice->space, in.calls_budget, total_s)},
+      {"model_alone", in.model_alone},
+      {"from_cache", false},
+      {"plan_cache", nullptr},
+      {"explain", explanation},
+      {"db", o.db.empty() ? default_results_path() : o.db},
+      {"output", null_unless(!o.output.empty(), o.output)},
+      {"context", in.context}};
+}
+
+/// The cache the tile model assumes (the tile-window pass), with the source of its size, so
+/// that a run can be reproduced from its output; the reason instead where it cannot be known.
+nlohmann::json tile_cache_json(const PassParams& params, int threads) {
+  try {
+    return signature::cache_capacity(params.cache_level, threads, params.cache_bytes,
+                                     params.cache_fraction)
+        .to_json();
+  } catch (const Error& e) {  // only the tile-window pass needs it; say why it is absent
+    return {{"error", e.what()}};
+  }
+}
+
 int run_tune(const Options& given) {
   const double t_start = now_seconds();
   // --confirm 0 with a model search: the model decides alone. Its best-predicted schedule is the
@@ -462,23 +826,11 @@ int run_tune(const Options& given) {
   };
   CandidateChoice choice = choose_candidates(o, kind, threads, p, pipeline, searcher, measure_one);
   std::vector<Candidate>& candidates = choice.candidates;
-  nlohmann::json& space_json = choice.space;
-  const nlohmann::json& search_info = choice.search_info;
-  const std::string& search = choice.search;
-
-  // The cache the tile model assumes (the tile-window pass), with the source of its size, so
-  // that a run can be reproduced from its output.
-  nlohmann::json cache_json = nullptr;
-  try {
-    cache_json = signature::cache_capacity(o.params.cache_level, threads, o.params.cache_bytes,
-                                           o.params.cache_fraction)
-                     .to_json();
-  } catch (const Error& e) {  // only the tile-window pass needs it; say why it is absent
-    cache_json = {{"error", e.what()}};
-  }
+  const nlohmann::json cache_json = tile_cache_json(o.params, threads);
+  const TuneRun run{o, kind, p, measurer, db, key, needs_tensor(kind) ? "csf" : "csr",
+                    choice.search, side_by_side};
 
   // 5. The references: the csr schedule and the baseline implementation, measured alike.
-  const std::string shortcut = needs_tensor(kind) ? "csf" : "csr";
   // Checked before the search: a busy machine makes every multi-threaded timing wait for
   // descheduled threads. A 50 ms sample (five 10 ms ticks a CPU) tells a machine whose other
   // processes keep a CPU busy; the default 0.2 s was 40% of a model-guided tune of a small
@@ -497,8 +849,9 @@ int run_tune(const Options& given) {
   // first only when --expected-calls needs the csr time to plan (or there is no nominee), they
   // would cost two more children (a sixth of such a tune on a small matrix).
   const bool references_first = !side_by_side || o.expected_calls > 0 || candidates.empty();
-  TuneEntry csr_schedule{Candidate::generated(*codegen::schedule_shortcut(kind, shortcut)), {}, false};
-  TuneEntry csr_baseline{Candidate::baseline(shortcut), {}, false};
+  TuneEntry csr_schedule{Candidate::generated(*codegen::schedule_shortcut(kind, run.shortcut)),
+                         {}, false};
+  TuneEntry csr_baseline{Candidate::baseline(run.shortcut), {}, false};
   if (references_first) {
     csr_schedule = measure_or_reuse(db, key, measurer, csr_schedule.candidate, to);
     csr_baseline = measure_or_reuse(db, key, measurer, csr_baseline.candidate, to);
@@ -509,7 +862,7 @@ int run_tune(const Options& given) {
   to.race_factor = o.abandon_factor;
   to.race_reference_s = csr_s.value_or(0.0);
   if (csr_baseline.measurement.status == MeasureStatus::Ok) {  // bursts of host noise: see RaceBound
-    to.race_check = shortcut;
+    to.race_check = run.shortcut;
     to.race_check_s = csr_baseline.measurement.median_s;
   }
 
@@ -518,278 +871,29 @@ int run_tune(const Options& given) {
       apply_calls_budget(o, candidates, to, csr_schedule.measurement, now_seconds() - t_start);
   const bool not_worth_it = calls_budget && !calls_budget->worth_it;
 
-  // 6. The search, with progress on stderr.
-  const bool tty = ::isatty(STDERR_FILENO) != 0;
-  TuneResult r;
-  std::optional<Confirmation> confirmation;
-  if (side_by_side && !not_worth_it) {
-    // 6-7. The model's nominees (all of them, or its best --confirm) and both references
-    // measured side by side in one child: the search's timings are the confirmation's.
-    const int wanted = static_cast<int>(std::min<std::size_t>(
-        candidates.size(), o.confirm_given ? static_cast<std::size_t>(std::max(1, o.confirm))
-                                           : candidates.size()));
-    if (wanted > 0) {
-      const int top = side_by_side_fit(o, p, wanted);
-      if (!o.quiet)
-        std::fprintf(stderr, "tune: %s %s search: the model's best %d measured side by side with "
-                             "%s (%d rounds)\n",
-                     std::string(kernel_name(kind)).c_str(), search.c_str(), top, shortcut.c_str(),
-                     o.confirm_rounds);
-      RankedConfirmation rc =
-          confirm_ranked(measurer, candidates, {csr_schedule.candidate, csr_baseline.candidate},
-                         ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
-      r = std::move(rc.result);
-      confirmation = std::move(rc.confirmation);
-      if (!references_first) {  // the references' only timings: side by side
-        csr_schedule.measurement = confirmation->references[0];
-        csr_baseline.measurement = confirmation->references[1];
-      }
-      busy = disturbed_warning(*confirmation);
-      if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
-    }
-  } else {
-    if (!o.quiet && !not_worth_it) {
-      std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n",
-                   std::string(kernel_name(kind)).c_str(), search.c_str(), candidates.size(),
-                   db_path.c_str());
-      to.progress = progress_printer(csr_s);
-    }
-    r = run_candidates(db, key, measurer, candidates, to);
-    if (!o.quiet && tty && !r.entries.empty() && !r.complete) std::fprintf(stderr, "\n");
-
-    // 7. Confirmation: the best candidates and both references again, side by side.
-    if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
-      confirmation = confirm_top(o, p, measurer, r, csr_schedule, csr_baseline, shortcut);
-  }
-  const bool confirmed = confirmation && confirmation->best.has_value();
-  const TuneEntry* search_best = r.best ? &r.entries[*r.best] : nullptr;
-  const ConfirmEntry* winner = confirmed ? &confirmation->ranking[*confirmation->best] : nullptr;
-  const TuneEntry* best = winner ? &r.entries[winner->entry] : search_best;
-  const std::optional<Measurement> confirm_csr =
-      confirmed ? std::optional<Measurement>(confirmation->references[0]) : std::nullopt;
-  const std::optional<Measurement> confirm_base =
-      confirmed ? std::optional<Measurement>(confirmation->references[1]) : std::nullopt;
-
-  // The verdict: the side-by-side winner against the faster csr reference of the same rounds.
-  // Without a gain beyond the rounds' spread, the csr schedule is the result ("no gain over
-  // csr"): a tuned kernel is never slower than csr.
-  std::string verdict = "unconfirmed";
-  std::optional<Verdict> judged;
-  std::string verdict_reference;
-  const Measurement* best_side = winner ? &winner->measurement : nullptr;  // best, side by side
-  if (confirmed) {
-    const Measurement* ref = nullptr;
-    if (confirm_csr->status == MeasureStatus::Ok) {
-      ref = &*confirm_csr;
-      verdict_reference = shortcut + " schedule";
-    }
-    if (confirm_base->status == MeasureStatus::Ok && (!ref || confirm_base->median_s < ref->median_s)) {
-      ref = &*confirm_base;
-      verdict_reference = shortcut + " baseline";
-    }
-    if (!ref) {
-      verdict = "no-reference";
-    } else {
-      judged = judge_gain(winner->measurement, *ref);
-      verdict = judged->gain ? "gain" : "no-gain";
-      if (!judged->gain && confirm_csr->status == MeasureStatus::Ok) {
-        best = &csr_schedule;
-        best_side = &*confirm_csr;
-      }
-    }
-  }
-  if (not_worth_it && csr_schedule.measurement.status == MeasureStatus::Ok) {
-    verdict = "not-worth-it";
-    best = &csr_schedule;
-  }
-  // No candidate completed its timing (all abandoned or failed): csr is the result too.
-  if (!r.best && r.stopped_by != "interrupted" && !r.entries.empty() &&
-      csr_schedule.measurement.status == MeasureStatus::Ok) {
-    verdict = "no-gain";
-    best = &csr_schedule;
-  }
-  const auto speedup = [&](const TuneEntry& base,
-                           const std::optional<Measurement>& again) -> nlohmann::json {
-    if (confirmed && again->status == MeasureStatus::Ok)
-      return again->median_s / best_side->median_s;
-    if (!best || base.measurement.status != MeasureStatus::Ok) return nullptr;
-    return base.measurement.median_s / best->measurement.median_s;
-  };
-  const auto search_speedup = [&](const TuneEntry& base) -> nlohmann::json {
-    if (!search_best || base.measurement.status != MeasureStatus::Ok) return nullptr;
-    return base.measurement.median_s / search_best->measurement.median_s;
-  };
-  // Timings that moved a lot between the search and the side-by-side run mean a loaded or
-  // unstable machine: say so, so that nobody reads the search's own timings as speedups.
-  std::string noise;
-  if (confirmed && confirm_csr->status == MeasureStatus::Ok &&
-      csr_schedule.measurement.status == MeasureStatus::Ok) {
-    const double drift = confirm_csr->median_s / csr_schedule.measurement.median_s;
-    const double best_drift = best_side->median_s / best->measurement.median_s;
-    if (drift > 1.5 || drift < 1 / 1.5 || best_drift > 1.5 || best_drift < 1 / 1.5) {
-      char buf[320];
-      std::snprintf(buf, sizeof buf,
-                    "timings are unstable: the %s schedule took %s in the search and %s side by "
-                    "side, the best %s and %s (a loaded machine? only the side-by-side ratios "
-                    "are comparable; try --threads 1 or more --confirm-rounds)",
-                    shortcut.c_str(), format_seconds(csr_schedule.measurement.median_s).c_str(),
-                    format_seconds(confirm_csr->median_s).c_str(),
-                    format_seconds(best->measurement.median_s).c_str(),
-                    format_seconds(best_side->median_s).c_str());
-      noise = buf;
-      std::fprintf(stderr, "warning: %s\n", buf);
-    }
-  }
-  const auto median_or_null = [](const std::optional<Measurement>& m) -> nlohmann::json {
-    if (!m || m->status != MeasureStatus::Ok) return nullptr;
-    return m->median_s;
-  };
-  nlohmann::json confirm_json = nullptr;
-  if (confirmation) {
-    nlohmann::json ranking = nlohmann::json::array();
-    for (const ConfirmEntry& ce : confirmation->ranking) {
-      const Measurement& m = ce.measurement;
-      nlohmann::json row = {{"schedule", r.entries[ce.entry].candidate.label()},
-                            {"search_rank", ce.search_rank},
-                            {"search_median_s", r.entries[ce.entry].measurement.median_s},
-                            {"status", std::string(status_name(m.status))}};
-      if (m.status == MeasureStatus::Ok) {
-        row["median_s"] = m.median_s;
-        row["min_s"] = m.min_s;
-        row["max_s"] = m.max_s;
-        row["counters"] = m.counters;
-        if (confirmed) row["ratio_to_best"] = m.median_s / best_side->median_s;
-      } else {
-        row["reason"] = m.reason;
-      }
-      ranking.push_back(row);
-    }
-    confirm_json = {{"top", static_cast<int>(confirmation->ranking.size())},
-                    {"direct", side_by_side},
-                    {"rounds", confirmation->rounds},
-                    {"warmup", o.warmup},
-                    {"ranking", ranking},
-                    {"csr_counters", confirm_csr ? confirm_csr->counters : nlohmann::json()},
-                    {"csr_median_s", median_or_null(confirm_csr)},
-                    {"csr_baseline_median_s", median_or_null(confirm_base)},
-                    {"seconds", confirmation->seconds}};
-  }
-  nlohmann::json verdict_json = nullptr;
-  if (judged) {
-    verdict_json = judged->to_json();
-    verdict_json["reference"] = verdict_reference;
-    verdict_json["nominee"] = r.entries[winner->entry].candidate.label();
-  }
-  std::vector<const TuneEntry*> ranked;
-  for (const TuneEntry& e : r.entries)
-    if (e.measurement.status == MeasureStatus::Ok) ranked.push_back(&e);
-  std::sort(ranked.begin(), ranked.end(), [](const TuneEntry* a, const TuneEntry* b) {
-    return a->measurement.median_s < b->measurement.median_s;
-  });
-  const double total_s = now_seconds() - t_start;
-
-  // The economy: where tune's time went, and after how many calls of the tuned kernel instead of
-  // csr that time is paid back (side-by-side times; none without a gain).
-  nlohmann::json economy = {
-      {"choice_s", space_json.is_null() ? nlohmann::json(nullptr) : space_json["seconds"]},
-      {"measure_s", r.seconds},
-      {"confirm_s", confirmation ? nlohmann::json(confirmation->seconds) : nlohmann::json(nullptr)},
-      {"total_s", total_s},
-      {"break_even_calls", nullptr}};
-  std::optional<double> break_even;
-  if (confirmed && verdict == "gain" && confirm_csr->status == MeasureStatus::Ok)
-    break_even = break_even_calls(total_s, confirm_csr->median_s, best_side->median_s);
-  if (break_even) economy["break_even_calls"] = *break_even;
-  economy["expected_calls"] =
-      o.expected_calls > 0 ? nlohmann::json(o.expected_calls) : nlohmann::json(nullptr);
-  economy["tuning_share"] = o.expected_calls > 0 ? nlohmann::json(o.tuning_share) : nlohmann::json(nullptr);
-  economy["calls_budget"] = calls_budget ? calls_budget->to_json() : nlohmann::json(nullptr);
-  economy["pays_off_within_expected_calls"] =
-      o.expected_calls > 0
-          ? nlohmann::json(break_even && *break_even <= static_cast<double>(o.expected_calls))
-          : nlohmann::json(nullptr);
-  nlohmann::json explanation = nullptr;
-  if (o.explain) {
-    ExplainInput ei;
-    ei.search = search;
-    ei.candidates = &candidates;
-    ei.result = &r;
-    ei.confirmation = confirmation ? &*confirmation : nullptr;
-    if (confirmed && confirm_csr->status == MeasureStatus::Ok)
-      ei.csr_side_by_side_s = confirm_csr->median_s;
-    ei.space = space_json;
-    ei.search_info = search_info;
-    explanation = explain_tune(ei);
-  }
+  // 6-7. The search's measurements and the side-by-side confirmation; the decision.
+  const Measured measured = measure_and_confirm(run, candidates, to, csr_schedule, csr_baseline,
+                                                references_first, not_worth_it, csr_s, busy);
+  const TuneResult& r = measured.result;
+  const Decision decision = decide(measured, csr_schedule, run.shortcut, not_worth_it);
+  const TuneEntry* best = decision.best;
 
   // 8. The report: one JSON object, printed as it is (--json) or as text read off it (below).
-  nlohmann::json top = nlohmann::json::array();
-  for (std::size_t i = 0; i < std::min<std::size_t>(5, ranked.size()); ++i)
-    top.push_back(entry_json(*ranked[i]));
-  nlohmann::json failures = nlohmann::json::array();
-  for (const TuneEntry& e : r.entries)
-    if (e.measurement.status != MeasureStatus::Ok && failures.size() < 10)
-      failures.push_back(entry_json(e));
-  nlohmann::json report = nlohmann::json{{"kernel", std::string(kernel_name(kind))},
-      {"file", o.file},
-      {"fingerprint", rec.fingerprint},
-      {"nnz", p.nnz()},
-      {"dense", p.dense_size()},
-      {"threads", threads},
-      {"search", search},
-      {"search_info", search_info},
-      {"seed", o.seed},
-      {"budget", o.budget > 0 ? nlohmann::json(o.budget) : nlohmann::json(nullptr)},
-      {"budget_seconds", o.budget_seconds > 0 ? nlohmann::json(o.budget_seconds)
-                                              : nlohmann::json(nullptr)},
-      {"warmup", o.warmup},
-      {"repeats", o.repeat},
-      {"space", space_json},
-      {"candidates", candidates.size()},
-      {"considered", r.entries.size()},
-      {"measured", r.measured},
-      {"reused", r.reused},
-      {"complete", r.complete},
-      {"stopped_by", r.stopped_by.empty() ? nlohmann::json(nullptr)
-                                          : nlohmann::json(r.stopped_by)},
-      {"status_counts", status_json(r.status_counts)},
-      {"best", best ? entry_json(*best) : nlohmann::json(nullptr)},
-      {"best_search_rank",
-       winner && best != &csr_schedule
-           ? nlohmann::json(winner->search_rank)
-           : (best == search_best && best ? nlohmann::json(1) : nlohmann::json(nullptr))},
-      {"verdict", verdict},
-      {"verdict_detail", verdict_json},
-      {"search_best", search_best ? entry_json(*search_best) : nlohmann::json(nullptr)},
-      {"kernel_source", best && !best->measurement.kernel_source.empty()
-                            ? nlohmann::json(best->measurement.kernel_source)
-                            : nlohmann::json(nullptr)},
-      {"csr", entry_json(csr_schedule)},
-      {"csr_baseline", entry_json(csr_baseline)},
-      {"speedup_over_csr", speedup(csr_schedule, confirm_csr)},
-      {"speedup_over_csr_baseline", speedup(csr_baseline, confirm_base)},
-      {"confirmed", confirmed},
-      {"confirm", confirm_json},
-      {"noise_warning", noise.empty() ? nlohmann::json(nullptr) : nlohmann::json(noise)},
-      {"busy_warning", busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy)},
-      {"abandon_factor", o.abandon_factor},
-      {"abandoned_s", r.abandoned_s},
-      {"pass_params", o.params.to_json()},
-      {"cache", cache_json},
-      {"search_speedup_over_csr", search_speedup(csr_schedule)},
-      {"search_speedup_over_csr_baseline", search_speedup(csr_baseline)},
-      {"top", top},
-      {"failures", failures},
-      {"search_s", r.seconds},
-      {"time_s", total_s},
-      {"economy", economy},
-      {"model_alone", model_alone},
-      {"from_cache", false},
-      {"plan_cache", nullptr},
-      {"explain", explanation},
-      {"db", db_path},
-      {"output", o.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.output)},
-      {"context", context}};
+  ReportInput in;
+  in.rec = &rec;
+  in.threads = threads;
+  in.choice = &choice;
+  in.measured = &measured;
+  in.decision = &decision;
+  in.csr_schedule = &csr_schedule;
+  in.csr_baseline = &csr_baseline;
+  in.calls_budget = calls_budget;
+  in.busy = busy;
+  in.cache = cache_json;
+  in.context = context;
+  in.model_alone = model_alone;
+  in.t_start = t_start;
+  nlohmann::json report = tune_report(run, in);
 
   // 9. The decided schedule's drop-in header, with what it was tuned for, where the user asked.
   if (!o.output.empty() && r.stopped_by != "interrupted") {
@@ -802,7 +906,7 @@ int run_tune(const Options& given) {
   // 10. The decision into the tuning cache: a verdict from side-by-side timings only (not an
   // interrupted or unconfirmed run, nor a not-worth-it answer, which depends on the calls; a
   // search that --expected-calls cut short and that found a winner is a decision like another).
-  if (plan_cache && (verdict == "gain" || verdict == "no-gain") && best &&
+  if (plan_cache && (decision.verdict == "gain" || decision.verdict == "no-gain") && best &&
       best->candidate.schedule && r.stopped_by != "interrupted") {
     try {
       report["plan_cache"] = {{"path", plan_cache->store(tuning_key, *best->candidate.schedule, report)}};
