@@ -141,6 +141,11 @@ TEST_CASE("cli: bench runs implementations side by side with ratios to the first
   CHECK(j["results"][0]["ratio_to_first"].get<double>() == Approx(1.0));
   CHECK(j["results"][1]["ratio_to_first"].get<double>() > 0.0);
   CHECK(j["results"][1]["verified"] == true);
+  CHECK(j["settle"] == 2);  // kernels::kDefaultSettleRuns, as tune's side-by-side runs
+  const Result cold = cli("bench --json --repeat 2 --warmup 0 --settle 0 --kernel spmv --impl csr " + example());
+  REQUIRE(cold.status == 0);
+  CHECK(nlohmann::json::parse(cold.out)["settle"] == 0);
+  CHECK(cli("bench --settle -1 --kernel spmv --impl csr " + example()).status != 0);
   const Result csv = cli("bench --csv --repeat 2 --kernel spmm --dense 8 --impl csr,eigen " + example());
   CHECK(csv.status == 0);
   CHECK(csv.out.rfind("file,impl,", 0) == 0);

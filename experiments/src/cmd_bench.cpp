@@ -33,6 +33,7 @@ struct Options {
   int threads = 0;
   int repeat = 10;
   int warmup = 2;
+  int settle = kDefaultSettleRuns;
   std::uint64_t seed = 1;
   double tolerance = kDefaultTolerance;
   bool json = false;
@@ -91,7 +92,7 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   std::vector<std::function<void()>> runs(impls.size());
   for (std::size_t i = 0; i < impls.size(); ++i)
     if (impls[i]) runs[i] = [impl = impls[i].get()] { impl->run(); };
-  const std::vector<TimingStats> stats = time_interleaved(runs, {o.warmup, o.repeat});
+  const std::vector<TimingStats> stats = time_interleaved(runs, {o.warmup, o.repeat}, o.settle);
   const double flops = p.flops(), bytes = min_traffic_bytes(p);
   for (std::size_t i = 0; i < impls.size(); ++i) {
     if (!impls[i]) continue;
@@ -167,7 +168,7 @@ int bench(const Options& o) {
 
   const nlohmann::json busy_json = busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy);
   nlohmann::json out = {{"kernel", o.kernel}, {"threads", threads}, {"busy_warning", busy_json},
-                          {"warmup", o.warmup}, {"repeats", o.repeat}, {"interleaved", true},
+                          {"warmup", o.warmup}, {"settle", o.settle}, {"repeats", o.repeat}, {"interleaved", true},
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
                           {"results", nlohmann::json::array()},
                           {"context", context_json(threads, "none")}};
@@ -218,6 +219,12 @@ Command make_bench_command() {
             add_threads_option(sub, o->threads);
             sub.add_option("--repeat", o->repeat, "Timed rounds")->check(CLI::Range(1, 1000000))->capture_default_str();
             sub.add_option("--warmup", o->warmup, "Untimed rounds first")->check(CLI::Range(0, 1000000))->capture_default_str();
+            sub.add_option("--settle", o->settle,
+                           "Untimed runs of the same implementation right before each timed run, so that "
+                           "it finds its own data in the caches as a repeatedly called kernel does (and as "
+                           "tune's side-by-side runs time it), not the previous implementation's")
+                ->check(CLI::Range(0, 100))
+                ->capture_default_str();
             sub.add_option("--seed", o->seed, "Seed of the generated dense operands")->capture_default_str();
             sub.add_option("--tolerance", o->tolerance, "Verification tolerance")
                 ->check(CLI::PositiveNumber)->capture_default_str();

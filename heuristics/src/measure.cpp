@@ -449,8 +449,8 @@ struct Screening {
 };
 
 /// Prepares and verifies every candidate, then times them side by side (time_interleaved:
-/// opts.warmup untimed and `rounds` timed rounds; each timed run follows one untimed run of the
-/// same candidate, so that it finds its own data in the caches as in the search's back-to-back
+/// opts.warmup untimed and `rounds` timed rounds; each timed run follows opts.settle untimed runs
+/// of the same candidate, so that it finds its own data in the caches as in the search's back-to-back
 /// runs, rather than the previous candidate's), then verifies again. One Measurement per
 /// candidate, in order. Sends the 'P' frame once all are prepared and screened.
 ///
@@ -569,7 +569,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
   for (std::size_t i = 0; i < cs.size(); ++i)
     if (runs[i] && hopeless(i)) abandon(i);
   const std::vector<kernels::TimingStats> t = kernels::time_interleaved(
-      runs, {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed}, /*settle=*/1);
+      runs, {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed}, opts.settle);
   // Hardware counters where the machine exposes them (KVM guests without a PMU do not: the
   // backend is then "none"), around extra runs after the timed rounds.
   std::unique_ptr<kernels::Counters> hw;

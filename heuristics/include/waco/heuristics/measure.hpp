@@ -39,6 +39,7 @@
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/reference.hpp"
+#include "waco/kernels/timing.hpp"
 
 namespace waco::heuristics {
 
@@ -134,6 +135,9 @@ struct MeasureOptions {
   /// Side-by-side rounds in compare(): timed runs per candidate that are taken again when an
   /// involuntary context switch shows another process took a CPU during them.
   int retake_disturbed = 5;
+  /// Side-by-side rounds in compare(): untimed runs of a candidate right before each of its timed
+  /// runs (see kernels::kDefaultSettleRuns), so that it is timed with its own data in the caches.
+  int settle = kernels::kDefaultSettleRuns;
   /// Side-by-side rounds in compare(): hardware counters (likwid, else Linux perf; cycles,
   /// instructions, cache references and misses) are read around this many extra runs of each
   /// candidate after the timed rounds (never around timed runs: reading them costs time), where

@@ -56,6 +56,14 @@ TimingStats summarize(std::vector<double> samples);
 /// The q-quantile (0 <= q <= 1) of sorted values, linear interpolation. Precondition: not empty.
 double quantile(const std::vector<double>& sorted, double q);
 
+/// Untimed runs of a function right before each of its timed runs in a side-by-side
+/// comparison (time_interleaved's settle; tune's confirmation, collect and bench use it). One
+/// was not enough: SpMV on a 90k-row 5-point stencil (4.7 MB of matrix), 2 threads, with 0 / 8 /
+/// 19 other kernels in the rounds, the static-range kernel took 119 / 166 / 181 us at 1 settle
+/// run and 128 / 125 / 126 us at 2 (3: 123-131), so a long list of nominees had reversed its
+/// order with the dynamic chunk-256 kernel (154 / 173 / 179 us at 1, 159-164 us at 2).
+constexpr int kDefaultSettleRuns = 2;
+
 /// Runs fn warmup times, then repeats times timing each run.
 TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& opts);
 
