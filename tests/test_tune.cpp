@@ -113,6 +113,10 @@ TEST_CASE("tune: a random search reports the best schedule and resumes from the 
   const auto& verdict = j.at("verdict_detail");
   CHECK(verdict.at("nominee") == confirm.at("ranking")[0].at("schedule"));
   if (j.at("verdict") == "gain") {
+    // A gain was timed twice (--replicate, default 3): the leaders' and references' rounds are
+    // both runs', and the verdict pairs them all.
+    CHECK(confirm.at("replicated").get<int>() >= 1);
+    CHECK(verdict.at("rounds") == 8);
     CHECK(verdict.at("ratio_median").get<double>() < 1.0);
     CHECK(confirm.at("ranking")[0].at("schedule") == j.at("best").at("schedule"));
     CHECK(confirm.at("ranking")[0].at("search_rank") == j.at("best_search_rank"));

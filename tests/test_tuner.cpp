@@ -4,6 +4,7 @@
 // the csr-like schedule into the confirmation.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -273,6 +274,69 @@ TEST_CASE("tuner: confirm_ranked measures a ranked list side by side, in list or
   const RankedConfirmation none = confirm_ranked(m, {}, {csr}, co, 3.0);
   CHECK(none.result.entries.empty());
   CHECK_FALSE(none.confirmation.best.has_value());
+}
+
+TEST_CASE("tuner: replicate_leaders times the leaders again and decides on both runs' rounds") {
+  Fixture f("tuner-replicate");
+  Measurer m(f.p, f.ref, f.mo);
+  const Candidate csr = spmv(kCsr);
+  const Candidate chunked = spmv("order=i,k format=UC parallel=i threads=1 chunk=64");
+  const Candidate small = spmv("order=i,k format=UC parallel=i threads=1 chunk=4");
+  const std::vector<Candidate> refs = {csr, Candidate::baseline("csr")};
+  ConfirmOptions co;
+  co.top = 4;
+  co.rounds = 3;
+  // The dense schedule is abandoned by the racing: a failed nominee is not a leader.
+  RankedConfirmation rc = confirm_ranked(m, {spmv(kDense), chunked, small, csr}, refs, co, 3.0);
+  Confirmation& c = rc.confirmation;
+  REQUIRE(c.ranking.size() == 4);
+  REQUIRE(c.best.has_value());
+  const std::vector<ConfirmEntry> before = c.ranking;
+  const std::vector<Measurement> refs_before = c.references;
+  const double seconds_before = c.seconds;
+  replicate_leaders(m, rc.result, c, refs, 2);
+  CHECK(c.replicated == 2);
+  CHECK(c.rounds == 3);  // rounds of one run
+  CHECK(c.seconds > seconds_before);
+  REQUIRE(c.ranking.size() == 4);
+  REQUIRE(c.best.has_value());
+  CHECK(*c.best == 0);
+  std::size_t doubled = 0;
+  for (const ConfirmEntry& e : c.ranking) {
+    const auto was = std::find_if(before.begin(), before.end(),
+                                  [&](const ConfirmEntry& b) { return b.entry == e.entry; });
+    REQUIRE(was != before.end());
+    CHECK(e.search_rank == was->search_rank);
+    if (e.measurement.status != MeasureStatus::Ok) continue;
+    const std::vector<double>& s = e.measurement.seconds;
+    if (s.size() == 6) {  // a leader: its first run's rounds, then the second run's
+      ++doubled;
+      CHECK(std::equal(was->measurement.seconds.begin(), was->measurement.seconds.end(), s.begin()));
+      std::vector<double> sorted = s;
+      std::sort(sorted.begin(), sorted.end());
+      CHECK(e.measurement.median_s == Approx((sorted[2] + sorted[3]) / 2));
+      CHECK(e.measurement.min_s == sorted.front());
+      CHECK(e.measurement.max_s == sorted.back());
+    } else {
+      CHECK(s == was->measurement.seconds);  // not a leader: untouched
+    }
+  }
+  CHECK(doubled == 2);
+  // Sorted again: the two leaders first (fastest over both runs first), then the other verified
+  // nominee, the abandoned one last.
+  CHECK(c.ranking[0].measurement.seconds.size() == 6);
+  CHECK(c.ranking[1].measurement.seconds.size() == 6);
+  CHECK(c.ranking[0].measurement.median_s <= c.ranking[1].measurement.median_s);
+  CHECK(c.ranking[2].measurement.status == MeasureStatus::Ok);
+  CHECK(c.ranking[2].measurement.seconds.size() == 3);
+  CHECK(c.ranking.back().measurement.status == MeasureStatus::Abandoned);
+  // The references' rounds were extended alike, so the verdict pairs 6 rounds.
+  REQUIRE(c.references.size() == 2);
+  CHECK(c.references[0].seconds.size() == 6);
+  CHECK(c.references[1].seconds.size() == 6);
+  CHECK(std::equal(refs_before[1].seconds.begin(), refs_before[1].seconds.end(),
+                   c.references[1].seconds.begin()));
+  CHECK(judge_gain(c.ranking[0].measurement, c.references[1]).rounds == 6);
 }
 
 TEST_CASE("tuner: disturbed_warning reads the side-by-side runs' software counts") {

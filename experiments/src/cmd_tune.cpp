@@ -70,6 +70,7 @@ struct Options {
   int confirm = 10;
   bool confirm_given = false;  ///< --confirm was on the command line
   int confirm_rounds = 20;
+  int replicate = 3;  ///< --replicate: leaders timed again before a gain counts (0: none)
   /// --measure-first: a model search's nominees are measured one by one (racing), then the best
   /// --confirm side by side, as every other search; default: all of them side by side at once.
   bool measure_first = false;
@@ -396,56 +397,6 @@ struct Measured {
   std::optional<Confirmation> confirmation;
 };
 
-/// Steps 6-7 of tune. A model search's nominees (all, or its best --confirm) and both references
-/// in one side-by-side child: the search's timings are the confirmation's. Every other search:
-/// the candidates one by one (racing, progress on stderr), then its best --confirm and both
-/// references again side by side. `busy` becomes the side-by-side run's own warning. When
-/// --expected-calls says tuning does not pay, nothing is measured (the candidates are cleared).
-Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& candidates,
-                             TuneOptions& to, TuneEntry& csr_schedule, TuneEntry& csr_baseline,
-                             bool references_first, bool not_worth_it,
-                             std::optional<double> csr_s, std::string& busy) {
-  const Options& o = t.o;
-  const std::string kernel(kernel_name(t.kind));
-  Measured m;
-  if (t.side_by_side && !not_worth_it) {
-    const int wanted = static_cast<int>(std::min<std::size_t>(
-        candidates.size(), o.confirm_given ? static_cast<std::size_t>(std::max(1, o.confirm))
-                                           : candidates.size()));
-    if (wanted == 0) return m;
-    const int top = side_by_side_fit(o, t.p, wanted);
-    if (!o.quiet)
-      std::fprintf(stderr, "tune: %s %s search: the model's best %d measured side by side with "
-                           "%s (%d rounds)\n",
-                   kernel.c_str(), t.search.c_str(), top, t.shortcut.c_str(), o.confirm_rounds);
-    RankedConfirmation rc = confirm_ranked(
-        t.measurer, candidates, {csr_schedule.candidate, csr_baseline.candidate},
-        ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
-    m.result = std::move(rc.result);
-    m.confirmation = std::move(rc.confirmation);
-    if (!references_first) {  // the references' only timings: side by side
-      csr_schedule.measurement = m.confirmation->references[0];
-      csr_baseline.measurement = m.confirmation->references[1];
-    }
-    busy = disturbed_warning(*m.confirmation);
-    if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
-    return m;
-  }
-  const std::string db_path = o.db.empty() ? default_results_path() : o.db;
-  if (!o.quiet && !not_worth_it) {
-    std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n", kernel.c_str(),
-                 t.search.c_str(), candidates.size(), db_path.c_str());
-    to.progress = progress_printer(csr_s);
-  }
-  m.result = run_candidates(t.db, t.key, t.measurer, candidates, to);
-  const TuneResult& r = m.result;
-  if (!o.quiet && ::isatty(STDERR_FILENO) != 0 && !r.entries.empty() && !r.complete)
-    std::fprintf(stderr, "\n");
-  if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
-    m.confirmation = confirm_top(o, t.p, t.measurer, r, csr_schedule, csr_baseline, t.shortcut);
-  return m;
-}
-
 /// What tune decided from the search and the side-by-side run.
 struct Decision {
   bool confirmed = false;
@@ -509,6 +460,71 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::str
   return d;
 }
 
+/// Steps 6-7 of tune. A model search's nominees (all, or its best --confirm) and both references
+/// in one side-by-side child: the search's timings are the confirmation's. Every other search:
+/// the candidates one by one (racing, progress on stderr), then its best --confirm and both
+/// references again side by side. `busy` becomes the side-by-side run's own warning. When
+/// --expected-calls says tuning does not pay, nothing is measured (the candidates are cleared).
+/// A gain is replicated (--replicate) before the caller decides on it.
+Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& candidates,
+                             TuneOptions& to, TuneEntry& csr_schedule, TuneEntry& csr_baseline,
+                             bool references_first, bool not_worth_it,
+                             std::optional<double> csr_s, std::string& busy) {
+  const Options& o = t.o;
+  const std::string kernel(kernel_name(t.kind));
+  Measured m;
+  if (t.side_by_side && !not_worth_it) {
+    const int wanted = static_cast<int>(std::min<std::size_t>(
+        candidates.size(), o.confirm_given ? static_cast<std::size_t>(std::max(1, o.confirm))
+                                           : candidates.size()));
+    if (wanted == 0) return m;
+    const int top = side_by_side_fit(o, t.p, wanted);
+    if (!o.quiet)
+      std::fprintf(stderr, "tune: %s %s search: the model's best %d measured side by side with "
+                           "%s (%d rounds)\n",
+                   kernel.c_str(), t.search.c_str(), top, t.shortcut.c_str(), o.confirm_rounds);
+    RankedConfirmation rc = confirm_ranked(
+        t.measurer, candidates, {csr_schedule.candidate, csr_baseline.candidate},
+        ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
+    m.result = std::move(rc.result);
+    m.confirmation = std::move(rc.confirmation);
+    if (!references_first) {  // the references' only timings: side by side
+      csr_schedule.measurement = m.confirmation->references[0];
+      csr_baseline.measurement = m.confirmation->references[1];
+    }
+    busy = disturbed_warning(*m.confirmation);
+    if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
+  } else if (!t.side_by_side) {
+    const std::string db_path = o.db.empty() ? default_results_path() : o.db;
+    if (!o.quiet && !not_worth_it) {
+      std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n", kernel.c_str(),
+                   t.search.c_str(), candidates.size(), db_path.c_str());
+      to.progress = progress_printer(csr_s);
+    }
+    m.result = run_candidates(t.db, t.key, t.measurer, candidates, to);
+    const TuneResult& r = m.result;
+    if (!o.quiet && ::isatty(STDERR_FILENO) != 0 && !r.entries.empty() && !r.complete)
+      std::fprintf(stderr, "\n");
+    if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
+      m.confirmation = confirm_top(o, t.p, t.measurer, r, csr_schedule, csr_baseline, t.shortcut);
+  }
+  // 7b. A gain is timed again before it counts: the leaders and both references in a fresh
+  // side-by-side child, merged into the confirmation (replicate_leaders says why).
+  if (o.replicate > 0 && m.confirmation && m.result.stopped_by != "interrupted" &&
+      decide(m, csr_schedule, t.shortcut, not_worth_it).verdict == "gain") {
+    if (!o.quiet)
+      std::fprintf(stderr, "tune: the best %d and %s again side by side (replication)\n",
+                   o.replicate, t.shortcut.c_str());
+    replicate_leaders(t.measurer, m.result, *m.confirmation,
+                      {csr_schedule.candidate, csr_baseline.candidate}, o.replicate);
+    if (t.side_by_side && !references_first) {
+      csr_schedule.measurement = m.confirmation->references[0];
+      csr_baseline.measurement = m.confirmation->references[1];
+    }
+  }
+  return m;
+}
+
 /// Timings that moved a lot between the search and the side-by-side run mean a loaded or
 /// unstable machine: the warning says so (printed too), so that nobody reads the search's own
 /// timings as speedups. Empty when they agree.
@@ -564,6 +580,7 @@ nlohmann::json confirmation_json(const Measured& m, const Decision& d, bool side
   return {{"top", static_cast<int>(m.confirmation->ranking.size())},
           {"direct", side_by_side},
           {"rounds", m.confirmation->rounds},
+          {"replicated", m.confirmation->replicated},
           {"warmup", warmup},
           {"ranking", ranking},
           {"csr_counters", d.confirm_csr ? d.confirm_csr->counters : nlohmann::json()},
@@ -1004,6 +1021,13 @@ Command make_tune_command() {
             sub.add_option("--confirm-rounds", o->confirm_rounds,
                            "Interleaved timed rounds of the side-by-side measurement")
                 ->check(CLI::Range(1, 1000000))
+                ->capture_default_str();
+            sub.add_option("--replicate", o->replicate,
+                           "When the side-by-side winner beats csr, time its best N and both "
+                           "references again in a fresh side-by-side child and decide on both "
+                           "runs' rounds (a single run of near-tied kernels can hand back a gain "
+                           "that does not exist); 0: decide on the first run")
+                ->check(CLI::Range(0, 1000))
                 ->capture_default_str();
             add_limit_options(sub, o->timeout, o->compile_timeout);
             sub.add_option("--tolerance", o->tolerance, "Max |out - ref| / sum|products| per entry")

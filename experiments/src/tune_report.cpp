@@ -123,6 +123,10 @@ void print_tune_text(const nlohmann::json& j) {
                   direct ? "side by side" : "again", c.at("rounds").get<int>(),
                   static_cast<long long>(first.at("search_rank").get<std::int64_t>()),
                   direct ? "model's order" : "search");
+      if (c.value("replicated", 0) > 0)
+        std::printf("  replicated    the best %d and the references timed again in a fresh "
+                    "side-by-side run; the times above are both runs' (%d rounds)\n",
+                    c.at("replicated").get<int>(), 2 * c.at("rounds").get<int>());
     }
     if (j.at("kernel_source").is_string())
       std::printf("  kernel source %s\n", j.at("kernel_source").get<std::string>().c_str());

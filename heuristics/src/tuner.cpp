@@ -228,6 +228,59 @@ RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidat
   return out;
 }
 
+namespace {
+/// Appends a second run's timed rounds to a measurement (see replicate_leaders).
+void merge_rounds(Measurement& into, const Measurement& again) {
+  if (into.status != MeasureStatus::Ok) return;
+  if (again.status != MeasureStatus::Ok) {
+    into = again;
+    return;
+  }
+  into.seconds.insert(into.seconds.end(), again.seconds.begin(), again.seconds.end());
+  const kernels::TimingStats s = kernels::summarize(into.seconds);
+  into.median_s = s.median;
+  into.min_s = s.min;
+  into.max_s = s.max;
+  into.repeats = static_cast<int>(into.seconds.size());
+}
+}  // namespace
+
+void replicate_leaders(Measurer& measurer, const TuneResult& r, Confirmation& c,
+                       const std::vector<Candidate>& references, int leaders) {
+  WACO_ASSERT(leaders >= 1 && c.rounds >= 1, "replicate_leaders needs leaders >= 1 and rounds");
+  const double t0 = kernels::now_seconds();
+  std::vector<std::size_t> lead;  // positions in c.ranking
+  for (std::size_t k = 0; k < c.ranking.size() && lead.size() < static_cast<std::size_t>(leaders); ++k)
+    if (c.ranking[k].measurement.status == MeasureStatus::Ok) lead.push_back(k);
+  if (lead.empty()) return;
+  Batch batch;  // a leader that is also a reference is measured once
+  std::vector<std::size_t> lead_slot, reference_slot;
+  for (std::size_t k : lead) lead_slot.push_back(batch.add(r.entries[c.ranking[k].entry].candidate));
+  for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
+  CompareOptions co;
+  co.race_factor = 0.0;  // the leaders were fast a moment ago: time every one
+  const std::vector<Measurement> ms = measurer.compare(batch.list, c.rounds, co);
+  for (std::size_t i = 0; i < lead.size(); ++i) merge_rounds(c.ranking[lead[i]].measurement, ms[lead_slot[i]]);
+  for (std::size_t j = 0; j < reference_slot.size() && j < c.references.size(); ++j)
+    merge_rounds(c.references[j], ms[reference_slot[j]]);
+  // The leaders (verified in both runs) first, by their medians over both; then the others as
+  // the first run ranked them: one run's timing must not outrank two.
+  std::vector<char> leader(c.ranking.size(), 0);
+  for (std::size_t k : lead) leader[k] = c.ranking[k].measurement.status == MeasureStatus::Ok;
+  std::vector<ConfirmEntry> leaders_first, others;
+  for (std::size_t k = 0; k < c.ranking.size(); ++k)
+    (leader[k] ? leaders_first : others).push_back(std::move(c.ranking[k]));
+  sort_ranking(leaders_first);
+  sort_ranking(others);
+  c.ranking = std::move(leaders_first);
+  c.ranking.insert(c.ranking.end(), std::make_move_iterator(others.begin()),
+                   std::make_move_iterator(others.end()));
+  c.best.reset();
+  if (c.ranking.front().measurement.status == MeasureStatus::Ok) c.best = 0;
+  c.replicated = static_cast<int>(lead.size());
+  c.seconds += kernels::now_seconds() - t0;
+}
+
 std::string disturbed_warning(const Confirmation& c) {
   std::int64_t runs = 0, retaken = 0, kept = 0;
   const auto add = [&](const Measurement& m) {

@@ -116,7 +116,8 @@ struct Confirmation {
                                          ///< (failed ones last, in search order)
   std::vector<Measurement> references;   ///< one per reference candidate, in order
   std::optional<std::size_t> best;       ///< index into ranking: ranking[0] when it is ok
-  int rounds = 0;
+  int rounds = 0;                        ///< timed rounds of one side-by-side run
+  int replicated = 0;                    ///< leaders timed again (replicate_leaders), 0: none
   double seconds = 0.0;                  ///< wall time of the stage
 };
 
@@ -144,6 +145,19 @@ struct RankedConfirmation {
 RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidate>& ranked,
                                   const std::vector<Candidate>& references,
                                   const ConfirmOptions& opts, double race_factor);
+
+/// Times a confirmation's `leaders` fastest verified nominees and its references again, side by
+/// side in a fresh child (new allocations and thread placement), and merges that run into `c`:
+/// their rounds become both runs' (appended in order, so that judge_gain still pairs round k of
+/// one with round k of another), their medians, minima and maxima are those of both, and the
+/// ranking is sorted again: the leaders by both runs first, the rest after them as they were.
+/// A nominee that fails the second run takes that failure. Why: two
+/// side-by-side runs of 20 rounds of the same 0.7 ms SpMV kernels disagreed by 15% on the order
+/// of two of them (powerlaw50k: one run put chunk 64 7% ahead of csr, three others 2-7% behind
+/// it), so a single run could hand back a "gain" that does not exist. `r` holds the entries
+/// c.ranking indexes. No-op when no nominee is verified.
+void replicate_leaders(Measurer& measurer, const TuneResult& r, Confirmation& c,
+                       const std::vector<Candidate>& references, int leaders);
 
 /// The busy-machine warning of a side-by-side run, from its own timed runs: a run during which
 /// the measuring child was preempted (an involuntary context switch: another process took a
