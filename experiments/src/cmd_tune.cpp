@@ -389,6 +389,7 @@ struct TuneRun {
   std::string shortcut;  ///< the references' name: csr, or csf for tensors
   std::string search;    ///< the search's name, or "list"
   bool side_by_side;     ///< a model search: its nominees are measured side by side at once
+  std::string db_path;   ///< the results database (--db or the default)
 };
 
 /// Steps 6-7 of tune: what was measured, and what the side-by-side run confirmed.
@@ -488,17 +489,12 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
         ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
     m.result = std::move(rc.result);
     m.confirmation = std::move(rc.confirmation);
-    if (!references_first) {  // the references' only timings: side by side
-      csr_schedule.measurement = m.confirmation->references[0];
-      csr_baseline.measurement = m.confirmation->references[1];
-    }
     busy = disturbed_warning(*m.confirmation);
     if (!busy.empty() && !o.quiet) std::fprintf(stderr, "warning: %s\n", busy.c_str());
   } else if (!t.side_by_side) {
-    const std::string db_path = o.db.empty() ? default_results_path() : o.db;
     if (!o.quiet && !not_worth_it) {
       std::fprintf(stderr, "tune: %s %s search, %zu candidates, results in %s\n", kernel.c_str(),
-                   t.search.c_str(), candidates.size(), db_path.c_str());
+                   t.search.c_str(), candidates.size(), t.db_path.c_str());
       to.progress = progress_printer(csr_s);
     }
     m.result = run_candidates(t.db, t.key, t.measurer, candidates, to);
@@ -512,15 +508,17 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
   // side-by-side child, merged into the confirmation (replicate_leaders says why).
   if (o.replicate > 0 && m.confirmation && m.result.stopped_by != "interrupted" &&
       decide(m, csr_schedule, t.shortcut, not_worth_it).verdict == "gain") {
-    if (!o.quiet)
-      std::fprintf(stderr, "tune: the best %d and %s again side by side (replication)\n",
-                   o.replicate, t.shortcut.c_str());
     replicate_leaders(t.measurer, m.result, *m.confirmation,
                       {csr_schedule.candidate, csr_baseline.candidate}, o.replicate);
-    if (t.side_by_side && !references_first) {
-      csr_schedule.measurement = m.confirmation->references[0];
-      csr_baseline.measurement = m.confirmation->references[1];
-    }
+    if (!o.quiet)
+      std::fprintf(stderr, "tune: replicated: the best %d and %s timed again side by side\n",
+                   m.confirmation->replicated, t.shortcut.c_str());
+  }
+  // A model search that did not measure the references first: their only timings are the
+  // side-by-side ones.
+  if (t.side_by_side && !references_first && m.confirmation) {
+    csr_schedule.measurement = m.confirmation->references[0];
+    csr_baseline.measurement = m.confirmation->references[1];
   }
   return m;
 }
@@ -716,8 +714,9 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
       {"verdict", d.verdict},
       {"verdict_detail", verdict_json},
       {"search_best", d.search_best ? entry_json(*d.search_best) : nlohmann::json(nullptr)},
-      {"kernel_source", null_unless(d.best && !d.best->measurement.kernel_source.empty(),
-                                    d.best ? d.best->measurement.kernel_source : "")},
+      {"kernel_source", d.best && !d.best->measurement.kernel_source.empty()
+                            ? nlohmann::json(d.best->measurement.kernel_source)
+                            : nlohmann::json(nullptr)},
       {"csr", entry_json(csr_schedule)},
       {"csr_baseline", entry_json(csr_baseline)},
       {"speedup_over_csr", speedup(csr_schedule, d.confirm_csr)},
@@ -741,7 +740,7 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
       {"from_cache", false},
       {"plan_cache", nullptr},
       {"explain", explanation},
-      {"db", o.db.empty() ? default_results_path() : o.db},
+      {"db", t.db_path},
       {"output", null_unless(!o.output.empty(), o.output)},
       {"context", in.context}};
 }
@@ -845,7 +844,7 @@ int run_tune(const Options& given) {
   std::vector<Candidate>& candidates = choice.candidates;
   const nlohmann::json cache_json = tile_cache_json(o.params, threads);
   const TuneRun run{o, kind, p, measurer, db, key, needs_tensor(kind) ? "csf" : "csr",
-                    choice.search, side_by_side};
+                    choice.search, side_by_side, db_path};
 
   // 5. The references: the csr schedule and the baseline implementation, measured alike.
   // Checked before the search: a busy machine makes every multi-threaded timing wait for

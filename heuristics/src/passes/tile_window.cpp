@@ -50,6 +50,15 @@ constexpr RegisterTile kRegisterTiles[] = {{1, 32}, {1, 64}, {2, 32}, {4, 16}};
 /// `split=j:16 order=i,j1,k,l,j0 format=CCC` at 0.60x csf's time on a uniform 200^3 tensor
 /// where the csf-like kernel took 1.07x (it loads and stores the output row per nonzero).
 constexpr RegisterTile kMttkrpRegisterTiles[] = {{1, 16}, {1, 32}, {1, 64}};
+/// The register tiles tile-window keeps for a kernel (none but SpMM's and MTTKRP's).
+std::vector<RegisterTile> register_tiles(kernels::KernelKind kind) {
+  switch (kind) {
+    case kernels::KernelKind::SpMM: return {std::begin(kRegisterTiles), std::end(kRegisterTiles)};
+    case kernels::KernelKind::MTTKRP:
+      return {std::begin(kMttkrpRegisterTiles), std::end(kMttkrpRegisterTiles)};
+    default: return {};
+  }
+}
 static_assert(4 * 16 <= codegen::kMaxRegisterBlock && 64 <= codegen::kMaxRegisterBlock,
               "register tiles fit a register block");
 
@@ -143,12 +152,7 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
         // SpMM's and MTTKRP's register tiles: their split vectors (s_i and s_j up to their
         // extents, every other variable unsplit).
         std::vector<std::vector<int>> register_splits;
-        const std::vector<RegisterTile> register_tiles =
-            kind == KernelKind::SpMM     ? std::vector<RegisterTile>(std::begin(kRegisterTiles), std::end(kRegisterTiles))
-            : kind == KernelKind::MTTKRP ? std::vector<RegisterTile>(std::begin(kMttkrpRegisterTiles),
-                                                                     std::end(kMttkrpRegisterTiles))
-                                         : std::vector<RegisterTile>();
-        for (const RegisterTile& r : register_tiles) {
+        for (const RegisterTile& r : register_tiles(kind)) {
           if (r.rows > space.extent('i') || r.columns > space.extent('j')) continue;
           std::vector<int> split(spec.vars.size(), 1);
           split[static_cast<std::size_t>(spec.var_index('i'))] = r.rows;
