@@ -790,6 +790,10 @@ int run_tune(const Options& given) {
   // returned without searching (space searches only: a --schedules list is not a decision).
   const MatrixRecord rec = op.matrix ? matrix_record(op.matrix->matrix, o.file)
                                      : matrix_record(op.tensor->tensor, o.file);
+  // The results database opens first: an unusable --db is an error whether or not the tuning
+  // cache holds a decision (the user asked for results there).
+  ResultsDb db(db_path);
+  db.record_matrix(rec);
   std::optional<TuningCache> plan_cache;
   TuningKey tuning_key;
   if (o.schedules.empty() && !o.no_plan_cache) {
@@ -823,9 +827,7 @@ int run_tune(const Options& given) {
   mo.generated = o.generated;
   Measurer measurer(p, ref, mo);
 
-  // 3. The database.
-  ResultsDb db(db_path);
-  db.record_matrix(rec);
+  // 3. The database (opened before the tuning cache is asked: see above).
   const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat};
   const nlohmann::json context = context_json(threads, "none");
 
