@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
@@ -88,6 +90,73 @@ TEST_CASE("train: the shipped default models load and rank, a kernel without one
   const auto n = test::run_cli("predict --kernel sddmm " + example(), "WACO_MODELS_DIR=" + empty);
   CHECK(n.status == 1);
   CHECK(n.err.find("no shipped cost model") != std::string::npos);
+}
+
+namespace {
+/// Runs a shell command; its stdout, and its exit status in `status`.
+std::string shell(const std::string& command, int& status) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int rc = ::pclose(p);
+  status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return out;
+}
+}  // namespace
+
+TEST_CASE("train: waco-hybrid ranks without LibTorch as waco-hybrid-torch does, and hands it training") {
+  const std::string lite = test::cli_binary();
+  const std::string torch = lite + "-torch";
+  int status = 0;
+  // The lite driver does not link LibTorch (its loading costs 0.4 s and 180 MB a process).
+  const std::string libs = shell("ldd " + lite, status);
+  REQUIRE(status == 0);
+  CHECK(libs.find("libtorch") == std::string::npos);
+  CHECK(libs.find("libc10") == std::string::npos);
+  CHECK(shell("ldd " + torch, status).find("libtorch") != std::string::npos);
+
+  // The shipped models (signature encoder) rank the same in both: plain C++ against LibTorch.
+  for (const std::string kernel : {"spmv", "spmm"}) {
+    INFO(kernel);
+    const std::string args = " predict --kernel " + kernel + " --top 0 --json " + example();
+    const auto a = nlohmann::json::parse(shell(lite + args, status)).at("ranked");
+    REQUIRE(status == 0);
+    const auto b = nlohmann::json::parse(shell(torch + args, status)).at("ranked");
+    REQUIRE(status == 0);
+    REQUIRE(a.size() == b.size());
+    REQUIRE(a.size() > 100);
+    std::size_t same_place = 0;
+    double worst = 0.0;
+    std::map<std::string, double> by_schedule;
+    for (const auto& r : b) by_schedule[r.at("schedule").get<std::string>()] = r.at("score");
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const std::string s = a[i].at("schedule");
+      REQUIRE(by_schedule.count(s) == 1);
+      worst = std::max(worst, std::abs(a[i].at("score").get<double>() - by_schedule[s]));
+      same_place += (s == b[i].at("schedule").get<std::string>());
+    }
+    CHECK(worst < 1e-4);
+    // Ties (a static schedule scores as its chunk twin) may order either way; nothing else moves.
+    CHECK(same_place >= a.size() * 9 / 10);
+  }
+
+  // Training needs LibTorch: the lite driver runs the same command as waco-hybrid-torch ...
+  const std::string dir = test::scratch_dir("train-lite");
+  const auto t = test::run_cli("train --kernel spmv --encoder stats --epochs 1 --threads 2 --json -o " +
+                               dir + "/m.model");
+  INFO(t.err);
+  CHECK(t.status == 0);
+  CHECK(fs::exists(dir + "/m.model"));
+  // ... and says what is missing when it is not installed beside it.
+  fs::copy_file(lite, dir + "/waco-hybrid", fs::copy_options::overwrite_existing);
+  const std::string alone = shell(dir + "/waco-hybrid train --kernel spmv -o " + dir +
+                                  "/n.model 2>&1", status);
+  CHECK(status == 1);
+  CHECK(alone.find("training needs LibTorch") != std::string::npos);
+  CHECK(alone.find("waco-hybrid-torch") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/n.model"));
 }
 
 TEST_CASE("train: tune --search model measures the model's best, scored over the admissible set") {

@@ -138,9 +138,7 @@ int run_batch(const Options& o, int threads) {
 }
 
 int run_features(const Options& o) {
-  if (!learned::built_with_torch())
-    throw Error("waco-hybrid features needs WACONet, but waco_learned was built without LibTorch",
-                "install libtorch-dev and rebuild");
+  learned::require_torch("WACONet features");  // the lite build runs waco-hybrid-torch
   const int threads = resolve_threads(o.threads);
   learned::set_threads(threads);
   if (o.files.size() > 1) return run_batch(o, threads);

@@ -47,6 +47,7 @@ std::string command_of(const Options& o, const learned::TrainOptions& t) {
 nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 int train(const Options& o) {
+  learned::require_torch("training");  // the lite build runs waco-hybrid-torch (main.cpp)
   const kernels::KernelKind kind = kernel_from_option(o.kernel);
   if (o.output.empty()) throw Error("train needs -o MODEL", "name the model file to write");
   kernels::check_writable(o.output);

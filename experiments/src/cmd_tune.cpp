@@ -24,6 +24,7 @@
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "model_data.hpp"
+#include "waco/learned/cost_model.hpp"
 #include "searcher.hpp"
 #include "tune_explain.hpp"
 #include "tune_report.hpp"
@@ -775,6 +776,9 @@ int run_tune(const Options& given) {
   const bool side_by_side = model_search && !o.measure_first;
   const KernelKind kind = kernel_from_option(o.kernel);
   const Searcher& searcher = find_searcher(o.search);  // early: a typo fails before any work
+  // Early too: a model that needs LibTorch makes the lite build run waco-hybrid-torch (main.cpp)
+  // before the measurement worker starts.
+  if (model_search) learned::CostModel::check_backend(model_path_or_default(o.model, kind));
   const Pipeline pipeline = parse_pipeline(o.passes);  // early: a typo fails before any work
   const int threads = resolve_threads(o.threads);
   const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);

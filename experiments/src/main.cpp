@@ -1,13 +1,53 @@
 // waco-hybrid: the command-line driver. main() is a dispatch table over the subcommands; it is the
 // only place that catches user errors and turns them into "error: ..." lines and exit codes.
+//
+// Built twice (experiments/CMakeLists.txt): waco-hybrid with the lite learned library, which
+// never loads LibTorch, and waco-hybrid-torch with the LibTorch one. When a command in the lite
+// build needs LibTorch (learned::TorchRequired: training, WACONet), main runs the same command
+// line again as waco-hybrid-torch from the same folder (execv: same process, arguments and
+// streams). Commands that need it throw before they write a result or start a child process.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <vector>
 
 #include "command.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/process.hpp"
+#include "waco/learned/backend.hpp"
 
 namespace {
+
+/// The LibTorch build beside this executable, or "" when there is none.
+std::string torch_companion() {
+  const std::filesystem::path c =
+      std::filesystem::path(waco::kernels::self_executable()).parent_path() / "waco-hybrid-torch";
+  return ::access(c.c_str(), X_OK) == 0 ? c.string() : std::string();
+}
+
+/// Runs argv again as waco-hybrid-torch; returns only when that is impossible (the error printed).
+int run_with_torch(char** argv, const waco::learned::TorchRequired& why) {
+  // (The LibTorch build never throws it; if it did, running itself again would loop.)
+  const std::string companion = waco::learned::built_with_torch() ? "" : torch_companion();
+  if (!companion.empty()) {
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    ::execv(companion.c_str(), argv);
+    std::cerr << "error: " << why.what() << "; running " << companion
+              << " failed: " << std::strerror(errno) << "\n";
+    return waco::cli::kExitFailure;
+  }
+  std::cerr << "error: " << why.what()
+            << " (hint: this installation has no waco-hybrid-torch beside waco-hybrid; build "
+               "with libtorch-dev installed, scripts/setup.sh does)\n";
+  return waco::cli::kExitFailure;
+}
 
 /// A usage error as one line, as every other error (CLI11's own message has no "error:" prefix
 /// and adds the whole usage text), naming the --help to read; exit code 2.
@@ -78,6 +118,8 @@ int main(int argc, char** argv) {
 
   try {
     return action ? action() : kExitUsage;
+  } catch (const waco::learned::TorchRequired& e) {
+    return run_with_torch(argv, e);
   } catch (const CLI::ParseError& e) {  // a combination of options a command refused
     return usage_error(app, e);
   } catch (const waco::kernels::Error& e) {

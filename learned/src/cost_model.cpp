@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "cost_model_internal.hpp"
 #include "tensor_file.hpp"
 #include "waconet.hpp"
 #include "waco/codegen/schedule_encoding.hpp"
@@ -26,21 +27,6 @@ using kernels::Error;
 
 // ---------------------------------------------------------------------------------------------
 // Names and configuration.
-
-namespace {
-
-constexpr char kMagic[8] = {'W', 'A', 'C', 'O', 'C', 'O', 'S', 'T'};
-
-bool uses_features(EncoderKind e) { return e != EncoderKind::WacoNet; }
-bool uses_waconet(EncoderKind e) {
-  return e == EncoderKind::WacoNet || e == EncoderKind::SignatureWacoNet;
-}
-FeatureSet feature_set(EncoderKind e) {
-  return e == EncoderKind::Stats ? FeatureSet::Stats : FeatureSet::Signature;
-}
-int dims_of(kernels::KernelKind k) { return kernels::needs_tensor(k) ? 3 : 2; }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Inputs.
@@ -167,30 +153,9 @@ struct EncodedSchedules {
 
 EncodedSchedules encode_schedules(kernels::KernelKind kind,
                                   const std::vector<codegen::SuperSchedule>& schedules) {
-  const auto F = static_cast<std::int64_t>(codegen::categorical_cardinalities(kind).size());
-  const auto S = static_cast<std::int64_t>(2 * codegen::kernel_spec(kind).vars.size());
-  const auto N = static_cast<std::int64_t>(schedules.size());
-  std::vector<std::int64_t> fields;
-  std::vector<float> order;
-  fields.reserve(static_cast<std::size_t>(N * F));
-  order.reserve(static_cast<std::size_t>(N * S * S));
-  for (const auto& s : schedules) {
-    if (s.kind != kind)
-      throw Error("a " + std::string(kernels::kernel_name(s.kind)) + " schedule given to a " +
-                      std::string(kernels::kernel_name(kind)) + " cost model",
-                  "use the model of the schedule's kernel");
-    // The encoding has no static scheduling, nor the training data: a static schedule is seen
-    // as its dynamic twin with the largest chunk (the closest dispatch), so that a search scores
-    // both alike and measurement decides between them.
-    codegen::SuperSchedule seen = s;
-    if (seen.chunk == codegen::kStaticChunk) seen.chunk = codegen::kMaxChunk;
-    const codegen::ScheduleCode c = codegen::encode(seen);
-    for (int v : codegen::categorical_fields(c)) fields.push_back(v);
-    const std::vector<float> m = codegen::order_matrix(c);
-    order.insert(order.end(), m.begin(), m.end());
-  }
-  return {torch::tensor(fields, torch::kLong).reshape({N, F}),
-          torch::tensor(order).reshape({N, S * S})};
+  const ScheduleInputs in = schedule_inputs(kind, schedules);
+  return {torch::tensor(in.field_values, torch::kLong).reshape({in.count, in.fields}),
+          torch::tensor(in.order).reshape({in.count, in.order_size})};
 }
 
 /// Pair mask [N, N]: entry (i, j) = 1 when i is known faster than j.
@@ -282,36 +247,17 @@ std::int64_t CostModel::parameter_count() const {
 }
 
 void CostModel::save(const std::string& path) const {
-  write_tensor_file(path, kMagic, kCostModelFormatVersion, impl_->header().dump(),
+  write_tensor_file(path, kCostModelMagic, kCostModelFormatVersion, impl_->header().dump(),
                     module_tensors(*impl_->net));
 }
 
 CostModel CostModel::load(const std::string& path, std::optional<kernels::KernelKind> expect_kind,
                           std::optional<EncoderKind> expect_encoder) {
-  TensorFileReader r(path, kMagic, kCostModelFormatVersion, "cost model");
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(r.header());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": corrupt cost model header: " + e.what(), "write the model again");
-  }
-  const int enc = h.value("schedule_encoding_version", -1);
-  if (enc != codegen::kScheduleEncodingVersion)
-    throw Error(path + ": the model reads schedule encoding version " + std::to_string(enc) +
-                    ", this build writes version " + std::to_string(codegen::kScheduleEncodingVersion),
-                "train the model again with this version (waco-hybrid train)");
-  const CostModelConfig config = CostModelConfig::from_json(h.at("config"));
-  if (expect_kind && *expect_kind != config.kind)
-    throw Error(path + ": a cost model for " + std::string(kernels::kernel_name(config.kind)) +
-                    ", not " + std::string(kernels::kernel_name(*expect_kind)),
-                "pass the model trained for this kernel");
-  if (expect_encoder && *expect_encoder != config.encoder)
-    throw Error(path + ": a cost model with the " + encoder_name(config.encoder) +
-                    " encoder, not " + encoder_name(*expect_encoder),
-                "pass a model trained with the requested encoder, or do not ask for one");
-  CostModel m = create(config);
-  m.impl_->record = h.value("record", nlohmann::json::object());
-  r.read_into(m.impl_->tensors());
+  TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");
+  ModelHeader h = parse_model_header(path, r.header(), expect_kind, expect_encoder);
+  CostModel m = create(h.config);
+  m.impl_->record = std::move(h.record);
+  read_into(r, m.impl_->tensors());
   return m;
 }
 
@@ -321,9 +267,7 @@ namespace {
 template <typename Operand, typename Features>
 ModelInput prepare_operand(const CostModelConfig& c, const CostNet& net, const Operand& op,
                            bool tensor, Features features) {
-  if (kernels::needs_tensor(c.kind) != tensor)
-    throw Error("a " + std::string(kernels::kernel_name(c.kind)) + " cost model needs " +
-                (tensor ? "a matrix, not a tensor" : "a 3-D tensor, not a matrix"));
+  check_operand(c, tensor);
   const double t0 = kernels::now_seconds();
   auto in = std::make_shared<ModelInput::Impl>();
   if (uses_features(c.encoder)) in->features = features(feature_set(c.encoder), op, 0);
@@ -392,18 +336,6 @@ std::vector<float> CostModel::node_vectors(
   const torch::Tensor& W1 = impl_->net->head1->weight;
   const torch::Tensor u = torch::matmul(torch::relu(s), W1.narrow(1, w, w).t()).contiguous();
   return std::vector<float>(u.data_ptr<float>(), u.data_ptr<float>() + u.numel());
-}
-
-double CostModel::loss(const std::vector<RankingExample>& examples, double margin,
-                       double min_gap) const {
-  double sum = 0.0;
-  int n = 0;
-  for (const auto& ex : examples) {
-    const std::vector<double> s = scores(ex.input, ex.schedules);
-    sum += pairwise_hinge(s, ex.seconds, ex.lower_bound, margin, min_gap);
-    ++n;
-  }
-  return n ? sum / n : 0.0;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,8 +1,13 @@
-// The torch-free part of cost_model.hpp: encoder names, the configuration's JSON form and the
-// reference pairwise hinge loss (built with and without LibTorch).
+// The torch-free part of cost_model.hpp, built with and without LibTorch: encoder names, the
+// configuration's JSON form, the reference pairwise hinge loss, and the pieces both
+// implementations share (cost_model_internal.hpp).
 #include <algorithm>
 
+#include "cost_model_internal.hpp"
+#include "tensor_reader.hpp"
+#include "waco/codegen/schedule_encoding.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/learned/backend.hpp"
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/ranking_metrics.hpp"
 
@@ -90,6 +95,100 @@ double pairwise_hinge(const std::vector<double>& scores, const std::vector<doubl
         ++pairs;
       }
   return pairs ? sum / static_cast<double>(pairs) : 0.0;
+}
+
+double CostModel::loss(const std::vector<RankingExample>& examples, double margin,
+                       double min_gap) const {
+  double sum = 0.0;
+  int n = 0;
+  for (const auto& ex : examples) {
+    const std::vector<double> s = scores(ex.input, ex.schedules);
+    sum += pairwise_hinge(s, ex.seconds, ex.lower_bound, margin, min_gap);
+    ++n;
+  }
+  return n ? sum / n : 0.0;
+}
+
+ScheduleInputs schedule_inputs(kernels::KernelKind kind,
+                               const std::vector<codegen::SuperSchedule>& schedules) {
+  ScheduleInputs in;
+  in.count = static_cast<std::int64_t>(schedules.size());
+  in.fields = static_cast<std::int64_t>(codegen::categorical_cardinalities(kind).size());
+  const auto slots = static_cast<std::int64_t>(2 * codegen::kernel_spec(kind).vars.size());
+  in.order_size = slots * slots;
+  in.field_values.reserve(static_cast<std::size_t>(in.count * in.fields));
+  in.order.reserve(static_cast<std::size_t>(in.count * in.order_size));
+  for (const auto& s : schedules) {
+    if (s.kind != kind)
+      throw Error("a " + std::string(kernels::kernel_name(s.kind)) + " schedule given to a " +
+                      std::string(kernels::kernel_name(kind)) + " cost model",
+                  "use the model of the schedule's kernel");
+    // The encoding has no static scheduling, nor the training data: a static schedule is seen
+    // as its dynamic twin with the largest chunk (the closest dispatch), so that a search scores
+    // both alike and measurement decides between them.
+    codegen::SuperSchedule seen = s;
+    if (seen.chunk == codegen::kStaticChunk) seen.chunk = codegen::kMaxChunk;
+    const codegen::ScheduleCode c = codegen::encode(seen);
+    for (int v : codegen::categorical_fields(c)) in.field_values.push_back(v);
+    const std::vector<float> m = codegen::order_matrix(c);
+    in.order.insert(in.order.end(), m.begin(), m.end());
+  }
+  return in;
+}
+
+ModelHeader parse_model_header(const std::string& path, const std::string& header_text,
+                               std::optional<kernels::KernelKind> expect_kind,
+                               std::optional<EncoderKind> expect_encoder) {
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(header_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": corrupt cost model header: " + e.what(), "write the model again");
+  }
+  const int enc = h.value("schedule_encoding_version", -1);
+  if (enc != codegen::kScheduleEncodingVersion)
+    throw Error(path + ": the model reads schedule encoding version " + std::to_string(enc) +
+                    ", this build writes version " + std::to_string(codegen::kScheduleEncodingVersion),
+                "train the model again with this version (waco-hybrid train)");
+  if (!h.is_object() || !h.contains("config"))
+    throw Error(path + ": corrupt cost model header (no configuration)", "write the model again");
+  ModelHeader out{CostModelConfig::from_json(h.at("config")),
+                  h.value("record", nlohmann::json::object())};
+  const CostModelConfig& config = out.config;
+  if (expect_kind && *expect_kind != config.kind)
+    throw Error(path + ": a cost model for " + std::string(kernels::kernel_name(config.kind)) +
+                    ", not " + std::string(kernels::kernel_name(*expect_kind)),
+                "pass the model trained for this kernel");
+  if (expect_encoder && *expect_encoder != config.encoder)
+    throw Error(path + ": a cost model with the " + encoder_name(config.encoder) +
+                    " encoder, not " + encoder_name(*expect_encoder),
+                "pass a model trained with the requested encoder, or do not ask for one");
+  return out;
+}
+
+void require_torch(const std::string& what) {
+  if (!built_with_torch())
+    throw TorchRequired(what + " needs LibTorch, which this build of waco_learned runs without",
+                        "run waco-hybrid-torch, the LibTorch build installed beside waco-hybrid");
+}
+
+void CostModel::check_backend(const std::string& path) {
+  if (built_with_torch()) return;
+  std::optional<ModelHeader> h;
+  try {
+    TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");
+    h = parse_model_header(path, r.header(), std::nullopt, std::nullopt);
+  } catch (const Error&) {
+    return;  // load() reports it
+  }
+  if (uses_waconet(h->config.encoder))
+    require_torch("the cost model " + path + " (" + encoder_name(h->config.encoder) + " encoder)");
+}
+
+void check_operand(const CostModelConfig& c, bool tensor) {
+  if (kernels::needs_tensor(c.kind) != tensor)
+    throw Error("a " + std::string(kernels::kernel_name(c.kind)) + " cost model needs " +
+                (tensor ? "a matrix, not a tensor" : "a 3-D tensor, not a matrix"));
 }
 
 }  // namespace waco::learned

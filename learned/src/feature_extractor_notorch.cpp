@@ -1,6 +1,6 @@
-// The FeatureExtractor API of a waco_learned built without LibTorch: every entry point throws
-// kernels::Error saying so, and built_with_torch() is false, so callers can say why WACONet is
-// unavailable instead of failing to link.
+// The FeatureExtractor API of the lite waco_learned (backend.hpp): every entry point throws
+// TorchRequired, and built_with_torch() is false, so callers can run the LibTorch build or say
+// why WACONet is unavailable instead of failing to link.
 #include "waco/kernels/error.hpp"
 #include "waco/learned/feature_extractor.hpp"
 
@@ -8,8 +8,8 @@ namespace waco::learned {
 namespace {
 
 [[noreturn]] void no_torch() {
-  throw kernels::Error("WACONet is unavailable: waco_learned was built without LibTorch",
-                       "install libtorch-dev and reconfigure (cmake reports 'LibTorch found')");
+  require_torch("WACONet");
+  throw kernels::InternalError("require_torch returned in the lite build");
 }
 
 }  // namespace

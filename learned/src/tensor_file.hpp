@@ -17,6 +17,8 @@
 
 #include <torch/torch.h>
 
+#include "tensor_reader.hpp"
+
 namespace waco::learned {
 
 /// Writes the file atomically. `what` names the kind of file in messages ("WACONet weights").
@@ -27,24 +29,8 @@ void write_tensor_file(const std::string& path, const char (&magic)[8], std::uin
 /// Every parameter and buffer of a module, by name (the tensors a weights file holds).
 std::vector<std::pair<std::string, torch::Tensor>> module_tensors(const torch::nn::Module& m);
 
-/// Reads a file written by write_tensor_file: the constructor reads and checks the magic and the
-/// version, and reads the header; read_into() then fills the tensors.
-class TensorFileReader {
- public:
-  /// `what`: the kind of file, for messages ("WACONet weights", "cost model").
-  TensorFileReader(const std::string& path, const char (&magic)[8], std::uint32_t version,
-                   std::string what);
-  const std::string& header() const { return header_; }
-  /// Reads every tensor into the tensor of the same name in `want` (copy_, no grad): the file
-  /// must hold exactly these names with these shapes, then the end marker.
-  void read_into(std::map<std::string, torch::Tensor> want);
-
- private:
-  void bytes(void* dst, std::size_t n, const char* what);
-  std::uint32_t u32(const char* what);
-  std::string str(const char* what, std::uint32_t max_len);
-  std::string path_, what_, header_;
-  std::ifstream in_;
-};
+/// Fills `want` from the reader's tensors (copy_, no grad): the file must hold exactly these
+/// names with these shapes (kernels::Error naming the file otherwise).
+void read_into(TensorFileReader& reader, std::map<std::string, torch::Tensor> want);
 
 }  // namespace waco::learned

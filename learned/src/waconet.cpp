@@ -371,7 +371,7 @@ FeatureExtractor FeatureExtractor::load(const std::string& path, const WacoNetPa
   FeatureExtractor fx = create(file_params, 1);
   std::map<std::string, torch::Tensor> want;
   for (auto& [name, t] : module_tensors(*fx.impl_->net)) want[name] = t;
-  r.read_into(std::move(want));
+  read_into(r, std::move(want));
   return fx;
 }
 

@@ -17,6 +17,11 @@
 // Model file: tensor_file layout, magic "WACOCOST", a JSON header with the configuration, the
 // schedule encoding version, the feature standardization and the training record (data hash,
 // commands, history). load() refuses a file for another kernel, encoder or encoding version.
+//
+// Two implementations (backend.hpp): the LibTorch network (learned/src/cost_model.cpp: every
+// encoder, training) and plain inference without LibTorch (cost_model_plain.cpp, the lite build:
+// load, prepare, scores, head_tail, query_vector and node_vectors of the stats and signature
+// encoders; the rest throws TorchRequired).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,7 @@
 
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/sparse.hpp"
+#include "waco/learned/backend.hpp"
 
 namespace waco::learned {
 
@@ -143,6 +149,10 @@ class CostModel {
   static CostModel load(const std::string& path,
                         std::optional<kernels::KernelKind> expect_kind = std::nullopt,
                         std::optional<EncoderKind> expect_encoder = std::nullopt);
+  /// In the lite build (backend.hpp): throws TorchRequired when the model at `path` needs
+  /// LibTorch (a WACONet encoder), before any work that load() would come after. Does nothing
+  /// in the LibTorch build, or for a file load() would refuse anyway (load() says why).
+  static void check_backend(const std::string& path);
   /// Writes the model file atomically (a kill never leaves a torn file).
   void save(const std::string& path) const;
 

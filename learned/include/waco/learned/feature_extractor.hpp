@@ -16,12 +16,11 @@
 #include <vector>
 
 #include "waco/kernels/sparse.hpp"
+#include "waco/learned/backend.hpp"
 #include "waco/learned/waconet_params.hpp"
 
 namespace waco::learned {
 
-/// True when this build of waco_learned has the LibTorch implementation.
-bool built_with_torch();
 
 /// Sets the intra-op thread count of LibTorch and of the sparse convolution kernels (which use
 /// the same count). t <= 0 means "all available cores". Process-wide.

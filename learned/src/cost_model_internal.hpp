@@ -1,0 +1,57 @@
+// Pieces of the cost model shared by its two implementations (internal, torch-free): the LibTorch
+// network (cost_model.cpp, which trains) and plain inference (cost_model_plain.cpp, the
+// torch-free waco-hybrid's). Both must read a model file and a schedule alike.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/learned/cost_model.hpp"
+#include "waco/learned/matrix_features.hpp"
+
+namespace waco::learned {
+
+inline constexpr char kCostModelMagic[8] = {'W', 'A', 'C', 'O', 'C', 'O', 'S', 'T'};
+
+inline bool uses_features(EncoderKind e) { return e != EncoderKind::WacoNet; }
+inline bool uses_waconet(EncoderKind e) {
+  return e == EncoderKind::WacoNet || e == EncoderKind::SignatureWacoNet;
+}
+inline FeatureSet feature_set(EncoderKind e) {
+  return e == EncoderKind::Stats ? FeatureSet::Stats : FeatureSet::Signature;
+}
+inline int dims_of(kernels::KernelKind k) { return kernels::needs_tensor(k) ? 3 : 2; }
+
+/// Schedules as the schedule embedder reads them: per schedule F categorical field values and
+/// the flattened S x S loop-order permutation matrix.
+struct ScheduleInputs {
+  std::int64_t count = 0;       ///< N
+  std::int64_t fields = 0;      ///< F
+  std::int64_t order_size = 0;  ///< S * S
+  std::vector<std::int64_t> field_values;  ///< [N x F]
+  std::vector<float> order;                ///< [N x S*S]
+};
+/// Throws kernels::Error for a schedule of another kernel. A static schedule is read as its
+/// dynamic twin with the largest chunk (the encoding has no static scheduling).
+ScheduleInputs schedule_inputs(kernels::KernelKind kind,
+                               const std::vector<codegen::SuperSchedule>& schedules);
+
+/// The checked header of a model file: the configuration and the training record. Refuses
+/// another schedule encoding version, another kernel or encoder than expected.
+struct ModelHeader {
+  CostModelConfig config;
+  nlohmann::json record;
+};
+ModelHeader parse_model_header(const std::string& path, const std::string& header_text,
+                               std::optional<kernels::KernelKind> expect_kind,
+                               std::optional<EncoderKind> expect_encoder);
+
+/// Throws kernels::Error when a model of `config` cannot read an operand of this rank.
+void check_operand(const CostModelConfig& config, bool tensor);
+
+}  // namespace waco::learned

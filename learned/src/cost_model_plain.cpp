@@ -1,0 +1,275 @@
+// cost_model.hpp in the lite build (backend.hpp): inference of models whose matrix encoder reads
+// feature vectors (stats, signature) in plain C++ with Eigen, so that `waco-hybrid` ranks
+// schedules without loading LibTorch. It computes what cost_model.cpp's network computes, layer
+// for layer, from the same model file (the CLI test compares the two builds' scores):
+//   matrix   m = feat2 relu(feat1 ((x - mean) / std))
+//   schedule s = mlp2 relu(mlp1 relu([table_0[f_0] .. table_F-1[f_F-1], order P]))
+//   score      = head3 relu(head2 relu(head1 relu([m, s])))
+// Creating, training and saving a model, and the WACONet encoders, throw TorchRequired.
+#include <Eigen/Core>
+#include <map>
+
+#include "cost_model_internal.hpp"
+#include "tensor_reader.hpp"
+#include "waco/codegen/schedule_encoding.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
+#include "waco/learned/cost_model.hpp"
+
+namespace waco::learned {
+
+using kernels::Error;
+
+namespace {
+
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Vector = Eigen::VectorXf;
+
+/// A linear layer as torch::nn::Linear stores it: weight [out x in], bias [out].
+struct Linear {
+  Matrix weight;
+  Vector bias;
+  /// Rows of x [N x in] -> [N x out].
+  Matrix operator()(const Matrix& x) const {
+    Matrix y = x * weight.transpose();
+    y.rowwise() += bias.transpose();
+    return y;
+  }
+};
+
+Matrix relu(const Matrix& x) { return x.cwiseMax(0.0f); }
+
+/// The model file's tensors by name; take() checks each one's shape and removes it, so that
+/// what is left at the end was not expected.
+class Tensors {
+ public:
+  Tensors(const std::string& path, std::vector<TensorFileReader::Tensor> all) : path_(path) {
+    for (auto& t : all) by_name_[t.name] = std::move(t);
+  }
+  Matrix matrix(const std::string& name, std::int64_t rows, std::int64_t cols) {
+    const std::vector<float> d = take(name, {rows, cols});
+    return Eigen::Map<const Matrix>(d.data(), rows, cols);
+  }
+  Vector vector(const std::string& name, std::int64_t n) {
+    const std::vector<float> d = take(name, {n});
+    return Eigen::Map<const Vector>(d.data(), n);
+  }
+  Linear linear(const std::string& name, std::int64_t in, std::int64_t out) {
+    return {matrix(name + ".weight", out, in), vector(name + ".bias", out)};
+  }
+  void check_all_read() const {
+    if (!by_name_.empty())
+      throw Error(path_ + ": unexpected tensor '" + by_name_.begin()->first + "'",
+                  "the file is corrupt or was written by another version");
+  }
+
+ private:
+  std::vector<float> take(const std::string& name, const std::vector<std::int64_t>& sizes) {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end())
+      throw Error(path_ + ": has no tensor '" + name + "'",
+                  "the file is corrupt or was written by another version");
+    if (it->second.sizes != sizes)
+      throw Error(path_ + ": tensor '" + name + "' has the wrong shape for the architecture",
+                  "the file is corrupt or was written by another version");
+    std::vector<float> d = std::move(it->second.data);
+    by_name_.erase(it);
+    return d;
+  }
+  std::string path_;
+  std::map<std::string, TensorFileReader::Tensor> by_name_;
+};
+
+}  // namespace
+
+struct ModelInput::Impl {
+  std::vector<float> features;  ///< raw (unstandardized)
+  double seconds = 0.0;
+};
+
+const ModelInput::Impl& ModelInput::impl() const {
+  if (!impl_) throw Error("empty model input", "prepare the matrix with CostModel::prepare");
+  return *impl_;
+}
+double ModelInput::prepare_seconds() const { return impl().seconds; }
+
+struct CostModel::Impl {
+  CostModelConfig config;
+  nlohmann::json record = nlohmann::json::object();
+  std::int64_t parameters = 0;
+  Vector feat_mean, feat_std;
+  Linear feat1, feat2;
+  std::vector<Matrix> tables;  ///< per categorical field: [cardinality x table width]
+  Linear order, mlp1, mlp2;
+  Linear head1, head2, head3;
+
+  /// The matrix embedding [1 x width].
+  Matrix matrix_embedding(const ModelInput& input) const {
+    const std::vector<float>& raw = input.impl().features;
+    if (static_cast<std::int64_t>(raw.size()) != feat_mean.size())
+      throw Error("model input has " + std::to_string(raw.size()) + " features, the model reads " +
+                      std::to_string(feat_mean.size()),
+                  "prepare the matrix with the same model");
+    Matrix x = Eigen::Map<const Matrix>(raw.data(), 1, static_cast<Eigen::Index>(raw.size()));
+    x = ((x.transpose() - feat_mean).cwiseQuotient(feat_std)).transpose();
+    return feat2(relu(feat1(x)));
+  }
+
+  /// The schedule embeddings [N x width].
+  Matrix schedule_embeddings(const std::vector<codegen::SuperSchedule>& schedules) const {
+    const ScheduleInputs in = schedule_inputs(config.kind, schedules);
+    const auto tw = static_cast<Eigen::Index>(config.table_width);
+    const auto f_count = static_cast<Eigen::Index>(in.fields);
+    const Matrix order_m = Eigen::Map<const Matrix>(in.order.data(), in.count, in.order_size);
+    Matrix x(in.count, (f_count + 1) * tw);
+    for (Eigen::Index n = 0; n < in.count; ++n)
+      for (Eigen::Index f = 0; f < f_count; ++f) {
+        const std::int64_t v = in.field_values[static_cast<std::size_t>(n * f_count + f)];
+        const Matrix& table = tables[static_cast<std::size_t>(f)];
+        if (v < 0 || v >= table.rows())
+          throw kernels::InternalError("schedule field " + std::to_string(f) + " value " +
+                                       std::to_string(v) + " outside its lookup table");
+        x.block(n, f * tw, 1, tw) = table.row(static_cast<Eigen::Index>(v));
+      }
+    x.rightCols(tw) = order(order_m);
+    return mlp2(relu(mlp1(relu(x))));
+  }
+
+  Eigen::Index width() const { return config.width; }
+  /// head1's matrix and schedule halves.
+  auto head1_matrix() const { return head1.weight.leftCols(width()); }
+  auto head1_schedule() const { return head1.weight.rightCols(width()); }
+};
+
+CostModel::CostModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CostModel::CostModel(CostModel&&) noexcept = default;
+CostModel& CostModel::operator=(CostModel&&) noexcept = default;
+CostModel::~CostModel() = default;
+
+CostModel CostModel::create(const CostModelConfig&) {
+  require_torch("creating a cost model");
+  throw kernels::InternalError("require_torch returned in the lite build");
+}
+
+void CostModel::save(const std::string&) const {
+  require_torch("writing a cost model");
+}
+
+TrainSummary CostModel::train(const std::vector<RankingExample>&, const std::vector<RankingExample>&,
+                              const TrainOptions&, const std::function<void(const EpochReport&)>&) {
+  require_torch("training");
+  throw kernels::InternalError("require_torch returned in the lite build");
+}
+
+CostModel CostModel::load(const std::string& path, std::optional<kernels::KernelKind> expect_kind,
+                          std::optional<EncoderKind> expect_encoder) {
+  TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");
+  ModelHeader h = parse_model_header(path, r.header(), expect_kind, expect_encoder);
+  const CostModelConfig& c = h.config;
+  if (uses_waconet(c.encoder))
+    require_torch("the cost model " + path + " (" + encoder_name(c.encoder) + " encoder)");
+  if (c.width < 1 || c.width > 4096 || c.table_width < 1 || c.table_width > 1024)
+    throw Error(path + ": cost model widths out of range", "the file is corrupt");
+
+  auto impl = std::make_unique<Impl>();
+  impl->config = c;
+  impl->record = std::move(h.record);
+  Tensors t(path, r.read_all());
+  const std::int64_t w = c.width;
+  const std::int64_t tw = c.table_width;
+  const std::int64_t n = feature_count(feature_set(c.encoder), dims_of(c.kind));
+  impl->feat1 = t.linear("feat1", n, w);
+  impl->feat2 = t.linear("feat2", w, w);
+  impl->feat_mean = t.vector("feat_mean", n);
+  impl->feat_std = t.vector("feat_std", n);
+  const std::vector<int> cards = codegen::categorical_cardinalities(c.kind);
+  for (std::size_t f = 0; f < cards.size(); ++f)
+    impl->tables.push_back(t.matrix("schedule.table" + std::to_string(f) + ".weight", cards[f], tw));
+  const auto slots = static_cast<std::int64_t>(2 * codegen::kernel_spec(c.kind).vars.size());
+  impl->order = t.linear("schedule.order", slots * slots, tw);
+  impl->mlp1 = t.linear("schedule.mlp1", static_cast<std::int64_t>(cards.size() + 1) * tw, w);
+  impl->mlp2 = t.linear("schedule.mlp2", w, w);
+  impl->head1 = t.linear("head1", 2 * w, 128);
+  impl->head2 = t.linear("head2", 128, 64);
+  impl->head3 = t.linear("head3", 64, 1);
+  t.check_all_read();
+
+  std::int64_t p = 0;  // parameters, as LibTorch counts them (not the standardization buffers)
+  for (const Linear* l : {&impl->feat1, &impl->feat2, &impl->order, &impl->mlp1, &impl->mlp2,
+                          &impl->head1, &impl->head2, &impl->head3})
+    p += l->weight.size() + l->bias.size();
+  for (const Matrix& m : impl->tables) p += m.size();
+  impl->parameters = p;
+  return CostModel(std::move(impl));
+}
+
+const CostModelConfig& CostModel::config() const { return impl_->config; }
+nlohmann::json& CostModel::record() { return impl_->record; }
+const nlohmann::json& CostModel::record() const { return impl_->record; }
+std::int64_t CostModel::parameter_count() const { return impl_->parameters; }
+
+namespace {
+
+template <typename Operand, typename Features>
+ModelInput prepare_features(const CostModelConfig& c, const Operand& op, bool tensor,
+                            Features features) {
+  check_operand(c, tensor);
+  const double t0 = kernels::now_seconds();
+  auto in = std::make_shared<ModelInput::Impl>();
+  in->features = features(feature_set(c.encoder), op, 0);
+  in->seconds = kernels::now_seconds() - t0;
+  return ModelInput(in);
+}
+
+std::vector<float> floats(const Matrix& m) { return {m.data(), m.data() + m.size()}; }
+
+}  // namespace
+
+ModelInput CostModel::prepare(const kernels::CooMatrix& a) const {
+  return prepare_features(impl_->config, a, false, matrix_features);
+}
+
+ModelInput CostModel::prepare(const kernels::CooTensor& t) const {
+  return prepare_features(impl_->config, t, true, tensor_features);
+}
+
+std::vector<double> CostModel::scores(const ModelInput& input,
+                                      const std::vector<codegen::SuperSchedule>& schedules) const {
+  if (schedules.empty()) return {};
+  const Impl& m = *impl_;
+  const Matrix s = m.schedule_embeddings(schedules);
+  Matrix x(s.rows(), 2 * m.width());
+  x.leftCols(m.width()).rowwise() = m.matrix_embedding(input).row(0);
+  x.rightCols(m.width()) = s;
+  const Matrix out = m.head3(relu(m.head2(relu(m.head1(relu(x))))));
+  return std::vector<double>(out.data(), out.data() + out.size());
+}
+
+HeadTail CostModel::head_tail() const {
+  const Impl& m = *impl_;
+  HeadTail h;
+  h.width = static_cast<int>(m.head2.weight.cols());
+  h.hidden = static_cast<int>(m.head2.weight.rows());
+  h.w2 = floats(m.head2.weight);
+  h.b2 = std::vector<float>(m.head2.bias.data(), m.head2.bias.data() + m.head2.bias.size());
+  h.w3 = floats(m.head3.weight);
+  h.b3 = m.head3.bias(0);
+  return h;
+}
+
+std::vector<float> CostModel::query_vector(const ModelInput& input) const {
+  const Impl& m = *impl_;
+  const Matrix e = relu(m.matrix_embedding(input));
+  const Vector q = m.head1_matrix() * e.row(0).transpose() + m.head1.bias;
+  return {q.data(), q.data() + q.size()};
+}
+
+std::vector<float> CostModel::node_vectors(
+    const std::vector<codegen::SuperSchedule>& schedules) const {
+  if (schedules.empty()) return {};
+  const Impl& m = *impl_;
+  const Matrix u = relu(m.schedule_embeddings(schedules)) * m.head1_schedule().transpose();
+  return floats(u);
+}
+
+}  // namespace waco::learned

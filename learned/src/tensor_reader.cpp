@@ -1,0 +1,86 @@
+#include "tensor_reader.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "waco/kernels/error.hpp"
+
+namespace waco::learned {
+
+using kernels::Error;
+
+TensorFileReader::TensorFileReader(const std::string& path, const char (&magic)[8],
+                                   std::uint32_t version, std::string what)
+    : path_(path), what_(std::move(what)), in_(path, std::ios::binary) {
+  if (!in_)
+    throw Error("cannot open " + what_ + " file '" + path + "'",
+                "check the path; the file is written by waco-hybrid");
+  char m[8];
+  in_.read(m, 8);
+  if (in_.gcount() != 8 || std::memcmp(m, magic, 8) != 0)
+    throw Error(path + ": not a " + what_ + " file (bad magic bytes)",
+                "pass a file written by waco-hybrid for this purpose");
+  const std::uint32_t v = u32("the format version");
+  if (v != version)
+    throw Error(path + ": " + what_ + " format version " + std::to_string(v) +
+                    " is not supported (this build reads version " + std::to_string(version) + ")",
+                "re-create the file with this version of waco-hybrid");
+  header_ = str("the header", 1 << 24);
+}
+
+void TensorFileReader::bytes(void* dst, std::size_t n, const char* what) {
+  in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+  if (static_cast<std::size_t>(in_.gcount()) != n)
+    throw Error(path_ + ": truncated " + what_ + " file (while reading " + what + ")",
+                "the file is incomplete; write it again");
+}
+
+std::uint32_t TensorFileReader::u32(const char* what) {
+  std::uint32_t v = 0;
+  bytes(&v, 4, what);
+  return v;
+}
+
+std::string TensorFileReader::str(const char* what, std::uint32_t max_len) {
+  const std::uint32_t n = u32(what);
+  if (n > max_len) throw Error(path_ + ": corrupt " + what_ + " file (" + what + " too long)");
+  std::string s(n, '\0');
+  bytes(s.data(), n, what);
+  return s;
+}
+
+std::vector<TensorFileReader::Tensor> TensorFileReader::read_all() {
+  const std::uint32_t count = u32("the tensor count");
+  if (count > 100000) throw Error(path_ + ": corrupt " + what_ + " file (tensor count " +
+                                  std::to_string(count) + ")");
+  std::vector<Tensor> all;
+  for (std::uint32_t n = 0; n < count; ++n) {
+    Tensor t;
+    t.name = str("a tensor name", 1024);
+    const std::uint32_t ndim = u32("a tensor rank");
+    if (ndim > 8) throw Error(path_ + ": corrupt tensor rank for '" + t.name + "'");
+    t.sizes.resize(ndim);
+    bytes(t.sizes.data(), 8 * ndim, "tensor sizes");
+    std::int64_t numel = 1;
+    for (std::int64_t s : t.sizes) {
+      if (s < 0 || s > (std::int64_t{1} << 31) || numel * s > (std::int64_t{1} << 31))
+        throw Error(path_ + ": corrupt tensor sizes for '" + t.name + "'",
+                    "the file is corrupt or was written by another version");
+      numel *= s;
+    }
+    t.data.resize(static_cast<std::size_t>(numel));
+    bytes(t.data.data(), t.data.size() * 4, t.name.c_str());
+    for (float v : t.data)
+      if (!std::isfinite(v))
+        throw Error(path_ + ": tensor '" + t.name + "' holds NaN or infinite values",
+                    "the file is corrupt; write it again");
+    all.push_back(std::move(t));
+  }
+  char end[4];
+  bytes(end, 4, "the end marker");
+  if (std::memcmp(end, "END!", 4) != 0)
+    throw Error(path_ + ": corrupt " + what_ + " file (missing end marker)");
+  return all;
+}
+
+}  // namespace waco::learned

@@ -1,0 +1,45 @@
+// Reading the versioned weights file of learned/ without LibTorch (internal). The layout, written
+// by tensor_file.hpp's write_tensor_file, little-endian:
+//   <8 magic bytes>  u32 version  u32 n  <n bytes: header text (architecture or JSON)>
+//   u32 tensors, then per tensor: u32 n <name> u32 ndim i64 sizes[ndim] f32 data[numel]
+//   "END!"
+// The reader checks the magic and the version before the header, every tensor's rank and values
+// (NaN or infinite values are refused) and the end marker; every failure is a kernels::Error
+// naming the file. Used by the torch-free cost model (cost_model_plain.cpp) and, through
+// tensor_file.hpp's read_into, by the LibTorch networks.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace waco::learned {
+
+class TensorFileReader {
+ public:
+  /// Opens the file and reads and checks the magic and the version, then the header. `what`
+  /// names the kind of file in messages ("WACONet weights", "cost model").
+  TensorFileReader(const std::string& path, const char (&magic)[8], std::uint32_t version,
+                   std::string what);
+  const std::string& header() const { return header_; }
+  const std::string& path() const { return path_; }
+  const std::string& what() const { return what_; }
+
+  struct Tensor {
+    std::string name;
+    std::vector<std::int64_t> sizes;
+    std::vector<float> data;  ///< row-major, the product of sizes
+  };
+  /// Every tensor after the header, in file order, then the end marker. Call once.
+  std::vector<Tensor> read_all();
+
+ private:
+  void bytes(void* dst, std::size_t n, const char* what);
+  std::uint32_t u32(const char* what);
+  std::string str(const char* what, std::uint32_t max_len);
+  std::string path_, what_, header_;
+  std::ifstream in_;
+};
+
+}  // namespace waco::learned
