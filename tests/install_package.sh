@@ -31,4 +31,11 @@ mkdir -p "$work/scratch"
 libdir=$(dirname "$(ls "$work"/moved-prefix/lib*/libwaco.so)")
 LD_LIBRARY_PATH=$libdir "$work/consumer/consumer" "$src/examples/bcsstk13.mtx.gz" "$work/scratch" 2>&1 ||
   { echo "the consumer failed"; exit 1; }
+# The installed lite CLI runs a command that needs LibTorch as the installed waco-hybrid-torch
+# beside it (when this build has LibTorch): a tiny WACONet embedding of the example.
+if [[ -x $work/moved-prefix/bin/waco-hybrid-torch ]]; then
+  "$work/moved-prefix/bin/waco-hybrid" features --arch tiny --json "$src/examples/bcsstk13.mtx.gz" \
+    > "$work/features.json" || { echo "features through the installed waco-hybrid failed"; exit 1; }
+  grep -q '"embedding"' "$work/features.json" || { echo "features printed no embedding"; exit 1; }
+fi
 echo "install_package: ok"

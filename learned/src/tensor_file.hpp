@@ -1,11 +1,9 @@
-// The versioned weights file of learned/ (internal; includes torch): WACONet weights and cost
-// models are written in this one layout, little-endian:
-//   <8 magic bytes>  u32 version  u32 n  <n bytes: header text (architecture or JSON)>
-//   u32 tensors, then per tensor: u32 n <name> u32 ndim i64 sizes[ndim] f32 data[numel]
-//   "END!"
-// Files are written to <path>.tmp and renamed, so a killed writer never leaves a torn file.
-// The reader checks the magic and version before the header, and every tensor's name and shape
-// against the network the header describes; every failure is a kernels::Error naming the file.
+// Writing the versioned weights file of learned/ (internal; includes torch), and reading it into
+// a network's tensors. The layout and the torch-free reader are in tensor_reader.hpp; WACONet
+// weights and cost models are written in this one layout. Files are written to <path>.tmp and
+// renamed, so a killed writer never leaves a torn file. read_into checks every tensor's name and
+// shape against the network the header describes; every failure is a kernels::Error naming the
+// file.
 #pragma once
 
 #include <cstdint>
