@@ -247,6 +247,17 @@ TEST_CASE("cost model: model file round trip and refusals") {
   other.replace(other.find(key), key.size(), "\"schedule_encoding_version\":9");
   std::ofstream(dir + "/v9.model", std::ios::binary) << other;
   CHECK_THROWS_WITH(CostModel::load(dir + "/v9.model"), Catch::Contains("encoding version 9"));
+  // A header field of the wrong JSON type is a corrupt file, not a crash (same length: the
+  // header's size is stored before it).
+  std::string typed = bytes;
+  const std::string end = "\"schedule_encoding_version\":1}";
+  const std::string note = "\"note\":\"kept\"";
+  REQUIRE(typed.find(end) != std::string::npos);
+  REQUIRE(typed.find(note) != std::string::npos);
+  typed.replace(typed.find(end), end.size(), "\"schedule_encoding_version\":[]}");
+  typed.replace(typed.find(note), note.size(), "\"note\":\"kep\"");
+  std::ofstream(dir + "/typed.model", std::ios::binary) << typed;
+  CHECK_THROWS_WITH(CostModel::load(dir + "/typed.model"), Catch::Contains("corrupt cost model header"));
   // NaN weights are refused.
   std::string nan = bytes;
   const float q = std::numeric_limits<float>::quiet_NaN();

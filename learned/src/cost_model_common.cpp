@@ -139,21 +139,22 @@ ScheduleInputs schedule_inputs(kernels::KernelKind kind,
 ModelHeader parse_model_header(const std::string& path, const std::string& header_text,
                                std::optional<kernels::KernelKind> expect_kind,
                                std::optional<EncoderKind> expect_encoder) {
-  nlohmann::json h;
+  ModelHeader out;
   try {
-    h = nlohmann::json::parse(header_text);
+    const nlohmann::json h = nlohmann::json::parse(header_text);
+    if (!h.is_object() || !h.contains("config"))
+      throw Error(path + ": corrupt cost model header (no configuration)", "write the model again");
+    const int enc = h.value("schedule_encoding_version", -1);
+    if (enc != codegen::kScheduleEncodingVersion)
+      throw Error(path + ": the model reads schedule encoding version " + std::to_string(enc) +
+                      ", this build writes version " +
+                      std::to_string(codegen::kScheduleEncodingVersion),
+                  "train the model again with this version (waco-hybrid train)");
+    out.config = CostModelConfig::from_json(h.at("config"));
+    out.record = h.value("record", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": corrupt cost model header: " + e.what(), "write the model again");
   }
-  const int enc = h.value("schedule_encoding_version", -1);
-  if (enc != codegen::kScheduleEncodingVersion)
-    throw Error(path + ": the model reads schedule encoding version " + std::to_string(enc) +
-                    ", this build writes version " + std::to_string(codegen::kScheduleEncodingVersion),
-                "train the model again with this version (waco-hybrid train)");
-  if (!h.is_object() || !h.contains("config"))
-    throw Error(path + ": corrupt cost model header (no configuration)", "write the model again");
-  ModelHeader out{CostModelConfig::from_json(h.at("config")),
-                  h.value("record", nlohmann::json::object())};
   const CostModelConfig& config = out.config;
   if (expect_kind && *expect_kind != config.kind)
     throw Error(path + ": a cost model for " + std::string(kernels::kernel_name(config.kind)) +
