@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
@@ -92,39 +91,26 @@ TEST_CASE("train: the shipped default models load and rank, a kernel without one
   CHECK(n.err.find("no shipped cost model") != std::string::npos);
 }
 
-namespace {
-/// Runs a shell command; its stdout, and its exit status in `status`.
-std::string shell(const std::string& command, int& status) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int rc = ::pclose(p);
-  status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return out;
-}
-}  // namespace
-
 TEST_CASE("train: waco-hybrid ranks without LibTorch as waco-hybrid-torch does, and hands it training") {
   const std::string lite = test::cli_binary();
   const std::string torch = lite + "-torch";
-  int status = 0;
   // The lite driver does not link LibTorch (its loading costs 0.4 s and 180 MB a process).
-  const std::string libs = shell("ldd " + lite, status);
-  REQUIRE(status == 0);
-  CHECK(libs.find("libtorch") == std::string::npos);
-  CHECK(libs.find("libc10") == std::string::npos);
-  CHECK(shell("ldd " + torch, status).find("libtorch") != std::string::npos);
+  const auto libs = test::run_command("ldd " + lite);
+  REQUIRE(libs.status == 0);
+  CHECK(libs.out.find("libtorch") == std::string::npos);
+  CHECK(libs.out.find("libc10") == std::string::npos);
+  CHECK(test::run_command("ldd " + torch).out.find("libtorch") != std::string::npos);
 
   // The shipped models (signature encoder) rank the same in both: plain C++ against LibTorch.
   for (const std::string kernel : {"spmv", "spmm"}) {
     INFO(kernel);
     const std::string args = " predict --kernel " + kernel + " --top 0 --json " + example();
-    const auto a = nlohmann::json::parse(shell(lite + args, status)).at("ranked");
-    REQUIRE(status == 0);
-    const auto b = nlohmann::json::parse(shell(torch + args, status)).at("ranked");
-    REQUIRE(status == 0);
+    const auto ra = test::run_command(lite + args);
+    REQUIRE(ra.status == 0);
+    const auto rb = test::run_command(torch + args);
+    REQUIRE(rb.status == 0);
+    const auto a = nlohmann::json::parse(ra.out).at("ranked");
+    const auto b = nlohmann::json::parse(rb.out).at("ranked");
     REQUIRE(a.size() == b.size());
     REQUIRE(a.size() > 100);
     std::size_t same_place = 0;
@@ -151,11 +137,10 @@ TEST_CASE("train: waco-hybrid ranks without LibTorch as waco-hybrid-torch does, 
   CHECK(fs::exists(dir + "/m.model"));
   // ... and says what is missing when it is not installed beside it.
   fs::copy_file(lite, dir + "/waco-hybrid", fs::copy_options::overwrite_existing);
-  const std::string alone = shell(dir + "/waco-hybrid train --kernel spmv -o " + dir +
-                                  "/n.model 2>&1", status);
-  CHECK(status == 1);
-  CHECK(alone.find("training needs LibTorch") != std::string::npos);
-  CHECK(alone.find("waco-hybrid-torch") != std::string::npos);
+  const auto alone = test::run_command(dir + "/waco-hybrid train --kernel spmv -o " + dir + "/n.model");
+  CHECK(alone.status == 1);
+  CHECK(alone.err.find("training needs LibTorch") != std::string::npos);
+  CHECK(alone.err.find("waco-hybrid-torch") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/n.model"));
 }
 

@@ -715,9 +715,8 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
       {"verdict", d.verdict},
       {"verdict_detail", verdict_json},
       {"search_best", d.search_best ? entry_json(*d.search_best) : nlohmann::json(nullptr)},
-      {"kernel_source", d.best && !d.best->measurement.kernel_source.empty()
-                            ? nlohmann::json(d.best->measurement.kernel_source)
-                            : nlohmann::json(nullptr)},
+      {"kernel_source", null_unless(d.best && !d.best->measurement.kernel_source.empty(),
+                                    d.best ? d.best->measurement.kernel_source : "")},
       {"csr", entry_json(csr_schedule)},
       {"csr_baseline", entry_json(csr_baseline)},
       {"speedup_over_csr", speedup(csr_schedule, d.confirm_csr)},
@@ -831,7 +830,7 @@ int run_tune(const Options& given) {
   mo.generated = o.generated;
   Measurer measurer(p, ref, mo);
 
-  // 3. The database (opened before the tuning cache is asked: see above).
+  // 3. The measurement key (the database was opened before the tuning cache was asked).
   const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat};
   const nlohmann::json context = context_json(threads, "none");
 

@@ -263,8 +263,9 @@ void replicate_leaders(Measurer& measurer, const TuneResult& r, Confirmation& c,
   for (std::size_t i = 0; i < lead.size(); ++i) merge_rounds(c.ranking[lead[i]].measurement, ms[lead_slot[i]]);
   for (std::size_t j = 0; j < reference_slot.size() && j < c.references.size(); ++j)
     merge_rounds(c.references[j], ms[reference_slot[j]]);
-  // The leaders (verified in both runs) first, by their medians over both; then the others as
-  // the first run ranked them: one run's timing must not outrank two.
+  // The leaders verified in both runs first, by their medians over both; then the others in the
+  // first run's order, a leader that failed the second run after the verified ones (the sort):
+  // one run's timing must not outrank two.
   std::vector<char> leader(c.ranking.size(), 0);
   for (std::size_t k : lead) leader[k] = c.ranking[k].measurement.status == MeasureStatus::Ok;
   std::vector<ConfirmEntry> leaders_first, others;

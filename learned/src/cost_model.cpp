@@ -28,17 +28,6 @@ using kernels::Error;
 // ---------------------------------------------------------------------------------------------
 // Inputs.
 
-struct ModelInput::Impl {
-  std::vector<float> features;                              ///< raw (unstandardized)
-  std::shared_ptr<const PreparedPattern::Impl> pattern;     ///< WACONet's geometry
-  double seconds = 0.0;
-};
-
-const ModelInput::Impl& ModelInput::impl() const {
-  if (!impl_) throw Error("empty model input", "prepare the matrix with CostModel::prepare");
-  return *impl_;
-}
-double ModelInput::prepare_seconds() const { return impl().seconds; }
 
 // ---------------------------------------------------------------------------------------------
 // The network.
@@ -259,28 +248,18 @@ CostModel CostModel::load(const std::string& path, std::optional<kernels::Kernel
 }
 
 namespace {
-
-/// The model's view of an operand (a matrix or a tensor): features and / or WACONet's pattern.
-template <typename Operand, typename Features>
-ModelInput prepare_operand(const CostModelConfig& c, const CostNet& net, const Operand& op,
-                           bool tensor, Features features) {
-  check_operand(c, tensor);
-  const double t0 = kernels::now_seconds();
-  auto in = std::make_shared<ModelInput::Impl>();
-  if (uses_features(c.encoder)) in->features = features(feature_set(c.encoder), op, 0);
-  if (uses_waconet(c.encoder)) in->pattern = prepare_sites(net->waconet->params(), sites_of(op));
-  in->seconds = kernels::now_seconds() - t0;
-  return ModelInput(in);
+/// WACONet's view of an operand, for prepare_input.
+auto waconet_pattern(const CostNet& net) {
+  return [&net](const auto& op) { return prepare_sites(net->waconet->params(), sites_of(op)); };
 }
-
 }  // namespace
 
 ModelInput CostModel::prepare(const kernels::CooMatrix& a) const {
-  return prepare_operand(impl_->config, impl_->net, a, false, matrix_features);
+  return prepare_input(impl_->config, a, false, matrix_features, waconet_pattern(impl_->net));
 }
 
 ModelInput CostModel::prepare(const kernels::CooTensor& t) const {
-  return prepare_operand(impl_->config, impl_->net, t, true, tensor_features);
+  return prepare_input(impl_->config, t, true, tensor_features, waconet_pattern(impl_->net));
 }
 
 std::vector<double> CostModel::scores(const ModelInput& input,

@@ -167,11 +167,20 @@ ModelHeader parse_model_header(const std::string& path, const std::string& heade
   return out;
 }
 
-void require_torch(const std::string& what) {
-  if (!built_with_torch())
-    throw TorchRequired(what + " needs LibTorch, which this build of waco_learned runs without",
-                        "run waco-hybrid-torch, the LibTorch build installed beside waco-hybrid");
+void throw_torch_required(const std::string& what) {
+  throw TorchRequired(what + " needs LibTorch, which this build of waco_learned runs without",
+                      "run waco-hybrid-torch, the LibTorch build installed beside waco-hybrid");
 }
+
+void require_torch(const std::string& what) {
+  if (!built_with_torch()) throw_torch_required(what);
+}
+
+const ModelInput::Impl& ModelInput::impl() const {
+  if (!impl_) throw Error("empty model input", "prepare the matrix with CostModel::prepare");
+  return *impl_;
+}
+double ModelInput::prepare_seconds() const { return impl().seconds; }
 
 void CostModel::check_backend(const std::string& path) {
   if (built_with_torch()) return;

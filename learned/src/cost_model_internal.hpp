@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,7 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "waco/codegen/super_schedule.hpp"
+#include "waco/kernels/timing.hpp"
 #include "waco/learned/cost_model.hpp"
+#include "waco/learned/feature_extractor.hpp"
 #include "waco/learned/matrix_features.hpp"
 
 namespace waco::learned {
@@ -53,5 +56,30 @@ ModelHeader parse_model_header(const std::string& path, const std::string& heade
 
 /// Throws kernels::Error when a model of `config` cannot read an operand of this rank.
 void check_operand(const CostModelConfig& config, bool tensor);
+
+/// Throws TorchRequired naming `what`: the lite build's answer where LibTorch is needed.
+[[noreturn]] void throw_torch_required(const std::string& what);
+
+/// A matrix (or tensor) as a model reads it. The LibTorch build fills `pattern` for the WACONet
+/// encoders; the lite build never does (it refuses those models).
+struct ModelInput::Impl {
+  std::vector<float> features;                           ///< raw (unstandardized)
+  std::shared_ptr<const PreparedPattern::Impl> pattern;  ///< WACONet's geometry
+  double seconds = 0.0;                                  ///< prepare's wall time
+};
+
+/// The model's view of an operand, timed: its feature vector (`features`: matrix_features or
+/// tensor_features) for the feature encoders, `pattern(op)` for the WACONet ones.
+template <typename Operand, typename Features, typename Pattern>
+ModelInput prepare_input(const CostModelConfig& c, const Operand& op, bool tensor,
+                         Features features, Pattern pattern) {
+  check_operand(c, tensor);
+  const double t0 = kernels::now_seconds();
+  auto in = std::make_shared<ModelInput::Impl>();
+  if (uses_features(c.encoder)) in->features = features(feature_set(c.encoder), op, 0);
+  if (uses_waconet(c.encoder)) in->pattern = pattern(op);
+  in->seconds = kernels::now_seconds() - t0;
+  return ModelInput(in);
+}
 
 }  // namespace waco::learned

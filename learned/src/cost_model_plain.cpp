@@ -13,7 +13,6 @@
 #include "tensor_reader.hpp"
 #include "waco/codegen/schedule_encoding.hpp"
 #include "waco/kernels/error.hpp"
-#include "waco/kernels/timing.hpp"
 #include "waco/learned/cost_model.hpp"
 
 namespace waco::learned {
@@ -50,12 +49,12 @@ class Tensors {
     const std::vector<float> d = take(name, {rows, cols});
     return Eigen::Map<const Matrix>(d.data(), rows, cols);
   }
-  Vector vector(const std::string& name, std::int64_t n) {
+  Vector vec(const std::string& name, std::int64_t n) {
     const std::vector<float> d = take(name, {n});
     return Eigen::Map<const Vector>(d.data(), n);
   }
   Linear linear(const std::string& name, std::int64_t in, std::int64_t out) {
-    return {matrix(name + ".weight", out, in), vector(name + ".bias", out)};
+    return {matrix(name + ".weight", out, in), vec(name + ".bias", out)};
   }
   void check_all_read() const {
     if (!by_name_.empty())
@@ -81,17 +80,6 @@ class Tensors {
 };
 
 }  // namespace
-
-struct ModelInput::Impl {
-  std::vector<float> features;  ///< raw (unstandardized)
-  double seconds = 0.0;
-};
-
-const ModelInput::Impl& ModelInput::impl() const {
-  if (!impl_) throw Error("empty model input", "prepare the matrix with CostModel::prepare");
-  return *impl_;
-}
-double ModelInput::prepare_seconds() const { return impl().seconds; }
 
 struct CostModel::Impl {
   CostModelConfig config;
@@ -147,18 +135,14 @@ CostModel& CostModel::operator=(CostModel&&) noexcept = default;
 CostModel::~CostModel() = default;
 
 CostModel CostModel::create(const CostModelConfig&) {
-  require_torch("creating a cost model");
-  throw kernels::InternalError("require_torch returned in the lite build");
+  throw_torch_required("creating a cost model");
 }
 
-void CostModel::save(const std::string&) const {
-  require_torch("writing a cost model");
-}
+void CostModel::save(const std::string&) const { throw_torch_required("writing a cost model"); }
 
 TrainSummary CostModel::train(const std::vector<RankingExample>&, const std::vector<RankingExample>&,
                               const TrainOptions&, const std::function<void(const EpochReport&)>&) {
-  require_torch("training");
-  throw kernels::InternalError("require_torch returned in the lite build");
+  throw_torch_required("training");
 }
 
 CostModel CostModel::load(const std::string& path, std::optional<kernels::KernelKind> expect_kind,
@@ -167,7 +151,7 @@ CostModel CostModel::load(const std::string& path, std::optional<kernels::Kernel
   ModelHeader h = parse_model_header(path, r.header(), expect_kind, expect_encoder);
   const CostModelConfig& c = h.config;
   if (uses_waconet(c.encoder))
-    require_torch("the cost model " + path + " (" + encoder_name(c.encoder) + " encoder)");
+    throw_torch_required("the cost model " + path + " (" + encoder_name(c.encoder) + " encoder)");
   if (c.width < 1 || c.width > 4096 || c.table_width < 1 || c.table_width > 1024)
     throw Error(path + ": cost model widths out of range", "the file is corrupt");
 
@@ -180,8 +164,8 @@ CostModel CostModel::load(const std::string& path, std::optional<kernels::Kernel
   const std::int64_t n = feature_count(feature_set(c.encoder), dims_of(c.kind));
   impl->feat1 = t.linear("feat1", n, w);
   impl->feat2 = t.linear("feat2", w, w);
-  impl->feat_mean = t.vector("feat_mean", n);
-  impl->feat_std = t.vector("feat_std", n);
+  impl->feat_mean = t.vec("feat_mean", n);
+  impl->feat_std = t.vec("feat_std", n);
   const std::vector<int> cards = codegen::categorical_cardinalities(c.kind);
   for (std::size_t f = 0; f < cards.size(); ++f)
     impl->tables.push_back(t.matrix("schedule.table" + std::to_string(f) + ".weight", cards[f], tw));
@@ -210,27 +194,21 @@ std::int64_t CostModel::parameter_count() const { return impl_->parameters; }
 
 namespace {
 
-template <typename Operand, typename Features>
-ModelInput prepare_features(const CostModelConfig& c, const Operand& op, bool tensor,
-                            Features features) {
-  check_operand(c, tensor);
-  const double t0 = kernels::now_seconds();
-  auto in = std::make_shared<ModelInput::Impl>();
-  in->features = features(feature_set(c.encoder), op, 0);
-  in->seconds = kernels::now_seconds() - t0;
-  return ModelInput(in);
-}
-
 std::vector<float> floats(const Matrix& m) { return {m.data(), m.data() + m.size()}; }
 
 }  // namespace
 
+namespace {
+/// The lite build refuses WACONet models at load, so no input needs a pattern.
+constexpr auto kNoPattern = [](const auto&) { return std::shared_ptr<const PreparedPattern::Impl>(); };
+}  // namespace
+
 ModelInput CostModel::prepare(const kernels::CooMatrix& a) const {
-  return prepare_features(impl_->config, a, false, matrix_features);
+  return prepare_input(impl_->config, a, false, matrix_features, kNoPattern);
 }
 
 ModelInput CostModel::prepare(const kernels::CooTensor& t) const {
-  return prepare_features(impl_->config, t, true, tensor_features);
+  return prepare_input(impl_->config, t, true, tensor_features, kNoPattern);
 }
 
 std::vector<double> CostModel::scores(const ModelInput& input,

@@ -4,13 +4,12 @@
 #include "waco/kernels/error.hpp"
 #include "waco/learned/feature_extractor.hpp"
 
+#include "cost_model_internal.hpp"
+
 namespace waco::learned {
 namespace {
 
-[[noreturn]] void no_torch() {
-  require_torch("WACONet");
-  throw kernels::InternalError("require_torch returned in the lite build");
-}
+[[noreturn]] void no_torch() { throw_torch_required("WACONet"); }
 
 }  // namespace
 

@@ -13,15 +13,14 @@
 
 namespace waco::test {
 
-CliResult run_cli(const std::string& args, const std::string& env) {
+CliResult run_command(const std::string& command) {
   namespace fs = std::filesystem;
   static int calls = 0;
   const std::string err_path =
       (fs::temp_directory_path() /
        ("waco-cli-stderr-" + std::to_string(getpid()) + "-" + std::to_string(++calls)))
           .string();
-  const std::string cmd =
-      (env.empty() ? std::string() : "env " + env + " ") + cli_binary() + " " + args + " 2>" + err_path;
+  const std::string cmd = command + " 2>" + err_path;
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -34,6 +33,10 @@ CliResult run_cli(const std::string& args, const std::string& env) {
   r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
   fs::remove(err_path);
   return r;
+}
+
+CliResult run_cli(const std::string& args, const std::string& env) {
+  return run_command((env.empty() ? std::string() : "env " + env + " ") + cli_binary() + " " + args);
 }
 
 }  // namespace waco::test

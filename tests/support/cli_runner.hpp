@@ -12,6 +12,9 @@ struct CliResult {
   std::string err;  ///< stderr
 };
 
+/// Runs a shell command line (stderr captured apart, as run_cli does).
+CliResult run_command(const std::string& command);
+
 /// Runs `waco-hybrid <args>`; args are passed through the shell (quote them as for sh). `env`:
 /// NAME=value assignments (space-separated) for this run only.
 CliResult run_cli(const std::string& args, const std::string& env = {});
