@@ -53,7 +53,7 @@ constexpr double kDefaultAbandonFactor = 3.0;
 struct Options {
   std::string kernel;
   std::string file;
-  std::string search = "random";
+  std::string search = "model";  ///< the hybrid: the model's nominees side by side
   std::string model;
   std::string index;
   bool check_recall = false;
@@ -71,7 +71,13 @@ struct Options {
   int confirm = 10;
   bool confirm_given = false;  ///< --confirm was on the command line
   int confirm_rounds = 20;
-  int replicate = 3;  ///< --replicate: leaders timed again before a gain counts (0: none)
+  /// The decision run (FreshOptions): a gain is decided on --decide-runs fresh side-by-side
+  /// children of --decide-rounds rounds that time the selection's best --decide-leaders.
+  int decide_runs = 3;
+  int decide_rounds = 20;
+  int decide_leaders = 1;
+  bool decide_always = false;  ///< --decide-always: fresh runs even without a selection gain
+  DecisionRule rule;  ///< --min-gain, --verdict-level
   /// --measure-first: a model search's nominees are measured one by one (racing), then the best
   /// --confirm side by side, as every other search; default: all of them side by side at once.
   bool measure_first = false;
@@ -123,6 +129,7 @@ nlohmann::json entry_json(const TuneEntry& e) {
     j["kernel_source_exists"] = std::filesystem::exists(m.kernel_source);
   }
   if (m.stored_values >= 0) j["stored_values"] = m.stored_values;
+  if (!m.race.empty()) j["race"] = m.race;
   return j;
 }
 
@@ -210,17 +217,22 @@ OutputShape output_shape(KernelKind kind, const Operand& op, int dense) {
   return s;
 }
 
-/// The drop-in header of the decided schedule for -o: the race strategy the measured kernel used
-/// (resolved on this problem), the schedule's format builder and the kernel in one header.
-std::string decided_source(const codegen::SuperSchedule& schedule, const OutputShape& shape,
-                           const Options& o, int threads, const std::string& note) {
-  // The strategy resolved as for the measured kernel, with the updates estimated as nonzeros x
-  // dense size (padding of U levels left out): both strategies are correct, only their speed
-  // differs, and only when the parallel loop does not index the output.
-  const codegen::RaceStrategy race = codegen::resolve_race(
-      o.generated.race, codegen::canonicalize(schedule), shape.output_size,
-      static_cast<double>(shape.nnz) * static_cast<double>(shape.dense),
-      schedule.threads > 0 ? schedule.threads : threads);
+/// The drop-in header of the decided schedule for -o: the race strategy the measured kernel used,
+/// the schedule's format builder and the kernel in one header.
+std::string decided_source(const codegen::SuperSchedule& schedule, const std::string& measured_race,
+                           const OutputShape& shape, const Options& o, int threads,
+                           const std::string& note) {
+  // The strategy the measured kernel was built with (the report's best.race). A decision cached
+  // before it was recorded: resolved again with the updates estimated as nonzeros x dense size
+  // (padding of U levels left out), which can differ from the measured kernel's.
+  const std::optional<codegen::RaceStrategy> measured = codegen::parse_race_strategy(measured_race);
+  const codegen::RaceStrategy race =
+      measured && *measured != codegen::RaceStrategy::Auto
+          ? *measured
+          : codegen::resolve_race(o.generated.race, codegen::canonicalize(schedule),
+                                  shape.output_size,
+                                  static_cast<double>(shape.nnz) * static_cast<double>(shape.dense),
+                                  schedule.threads > 0 ? schedule.threads : threads);
   return codegen::emit_standalone_header(schedule, race, "waco_tuned", note,
                                          o.generated.storage.max_padding);
 }
@@ -244,7 +256,9 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
                   from_cache ? ", decided earlier (tuning cache)" : "");
     note += buf;
   }
-  write_text_file(o.output, decided_source(schedule, shape, o, threads, note));
+  const nlohmann::json& best = report.at("best");
+  const std::string race = best.is_object() ? best.value("race", std::string()) : std::string();
+  write_text_file(o.output, decided_source(schedule, race, shape, o, threads, note));
   if (!o.quiet) std::fprintf(stderr, "tune: wrote the tuned kernel to %s\n", o.output.c_str());
 }
 
@@ -393,10 +407,12 @@ struct TuneRun {
   std::string db_path;   ///< the results database (--db or the default)
 };
 
-/// Steps 6-7 of tune: what was measured, and what the side-by-side run confirmed.
+/// Steps 6-7 of tune: what was measured, what the side-by-side run selected, and the fresh runs
+/// that decide on it.
 struct Measured {
   TuneResult result;
   std::optional<Confirmation> confirmation;
+  std::optional<FreshTiming> fresh;
 };
 
 /// What tune decided from the search and the side-by-side run.
@@ -411,14 +427,19 @@ struct Decision {
   std::string verdict = "unconfirmed";
   std::optional<Verdict> judged;
   std::string verdict_reference;
+  bool fresh = false;                      ///< decided on the fresh runs (else the selection's)
+  std::optional<Verdict> references_judged;  ///< the csr schedule against the csr baseline
 };
 
-/// The verdict: the side-by-side winner against the faster csr reference of the same rounds.
-/// Without a gain beyond the rounds' spread, the csr schedule is the result ("no gain over
-/// csr"): a tuned kernel is never slower than csr. So too when --expected-calls says tuning
-/// does not pay, and when no candidate completed its timing (all abandoned or failed).
+/// The verdict: the selection's winner against the faster csr reference, judged by `rule` on the
+/// fresh runs' rounds when there are some (m.fresh), else on the selection run's (then only a
+/// no-gain is final: measure_and_confirm times a gain again in fresh runs before it counts).
+/// With several fresh leaders, the fastest over the fresh rounds is judged. Without a gain the
+/// csr schedule is the result ("no gain over csr"): a tuned kernel is never slower than csr; so
+/// too when a gain was measured on a busy machine ("undecided": the rule refuses to decide), when
+/// --expected-calls says tuning does not pay, and when no candidate completed its timing.
 Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::string& shortcut,
-                bool not_worth_it) {
+                bool not_worth_it, const DecisionRule& rule) {
   const TuneResult& r = m.result;
   Decision d;
   d.confirmed = m.confirmation && m.confirmation->best.has_value();
@@ -427,27 +448,48 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::str
   d.best = d.winner ? &r.entries[d.winner->entry] : d.search_best;
   d.best_side = d.winner ? &d.winner->measurement : nullptr;
   if (d.confirmed) {
-    d.confirm_csr = m.confirmation->references[0];
-    d.confirm_base = m.confirmation->references[1];
+    int runs = 1;
+    const std::vector<Measurement>* refs = &m.confirmation->references;
+    d.fresh = m.fresh && m.fresh->runs > 0;
+    if (d.fresh) {
+      runs = m.fresh->runs;
+      refs = &m.fresh->references;
+      if (const auto fb = m.fresh->best()) {
+        d.winner = &m.confirmation->ranking[m.fresh->leaders[*fb]];
+        d.best = &r.entries[d.winner->entry];
+        d.best_side = &m.fresh->leader_ms[*fb];
+      } else {  // every leader failed a fresh run (e.g. a wrong result on another allocation)
+        d.best_side = nullptr;
+      }
+    }
+    d.confirm_csr = (*refs)[0];
+    d.confirm_base = (*refs)[1];
+    // The faster reference by the paired per-round ratios, as the verdict judges (the medians
+    // of the times can disagree with them when the machine drifts within the rounds).
     const Measurement* ref = nullptr;
-    if (d.confirm_csr->status == MeasureStatus::Ok) {
+    if (d.confirm_csr->status == MeasureStatus::Ok && d.confirm_base->status == MeasureStatus::Ok)
+      d.references_judged = judge_gain(*d.confirm_csr, *d.confirm_base, rule, runs);
+    if (d.confirm_csr->status == MeasureStatus::Ok &&
+        (!d.references_judged || d.references_judged->ratio_median <= 1.0)) {
       ref = &*d.confirm_csr;
       d.verdict_reference = shortcut + " schedule";
-    }
-    if (d.confirm_base->status == MeasureStatus::Ok &&
-        (!ref || d.confirm_base->median_s < ref->median_s)) {
+    } else if (d.confirm_base->status == MeasureStatus::Ok) {
       ref = &*d.confirm_base;
       d.verdict_reference = shortcut + " baseline";
     }
     if (!ref) {
       d.verdict = "no-reference";
+    } else if (!d.best_side) {
+      d.verdict = "no-gain";
     } else {
-      d.judged = judge_gain(d.winner->measurement, *ref);
+      d.judged = judge_gain(*d.best_side, *ref, rule, runs);
       d.verdict = d.judged->gain ? "gain" : "no-gain";
-      if (!d.judged->gain && d.confirm_csr->status == MeasureStatus::Ok) {
-        d.best = &csr_schedule;
-        d.best_side = &*d.confirm_csr;
-      }
+      if (d.judged->gain && d.fresh && !m.fresh->busy.empty()) d.verdict = "undecided";
+    }
+    if (d.verdict != "gain" && d.verdict != "no-reference" &&
+        d.confirm_csr->status == MeasureStatus::Ok) {
+      d.best = &csr_schedule;
+      d.best_side = &*d.confirm_csr;
     }
   }
   if (not_worth_it && csr_schedule.measurement.status == MeasureStatus::Ok) {
@@ -467,7 +509,7 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::str
 /// the candidates one by one (racing, progress on stderr), then its best --confirm and both
 /// references again side by side. `busy` becomes the side-by-side run's own warning. When
 /// --expected-calls says tuning does not pay, nothing is measured (the candidates are cleared).
-/// A gain is replicated (--replicate) before the caller decides on it.
+/// A gain in the selection run is decided on fresh runs (time_fresh) before it counts.
 Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& candidates,
                              TuneOptions& to, TuneEntry& csr_schedule, TuneEntry& csr_baseline,
                              bool references_first, bool not_worth_it,
@@ -505,15 +547,23 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
     if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
       m.confirmation = confirm_top(o, t.p, t.measurer, r, csr_schedule, csr_baseline, t.shortcut);
   }
-  // 7b. A gain is timed again before it counts: the leaders and both references in a fresh
-  // side-by-side child, merged into the confirmation (replicate_leaders says why).
-  if (o.replicate > 0 && m.confirmation && m.result.stopped_by != "interrupted" &&
-      decide(m, csr_schedule, t.shortcut, not_worth_it).verdict == "gain") {
-    replicate_leaders(t.measurer, m.result, *m.confirmation,
-                      {csr_schedule.candidate, csr_baseline.candidate}, o.replicate);
+  // 7b. Select on one run, decide on another: a gain in the selection run is timed again in
+  // fresh side-by-side children, and only their rounds decide (FreshOptions says why). A
+  // selection without a gain needs no second opinion: the selection favours its winner.
+  const Decision selected = m.confirmation && m.result.stopped_by != "interrupted"
+                                ? decide(m, csr_schedule, t.shortcut, not_worth_it, o.rule)
+                                : Decision{};
+  if (selected.judged &&
+      (o.decide_always || selected.judged->ratio_median <= 1.0 - o.rule.min_gain)) {
     if (!o.quiet)
-      std::fprintf(stderr, "tune: replicated: the best %d and %s timed again side by side\n",
-                   m.confirmation->replicated, t.shortcut.c_str());
+      std::fprintf(stderr, "tune: deciding on fresh runs: the best %d and %s side by side again "
+                           "(%d runs of %d rounds)\n",
+                   o.decide_leaders, t.shortcut.c_str(), o.decide_runs, o.decide_rounds);
+    m.fresh = time_fresh(t.measurer, m.result, *m.confirmation,
+                         {csr_schedule.candidate, csr_baseline.candidate},
+                         FreshOptions{o.decide_leaders, o.decide_rounds, o.decide_runs});
+    if (!m.fresh->busy.empty() && !o.quiet)
+      std::fprintf(stderr, "warning: %s\n", m.fresh->busy.c_str());
   }
   // A model search that did not measure the references first: their only timings are the
   // side-by-side ones.
@@ -548,15 +598,17 @@ std::string noise_warning(const Decision& d, const TuneEntry& csr_schedule,
   return buf;
 }
 
-nlohmann::json median_or_null(const std::optional<Measurement>& m) {
+nlohmann::json median_or_null(const Measurement* m) {
   if (!m || m->status != MeasureStatus::Ok) return nullptr;
   return m->median_s;
 }
 
-/// tune --json's "confirm": the side-by-side run, every nominee with its timing or reason.
-nlohmann::json confirmation_json(const Measured& m, const Decision& d, bool side_by_side,
-                                 int warmup) {
+/// tune --json's "confirm": the side-by-side (selection) run, every nominee with its timing or
+/// reason.
+nlohmann::json confirmation_json(const Measured& m, bool side_by_side, int warmup) {
   if (!m.confirmation) return nullptr;
+  const Confirmation& c = *m.confirmation;
+  const Measurement* first = c.best ? &c.ranking[*c.best].measurement : nullptr;
   nlohmann::json ranking = nlohmann::json::array();
   for (const ConfirmEntry& ce : m.confirmation->ranking) {
     const Measurement& cm = ce.measurement;
@@ -570,7 +622,7 @@ nlohmann::json confirmation_json(const Measured& m, const Decision& d, bool side
       row["min_s"] = cm.min_s;
       row["max_s"] = cm.max_s;
       row["counters"] = cm.counters;
-      if (d.confirmed) row["ratio_to_best"] = cm.median_s / d.best_side->median_s;
+      if (first) row["ratio_to_best"] = cm.median_s / first->median_s;
     } else {
       row["reason"] = cm.reason;
     }
@@ -579,13 +631,49 @@ nlohmann::json confirmation_json(const Measured& m, const Decision& d, bool side
   return {{"top", static_cast<int>(m.confirmation->ranking.size())},
           {"direct", side_by_side},
           {"rounds", m.confirmation->rounds},
-          {"replicated", m.confirmation->replicated},
           {"warmup", warmup},
           {"ranking", ranking},
-          {"csr_counters", d.confirm_csr ? d.confirm_csr->counters : nlohmann::json()},
-          {"csr_median_s", median_or_null(d.confirm_csr)},
-          {"csr_baseline_median_s", median_or_null(d.confirm_base)},
+          {"csr_counters", c.references[0].counters},
+          {"csr_median_s", median_or_null(&c.references[0])},
+          {"csr_baseline_median_s", median_or_null(&c.references[1])},
           {"seconds", m.confirmation->seconds}};
+}
+
+/// tune --json's "decision": the fresh runs that decided (null when the selection run showed no
+/// gain, so that nothing was timed again), and how the two csr references compared.
+nlohmann::json decision_json(const Measured& m, const Decision& d) {
+  nlohmann::json j = {{"fresh", d.fresh},
+                      {"references",
+                       d.references_judged ? d.references_judged->to_json() : nlohmann::json()}};
+  if (d.references_judged) {
+    const Verdict& v = *d.references_judged;  // csr schedule / csr baseline
+    j["faster_reference"] = v.ratio_hi < 1.0   ? "schedule"
+                            : v.ratio_lo > 1.0 ? "baseline"
+                                               : "tie";
+  }
+  if (!m.fresh) return j;
+  const FreshTiming& f = *m.fresh;
+  nlohmann::json leaders = nlohmann::json::array();
+  for (std::size_t i = 0; i < f.leaders.size(); ++i) {
+    const ConfirmEntry& ce = m.confirmation->ranking[f.leaders[i]];
+    const Measurement& fm = f.leader_ms[i];
+    nlohmann::json row = {{"schedule", m.result.entries[ce.entry].candidate.label()},
+                          {"selection_median_s", ce.measurement.median_s},
+                          {"status", std::string(status_name(fm.status))}};
+    if (fm.status == MeasureStatus::Ok)
+      row["median_s"] = fm.median_s;
+    else
+      row["reason"] = fm.reason;
+    leaders.push_back(row);
+  }
+  j.update({{"runs", f.runs},
+            {"rounds", f.rounds},
+            {"leaders", leaders},
+            {"csr_median_s", median_or_null(&f.references[0])},
+            {"csr_baseline_median_s", median_or_null(&f.references[1])},
+            {"busy_warning", f.busy.empty() ? nlohmann::json() : nlohmann::json(f.busy)},
+            {"seconds", f.seconds}});
+  return j;
 }
 
 /// tune --json's "economy": where tune's time went, and after how many calls of the tuned
@@ -598,6 +686,7 @@ nlohmann::json economy_json(const Options& o, const Measured& m, const Decision&
       {"measure_s", m.result.seconds},
       {"confirm_s",
        m.confirmation ? nlohmann::json(m.confirmation->seconds) : nlohmann::json(nullptr)},
+      {"decide_s", m.fresh ? nlohmann::json(m.fresh->seconds) : nlohmann::json(nullptr)},
       {"total_s", total_s},
       {"break_even_calls", nullptr}};
   std::optional<double> break_even;
@@ -656,6 +745,11 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
     verdict_json["reference"] = d.verdict_reference;
     verdict_json["nominee"] = r.entries[d.winner->entry].candidate.label();
   }
+  // The result, with the race strategy of the kernel that was timed side by side when the
+  // search's entry (reused from the database) does not know it.
+  nlohmann::json best_json = d.best ? entry_json(*d.best) : nlohmann::json(nullptr);
+  if (d.best && !best_json.contains("race") && d.best_side && !d.best_side->race.empty())
+    best_json["race"] = d.best_side->race;
   std::vector<const TuneEntry*> ranked;
   for (const TuneEntry& e : r.entries)
     if (e.measurement.status == MeasureStatus::Ok) ranked.push_back(&e);
@@ -707,13 +801,18 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
       {"complete", r.complete},
       {"stopped_by", null_unless(!r.stopped_by.empty(), r.stopped_by)},
       {"status_counts", status_json(r.status_counts)},
-      {"best", d.best ? entry_json(*d.best) : nlohmann::json(nullptr)},
+      {"best", best_json},
       {"best_search_rank",
        d.winner && d.best != &csr_schedule
            ? nlohmann::json(d.winner->search_rank)
            : (d.best == d.search_best && d.best ? nlohmann::json(1) : nlohmann::json(nullptr))},
       {"verdict", d.verdict},
       {"verdict_detail", verdict_json},
+      {"speedup_interval", d.judged ? nlohmann::json{{"lo", d.judged->speedup_lo},
+                                                     {"hi", d.judged->speedup_hi},
+                                                     {"level", d.judged->level},
+                                                     {"reference", d.verdict_reference}}
+                                    : nlohmann::json(nullptr)},
       {"search_best", d.search_best ? entry_json(*d.search_best) : nlohmann::json(nullptr)},
       {"kernel_source", null_unless(d.best && !d.best->measurement.kernel_source.empty(),
                                     d.best ? d.best->measurement.kernel_source : "")},
@@ -722,7 +821,8 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
       {"speedup_over_csr", speedup(csr_schedule, d.confirm_csr)},
       {"speedup_over_csr_baseline", speedup(csr_baseline, d.confirm_base)},
       {"confirmed", d.confirmed},
-      {"confirm", confirmation_json(*in.measured, d, t.side_by_side, o.warmup)},
+      {"confirm", confirmation_json(*in.measured, t.side_by_side, o.warmup)},
+      {"decision", d.confirmed ? decision_json(*in.measured, d) : nlohmann::json(nullptr)},
       {"noise_warning", null_unless(!noise.empty(), noise)},
       {"busy_warning", null_unless(!in.busy.empty(), in.busy)},
       {"abandon_factor", o.abandon_factor},
@@ -896,7 +996,7 @@ int run_tune(const Options& given) {
   const Measured measured = measure_and_confirm(run, candidates, to, csr_schedule, csr_baseline,
                                                 references_first, not_worth_it, csr_s, busy);
   const TuneResult& r = measured.result;
-  const Decision decision = decide(measured, csr_schedule, run.shortcut, not_worth_it);
+  const Decision decision = decide(measured, csr_schedule, run.shortcut, not_worth_it, o.rule);
   const TuneEntry* best = decision.best;
 
   // 8. The report: one JSON object, printed as it is (--json) or as text read off it (below).
@@ -980,7 +1080,7 @@ Command make_tune_command() {
                            "Search this list instead of the space: one schedule per line (text "
                            "form or shortcut), # comments");
             auto* budget = sub.add_option("--budget", o->budget,
-                                          "Candidates to consider (random default: 100)")
+                                          "Candidates to consider (model and anns default: 20, random: 100)")
                                ->check(CLI::PositiveNumber);
             sub.add_option("--budget-seconds", o->budget_seconds,
                            "Stop starting measurements after this many seconds")
@@ -1026,12 +1126,35 @@ Command make_tune_command() {
                            "Interleaved timed rounds of the side-by-side measurement")
                 ->check(CLI::Range(1, 1000000))
                 ->capture_default_str();
-            sub.add_option("--replicate", o->replicate,
-                           "When the side-by-side winner beats csr, time its best N and both "
-                           "references again in a fresh side-by-side child and decide on both "
-                           "runs' rounds (a single run of near-tied kernels can hand back a gain "
-                           "that does not exist); 0: decide on the first run")
-                ->check(CLI::Range(0, 1000))
+            sub.add_option("--decide-runs", o->decide_runs,
+                           "A gain in the side-by-side (selection) run is decided on this many "
+                           "fresh side-by-side children that time the best --decide-leaders and "
+                           "both references again; only their rounds count (the selection's "
+                           "winner looks faster on the rounds that chose it)")
+                ->check(CLI::Range(1, 100))
+                ->capture_default_str();
+            sub.add_option("--decide-rounds", o->decide_rounds,
+                           "Timed interleaved rounds of each fresh decision run")
+                ->check(CLI::Range(1, 1000000))
+                ->capture_default_str();
+            sub.add_option("--decide-leaders", o->decide_leaders,
+                           "Nominees of the selection timed in the fresh decision runs (the "
+                           "fastest of them there is judged)")
+                ->check(CLI::Range(1, 1000))
+                ->capture_default_str();
+            sub.add_flag("--decide-always", o->decide_always,
+                         "Time the fresh decision runs even when the selection shows no gain "
+                         "(the A/A calibration of scripts/bench_verdict.sh; the references' "
+                         "comparison then comes from fresh rounds too)");
+            sub.add_option("--min-gain", o->rule.min_gain,
+                           "Smallest gain reported: the winner's median per-round time ratio to "
+                           "the faster csr reference must be at most 1 - this, and the ratio's "
+                           "interval (--verdict-level) wholly below 1")
+                ->check(CLI::Range(0.0, 0.9))
+                ->capture_default_str();
+            sub.add_option("--verdict-level", o->rule.level,
+                           "Two-sided confidence level of the ratio's interval")
+                ->check(CLI::Range(0.5, 0.999))
                 ->capture_default_str();
             add_limit_options(sub, o->timeout, o->compile_timeout);
             sub.add_option("--tolerance", o->tolerance, "Max |out - ref| / sum|products| per entry")
@@ -1081,19 +1204,24 @@ Command make_tune_command() {
             add_pass_options(sub, o->params);
             add_read_options(sub, o->read);
             sub.footer(
-                "At the end the search's best --confirm candidates, the fastest csr-like schedule\n"
-                "and both references are measured again side by side, interleaved, in one child\n"
-                "(--search model and anns: the model's nominees go there directly, unless\n"
-                "--measure-first):\n"
-                "the winner (best) and speedup_over_csr(_baseline) come from these timings,\n"
-                "search_best and search_speedup_* from the search's own. On a shared machine two\n"
-                "separate measurements of one kernel can differ by 1.5x; only side-by-side ratios\n"
-                "rank. The winner must beat the faster csr reference round by round by more than\n"
-                "the rounds' spread (half the interquartile range of the per-round ratios);\n"
-                "otherwise tune says \"no gain over csr\" and returns the csr schedule (verdict\n"
-                "no-gain, exit 0). Racing: a candidate whose fastest run is --abandon-factor times\n"
-                "the best median so far (from the csr schedule's on), also beside the csr\n"
-                "baseline run at that moment, stops there, as abandoned.\n"
+                "Without --search, tune runs the hybrid (--search model): the cost model ranks\n"
+                "the admissible schedules and its best 20 (--budget) are measured side by side,\n"
+                "interleaved, in one child with the csr schedule and the csr baseline. Other\n"
+                "searches measure their candidates one by one first, then their best --confirm\n"
+                "and the fastest csr-like schedule go side by side. That run only selects: when\n"
+                "its winner looks at least --min-gain faster than the faster csr reference, the\n"
+                "winner (--decide-leaders) and both references are timed again in --decide-runs\n"
+                "fresh children (--decide-rounds rounds each), and only those rounds decide (the\n"
+                "best of 20 near-tied kernels looks faster on the rounds that chose it). A gain\n"
+                "needs the median per-round time ratio to the faster reference at most\n"
+                "1 - --min-gain and its interval (order statistics at --verdict-level, widened to\n"
+                "every run's own median) wholly below 1; speedup_interval gives it. Otherwise tune\n"
+                "says \"no gain over csr\" and returns the csr schedule (verdict no-gain, exit 0);\n"
+                "a gain timed on a busy machine is verdict undecided, csr returned. On a shared\n"
+                "machine two separate measurements of one kernel can differ by 1.5x: only\n"
+                "side-by-side ratios rank. Racing: a candidate whose fastest run is\n"
+                "--abandon-factor times the best median so far (from the csr schedule's on), also\n"
+                "beside the csr baseline run at that moment, stops there, as abandoned.\n"
                 "Each candidate is built, compiled (cached), verified against the reference and\n"
                 "timed in a child process; one that crashes, hangs (--timeout) or computes a wrong\n"
                 "result is recorded with that status and its reason. Results are stored as they\n"
@@ -1105,6 +1233,7 @@ Command make_tune_command() {
                 "cache\" (--json: from_cache) without searching. --expected-calls N bounds the\n"
                 "tuning time by --tuning-share of N csr calls; every run reports break_even_calls.\n\n"
                 "Examples:\n"
+                "  waco-hybrid tune --kernel spmv examples/bcsstk13.mtx.gz   # the hybrid: model, side by side, fresh decision\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget 50 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmv --search anns --passes legality --check-recall --json "
                 "examples/bcsstk13.mtx.gz\n"

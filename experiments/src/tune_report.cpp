@@ -79,15 +79,25 @@ void print_tune_text(const nlohmann::json& j) {
   const std::string verdict = j.at("verdict").get<std::string>();
   const nlohmann::json& detail = j.at("verdict_detail");
   const std::string result = "; the result is the " + shortcut + " schedule";
+  const nlohmann::json& decision = j.value("decision", nlohmann::json());
+  const bool fresh = decision.is_object() && decision.value("fresh", false);
   if (detail.is_object()) {
     const bool gain = detail.at("gain").get<bool>();
-    std::printf("  verdict       %s: the best nominee ran %.3fx the time of the %s side by side "
-                "(per-round quartiles %.3f-%.3f, spread %.3f)%s\n",
-                gain ? ("gain over " + shortcut).c_str() : ("no gain over " + shortcut).c_str(),
-                detail.at("ratio_median").get<double>(),
-                detail.at("reference").get<std::string>().c_str(),
-                detail.at("ratio_q25").get<double>(), detail.at("ratio_q75").get<double>(),
-                detail.at("spread").get<double>(), gain ? "" : best_is_csr ? result.c_str() : "");
+    const std::string head = verdict == "undecided" ? "undecided (the machine was busy)"
+                             : gain                 ? "gain over " + shortcut
+                                                    : "no gain over " + shortcut;
+    const std::string where =
+        fresh ? "in " + std::to_string(decision.at("runs").get<int>()) + " fresh runs"
+              : "side by side";
+    // Old reports (cached decisions) have no interval.
+    const double lo = detail.value("ratio_lo", detail.at("ratio_q25").get<double>());
+    const double hi = detail.value("ratio_hi", detail.at("ratio_q75").get<double>());
+    std::printf("  verdict       %s: the best nominee ran %.3fx the time of the %s %s (%.0f%% "
+                "interval %.3f-%.3f, %d rounds)%s\n",
+                head.c_str(), detail.at("ratio_median").get<double>(),
+                detail.at("reference").get<std::string>().c_str(), where.c_str(),
+                100.0 * detail.value("level", 0.5), lo, hi, detail.at("rounds").get<int>(),
+                gain && verdict == "gain" ? "" : best_is_csr ? result.c_str() : "");
   } else if (verdict == "not-worth-it") {
     std::printf("  verdict       not worth tuning: %s%s\n",
                 j.at("economy").at("calls_budget").at("reason").get<std::string>().c_str(),
@@ -110,6 +120,11 @@ void print_tune_text(const nlohmann::json& j) {
     if (s2.is_number())
       std::printf(", %.3fx over the %s baseline", s2.get<double>(), shortcut.c_str());
     std::printf("%s\n", confirmed ? " (side by side)" : " (search timings)");
+    const nlohmann::json& interval = j.value("speedup_interval", nlohmann::json());
+    if (verdict == "gain" && interval.is_object())
+      std::printf("  interval      %.3fx-%.3fx over the %s (%.0f%%)\n", interval.at("lo").get<double>(),
+                  interval.at("hi").get<double>(), interval.at("reference").get<std::string>().c_str(),
+                  100.0 * interval.at("level").get<double>());
     if (confirmed) {
       const nlohmann::json& c = j.at("confirm");
       const nlohmann::json& first = c.at("ranking").at(0);
@@ -123,10 +138,13 @@ void print_tune_text(const nlohmann::json& j) {
                   direct ? "side by side" : "again", c.at("rounds").get<int>(),
                   static_cast<long long>(first.at("search_rank").get<std::int64_t>()),
                   direct ? "model's order" : "search");
-      if (c.value("replicated", 0) > 0)
-        std::printf("  replicated    the best %d and the references timed again in a fresh "
-                    "side-by-side run; the times above are both runs' (%d rounds)\n",
-                    c.at("replicated").get<int>(), 2 * c.at("rounds").get<int>());
+      if (fresh)
+        std::printf("  decided       on %d fresh side-by-side runs of %d rounds that timed the "
+                    "selection's best %zu and both references again (%s); the speedups are "
+                    "theirs\n",
+                    decision.at("runs").get<int>(), decision.at("rounds").get<int>(),
+                    decision.at("leaders").size(),
+                    seconds_or(j.at("economy").value("decide_s", nlohmann::json()), "-").c_str());
     }
     if (j.at("kernel_source").is_string())
       std::printf("  kernel source %s\n", j.at("kernel_source").get<std::string>().c_str());
@@ -137,15 +155,18 @@ void print_tune_text(const nlohmann::json& j) {
     std::printf("  mode          the model decided alone (--confirm 0): its best-predicted "
                 "schedule, guarded side by side against csr\n");
   const nlohmann::json& e = j.at("economy");
+  const std::string decided =
+      fresh ? ", fresh decision " + seconds_or(e.value("decide_s", nlohmann::json()), "-") : "";
   if (direct)  // one side-by-side run was the measurement
-    std::printf("  time          %s (choice %s, side by side %s)\n",
+    std::printf("  time          %s (choice %s, side by side %s%s)\n",
                 format_seconds(e.at("total_s").get<double>()).c_str(),
-                seconds_or(e.at("choice_s"), "-").c_str(), seconds_or(e.at("confirm_s"), "-").c_str());
+                seconds_or(e.at("choice_s"), "-").c_str(), seconds_or(e.at("confirm_s"), "-").c_str(),
+                decided.c_str());
   else
-    std::printf("  time          %s (choice %s, measuring %s, side by side %s)\n",
+    std::printf("  time          %s (choice %s, measuring %s, side by side %s%s)\n",
                 format_seconds(e.at("total_s").get<double>()).c_str(),
                 seconds_or(e.at("choice_s"), "-").c_str(), seconds_or(e.at("measure_s"), "-").c_str(),
-                seconds_or(e.at("confirm_s"), "-").c_str());
+                seconds_or(e.at("confirm_s"), "-").c_str(), decided.c_str());
   if (e.at("break_even_calls").is_number())
     std::printf("  break-even    %.0f calls of the tuned kernel instead of csr pay for this tune\n",
                 e.at("break_even_calls").get<double>());

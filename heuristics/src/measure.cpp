@@ -98,7 +98,7 @@ nlohmann::json Measurement::to_json() const {
           {"verified", verified},          {"max_rel_error", max_rel_error},
           {"conversion_s", conversion_s},  {"compile_s", compile_s}, {"cache_hit", cache_hit},
           {"kernel_source", kernel_source}, {"stored_values", stored_values},
-          {"wall_s", wall_s}, {"counters", counters}};
+          {"wall_s", wall_s}, {"counters", counters}, {"race", race}};
 }
 
 Measurement Measurement::from_json(const nlohmann::json& j) {
@@ -123,6 +123,7 @@ Measurement Measurement::from_json(const nlohmann::json& j) {
   m.stored_values = j.at("stored_values").get<std::int64_t>();
   m.wall_s = j.at("wall_s").get<double>();
   m.counters = j.value("counters", nlohmann::json());
+  m.race = j.value("race", std::string());
   return m;
 }
 
@@ -254,6 +255,7 @@ Prepared prepare_candidate(const kernels::Problem& p, const MeasureOptions& opts
     m.threads = generated->threads();
     m.kernel_source = generated->source_path();
     m.stored_values = generated->storage().stored_values();
+    m.race = codegen::race_strategy_name(generated->race());
   }
   return r;
 }

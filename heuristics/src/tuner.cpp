@@ -3,6 +3,7 @@
 #include "waco/heuristics/tuner.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <unordered_map>
 #include <unordered_set>
@@ -229,7 +230,8 @@ RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidat
 }
 
 namespace {
-/// Appends a second run's timed rounds to a measurement (see replicate_leaders).
+/// Appends a further run's timed rounds to a measurement (see time_fresh). A failure in any run
+/// is the measurement's.
 void merge_rounds(Measurement& into, const Measurement& again) {
   if (into.status != MeasureStatus::Ok) return;
   if (again.status != MeasureStatus::Ok) {
@@ -242,47 +244,67 @@ void merge_rounds(Measurement& into, const Measurement& again) {
   into.min_s = s.min;
   into.max_s = s.max;
   into.repeats = static_cast<int>(into.seconds.size());
+  // Software counts add up over the runs (disturbed_warning reads them).
+  if (into.counters.is_object() && again.counters.is_object())
+    for (const char* k : {"retaken", "disturbed_kept"})
+      into.counters[k] = into.counters.value(k, std::int64_t{0}) +
+                         again.counters.value(k, std::int64_t{0});
 }
 }  // namespace
 
-void replicate_leaders(Measurer& measurer, const TuneResult& r, Confirmation& c,
-                       const std::vector<Candidate>& references, int leaders) {
-  WACO_ASSERT(leaders >= 1 && c.rounds >= 1, "replicate_leaders needs leaders >= 1 and rounds");
+std::optional<std::size_t> FreshTiming::best() const {
+  std::optional<std::size_t> b;
+  for (std::size_t i = 0; i < leader_ms.size(); ++i)
+    if (leader_ms[i].status == MeasureStatus::Ok &&
+        (!b || leader_ms[i].median_s < leader_ms[*b].median_s))
+      b = i;
+  return b;
+}
+
+FreshTiming time_fresh(Measurer& measurer, const TuneResult& r, const Confirmation& c,
+                       const std::vector<Candidate>& references, const FreshOptions& opts) {
+  WACO_ASSERT(opts.leaders >= 1 && opts.rounds >= 1 && opts.runs >= 1,
+              "time_fresh needs leaders, rounds and runs >= 1");
   const double t0 = kernels::now_seconds();
-  std::vector<std::size_t> lead;  // positions in c.ranking
-  for (std::size_t k = 0; k < c.ranking.size() && lead.size() < static_cast<std::size_t>(leaders); ++k)
-    if (c.ranking[k].measurement.status == MeasureStatus::Ok) lead.push_back(k);
-  if (lead.empty()) return;
+  FreshTiming f;
+  f.rounds = opts.rounds;
+  for (std::size_t k = 0; k < c.ranking.size() && f.leaders.size() < static_cast<std::size_t>(opts.leaders); ++k)
+    if (c.ranking[k].measurement.status == MeasureStatus::Ok) f.leaders.push_back(k);
+  if (f.leaders.empty()) return f;
   Batch batch;  // a leader that is also a reference is measured once
   std::vector<std::size_t> lead_slot, reference_slot;
-  for (std::size_t k : lead) lead_slot.push_back(batch.add(r.entries[c.ranking[k].entry].candidate));
+  for (std::size_t k : f.leaders) lead_slot.push_back(batch.add(r.entries[c.ranking[k].entry].candidate));
   for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
   CompareOptions co;
   co.race_factor = 0.0;  // the leaders were fast a moment ago: time every one
-  const std::vector<Measurement> ms = measurer.compare(batch.list, c.rounds, co);
-  for (std::size_t i = 0; i < lead.size(); ++i) merge_rounds(c.ranking[lead[i]].measurement, ms[lead_slot[i]]);
-  for (std::size_t j = 0; j < reference_slot.size() && j < c.references.size(); ++j)
-    merge_rounds(c.references[j], ms[reference_slot[j]]);
-  // The leaders verified in both runs first, by their medians over both; then the others in the
-  // first run's order, a leader that failed the second run after the verified ones (the sort):
-  // one run's timing must not outrank two.
-  std::vector<char> leader(c.ranking.size(), 0);
-  for (std::size_t k : lead) leader[k] = c.ranking[k].measurement.status == MeasureStatus::Ok;
-  std::vector<ConfirmEntry> leaders_first, others;
-  for (std::size_t k = 0; k < c.ranking.size(); ++k)
-    (leader[k] ? leaders_first : others).push_back(std::move(c.ranking[k]));
-  sort_ranking(leaders_first);
-  sort_ranking(others);
-  c.ranking = std::move(leaders_first);
-  c.ranking.insert(c.ranking.end(), std::make_move_iterator(others.begin()),
-                   std::make_move_iterator(others.end()));
-  c.best.reset();
-  if (c.ranking.front().measurement.status == MeasureStatus::Ok) c.best = 0;
-  c.replicated = static_cast<int>(lead.size());
-  c.seconds += kernels::now_seconds() - t0;
+  for (int run = 0; run < opts.runs; ++run) {
+    const std::vector<Measurement> ms = measurer.compare(batch.list, opts.rounds, co);
+    if (run == 0) {
+      for (std::size_t s : lead_slot) f.leader_ms.push_back(ms[s]);
+      for (std::size_t s : reference_slot) f.references.push_back(ms[s]);
+    } else {
+      for (std::size_t i = 0; i < lead_slot.size(); ++i) merge_rounds(f.leader_ms[i], ms[lead_slot[i]]);
+      for (std::size_t j = 0; j < reference_slot.size(); ++j)
+        merge_rounds(f.references[j], ms[reference_slot[j]]);
+    }
+    ++f.runs;
+  }
+  std::vector<const Measurement*> all;
+  for (const Measurement& m : f.leader_ms) all.push_back(&m);
+  for (const Measurement& m : f.references) all.push_back(&m);
+  f.busy = disturbed_warning(all);
+  f.seconds = kernels::now_seconds() - t0;
+  return f;
 }
 
 std::string disturbed_warning(const Confirmation& c) {
+  std::vector<const Measurement*> all;
+  for (const ConfirmEntry& e : c.ranking) all.push_back(&e.measurement);
+  for (const Measurement& m : c.references) all.push_back(&m);
+  return disturbed_warning(all);
+}
+
+std::string disturbed_warning(const std::vector<const Measurement*>& ms) {
   std::int64_t runs = 0, retaken = 0, kept = 0;
   const auto add = [&](const Measurement& m) {
     if (m.status != MeasureStatus::Ok) return;
@@ -291,8 +313,7 @@ std::string disturbed_warning(const Confirmation& c) {
     retaken += m.counters.value("retaken", std::int64_t{0});
     kept += m.counters.value("disturbed_kept", std::int64_t{0});
   };
-  for (const ConfirmEntry& e : c.ranking) add(e.measurement);
-  for (const Measurement& m : c.references) add(m);
+  for (const Measurement* m : ms) add(*m);
   if (runs == 0 || (kept == 0 && retaken * 10 < runs)) return {};
   char buf[400];
   std::snprintf(buf, sizeof buf,
@@ -305,10 +326,35 @@ std::string disturbed_warning(const Confirmation& c) {
   return buf;
 }
 
-Verdict judge_gain(const Measurement& winner, const Measurement& reference) {
+std::pair<double, double> median_interval(std::vector<double> values, double level) {
+  WACO_ASSERT(!values.empty() && level > 0 && level < 1, "median_interval needs values and 0 < level < 1");
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  // The largest l with P(Binomial(n, 1/2) <= l - 1) <= alpha / 2: then x_(l) <= median <=
+  // x_(n+1-l) holds with probability at least `level` for any continuous distribution.
+  const double alpha_half = (1 - level) / 2;
+  const double dn = static_cast<double>(n);
+  double tail = 0.0;
+  std::size_t l = 0;
+  for (std::size_t j = 0; j < n / 2; ++j) {  // after this step tail = P(B <= j)
+    const double dj = static_cast<double>(j);  // P(B = j), in logs: no underflow for large n
+    tail += std::exp(std::lgamma(dn + 1) - std::lgamma(dj + 1) - std::lgamma(dn - dj + 1) -
+                     dn * std::log(2.0));
+    if (tail > alpha_half) break;
+    l = j + 1;
+  }
+  if (l == 0) return {values.front(), values.back()};
+  return {values[l - 1], values[n - l]};
+}
+
+Verdict judge_gain(const Measurement& winner, const Measurement& reference,
+                   const DecisionRule& rule, int runs) {
   WACO_ASSERT(winner.status == MeasureStatus::Ok && reference.status == MeasureStatus::Ok,
               "judge_gain needs two verified measurements");
+  WACO_ASSERT(runs >= 1, "judge_gain needs runs >= 1");
   Verdict v;
+  v.min_gain = rule.min_gain;
+  v.level = rule.level;
   v.speedup = reference.median_s / winner.median_s;
   std::vector<double> ratios;
   if (winner.seconds.size() == reference.seconds.size())
@@ -316,22 +362,60 @@ Verdict judge_gain(const Measurement& winner, const Measurement& reference) {
       if (reference.seconds[k] > 0) ratios.push_back(winner.seconds[k] / reference.seconds[k]);
   if (ratios.empty() || ratios.size() != winner.seconds.size()) {
     v.ratio_median = v.ratio_q25 = v.ratio_q75 = winner.median_s / reference.median_s;
+    v.ratio_lo = v.ratio_hi = v.ratio_median;
   } else {
+    const std::size_t n = ratios.size();
+    if (runs > 1 && n % static_cast<std::size_t>(runs) == 0) {
+      v.runs = runs;
+      const std::size_t per = n / static_cast<std::size_t>(runs);
+      for (int k = 0; k < runs; ++k) {
+        std::vector<double> part(ratios.begin() + static_cast<std::ptrdiff_t>(k * per),
+                                 ratios.begin() + static_cast<std::ptrdiff_t>((k + 1) * per));
+        std::sort(part.begin(), part.end());
+        v.run_ratio_medians.push_back(kernels::quantile(part, 0.5));
+      }
+    }
+    const auto [lo, hi] = median_interval(ratios, rule.level);
     std::sort(ratios.begin(), ratios.end());
-    v.rounds = static_cast<int>(ratios.size());
+    v.rounds = static_cast<int>(n);
     v.ratio_median = kernels::quantile(ratios, 0.5);
     v.ratio_q25 = kernels::quantile(ratios, 0.25);
     v.ratio_q75 = kernels::quantile(ratios, 0.75);
     v.spread = (v.ratio_q75 - v.ratio_q25) / 2;
+    v.ratio_lo = lo;
+    v.ratio_hi = hi;
+    for (const double m : v.run_ratio_medians) {
+      v.ratio_lo = std::min(v.ratio_lo, m);
+      v.ratio_hi = std::max(v.ratio_hi, m);
+    }
   }
-  v.gain = v.ratio_median < 1.0 - v.spread;
+  v.speedup_lo = 1.0 / v.ratio_hi;
+  v.speedup_hi = 1.0 / v.ratio_lo;
+  // Worth reporting in every run, not only pooled: one process can favour a kernel by a few
+  // percent for its whole life (A/A runs on the development VM: a run's median ratio of two
+  // copies of one kernel has a standard deviation of 1.4-1.6%), and only the runs tell it.
+  double worst = v.ratio_median;
+  for (const double m : v.run_ratio_medians) worst = std::max(worst, m);
+  v.gain = v.rounds > 0 && v.ratio_hi < 1.0 && worst <= 1.0 - rule.min_gain;
   return v;
 }
 
 nlohmann::json Verdict::to_json() const {
-  return {{"gain", gain},           {"speedup", speedup},     {"ratio_median", ratio_median},
-          {"ratio_q25", ratio_q25}, {"ratio_q75", ratio_q75}, {"spread", spread},
-          {"rounds", rounds}};
+  return {{"gain", gain},
+          {"speedup", speedup},
+          {"speedup_lo", speedup_lo},
+          {"speedup_hi", speedup_hi},
+          {"ratio_median", ratio_median},
+          {"ratio_lo", ratio_lo},
+          {"ratio_hi", ratio_hi},
+          {"ratio_q25", ratio_q25},
+          {"ratio_q75", ratio_q75},
+          {"spread", spread},
+          {"rounds", rounds},
+          {"runs", runs},
+          {"run_ratio_medians", run_ratio_medians},
+          {"min_gain", min_gain},
+          {"level", level}};
 }
 
 }  // namespace waco::heuristics

@@ -95,6 +95,10 @@ struct Measurement {
   bool cache_hit = false;
   std::string kernel_source;    ///< generated C++ source of the kernel (generated only)
   std::int64_t stored_values = -1;  ///< values the format stores (generated only)
+  /// The race strategy the measured kernel was built with ("atomic" or "private"; generated
+  /// only, empty when unknown: results stored before it was recorded), so that `tune -o` and
+  /// waco::Plan deliver the kernel that was measured.
+  std::string race;
   double wall_s = 0.0;          ///< wall time of the whole isolated measurement
   /// Software counts around the side-by-side timed runs (compare()), null otherwise:
   /// {"source": "getrusage", "retaken": disturbed runs taken again, "disturbed_kept": disturbed

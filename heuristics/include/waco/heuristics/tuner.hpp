@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -117,7 +118,6 @@ struct Confirmation {
   std::vector<Measurement> references;   ///< one per reference candidate, in order
   std::optional<std::size_t> best;       ///< index into ranking: ranking[0] when it is ok
   int rounds = 0;                        ///< timed rounds of one side-by-side run
-  int replicated = 0;                    ///< leaders timed again (replicate_leaders), 0: none
   double seconds = 0.0;                  ///< wall time of the stage
 };
 
@@ -146,42 +146,87 @@ RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidat
                                   const std::vector<Candidate>& references,
                                   const ConfirmOptions& opts, double race_factor);
 
-/// Times a confirmation's `leaders` fastest verified nominees and its references again, side by
-/// side in a fresh child (new allocations and thread placement), and merges that run into `c`:
-/// their rounds become both runs' (appended in order, so that judge_gain still pairs round k of
-/// one with round k of another), their medians, minima and maxima are those of both, and the
-/// ranking is sorted again: the leaders by both runs first, the rest after them as they were.
-/// A nominee that fails the second run takes that failure. Why: two
-/// side-by-side runs of 20 rounds of the same 0.7 ms SpMV kernels disagreed by 15% on the order
-/// of two of them (powerlaw50k: one run put chunk 64 7% ahead of csr, three others 2-7% behind
-/// it), so a single run could hand back a "gain" that does not exist. `r` holds the entries
-/// c.ranking indexes. No-op when no nominee is verified.
-void replicate_leaders(Measurer& measurer, const TuneResult& r, Confirmation& c,
-                       const std::vector<Candidate>& references, int leaders);
+/// The decision run (issue 33, "true-verdicts"): the selection run (confirm_best,
+/// confirm_ranked) only *chooses*; a gain is decided on rounds that played no part in choosing.
+/// The selection's `leaders` fastest verified nominees and the references are timed side by side
+/// again in `runs` fresh children (new processes: formats built, outputs allocated and threads
+/// placed anew), `rounds` timed rounds each. Why: the best of 20 near-tied kernels, picked and
+/// judged on the same rounds, looks 5-10% faster than it is (the winner's curse), and one
+/// process's allocations can favour one kernel for its whole life; appending fresh rounds to the
+/// chosen ones (the old --replicate) kept both biases.
+struct FreshOptions {
+  int leaders = 1;  ///< the selection's best N verified nominees (>= 1)
+  int rounds = 20;  ///< timed interleaved rounds per run (>= 1)
+  int runs = 3;     ///< fresh side-by-side children (>= 1)
+};
+
+struct FreshTiming {
+  std::vector<std::size_t> leaders;      ///< positions in Confirmation::ranking, best first
+  std::vector<Measurement> leader_ms;    ///< per leader: every run's rounds, appended in run order
+  std::vector<Measurement> references;   ///< per reference candidate, likewise
+  int runs = 0;                          ///< runs made (each `rounds` rounds)
+  int rounds = 0;
+  double seconds = 0.0;                  ///< wall time of the runs
+  std::string busy;                      ///< disturbed_warning of these runs (empty: quiet)
+  /// The leader with the smallest median over the fresh rounds among the verified ones.
+  std::optional<std::size_t> best() const;
+};
+
+/// Times the leaders of a confirmation and `references` again (see FreshOptions). A leader or
+/// reference that fails any run takes that failure. Nothing is stored. `r` holds the entries
+/// c.ranking indexes. Empty (no runs) when no nominee is verified.
+FreshTiming time_fresh(Measurer& measurer, const TuneResult& r, const Confirmation& c,
+                       const std::vector<Candidate>& references, const FreshOptions& opts);
 
 /// The busy-machine warning of a side-by-side run, from its own timed runs: a run during which
 /// the measuring child was preempted (an involuntary context switch: another process took a
 /// CPU) was disturbed. Empty when none was kept and under a tenth were taken again.
 std::string disturbed_warning(const Confirmation& c);
+/// The same over any measurements of one or more side-by-side runs.
+std::string disturbed_warning(const std::vector<const Measurement*>& ms);
 
-/// Whether the winner of a side-by-side measurement beats a reference by more than the noise
-/// measured in the same rounds. Both were timed in the same interleaved rounds, so round k of
-/// one is paired with round k of the other: the per-round ratios winner / reference cancel the
-/// machine's drift, and their spread is the noise that remains. The winner gains when the
-/// median ratio is below 1 - spread, spread = half the interquartile range of the ratios.
+/// The decision rule: whether `winner` beats `reference`, both timed in the same interleaved
+/// rounds (round k of one is paired with round k of the other, so that the per-round ratios
+/// winner / reference cancel the machine's drift). The median ratio has a distribution-free
+/// confidence interval from the order statistics of the ratios (binomial, `level` two-sided),
+/// widened to hold each run's own median ratio when the rounds come from several runs (one
+/// process can favour a kernel for its whole life: the runs' disagreement is noise too). A gain
+/// is a ratio interval wholly below 1 *and* a median ratio at most 1 - min_gain, pooled and in
+/// every run: significant and worth reporting. Calibrated with A/A runs (the same kernel twice,
+/// the csr schedule against the csr baseline; scripts/bench_verdict.sh): see heuristics/README.md.
+struct DecisionRule {
+  double min_gain = 0.02;  ///< smallest gain worth reporting (0.02: 2% less time)
+  double level = 0.90;     ///< two-sided level of the ratio interval
+};
+
 struct Verdict {
   bool gain = false;
   double speedup = 0.0;       ///< reference median / winner median
+  double speedup_lo = 0.0;    ///< the speedup's interval: 1 / ratio_hi ..
+  double speedup_hi = 0.0;    ///< .. 1 / ratio_lo
   double ratio_median = 0.0;  ///< median of the per-round ratios winner / reference
-  double ratio_q25 = 0.0;     ///< their quartiles
+  double ratio_lo = 0.0;      ///< its interval (order statistics, widened by the runs' medians)
+  double ratio_hi = 0.0;
+  double ratio_q25 = 0.0;     ///< the ratios' quartiles
   double ratio_q75 = 0.0;
   double spread = 0.0;        ///< (ratio_q75 - ratio_q25) / 2
-  int rounds = 0;             ///< paired rounds (0: unpaired, medians only, spread 0)
+  int rounds = 0;             ///< paired rounds (0: unpaired, medians only, no interval)
+  int runs = 1;               ///< runs the rounds came from
+  std::vector<double> run_ratio_medians;  ///< each run's median ratio (runs > 1)
+  double min_gain = 0.0;      ///< the rule's
+  double level = 0.0;
   nlohmann::json to_json() const;
 };
 
-/// The verdict of `winner` against `reference` (both Ok, timed side by side). When their round
-/// counts differ, the ratio of medians is used with a spread of 0.
-Verdict judge_gain(const Measurement& winner, const Measurement& reference);
+/// The verdict of `winner` against `reference` (both Ok, timed side by side, `runs` runs of
+/// equal round counts appended in order). When their round counts differ, the ratio of medians
+/// is used and the interval is that point.
+Verdict judge_gain(const Measurement& winner, const Measurement& reference,
+                   const DecisionRule& rule = {}, int runs = 1);
+
+/// The distribution-free confidence interval of the median of `values` (any order) at `level`
+/// two-sided: [x_(l), x_(n+1-l)] with l the largest count whose binomial(n, 1/2) tail is at most
+/// (1 - level) / 2; the whole range for n too small to have one.
+std::pair<double, double> median_interval(std::vector<double> values, double level);
 
 }  // namespace waco::heuristics
