@@ -710,6 +710,9 @@ TEST_CASE("report: claimed against delivered in the page, the CSV and the JSON")
   CHECK(html.find("&asymp;") != std::string::npos);
   CHECK(html.find("undecided: the 4 runs never agreed") != std::string::npos);
   CHECK(html.find("<tr class=\"busy\">") != std::string::npos);
+  CHECK(html.find("busy: left out of the summaries and plots") != std::string::npos);
+  CHECK(html.find("title=\"the tune ran on a busy machine: the machine is busy\"") !=
+        std::string::npos);
   CHECK(html.find("1 of 3 matrices left out of every summary and plot") != std::string::npos);
   CHECK(html.find("csr schedule 900") != std::string::npos);  // the csr schedule's time
 

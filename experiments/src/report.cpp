@@ -1141,9 +1141,9 @@ void matrix_table(std::ostringstream& h, const KernelReport& k) {
       h << "<td>" << html_escape(m.config) << "</td><td>" << html_escape(m.status);
       if (!m.verdict.empty()) h << "<br><span class=\"desc\">" << html_escape(m.verdict) << "</span>";
       if (!m.error.empty()) h << "<br><span class=\"err\">" << html_escape(m.error) << "</span>";
-      if (m.busy)
-        h << "<br><span class=\"err\">busy, left out of the summaries: " << html_escape(m.busy_reason)
-          << "</span>";
+      if (m.busy)  // the reason in full on hover (and in report.csv / report.json)
+        h << "<br><span class=\"err\" title=\"" << html_escape(m.busy_reason)
+          << "\">busy: left out of the summaries and plots</span>";
       h << "</td><td>"
         << (m.winner.empty() ? std::string("&ndash;")
                              : "<code class=\"sched\">" + html_escape(m.winner) + "</code>")
@@ -1157,7 +1157,7 @@ void matrix_table(std::ostringstream& h, const KernelReport& k) {
           << speedup_cell(m.delivered_speedup, m.delivered_lo, m.delivered_hi) << "</span>";
       else
         h << speedup_cell(m.delivered_speedup, m.delivered_lo, m.delivered_hi);
-      if (m.undecided)
+      if (m.undecided && !m.busy)  // a busy row's runs were too disturbed to compare
         h << "<br><span class=\"undecided\">undecided: the " << m.delivered_runs
           << " runs never agreed</span>";
       h << "</td><td class=\"num\">" << times_text(m.speedup_over_best_library);
