@@ -14,7 +14,8 @@
 # Usage: WACO=build/experiments/waco-hybrid SRC=. [OUT=dir] bash tests/report_browser.sh
 # OUT (default <build>/test-scratch/report_browser) keeps the database, report.html/.csv/.json,
 # the DOM, Chromium's logs and the screenshot report.png.
-# Exit codes: 0 pass, 1 fail, 77 skipped (no chromium or gnuplot; the reason is printed).
+# Exit codes: 0 pass, 1 fail, 77 skipped (no chromium or gnuplot, or every matrix left out as
+# busy: the page is checked without plots; the reason is printed).
 set -uo pipefail
 
 SKIP=77
@@ -59,10 +60,18 @@ for f in report.html report.csv report.json; do [ -s "$T/$f" ] || fail "report w
 figures=$(grep -o '<figure class="plot"' "$T/report.html" | wc -l)
 json_plots=$(grep -E '^  "plots": [0-9]+' "$T/report.json" | grep -oE '[0-9]+')
 [ "$figures" = "$json_plots" ] || fail "the page has $figures plot figures, report.json says ${json_plots:-nothing}"
-(( figures >= 3 )) || fail "only $figures plots (speedup, share CDF and tuning time are always drawn here)"
-for name in speedup-over-csr share-of-oracle-cdf tune-time-vs-share; do
-  grep -q "data-plot=\"$name\"" "$T/report.html" || fail "no $name plot in the page"
-done
+# Busy machines do not make results: when other processes disturbed the side-by-side runs of
+# every matrix, the report leaves them all out and draws no plot; the page is still checked in
+# the browser, and the test says it was skipped.
+left_out=$(grep -oE '"busy_matrices_left_out": [0-9]+' "$T/report.json" | grep -oE '[0-9]+$' | head -1)
+all_busy=0
+[ "${left_out:-0}" -lt 2 ] || all_busy=1
+if (( ! all_busy )); then
+  (( figures >= 4 )) || fail "only $figures plots (speedup, claimed vs delivered, share CDF and tuning time are always drawn here)"
+  for name in speedup-over-csr claimed-vs-delivered share-of-oracle-cdf tune-time-vs-share; do
+    grep -q "data-plot=\"$name\"" "$T/report.html" || fail "no $name plot in the page"
+  done
+fi
 if grep -nE 'src=|<link|@import|url\(http' "$T/report.html" | head -5; then
   fail "the page refers to something external (lines above)"
 fi
@@ -108,5 +117,6 @@ size=$(od -An -tu1 -j16 -N8 "$T/report.png" |
 bytes=$(stat -c %s "$T/report.png")
 (( bytes > 20000 )) || fail "the screenshot is only $bytes bytes (a blank page?)"
 
+(( ! all_busy )) || skip "the machine was busy: report left out both matrices (their side-by-side runs were disturbed), so no plot was drawn; the page itself passed in Chromium"
 echo "PASS: $figures plots drawn and self-checked in Chromium, no console messages"
 echo "screenshot: $T/report.png (the page: $T/report.html)"

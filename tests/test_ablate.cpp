@@ -9,6 +9,7 @@
 
 #include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
+#include "waco/heuristics/results_db.hpp"
 
 namespace {
 
@@ -60,7 +61,7 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
       "--config \"bandit5=--search bandit --budget 5\" --db " +
       dir + "/a.sqlite --work " + dir + "/work --cache-dir " + dir +
       "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
-      "--bench-repeat 5 --threads 2 --json " +
+      "--bench-repeat 5 --final-runs-max 3 --threads 2 --json " +
       example();
   const Result r = waco::test::run_cli(args);
   INFO(r.err);
@@ -78,6 +79,13 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
     CHECK(row.at("format") == "waco-ablation-run");
     // The tune arguments include --tune-args, so that another set runs again.
     CHECK(row.at("tune_args").back() == "4");
+    // The tune's claim (over its faster csr reference) and whether its machine was busy.
+    CHECK(row.at("version") == 2);
+    CHECK((row.at("claimed_speedup").is_number() || row.at("claimed_speedup").is_null()));
+    CHECK(row.contains("claimed_interval"));
+    CHECK(row.contains("claim_reference"));
+    CHECK(row.at("busy").is_boolean());
+    CHECK(row.at("busy") == row.at("busy_warning").is_string());
   }
   CHECK(runs.at("bestformat").at("candidates_measured") == 8);
   CHECK(runs.at("bestformat").at("kind") == "baseline");
@@ -95,13 +103,40 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
   REQUIRE(bench.at("baselines").contains("csr"));
   CHECK(bench.at("baselines").contains("eigen"));
   CHECK(bench.at("baselines").at("csr").at("median_s").get<double>() > 0);
+  // The csr schedule beside the csr baseline; the run replicated in fresh processes.
+  CHECK(bench.at("version") == 2);
+  CHECK(bench.at("csr_schedule").at("median_s").get<double>() > 0);
+  CHECK(bench.at("retake_disturbed") == 5);
+  const int final_runs = bench.at("final_runs");
+  CHECK(final_runs >= 2);
+  CHECK(final_runs <= 3);
+  CHECK(bench.at("final_runs_max") == 3);
+  REQUIRE(bench.at("runs").size() == static_cast<std::size_t>(final_runs));
+  CHECK(bench.at("agree_rule").get<std::string>().find("5%") != std::string::npos);
+  // Settled (the last two runs agreed), or not after 3 runs, or too busy to say.
+  CHECK((bench.at("settled") == true || final_runs == 3 || bench.at("busy") == true));
+  for (const auto& run : bench.at("runs")) {
+    INFO(run.dump());
+    CHECK(run.at("busy").is_boolean());
+    const std::string ref = run.at("reference");
+    CHECK((ref == "csr schedule" || ref == "csr baseline"));
+    CHECK(run.at("speedups").size() == 4);
+  }
   for (const char* name : {"bestformat", "schedule-only", "few", "bandit5"}) {
     INFO(name);
     const auto& t = bench.at("configs").at(name);
     CHECK(t.at("median_s").get<double>() > 0);
     CHECK(t.at("schedule") == runs.at(name).at("winner"));
+    const auto& d = t.at("delivered");
+    const double s = d.at("speedup");
+    CHECK(s > 0);
+    CHECK(d.at("interval").at("lo").get<double>() <= s);
+    CHECK(d.at("interval").at("hi").get<double>() >= s);
+    CHECK(d.at("runs").get<int>() >= 1);
+    CHECK(d.at("decided").is_boolean());
+    CHECK(d.at("per_run").size() == static_cast<std::size_t>(d.at("runs").get<int>()));
   }
-  CHECK(bench.at("distinct_schedules").get<int>() <= 4);
+  CHECK(bench.at("distinct_schedules").get<int>() <= 5);  // the winners and the csr schedule
 
   // Again: everything is stored, nothing runs (no progress line of a configuration), same rows.
   const Result again = waco::test::run_cli(args);
@@ -117,11 +152,52 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
       "--config \"bandit5=--search bandit --budget 5\" --db " +
       dir + "/a.sqlite --work " + dir + "/work --cache-dir " + dir +
       "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
-      "--bench-repeat 5 --threads 2 -q " +
+      "--bench-repeat 5 --final-runs-max 3 --threads 2 -q " +
       example());
   REQUIRE(text.status == 0);
   CHECK(text.out.find("bandit5") != std::string::npos);
   CHECK(text.out.find("bcsstk13.mtx.gz") != std::string::npos);
+  CHECK(text.out.find("delivered speedup") != std::string::npos);
+
+  // A side-by-side row of an older ablate (version 1: one run, no csr schedule) is timed again;
+  // the configuration rows are kept.
+  const std::string fp = m.at("fingerprint");
+  {
+    waco::heuristics::ResultsDb db(dir + "/a.sqlite");
+    nlohmann::json old = bench;
+    old["version"] = 1;
+    for (const char* key : {"csr_schedule", "runs", "final_runs", "settled", "busy"}) old.erase(key);
+    db.record_ablation(fp, "spmv", 1, 2, "side-by-side", old);
+  }
+  const Result upgraded = waco::test::run_cli(args);
+  INFO(upgraded.err);
+  REQUIRE(upgraded.status == 0);
+  CHECK(upgraded.err.find("side by side:") != std::string::npos);
+  CHECK(upgraded.err.find("] bcsstk13.mtx.gz few") == std::string::npos);
+  const auto j3 = nlohmann::json::parse(upgraded.out);
+  CHECK(j3.at("matrices")[0].at("side_by_side").at("version") == 2);
+  CHECK(j3.at("matrices")[0].at("runs") == runs);
+
+  // Rows marked busy stay unless --redo-busy: then that configuration and the side-by-side
+  // run again.
+  {
+    waco::heuristics::ResultsDb db(dir + "/a.sqlite");
+    nlohmann::json few = runs.at("few");
+    few["busy"] = true;
+    few["busy_warning"] = "the machine is busy (scripted)";
+    db.record_ablation(fp, "spmv", 1, 2, "few", few);
+  }
+  const Result kept = waco::test::run_cli(args);
+  REQUIRE(kept.status == 0);
+  CHECK(kept.err.find("] bcsstk13.mtx.gz ") == std::string::npos);
+  CHECK(nlohmann::json::parse(kept.out).at("matrices")[0].at("runs").at("few").at("busy") == true);
+  const Result redone = waco::test::run_cli(args + " --redo-busy");
+  INFO(redone.err);
+  REQUIRE(redone.status == 0);
+  CHECK(redone.err.find("] bcsstk13.mtx.gz few") != std::string::npos);
+  if (runs.at("bandit5").at("busy") == false)  // its own tune may have found the machine busy
+    CHECK(redone.err.find("] bcsstk13.mtx.gz bandit5") == std::string::npos);
+  CHECK(redone.err.find("side by side:") != std::string::npos);
 }
 
 TEST_CASE("ablate: a model configuration gets its Spearman against the exhaustive timings") {

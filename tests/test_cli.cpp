@@ -142,6 +142,20 @@ TEST_CASE("cli: bench runs implementations side by side with ratios to the first
   CHECK(j["results"][1]["ratio_to_first"].get<double>() > 0.0);
   CHECK(j["results"][1]["verified"] == true);
   CHECK(j["settle"] == 2);  // kernels::kDefaultSettleRuns, as tune's side-by-side runs
+  // Disturbed runs are counted per row and judged for the whole run (ablate reads them).
+  CHECK(j["retake_disturbed"] == 0);
+  CHECK(j.contains("disturbed_warning"));
+  CHECK(j["results"][0]["times_s"].size() == 3);
+  CHECK(j["results"][0]["retaken"] == 0);
+  CHECK(j["results"][0]["disturbed_kept"].get<int>() >= 0);
+  CHECK(j["results"][0]["involuntary_switches"].get<int>() >= 0);
+  const Result retakes = cli("bench --json --repeat 3 --warmup 1 --retake-disturbed 4 --kernel spmv "
+                             "--impl csr " + example());
+  REQUIRE(retakes.status == 0);
+  const auto jr = nlohmann::json::parse(retakes.out);
+  CHECK(jr["retake_disturbed"] == 4);
+  CHECK(jr["results"][0]["retaken"].get<int>() <= 4);
+  CHECK(jr["results"][0]["times_s"].size() == 3);  // a retaken run replaces, never adds, a round
   const Result cold = cli("bench --json --repeat 2 --warmup 0 --settle 0 --kernel spmv --impl csr " + example());
   REQUIRE(cold.status == 0);
   CHECK(nlohmann::json::parse(cold.out)["settle"] == 0);

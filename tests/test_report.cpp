@@ -62,8 +62,9 @@ json timed(double median, const std::string& schedule = "csr") {
 }
 json lib(double median) { return {{"median_s", median}, {"min_s", median}, {"max_s", median}}; }
 
-/// Two matrices, three configurations: A.mtx has every time (random's tuning failed), B.mtx has
-/// no oracle time (exhaustive's tuning failed there).
+/// Two matrices, three configurations, rows of version 1 (one side-by-side run, no csr schedule,
+/// claims without intervals): A.mtx has every time (random's tuning failed), B.mtx has no oracle
+/// time (exhaustive's tuning failed there).
 std::string fixture_db(const std::string& name) {
   const std::string path = test::scratch_dir(name) + "/a.sqlite";
   heuristics::ResultsDb db(path);
@@ -76,10 +77,11 @@ std::string fixture_db(const std::string& name) {
   };
   rec(a, "exhaustive", run_row("exhaustive", "pipeline", "A.mtx", "ok",
                                {{"winner", "dcsr"}, {"candidates_measured", 36}, {"tune_s", 10.0},
-                                {"break_even_calls", 1000.0}}));
+                                {"break_even_calls", 1000.0}, {"tune_speedup_over_csr", 2.5}}));
   rec(a, "hybrid", run_row("hybrid", "pipeline", "A.mtx", "ok",
                            {{"winner", "csr"}, {"candidates_measured", 12}, {"tune_s", 2.0},
-                            {"break_even_calls", 200.0}, {"spearman", 0.9}, {"recall_at_10", 1.0}}));
+                            {"break_even_calls", 200.0}, {"spearman", 0.9}, {"recall_at_10", 1.0},
+                            {"tune_speedup_over_csr", 1.6}}));
   rec(a, "random", run_row("random", "baseline", "A.mtx", "failed",
                            {{"error", "every candidate failed to compile"},
                             {"candidates_measured", 5}, {"tune_s", 1.0}}));
@@ -92,7 +94,8 @@ std::string fixture_db(const std::string& name) {
                                {{"error", "timed out"}, {"candidates_measured", 3}, {"tune_s", 7.0}}));
   rec(b, "hybrid", run_row("hybrid", "pipeline", "B.mtx", "ok",
                            {{"winner", "csr"}, {"candidates_measured", 10}, {"tune_s", 4.0},
-                            {"verdict", "no-gain"}, {"spearman", 0.5}, {"recall_at_10", 0.8}}));
+                            {"verdict", "no-gain"}, {"spearman", 0.5}, {"recall_at_10", 0.8},
+                            {"tune_speedup_over_csr", 1.0}}));
   rec(b, "random", run_row("random", "baseline", "B.mtx", "ok",
                            {{"winner", "csc"}, {"candidates_measured", 5}, {"tune_s", 0.5},
                             {"break_even_calls", 50.0}}));
@@ -102,6 +105,76 @@ std::string fixture_db(const std::string& name) {
                  {"random", timed(8.0e-3, "csc")}},
                 {{"csr", lib(4.0e-3)}, {"eigen", lib(5.0e-3)}}));
   return path;
+}
+
+/// A configuration row of version 2: the claim with its interval, maybe a busy tune.
+json claim_row(const std::string& config, const std::string& name, double claimed,
+               json interval, bool busy = false) {
+  json r = run_row(config, "pipeline", name, "ok",
+                   {{"winner", "csr"}, {"tune_s", 1.0}, {"tune_speedup_over_csr", claimed + 0.5},
+                    {"claimed_speedup", claimed}, {"claim_reference", "csr schedule"},
+                    {"claimed_interval", interval}, {"busy", busy},
+                    {"busy_warning", busy ? json("the machine is busy") : json()}});
+  r["version"] = 2;
+  return r;
+}
+
+/// A winner's entry of a version-2 side-by-side row: its time and what it delivered.
+json delivered(double median, double speedup, double lo, double hi, bool decided = true) {
+  json t = timed(median);
+  t["delivered"] = {{"speedup", speedup}, {"interval", {{"lo", lo}, {"hi", hi}, {"level", 0.9}}},
+                    {"runs", decided ? 2 : 4}, {"per_run", {speedup, speedup}},
+                    {"decided", decided}, {"band", "tie"}};
+  return t;
+}
+
+json bench_row_v2(const std::string& name, json configs, bool busy = false) {
+  json b = bench_row(name, configs, {{"csr", lib(1.0e-3)}, {"eigen", lib(1.2e-3)}});
+  b["version"] = 2;
+  b["csr_schedule"] = lib(0.9e-3);
+  b["busy"] = busy;
+  b["busy_reason"] = busy ? json("other processes disturbed 30 timed runs") : json();
+  b["settled"] = !busy;
+  return b;
+}
+
+/// Three matrices of version 2, two configurations. C.mtx: hybrid claimed 1.2 [1.05, 1.35] and
+/// delivered 0.9 (below 0.97); exhaustive claimed 1.3, delivered 1.25. D.mtx: its side-by-side
+/// runs were busy (left out). E.mtx: hybrid's tune was busy (left out); exhaustive claimed 1.0
+/// [0.95, 1.06] and delivered 1.02 [0.98, 1.05], undecided (both within noise).
+std::string claims_db(const std::string& name) {
+  const std::string path = test::scratch_dir(name) + "/c.sqlite";
+  heuristics::ResultsDb db(path);
+  auto rec = [&](const std::string& file, int n, const std::string& config, const json& row) {
+    const auto m = heuristics::matrix_record(diagonal(n), "/data/" + file);
+    db.record_matrix(m);
+    db.record_ablation(m.fingerprint, "spmv", 1, 2, config, row);
+  };
+  const json iv = {{"lo", 1.05}, {"hi", 1.35}, {"level", 0.9}};
+  rec("C.mtx", 70, "exhaustive", claim_row("exhaustive", "C.mtx", 1.3, iv));
+  rec("C.mtx", 70, "hybrid", claim_row("hybrid", "C.mtx", 1.2, iv));
+  rec("C.mtx", 70, "side-by-side",
+      bench_row_v2("C.mtx", {{"exhaustive", delivered(0.72e-3, 1.25, 1.2, 1.3)},
+                             {"hybrid", delivered(1.0e-3, 0.9, 0.85, 0.95)}}));
+  rec("D.mtx", 80, "exhaustive", claim_row("exhaustive", "D.mtx", 2.0, iv));
+  rec("D.mtx", 80, "hybrid", claim_row("hybrid", "D.mtx", 2.0, iv));
+  rec("D.mtx", 80, "side-by-side",
+      bench_row_v2("D.mtx", {{"exhaustive", delivered(8e-3, 0.1, 0.1, 0.1, false)},
+                             {"hybrid", delivered(8e-3, 0.1, 0.1, 0.1, false)}},
+                   true));
+  rec("E.mtx", 90, "exhaustive",
+      claim_row("exhaustive", "E.mtx", 1.0, {{"lo", 0.95}, {"hi", 1.06}, {"level", 0.9}}));
+  rec("E.mtx", 90, "hybrid", claim_row("hybrid", "E.mtx", 3.0, iv, true));
+  rec("E.mtx", 90, "side-by-side",
+      bench_row_v2("E.mtx", {{"exhaustive", delivered(0.88e-3, 1.02, 0.98, 1.05, false)},
+                             {"hybrid", delivered(0.3e-3, 3.0, 2.9, 3.1)}}));
+  return path;
+}
+
+cli::ReportData claims_report(const std::string& name) {
+  cli::ReportOptions o;
+  o.db_path = claims_db(name);
+  return cli::compute_report(heuristics::ResultsDb(o.db_path).ablation_rows(), o);
 }
 
 cli::ReportData fixture_report(const std::string& name, cli::ReportOptions o = {}) {
@@ -139,6 +212,27 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   return out;
 }
 
+/// The report's CSV: its header, the columns by name, and the lines by "matrix/config".
+struct Csv {
+  std::vector<std::string> header;
+  std::map<std::string, std::size_t> col;
+  std::map<std::string, std::vector<std::string>> lines;
+};
+Csv parse_csv(const std::string& text) {
+  Csv c;
+  std::istringstream in(text);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  c.header = split_csv_line(line);
+  for (std::size_t i = 0; i < c.header.size(); ++i) c.col[c.header[i]] = i;
+  while (std::getline(in, line)) {
+    const auto f = split_csv_line(line);
+    REQUIRE(f.size() == c.header.size());
+    c.lines[f[c.col["matrix"]] + "/" + f[c.col["config"]]] = f;
+  }
+  return c;
+}
+
 std::size_t count_of(const std::string& s, const std::string& what) {
   std::size_t n = 0;
   for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
@@ -164,6 +258,17 @@ TEST_CASE("report: per-matrix metrics come from the side-by-side rows") {
   CHECK(*ae.speedup_over_best_library == exact(1.6));  // eigen; rsb-tuned has an error
   CHECK(ae.best_library == "eigen");
   CHECK(*ae.share_of_oracle == exact(1.0));
+  // Rows of version 1: delivered over the csr baseline of their one run, the claim is tune's
+  // speedup over csr, no intervals.
+  CHECK(*ae.delivered_speedup == exact(2.0));
+  CHECK(*ae.claimed_speedup == exact(2.5));
+  CHECK(*ae.delivered_over_claimed == exact(0.8));
+  CHECK_FALSE(ae.delivered_lo.has_value());
+  CHECK_FALSE(ae.claimed_lo.has_value());
+  CHECK(ae.delivered_runs == 1);
+  CHECK_THAT(ae.delivered_reference, Catch::Contains("csr baseline"));
+  CHECK_FALSE(ae.busy);
+  CHECK_FALSE(ae.undecided);
   const auto& ah = row(k, "A.mtx", "hybrid");
   CHECK(*ah.speedup_over_csr == exact(1.6));
   CHECK(*ah.speedup_over_best_library == exact(1.28));
@@ -230,8 +335,9 @@ TEST_CASE("report: summaries are geometric means, shares within 5% and medians")
   CHECK(*r.median_tune_s == exact(0.75));
   CHECK(*r.median_break_even == exact(50));
 
-  REQUIRE(k.notes.size() == 1);
+  REQUIRE(k.notes.size() == 2);
   CHECK_THAT(k.notes[0], Catch::Contains("1 of 2 matrices have no side-by-side time of the oracle"));
+  CHECK_THAT(k.notes[1], Catch::Contains("2 of 2 matrices have a side-by-side row of an older"));
   CHECK(d.context.at("cpu") == std::vector<std::string>{"Test CPU @ 1 GHz"});
   CHECK(d.context.at("git_revision") == std::vector<std::string>{"abc1234"});
 }
@@ -264,7 +370,7 @@ TEST_CASE("report: another oracle, a kernel filter and a missing oracle") {
   std::set<std::string> omitted;
   for (const auto& [name, reason] : plan.omitted) omitted.insert(name);
   CHECK(omitted == std::set<std::string>{"share-of-oracle-cdf", "tune-time-vs-share"});
-  CHECK(plan.plots.size() == 4);
+  CHECK(plan.plots.size() == 5);
 
   o.oracle = "exhaustive";
   o.kernel = "spmm";
@@ -295,30 +401,22 @@ TEST_CASE("report: an empty database and a foreign row are errors") {
   CHECK_THROWS_WITH(cli::compute_report(db.ablation_rows(), o),
                     Catch::Contains("is not a waco-ablation-run object"));
   json newer = run_row("hybrid", "pipeline", "A.mtx", "ok", json::object());
-  newer["version"] = 2;
+  newer["version"] = 3;
   db.record_ablation(m.fingerprint, "spmv", 1, 2, "hybrid", newer);
-  CHECK_THROWS_WITH(cli::compute_report(db.ablation_rows(), o), Catch::Contains("version 2"));
+  CHECK_THROWS_WITH(cli::compute_report(db.ablation_rows(), o),
+                    Catch::Contains("version 3") && Catch::Contains("versions 1 to 2"));
 }
 
 TEST_CASE("report: the CSV has one line per kernel, matrix and configuration with every metric") {
   const cli::ReportData d = fixture_report("report-csv");
-  std::istringstream in(cli::report_csv(d));
-  std::string line;
-  REQUIRE(std::getline(in, line));
-  const std::vector<std::string> header = split_csv_line(line);
-  std::map<std::string, std::size_t> col;
-  for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  Csv csv = parse_csv(cli::report_csv(d));
+  auto& col = csv.col;
+  const auto& lines = csv.lines;
   for (const char* name : {"kernel", "matrix", "config", "status", "error", "median_s",
                            "speedup_over_csr", "speedup_over_best_library", "share_of_oracle",
                            "within_5pct", "candidates_measured", "choice_s", "measure_s",
                            "tune_s", "break_even_calls", "spearman", "recall_at_10"})
     CHECK(col.count(name) == 1);
-  std::map<std::string, std::vector<std::string>> lines;
-  while (std::getline(in, line)) {
-    const auto f = split_csv_line(line);
-    REQUIRE(f.size() == header.size());
-    lines[f[col["matrix"]] + "/" + f[col["config"]]] = f;
-  }
   REQUIRE(lines.size() == 6);
   const auto& ah = lines.at("A.mtx/hybrid");
   CHECK(ah[col["kernel"]] == "spmv");
@@ -343,14 +441,15 @@ TEST_CASE("report: the JSON holds the summaries, the rows and the plot names") {
   CHECK(j["format"] == "waco-ablation-report");
   CHECK(j["version"] == cli::kReportVersion);
   CHECK(j["oracle"] == "exhaustive");
-  CHECK(j["plots"] == 6);
+  CHECK(j["plots"] == 7);
   const json& k = j["kernels"][0];
   CHECK(k["kernel"] == "spmv");
   CHECK(k["matrices"] == 2);
   CHECK(k["matrices_without_oracle"] == 1);
   CHECK(k["rows"].size() == 6);
-  CHECK(k["plots"] == json::array({"speedup-over-csr", "share-of-oracle-cdf", "tune-time-vs-share",
-                                   "spearman", "recall-at-10", "break-even-calls"}));
+  CHECK(k["plots"] == json::array({"speedup-over-csr", "claimed-vs-delivered",
+                                   "share-of-oracle-cdf", "tune-time-vs-share", "spearman",
+                                   "recall-at-10", "break-even-calls"}));
   const json& h = k["summaries"][1];
   CHECK(h["config"] == "hybrid");
   CHECK(h["speedup_over_csr"]["geomean"].get<double>() == exact(std::sqrt(1.6)));
@@ -364,12 +463,12 @@ TEST_CASE("report: the JSON holds the summaries, the rows and the plot names") {
 TEST_CASE("report: the HTML page is self-contained with every plot inline") {
   const cli::ReportData d = fixture_report("report-html");
   const std::vector<cli::PlotPlan> plans = {cli::plan_plots(d.kernels[0], "exhaustive")};
-  REQUIRE(plans[0].plots.size() == 6);
+  REQUIRE(plans[0].plots.size() == 7);
   CHECK(plans[0].omitted.empty());
   const std::vector<std::vector<std::string>> svgs = {cli::draw_plots(plans[0].plots)};
   const std::string html = cli::render_html(d, plans, svgs);
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
-  CHECK(html.find("data-expected-plots=\"6\"") != std::string::npos);
+  CHECK(html.find("data-expected-plots=\"7\"") != std::string::npos);
   for (const auto& p : plans[0].plots) {
     const std::size_t at = html.find("<figure class=\"plot\" data-plot=\"" + p.name + "\"");
     INFO(p.name);
@@ -380,7 +479,7 @@ TEST_CASE("report: the HTML page is self-contained with every plot inline") {
     CHECK(fig.find("gnuplot_plot_1") != std::string::npos);  // a data set was drawn
     CHECK(fig.find("<figcaption>") != std::string::npos);
   }
-  CHECK(count_of(html, "<figure class=\"plot\"") == 6);
+  CHECK(count_of(html, "<figure class=\"plot\"") == 7);
   // Nothing external, no XML prolog inside the page.
   for (const char* bad : {"src=", "<link", "@import", "url(http", "<?xml", "<!DOCTYPE svg"})
     CHECK(html.find(bad) == std::string::npos);
@@ -390,7 +489,7 @@ TEST_CASE("report: the HTML page is self-contained with every plot inline") {
     for (std::size_t at; (at = rest.find(ns)) != std::string::npos;) rest.erase(at, std::strlen(ns));
   CHECK(rest.find("http") == std::string::npos);
   CHECK(count_of(html, "<script") == 1);
-  // Ids unique across the six inline SVGs.
+  // Ids unique across the seven inline SVGs.
   std::map<std::string, int> ids;
   const std::regex id_re("\\sid=['\"]([^'\"]+)['\"]");
   for (auto it = std::sregex_iterator(html.begin(), html.end(), id_re); it != std::sregex_iterator(); ++it)
@@ -430,7 +529,8 @@ TEST_CASE("report: plots without data are left out and said so") {
   for (const auto& p : plans[0].plots) drawn.insert(p.name);
   for (const auto& [name, reason] : plans[0].omitted) omitted.insert(name);
   CHECK(drawn == std::set<std::string>{"speedup-over-csr", "share-of-oracle-cdf", "tune-time-vs-share"});
-  CHECK(omitted == std::set<std::string>{"spearman", "recall-at-10", "break-even-calls"});
+  CHECK(omitted == std::set<std::string>{"claimed-vs-delivered", "spearman", "recall-at-10",
+                                         "break-even-calls"});
   const std::string html = cli::render_html(d, plans, {cli::draw_plots(plans[0].plots)});
   CHECK(count_of(html, "<figure class=\"plot\"") == 3);
   CHECK(html.find("data-expected-plots=\"3\"") != std::string::npos);
@@ -507,4 +607,147 @@ TEST_CASE("report: MTTKRP speedups are over csf and configurations follow ablate
   CHECK(k.rows[0].speedup_over_csr.value() == Approx(1.5));
   CHECK(k.rows[1].speedup_over_csr.value() == Approx(0.75));
   CHECK(k.rows[1].share_of_oracle.value() == Approx(0.5));
+}
+
+TEST_CASE("report: claimed against delivered, with intervals, per matrix and configuration") {
+  const cli::ReportData d = claims_report("report-claims");
+  const cli::KernelReport& k = d.kernels[0];
+  CHECK(k.matrices == std::vector<std::string>{"C.mtx", "D.mtx", "E.mtx"});
+  const auto& ch = row(k, "C.mtx", "hybrid");
+  CHECK(*ch.claimed_speedup == exact(1.2));  // claimed_speedup, not tune_speedup_over_csr
+  CHECK(*ch.claimed_lo == exact(1.05));
+  CHECK(*ch.claimed_hi == exact(1.35));
+  CHECK(ch.claim_reference == "csr schedule");
+  CHECK(*ch.delivered_speedup == exact(0.9));
+  CHECK(*ch.delivered_lo == exact(0.85));
+  CHECK(*ch.delivered_over_claimed == exact(0.75));
+  CHECK_THAT(ch.delivered_reference, Catch::Contains("csr schedule"));
+  CHECK_FALSE(ch.busy);
+  CHECK_FALSE(cli::within_noise(ch.claimed_lo, ch.claimed_hi));
+  CHECK(*ch.speedup_over_csr == exact(1.0));  // over the csr baseline's median, as before
+  const auto& ee = row(k, "E.mtx", "exhaustive");
+  CHECK(ee.undecided);
+  CHECK(cli::within_noise(ee.claimed_lo, ee.claimed_hi));
+  CHECK(cli::within_noise(ee.delivered_lo, ee.delivered_hi));
+  CHECK(ee.delivered_runs == 4);
+  // Busy: every row of D.mtx (its side-by-side runs), hybrid on E.mtx (its tune).
+  CHECK(row(k, "D.mtx", "exhaustive").busy);
+  CHECK_THAT(row(k, "D.mtx", "hybrid").busy_reason,
+             Catch::Contains("side-by-side runs were disturbed") &&
+                 Catch::Contains("30 timed runs"));
+  CHECK(row(k, "E.mtx", "hybrid").busy);
+  CHECK_THAT(row(k, "E.mtx", "hybrid").busy_reason, Catch::Contains("tune ran on a busy machine"));
+  CHECK(k.busy_matrices == 1);
+  CHECK(k.busy_rows == 1);
+  CHECK(k.library_times.at(ch.fingerprint).at("csr schedule") == exact(0.9e-3));
+}
+
+TEST_CASE("report: busy rows are left out of every summary and plot, and counted") {
+  const cli::ReportData d = claims_report("report-busy");
+  const cli::KernelReport& k = d.kernels[0];
+  const auto& e = summary(k, "exhaustive");
+  CHECK(e.matrices == 2);  // C and E; D left out
+  CHECK(e.busy_left_out == 1);
+  CHECK(e.delivered_count == 2);
+  CHECK(*e.delivered_geomean == exact(std::sqrt(1.25 * 1.02)));
+  CHECK(e.delivered_below == 0);
+  CHECK(*e.below_share == exact(0.0));
+  CHECK(e.undecided == 1);
+  CHECK(e.claimed_count == 2);
+  // delivered / claimed: 1.25 / 1.3 and 1.02 / 1.0.
+  CHECK(*e.delivered_over_claimed_median == exact((1.25 / 1.3 + 1.02) / 2));
+  CHECK(*e.delivered_over_claimed_dev95 ==
+        Approx(0.02 + 0.95 * (1 - 1.25 / 1.3 - 0.02)).epsilon(1e-9));
+  CHECK(*e.speedup_csr_geomean == exact(std::sqrt(1.0e-3 / 0.72e-3 * 1.0e-3 / 0.88e-3)));
+  const auto& h = summary(k, "hybrid");
+  CHECK(h.matrices == 1);  // C only: D's side-by-side and E's tune were busy
+  CHECK(h.busy_left_out == 2);
+  CHECK(h.delivered_below == 1);
+  CHECK(*h.below_share == exact(1.0));
+  CHECK(*h.delivered_over_claimed_median == exact(0.75));
+  CHECK(*h.median_tune_s == exact(1.0));
+  // The notes say how many were left out.
+  std::string notes;
+  for (const auto& n : k.notes) notes += n + "\n";
+  CHECK_THAT(notes, Catch::Contains("1 of 3 matrices left out of every summary and plot"));
+  CHECK_THAT(notes, Catch::Contains("1 configuration row (matrix and configuration) left out"));
+  CHECK_THAT(cli::report_text(d), Catch::Contains("1 of 3 matrices left out"));
+  // No plot draws a busy row: the speedup plot has C and E for exhaustive, C for hybrid.
+  const cli::PlotPlan plan = cli::plan_plots(k, "exhaustive");
+  std::map<std::string, std::string> data;
+  for (const auto& p : plan.plots) data[p.name] = p.data;
+  REQUIRE(data.count("speedup-over-csr"));
+  REQUIRE(data.count("claimed-vs-delivered"));
+  const auto points = [](const std::string& text) {
+    std::size_t n = 0;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) n += !line.empty() && line[0] != '#';
+    return n;
+  };
+  CHECK(points(data["speedup-over-csr"]) == 3);
+  CHECK(points(data["claimed-vs-delivered"]) == 3);
+  CHECK(data["claimed-vs-delivered"].find(" 0.1 ") == std::string::npos);  // D's numbers
+  CHECK(data["claimed-vs-delivered"].find("3 3 ") == std::string::npos);   // E's busy hybrid
+  // Claimed 1.2 [1.05, 1.35], delivered 0.9 [0.85, 0.95]: x y xlo xhi ylo yhi.
+  CHECK(data["claimed-vs-delivered"].find("1.2 0.9 1.05 1.35 0.85 0.95\n") != std::string::npos);
+}
+
+TEST_CASE("report: claimed against delivered in the page, the CSV and the JSON") {
+  const cli::ReportData d = claims_report("report-claims-out");
+  const std::vector<cli::PlotPlan> plans = {cli::plan_plots(d.kernels[0], "exhaustive")};
+  const std::vector<std::vector<std::string>> svgs = {cli::draw_plots(plans[0].plots)};
+  const std::string html = cli::render_html(d, plans, svgs);
+  const std::size_t at = html.find("<figure class=\"plot\" data-plot=\"claimed-vs-delivered\"");
+  REQUIRE(at != std::string::npos);
+  const std::string fig = html.substr(at, html.find("</figure>", at) - at);
+  CHECK(fig.find("gnuplot_plot_1") != std::string::npos);
+  CHECK(fig.find("gnuplot_plot_2") != std::string::npos);  // one data set per configuration
+  CHECK(html.find("Claimed &rarr; delivered") != std::string::npos);
+  CHECK(html.find("Delivered below 0.97&times;") != std::string::npos);
+  CHECK(html.find("1.20&times; <span class=\"desc\">[1.05, 1.35]</span>") != std::string::npos);
+  CHECK(html.find("class=\"below\"") != std::string::npos);  // hybrid on C: 0.90x
+  CHECK(html.find("within noise") != std::string::npos);     // E's exhaustive
+  CHECK(html.find("&asymp;") != std::string::npos);
+  CHECK(html.find("undecided: the 4 runs never agreed") != std::string::npos);
+  CHECK(html.find("<tr class=\"busy\">") != std::string::npos);
+  CHECK(html.find("busy: left out of the summaries and plots") != std::string::npos);
+  CHECK(html.find("title=\"the tune ran on a busy machine: the machine is busy\"") !=
+        std::string::npos);
+  CHECK(html.find("1 of 3 matrices left out of every summary and plot") != std::string::npos);
+  CHECK(html.find("csr schedule 900") != std::string::npos);  // the csr schedule's time
+
+  Csv csv = parse_csv(cli::report_csv(d));
+  auto& col = csv.col;
+  const auto& lines = csv.lines;
+  for (const char* name : {"claimed_speedup", "claimed_lo", "claimed_hi", "claimed_within_noise",
+                           "delivered_speedup", "delivered_lo", "delivered_hi",
+                           "delivered_within_noise", "undecided", "delivered_below_0.97",
+                           "delivered_over_claimed", "busy", "busy_reason"})
+    CHECK(col.count(name) == 1);
+  CHECK(std::stod(lines.at("C.mtx/hybrid")[col["delivered_over_claimed"]]) == exact(0.75));
+  CHECK(lines.at("C.mtx/hybrid")[col["delivered_below_0.97"]] == "1");
+  CHECK(lines.at("E.mtx/exhaustive")[col["delivered_within_noise"]] == "1");
+  CHECK(lines.at("E.mtx/exhaustive")[col["undecided"]] == "1");
+  CHECK(lines.at("D.mtx/hybrid")[col["busy"]] == "1");
+  CHECK(lines.at("C.mtx/hybrid")[col["busy"]] == "0");
+
+  const json j = cli::report_json(d, plans);
+  CHECK(j["version"] == 2);
+  const json& k = j["kernels"][0];
+  CHECK(k["busy_matrices_left_out"] == 1);
+  CHECK(k["busy_rows_left_out"] == 1);
+  const json& h = k["summaries"][1];
+  CHECK(h["config"] == "hybrid");
+  CHECK(h["busy_left_out"] == 2);
+  CHECK(h["delivered"]["below_0.97"] == 1);
+  CHECK(h["delivered_over_claimed"]["median"].get<double>() == exact(0.75));
+  bool seen = false;
+  for (const json& r : k["rows"])
+    if (r["matrix"] == "E.mtx" && r["config"] == "exhaustive") {
+      seen = true;
+      CHECK(r["claimed"]["within_noise"] == true);
+      CHECK(r["delivered"]["undecided"] == true);
+      CHECK(r["delivered"]["lo"].get<double>() == exact(0.98));
+    }
+  CHECK(seen);
 }

@@ -4,10 +4,14 @@
 // configurations can be compared with each other (separate runs drift by tens of percent on a
 // shared machine). Each configuration is one `waco-hybrid tune` child process with its own fresh
 // database (no configuration reuses another's measurements; kernels compiled earlier are reused
-// from the compile cache by all); the side-by-side run is one `waco-hybrid bench` child. Results
-// go to the results database's ablation table, one row per matrix and configuration and one
-// "side-by-side" row per matrix; a run that stops resumes where it stopped. `waco-hybrid report`
-// turns them into tables and plots.
+// from the compile cache by all); the side-by-side run is one `waco-hybrid bench` child with the
+// csr schedule and the library baselines beside the winners, repeated in fresh children until
+// two consecutive undisturbed runs agree (final_runs.hpp: each winner's delivered speedup over
+// the faster csr reference, with its interval). Each configuration's row keeps the tune's claim
+// (speedup and interval) beside it, and the tune's busy warning. Results go to the results
+// database's ablation table, one row per matrix and configuration and one "side-by-side" row per
+// matrix; a run that stops resumes where it stopped. `waco-hybrid report` turns them into
+// tables and plots.
 //
 // Children, not calls: tune forks its measuring worker before it runs OpenMP, which a second
 // tune in the same process could not do (GNU libgomp does not survive fork).
@@ -18,6 +22,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +36,7 @@
 
 #include "cli_common.hpp"
 #include "command.hpp"
+#include "final_runs.hpp"
 #include "searcher.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/kernels/context.hpp"
@@ -47,7 +53,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kRowVersion = 1;
+constexpr int kRowVersion = kAblationRowVersion;
+/// Timed runs of a kernel in the final side-by-side run that are taken again when another process
+/// disturbed them: tune's default (heuristics::MeasureOptions::retake_disturbed).
+constexpr int kRetakeDisturbed = 5;
 
 struct Config {
   std::string name;
@@ -100,6 +109,7 @@ struct Options {
   int dense = 0;
   int threads = 0;
   int bench_repeat = 20;
+  int final_runs_max = 4;  ///< fresh side-by-side runs at most (at least 2)
   std::string model;      ///< passed to every model search without its own
   std::string tune_args;  ///< appended to every tune child's arguments
   std::string cache_dir;  ///< the kernel compile cache of every child
@@ -107,6 +117,7 @@ struct Options {
   bool json = false;
   bool quiet = false;
   bool redo = false;
+  bool redo_busy = false;  ///< run stored rows marked busy again
   ReadOptions read;
 };
 
@@ -217,6 +228,12 @@ std::vector<std::string> baseline_impls(KernelKind k) {
   return names;
 }
 
+std::string fmt_speedup(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%5.3f", x);
+  return buf;
+}
+
 /// Canonical text of a schedule with "all cores" spelled out, to match schedules across outputs.
 std::string schedule_key(KernelKind k, const std::string& text, int threads) {
   try {
@@ -304,6 +321,22 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
   return std::isfinite(rho) ? std::optional<double>(rho) : std::nullopt;
 }
 
+/// The tune's claim: its winner's speedup over the faster csr reference of its side-by-side run
+/// (the one its verdict names, "csr schedule" or "csr baseline"; when it names none, the smaller
+/// of the two speedups), null when it gives none.
+nlohmann::json claimed_speedup(const nlohmann::json& t) {
+  using P = nlohmann::json::json_pointer;
+  const nlohmann::json over_schedule = or_null(t, P("/speedup_over_csr"));
+  const nlohmann::json over_baseline = or_null(t, P("/speedup_over_csr_baseline"));
+  const nlohmann::json reference = or_null(t, P("/verdict_detail/reference"));
+  if (reference.is_string())
+    return reference.get<std::string>().find("baseline") != std::string::npos ? over_baseline
+                                                                              : over_schedule;
+  if (over_schedule.is_number() && over_baseline.is_number())
+    return std::min(over_schedule.get<double>(), over_baseline.get<double>());
+  return over_schedule.is_number() ? over_schedule : over_baseline;
+}
+
 nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
                           std::size_t position, kernels::FileLock& lock) {
   const std::string stem = m.dir + "/" + c.name;
@@ -358,6 +391,11 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
               {"confirm_s", or_null(t, P("/economy/confirm_s"))},
               {"tune_s", or_null(t, P("/time_s"))},
               {"tune_speedup_over_csr", or_null(t, P("/speedup_over_csr"))},
+              {"claimed_speedup", claimed_speedup(t)},
+              {"claim_reference", or_null(t, P("/verdict_detail/reference"))},
+              {"claimed_interval", or_null(t, P("/speedup_interval"))},
+              {"busy", or_null(t, P("/busy_warning")).is_string()},
+              {"busy_warning", or_null(t, P("/busy_warning"))},
               {"break_even_calls", or_null(t, P("/economy/break_even_calls"))},
               {"recall_at_10", or_null(t, P("/search_info/recall_at_10"))},
               {"spearman", nullptr},
@@ -366,83 +404,206 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
   return row;
 }
 
-/// The side-by-side run: every distinct winner and the library baselines, interleaved.
-nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
-                                const std::map<std::string, nlohmann::json>& rows,
-                                kernels::FileLock& lock) {
-  std::map<std::string, std::vector<std::string>> by_schedule;  // key -> configs
-  std::map<std::string, std::string> text_of;
+/// What the final side-by-side run times, in bench's order: the library baselines (--impl), then
+/// the generated kernels (--schedule): the csr (csf) schedule first, then every distinct winner.
+/// A winner that is an implementation ("impl=NAME": a tune that returned a baseline) is timed
+/// as that implementation.
+struct SideBySidePlan {
+  std::vector<std::string> impls;
+  std::vector<std::string> schedules;  ///< texts
+  BenchLayout layout;
+};
+
+SideBySidePlan plan_side_by_side(const MatrixRun& m,
+                                 const std::map<std::string, nlohmann::json>& rows) {
+  SideBySidePlan p;
+  p.impls = baseline_impls(m.kind);
+  p.layout.shortcut = m.kind == KernelKind::MTTKRP ? "csf" : "csr";
+  std::map<std::string, std::size_t> position;  // schedule key -> index in p.schedules
+  const auto add_schedule = [&](const std::string& text) {
+    const auto [it, added] =
+        position.emplace(schedule_key(m.kind, text, m.threads), p.schedules.size());
+    if (added) p.schedules.push_back(text);
+    return it->second;
+  };
+  const std::size_t reference = add_schedule(p.layout.shortcut);
+  std::map<std::string, std::string> impl_of;  // config -> implementation
+  std::map<std::string, std::size_t> schedule_of;
   for (const auto& [name, row] : rows) {
     if (row.value("status", "") != "ok" || !row.at("winner").is_string()) continue;
     const std::string text = row.at("winner").get<std::string>();
-    const std::string key = schedule_key(m.kind, text, m.threads);
-    by_schedule[key].push_back(name);
-    text_of.emplace(key, text);
-  }
-  const std::vector<std::string> impls = baseline_impls(m.kind);
-  std::string impl_list;
-  for (const std::string& i : impls) impl_list += (impl_list.empty() ? "" : ",") + i;
-  std::vector<std::string> argv = child_argv("bench", m);
-  argv.insert(argv.end(), {"--impl", impl_list, "--json", "--repeat",
-                           std::to_string(o.bench_repeat), "--warmup", "2"});
-  if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
-  std::vector<std::string> keys;
-  for (const auto& [key, names] : by_schedule) {
-    argv.insert(argv.end(), {"--schedule", text_of.at(key)});
-    keys.push_back(key);
-  }
-  argv.push_back(m.file);
-  const ChildResult r = run_child(argv, m.dir + "/side-by-side", lock);
-  // bench exits 1 when a kernel computed a wrong result; its JSON still has every row.
-  if (!r.out.is_object() || !r.out.contains("results"))
-    throw Error("the side-by-side run on " + m.file + " failed: " + r.error,
-                "run the bench command it names in " + m.dir + "/side-by-side.stderr by hand");
-  const nlohmann::json& results = r.out.at("results");
-  auto timing = [](const nlohmann::json& x) -> nlohmann::json {
-    if (x.contains("error")) return {{"error", x.at("error")}};
-    return {{"median_s", x.at("median_s")},
-            {"min_s", x.at("min_s")},
-            {"max_s", x.at("max_s")},
-            {"gflops", x.value("gflops", 0.0)}};
-  };
-  nlohmann::json baselines = nlohmann::json::object(), configs = nlohmann::json::object();
-  for (std::size_t i = 0; i < impls.size() && i < results.size(); ++i)
-    baselines[impls[i]] = timing(results[i]);
-  for (std::size_t s = 0; s < keys.size() && impls.size() + s < results.size(); ++s) {
-    nlohmann::json t = timing(results[impls.size() + s]);
-    for (const std::string& name : by_schedule.at(keys[s])) {
-      // Each configuration's own text (threads=0 and threads=<cores> are one kernel, timed once).
-      t["schedule"] = rows.at(name).at("winner");
-      configs[name] = t;
+    if (text.rfind("impl=", 0) == 0) {
+      impl_of[name] = text.substr(5);
+      if (std::find(p.impls.begin(), p.impls.end(), impl_of[name]) == p.impls.end())
+        p.impls.push_back(impl_of[name]);
+    } else {
+      schedule_of[name] = add_schedule(text);
     }
+  }
+  const auto impl_index = [&](const std::string& name) {
+    const auto it = std::find(p.impls.begin(), p.impls.end(), name);
+    return it == p.impls.end() ? -1 : static_cast<int>(it - p.impls.begin());
+  };
+  const auto schedule_index = [&](std::size_t s) { return static_cast<int>(p.impls.size() + s); };
+  p.layout.baseline = impl_index(p.layout.shortcut);
+  p.layout.schedule = schedule_index(reference);
+  for (const auto& [name, impl] : impl_of) p.layout.configs[name] = impl_index(impl);
+  for (const auto& [name, s] : schedule_of) p.layout.configs[name] = schedule_index(s);
+  return p;
+}
+
+/// One kernel's timing over the runs used: the median of their medians, the least minimum and
+/// the largest maximum; its error when no run timed it.
+nlohmann::json timing_over_runs(const std::vector<const nlohmann::json*>& outs, int index) {
+  if (index < 0) return {{"error", "not timed"}};
+  std::vector<double> medians, gflops;
+  double lo = HUGE_VAL, hi = 0;
+  nlohmann::json error = "no time in the side-by-side runs";
+  for (const nlohmann::json* out : outs) {
+    const nlohmann::json& x = out->at("results").at(static_cast<std::size_t>(index));
+    if (x.contains("error")) {
+      error = x.at("error");
+      continue;
+    }
+    medians.push_back(x.at("median_s").get<double>());
+    gflops.push_back(x.value("gflops", 0.0));
+    lo = std::min(lo, x.at("min_s").get<double>());
+    hi = std::max(hi, x.at("max_s").get<double>());
+  }
+  if (medians.empty()) return {{"error", error}};
+  std::sort(medians.begin(), medians.end());
+  std::sort(gflops.begin(), gflops.end());
+  return {{"median_s", quantile(medians, 0.5)}, {"min_s", lo}, {"max_s", hi},
+          {"gflops", quantile(gflops, 0.5)}, {"runs", medians.size()}};
+}
+
+nlohmann::json interval_json(const Interval& i) {
+  return {{"lo", i.lo}, {"hi", i.hi}, {"level", i.level}};
+}
+
+nlohmann::json delivered_json(const Delivered& d) {
+  return {{"speedup", d.speedup},          {"interval", interval_json(d.interval)},
+          {"runs", d.runs},                {"per_run", d.per_run},
+          {"decided", d.decided},          {"band", band_name(band_of(d.speedup))}};
+}
+
+nlohmann::json final_run_json(const FinalRun& f, double seconds) {
+  nlohmann::json speedups = nlohmann::json::object();
+  for (const auto& [name, s] : f.speedups)
+    speedups[name] = {{"speedup", s.speedup},
+                      {"interval", s.interval ? interval_json(*s.interval) : nlohmann::json()}};
+  return {{"busy", f.busy},
+          {"busy_reason", f.busy ? nlohmann::json(f.busy_reason) : nlohmann::json()},
+          {"reference", f.reference.empty() ? nlohmann::json() : nlohmann::json(f.reference)},
+          {"seconds", seconds},
+          {"speedups", speedups}};
+}
+
+/// The final side-by-side run: every distinct winner, the csr schedule and the library baselines
+/// interleaved in one bench child, replicated in fresh children until two consecutive
+/// undisturbed runs agree (final_runs.hpp) or --final-runs-max runs were made. Null when
+/// interrupted.
+nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
+                                const std::map<std::string, nlohmann::json>& rows,
+                                kernels::FileLock& lock) {
+  const SideBySidePlan plan = plan_side_by_side(m, rows);
+  std::string impl_list;
+  for (const std::string& i : plan.impls) impl_list += (impl_list.empty() ? "" : ",") + i;
+  std::vector<std::string> argv = child_argv("bench", m);
+  argv.insert(argv.end(), {"--impl", impl_list, "--json", "--repeat", std::to_string(o.bench_repeat),
+                           "--warmup", "2", "--retake-disturbed", std::to_string(kRetakeDisturbed)});
+  if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
+  for (const std::string& text : plan.schedules) argv.insert(argv.end(), {"--schedule", text});
+  argv.push_back(m.file);
+  const volatile std::sig_atomic_t& interrupted = interrupt_flag();
+  std::vector<nlohmann::json> outs;
+  std::vector<double> seconds;
+  const Replication rep = replicate(o.final_runs_max, [&](int i) {
+    FinalRun f;
+    if (!interrupted) {
+      const std::string stem = m.dir + "/side-by-side-" + std::to_string(i + 1);
+      const ChildResult r = run_child(argv, stem, lock);
+      // bench exits 1 when a kernel computed a wrong result; its JSON still has every row.
+      if (!interrupted && (!r.out.is_object() || !r.out.contains("results")))
+        throw Error("the side-by-side run on " + m.file + " failed: " + r.error,
+                    "run the bench command it names in " + stem + ".stderr by hand");
+      outs.push_back(r.out);
+      seconds.push_back(r.seconds);
+      if (!interrupted) f = final_run_of(r.out, plan.layout);
+    }
+    if (interrupted) {  // not a result: the caller stops
+      f.busy = true;
+      f.busy_reason = "interrupted";
+      return f;
+    }
+    if (!o.quiet) {
+      std::string line;
+      for (const auto& [name, s] : f.speedups) line += " " + name + " " + fmt_speedup(s.speedup);
+      std::fprintf(stderr, "ablate: %s side by side, run %d: over the %s:%s%s\n", m.name.c_str(),
+                   i + 1, f.reference.c_str(), line.c_str(),
+                   f.busy ? ("  (busy: " + f.busy_reason + ")").c_str() : "");
+    }
+    return f;
+  });
+  if (interrupted) return nullptr;
+
+  std::vector<const nlohmann::json*> used;
+  for (std::size_t i : runs_used(rep)) used.push_back(&outs[i]);
+  nlohmann::json baselines = nlohmann::json::object(), configs = nlohmann::json::object();
+  for (std::size_t i = 0; i < plan.impls.size(); ++i)
+    baselines[plan.impls[i]] = timing_over_runs(used, static_cast<int>(i));
+  const std::map<std::string, Delivered> delivered = delivered_speedups(rep);
+  for (const auto& [name, index] : plan.layout.configs) {
+    // Each configuration's own text (threads=0 and threads=<cores> are one kernel, timed once).
+    nlohmann::json t = timing_over_runs(used, index);
+    t["schedule"] = rows.at(name).at("winner");
+    const auto d = delivered.find(name);
+    t["delivered"] = d == delivered.end() ? nlohmann::json() : delivered_json(d->second);
+    configs[name] = t;
   }
   for (const auto& [name, row] : rows)
     if (!configs.contains(name))
       configs[name] = {
           {"error", row.value("status", "") == "ok" ? "no winner" : "the configuration failed"}};
+  nlohmann::json runs = nlohmann::json::array();
+  std::string busy_reason;
+  for (std::size_t i = 0; i < rep.runs.size(); ++i) {
+    runs.push_back(final_run_json(rep.runs[i], seconds[i]));
+    if (busy_reason.empty()) busy_reason = rep.runs[i].busy_reason;
+  }
+  double total_s = 0;
+  for (double x : seconds) total_s += x;
   nlohmann::json row = matrix_fields(m);
   row.update({{"format", "waco-ablation-bench"},
               {"version", kRowVersion},
               {"repeats", o.bench_repeat},
               {"warmup", 2},
-              {"distinct_schedules", keys.size()},
+              {"retake_disturbed", kRetakeDisturbed},
+              {"distinct_schedules", plan.schedules.size()},
+              {"final_runs", rep.runs.size()},
+              {"final_runs_max", o.final_runs_max},
+              {"settled", rep.settled},
+              {"busy", rep.busy},
+              {"busy_reason", rep.busy ? nlohmann::json(busy_reason) : nlohmann::json()},
+              {"undecided", rep.undecided},
+              {"agree_rule", kAgreeRule},
               {"configs", configs},
               {"baselines", baselines},
-              {"seconds", r.seconds},
-              {"context", r.out.value("context", nlohmann::json(nullptr))}});
+              {"csr_schedule", timing_over_runs(used, plan.layout.schedule)},
+              {"runs", runs},
+              {"seconds", total_s},
+              {"context", used.back()->value("context", nlohmann::json(nullptr))}});
   return row;
 }
 
-std::string ratio_text(const nlohmann::json& bench, const std::string& config) {
+/// A delivered speedup for the text table: "1.234", "1.234?" when the runs never agreed on it,
+/// "busy" when the row has no two undisturbed runs.
+std::string delivered_text(const nlohmann::json& bench, const std::string& config) {
   const nlohmann::json& c = bench.at("configs").value(config, nlohmann::json::object());
-  // The reference baseline: csr, csf for MTTKRP (what the speedups of tune are over).
-  const std::string ref = bench.value("kernel", "") == "mttkrp" ? "csf" : "csr";
-  const nlohmann::json csr = bench.at("baselines").value(ref, nlohmann::json::object());
-  if (!c.contains("median_s") || !csr.contains("median_s")) return "   -  ";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%6.3f",
-                csr.at("median_s").get<double>() / c.at("median_s").get<double>());
-  return buf;
+  const nlohmann::json d = c.value("delivered", nlohmann::json());
+  if (!d.is_object()) return "   -  ";
+  if (bench.value("busy", false)) return "  busy";
+  return fmt_speedup(d.at("speedup").get<double>()) + (d.value("decided", false) ? " " : "?");
 }
 
 int run_ablate(const Options& o) {
@@ -510,7 +671,8 @@ int run_ablate(const Options& o) {
       std::optional<nlohmann::json> have =
           o.redo ? std::nullopt : db.find_ablation(m.fingerprint, kname, dense, threads, c.name);
       if (have && have->value("status", "") == "ok" &&
-          have->value("tune_args", nlohmann::json()) == nlohmann::json(stored_args(o, c))) {
+          have->value("tune_args", nlohmann::json()) == nlohmann::json(stored_args(o, c)) &&
+          !(o.redo_busy && have->value("busy", false))) {
         rows[c.name] = *have;
         ++done_units;
         continue;
@@ -556,26 +718,38 @@ int run_ablate(const Options& o) {
         }
       }
     }
-    // The side-by-side run, unless one of exactly these configurations' winners is stored.
+    // The side-by-side run, unless one of exactly these configurations' winners is stored by
+    // this version of ablate (an older row has no csr schedule and no replication: timed again).
     std::optional<nlohmann::json> bench =
-        changed ? std::nullopt
-                : db.find_ablation(m.fingerprint, kname, dense, threads, "side-by-side");
+        changed || o.redo ? std::nullopt
+                          : db.find_ablation(m.fingerprint, kname, dense, threads, "side-by-side");
     std::set<std::string> want, have;
     for (const auto& [name, row] : rows) want.insert(name);
     if (bench && bench->contains("configs"))
       for (const auto& [name, t] : bench->at("configs").items()) have.insert(name);
-    if (!bench || want != have) {
+    if (!bench || want != have || bench->value("version", 0) < kRowVersion ||
+        (o.redo_busy && bench->value("busy", false))) {
       const double t0 = now_seconds();
       bench = run_side_by_side(o, m, rows, lock);
-      if (interrupted) break;
+      if (interrupted || bench->is_null()) break;
       db.record_ablation(m.fingerprint, kname, dense, threads, "side-by-side", *bench);
       run_seconds += now_seconds() - t0;
       ++run_units;
-      if (!o.quiet)
-        std::fprintf(
-            stderr, "ablate: [%zu/%zu] %s side by side: %zu schedules + %zu baselines, %.1f s\n",
-            fi + 1, o.files.size(), m.name.c_str(), bench->value("distinct_schedules", 0ul),
-            bench->at("baselines").size(), now_seconds() - t0);
+      if (!o.quiet) {
+        const std::string undecided = bench->at("undecided").empty()
+                                          ? std::string()
+                                          : ", undecided: " + bench->at("undecided").dump();
+        std::fprintf(stderr,
+                     "ablate: [%zu/%zu] %s side by side: %zu schedules + %zu baselines, %d runs "
+                     "(%s)%s, %.1f s\n",
+                     fi + 1, o.files.size(), m.name.c_str(),
+                     bench->value("distinct_schedules", 0ul), bench->at("baselines").size(),
+                     bench->value("final_runs", 0),
+                     bench->value("busy", false) ? "busy: no two undisturbed runs"
+                     : bench->value("settled", false) ? "the last two agree"
+                                                      : "never agreed",
+                     undecided.c_str(), now_seconds() - t0);
+      }
     }
     ++done_units;
     nlohmann::json line = {
@@ -598,9 +772,10 @@ int run_ablate(const Options& o) {
     return kExitOk;
   }
   std::printf(
-      "%s, dense %d, %d threads: speedup over csr of each configuration's winner, side by "
-      "side (csr time / winner time)\n%-28s",
-      kname.c_str(), dense, threads, "matrix");
+      "%s, dense %d, %d threads: delivered speedup of each configuration's winner over the faster "
+      "%s reference (baseline or schedule), side by side, median of the final runs (? = the runs "
+      "never agreed on it; busy = no two undisturbed runs)\n%-28s",
+      kname.c_str(), dense, threads, kind == KernelKind::MTTKRP ? "csf" : "csr", "matrix");
   for (const Config& c : configs)
     std::printf(" %*s", static_cast<int>(std::max<std::size_t>(6, c.name.size())), c.name.c_str());
   std::printf("\n");
@@ -610,7 +785,7 @@ int run_ablate(const Options& o) {
     std::printf("%-28s", f.c_str());
     for (const Config& c : configs)
       std::printf(" %*s", static_cast<int>(std::max<std::size_t>(6, c.name.size())),
-                  ratio_text(line.at("side_by_side"), c.name).c_str());
+                  delivered_text(line.at("side_by_side"), c.name).c_str());
     std::printf("\n");
   }
   std::printf("(waco-hybrid report --db %s -o report.html draws the plots and tables)\n",
@@ -653,6 +828,11 @@ Command make_ablate_command() {
                        "Interleaved timed rounds of the side-by-side run")
             ->check(CLI::Range(3, 100000))
             ->capture_default_str();
+        sub.add_option("--final-runs-max", o->final_runs_max,
+                       "Fresh side-by-side runs at most: the final run is repeated until two "
+                       "consecutive undisturbed runs agree (at least 2 runs)")
+            ->check(CLI::Range(2, 100))
+            ->capture_default_str();
         sub.add_option(
             "--tune-args", o->tune_args,
             "More tune arguments for every configuration, e.g. \"--repeat 5 --confirm-rounds 10\"");
@@ -662,16 +842,24 @@ Command make_ablate_command() {
                        "Hold this file's lock exclusively around every measuring child (as collect "
                        "--cpu-lock)");
         sub.add_flag("--redo", o->redo, "Run every configuration again, replacing stored rows");
+        sub.add_flag("--redo-busy", o->redo_busy,
+                     "Run the stored rows marked busy again (a tune or side-by-side run that other "
+                     "processes disturbed)");
         sub.add_flag("--json", o->json, "Print JSON (every row)");
         sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
         add_read_options(sub, o->read);
         sub.footer(
             "Each configuration is one `waco-hybrid tune --json` child with a fresh database of\n"
-            "its own (in --work); then every configuration's winner and the library baselines\n"
-            "(csr, eigen, rsb-tuned where they exist) are timed side by side, interleaved, in\n"
-            "one `bench` child: only those timings compare configurations. Rows go to the\n"
-            "results database (table ablation); a stopped run resumes, skipping what is\n"
-            "stored. Spearman: each model's scores against the exhaustive run's timings.\n"
+            "its own (in --work); then every configuration's winner, the csr schedule and the\n"
+            "library baselines (csr, eigen, rsb-tuned where they exist) are timed side by side,\n"
+            "interleaved, in one `bench` child: only those timings compare configurations. That\n"
+            "run is repeated in fresh children until two consecutive undisturbed runs agree\n"
+            "(every winner's speedup over the faster of csr and the csr schedule changed by\n"
+            "less than 5% or kept its band: below 0.97x, 0.97-1.03x, above 1.03x), at most\n"
+            "--final-runs-max; a winner they never agree on is 'undecided', a matrix without two\n"
+            "undisturbed runs 'busy' (report leaves it out). Rows go to the results database\n"
+            "(table ablation); a stopped run resumes, skipping what is stored. Spearman: each\n"
+            "model's scores against the exhaustive run's timings.\n"
             "Kernels compiled by an earlier configuration are reused from the compile cache.\n\n"
             "Examples:\n"
             "  waco-hybrid ablate --kernel spmv --db abl.sqlite A.mtx B.mtx\n"

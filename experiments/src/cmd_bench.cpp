@@ -34,6 +34,7 @@ struct Options {
   int repeat = 10;
   int warmup = 2;
   int settle = kDefaultSettleRuns;
+  int retake_disturbed = 0;  ///< per implementation, disturbed timed runs taken again
   std::uint64_t seed = 1;
   double tolerance = kDefaultTolerance;
   bool json = false;
@@ -92,7 +93,8 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   std::vector<std::function<void()>> runs(impls.size());
   for (std::size_t i = 0; i < impls.size(); ++i)
     if (impls[i]) runs[i] = [impl = impls[i].get()] { impl->run(); };
-  const std::vector<TimingStats> stats = time_interleaved(runs, {o.warmup, o.repeat}, o.settle);
+  const std::vector<TimingStats> stats = time_interleaved(
+      runs, {o.warmup, o.repeat, now_seconds, o.retake_disturbed}, o.settle);
   const double flops = p.flops(), bytes = min_traffic_bytes(p);
   for (std::size_t i = 0; i < impls.size(); ++i) {
     if (!impls[i]) continue;
@@ -139,11 +141,33 @@ nlohmann::json row_json(const Row& r) {
     return j;
   }
   j.update({{"median_s", r.t.median}, {"min_s", r.t.min}, {"max_s", r.t.max},
-            {"times_s", r.t.seconds}, {"gflops", r.gflops}, {"effective_gbs", r.gbs},
+            {"times_s", r.t.seconds}, {"retaken", r.t.retaken},
+            {"disturbed_kept", r.t.disturbed_kept},
+            {"involuntary_switches", r.t.counts.involuntary_switches},
+            {"gflops", r.gflops}, {"effective_gbs", r.gbs},
             {"ratio_to_first", r.ratio == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.ratio)},
             {"verified", true}, {"max_rel_error", r.max_rel_error},
             {"conversion_s", r.conversion}, {"tuning_s", r.tuning}});
   return j;
+}
+
+/// Whether other processes disturbed the timed runs (an involuntary context switch during a run):
+/// a warning when a disturbed run had to be kept (no retake left, --retake-disturbed) or when a
+/// tenth of the timed runs or more were taken again; empty otherwise. The rule of tune's
+/// side-by-side runs, so that `ablate` judges its final runs as tune judges its own.
+std::string disturbed_warning(const std::vector<Row>& rows) {
+  long long runs = 0, retaken = 0, kept = 0;
+  for (const Row& r : rows) {
+    if (!r.error.empty()) continue;
+    runs += static_cast<long long>(r.t.seconds.size());
+    retaken += r.t.retaken;
+    kept += r.t.disturbed_kept;
+  }
+  if (runs == 0 || (kept == 0 && retaken * 10 < runs)) return {};
+  return "other processes disturbed " + std::to_string(retaken + kept) + " timed runs (" +
+         std::to_string(retaken) + " taken again, " + std::to_string(kept) + " of the " +
+         std::to_string(runs) + " kept runs disturbed): the timings include waits for "
+         "descheduled threads";
 }
 
 int bench(const Options& o) {
@@ -165,9 +189,14 @@ int bench(const Options& o) {
   }
   bool failed = false;
   for (const Row& r : rows) failed |= r.error.rfind("wrong result", 0) == 0;
+  const std::string disturbed = disturbed_warning(rows);
+  if (!disturbed.empty()) std::cerr << "warning: " << disturbed << "\n";
 
   const nlohmann::json busy_json = busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy);
   nlohmann::json out = {{"kernel", o.kernel}, {"threads", threads}, {"busy_warning", busy_json},
+                          {"disturbed_warning", disturbed.empty() ? nlohmann::json(nullptr)
+                                                                  : nlohmann::json(disturbed)},
+                          {"retake_disturbed", o.retake_disturbed},
                           {"warmup", o.warmup}, {"settle", o.settle}, {"repeats", o.repeat}, {"interleaved", true},
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
                           {"results", nlohmann::json::array()},
@@ -224,6 +253,12 @@ Command make_bench_command() {
                            "it finds its own data in the caches as a repeatedly called kernel does (and as "
                            "tune's side-by-side runs time it), not the previous implementation's")
                 ->check(CLI::Range(0, 100))
+                ->capture_default_str();
+            sub.add_option("--retake-disturbed", o->retake_disturbed,
+                           "Per implementation, timed runs that are taken again when another process "
+                           "disturbed them (an involuntary context switch during the run; tune takes "
+                           "5). Disturbed runs are counted in --json (disturbed_warning)")
+                ->check(CLI::Range(0, 1000))
                 ->capture_default_str();
             sub.add_option("--seed", o->seed, "Seed of the generated dense operands")->capture_default_str();
             sub.add_option("--tolerance", o->tolerance, "Verification tolerance")

@@ -13,8 +13,10 @@
 #include <sstream>
 
 #include "cli_common.hpp"
+#include "final_runs.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/process.hpp"
+#include "waco/kernels/timing.hpp"
 
 namespace waco::cli {
 namespace {
@@ -63,9 +65,10 @@ void check_format(const heuristics::AblationRow& r, const std::string& db) {
     throw Error(where + " is not a " + want + " object",
                 "the database was written by another program; run waco-hybrid ablate again");
   const opt v = number(r.row, "version");
-  if (!v || *v != 1)
+  if (!v || *v < 1 || *v > kAblationRowVersion)
     throw Error(where + " has version " + (v ? std::to_string(static_cast<int>(*v)) : "none") +
-                    ", this waco-hybrid reads version 1",
+                    ", this waco-hybrid reads versions 1 to " +
+                    std::to_string(kAblationRowVersion),
                 "use the waco-hybrid that wrote the database, or run ablate again");
 }
 
@@ -139,6 +142,27 @@ ConfigSummary summarize(const std::string& config, const std::vector<const Matri
   s.median_break_even = median(present(column(rows, [](const auto& r) { return r.break_even_calls; })));
   s.median_spearman = median(present(column(rows, [](const auto& r) { return r.spearman; })));
   s.median_recall = median(present(column(rows, [](const auto& r) { return r.recall_at_10; })));
+  const auto delivered = present(column(rows, [](const auto& r) { return r.delivered_speedup; }));
+  s.delivered_count = static_cast<int>(delivered.size());
+  s.delivered_geomean = geomean(delivered);
+  s.delivered_below = static_cast<int>(
+      std::count_if(delivered.begin(), delivered.end(), [](double x) { return x < kBelowBand; }));
+  if (!delivered.empty())
+    s.below_share = static_cast<double>(s.delivered_below) / static_cast<double>(delivered.size());
+  for (const MatrixConfigMetrics* r : rows) s.undecided += r->delivered_speedup && r->undecided;
+  std::vector<double> ratio =
+      present(column(rows, [](const auto& r) { return r.delivered_over_claimed; }));
+  s.claimed_count = static_cast<int>(ratio.size());
+  if (!ratio.empty()) {
+    std::vector<double> dev;
+    for (double x : ratio) dev.push_back(std::abs(x - 1.0));
+    std::sort(ratio.begin(), ratio.end());
+    std::sort(dev.begin(), dev.end());
+    s.delivered_over_claimed_median = kernels::quantile(ratio, 0.5);
+    s.delivered_over_claimed_p05 = kernels::quantile(ratio, 0.05);
+    s.delivered_over_claimed_p95 = kernels::quantile(ratio, 0.95);
+    s.delivered_over_claimed_dev95 = kernels::quantile(dev, 0.95);
+  }
   return s;
 }
 
@@ -198,7 +222,50 @@ std::string gp_quote(const std::string& s) {
   return out + "'";
 }
 
+/// An interval {"lo", "hi"} of a row (nothing unless both are numbers).
+std::pair<opt, opt> interval_of(const json& j) {
+  const opt lo = number(j, "lo"), hi = number(j, "hi");
+  return lo && hi ? std::make_pair(lo, hi) : std::make_pair(opt(), opt());
+}
+
+/// The claim of a configuration row: its claimed speedup (rows before version 2: tune's speedup
+/// over csr) and interval.
+void read_claim(const json& run, MatrixConfigMetrics& m) {
+  m.claimed_speedup = number(run, "claimed_speedup");
+  if (!m.claimed_speedup) m.claimed_speedup = m.tune_speedup_over_csr;
+  std::tie(m.claimed_lo, m.claimed_hi) = interval_of(member(run, "claimed_interval"));
+  m.claim_reference = text(run, "claim_reference");
+  if (member(run, "busy") == json(true)) {
+    m.busy = true;
+    const std::string why = text(run, "busy_warning");
+    m.busy_reason = "the tune ran on a busy machine" + (why.empty() ? "" : ": " + why);
+  }
+}
+
+/// What a side-by-side row delivered for one configuration (`c`, its entry under "configs"):
+/// version 2, the replicated runs' median over the faster csr reference; version 1, the csr
+/// baseline's median over the winner's of its one run.
+void read_delivered(const json& bench, const json& c, const std::string& shortcut,
+                    const opt& csr, MatrixConfigMetrics& m) {
+  const json& d = member(c, "delivered");
+  if (d.is_object()) {
+    m.delivered_speedup = number(d, "speedup");
+    std::tie(m.delivered_lo, m.delivered_hi) = interval_of(member(d, "interval"));
+    m.delivered_runs = static_cast<int>(number(d, "runs").value_or(0));
+    m.undecided = member(d, "decided") == json(false);
+    m.delivered_reference = "faster of the " + shortcut + " baseline and the " + shortcut + " schedule";
+  } else if (number(bench, "version").value_or(1) < 2 && m.median_s && csr) {
+    m.delivered_speedup = *csr / *m.median_s;
+    m.delivered_runs = 1;
+    m.delivered_reference = shortcut + " baseline (one run, no " + shortcut + " schedule)";
+  }
+  if (m.delivered_speedup && m.claimed_speedup && *m.claimed_speedup > 0)
+    m.delivered_over_claimed = *m.delivered_speedup / *m.claimed_speedup;
+}
+
 }  // namespace
+
+bool within_noise(const opt& lo, const opt& hi) { return lo && hi && *lo <= 1.0 && 1.0 <= *hi; }
 
 // ---------------------------------------------------------------------------------------------
 // compute_report
@@ -346,6 +413,14 @@ ReportData compute_report(const std::vector<heuristics::AblationRow>& all_rows,
           if (!best || *t < *best) best = t, best_name = lib;
         }
       }
+      const std::string shortcut = g.kernel == "mttkrp" ? "csf" : "csr";
+      if (b) {
+        if (const opt t = seconds(member(*b, "csr_schedule"), "median_s"))
+          k.library_times[fp][shortcut + " schedule"] = *t;
+        if (number(*b, "version").value_or(1) < 2) ++k.old_side_by_side;
+      }
+      const bool busy_matrix = b && member(*b, "busy") == json(true);
+      if (busy_matrix) ++k.busy_matrices;
       static const json kNone;
       const json& bench_configs = b ? member(*b, "configs") : kNone;
       const opt oracle_t = b ? seconds(member(bench_configs, options.oracle.c_str()), "median_s")
@@ -382,6 +457,7 @@ ReportData compute_report(const std::vector<heuristics::AblationRow>& all_rows,
           m.spearman = number(*run, "spearman");
           m.recall_at_10 = number(*run, "recall_at_10");
           m.tune_speedup_over_csr = number(*run, "tune_speedup_over_csr");
+          read_claim(*run, m);
         } else {
           m.status = "missing";
         }
@@ -391,6 +467,7 @@ ReportData compute_report(const std::vector<heuristics::AblationRow>& all_rows,
           m.time_error = text(c, "error");
           if (m.time_error.empty()) m.median_s = seconds(c, "median_s");
           if (!m.median_s && m.time_error.empty()) m.time_error = "no time in the side-by-side run";
+          read_delivered(*b, c, shortcut, csr, m);
         } else {
           m.time_error = b ? "not in the side-by-side run"
                            : "no side-by-side row (ablate did not finish this matrix)";
@@ -400,15 +477,27 @@ ReportData compute_report(const std::vector<heuristics::AblationRow>& all_rows,
           if (best) m.speedup_over_best_library = *best / *m.median_s;
           if (oracle_t) m.share_of_oracle = *oracle_t / *m.median_s;
         }
+        if (busy_matrix) {
+          const std::string why = text(*b, "busy_reason");
+          m.busy = true;
+          m.busy_reason = "its side-by-side runs were disturbed by other processes" +
+                          (why.empty() ? "" : ": " + why);
+        } else if (m.busy) {
+          ++k.busy_rows;
+        }
         k.rows.push_back(std::move(m));
       }
     }
 
     for (const std::string& config : k.configs) {
       std::vector<const MatrixConfigMetrics*> of;
+      int busy = 0;
       for (const auto& m : k.rows)
-        if (m.config == config) of.push_back(&m);
+        if (m.config != config) continue;
+        else if (m.busy) ++busy;
+        else of.push_back(&m);
       ConfigSummary s = summarize(config, of);
+      s.busy_left_out = busy;
       if (const auto d = descriptions.find(config); d != descriptions.end()) s.description = d->second;
       k.summaries.push_back(std::move(s));
     }
@@ -422,6 +511,21 @@ ReportData compute_report(const std::vector<heuristics::AblationRow>& all_rows,
       k.notes.push_back(std::to_string(k.matrices_without_oracle) + " of " + m_total +
                         " matrices have no side-by-side time of the oracle (" + options.oracle +
                         "): their share of the oracle is empty.");
+    if (k.busy_matrices > 0)
+      k.notes.push_back(std::to_string(k.busy_matrices) + " of " + m_total +
+                        " matrices left out of every summary and plot: other processes disturbed "
+                        "their side-by-side runs (fewer than two undisturbed runs; ablate "
+                        "--redo-busy times them again).");
+    if (k.busy_rows > 0)
+      k.notes.push_back(plural(k.busy_rows, "configuration row", "configuration rows") +
+                        " (matrix and configuration) left out of every summary and plot: the "
+                        "tune ran on a busy machine (ablate --redo-busy runs it again).");
+    if (k.old_side_by_side > 0)
+      k.notes.push_back(std::to_string(k.old_side_by_side) + " of " + m_total +
+                        " matrices have a side-by-side row of an older ablate (one run, no " +
+                        (k.kernel == "mttkrp" ? "csf" : "csr") +
+                        " schedule): their delivered speedups are over the baseline alone, "
+                        "without an interval.");
     if (k.matrices_without_side_by_side > 0)
       k.notes.push_back(std::to_string(k.matrices_without_side_by_side) + " of " + m_total +
                         " matrices have no side-by-side row (ablate did not finish them): no "
@@ -485,6 +589,19 @@ std::vector<std::pair<std::string, std::vector<double>>> series(const KernelRepo
 }
 
 std::string num_text(double v) { return fmt("%.10g", v); }
+
+/// Appends a configuration's points (`rows`) as data block number `block` (then incremented) and
+/// its plot clause, `using_with` giving the columns and style ("1:2 with points"), in the
+/// configuration's colour.
+void add_block(const KernelReport& k, const std::string& config, const std::string& rows,
+               const std::string& using_with, int& block, std::string& data,
+               std::string& clauses) {
+  data += "# " + config + "\n" + rows + "\n\n";
+  clauses += std::string(clauses.empty() ? "" : ", ") + "'@DATA@' index " +
+             std::to_string(block++) + " using " + using_with + " lt " +
+             std::to_string(style_of(k, config)) + " ps 1 title " + gp_quote(config) +
+             " noenhanced";
+}
 
 /// Sorted values against their rank, one data block per configuration; returns the plot clause.
 std::string ranked(const KernelReport& k,
@@ -550,7 +667,65 @@ std::string rank_axis(std::size_t n) {
 
 }  // namespace
 
-PlotPlan plan_plots(const KernelReport& k, const std::string& oracle) {
+namespace {
+
+/// Claimed (x) against delivered (y) speedups, one point per matrix and colour per
+/// configuration, with their intervals as error bars where they exist; the diagonal is
+/// "delivered as claimed", the dotted line 0.97.
+void claimed_vs_delivered(const KernelReport& k, PlotPlan& plan) {
+  std::vector<std::pair<std::string, std::vector<double>>> values;  // for the axis range
+  std::string data, clauses;
+  int block = 0;
+  for (const std::string& c : k.configs) {
+    std::string rows;
+    std::vector<double> v;
+    for (const auto& m : k.rows) {
+      if (m.config != c || !m.claimed_speedup || !m.delivered_speedup) continue;
+      const double x = *m.claimed_speedup, y = *m.delivered_speedup;
+      if (!(x > 0 && y > 0)) continue;
+      const double xlo = m.claimed_lo.value_or(x), xhi = m.claimed_hi.value_or(x);
+      const double ylo = m.delivered_lo.value_or(y), yhi = m.delivered_hi.value_or(y);
+      rows += num_text(x) + " " + num_text(y) + " " + num_text(std::min(x, xlo)) + " " +
+              num_text(std::max(x, xhi)) + " " + num_text(std::min(y, ylo)) + " " +
+              num_text(std::max(y, yhi)) + "\n";
+      v.insert(v.end(), {std::min(x, xlo), std::max(x, xhi), std::min(y, ylo), std::max(y, yhi)});
+    }
+    if (rows.empty()) continue;
+    values.push_back({c, v});
+    add_block(k, c, rows, "1:2:3:4:5:6 with xyerrorbars", block, data, clauses);
+  }
+  if (clauses.empty()) {
+    plan.omitted.push_back({"claimed-vs-delivered",
+                            "no configuration has both a claimed (tune) and a delivered "
+                            "(side-by-side) speedup"});
+    return;
+  }
+  PlotSpec p{k.label, "claimed-vs-delivered",
+             "Claimed against delivered: the speedup each tune claimed (x) and the one its "
+             "winner delivered over the faster of csr and the csr schedule in the side-by-side "
+             "runs (y), one point per matrix, bars: their intervals; log scales. On the diagonal "
+             "a claim held; below it the tune claimed too much; the dotted line is 0.97.",
+             prelude(680, 420), data};
+  // The same range on both axes (the diagonal at 45 degrees), labelled tics on each.
+  p.script += "set logscale xy 2\nset format x '%g'\nset format y '%g'\nset xrange " +
+              log_range(values, true, "x") + "set yrange " + log_range(values, true, "y") +
+              "set size ratio -1\n"
+              "set xlabel 'claimed speedup (tune, log scale)'\n"
+              "set ylabel 'delivered speedup (side by side, log scale)'\n"
+              "plot " + clauses + ", x with lines dt 2 lw 1 lc rgb '#444444' title "
+              "'delivered = claimed', " + num_text(kBelowBand) +
+              " with lines dt 3 lw 1 lc rgb '#a00000' title '0.97'\n";
+  plan.plots.push_back(std::move(p));
+}
+
+}  // namespace
+
+PlotPlan plan_plots(const KernelReport& all, const std::string& oracle) {
+  // Rows marked busy are in no plot.
+  KernelReport k = all;
+  k.rows.erase(std::remove_if(k.rows.begin(), k.rows.end(),
+                              [](const MatrixConfigMetrics& m) { return m.busy; }),
+               k.rows.end());
   PlotPlan plan;
   const std::string no_time =
       "no configuration has a side-by-side time (no side-by-side rows, or every winner failed)";
@@ -574,6 +749,9 @@ PlotPlan plan_plots(const KernelReport& k, const std::string& oracle) {
       plan.plots.push_back(std::move(p));
     }
   }
+
+  // (1b) Claimed against delivered.
+  claimed_vs_delivered(k, plan);
 
   // (2) CDF of the share of the oracle.
   const auto shares = series(k, [](const MatrixConfigMetrics& m) { return m.share_of_oracle; });
@@ -630,10 +808,7 @@ PlotPlan plan_plots(const KernelReport& k, const std::string& oracle) {
           tune_times.push_back({c, {*m.tune_s}});
         }
       if (rows.empty()) continue;
-      data += "# " + c + "\n" + rows + "\n\n";
-      clauses += std::string(clauses.empty() ? "" : ", ") + "'@DATA@' index " +
-                 std::to_string(block++) + " using 1:2 with points lt " +
-                 std::to_string(style_of(k, c)) + " ps 1 title " + gp_quote(c) + " noenhanced";
+      add_block(k, c, rows, "1:2 with points", block, data, clauses);
     }
     if (clauses.empty()) {
       plan.omitted.push_back({"tune-time-vs-share",
@@ -819,6 +994,10 @@ th, td { border: 1px solid #d0d0d0; padding: 0.25em 0.5em; vertical-align: top; 
 th { background: #f2f2f2; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.failed td { background: #fff0f0; }
+tr.busy td { background: #f4f4f4; color: #777; }
+.noise { color: #777; font-style: italic; }
+.undecided { color: #7a4a00; font-size: 0.85em; }
+.below { color: #a00000; font-weight: bold; }
 table.context th { width: 11em; }
 .desc { color: #555; font-size: 0.9em; }
 .kind { color: #777; font-size: 0.85em; }
@@ -883,7 +1062,10 @@ void summary_table(std::ostringstream& h, const KernelReport& k, const std::stri
        "<th>Share of oracle<br>geomean</th><th>Within 5% of oracle</th>"
        "<th>Candidates measured<br>median</th><th>Tuning time<br>median</th>"
        "<th>Break-even calls<br>median</th><th>Spearman<br>median</th>"
-       "<th>Recall@10<br>median</th></tr></thead>\n<tbody>\n";
+       "<th>Recall@10<br>median</th><th>Delivered<br>geomean</th>"
+       "<th>Delivered below 0.97&times;</th><th>Delivered / claimed<br>median</th>"
+       "<th>|Delivered / claimed &minus; 1|<br>95th percentile</th><th>Left out<br>(busy)</th>"
+       "</tr></thead>\n<tbody>\n";
   for (const ConfigSummary& s : k.summaries) {
     h << "<tr" << (s.failures ? " class=\"failed\"" : "") << "><td><b>" << html_escape(s.config)
       << "</b>" << (s.config == oracle ? " (oracle)" : "");
@@ -904,14 +1086,38 @@ void summary_table(std::ostringstream& h, const KernelReport& k, const std::stri
     h << "</td><td class=\"num\">" << count_text(s.median_candidates) << "</td><td class=\"num\">"
       << secs_text(s.median_tune_s) << "</td><td class=\"num\">" << count_text(s.median_break_even)
       << "</td><td class=\"num\">" << corr_text(s.median_spearman) << "</td><td class=\"num\">"
-      << corr_text(s.median_recall) << "</td></tr>\n";
+      << corr_text(s.median_recall) << "</td><td class=\"num\">" << times_text(s.delivered_geomean);
+    if (s.undecided) h << "<br><span class=\"undecided\">" << s.undecided << " undecided</span>";
+    h << "</td><td class=\"num\">";
+    if (s.below_share)
+      h << "<span" << (s.delivered_below ? " class=\"below\"" : "") << ">"
+        << pct_text(s.below_share) << "</span> (" << s.delivered_below << "/" << s.delivered_count
+        << ")";
+    else
+      h << "&ndash;";
+    h << "</td><td class=\"num\">" << corr_text(s.delivered_over_claimed_median);
+    if (s.claimed_count) h << " (" << s.claimed_count << ")";
+    h << "</td><td class=\"num\">" << pct_text(s.delivered_over_claimed_dev95)
+      << "</td><td class=\"num\">" << s.busy_left_out << "</td></tr>\n";
   }
   h << "</tbody></table>\n";
+}
+
+/// "1.16&times; [1.02, 1.31]", in grey italics when the interval holds 1.0 (within noise).
+std::string speedup_cell(const opt& v, const opt& lo, const opt& hi) {
+  if (!v) return "&ndash;";
+  std::string t = times_text(v);
+  if (lo && hi) t += " <span class=\"desc\">[" + fmt("%.2f", *lo) + ", " + fmt("%.2f", *hi) + "]</span>";
+  if (within_noise(lo, hi))
+    return "<span class=\"noise\" title=\"the interval holds 1.0: within noise\">" + t +
+           " &asymp;</span>";
+  return t;
 }
 
 void matrix_table(std::ostringstream& h, const KernelReport& k) {
   h << "<table class=\"matrices\">\n<thead><tr><th>Matrix</th><th>Configuration</th>"
        "<th>Status</th><th>Winner</th><th>Side-by-side time</th><th>&times; csr</th>"
+       "<th>Claimed &rarr; delivered<br>(&times; faster csr)</th>"
        "<th>&times; best library</th><th>Share of oracle</th><th>Candidates</th>"
        "<th>Tuning time</th><th>Break-even calls</th><th>Spearman</th><th>Recall@10</th>"
        "</tr></thead>\n<tbody>\n";
@@ -922,7 +1128,7 @@ void matrix_table(std::ostringstream& h, const KernelReport& k) {
     for (std::size_t r = i; r < j; ++r) {
       const MatrixConfigMetrics& m = k.rows[r];
       const bool failed = m.status != "ok" && m.status != "missing";
-      h << "<tr" << (failed ? " class=\"failed\"" : "") << ">";
+      h << "<tr" << (m.busy ? " class=\"busy\"" : failed ? " class=\"failed\"" : "") << ">";
       if (r == i) {
         h << "<td rowspan=\"" << (j - i) << "\"><b>" << html_escape(first.matrix) << "</b><br>"
           << "<span class=\"desc\">nnz " << first.nnz;
@@ -935,6 +1141,9 @@ void matrix_table(std::ostringstream& h, const KernelReport& k) {
       h << "<td>" << html_escape(m.config) << "</td><td>" << html_escape(m.status);
       if (!m.verdict.empty()) h << "<br><span class=\"desc\">" << html_escape(m.verdict) << "</span>";
       if (!m.error.empty()) h << "<br><span class=\"err\">" << html_escape(m.error) << "</span>";
+      if (m.busy)  // the reason in full on hover (and in report.csv / report.json)
+        h << "<br><span class=\"err\" title=\"" << html_escape(m.busy_reason)
+          << "\">busy: left out of the summaries and plots</span>";
       h << "</td><td>"
         << (m.winner.empty() ? std::string("&ndash;")
                              : "<code class=\"sched\">" + html_escape(m.winner) + "</code>")
@@ -942,7 +1151,16 @@ void matrix_table(std::ostringstream& h, const KernelReport& k) {
       if (m.median_s) h << format_seconds(*m.median_s);
       else h << "<span class=\"err\">" << html_escape(m.time_error) << "</span>";
       h << "</td><td class=\"num\">" << times_text(m.speedup_over_csr) << "</td><td class=\"num\">"
-        << times_text(m.speedup_over_best_library);
+        << speedup_cell(m.claimed_speedup, m.claimed_lo, m.claimed_hi) << "<br>&rarr; ";
+      if (m.delivered_speedup && *m.delivered_speedup < kBelowBand && !m.undecided)
+        h << "<span class=\"below\">"
+          << speedup_cell(m.delivered_speedup, m.delivered_lo, m.delivered_hi) << "</span>";
+      else
+        h << speedup_cell(m.delivered_speedup, m.delivered_lo, m.delivered_hi);
+      if (m.undecided && !m.busy)  // a busy row's runs were too disturbed to compare
+        h << "<br><span class=\"undecided\">undecided: the " << m.delivered_runs
+          << " runs never agreed</span>";
+      h << "</td><td class=\"num\">" << times_text(m.speedup_over_best_library);
       if (m.speedup_over_best_library) h << "<br><span class=\"desc\">" << html_escape(m.best_library) << "</span>";
       h << "</td><td class=\"num\">" << pct_text(m.share_of_oracle) << "</td><td class=\"num\">"
         << count_text(m.candidates_measured) << "</td><td class=\"num\">" << secs_text(m.tune_s)
@@ -1015,7 +1233,18 @@ std::string render_html(const ReportData& data, const std::vector<PlotPlan>& pla
        "which measurement noise allows); &ldquo;within 5%&rdquo; counts matrices with a share of "
        "at least 0.95. Geometric means and medians are over the matrices that have the value. "
        "Break-even calls: how many kernel calls the tuning time takes to pay for itself by the "
-       "winner's gain over csr.</p>\n</section>\n";
+       "winner's gain over csr.</p>\n<p><b>Claimed &rarr; delivered</b>: the speedup the tune "
+       "claimed over the faster csr reference of its own side-by-side run, and the speedup its "
+       "winner delivered over the faster of the csr baseline and the csr schedule in the final "
+       "side-by-side runs (repeated in fresh processes until "
+    << html_escape(kAgreeRule)
+    << "; the median of the runs), each with its interval (claims: the tune's; delivered: from "
+       "the lowest to the highest of the runs' 90% intervals of the median per-round ratio). "
+       "An interval that holds 1.0 is within noise (grey, &asymp;); a delivered speedup the runs "
+       "never agreed on is <i>undecided</i>; below 0.97&times; is in red. Delivered / claimed "
+       "1 means the claim held. Rows marked <i>busy</i> (their side-by-side runs, or their "
+       "tune, were disturbed by other processes) are listed but left out of every summary and "
+       "plot; the notes say how many.</p>\n</section>\n";
 
   for (std::size_t ki = 0; ki < data.kernels.size(); ++ki) {
     const KernelReport& k = data.kernels[ki];
@@ -1066,7 +1295,11 @@ std::string report_csv(const ReportData& data) {
        "median_s,time_error,csr_median_s,best_library,best_library_median_s,oracle_median_s,"
        "speedup_over_csr,speedup_over_best_library,share_of_oracle,within_5pct,"
        "candidates_measured,choice_s,measure_s,tune_s,break_even_calls,spearman,recall_at_10,"
-       "tune_speedup_over_csr\n";
+       "tune_speedup_over_csr,claimed_speedup,claimed_lo,claimed_hi,claim_reference,"
+       "claimed_within_noise,delivered_speedup,delivered_lo,delivered_hi,delivered_reference,"
+       "delivered_runs,delivered_within_noise,undecided,delivered_below_0.97,"
+       "delivered_over_claimed,busy,busy_reason\n";
+  const auto flag = [](bool b) { return b ? "1" : "0"; };
   for (const KernelReport& k : data.kernels)
     for (const MatrixConfigMetrics& m : k.rows) {
       c << csv_field(k.kernel) << "," << k.dense << "," << k.threads << "," << csv_field(m.matrix)
@@ -1081,7 +1314,18 @@ std::string report_csv(const ReportData& data) {
         << csv_num(m.candidates_measured) << "," << csv_num(m.choice_s) << ","
         << csv_num(m.measure_s) << "," << csv_num(m.tune_s) << "," << csv_num(m.break_even_calls)
         << "," << csv_num(m.spearman) << "," << csv_num(m.recall_at_10) << ","
-        << csv_num(m.tune_speedup_over_csr) << "\n";
+        << csv_num(m.tune_speedup_over_csr) << "," << csv_num(m.claimed_speedup) << ","
+        << csv_num(m.claimed_lo) << "," << csv_num(m.claimed_hi) << ","
+        << csv_field(m.claim_reference) << ","
+        << (m.claimed_lo ? flag(within_noise(m.claimed_lo, m.claimed_hi)) : "") << ","
+        << csv_num(m.delivered_speedup) << "," << csv_num(m.delivered_lo) << ","
+        << csv_num(m.delivered_hi) << "," << csv_field(m.delivered_reference) << ","
+        << m.delivered_runs << ","
+        << (m.delivered_lo ? flag(within_noise(m.delivered_lo, m.delivered_hi)) : "") << ","
+        << flag(m.undecided) << ","
+        << (m.delivered_speedup ? flag(*m.delivered_speedup < kBelowBand) : "") << ","
+        << csv_num(m.delivered_over_claimed) << "," << flag(m.busy) << ","
+        << csv_field(m.busy_reason) << "\n";
     }
   return c.str();
 }
@@ -1108,7 +1352,16 @@ nlohmann::json report_json(const ReportData& data, const std::vector<PlotPlan>& 
            {"median_tune_s", jnum(s.median_tune_s)},
            {"median_break_even_calls", jnum(s.median_break_even)},
            {"median_spearman", jnum(s.median_spearman)},
-           {"median_recall_at_10", jnum(s.median_recall)}});
+           {"median_recall_at_10", jnum(s.median_recall)},
+           {"busy_left_out", s.busy_left_out},
+           {"delivered", {{"count", s.delivered_count}, {"geomean", jnum(s.delivered_geomean)},
+                          {"below_0.97", s.delivered_below}, {"below_0.97_share", jnum(s.below_share)},
+                          {"undecided", s.undecided}}},
+           {"delivered_over_claimed",
+            {{"count", s.claimed_count}, {"median", jnum(s.delivered_over_claimed_median)},
+             {"p05", jnum(s.delivered_over_claimed_p05)},
+             {"p95", jnum(s.delivered_over_claimed_p95)},
+             {"abs_deviation_p95", jnum(s.delivered_over_claimed_dev95)}}}});
     for (const MatrixConfigMetrics& m : k.rows)
       rows.push_back({{"matrix", m.matrix}, {"file", m.file}, {"fingerprint", m.fingerprint},
                       {"nnz", m.nnz}, {"config", m.config}, {"kind", m.kind},
@@ -1125,7 +1378,19 @@ nlohmann::json report_json(const ReportData& data, const std::vector<PlotPlan>& 
                       {"choice_s", jnum(m.choice_s)}, {"measure_s", jnum(m.measure_s)},
                       {"tune_s", jnum(m.tune_s)}, {"break_even_calls", jnum(m.break_even_calls)},
                       {"spearman", jnum(m.spearman)}, {"recall_at_10", jnum(m.recall_at_10)},
-                      {"tune_speedup_over_csr", jnum(m.tune_speedup_over_csr)}});
+                      {"tune_speedup_over_csr", jnum(m.tune_speedup_over_csr)},
+                      {"claimed", {{"speedup", jnum(m.claimed_speedup)},
+                                   {"lo", jnum(m.claimed_lo)}, {"hi", jnum(m.claimed_hi)},
+                                   {"reference", m.claim_reference},
+                                   {"within_noise", within_noise(m.claimed_lo, m.claimed_hi)}}},
+                      {"delivered", {{"speedup", jnum(m.delivered_speedup)},
+                                     {"lo", jnum(m.delivered_lo)}, {"hi", jnum(m.delivered_hi)},
+                                     {"reference", m.delivered_reference},
+                                     {"runs", m.delivered_runs}, {"undecided", m.undecided},
+                                     {"within_noise", within_noise(m.delivered_lo, m.delivered_hi)}}},
+                      {"delivered_over_claimed", jnum(m.delivered_over_claimed)},
+                      {"busy", m.busy},
+                      {"busy_reason", m.busy_reason.empty() ? json() : json(m.busy_reason)}});
     if (ki < plans.size()) {
       for (const auto& p : plans[ki].plots) plots.push_back(p.name);
       for (const auto& [name, reason] : plans[ki].omitted) omitted[name] = reason;
@@ -1137,6 +1402,9 @@ nlohmann::json report_json(const ReportData& data, const std::vector<PlotPlan>& 
                        {"baselines", k.baselines}, {"oracle_present", k.oracle_present},
                        {"matrices_without_oracle", k.matrices_without_oracle},
                        {"matrices_without_side_by_side", k.matrices_without_side_by_side},
+                       {"busy_matrices_left_out", k.busy_matrices},
+                       {"busy_rows_left_out", k.busy_rows},
+                       {"old_side_by_side_rows", k.old_side_by_side},
                        {"notes", k.notes}, {"summaries", summaries}, {"rows", rows},
                        {"plots", plots}, {"plots_omitted", omitted}});
   }
@@ -1157,19 +1425,33 @@ std::string report_text(const ReportData& data) {
       << ", " << plural(static_cast<long>(k.configs.size()), "configuration", "configurations")
       << " (oracle: " << data.options.oracle << ")\n";
     for (const auto& n : k.notes) t << "  note: " << n << "\n";
-    char line[256];
-    std::snprintf(line, sizeof line, "  %-22s %8s %5s %10s %10s %8s %8s %10s\n", "configuration",
-                  "matrices", "fail", "x csr", "x best lib", "oracle", "within5%", "tune (med)");
+    char line[320];
+    std::snprintf(line, sizeof line, "  %-22s %8s %5s %10s %10s %8s %8s %10s %9s %7s %7s %7s\n",
+                  "configuration", "matrices", "fail", "x csr", "x best lib", "oracle",
+                  "within5%", "tune (med)", "delivered", "<0.97x", "d/c med", "dev95");
     t << line;
     for (const ConfigSummary& s : k.summaries) {
-      std::snprintf(line, sizeof line, "  %-22.22s %8d %5d %10s %10s %8s %8s %10s\n",
+      const std::string below =
+          s.delivered_count ? std::to_string(s.delivered_below) + "/" +
+                                  std::to_string(s.delivered_count)
+                            : "-";
+      std::snprintf(line, sizeof line,
+                    "  %-22.22s %8d %5d %10s %10s %8s %8s %10s %9s %7s %7s %7s\n",
                     s.config.c_str(), s.matrices, s.failures,
                     plain_times(s.speedup_csr_geomean).c_str(),
                     plain_times(s.speedup_library_geomean).c_str(),
                     plain_pct(s.share_geomean).c_str(), plain_pct(s.within_5pct).c_str(),
-                    s.median_tune_s ? format_seconds(*s.median_tune_s).c_str() : "-");
+                    s.median_tune_s ? format_seconds(*s.median_tune_s).c_str() : "-",
+                    plain_times(s.delivered_geomean).c_str(), below.c_str(),
+                    s.delivered_over_claimed_median
+                        ? fmt("%.3f", *s.delivered_over_claimed_median).c_str()
+                        : "-",
+                    plain_pct(s.delivered_over_claimed_dev95).c_str());
       t << line;
     }
+    t << "  (delivered: geomean of the speedups over the faster of csr and the csr schedule; "
+         "<0.97x: matrices delivered below 0.97x; d/c med: median of delivered / claimed; dev95: "
+         "95th percentile of |delivered / claimed - 1|)\n";
   }
   return t.str();
 }

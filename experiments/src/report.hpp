@@ -7,9 +7,15 @@
 // process (gnuplot); everything else is a pure function of the database rows, for the tests.
 //
 // Timings that are compared come only from the "side-by-side" row of a matrix (every
-// configuration's winner and the library baselines timed interleaved in one run): the
-// per-configuration rows give what the search did (candidates, tuning time, break-even calls,
-// the model's rank correlation), never times to compare.
+// configuration's winner, the csr schedule and the library baselines timed interleaved, in runs
+// repeated until they agree: final_runs.hpp): the per-configuration rows give what the search
+// did (candidates, tuning time, break-even calls, the model's rank correlation) and what the
+// tune claimed, never times to compare. Claimed against delivered: the tune's speedup over its
+// faster csr reference, and the winner's over the faster of the csr baseline and the csr
+// schedule in the side-by-side runs, each with its interval. Rows marked busy (a side-by-side
+// run without two undisturbed runs: the whole matrix; a tune that warned of a busy machine: that
+// configuration on that matrix) stay in the per-matrix table and are left out of every summary
+// and plot, which the notes count.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +30,9 @@
 
 namespace waco::cli {
 
-/// Version of report.json ("format": "waco-ablation-report").
-inline constexpr int kReportVersion = 1;
+/// Version of report.json ("format": "waco-ablation-report"). 2: claimed and delivered speedups,
+/// busy rows left out of the summaries.
+inline constexpr int kReportVersion = 2;
 /// A configuration is "within 5% of the oracle" on a matrix when its share of the oracle is at
 /// least this.
 inline constexpr double kWithinOracleShare = 0.95;
@@ -65,7 +72,25 @@ struct MatrixConfigMetrics {
   // From the configuration row:
   std::optional<double> candidates_measured, choice_s, measure_s, tune_s, break_even_calls,
       spearman, recall_at_10, tune_speedup_over_csr;
+  // Claimed against delivered:
+  std::optional<double> claimed_speedup;         ///< the tune's, over its faster csr reference
+  std::optional<double> claimed_lo, claimed_hi;  ///< its interval, when the tune judged one
+  std::string claim_reference;                   ///< "csr schedule" / "csr baseline", if named
+  /// Over the faster of the csr baseline and the csr schedule: the median of the side-by-side
+  /// runs (rows of an older ablate: over the csr baseline of its single run, no interval).
+  std::optional<double> delivered_speedup;
+  std::optional<double> delivered_lo, delivered_hi;
+  std::string delivered_reference;
+  int delivered_runs = 0;
+  bool undecided = false;  ///< the side-by-side runs never agreed on it
+  std::optional<double> delivered_over_claimed;
+  /// Left out of summaries and plots: the matrix's side-by-side runs or this tune were disturbed.
+  bool busy = false;
+  std::string busy_reason;
 };
+
+/// An interval that contains 1.0: the speedup is within noise.
+bool within_noise(const std::optional<double>& lo, const std::optional<double>& hi);
 
 /// Summary of one configuration over the matrices of a kernel. Geometric means, minima and
 /// maxima are over the matrices where the value exists (`*_count`); medians likewise.
@@ -85,6 +110,17 @@ struct ConfigSummary {
   std::optional<double> within_5pct;  ///< share of matrices (with a share) at >= 0.95
   std::optional<double> median_candidates, median_tune_s, median_break_even, median_spearman,
       median_recall;
+  // Claimed against delivered (over the matrices not left out):
+  int busy_left_out = 0;  ///< its rows left out as busy (not counted in `matrices`)
+  int delivered_count = 0;
+  std::optional<double> delivered_geomean;
+  int delivered_below = 0;             ///< delivered below kBelowBand (0.97)
+  std::optional<double> below_share;   ///< delivered_below / delivered_count
+  int undecided = 0;                   ///< delivered speedups the runs never agreed on
+  int claimed_count = 0;               ///< both claimed and delivered
+  std::optional<double> delivered_over_claimed_median;
+  std::optional<double> delivered_over_claimed_p05, delivered_over_claimed_p95;
+  std::optional<double> delivered_over_claimed_dev95;  ///< 95th percentile of |d/c - 1|
 };
 
 /// One kernel (with one dense size and thread count) of the database.
@@ -99,6 +135,9 @@ struct KernelReport {
   int matrices_without_oracle = 0;        ///< matrices with a side-by-side row but no oracle time
   int matrices_without_side_by_side = 0;  ///< matrices with no side-by-side row at all
   bool oracle_present = false;            ///< some matrix has the oracle configuration
+  int busy_matrices = 0;  ///< matrices whose side-by-side row is busy: left out
+  int busy_rows = 0;      ///< other (matrix, configuration) rows left out: their tune was busy
+  int old_side_by_side = 0;  ///< side-by-side rows of an older ablate (one run, no csr schedule)
   std::vector<ConfigSummary> summaries;   ///< one per configuration, in `configs` order
   std::vector<MatrixConfigMetrics> rows;  ///< matrix-major, configurations in `configs` order
   /// Per matrix fingerprint: the library baselines' side-by-side medians (absent: no time).
@@ -117,8 +156,9 @@ struct ReportData {
 };
 
 /// The report of `rows` (ResultsDb::ablation_rows()). Throws kernels::Error when there are no
-/// rows ("no ablation rows in <db>"), none for options.kernel, a row is not a version-1
-/// waco-ablation-run / waco-ablation-bench object, or an explicit oracle names no configuration.
+/// rows ("no ablation rows in <db>"), none for options.kernel, a row is not a waco-ablation-run /
+/// waco-ablation-bench object of version 1 to kAblationRowVersion, or an explicit oracle names no
+/// configuration.
 ReportData compute_report(const std::vector<heuristics::AblationRow>& rows,
                           const ReportOptions& options);
 
@@ -133,7 +173,7 @@ struct PlotSpec {
 };
 
 /// Every plot of a kernel that has data, in page order, and sentences for the plots left out
-/// for lack of data (plot name -> reason).
+/// for lack of data (plot name -> reason). Rows marked busy are drawn in none.
 struct PlotPlan {
   std::vector<PlotSpec> plots;
   std::vector<std::pair<std::string, std::string>> omitted;  ///< (name, reason)

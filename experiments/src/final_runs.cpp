@@ -1,0 +1,190 @@
+// The final side-by-side run of ablate: per-run speedups, agreement, replication (final_runs.hpp).
+#include "final_runs.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::cli {
+
+const char* const kAgreeRule =
+    "two consecutive undisturbed runs agree when every configuration's delivered speedup changed "
+    "by less than 5% or stayed in its band (below 0.97x, 0.97-1.03x, above 1.03x)";
+
+std::optional<Interval> median_interval(std::vector<double> values, double level) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  // P(X <= j) for X ~ Binomial(n, 1/2), summed in logs (n is a few hundred rounds at most).
+  const double tail = (1.0 - level) / 2.0;
+  std::size_t k = 1;
+  double cdf = 0.0;
+  for (std::size_t j = 0; j < n / 2; ++j) {
+    cdf += std::exp(std::lgamma(n + 1.0) - std::lgamma(j + 1.0) - std::lgamma(n - j + 1.0) -
+                    static_cast<double>(n) * std::log(2.0));
+    if (cdf > tail) break;
+    k = j + 1;  // P(X < j + 1) = P(X <= j) <= tail
+  }
+  return Interval{values[k - 1], values[n - k], level};
+}
+
+Band band_of(double speedup) {
+  if (speedup < kBelowBand) return Band::Below;
+  return speedup > kAboveBand ? Band::Above : Band::Tie;
+}
+
+const char* band_name(Band b) {
+  switch (b) {
+    case Band::Below:
+      return "below";
+    case Band::Tie:
+      return "tie";
+    case Band::Above:
+      return "above";
+  }
+  return "?";
+}
+
+namespace {
+
+/// A result's median when it was timed.
+std::optional<double> median_of(const nlohmann::json& results, int index) {
+  if (index < 0 || static_cast<std::size_t>(index) >= results.size()) return std::nullopt;
+  const nlohmann::json& r = results[static_cast<std::size_t>(index)];
+  if (r.contains("error") || !r.contains("median_s") || !r.at("median_s").is_number())
+    return std::nullopt;
+  const double t = r.at("median_s").get<double>();
+  return t > 0 && std::isfinite(t) ? std::optional<double>(t) : std::nullopt;
+}
+
+std::vector<double> rounds_of(const nlohmann::json& results, int index) {
+  const nlohmann::json& r = results[static_cast<std::size_t>(index)];
+  std::vector<double> t;
+  if (r.contains("times_s") && r.at("times_s").is_array())
+    for (const nlohmann::json& x : r.at("times_s"))
+      if (x.is_number()) t.push_back(x.get<double>());
+  return t;
+}
+
+std::string warning_of(const nlohmann::json& bench) {
+  for (const char* key : {"busy_warning", "disturbed_warning"})
+    if (bench.contains(key) && bench.at(key).is_string()) return bench.at(key).get<std::string>();
+  return {};
+}
+
+}  // namespace
+
+FinalRun final_run_of(const nlohmann::json& bench, const BenchLayout& layout) {
+  FinalRun run;
+  run.busy_reason = warning_of(bench);
+  run.busy = !run.busy_reason.empty();
+  const nlohmann::json& results = bench.at("results");
+  const std::optional<double> base = median_of(results, layout.baseline);
+  const std::optional<double> sched = median_of(results, layout.schedule);
+  if (!base && !sched) return run;
+  const bool schedule_faster = sched && (!base || *sched < *base);
+  const int ref = schedule_faster ? layout.schedule : layout.baseline;
+  const double ref_s = schedule_faster ? *sched : *base;
+  run.reference = layout.shortcut + (schedule_faster ? " schedule" : " baseline");
+  const std::vector<double> ref_rounds = rounds_of(results, ref);
+  for (const auto& [config, index] : layout.configs) {
+    const std::optional<double> t = median_of(results, index);
+    if (!t) continue;
+    RunSpeedup s;
+    s.speedup = ref_s / *t;
+    const std::vector<double> rounds = rounds_of(results, index);
+    if (!rounds.empty() && rounds.size() == ref_rounds.size()) {
+      std::vector<double> ratios;
+      for (std::size_t k = 0; k < rounds.size(); ++k)
+        if (rounds[k] > 0) ratios.push_back(ref_rounds[k] / rounds[k]);
+      s.interval = median_interval(ratios);
+      if (s.interval) {
+        s.interval->lo = std::min(s.interval->lo, s.speedup);
+        s.interval->hi = std::max(s.interval->hi, s.speedup);
+      }
+    }
+    run.speedups[config] = s;
+  }
+  return run;
+}
+
+std::vector<std::string> disagreeing(const FinalRun& a, const FinalRun& b) {
+  std::vector<std::string> out;
+  for (const auto& [config, sa] : a.speedups) {
+    const auto it = b.speedups.find(config);
+    if (it == b.speedups.end()) continue;
+    const double sb = it->second.speedup;
+    const bool close = std::abs(sb / sa.speedup - 1.0) < kAgreeChange;
+    if (!close && band_of(sa.speedup) != band_of(sb)) out.push_back(config);
+  }
+  return out;  // std::map order: sorted
+}
+
+Replication replicate(int max_runs, const std::function<FinalRun(int)>& run) {
+  WACO_ASSERT(max_runs >= 2, "the final side-by-side run is replicated at least twice");
+  Replication r;
+  const FinalRun* previous = nullptr;  // the last undisturbed run
+  for (int i = 0; i < max_runs; ++i) {
+    r.runs.push_back(run(i));
+    previous = nullptr;
+    // Pointers into r.runs are taken after the push (it may reallocate).
+    for (std::size_t j = r.runs.size() - 1; j-- > 0;)
+      if (!r.runs[j].busy) {
+        previous = &r.runs[j];
+        break;
+      }
+    const FinalRun& last = r.runs.back();
+    if (!last.busy && previous && disagreeing(*previous, last).empty()) {
+      r.settled = true;
+      break;
+    }
+  }
+  std::vector<const FinalRun*> calm;
+  for (const FinalRun& f : r.runs)
+    if (!f.busy) calm.push_back(&f);
+  r.busy = calm.size() < 2;
+  if (r.settled) return r;
+  if (!r.busy) {
+    for (const std::string& c : disagreeing(*calm[calm.size() - 2], *calm.back()))
+      r.undecided.insert(c);
+  } else {
+    for (const FinalRun& f : r.runs)
+      for (const auto& [config, s] : f.speedups) r.undecided.insert(config);
+  }
+  return r;
+}
+
+std::vector<std::size_t> runs_used(const Replication& r) {
+  std::vector<std::size_t> used;
+  for (std::size_t i = 0; i < r.runs.size(); ++i)
+    if (!r.runs[i].busy) used.push_back(i);
+  if (used.empty())
+    for (std::size_t i = 0; i < r.runs.size(); ++i) used.push_back(i);
+  return used;
+}
+
+std::map<std::string, Delivered> delivered_speedups(const Replication& r) {
+  std::map<std::string, Delivered> out;
+  for (std::size_t i : runs_used(r))
+    for (const auto& [config, s] : r.runs[i].speedups) {
+      Delivered& d = out[config];
+      const Interval own = s.interval.value_or(Interval{s.speedup, s.speedup, kIntervalLevel});
+      d.interval.lo = d.per_run.empty() ? own.lo : std::min(d.interval.lo, own.lo);
+      d.interval.hi = d.per_run.empty() ? own.hi : std::max(d.interval.hi, own.hi);
+      d.per_run.push_back(s.speedup);
+    }
+  for (auto& [config, d] : out) {
+    std::vector<double> v = d.per_run;
+    std::sort(v.begin(), v.end());
+    d.speedup = kernels::quantile(v, 0.5);
+    d.runs = static_cast<int>(v.size());
+    d.decided = !r.busy && !r.undecided.count(config);
+    d.interval.lo = std::min(d.interval.lo, d.speedup);
+    d.interval.hi = std::max(d.interval.hi, d.speedup);
+  }
+  return out;
+}
+
+}  // namespace waco::cli
