@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "waco/heuristics/tuner.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -15,19 +16,8 @@ const char* const kAgreeRule =
 
 std::optional<Interval> median_interval(std::vector<double> values, double level) {
   if (values.empty()) return std::nullopt;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  // P(X <= j) for X ~ Binomial(n, 1/2), summed in logs (n is a few hundred rounds at most).
-  const double tail = (1.0 - level) / 2.0;
-  std::size_t k = 1;
-  double cdf = 0.0;
-  for (std::size_t j = 0; j < n / 2; ++j) {
-    cdf += std::exp(std::lgamma(n + 1.0) - std::lgamma(j + 1.0) - std::lgamma(n - j + 1.0) -
-                    static_cast<double>(n) * std::log(2.0));
-    if (cdf > tail) break;
-    k = j + 1;  // P(X < j + 1) = P(X <= j) <= tail
-  }
-  return Interval{values[k - 1], values[n - k], level};
+  const auto [lo, hi] = heuristics::median_interval(std::move(values), level);  // tune's rule
+  return Interval{lo, hi, level};
 }
 
 Band band_of(double speedup) {

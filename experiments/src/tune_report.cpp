@@ -98,6 +98,16 @@ void print_tune_text(const nlohmann::json& j) {
                 detail.at("reference").get<std::string>().c_str(), where.c_str(),
                 100.0 * detail.value("level", 0.5), lo, hi, detail.at("rounds").get<int>(),
                 gain && verdict == "gain" ? "" : best_is_csr ? result.c_str() : "");
+    const nlohmann::json& refs =
+        decision.is_object() ? decision.value("references", nlohmann::json()) : nlohmann::json();
+    if (refs.is_object()) {
+      const std::string faster = decision.value("faster_reference", std::string("tie"));
+      std::printf("  references    the %s schedule ran %.3fx the time of the %s baseline (%s)\n",
+                  shortcut.c_str(), refs.at("ratio_median").get<double>(), shortcut.c_str(),
+                  faster == "tie"        ? "a tie within the interval"
+                  : faster == "schedule" ? "the schedule is faster"
+                                         : "the baseline is faster");
+    }
   } else if (verdict == "not-worth-it") {
     std::printf("  verdict       not worth tuning: %s%s\n",
                 j.at("economy").at("calls_budget").at("reason").get<std::string>().c_str(),
