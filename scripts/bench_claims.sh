@@ -14,21 +14,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:?usage: scripts/bench_claims.sh N FILES...}
 shift
-[ $# -gt 0 ] || { echo "error: no matrix given" >&2; exit 2; }
-waco=${WACO:-build/experiments/waco-hybrid}
-threads=${THREADS:-2}
-out=${OUT:-build/bench-claims}
-[ -x "$waco" ] || { echo "error: $waco not built (run scripts/build.sh)" >&2; exit 1; }
-command -v jq >/dev/null || { echo "error: jq is missing (scripts/setup.sh installs it)" >&2; exit 1; }
-mkdir -p "$out"
+default_out=build/bench-claims
+# shellcheck source=scripts/bench_env.sh
+source scripts/bench_env.sh
 list="$out/near-tied.txt"
 : > "$list"
 for c in 1 2 4 8 16 32 64 128 256 static; do
   echo "order=i,k format=UC parallel=i chunk=$c" >> "$list"
   echo "order=i,k format=UC parallel=i threads=$threads chunk=$c" >> "$list"
 done
-lock=()
-[ -n "${WACO_CPU_LOCK:-}" ] && lock=(flock -x "$WACO_CPU_LOCK")
 rows="$out/rows.jsonl"
 : > "$rows"
 for f in "$@"; do

@@ -16,13 +16,9 @@ cd "$(dirname "$0")/.."
 kernel=${1:?usage: scripts/bench_verdict.sh KERNEL N FILES...}
 n=${2:?usage: scripts/bench_verdict.sh KERNEL N FILES...}
 shift 2
-[ $# -gt 0 ] || { echo "error: no matrix given" >&2; exit 2; }
-waco=${WACO:-build/experiments/waco-hybrid}
-threads=${THREADS:-2}
-out=${OUT:-build/bench-verdict}
-[ -x "$waco" ] || { echo "error: $waco not built (run scripts/build.sh)" >&2; exit 1; }
-command -v jq >/dev/null || { echo "error: jq is missing (scripts/setup.sh installs it)" >&2; exit 1; }
-mkdir -p "$out"
+default_out=build/bench-verdict
+# shellcheck source=scripts/bench_env.sh
+source scripts/bench_env.sh
 case "$kernel" in
   spmv) twin="order=i,k format=UC parallel=i threads=$threads chunk=128" ;;
   spmm) twin="order=i,k,j format=UC parallel=i threads=$threads chunk=32" ;;
@@ -30,8 +26,6 @@ case "$kernel" in
   *) echo "error: bench_verdict.sh takes spmv, spmm or sddmm" >&2; exit 2 ;;
 esac
 echo "$twin" > "$out/twin.txt"
-lock=()
-[ -n "${WACO_CPU_LOCK:-}" ] && lock=(flock -x "$WACO_CPU_LOCK")
 rows="$out/rows.jsonl"
 : > "$rows"
 for f in "$@"; do
