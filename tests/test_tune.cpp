@@ -138,6 +138,7 @@ TEST_CASE("tune: a random search reports the best schedule and resumes from the 
     CHECK(verdict.at("ratio_hi").get<double>() < 1.0);
     CHECK(verdict.at("ratio_median").get<double>() <= 0.98);
     CHECK(j.at("speedup_interval").at("lo").get<double>() > 1.0);
+    CHECK(j.at("claimed_speedup").get<double>() == Approx(verdict.at("speedup").get<double>()));
     CHECK(j.at("speedup_interval").at("hi").get<double>() >= j.at("speedup_interval").at("lo").get<double>());
     CHECK(confirm.at("ranking")[0].at("schedule") == j.at("best").at("schedule"));
     CHECK(confirm.at("ranking")[0].at("search_rank") == j.at("best_search_rank"));
@@ -149,6 +150,8 @@ TEST_CASE("tune: a random search reports the best schedule and resumes from the 
     REQUIRE((j.at("verdict") == "no-gain" || j.at("verdict") == "undecided"));
     CHECK(j.at("best").at("schedule") == j.at("csr").at("schedule"));
     CHECK(j.at("speedup_over_csr").get<double>() == Approx(1.0));
+    CHECK(j.at("claimed_speedup") == 1.0);  // the result is csr: nothing is claimed
+    CHECK(j.at("speedup_interval").is_null());
   }
   CHECK(j.at("search_speedup_over_csr").get<double>() > 0.0);
   CHECK(j.at("speedup_over_csr_baseline").get<double>() > 0.0);

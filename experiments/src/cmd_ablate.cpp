@@ -321,11 +321,13 @@ std::optional<double> model_spearman(const MatrixRun& m, const std::string& exh_
   return std::isfinite(rho) ? std::optional<double>(rho) : std::nullopt;
 }
 
-/// The tune's claim: its winner's speedup over the faster csr reference of its side-by-side run
-/// (the one its verdict names, "csr schedule" or "csr baseline"; when it names none, the smaller
-/// of the two speedups), null when it gives none.
+/// The tune's claim: its result's speedup over the faster csr reference (tune's claimed_speedup:
+/// 1 when the result is csr). Tunes before that field: the winner's speedup over the reference
+/// its verdict names ("csr schedule" or "csr baseline"; when it names none, the smaller of the
+/// two speedups), null when it gives none.
 nlohmann::json claimed_speedup(const nlohmann::json& t) {
   using P = nlohmann::json::json_pointer;
+  if (t.contains("claimed_speedup")) return t.at("claimed_speedup");
   const nlohmann::json over_schedule = or_null(t, P("/speedup_over_csr"));
   const nlohmann::json over_baseline = or_null(t, P("/speedup_over_csr_baseline"));
   const nlohmann::json reference = or_null(t, P("/verdict_detail/reference"));

@@ -808,7 +808,14 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
            : (d.best == d.search_best && d.best ? nlohmann::json(1) : nlohmann::json(nullptr))},
       {"verdict", d.verdict},
       {"verdict_detail", verdict_json},
-      {"speedup_interval", d.judged ? nlohmann::json{{"lo", d.judged->speedup_lo},
+      // What the tune claims for its result over the faster csr reference: the winner's
+      // speedup on the fresh runs with its interval for a gain; 1 (nothing) when the result is
+      // the csr schedule; null when nothing was confirmed side by side.
+      {"claimed_speedup", d.verdict == "gain" && d.judged ? nlohmann::json(d.judged->speedup)
+                          : d.best == &csr_schedule     ? nlohmann::json(1.0)
+                                                        : nlohmann::json(nullptr)},
+      {"speedup_interval", d.verdict == "gain" && d.judged
+                                ? nlohmann::json{{"lo", d.judged->speedup_lo},
                                                      {"hi", d.judged->speedup_hi},
                                                      {"level", d.judged->level},
                                                      {"reference", d.verdict_reference}}

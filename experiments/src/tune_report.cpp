@@ -132,9 +132,12 @@ void print_tune_text(const nlohmann::json& j) {
     std::printf("%s\n", confirmed ? " (side by side)" : " (search timings)");
     const nlohmann::json& interval = j.value("speedup_interval", nlohmann::json());
     if (verdict == "gain" && interval.is_object())
-      std::printf("  interval      %.3fx-%.3fx over the %s (%.0f%%)\n", interval.at("lo").get<double>(),
-                  interval.at("hi").get<double>(), interval.at("reference").get<std::string>().c_str(),
-                  100.0 * interval.at("level").get<double>());
+      std::printf("  claimed       %.3fx over the %s (median per-round ratio; %.0f%% interval "
+                  "%.3fx-%.3fx)\n",
+                  j.at("claimed_speedup").get<double>(),
+                  interval.at("reference").get<std::string>().c_str(),
+                  100.0 * interval.at("level").get<double>(), interval.at("lo").get<double>(),
+                  interval.at("hi").get<double>());
     if (confirmed) {
       const nlohmann::json& c = j.at("confirm");
       const nlohmann::json& first = c.at("ranking").at(0);

@@ -355,7 +355,6 @@ Verdict judge_gain(const Measurement& winner, const Measurement& reference,
   Verdict v;
   v.min_gain = rule.min_gain;
   v.level = rule.level;
-  v.speedup = reference.median_s / winner.median_s;
   std::vector<double> ratios;
   if (winner.seconds.size() == reference.seconds.size())
     for (std::size_t k = 0; k < winner.seconds.size(); ++k)
@@ -389,6 +388,9 @@ Verdict judge_gain(const Measurement& winner, const Measurement& reference,
       v.ratio_hi = std::max(v.ratio_hi, m);
     }
   }
+  // The speedup claimed is the paired one (1 / the median ratio), the point its interval is
+  // about: the ratio of the medians can fall outside it when the machine drifts in the rounds.
+  v.speedup = 1.0 / v.ratio_median;
   v.speedup_lo = 1.0 / v.ratio_hi;
   v.speedup_hi = 1.0 / v.ratio_lo;
   // Worth reporting in every run, not only pooled: one process can favour a kernel by a few

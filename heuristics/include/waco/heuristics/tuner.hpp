@@ -201,7 +201,7 @@ struct DecisionRule {
 
 struct Verdict {
   bool gain = false;
-  double speedup = 0.0;       ///< reference median / winner median
+  double speedup = 0.0;       ///< 1 / ratio_median (unpaired: reference median / winner median)
   double speedup_lo = 0.0;    ///< the speedup's interval: 1 / ratio_hi ..
   double speedup_hi = 0.0;    ///< .. 1 / ratio_lo
   double ratio_median = 0.0;  ///< median of the per-round ratios winner / reference
