@@ -17,13 +17,12 @@ namespace {
 
 constexpr const char* kFormat = "waco-hybrid tuning cache";
 
-/// The checksum of an entry: a hash of its key, schedule and report as compact JSON.
-std::string checksum(const nlohmann::json& key, const nlohmann::json& schedule,
-                     const nlohmann::json& report) {
+}  // namespace
+
+std::string tuning_cache_checksum(const nlohmann::json& key, const nlohmann::json& schedule,
+                                  const nlohmann::json& report) {
   return kernels::hex16(kernels::fnv1a(key.dump() + "\n" + schedule.dump() + "\n" + report.dump()));
 }
-
-}  // namespace
 
 nlohmann::json TuningKey::to_json() const {
   return {{"fingerprint", fingerprint},
@@ -81,7 +80,7 @@ CacheLookup TuningCache::find(const TuningKey& key) const {
   if (!j.contains("key") || !j.contains("schedule") || !j.contains("report") ||
       !j.contains("checksum") || !j["checksum"].is_string())
     return corrupt("fields missing");
-  if (checksum(j["key"], j["schedule"], j["report"]) != j["checksum"].get<std::string>())
+  if (tuning_cache_checksum(j["key"], j["schedule"], j["report"]) != j["checksum"].get<std::string>())
     return corrupt("checksum mismatch");
   if (j["key"] != key.to_json()) return corrupt("its key is not the key it is filed under");
   CachedDecision d;
@@ -115,7 +114,7 @@ std::string TuningCache::store(const TuningKey& key, const codegen::SuperSchedul
                                 {"key", k},
                                 {"schedule", s},
                                 {"report", report},
-                                {"checksum", checksum(k, s, report)}};
+                                {"checksum", tuning_cache_checksum(k, s, report)}};
   const std::string path = dir_ + "/" + key.hash() + ".json";
   kernels::write_text_file(path, entry.dump(1) + "\n");
   return path;
