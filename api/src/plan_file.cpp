@@ -20,10 +20,11 @@ PlanFile parse_plan_file(const std::string& path, const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": not a waco-hybrid plan (not JSON: " + std::string(e.what()) + ")");
   }
-  if (!j.is_object() || j.value("format", "") != kPlanFormat)
+  // Fields are read by type: nlohmann's value() throws when a field holds another type.
+  if (!j.is_object() || !j.contains("format") || j["format"] != kPlanFormat)
     throw Error(path + ": not a waco-hybrid plan file");
-  if (j.value("version", 0) != kPlanVersion)
-    throw Error(path + ": a plan of layout version " + std::to_string(j.value("version", 0)) +
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != kPlanVersion)
+    throw Error(path + ": a plan of layout version " + (j.contains("version") ? j["version"].dump() : "none") +
                     ", this waco-hybrid reads version " + std::to_string(kPlanVersion),
                 "tune again");
   if (!j.contains("checksum") || !j["checksum"].is_string() ||

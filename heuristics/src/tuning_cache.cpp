@@ -75,8 +75,10 @@ CacheLookup TuningCache::find(const TuningKey& key) const {
   } catch (const nlohmann::json::exception& e) {
     return corrupt(std::string("not JSON: ") + e.what());
   }
-  if (!j.is_object() || j.value("format", "") != kFormat) return corrupt("not a tuning cache entry");
-  if (j.value("version", 0) != kTuningCacheVersion) return out;  // another layout: a miss
+  // Fields are read by type: nlohmann's value() throws when a field holds another type.
+  if (!j.is_object() || !j.contains("format") || j["format"] != kFormat) return corrupt("not a tuning cache entry");
+  if (!j.contains("version") || !j["version"].is_number_integer()) return corrupt("no layout version");
+  if (j["version"] != kTuningCacheVersion) return out;  // another layout: a miss
   if (!j.contains("key") || !j.contains("schedule") || !j.contains("report") ||
       !j.contains("checksum") || !j["checksum"].is_string())
     return corrupt("fields missing");
@@ -93,7 +95,7 @@ CacheLookup TuningCache::find(const TuningKey& key) const {
   if (!problems.empty()) return corrupt("invalid schedule: " + problems.front());
   if (d.schedule.kind != key.kind) return corrupt("the schedule is for another kernel");
   d.report = j["report"];
-  d.saved_at = j.value("saved_at", "");
+  d.saved_at = j.contains("saved_at") && j["saved_at"].is_string() ? j["saved_at"].get<std::string>() : "";
   d.path = out.path;
   out.hit = std::move(d);
   return out;

@@ -401,10 +401,11 @@ inline bool scan_index(const char*& p, const char* e, std::int64_t size, std::in
   while (p < e) {
     const unsigned d = static_cast<unsigned>(*p) - '0';
     if (d > 9) break;
+    if (p - s == 18) return false;  // 19 digits may overflow: the checked path says so
     v = v * 10 + d;
     ++p;
   }
-  if (p == s || p - s > 18 || v < 1 || v > size) return false;
+  if (p == s || v < 1 || v > size) return false;
   out = v;
   return true;
 }
