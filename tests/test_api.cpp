@@ -332,6 +332,14 @@ TEST_CASE("api: tune gives a plan that equals the reference, cached, saved and l
     out << "not json";
   }
   CHECK_THROWS_WITH(waco::Plan::load(file, m, o), Catch::Contains("not a waco-hybrid plan"));
+  // Fields of another JSON type are waco::Errors too (fuzz_plan_file: a JSON type_error escaped).
+  for (const char* text : {R"({"format": {}, "version": 1})", R"({"format": "waco-hybrid plan", "version": "1"})"}) {
+    {
+      std::ofstream out(file, std::ios::trunc);
+      out << text;
+    }
+    CHECK_THROWS_AS(waco::Plan::load(file, m, o), waco::Error);
+  }
   CHECK_THROWS_WITH(waco::Plan::load(dir + "/missing.plan", m, o), Catch::Contains("cannot open"));
   CHECK_THROWS_WITH(p.save(dir + "/no/such/dir/x.plan"), Catch::Contains("does not exist"));
 }

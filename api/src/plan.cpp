@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api_internal.hpp"
+#include "plan_file.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/context.hpp"
@@ -57,9 +58,6 @@ struct Plan::Impl {
 };
 
 namespace {
-
-constexpr const char* kPlanFormat = "waco-hybrid plan";
-constexpr int kPlanVersion = 1;
 
 KernelKind kind_of(Kernel k) {
   switch (k) {
@@ -329,12 +327,6 @@ void run_dense_out(const Plan::Impl& impl, const float* in0, const float* in1, f
     std::copy(o.data() + r * n, o.data() + (r + 1) * n, out + r * ldo);
 }
 
-std::string plan_checksum(const nlohmann::json& j) {
-  nlohmann::json body = j;
-  body.erase("checksum");
-  return kernels::hex16(kernels::fnv1a(body.dump()));
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------
@@ -504,8 +496,8 @@ void Plan::mttkrp(std::int64_t n, const float* B, std::int64_t ldb, const float*
 
 void Plan::save(const std::string& path) const {
   api::translate_errors([&] {
-    nlohmann::json j = {{"format", kPlanFormat},
-                        {"version", kPlanVersion},
+    nlohmann::json j = {{"format", api::kPlanFormat},
+                        {"version", api::kPlanVersion},
                         {"waco_version", kernels::version()},
                         {"kernel", kernel_name(impl_->kernel)},
                         {"fingerprint", impl_->fingerprint},
@@ -518,7 +510,7 @@ void Plan::save(const std::string& path) const {
                         {"speedup", impl_->speedup},
                         {"break_even_calls", impl_->break_even},
                         {"report", impl_->report}};
-    j["checksum"] = plan_checksum(j);
+    j["checksum"] = api::plan_checksum(j);
     kernels::write_text_file(path, j.dump(1) + "\n");
   });
 }
@@ -530,44 +522,23 @@ Plan Plan::load(const std::string& path, const Matrix& A, const Options& o) {
     if (!in) throw Error(path + ": cannot open the plan file: " + std::strerror(errno));
     std::stringstream text;
     text << in.rdbuf();
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(path + ": not a waco-hybrid plan (not JSON: " + std::string(e.what()) + ")");
-    }
-    if (!j.is_object() || j.value("format", "") != kPlanFormat)
-      throw Error(path + ": not a waco-hybrid plan file");
-    if (j.value("version", 0) != kPlanVersion)
-      throw Error(path + ": a plan of layout version " + std::to_string(j.value("version", 0)) +
-                      ", this waco-hybrid reads version " + std::to_string(kPlanVersion),
-                  "tune again");
-    if (!j.contains("checksum") || !j["checksum"].is_string() ||
-        j["checksum"].get<std::string>() != plan_checksum(j))
-      throw Error(path + ": the plan file is corrupt (checksum mismatch)", "tune again");
-    try {
-      const std::optional<KernelKind> kind = kernels::parse_kernel(j.at("kernel").get<std::string>());
-      if (!kind) throw Error(path + ": unknown kernel " + j.at("kernel").dump());
-      const Kernel k = kernel_of(*kind);
-      check_operand(A, k);
-      if (j.at("fingerprint") != A.fingerprint())
-        throw Error(path + ": the plan was made for the matrix with fingerprint " +
-                        j.at("fingerprint").get<std::string>() + ", this one's is " +
-                        A.fingerprint(),
-                    "load it with the matrix it was tuned for, or tune this one");
-      Options opts = o;
-      opts.threads = j.at("threads").get<int>();
-      opts.dense = k == Kernel::SpMV ? 0 : j.at("dense").get<int>();
-      std::shared_ptr<Impl> impl = bind(A, k, codegen::schedule_from_json(j.at("schedule")), opts);
-      impl->report = j.at("report");
-      impl->verdict = j.at("verdict").get<std::string>();
-      impl->speedup = j.at("speedup").get<double>();
-      impl->break_even = j.at("break_even_calls").get<double>();
-      impl->tuning_s = kernels::now_seconds() - t0;
-      return Impl::wrap(std::move(impl));
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(path + ": the plan file is corrupt (" + std::string(e.what()) + ")", "tune again");
-    }
+    const api::PlanFile f = api::parse_plan_file(path, text.str());
+    const Kernel k = kernel_of(f.kind);
+    check_operand(A, k);
+    if (f.fingerprint != A.fingerprint())
+      throw Error(path + ": the plan was made for the matrix with fingerprint " + f.fingerprint +
+                      ", this one's is " + A.fingerprint(),
+                  "load it with the matrix it was tuned for, or tune this one");
+    Options opts = o;
+    opts.threads = f.threads;
+    opts.dense = f.dense;
+    std::shared_ptr<Impl> impl = bind(A, k, f.schedule, opts);
+    impl->report = f.report;
+    impl->verdict = f.verdict;
+    impl->speedup = f.speedup;
+    impl->break_even = f.break_even;
+    impl->tuning_s = kernels::now_seconds() - t0;
+    return Impl::wrap(std::move(impl));
   });
 }
 

@@ -17,13 +17,12 @@ namespace {
 
 constexpr const char* kFormat = "waco-hybrid tuning cache";
 
-/// The checksum of an entry: a hash of its key, schedule and report as compact JSON.
-std::string checksum(const nlohmann::json& key, const nlohmann::json& schedule,
-                     const nlohmann::json& report) {
+}  // namespace
+
+std::string tuning_cache_checksum(const nlohmann::json& key, const nlohmann::json& schedule,
+                                  const nlohmann::json& report) {
   return kernels::hex16(kernels::fnv1a(key.dump() + "\n" + schedule.dump() + "\n" + report.dump()));
 }
-
-}  // namespace
 
 nlohmann::json TuningKey::to_json() const {
   return {{"fingerprint", fingerprint},
@@ -76,12 +75,14 @@ CacheLookup TuningCache::find(const TuningKey& key) const {
   } catch (const nlohmann::json::exception& e) {
     return corrupt(std::string("not JSON: ") + e.what());
   }
-  if (!j.is_object() || j.value("format", "") != kFormat) return corrupt("not a tuning cache entry");
-  if (j.value("version", 0) != kTuningCacheVersion) return out;  // another layout: a miss
+  // Fields are read by type: nlohmann's value() throws when a field holds another type.
+  if (!j.is_object() || !j.contains("format") || j["format"] != kFormat) return corrupt("not a tuning cache entry");
+  if (!j.contains("version") || !j["version"].is_number_integer()) return corrupt("no layout version");
+  if (j["version"] != kTuningCacheVersion) return out;  // another layout: a miss
   if (!j.contains("key") || !j.contains("schedule") || !j.contains("report") ||
       !j.contains("checksum") || !j["checksum"].is_string())
     return corrupt("fields missing");
-  if (checksum(j["key"], j["schedule"], j["report"]) != j["checksum"].get<std::string>())
+  if (tuning_cache_checksum(j["key"], j["schedule"], j["report"]) != j["checksum"].get<std::string>())
     return corrupt("checksum mismatch");
   if (j["key"] != key.to_json()) return corrupt("its key is not the key it is filed under");
   CachedDecision d;
@@ -94,7 +95,7 @@ CacheLookup TuningCache::find(const TuningKey& key) const {
   if (!problems.empty()) return corrupt("invalid schedule: " + problems.front());
   if (d.schedule.kind != key.kind) return corrupt("the schedule is for another kernel");
   d.report = j["report"];
-  d.saved_at = j.value("saved_at", "");
+  d.saved_at = j.contains("saved_at") && j["saved_at"].is_string() ? j["saved_at"].get<std::string>() : "";
   d.path = out.path;
   out.hit = std::move(d);
   return out;
@@ -115,7 +116,7 @@ std::string TuningCache::store(const TuningKey& key, const codegen::SuperSchedul
                                 {"key", k},
                                 {"schedule", s},
                                 {"report", report},
-                                {"checksum", checksum(k, s, report)}};
+                                {"checksum", tuning_cache_checksum(k, s, report)}};
   const std::string path = dir_ + "/" + key.hash() + ".json";
   kernels::write_text_file(path, entry.dump(1) + "\n");
   return path;

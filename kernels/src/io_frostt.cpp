@@ -75,6 +75,12 @@ LoadedTensor read_frostt(const std::string& path, const ReadOptions& opts) {
   for (auto& v : t.idx) v.reserve(guess);
   t.val.reserve(guess);
 
+  // The input memory limit (io_text.hpp), checked as entries arrive (the format has no header to
+  // check first): each entry's indices and value, twice while canonicalize() permutes them, and
+  // the permutation; at the end 8 bytes per index of every mode as well.
+  const io_detail::MemoryLimit limit = io_detail::memory_limit(opts);
+  const double per_entry = 8.0 * (order + 1) + 16.0;
+  const auto max_entries = static_cast<std::int64_t>(static_cast<double>(limit.bytes) / per_entry);
   std::vector<std::int64_t> maxi(static_cast<std::size_t>(order), 0);
   std::string_view tok;
   // On any error in an entry, a wrong number of fields is the more useful diagnosis.
@@ -115,12 +121,26 @@ LoadedTensor read_frostt(const std::string& path, const ReadOptions& opts) {
     if (!std::isfinite(v) && !opts.allow_nonfinite)
       in.fail("value " + quote(tok) + " is not finite", "remove NaN/Inf values, or allow them explicitly (allow_nonfinite)");
     if (!f.at_end()) fail_entry("unexpected " + quote(f.rest()) + " after the value", "");
+    if (t.nnz() >= max_entries)
+      io_detail::check_memory(in, per_entry * static_cast<double>(t.nnz() + 1),
+                              "a tensor of order " + std::to_string(order) + " with more than " +
+                                  std::to_string(t.nnz()) + " entries",
+                              limit);
     t.val.push_back(v);
     if (t.nnz() > kMaxIndex)
       in.fail("more than " + std::to_string(kMaxIndex) + " entries", "waco-hybrid stores 32-bit positions; split the tensor");
   } while (next_entry_line(in, line));
 
-  for (int m = 0; m < order; ++m) t.dims[static_cast<std::size_t>(m)] = static_cast<index_t>(maxi[static_cast<std::size_t>(m)]);
+  double index_bytes = 0.0;
+  std::string shape;
+  for (int m = 0; m < order; ++m) {
+    t.dims[static_cast<std::size_t>(m)] = static_cast<index_t>(maxi[static_cast<std::size_t>(m)]);
+    index_bytes += 8.0 * static_cast<double>(maxi[static_cast<std::size_t>(m)]);
+    shape += (m ? " x " : "") + std::to_string(maxi[static_cast<std::size_t>(m)]);
+  }
+  io_detail::check_memory(in, per_entry * static_cast<double>(t.nnz()) + index_bytes,
+                          "a " + shape + " tensor of " + std::to_string(t.nnz()) + " entries", limit,
+                          false);
   info.stored_entries = t.nnz();
   info.bytes = in.bytes();
   info.duplicates_summed = canonicalize(t);

@@ -123,7 +123,10 @@ struct Header {
 };
 
 // Parses the banner line and the size line, leaving the reader positioned before the first entry.
-Header read_header(TextReader& in) {
+// Refuses sizes the reader cannot hold: dimensions or entry counts over the 32-bit limit, an
+// operand over the input memory limit (io_text.hpp's check_memory, estimated from the size line
+// before anything is allocated), and an entry count that a plain file is too short to hold.
+Header read_header(TextReader& in, const ReadOptions& opts) {
   Header h;
   std::string_view line;
   if (!in.next_line(line)) in.fail_file("empty file", "expected a Matrix Market file starting with %%MatrixMarket");
@@ -198,6 +201,18 @@ Header read_header(TextReader& in) {
     in.fail("a " + std::string(symmetry_name(h.symmetry)) + " matrix must be square, but it is " +
                 std::to_string(h.rows) + " x " + std::to_string(h.cols),
             "fix the size line or declare the matrix 'general'");
+  const io_detail::MemoryLimit limit = io_detail::memory_limit(opts);
+  const std::string shape = std::to_string(h.rows) + " x " + std::to_string(h.cols);
+  // A plain regular file needs at least this many bytes per entry line (the last without its
+  // line end): "1 1\n" (pattern), "1 1 1\n", and "1\n" per value of an array file.
+  const auto check_room = [&](std::int64_t count, std::int64_t min_line, const char* unit) {
+    if (in.gzip() || !in.regular() || count == 0) return;
+    const std::int64_t room = (in.file_bytes() + 1) / min_line;
+    if (count > room)
+      in.fail("the size line declares " + std::to_string(count) + " " + unit + ", but the file has " +
+                  std::to_string(in.file_bytes()) + " bytes, room for at most " + std::to_string(room),
+              "the file is truncated, or the size line is wrong");
+  };
   // rows, cols <= 2^31 - 1, so these products fit in 64 bits.
   const std::int64_t cells = h.rows * h.cols;
   if (h.format == Format::Array) {
@@ -205,21 +220,27 @@ Header read_header(TextReader& in) {
       in.fail("only 'general' array files are supported, not " + quote(symmetry_name(h.symmetry)),
               "write the dense operand with all entries, column by column");
     h.entries = cells;
+    check_room(cells, 2, "values (rows x columns)");
+    // The values as read, then the dense matrix: 8 bytes a value.
+    io_detail::check_memory(in, 8.0 * static_cast<double>(cells), "a " + shape + " array", limit);
     return h;
   }
+  // Duplicates are summed (canonicalize), so the entry count may exceed what the shape holds
+  // (fast_matrix_market's GraphBLAS matrices: 3 x 1 with 4 entries, one stored twice); it is
+  // bounded by the 32-bit positions and by the memory limit instead.
   h.entries = v[2];
-  std::int64_t limit = cells;
-  if (h.symmetry == Symmetry::Symmetric) limit = h.rows * (h.rows + 1) / 2;
-  if (h.symmetry == Symmetry::SkewSymmetric) limit = h.rows * (h.rows - 1) / 2;
-  if (h.entries > limit)
-    in.fail("declares " + std::to_string(h.entries) + " entries, more than a " + std::to_string(h.rows) + " x " +
-                std::to_string(h.cols) + " " + std::string(symmetry_name(h.symmetry)) + " matrix can hold (" +
-                std::to_string(limit) + ")",
-            "the size line is 'rows cols entries'; duplicates beyond that count are not allowed");
   if (h.entries > kMaxIndex)
     in.fail("declares " + std::to_string(h.entries) + " entries; more than " + std::to_string(kMaxIndex) +
                 " are not supported",
             "waco-hybrid stores 32-bit indices; split the matrix");
+  check_room(h.entries, h.field == Field::Pattern ? 4 : 6, "entries");
+  // 24 bytes an entry after symmetric expansion (the parsed triplets, the per-row scatter and the
+  // assembled matrix), 8 a row and a column (CSR positions, a dense vector, per-row counts).
+  const double expanded = static_cast<double>(h.entries) * (h.symmetry == Symmetry::General ? 1.0 : 2.0);
+  io_detail::check_memory(in, 24.0 * expanded + 8.0 * static_cast<double>(h.rows + h.cols),
+                          "a " + shape + " matrix of " + std::to_string(h.entries) + " entries" +
+                              (h.symmetry == Symmetry::General ? "" : " (both triangles)"),
+                          limit);
   return h;
 }
 
@@ -306,8 +327,24 @@ void assemble(Stored& s, bool mirrored, float sign, CooMatrix& a) {
       return;
     }
   }
-  // Scatter (column, value) pairs, one cache line touched per entry, then split them per row.
   const auto rows = static_cast<std::size_t>(a.rows);
+  if (rows > 4 * (mirrored ? 2 * n : n) + 4096) {
+    // Far more rows than entries: per-row arrays would cost more than the entries; expand and
+    // leave the order to canonicalize() (a comparison sort at such sizes).
+    a.row = std::move(s.row);
+    a.col = std::move(s.col);
+    a.val = std::move(s.val);
+    if (mirrored)
+      for (std::size_t e = 0; e < n; ++e)
+        if (a.row[e] != a.col[e]) {
+          a.row.push_back(a.col[e]);
+          a.col.push_back(a.row[e]);
+          a.val.push_back(sign * a.val[e]);
+        }
+    s = Stored{};
+    return;
+  }
+  // Scatter (column, value) pairs, one cache line touched per entry, then split them per row.
   std::vector<index_t> start(rows + 1, 0);  // positions fit: the total is checked <= kMaxIndex
   for (std::size_t e = 0; e < n; ++e) {
     ++start[static_cast<std::size_t>(s.row[e]) + 1];
@@ -364,10 +401,11 @@ inline bool scan_index(const char*& p, const char* e, std::int64_t size, std::in
   while (p < e) {
     const unsigned d = static_cast<unsigned>(*p) - '0';
     if (d > 9) break;
+    if (p - s == 18) return false;  // 19 digits may overflow: the checked path says so
     v = v * 10 + d;
     ++p;
   }
-  if (p == s || p - s > 18 || v < 1 || v > size) return false;
+  if (p == s || v < 1 || v > size) return false;
   out = v;
   return true;
 }
@@ -416,7 +454,7 @@ std::size_t reservation(const TextReader& in, std::int64_t declared) {
 LoadedMatrix read_matrix_market(const std::string& path, const ReadOptions& opts) {
   const auto t0 = Clock::now();
   TextReader in(path);
-  const Header h = read_header(in);
+  const Header h = read_header(in, opts);
   if (h.format != Format::Coordinate)
     in.fail("this is a Matrix Market array (dense) file; a sparse operand must be in coordinate format",
             "array files are dense operands (--inputs); convert the matrix to 'coordinate' format");
@@ -511,7 +549,7 @@ LoadedMatrix read_matrix_market(const std::string& path, const ReadOptions& opts
 
 DenseMatrix read_matrix_market_dense(const std::string& path, Layout layout, const ReadOptions& opts) {
   TextReader in(path);
-  const Header h = read_header(in);
+  const Header h = read_header(in, opts);
   if (h.format != Format::Array)
     in.fail("this is a Matrix Market coordinate (sparse) file; a dense operand must be in array format",
             "write the dense operand as '%%MatrixMarket matrix array real general'");

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/io.hpp"
 
 namespace waco::kernels::io_detail {
@@ -43,11 +44,15 @@ TextReader::TextReader(const std::string& path) : path_(path) {
   if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
     fail_file("is not a regular file", "give the path of a Matrix Market or FROSTT file");
   file_bytes_ = static_cast<std::int64_t>(st.st_size);
+  regular_ = S_ISREG(st.st_mode);
 
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail_file("cannot open: " + errno_text(errno), "check the file's permissions");
 
-  buf_.resize(kBlockBytes);
+  // A block of 1 MiB, less for a small file (a buffer grows when a line does not fit): the
+  // fuzz targets read thousands of small files a second.
+  const std::int64_t want = S_ISREG(st.st_mode) ? std::max<std::int64_t>(file_bytes_ * 4, 4096) : kBlockBytes;
+  buf_.resize(static_cast<std::size_t>(std::min<std::int64_t>(want, kBlockBytes)));
   // Read the first block from the raw file and look for the gzip magic bytes.
   std::size_t got = 0;
   while (got < 2) {
@@ -373,6 +378,62 @@ void OutputFile::commit() {
   committed_ = true;
 }
 
+MemoryLimit memory_limit(const ReadOptions& opts) {
+  if (opts.max_memory > 0) return {opts.max_memory, "ReadOptions::max_memory"};
+  if (const char* env = std::getenv("WACO_MAX_INPUT_MEMORY"); env != nullptr && *env != '\0') {
+    const std::string text = env;
+    std::size_t k = 0;
+    std::uint64_t v = 0;
+    bool overflow = false;
+    for (; k < text.size() && text[k] >= '0' && text[k] <= '9'; ++k) {
+      overflow |= v > (std::uint64_t{1} << 62) / 10;
+      v = v * 10 + static_cast<unsigned>(text[k] - '0');
+    }
+    int shift = 0;
+    std::string unit = lower(std::string_view(text).substr(k));
+    if (!unit.empty() && unit.back() == 'b') unit.pop_back();
+    if (unit.size() == 2 && unit[1] == 'i') unit.pop_back();
+    if (unit == "k") shift = 10;
+    else if (unit == "m") shift = 20;
+    else if (unit == "g") shift = 30;
+    else if (unit == "t") shift = 40;
+    else if (!unit.empty()) k = 0;  // an unknown unit: malformed
+    overflow |= shift > 0 && v > (std::uint64_t{1} << (62 - shift));
+    if (k == 0 || v == 0 || overflow)
+      throw Error("WACO_MAX_INPUT_MEMORY='" + text + "' is not a size in bytes",
+                  "give bytes, optionally with K, M, G or T (powers of 1024), e.g. WACO_MAX_INPUT_MEMORY=64G");
+    return {static_cast<std::int64_t>(v << shift), "WACO_MAX_INPUT_MEMORY"};
+  }
+  const double phys = physical_memory_bytes();
+  const double cap = static_cast<double>(std::int64_t{1} << 62);
+  return {static_cast<std::int64_t>(std::min(phys, cap)), "this machine's physical memory"};
+}
+
+void check_memory(const TextReader& in, double need, const std::string& what, const MemoryLimit& limit,
+                  bool at_line) {
+  if (need <= static_cast<double>(limit.bytes)) return;
+  const std::string problem = what + " needs about " + size_text(need) +
+                              " of memory, more than the input memory limit of " +
+                              size_text(static_cast<double>(limit.bytes)) + " (" + limit.source + ")";
+  const std::string hint =
+      "set WACO_MAX_INPUT_MEMORY (bytes, or with K, M, G, T: e.g. WACO_MAX_INPUT_MEMORY=64G) to raise it, "
+      "if this machine can hold the operand";
+  if (at_line) in.fail(problem, hint);
+  in.fail_file(problem, hint);
+}
+
+std::string size_text(double bytes) {
+  char buf[48];
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 6) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
+  return buf;
+}
+
 std::string lower(std::string_view s) {
   std::string r(s);
   for (char& c : r)
@@ -400,3 +461,9 @@ std::string quote(std::string_view tok) {
 }
 
 }  // namespace waco::kernels::io_detail
+
+namespace waco::kernels {
+
+std::int64_t input_memory_limit(const ReadOptions& opts) { return io_detail::memory_limit(opts).bytes; }
+
+}  // namespace waco::kernels

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/io.hpp"
 
 namespace waco::kernels::io_detail {
 
@@ -43,6 +44,9 @@ class TextReader {
   /// Size of the file on disk (compressed size for gzip).
   std::int64_t file_bytes() const { return file_bytes_; }
   bool gzip() const { return gzip_; }
+  /// A regular file (not a FIFO or device): file_bytes() is its size, so it bounds the content
+  /// of a plain (not gzip) file.
+  bool regular() const { return regular_; }
   const std::string& path() const { return path_; }
 
   /// Throws Error("<path>:<line>: <problem>", hint) for the line last returned.
@@ -61,6 +65,7 @@ class TextReader {
   int fd_ = -1;
   void* gz_ = nullptr;  // gzFile, kept opaque so that zlib.h stays out of this header
   bool gzip_ = false;
+  bool regular_ = false;
   bool eof_ = false;
   std::vector<char> buf_;
   std::size_t begin_ = 0;  // first unconsumed byte
@@ -194,6 +199,23 @@ class OutputFile {
   std::string buf_;
   bool committed_ = false;
 };
+
+/// The readers' memory limit (input_memory_limit) and where it came from, for messages:
+/// "ReadOptions::max_memory", "WACO_MAX_INPUT_MEMORY" or "this machine's physical memory".
+struct MemoryLimit {
+  std::int64_t bytes = 0;
+  std::string source;
+};
+MemoryLimit memory_limit(const ReadOptions& opts);
+
+/// Throws Error "<path>[:<line>]: <what> needs about X GiB of memory, more than the input memory
+/// limit of Y GiB (<source>)" when `need` bytes exceed the limit. `at_line`: name the line last
+/// read (the size line, or the entry that crossed the limit).
+void check_memory(const TextReader& in, double need, const std::string& what, const MemoryLimit& limit,
+                  bool at_line = true);
+
+/// "1.5 GiB", "640 MiB", "12 KiB": bytes for messages.
+std::string size_text(double bytes);
 
 /// Lower-case copy (ASCII).
 std::string lower(std::string_view s);

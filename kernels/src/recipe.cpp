@@ -1152,7 +1152,7 @@ std::vector<Recipe> read_recipes(const std::string& path) {
     json j;
     try {
       j = json::parse(line.begin(), line.end());
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
       in.fail(std::string("not a JSON object: ") + e.what(),
               "one recipe per line, as write_recipes writes");
     }

@@ -15,9 +15,17 @@
 namespace waco::kernels {
 namespace {
 
-/// Stable counting-sort permutation of `keys` (values in [0, range)) applied after `order`.
+/// Stable counting-sort permutation of `keys` (values in [0, range)) applied after `order`. A
+/// range much larger than the keys (a few entries of a 2^31-row matrix) is sorted by comparison
+/// instead, so that the memory stays O(nnz) whatever the dimensions.
 std::vector<std::int64_t> counting_order(const std::vector<index_t>& keys, index_t range,
                                          const std::vector<std::int64_t>& order) {
+  if (static_cast<std::int64_t>(range) > 4 * static_cast<std::int64_t>(order.size()) + 4096) {
+    std::vector<std::int64_t> out = order;
+    std::stable_sort(out.begin(), out.end(),
+                     [&](std::int64_t x, std::int64_t y) { return keys[x] < keys[y]; });
+    return out;
+  }
   std::vector<std::int64_t> count(static_cast<std::size_t>(range) + 1, 0);
   for (index_t k : keys) ++count[static_cast<std::size_t>(k) + 1];
   std::partial_sum(count.begin(), count.end(), count.begin());

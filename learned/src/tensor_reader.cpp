@@ -15,6 +15,11 @@ TensorFileReader::TensorFileReader(const std::string& path, const char (&magic)[
   if (!in_)
     throw Error("cannot open " + what_ + " file '" + path + "'",
                 "check the path; the file is written by waco-hybrid");
+  in_.seekg(0, std::ios::end);
+  size_ = static_cast<std::int64_t>(in_.tellg());
+  in_.seekg(0, std::ios::beg);
+  if (!in_ || size_ < 0)
+    throw Error("cannot read " + what_ + " file '" + path + "'", "check the path and the file");
   char m[8];
   in_.read(m, 8);
   if (in_.gcount() != 8 || std::memcmp(m, magic, 8) != 0)
@@ -35,6 +40,14 @@ void TensorFileReader::bytes(void* dst, std::size_t n, const char* what) {
                 "the file is incomplete; write it again");
 }
 
+void TensorFileReader::check_left(std::int64_t n, const char* what) {
+  const std::int64_t at = static_cast<std::int64_t>(in_.tellg());
+  if (at < 0 || n > size_ - at)
+    throw Error(path_ + ": truncated " + what_ + " file (" + what + " declares " + std::to_string(n) +
+                    " bytes, " + std::to_string(at < 0 ? 0 : size_ - at) + " are left)",
+                "the file is incomplete or corrupt; write it again");
+}
+
 std::uint32_t TensorFileReader::u32(const char* what) {
   std::uint32_t v = 0;
   bytes(&v, 4, what);
@@ -44,6 +57,7 @@ std::uint32_t TensorFileReader::u32(const char* what) {
 std::string TensorFileReader::str(const char* what, std::uint32_t max_len) {
   const std::uint32_t n = u32(what);
   if (n > max_len) throw Error(path_ + ": corrupt " + what_ + " file (" + what + " too long)");
+  check_left(n, what);
   std::string s(n, '\0');
   bytes(s.data(), n, what);
   return s;
@@ -68,6 +82,9 @@ std::vector<TensorFileReader::Tensor> TensorFileReader::read_all() {
                     "the file is corrupt or was written by another version");
       numel *= s;
     }
+    // Sizes come from the file: what it declares must be there before it is allocated (a
+    // 100-byte file declaring 2^31 values asked for 8 GiB).
+    check_left(4 * numel, t.name.c_str());
     t.data.resize(static_cast<std::size_t>(numel));
     bytes(t.data.data(), t.data.size() * 4, t.name.c_str());
     for (float v : t.data)

@@ -4,7 +4,8 @@
 //   u32 tensors, then per tensor: u32 n <name> u32 ndim i64 sizes[ndim] f32 data[numel]
 //   "END!"
 // The reader checks the magic and the version before the header, every tensor's rank and values
-// (NaN or infinite values are refused) and the end marker; every failure is a kernels::Error
+// (NaN or infinite values are refused), that every size it reads is backed by the file's bytes
+// before allocating for it, and the end marker; every failure is a kernels::Error
 // naming the file. Used by the torch-free cost model (cost_model_plain.cpp) and, through
 // tensor_file.hpp's read_into, by the LibTorch networks.
 #pragma once
@@ -38,8 +39,11 @@ class TensorFileReader {
   void bytes(void* dst, std::size_t n, const char* what);
   std::uint32_t u32(const char* what);
   std::string str(const char* what, std::uint32_t max_len);
+  /// Throws Error (truncated file) unless `n` more bytes are left in the file.
+  void check_left(std::int64_t n, const char* what);
   std::string path_, what_, header_;
   std::ifstream in_;
+  std::int64_t size_ = 0;  ///< of the file, so that no size read from it allocates beyond it
 };
 
 }  // namespace waco::learned

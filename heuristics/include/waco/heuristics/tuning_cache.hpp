@@ -43,6 +43,11 @@ struct TuningKey {
 /// (kernels::cache_sizes(): the probe runs once per machine when no source reports them).
 nlohmann::json machine_identity(const codegen::CompilerOptions& kernel_compiler);
 
+/// The checksum an entry stores: a hash of its key, schedule and report as compact JSON (public
+/// for fuzz/, whose tuning-cache target makes entries that pass it).
+std::string tuning_cache_checksum(const nlohmann::json& key, const nlohmann::json& schedule,
+                                  const nlohmann::json& report);
+
 /// A stored decision.
 struct CachedDecision {
   codegen::SuperSchedule schedule;  ///< what to run (csr's schedule when the verdict was no-gain)

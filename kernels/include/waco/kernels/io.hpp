@@ -25,7 +25,17 @@ std::string_view symmetry_name(Symmetry s);  ///< "general", "symmetric", "skew-
 struct ReadOptions {
   bool drop_explicit_zeros = false;  ///< drop stored zeros (default: keep them as entries)
   bool allow_nonfinite = false;      ///< accept NaN / Inf values (default: refuse)
+  /// Bytes one operand may need (input_memory_limit's estimate); 0: input_memory_limit().
+  std::int64_t max_memory = 0;
 };
+
+/// The memory limit of the readers, in bytes: a file whose operand would need more (estimated
+/// before it is allocated: 24 bytes per matrix entry after symmetric expansion, 8 per row and per
+/// column; 4 (order + 1) x 2 + 16 per tensor entry and 8 per index of each mode; 8 per value of
+/// an array file) is refused with an Error stating both. `opts.max_memory` when set, else
+/// $WACO_MAX_INPUT_MEMORY (bytes, or with a K, M, G or T suffix: powers of 1024), else this
+/// machine's physical memory. Throws Error when the variable is malformed.
+std::int64_t input_memory_limit(const ReadOptions& opts = {});
 
 /// What the reader saw, beside the operand itself.
 struct SourceInfo {
