@@ -20,6 +20,7 @@
 #include "support/test_paths.hpp"
 #include "support/edge_cases.hpp"
 #include "waco/codegen/super_schedule.hpp"
+#include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/heuristics/tuner.hpp"
 #include "waco/kernels/error.hpp"

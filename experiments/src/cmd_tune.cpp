@@ -371,7 +371,7 @@ int side_by_side_fit(const Options& o, const Problem& p, int wanted) {
 /// side in one child (interleaved rounds). The winner and the speedups come from these
 /// timings: two separate measurements of one kernel drift by up to 1.5x on a shared machine,
 /// more than the gap between the top candidates. Not stored (see confirm_best).
-Confirmation confirm_top(const Options& o, const Problem& p, Measurer& measurer,
+Confirmation confirm_top(const Options& o, const Problem& p, Runner& measurer,
                          const TuneResult& r, const TuneEntry& csr_schedule,
                          const TuneEntry& csr_baseline, const std::string& shortcut) {
   const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
@@ -398,7 +398,7 @@ struct TuneRun {
   const Options& o;
   KernelKind kind;
   const Problem& p;
-  Measurer& measurer;
+  Runner& measurer;
   ResultsDb& db;
   MeasurementKey key;
   std::string shortcut;  ///< the references' name: csr, or csf for tensors

@@ -24,7 +24,7 @@ bool reusable(const Measurement& m, const TuneOptions& opts) {
 
 }  // namespace
 
-TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Measurer& measurer,
+TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Runner& measurer,
                            const Candidate& c, const TuneOptions& opts, const RaceBound& race) {
   WACO_ASSERT(key.repeats == measurer.options().repeats,
               "the measurement key's repeats differ from the Measurer's");
@@ -43,7 +43,7 @@ TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Measurer& m
   return e;
 }
 
-TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Measurer& measurer,
+TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Runner& measurer,
                           const std::vector<Candidate>& candidates, const TuneOptions& opts) {
   TuneResult r;
   const double t0 = kernels::now_seconds();
@@ -147,7 +147,7 @@ void sort_ranking(std::vector<ConfirmEntry>& ranking) {
 }
 }  // namespace
 
-Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
+Confirmation confirm_best(Runner& measurer, const TuneResult& r,
                           const std::vector<Candidate>& references, const ConfirmOptions& opts) {
   WACO_ASSERT(opts.top >= 1 && opts.rounds >= 1, "confirm_best needs top >= 1 and rounds >= 1");
   const double t0 = kernels::now_seconds();
@@ -189,7 +189,7 @@ Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
   return c;
 }
 
-RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidate>& ranked,
+RankedConfirmation confirm_ranked(Runner& measurer, const std::vector<Candidate>& ranked,
                                   const std::vector<Candidate>& references,
                                   const ConfirmOptions& opts, double race_factor) {
   WACO_ASSERT(opts.top >= 1 && opts.rounds >= 1, "confirm_ranked needs top >= 1 and rounds >= 1");
@@ -261,7 +261,7 @@ std::optional<std::size_t> FreshTiming::best() const {
   return b;
 }
 
-FreshTiming time_fresh(Measurer& measurer, const TuneResult& r, const Confirmation& c,
+FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation& c,
                        const std::vector<Candidate>& references, const FreshOptions& opts) {
   WACO_ASSERT(opts.leaders >= 1 && opts.rounds >= 1 && opts.runs >= 1,
               "time_fresh needs leaders, rounds and runs >= 1");

@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "waco/heuristics/measure.hpp"
+#include "waco/heuristics/runner.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/recipe.hpp"

@@ -34,7 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "waco/codegen/super_schedule.hpp"
-#include "waco/heuristics/measure.hpp"
+#include "waco/heuristics/candidate.hpp"
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/sparse.hpp"
 

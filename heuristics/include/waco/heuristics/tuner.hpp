@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "waco/heuristics/measure.hpp"
+#include "waco/heuristics/runner.hpp"
 #include "waco/heuristics/results_db.hpp"
 
 namespace waco::heuristics {
@@ -84,14 +84,14 @@ struct TuneResult {
 /// effective threads) and it is ok, or it failed and retry_failed is false, or it was abandoned
 /// and racing is on (opts.race_factor > 0); otherwise measures it (racing with `race`) and
 /// records it in its own transaction.
-TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Measurer& measurer,
+TuneEntry measure_or_reuse(ResultsDb& db, const MeasurementKey& key, Runner& measurer,
                            const Candidate& c, const TuneOptions& opts,
                            const RaceBound& race = {});
 
 /// Runs measure_or_reuse over the candidates in order (see TuneOptions for stopping), reporting
 /// progress. Duplicated candidates are measured once. Preconditions: key.repeats ==
 /// measurer.options().repeats and key's matrix is recorded in db.
-TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Measurer& measurer,
+TuneResult run_candidates(ResultsDb& db, const MeasurementKey& key, Runner& measurer,
                           const std::vector<Candidate>& candidates, const TuneOptions& opts);
 
 /// The confirmation stage of a search: the best candidates by their search timings, measured
@@ -125,7 +125,7 @@ struct Confirmation {
 /// them side by side with `references` (e.g. the csr schedule and baseline) in one call; a
 /// reference that is also nominated is measured once. Nothing is stored in the database: these
 /// timings compare candidates of one run, they are not repeatable values of one candidate.
-Confirmation confirm_best(Measurer& measurer, const TuneResult& r,
+Confirmation confirm_best(Runner& measurer, const TuneResult& r,
                           const std::vector<Candidate>& references, const ConfirmOptions& opts);
 
 /// A ranked list measured side by side (confirm_ranked): the search's result and its
@@ -142,7 +142,7 @@ struct RankedConfirmation {
 /// above race_factor times the group's fastest is abandoned there (0: none); the references are
 /// always timed. Like confirm_best, nothing is stored: these are timings of one moment.
 /// opts.always is not used (every nominee is in the list already).
-RankedConfirmation confirm_ranked(Measurer& measurer, const std::vector<Candidate>& ranked,
+RankedConfirmation confirm_ranked(Runner& measurer, const std::vector<Candidate>& ranked,
                                   const std::vector<Candidate>& references,
                                   const ConfirmOptions& opts, double race_factor);
 
@@ -175,7 +175,7 @@ struct FreshTiming {
 /// Times the leaders of a confirmation and `references` again (see FreshOptions). A leader or
 /// reference that fails any run takes that failure. Nothing is stored. `r` holds the entries
 /// c.ranking indexes. Empty (no runs) when no nominee is verified.
-FreshTiming time_fresh(Measurer& measurer, const TuneResult& r, const Confirmation& c,
+FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation& c,
                        const std::vector<Candidate>& references, const FreshOptions& opts);
 
 /// The busy-machine warning of a side-by-side run, from its own timed runs: a run during which

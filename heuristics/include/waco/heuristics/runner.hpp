@@ -1,0 +1,121 @@
+// The Runner: what a search and the tune pipeline need of measuring (tuner.hpp, tune, collect).
+// Measurer (measure.hpp) implements it: it builds, verifies and times each candidate in an
+// isolated child process on this machine. MeasureOptions, RaceBound and CompareOptions are the
+// Runner's vocabulary; some options only mean something to the Measurer (timeouts, settle runs,
+// counters, the child hook), and say so.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "waco/codegen/generated_kernel.hpp"
+#include "waco/heuristics/candidate.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/reference.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::heuristics {
+
+struct MeasureOptions {
+  int warmup = 2;    ///< untimed runs after verification
+  int repeats = 10;  ///< timed runs (>= 1)
+  /// Threads of baselines and of schedules whose threads field is 0 (0 = every available core).
+  int threads = 0;
+  double tolerance = kernels::kDefaultTolerance;
+  /// Limit for building the format and compiling (a cold compile takes seconds), in seconds.
+  double prepare_timeout_s = 300.0;
+  /// Limit for verification, warm-up and timed runs, in seconds.
+  double run_timeout_s = 60.0;
+  codegen::GeneratedOptions generated;
+  /// Racing (measure() with a bound): runs after the verification, warm-up included, made before
+  /// a candidate may be abandoned (>= 1).
+  int race_min_runs = 2;
+  /// Racing in compare(): a generated candidate whose faster of two timed runs after the
+  /// verification is above this factor times the fastest candidate's is abandoned (status
+  /// Abandoned, those two runs as its times) and left out of the rounds; 0: time every one.
+  double compare_race_factor = 0.0;
+  /// Racing in compare(), before any timing: once the group has a fastest candidate (its
+  /// baselines run first), every run of a generated candidate made to verify or probe it has a
+  /// deadline, max(compare_screen_min_s, compare_screen_margin x compare_race_factor x the
+  /// group's fastest). A run still going at its deadline ends the measuring child; the candidate
+  /// is stored Abandoned with compare_race_factor x the fastest as its lower bound (never
+  /// verified), and a new child goes on with the others. So a schedule a thousand times slower
+  /// than csr costs a fraction of a second, not minutes. The margin allows for a cold first run.
+  /// Side-by-side rounds in compare(): timed runs per candidate that are taken again when an
+  /// involuntary context switch shows another process took a CPU during them.
+  int retake_disturbed = 5;
+  /// Side-by-side rounds in compare(): untimed runs of a candidate right before each of its timed
+  /// runs (see kernels::kDefaultSettleRuns), so that it is timed with its own data in the caches.
+  int settle = kernels::kDefaultSettleRuns;
+  /// Side-by-side rounds in compare(): hardware counters (likwid, else Linux perf; cycles,
+  /// instructions, cache references and misses) are read around this many extra runs of each
+  /// candidate after the timed rounds (never around timed runs: reading them costs time), where
+  /// the machine exposes them; 0: none. Measurement::counters["hardware"].
+  int hardware_counter_runs = 3;
+  double compare_screen_margin = 4.0;
+  double compare_screen_min_s = 0.05;
+  /// Test hook (fault injection): runs in the measuring child after prepare, before the first
+  /// run. It may crash, hang or throw to exercise the isolation; leave empty in production.
+  std::function<void(const Candidate&)> child_hook;
+};
+
+/// Racing (Measurer::measure): when to stop timing a hopeless candidate.
+struct RaceBound {
+  /// A verified candidate whose fastest run, after MeasureOptions::race_min_runs runs (warm-up
+  /// included), is still slower than this is a candidate to abandon; <= 0: no racing.
+  double above_s = 0.0;
+  /// When set (a baseline implementation's name, e.g. "csr"), a candidate to abandon is first
+  /// timed side by side with that implementation, prepared in the same child: two alternating
+  /// runs each. The machine's drift since the bound was set is the reference's fastest run now
+  /// over check_s (its median then); the candidate is abandoned only when its fastest run is above
+  /// above_s times that drift (at least 1). A burst of host noise (this kind of VM has bursts of
+  /// 3-8x for a moment) then slows both alike instead of abandoning a good candidate. Without a
+  /// check, or when the reference cannot run, the plain bound decides.
+  std::string check;
+  double check_s = 0.0;  ///< the reference's median when the bound was set (> 0 with check)
+
+  bool active() const { return above_s > 0.0; }
+};
+
+/// Racing of one Measurer::compare call.
+struct CompareOptions {
+  /// The factor of MeasureOptions::compare_race_factor for this call; < 0: the Measurer's own.
+  double race_factor = -1.0;
+  /// Indices of candidates timed in every round however slow their first runs are, like the
+  /// baselines (the caller's references, e.g. the csr schedule beside a model's nominees).
+  std::vector<std::size_t> always_timed;
+};
+
+/// Measures candidates of one problem: one at a time (measure, with racing) or side by side
+/// (compare, interleaved rounds). Expected failures (refused, compile error, wrong result, crash,
+/// timeout, abandoned) come back as a Measurement's status with a reason, never as exceptions.
+/// One measurement at a time (not thread-safe).
+class Runner {
+ public:
+  virtual ~Runner() = default;
+
+  /// Measures one candidate: verified, options().warmup untimed runs, then options().repeats
+  /// timed ones. Racing (see RaceBound; a tuner passes a factor times the best median so far): a
+  /// verified candidate found hopeless stops there, status Abandoned, with the runs made as its
+  /// times.
+  virtual Measurement measure(const Candidate& c, const RaceBound& race = {}) = 0;
+
+  /// Measures several candidates side by side: all prepared and verified first, then timed in
+  /// `rounds` interleaved rounds (each running every candidate once), then verified again. One
+  /// Measurement per candidate, in order (repeats = rounds), with software counts in `counters`
+  /// (its "retaken" and "disturbed_kept" say whether other processes disturbed the rounds).
+  /// `co`: racing for this call (see CompareOptions; MeasureOptions::compare_race_factor).
+  virtual std::vector<Measurement> compare(const std::vector<Candidate>& cs, int rounds,
+                                           const CompareOptions& co = {}) = 0;
+
+  virtual const MeasureOptions& options() const = 0;
+  /// Threads a candidate with threads = 0 runs on (options().threads resolved).
+  virtual int run_threads() const = 0;
+  /// Whether the timings come from this machine, so that its load matters to them (false for a
+  /// ScriptedRunner: tune then skips its busy-machine check).
+  virtual bool times_this_machine() const { return true; }
+};
+
+}  // namespace waco::heuristics

@@ -1,0 +1,433 @@
+// The measuring child (measure_internal.hpp): prepares candidates (format build, compile),
+// verifies them against the reference and times them, alone (measure_here, with racing) or side
+// by side (compare_here, with screening under a watchdog). It runs in a process forked by
+// supervise(); it talks to its worker only through frames on `sock`.
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "framing.hpp"
+#include "measure_internal.hpp"
+#include "waco/codegen/emitter.hpp"
+#include "waco/codegen/generated_kernel.hpp"
+#include "waco/kernels/counters.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/implementation.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::heuristics::detail {
+
+using kernels::Error;
+using kernels::now_seconds;
+
+Measurement failed(Measurement m, MeasureStatus st, std::string reason) {
+  m.status = st;
+  m.reason = std::move(reason);
+  return m;
+}
+
+void set_times(Measurement& m, const kernels::TimingStats& t) {
+  m.verified = true;
+  m.seconds = t.seconds;
+  m.median_s = t.median;
+  m.min_s = t.min;
+  m.max_s = t.max;
+  m.status = MeasureStatus::Ok;
+}
+
+namespace {
+
+std::string error_text(const Error& e) {
+  std::string s = e.what();
+  if (!e.hint().empty()) s += " (hint: " + e.hint() + ")";
+  return s;
+}
+
+/// A candidate made ready in the measuring child: its implementation built and prepared (format
+/// and compile), or, when that failed, impl is null and m says why.
+struct Prepared {
+  std::unique_ptr<kernels::Implementation> impl;
+  Measurement m;
+};
+
+Prepared prepare_candidate(const kernels::Problem& p, const MeasureOptions& opts, int run_threads,
+                           const Candidate& c) {
+  Prepared r;
+  Measurement& m = r.m;
+  codegen::GeneratedKernel* generated = nullptr;  // r.impl, when it is a generated kernel
+  m.warmup = opts.warmup;
+  m.repeats = opts.repeats;
+  m.threads = c.effective_threads(run_threads);
+  if (c.schedule) {
+    const codegen::SuperSchedule& s = *c.schedule;
+    if (s.kind != p.kind) {
+      m = failed(m, MeasureStatus::Refused,
+                 "the schedule is for " + std::string(kernels::kernel_name(s.kind)));
+      return r;
+    }
+    const std::vector<std::string> problems = codegen::validate(s);
+    if (!problems.empty()) {
+      m = failed(m, MeasureStatus::Refused, "invalid schedule: " + problems.front());
+      return r;
+    }
+    // A format build_storage refuses never gets here: the worker refused it from the prefix
+    // counts (FormatCheck), so the format is built once and the kernel compiled once, both by
+    // prepare() below (which also resolves the race strategy: the source depends on it).
+    auto g = std::make_unique<codegen::GeneratedKernel>(s, opts.generated);
+    generated = g.get();
+    r.impl = std::move(g);
+  } else {
+    try {
+      r.impl = kernels::make_implementation(c.implementation, p.kind);
+    } catch (const Error& e) {
+      m = failed(m, MeasureStatus::Refused, error_text(e));
+      return r;
+    }
+  }
+  try {
+    r.impl->prepare(p, run_threads);
+  } catch (const Error& e) {
+    // For a generated kernel whose format passed FormatCheck, what remains to fail is the
+    // compilation (its command and log are in the message).
+    m = failed(m, generated ? MeasureStatus::CompileError : MeasureStatus::Refused,
+               error_text(e));
+    r.impl.reset();
+    return r;
+  }
+  m.conversion_s = r.impl->conversion_seconds();
+  if (generated) {
+    m.compile_s = generated->compile_seconds();
+    m.cache_hit = generated->cache_hit();
+    m.threads = generated->threads();
+    m.kernel_source = generated->source_path();
+    m.stored_values = generated->storage().stored_values();
+    m.race = codegen::race_strategy_name(generated->race());
+  }
+  return r;
+}
+
+/// Verifies the prepared candidate's output; on a mismatch marks it WrongResult, drops its
+/// implementation and returns false.
+bool verify_output(Prepared& c, const kernels::Reference& ref, double tolerance,
+                   const char* when) {
+  const kernels::AlignedFloats& out = c.impl->output();
+  const kernels::Verification v =
+      kernels::verify(out.data(), static_cast<std::int64_t>(out.size()), ref, tolerance);
+  c.m.max_rel_error = v.max_rel_error;
+  if (v.ok) return true;
+  c.m = failed(c.m, MeasureStatus::WrongResult, std::string(when) + ": " + v.message);
+  c.impl.reset();
+  return false;
+}
+
+/// Seconds one call of fn takes.
+template <class Fn>
+double clocked(Fn&& fn) {
+  const double t0 = now_seconds();
+  fn();
+  return now_seconds() - t0;
+}
+
+/// Racing's side-by-side check (RaceBound::check): the reference implementation prepared here
+/// and timed alternately with the candidate, two runs each after one untimed run. Returns how
+/// much slower the machine is now than when the bound was set (the reference's fastest run over
+/// race.check_s, at least 1) and lowers `fastest` by the candidate's runs; nullopt when the
+/// reference cannot run here.
+std::optional<double> race_drift(const kernels::Problem& p, int run_threads, const RaceBound& race,
+                                 kernels::Implementation& candidate, double& fastest) {
+  std::unique_ptr<kernels::Implementation> ref;
+  try {
+    ref = kernels::make_implementation(race.check, p.kind);
+    ref->prepare(p, run_threads);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  ref->run();
+  double ref_fastest = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < 2; ++k) {
+    ref_fastest = std::min(ref_fastest, clocked([&] { ref->run(); }));
+    fastest = std::min(fastest, clocked([&] { candidate.run(); }));
+  }
+  return std::max(1.0, ref_fastest / race.check_s);
+}
+
+/// Ends the measuring child when an armed run is still going at its deadline: sends the parent
+/// an 'X' frame (made by `report`, called on the watchdog's thread while the main thread is
+/// inside the run, so it may read what the main thread left before arming) and exits. The
+/// worker records the overrun and forks a new child for the candidates left.
+class Watchdog {
+ public:
+  explicit Watchdog(int sock) : sock_(sock), thread_([this] { watch(); }) {}
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  /// Calls fn with a deadline of `seconds` from now.
+  template <class Fn>
+  void guard(double seconds, std::function<std::string()> report, Fn&& fn) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      deadline_ = now_seconds() + seconds;
+      report_ = std::move(report);
+      armed_ = true;
+    }
+    cv_.notify_all();
+    fn();
+    std::lock_guard<std::mutex> l(mu_);
+    armed_ = false;
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      if (!armed_) {
+        cv_.wait(l);
+        continue;
+      }
+      const double left = deadline_ - now_seconds();
+      if (left > 0) {
+        cv_.wait_for(l, std::chrono::duration<double>(left));
+        continue;
+      }
+      write_frame(sock_, 'X', report_());
+      ::_exit(4);
+    }
+  }
+
+  int sock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  double deadline_ = 0.0;
+  std::function<std::string()> report_;
+  bool armed_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::Reference& ref,
+                                      const MeasureOptions& opts, int run_threads,
+                                      const Candidate& c, const RaceBound& race, int sock) {
+  Prepared r = prepare_candidate(p, opts, run_threads, c);
+  if (!r.impl) return {r.m};
+  write_frame(sock, 'P', {});
+  if (opts.child_hook) opts.child_hook(c);
+  r.impl->run();
+  if (!verify_output(r, ref, opts.tolerance, "first run")) return {r.m};
+  kernels::Implementation* impl = r.impl.get();
+  std::vector<double> runs, timed;  // every run after the verification; the timed ones
+  double fastest = std::numeric_limits<double>::infinity();
+  bool racing = race.active();
+  for (int k = 0; k < opts.warmup + opts.repeats; ++k) {
+    const double dt = clocked([impl] { impl->run(); });
+    runs.push_back(dt);
+    if (k >= opts.warmup) timed.push_back(dt);
+    fastest = std::min(fastest, dt);
+    if (!racing || static_cast<int>(runs.size()) < opts.race_min_runs ||
+        fastest <= race.above_s || k + 1 == opts.warmup + opts.repeats)
+      continue;
+    racing = false;  // decided now, either way
+    double drift = 1.0;
+    std::string checked;
+    if (!race.check.empty() && race.check_s > 0) {
+      if (const std::optional<double> d = race_drift(p, run_threads, race, *impl, fastest)) {
+        drift = *d;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "; beside %s now the machine is %.2fx slower than when "
+                                       "the bound was set", race.check.c_str(), drift);
+        checked = buf;
+      }
+    }
+    if (fastest <= race.above_s * drift) continue;
+    set_times(r.m, kernels::summarize(runs));
+    r.m.status = MeasureStatus::Abandoned;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "abandoned after %zu runs (%zu timed): the fastest took %.3g s, more than the "
+                  "race bound %.3g s",
+                  runs.size(), timed.size(), fastest, race.above_s * drift);
+    r.m.reason = buf + checked;
+    return {r.m};
+  }
+  if (!verify_output(r, ref, opts.tolerance, "after timing")) return {r.m};
+  set_times(r.m, kernels::summarize(timed));
+  return {r.m};
+}
+
+std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::Reference& ref,
+                                      const MeasureOptions& opts, int run_threads,
+                                      const std::vector<Candidate>& cs,
+                                      const std::vector<char>& keep, int rounds,
+                                      Screening screening, int sock) {
+  const bool racing = opts.compare_race_factor > 0;
+  screening.probes.resize(cs.size());
+  screening.prepared.resize(cs.size());
+  std::vector<std::vector<double>>& probe = screening.probes;
+  std::vector<Prepared> ready(cs.size());
+  std::vector<std::function<void()>> runs(cs.size());
+  std::vector<std::size_t> order;  // baselines first: they set the group's fastest
+  for (std::size_t i = 0; i < cs.size(); ++i)
+    if (!cs[i].is_generated()) order.push_back(i);
+  for (std::size_t i = 0; i < cs.size(); ++i)
+    if (cs[i].is_generated()) order.push_back(i);
+  std::unique_ptr<Watchdog> dog = racing ? std::make_unique<Watchdog>(sock) : nullptr;
+  std::vector<std::size_t> failed_here;  // screened candidates that failed (no rounds for them)
+  // A candidate whose faster probe is above the race factor times the group's fastest: abandoned
+  // with its probes as its times (a lower bound); it takes no part in the rounds.
+  auto abandon = [&](std::size_t i) {
+    const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
+    Measurement& m = ready[i].m;
+    set_times(m, kernels::summarize(probe[i]));
+    m.status = MeasureStatus::Abandoned;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "abandoned after 2 timed runs: the faster took %.3g s, more than %g x the group's "
+                  "fastest %.3g s",
+                  fastest, opts.compare_race_factor, screening.best_s);
+    m.reason = buf;
+    runs[i] = nullptr;
+    ready[i].impl.reset();
+  };
+  const auto raced = [&](std::size_t i) { return racing && cs[i].is_generated() && !keep[i]; };
+  auto hopeless = [&](std::size_t i) {
+    return raced(i) && !probe[i].empty() &&
+           *std::min_element(probe[i].begin(), probe[i].end()) >
+               opts.compare_race_factor * screening.best_s;
+  };
+  // Screened by an earlier child of this request (see compare_screened): prepared only after the
+  // screening here, for the rounds, so that a restart does not prepare them again and again.
+  std::vector<std::size_t> deferred;
+  for (const std::size_t i : order) {
+    if (!probe[i].empty()) {
+      deferred.push_back(i);
+      continue;
+    }
+    ready[i] = prepare_candidate(p, opts, run_threads, cs[i]);
+    Prepared& r = ready[i];
+    if (!r.impl) {
+      failed_here.push_back(i);
+      continue;
+    }
+    if (opts.child_hook) opts.child_hook(cs[i]);
+    const bool guarded = raced(i) && screening.best_s > 0;
+    const double bound = opts.compare_race_factor * screening.best_s;
+    const double limit = std::max(opts.compare_screen_min_s, opts.compare_screen_margin * bound);
+    // The overrun report: this candidate's prepared Measurement, the probes and failures so far.
+    auto report = [&, i] {
+      nlohmann::json failures = nlohmann::json::array();
+      for (const std::size_t f : failed_here)
+        failures.push_back({{"index", f}, {"measurement", ready[f].m.to_json()}});
+      return nlohmann::json{{"index", i},
+                            {"limit_s", limit},
+                            {"bound_s", bound},
+                            {"measurement", r.m.to_json()},
+                            {"failures", failures},
+                            {"screening", screening.to_json()}}
+          .dump();
+    };
+    auto run_once = [&] {
+      const auto body = [&] { r.impl->run(); };
+      if (!guarded) return clocked(body);
+      double t = 0;
+      dog->guard(limit, report, [&] { t = clocked(body); });
+      return t;
+    };
+    run_once();
+    if (!verify_output(r, ref, opts.tolerance, "first run")) {
+      failed_here.push_back(i);
+      continue;
+    }
+    runs[i] = [impl = r.impl.get()] { impl->run(); };
+    if (!racing) continue;
+    for (int k = 0; k < 2; ++k) probe[i].push_back(run_once());
+    const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
+    if (screening.best_s <= 0 || fastest < screening.best_s) screening.best_s = fastest;
+    screening.prepared[i] = r.m.to_json();
+  }
+  dog.reset();
+  for (const std::size_t i : deferred) {
+    if (hopeless(i)) {  // no need to prepare it again
+      ready[i].m = Measurement::from_json(screening.prepared[i]);
+      abandon(i);
+      continue;
+    }
+    ready[i] = prepare_candidate(p, opts, run_threads, cs[i]);
+    Prepared& r = ready[i];
+    if (!r.impl) continue;
+    r.impl->run();
+    if (verify_output(r, ref, opts.tolerance, "first run")) runs[i] = [impl = r.impl.get()] { impl->run(); };
+  }
+  write_frame(sock, 'P', {});
+  for (std::size_t i = 0; i < cs.size(); ++i)
+    if (runs[i] && hopeless(i)) abandon(i);
+  const std::vector<kernels::TimingStats> t = kernels::time_interleaved(
+      runs, {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed}, opts.settle);
+  // Hardware counters where the machine exposes them (KVM guests without a PMU do not: the
+  // backend is then "none"), around extra runs after the timed rounds.
+  std::unique_ptr<kernels::Counters> hw;
+  if (opts.hardware_counter_runs > 0) hw = kernels::open_counters(kernels::CounterBackend::Auto);
+  const bool counting = hw && hw->backend() != "none";
+  std::vector<std::map<std::string, double>> hardware(cs.size());
+  for (std::size_t i = 0; i < cs.size() && counting; ++i) {
+    if (!runs[i]) continue;
+    hw->start();
+    for (int k = 0; k < opts.hardware_counter_runs; ++k) runs[i]();
+    for (const auto& [event, count] : hw->stop())
+      hardware[i][event] = static_cast<double>(count) / opts.hardware_counter_runs;
+  }
+  std::vector<Measurement> out;
+  out.reserve(cs.size());
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    Prepared& r = ready[i];
+    if (runs[i] && verify_output(r, ref, opts.tolerance, "after timing")) {
+      set_times(r.m, t[i]);
+      const kernels::SoftwareCounts& c = t[i].counts;
+      r.m.counters = {{"source", "getrusage"},
+                      {"retaken", t[i].retaken},
+                      {"disturbed_kept", t[i].disturbed_kept},
+                      {"cpu_s", c.cpu_s},
+                      {"involuntary_switches", c.involuntary_switches},
+                      {"voluntary_switches", c.voluntary_switches},
+                      {"page_faults", c.page_faults},
+                      {"hardware", {{"backend", hw ? std::string(hw->backend()) : "none"}}}};
+      if (counting)
+        r.m.counters["hardware"].update({{"runs", opts.hardware_counter_runs}, {"per_run", hardware[i]}});
+    }
+    out.push_back(std::move(r.m));
+  }
+  return out;
+}
+
+Measurement openmp_probe() {
+  int team = 0;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    team = omp_get_num_threads();
+  }
+  Measurement m;
+  m.status = MeasureStatus::Ok;
+  m.threads = team;
+  return m;
+}
+
+}  // namespace waco::heuristics::detail

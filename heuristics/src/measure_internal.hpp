@@ -1,0 +1,130 @@
+// Private to heuristics/src: what the layers of isolated measurement share (measure.hpp says
+// why the processes exist). Four files, one per layer:
+//   measure_child.cpp  the measuring child: prepare, verify, time (measure_here, compare_here)
+//   supervisor.cpp     forks a child per request and holds it to its limits (supervise)
+//   worker.cpp         the worker's request loop, refusals, compare's screening (worker_main)
+//   measurer.cpp       the client, Measurer (measure.hpp)
+//
+// Messages between the processes are frames on Unix stream sockets (framing.hpp):
+//
+//   parent  --'M' {candidates: [one]}------>  worker  --fork-->  child   (a refused format: no
+//   parent  --'C' {candidates, rounds}------>  worker  --fork-->  child    child, the worker
+//   parent  --'O' (OpenMP probe)----------->  worker  --fork-->  child    answers for it)
+//   child   --'P' (prepared)--------------->  worker             (switches from the prepare to the run limit)
+//   child   --'X' {overrun, screened}------>  worker             (compare's screening: a run overran its
+//                                                                 deadline; the child exits, the worker
+//                                                                 forks another for the rest)
+//   child   --'R' [Measurement...]--------->  worker  --'R' [Measurement...]-->  parent
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/heuristics/measure.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/reference.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::heuristics::detail {
+
+// ---- measure_child.cpp ----------------------------------------------------------------------
+
+/// m with status st and that reason.
+Measurement failed(Measurement m, MeasureStatus st, std::string reason);
+/// Verified, Ok, with t's runs as its times.
+void set_times(Measurement& m, const kernels::TimingStats& t);
+
+/// What earlier children of one compare request found out before a run overran (see
+/// MeasureOptions::compare_screen_margin): the group's fastest probe and, per candidate, the
+/// probe runs of those already screened (their first run is made again here, to verify).
+struct Screening {
+  double best_s = 0.0;
+  std::vector<std::vector<double>> probes;
+  std::vector<nlohmann::json> prepared;  ///< per screened survivor: its prepared Measurement
+
+  nlohmann::json to_json() const {
+    return {{"best_s", best_s}, {"probes", probes}, {"prepared", prepared}};
+  }
+  static Screening from_json(const nlohmann::json& j) {
+    return {j.at("best_s").get<double>(), j.at("probes").get<std::vector<std::vector<double>>>(),
+            j.at("prepared").get<std::vector<nlohmann::json>>()};
+  }
+};
+
+/// Prepares, verifies and times one candidate (opts.warmup untimed runs, then opts.repeats timed
+/// ones). Sends the 'P' frame once prepared.
+///
+/// Every run after the verification is clocked. Racing (race.active()): once opts.race_min_runs
+/// runs after the verification have been made and even the fastest of them took longer than
+/// race.above_s, the candidate is timed beside race.check (when set) to tell a hopeless candidate
+/// from a slow moment of the machine; if it is still above the bound scaled by the drift, timing
+/// stops: Abandoned, with the runs made as its times. Otherwise it is timed in full, without
+/// racing again. The fastest run, not the median: one slow run cannot abandon a candidate.
+std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::Reference& ref,
+                                      const MeasureOptions& opts, int run_threads,
+                                      const Candidate& c, const RaceBound& race, int sock);
+
+/// Prepares and verifies every candidate, then times them side by side (time_interleaved:
+/// opts.warmup untimed and `rounds` timed rounds; each timed run follows opts.settle untimed runs
+/// of the same candidate, so that it finds its own data in the caches as in the search's back-to-back
+/// runs, rather than the previous candidate's), then verifies again. One Measurement per
+/// candidate, in order. Sends the 'P' frame once all are prepared and screened.
+///
+/// Racing (opts.compare_race_factor): every verified candidate is run twice more, timed; one
+/// whose faster run is above the factor times the fastest candidate's is abandoned there, with
+/// those runs as its times (a lower bound), and does not take part in the rounds. Baselines go
+/// first and always take part (they are the group's reference), and so does every candidate
+/// marked in `keep` (the caller's references, e.g. the csr schedule). Once the group has a fastest
+/// candidate, each later run before the rounds has a deadline (screening, see
+/// MeasureOptions::compare_screen_margin); one that overruns it ends this child with an 'X' frame
+/// that carries the screening so far and the overrunning candidate's prepared Measurement.
+std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::Reference& ref,
+                                      const MeasureOptions& opts, int run_threads,
+                                      const std::vector<Candidate>& cs,
+                                      const std::vector<char>& keep, int rounds,
+                                      Screening screening, int sock);
+
+/// Runs an OpenMP parallel region on two threads (the probe); reports the team size.
+Measurement openmp_probe();
+
+// ---- supervisor.cpp -------------------------------------------------------------------------
+
+/// Kills the child when this process dies (Linux). False when the parent is already gone.
+bool die_with_parent(pid_t expected_parent);
+/// Waits up to `seconds` for the child to exit, then kills it; returns its wait status.
+int reap_child(pid_t pid, double seconds);
+
+/// Measurements as a JSON array and back (the 'R' frames' payload).
+nlohmann::json to_json(const std::vector<Measurement>& ms);
+std::vector<Measurement> from_json(const nlohmann::json& j);
+
+/// Forks a child running `body` (which returns one Measurement per candidate it was given) and
+/// supervises it: the prepare limit until its 'P' frame, then the run limit until its 'R' frame.
+/// When the child fails as a whole (crash, timeout), the result is one failed Measurement. An 'X'
+/// frame (compare's screening: a run overran its deadline and the child exits) is stored in
+/// *overrun, and the result is empty.
+std::vector<Measurement> supervise(double prepare_limit, double run_limit,
+                                   const std::function<std::vector<Measurement>(int)>& body,
+                                   nlohmann::json* overrun = nullptr);
+
+// ---- worker.cpp -----------------------------------------------------------------------------
+
+/// The stand-in for a candidate whose verification or probe run overran its deadline `limit` in
+/// compare's screening: its prepared Measurement m, Abandoned, the race bound as its times (a
+/// lower bound: the run took more than the margin times that), not verified.
+Measurement overran_screening(Measurement m, double limit, double bound);
+
+/// The candidates of a request (the 'M' and 'C' frames' payload).
+nlohmann::json candidates_to_json(const std::vector<Candidate>& cs);
+
+/// The worker's loop: answers requests on `sock` until EOF, then exits; dies with `parent`.
+[[noreturn]] void worker_main(int sock, pid_t parent, const kernels::Problem& p,
+                              const kernels::Reference& ref, const MeasureOptions& opts,
+                              int run_threads);
+
+}  // namespace waco::heuristics::detail

@@ -1,0 +1,163 @@
+// The supervisor (measure_internal.hpp): forks a measuring child per request and holds it to
+// its time limits, turning a crash, a hang or an overrun into a Measurement; the worker uses it
+// for every request, the Measurer to reap the worker.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "framing.hpp"
+#include "measure_internal.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::heuristics::detail {
+
+using kernels::now_seconds;
+
+bool die_with_parent(pid_t expected_parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  return ::getppid() == expected_parent;
+}
+
+namespace {
+/// waitpid that retries on EINTR; returns the status, or -1 when there is no such child.
+int wait_child(pid_t pid, bool block) {
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, block ? 0 : WNOHANG);
+    if (r == pid) return status;
+    if (r == 0) return -2;  // still running
+    if (errno != EINTR) return -1;
+  }
+}
+}  // namespace
+
+int reap_child(pid_t pid, double seconds) {
+  const double until = now_seconds() + seconds;
+  for (;;) {
+    const int st = wait_child(pid, false);
+    if (st != -2) return st;
+    if (now_seconds() >= until) {
+      ::kill(pid, SIGKILL);
+      return wait_child(pid, true);
+    }
+    ::usleep(2000);
+  }
+}
+
+namespace {
+
+std::string format_limit(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", seconds);
+  return buf;
+}
+
+/// How a child that sent no result ended ("was killed by signal 11 (Segmentation fault)").
+std::string describe_exit(int status) {
+  if (status == -1) return "vanished";
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = ::strsignal(sig);
+    return "was killed by signal " + std::to_string(sig) + " (" + (name ? name : "unknown") + ")";
+  }
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status)) +
+                                " without a result";
+  return "stopped abnormally (wait status " + std::to_string(status) + ")";
+}
+
+}  // namespace
+
+nlohmann::json to_json(const std::vector<Measurement>& ms) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const Measurement& m : ms) j.push_back(m.to_json());
+  return j;
+}
+
+std::vector<Measurement> from_json(const nlohmann::json& j) {
+  std::vector<Measurement> ms;
+  for (const nlohmann::json& e : j) ms.push_back(Measurement::from_json(e));
+  return ms;
+}
+
+std::vector<Measurement> supervise(double prepare_limit, double run_limit,
+                                   const std::function<std::vector<Measurement>(int)>& body,
+                                   nlohmann::json* overrun) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    Measurement m;
+    return {failed(m, MeasureStatus::Crashed,
+                   std::string("socketpair failed: ") + std::strerror(errno))};
+  }
+  const pid_t worker = ::getpid();
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    Measurement m;
+    return {failed(m, MeasureStatus::Crashed, std::string("fork failed: ") + std::strerror(errno))};
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    if (!die_with_parent(worker)) ::_exit(3);
+    std::vector<Measurement> ms;
+    try {
+      ms = body(fds[1]);
+    } catch (const std::exception& e) {  // a bug or bad_alloc in the child: report, do not hide
+      ms = {failed(Measurement{}, MeasureStatus::Crashed,
+                   std::string("uncaught exception in the measuring child: ") + e.what())};
+    }
+    write_frame(fds[1], 'R', to_json(ms).dump());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  const int sock = fds[0];
+  double limit = prepare_limit;
+  double deadline = now_seconds() + limit;
+  const char* phase = "preparing (format, compile)";
+  std::vector<Measurement> m;
+  for (;;) {
+    char type = 0;
+    std::string payload;
+    const ReadStatus st = read_frame(sock, deadline, type, payload);
+    if (st == ReadStatus::Timeout) {
+      ::kill(child, SIGKILL);
+      wait_child(child, true);
+      m = {failed(Measurement{}, MeasureStatus::Timeout,
+                  "no result within " + format_limit(limit) + " s while " + phase +
+                      "; the child was killed")};
+      break;
+    }
+    if (st == ReadStatus::Eof) {
+      const int status = reap_child(child, 10.0);
+      m = {failed(Measurement{}, MeasureStatus::Crashed,
+                  "the measuring child " + describe_exit(status) + " while " + phase)};
+      break;
+    }
+    if (type == 'X' && overrun != nullptr) {
+      *overrun = nlohmann::json::parse(payload);
+      reap_child(child, 10.0);
+      break;
+    }
+    if (type == 'P') {
+      limit = run_limit;
+      deadline = now_seconds() + limit;
+      phase = "running (verification, timing)";
+      continue;
+    }
+    WACO_ASSERT(type == 'R', "unexpected frame from the measuring child");
+    m = from_json(nlohmann::json::parse(payload));
+    reap_child(child, 10.0);
+    break;
+  }
+  ::close(sock);
+  return m;
+}
+
+}  // namespace waco::heuristics::detail
