@@ -505,3 +505,20 @@ TEST_CASE("tuner: disturbed_warning reads the side-by-side runs' software counts
   c.ranking[0].measurement.counters = nullptr;  // no counts: nothing to say about it
   CHECK(disturbed_warning(c).empty());
 }
+
+TEST_CASE("tuner: disturbance counts kept disturbed runs apart from retaken ones") {
+  Measurement a = timed({1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3});
+  Measurement b = a, failed_one;
+  a.counters = {{"retaken", 6}, {"disturbed_kept", 0}};
+  b.counters = {{"retaken", 1}, {"disturbed_kept", 3}};
+  failed_one.counters = {{"retaken", 50}, {"disturbed_kept", 50}};  // not Ok: not counted
+  const Disturbance d = disturbance({&a, &b, &failed_one});
+  CHECK(d.runs == 20);
+  CHECK(d.retaken == 7);
+  CHECK(d.kept == 3);
+  CHECK(d.kept_share() == Approx(0.15));
+  // Many retakes and no disturbed run kept: busy enough to warn, clean enough to decide on.
+  CHECK_FALSE(disturbed_warning({&a}).empty());
+  CHECK(disturbance({&a}).kept_share() == 0.0);
+  CHECK(disturbance({}).kept_share() == 0.0);
+}

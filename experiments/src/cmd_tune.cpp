@@ -484,7 +484,8 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::str
     } else {
       d.judged = judge_gain(*d.best_side, *ref, rule, runs);
       d.verdict = d.judged->gain ? "gain" : "no-gain";
-      if (d.judged->gain && d.fresh && !m.fresh->busy.empty()) d.verdict = "undecided";
+      if (d.judged->gain && d.fresh && m.fresh->disturbed_share > rule.max_disturbed)
+        d.verdict = "undecided";
     }
     if (d.verdict != "gain" && d.verdict != "no-reference" &&
         d.confirm_csr->status == MeasureStatus::Ok) {
@@ -672,6 +673,7 @@ nlohmann::json decision_json(const Measured& m, const Decision& d) {
             {"csr_median_s", median_or_null(&f.references[0])},
             {"csr_baseline_median_s", median_or_null(&f.references[1])},
             {"busy_warning", f.busy.empty() ? nlohmann::json() : nlohmann::json(f.busy)},
+            {"disturbed_share", f.disturbed_share},
             {"seconds", f.seconds}});
   return j;
 }
@@ -1163,6 +1165,12 @@ Command make_tune_command() {
                            "Two-sided confidence level of the ratio's interval")
                 ->check(CLI::Range(0.5, 0.999))
                 ->capture_default_str();
+            sub.add_option("--max-disturbed", o->rule.max_disturbed,
+                           "A gain whose fresh decision runs kept more than this share of "
+                           "disturbed rounds (another process preempted them; retaken runs are "
+                           "clean and do not count) is verdict undecided")
+                ->check(CLI::Range(0.0, 1.0))
+                ->capture_default_str();
             add_limit_options(sub, o->timeout, o->compile_timeout);
             sub.add_option("--tolerance", o->tolerance, "Max |out - ref| / sum|products| per entry")
                 ->check(CLI::PositiveNumber)
@@ -1224,7 +1232,8 @@ Command make_tune_command() {
                 "1 - --min-gain and its interval (order statistics at --verdict-level, widened to\n"
                 "every run's own median) wholly below 1; speedup_interval gives it. Otherwise tune\n"
                 "says \"no gain over csr\" and returns the csr schedule (verdict no-gain, exit 0);\n"
-                "a gain timed on a busy machine is verdict undecided, csr returned. On a shared\n"
+                "a gain timed on a busy machine (over --max-disturbed of the fresh rounds\n"
+                "disturbed) is verdict undecided, csr returned. On a shared\n"
                 "machine two separate measurements of one kernel can differ by 1.5x: only\n"
                 "side-by-side ratios rank. Racing: a candidate whose fastest run is\n"
                 "--abandon-factor times the best median so far (from the csr schedule's on), also\n"

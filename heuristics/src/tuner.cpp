@@ -293,6 +293,7 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
   for (const Measurement& m : f.leader_ms) all.push_back(&m);
   for (const Measurement& m : f.references) all.push_back(&m);
   f.busy = disturbed_warning(all);
+  f.disturbed_share = disturbance(all).kept_share();
   f.seconds = kernels::now_seconds() - t0;
   return f;
 }
@@ -304,25 +305,29 @@ std::string disturbed_warning(const Confirmation& c) {
   return disturbed_warning(all);
 }
 
+Disturbance disturbance(const std::vector<const Measurement*>& ms) {
+  Disturbance d;
+  for (const Measurement* m : ms) {
+    if (m->status != MeasureStatus::Ok) continue;
+    d.runs += static_cast<std::int64_t>(m->seconds.size());
+    if (!m->counters.is_object()) continue;
+    d.retaken += m->counters.value("retaken", std::int64_t{0});
+    d.kept += m->counters.value("disturbed_kept", std::int64_t{0});
+  }
+  return d;
+}
+
 std::string disturbed_warning(const std::vector<const Measurement*>& ms) {
-  std::int64_t runs = 0, retaken = 0, kept = 0;
-  const auto add = [&](const Measurement& m) {
-    if (m.status != MeasureStatus::Ok) return;
-    runs += static_cast<std::int64_t>(m.seconds.size());
-    if (!m.counters.is_object()) return;
-    retaken += m.counters.value("retaken", std::int64_t{0});
-    kept += m.counters.value("disturbed_kept", std::int64_t{0});
-  };
-  for (const Measurement* m : ms) add(*m);
-  if (runs == 0 || (kept == 0 && retaken * 10 < runs)) return {};
+  const Disturbance d = disturbance(ms);
+  if (d.runs == 0 || (d.kept == 0 && d.retaken * 10 < d.runs)) return {};
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "the machine is busy: other processes disturbed %lld timed runs of the side-by-side "
                 "measurement (%lld taken again; %lld of the %lld kept runs were disturbed): "
                 "multi-threaded timings include waits for descheduled threads; compare only "
                 "side-by-side ratios, or use fewer --threads",
-                static_cast<long long>(retaken + kept), static_cast<long long>(retaken),
-                static_cast<long long>(kept), static_cast<long long>(runs));
+                static_cast<long long>(d.retaken + d.kept), static_cast<long long>(d.retaken),
+                static_cast<long long>(d.kept), static_cast<long long>(d.runs));
   return buf;
 }
 

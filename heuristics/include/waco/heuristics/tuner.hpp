@@ -168,6 +168,7 @@ struct FreshTiming {
   int rounds = 0;
   double seconds = 0.0;                  ///< wall time of the runs
   std::string busy;                      ///< disturbed_warning of these runs (empty: quiet)
+  double disturbed_share = 0.0;          ///< disturbance(...).kept_share() of these runs
   /// The leader with the smallest median over the fresh rounds among the verified ones.
   std::optional<std::size_t> best() const;
 };
@@ -185,6 +186,16 @@ std::string disturbed_warning(const Confirmation& c);
 /// The same over any measurements of one or more side-by-side runs.
 std::string disturbed_warning(const std::vector<const Measurement*>& ms);
 
+/// The software counts behind disturbed_warning, summed over the verified measurements: timed
+/// runs kept, runs taken again because another process preempted the child (the retake is a
+/// clean run), and kept runs that were disturbed all the same (out of retakes).
+struct Disturbance {
+  std::int64_t runs = 0, retaken = 0, kept = 0;
+  /// The disturbed share of the kept runs (0 when none were timed).
+  double kept_share() const { return runs > 0 ? static_cast<double>(kept) / static_cast<double>(runs) : 0.0; }
+};
+Disturbance disturbance(const std::vector<const Measurement*>& ms);
+
 /// The decision rule: whether `winner` beats `reference`, both timed in the same interleaved
 /// rounds (round k of one is paired with round k of the other, so that the per-round ratios
 /// winner / reference cancel the machine's drift). The median ratio has a distribution-free
@@ -197,6 +208,10 @@ std::string disturbed_warning(const std::vector<const Measurement*>& ms);
 struct DecisionRule {
   double min_gain = 0.02;  ///< smallest gain worth reporting (0.02: 2% less time)
   double level = 0.90;     ///< two-sided level of the ratio interval
+  /// A gain decided on runs of which more than this share of the kept rounds were disturbed is
+  /// "undecided" (retaken runs do not count: the retake is clean). A few disturbed rounds move
+  /// a median of paired ratios little; a busy machine's many do.
+  double max_disturbed = 0.10;
 };
 
 struct Verdict {
