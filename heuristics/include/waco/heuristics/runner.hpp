@@ -1,12 +1,15 @@
 // The Runner: what a search and the tune pipeline need of measuring (tuner.hpp, tune, collect).
-// Measurer (measure.hpp) implements it: it builds, verifies and times each candidate in an
-// isolated child process on this machine. MeasureOptions, RaceBound and CompareOptions are the
-// Runner's vocabulary; some options only mean something to the Measurer (timeouts, settle runs,
+// Two implementations: Measurer (measure.hpp), which builds, verifies and times each candidate in
+// an isolated child process on this machine, and ScriptedRunner (scripted_runner.hpp), which
+// makes up timings and statuses from a script and a seed, so that the pipeline's decisions can be
+// tested without timing noise. MeasureOptions, RaceBound and CompareOptions are the Runner's
+// vocabulary; some options only mean something to the Measurer (timeouts, settle runs,
 // counters, the child hook), and say so.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -117,5 +120,12 @@ class Runner {
   /// ScriptedRunner: tune then skips its busy-machine check).
   virtual bool times_this_machine() const { return true; }
 };
+
+/// The Runner named by `spec`: "" or "isolated" a Measurer (measure.hpp: it forks its worker
+/// now, so the same precondition holds: this process has not run OpenMP yet), "scripted:FILE" a
+/// ScriptedRunner reading the script FILE (scripted_runner.hpp). kernels::Error for another spec
+/// or a bad script.
+std::unique_ptr<Runner> make_runner(const std::string& spec, const kernels::Problem& p,
+                                    const kernels::Reference& ref, MeasureOptions opts);
 
 }  // namespace waco::heuristics

@@ -1,0 +1,389 @@
+// Unit "scripted_runner": the ScriptedRunner (heuristics/scripted_runner.hpp) and the tune
+// pipeline's decisions on it. Timings come from a script and a seed, so every branch is reached
+// without timing noise: determinism, racing and screening as the Measurer does them, statuses,
+// then `tune --runner scripted:FILE` end to end: a clear gain decided on fresh runs, 20 equal
+// kernels giving no gain, a failing candidate, --expected-calls not worth it, --confirm 0 (the
+// model alone), --measure-first and a tuning-cache hit.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/cli_runner.hpp"
+#include "support/test_paths.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/heuristics/scripted_runner.hpp"
+#include "waco/heuristics/tuner.hpp"
+#include "waco/kernels/error.hpp"
+
+using namespace waco;
+using namespace waco::heuristics;
+using nlohmann::json;
+
+namespace {
+
+Candidate spmv(const std::string& text) {
+  return Candidate::generated(codegen::schedule_from_string(kernels::KernelKind::SpMV, text));
+}
+
+const char* kFast = "order=i,k format=UC parallel=i threads=2 chunk=16";
+const char* kSlow = "order=i,k format=UU parallel=i threads=2 chunk=16";
+const char* kWrong = "order=k,i format=UC parallel=k threads=2 chunk=16";
+
+MeasureOptions options() {
+  MeasureOptions mo;
+  mo.warmup = 1;
+  mo.repeats = 5;
+  mo.threads = 2;
+  return mo;
+}
+
+/// csr (baseline) at 100 us; kFast at 80 us; kSlow at 1 ms; kWrong a wrong result.
+RunnerScript script(std::uint64_t seed = 7) {
+  return RunnerScript::from_json(json{{"seed", seed},
+                                      {"default", {{"median_s", 1e-4}, {"jitter", 0.02}}},
+                                      {"rules",
+                                       {{{"label", spmv(kFast).label()}, {"median_s", 0.8e-4}},
+                                        {{"label", spmv(kSlow).label()}, {"median_s", 1e-3}},
+                                        {{"label", spmv(kWrong).label()},
+                                         {"status", "wrong-result"},
+                                         {"reason", "scripted: wrong"}}}}});
+}
+
+/// Every field of a list of measurements, for equality.
+json dump(const std::vector<Measurement>& ms) {
+  json j = json::array();
+  for (const Measurement& m : ms) j.push_back(m.to_json());
+  return j;
+}
+
+/// A sequence of calls exercising every path once.
+json session(ScriptedRunner& r) {
+  const Candidate csr = Candidate::baseline("csr");
+  std::vector<Measurement> ms = {
+      r.measure(spmv(kFast)), r.measure(spmv(kSlow), {3e-4, "csr", 1e-4}), r.measure(spmv(kWrong))};
+  for (const Measurement& m :
+       r.compare({csr, spmv(kFast), spmv(kSlow), spmv(kWrong)}, 8, {3.0, {}}))
+    ms.push_back(m);
+  return dump(ms);
+}
+
+}  // namespace
+
+TEST_CASE("scripted runner: the same script and seed give the same measurements") {
+  ScriptedRunner a(script(), options()), b(script(), options()), c(script(8), options());
+  const json sa = session(a);
+  CHECK(sa == session(b));
+  CHECK(sa != session(c));  // another seed, other noise
+  CHECK(a.calls() == 4);
+  CHECK(a.calls_of(spmv(kFast).label()) == 2);
+  // A label's times do not depend on the candidates measured before it.
+  ScriptedRunner d(script(), options());
+  (void)d.measure(spmv(kSlow));
+  CHECK(d.measure(spmv(kFast)).seconds ==
+        ScriptedRunner(script(), options()).measure(spmv(kFast)).seconds);
+}
+
+TEST_CASE("scripted runner: measure times repeats runs around the scripted median") {
+  ScriptedRunner r(script(), options());
+  const Measurement m = r.measure(spmv(kFast));
+  REQUIRE(m.status == MeasureStatus::Ok);
+  CHECK(m.verified);
+  CHECK(m.seconds.size() == 5);
+  CHECK(m.repeats == 5);
+  CHECK(m.warmup == 1);
+  CHECK(m.threads == 2);
+  CHECK(m.median_s == Approx(0.8e-4).epsilon(0.03));
+  CHECK(m.min_s <= m.median_s);
+  CHECK(m.max_s >= m.median_s);
+  CHECK(m.counters.is_null());  // software counts come with compare only, as from the Measurer
+  CHECK(m.wall_s > 0.0);
+  const Measurement w = r.measure(spmv(kWrong));
+  CHECK(w.status == MeasureStatus::WrongResult);
+  CHECK(w.reason == "scripted: wrong");
+  CHECK(w.seconds.empty());
+  CHECK(r.measure(Candidate::baseline("csr")).median_s == Approx(1e-4).epsilon(0.03));
+}
+
+TEST_CASE(
+    "scripted runner: racing abandons after race_min_runs runs, unless the check shows drift") {
+  ScriptedRunner r(script(), options());
+  // 1 ms against a 0.3 ms bound: abandoned after the warm-up and one timed run.
+  const Measurement cut = r.measure(spmv(kSlow), RaceBound{3e-4, "", 0.0});
+  INFO(cut.reason);
+  REQUIRE(cut.status == MeasureStatus::Abandoned);
+  CHECK(cut.verified);
+  CHECK(cut.seconds.size() == 2);
+  CHECK(cut.reason.find("abandoned after 2 runs (1 timed)") != std::string::npos);
+  // The csr baseline runs at 100 us now; set against a bound taken when it ran in 10 us, the
+  // machine looks 10x slower: the bound scales to 3 ms and the candidate is kept.
+  const Measurement kept = r.measure(spmv(kSlow), RaceBound{3e-4, "csr", 1e-5});
+  INFO(kept.reason);
+  CHECK(kept.status == MeasureStatus::Ok);
+  CHECK(kept.seconds.size() == 5);
+  // Taken when csr ran as now: no drift, abandoned, and the reason says the check ran.
+  const Measurement checked = r.measure(spmv(kSlow), RaceBound{3e-4, "csr", 1e-4});
+  CHECK(checked.status == MeasureStatus::Abandoned);
+  CHECK(checked.reason.find("beside csr") != std::string::npos);
+  // Under the bound: timed in full.
+  CHECK(r.measure(spmv(kFast), RaceBound{3e-4, "csr", 1e-4}).status == MeasureStatus::Ok);
+}
+
+TEST_CASE("scripted runner: compare honours rounds, racing, always_timed and failures") {
+  ScriptedRunner r(script(), options());
+  const std::vector<Candidate> cs = {spmv(kSlow), Candidate::baseline("csr"), spmv(kFast),
+                                     spmv(kWrong)};
+  SECTION("without racing every verified candidate is timed in every round") {
+    const std::vector<Measurement> ms = r.compare(cs, 12, {0.0, {}});
+    REQUIRE(ms.size() == 4);
+    for (std::size_t i : {0u, 1u, 2u}) {
+      INFO(i);
+      REQUIRE(ms[i].status == MeasureStatus::Ok);
+      CHECK(ms[i].seconds.size() == 12);
+      CHECK(ms[i].repeats == 12);
+      CHECK(ms[i].counters.at("retaken") == 0);
+      CHECK(ms[i].counters.at("disturbed_kept") == 0);
+    }
+    CHECK(ms[3].status == MeasureStatus::WrongResult);
+    CHECK(ms[2].median_s < ms[1].median_s);
+    CHECK(ms[0].median_s > 5 * ms[1].median_s);
+  }
+  SECTION("racing abandons the hopeless one with its two probes, not a candidate always timed") {
+    const std::vector<Measurement> ms = r.compare(cs, 12, {3.0, {}});
+    INFO(ms[0].reason);
+    REQUIRE(ms[0].status == MeasureStatus::Abandoned);
+    CHECK(ms[0].seconds.size() == 2);
+    CHECK(ms[0].reason.find("abandoned after 2 timed runs") != std::string::npos);
+    CHECK(ms[1].status == MeasureStatus::Ok);
+    CHECK(ms[2].status == MeasureStatus::Ok);
+    const std::vector<Measurement> kept = r.compare(cs, 12, {3.0, {0}});
+    CHECK(kept[0].status == MeasureStatus::Ok);
+    CHECK(kept[0].seconds.size() == 12);
+  }
+  SECTION("screening: a run over the deadline stops its candidate with the bound as its time") {
+    MeasureOptions mo = options();
+    mo.compare_screen_min_s = 1e-4;
+    mo.compare_screen_margin = 1.0;
+    ScriptedRunner screened(script(), mo);
+    const std::vector<Measurement> ms = screened.compare(cs, 6, {3.0, {}});
+    INFO(ms[0].reason);
+    REQUIRE(ms[0].status == MeasureStatus::Abandoned);
+    CHECK_FALSE(ms[0].verified);
+    CHECK(ms[0].seconds.size() == 1);
+    CHECK(ms[0].reason.find("screening deadline") != std::string::npos);
+  }
+  SECTION("a crash fails the whole group, as one measuring child does") {
+    RunnerScript s = script();
+    s.rules.insert(s.rules.begin(),
+                   RunnerScript::Rule{spmv(kFast).label(), {}, {{"status", "crashed"}}});
+    ScriptedRunner crashing(s, options());
+    const std::vector<Measurement> ms = crashing.compare(cs, 6);
+    for (const Measurement& m : ms) {
+      CHECK(m.status == MeasureStatus::Crashed);
+      CHECK(m.repeats == 6);
+    }
+  }
+  SECTION("scripted counters and a status from a later call on") {
+    RunnerScript s = script();
+    s.rules.insert(s.rules.begin(), RunnerScript::Rule{spmv(kFast).label(),
+                                                       {},
+                                                       {{"median_s", 0.8e-4},
+                                                        {"disturbed_kept", 3},
+                                                        {"status", "wrong-result"},
+                                                        {"from_call", 2}}});
+    ScriptedRunner later(s, options());
+    const std::vector<Measurement> first = later.compare(cs, 6);
+    REQUIRE(first[2].status == MeasureStatus::Ok);
+    CHECK(first[2].counters.at("disturbed_kept") == 3);
+    CHECK_FALSE(disturbed_warning(std::vector<const Measurement*>{&first[2]}).empty());
+    CHECK(later.compare(cs, 6)[2].status == MeasureStatus::WrongResult);
+  }
+}
+
+TEST_CASE("scripted runner: malformed scripts are errors that name the problem") {
+  const auto error_of = [](const json& j) {
+    try {
+      (void)RunnerScript::from_json(j);
+    } catch (const kernels::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of({{"default", {{"median", 1e-4}}}}).find("'median'") != std::string::npos);
+  CHECK(error_of({{"default", {{"status", "slow"}}}}).find("unknown status") != std::string::npos);
+  CHECK(error_of({{"rules", {{{"median_s", 1e-4}}}}}).find("needs 'label' or 'contains'") !=
+        std::string::npos);
+  CHECK(error_of({{"default", {{"jitter", 2}}}}).find("'jitter'") != std::string::npos);
+  CHECK(error_of({{"seeds", 1}}).find("unknown field 'seeds'") != std::string::npos);
+  CHECK(
+      error_of({{"comment", "fine"}, {"rules", {{{"contains", "format=UU"}, {"median_s", 1e-3}}}}})
+          .empty());
+  CHECK_THROWS_AS(RunnerScript::load("/nonexistent/script.json"), kernels::Error);
+}
+
+TEST_CASE("scripted runner: the tuner's side-by-side stages on scripted times") {
+  ScriptedRunner r(script(), options());
+  const std::vector<Candidate> refs = {spmv("order=i,k format=UC parallel=i threads=0 chunk=16"),
+                                       Candidate::baseline("csr")};
+  const RankedConfirmation rc =
+      confirm_ranked(r, {spmv(kSlow), spmv(kFast), spmv(kWrong)}, refs, {10, 20, {}}, 3.0);
+  REQUIRE(rc.confirmation.best.has_value());
+  const ConfirmEntry& winner = rc.confirmation.ranking[*rc.confirmation.best];
+  CHECK(rc.result.entries[winner.entry].candidate.label() == spmv(kFast).label());
+  CHECK(winner.search_rank == 2);
+  CHECK(rc.result.status_counts.at(MeasureStatus::Abandoned) == 1);
+  CHECK(rc.result.status_counts.at(MeasureStatus::WrongResult) == 1);
+  const FreshTiming f = time_fresh(r, rc.result, rc.confirmation, refs, {1, 20, 3});
+  CHECK(f.runs == 3);
+  REQUIRE(f.best().has_value());
+  CHECK(f.leader_ms[0].seconds.size() == 60);
+  const Verdict v = judge_gain(f.leader_ms[0], f.references[1], {}, 3);
+  CHECK(v.gain);
+  CHECK(v.speedup == Approx(1.25).epsilon(0.05));
+  CHECK(f.busy.empty());
+}
+
+// ---- tune --runner scripted:FILE ------------------------------------------------------------
+
+namespace {
+
+std::string example() { return waco::test::examples_dir() + "/bcsstk13.mtx.gz"; }
+
+std::string write_script(const std::string& dir, const json& j) {
+  const std::string path = dir + "/script.json";
+  std::ofstream(path) << j.dump(2);
+  return path;
+}
+
+/// A scripted tune in `dir`: its own database and tuning cache, the space pinned (threads and
+/// the tile model's cache), quiet.
+waco::test::CliResult tune(const std::string& dir, const std::string& script,
+                           const std::string& args) {
+  return waco::test::run_cli(
+      "tune --kernel spmv --json --quiet --threads 2 --cache-bytes 1M --db " + dir +
+      "/results.sqlite --plan-cache " + dir + "/plans --runner scripted:" + script + " " + args +
+      " " + example());
+}
+
+json parsed(const waco::test::CliResult& r) {
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return json::parse(r.out);
+}
+
+/// Every schedule at 100 us (csr too), the ones matching `faster` at `fast_s`.
+json equal_kernels(const std::string& faster = "", double fast_s = 1e-4) {
+  json rules = json::array();
+  if (!faster.empty()) rules.push_back({{"contains", faster}, {"median_s", fast_s}});
+  return {{"seed", 3}, {"default", {{"median_s", 1e-4}, {"jitter", 0.02}}}, {"rules", rules}};
+}
+
+}  // namespace
+
+TEST_CASE("scripted tune: a clear gain is decided on fresh runs") {
+  const std::string dir = waco::test::scratch_dir("scripted-gain");
+  // Every generated schedule on both threads 25% faster than csr (the csr schedule runs on
+  // threads=0, the run's default).
+  const json j = parsed(tune(dir, write_script(dir, equal_kernels("threads=2", 0.8e-4)), ""));
+  CHECK(j.at("search") == "model");
+  CHECK(j.at("verdict") == "gain");
+  CHECK(j.at("confirmed") == true);
+  const json& d = j.at("decision");
+  CHECK(d.at("fresh") == true);
+  CHECK(d.at("runs") == 3);
+  CHECK(d.at("leaders").size() == 1);
+  CHECK(j.at("speedup_over_csr").get<double>() == Approx(1.25).epsilon(0.05));
+  CHECK(j.at("speedup_interval").at("lo").get<double>() > 1.1);
+  CHECK(j.at("best").at("schedule") != j.at("csr").at("schedule"));
+  CHECK(j.at("plan_cache").is_object());  // a decision: cached
+  CHECK(j.at("busy_warning").is_null());
+}
+
+TEST_CASE("scripted tune: 20 equal kernels give no gain") {
+  const std::string dir = waco::test::scratch_dir("scripted-equal");
+  const json j = parsed(tune(dir, write_script(dir, equal_kernels()), ""));
+  CHECK(j.at("confirm").at("ranking").size() == 20);
+  CHECK(j.at("verdict") == "no-gain");
+  CHECK(j.at("best").at("schedule") == j.at("csr").at("schedule"));
+  CHECK(j.at("decision").at("fresh") == false);  // no selection gain: nothing timed again
+}
+
+TEST_CASE("scripted tune: a failing candidate is reported and does not stop the decision") {
+  const std::string dir = waco::test::scratch_dir("scripted-failing");
+  json s = equal_kernels("threads=2", 0.8e-4);
+  s["rules"].insert(
+      s["rules"].begin(),
+      json{{"contains", "format=CC"}, {"status", "wrong-result"}, {"reason", "scripted: wrong"}});
+  const json j = parsed(tune(dir, write_script(dir, s), "--search random --budget 12 --seed 2"));
+  const json& counts = j.at("status_counts");
+  CHECK(counts.at("wrong-result").get<int>() >= 1);
+  CHECK(counts.at("ok").get<int>() >= 1);
+  CHECK(j.at("failures").at(0).at("status") == "wrong-result");
+  CHECK(j.at("failures").at(0).at("reason") == "scripted: wrong");
+  CHECK(j.at("verdict") == "gain");  // among the others
+  CHECK(j.at("best").at("schedule").get<std::string>().find("format=CC") == std::string::npos);
+}
+
+TEST_CASE("scripted tune: --expected-calls too few is not worth it, many afford the search") {
+  const std::string dir = waco::test::scratch_dir("scripted-calls");
+  const std::string script = write_script(dir, equal_kernels("threads=2", 0.8e-4));
+  const json none = parsed(tune(dir, script, "--expected-calls 10"));
+  CHECK(none.at("verdict") == "not-worth-it");
+  CHECK(none.at("best").at("schedule") == none.at("csr").at("schedule"));
+  CHECK(none.at("confirm").is_null());
+  CHECK(none.at("plan_cache").is_null());  // depends on the calls: not cached
+  const json many = parsed(tune(dir, script, "--expected-calls 1000000000 --refresh"));
+  CHECK(many.at("verdict") == "gain");
+  CHECK(many.at("economy").at("calls_budget").at("worth_it") == true);
+  CHECK(many.at("economy").at("pays_off_within_expected_calls") == true);
+}
+
+TEST_CASE("scripted tune: --confirm 0 lets the model decide alone, guarded by csr") {
+  const std::string dir = waco::test::scratch_dir("scripted-alone");
+  const json j =
+      parsed(tune(dir, write_script(dir, equal_kernels("threads=2", 0.8e-4)), "--confirm 0"));
+  CHECK(j.at("model_alone") == true);
+  CHECK(j.at("candidates") == 1);
+  CHECK(j.at("confirm").at("ranking").size() == 1);
+  CHECK(j.at("verdict") == "gain");
+  CHECK(j.at("best_search_rank") == 1);
+}
+
+TEST_CASE("scripted tune: --measure-first measures the nominees one by one, then side by side") {
+  const std::string dir = waco::test::scratch_dir("scripted-measure-first");
+  json s = equal_kernels("threads=2", 0.8e-4);
+  s["rules"].insert(s["rules"].begin(), json{{"contains", "format=UU"}, {"median_s", 1e-2}});
+  const json j = parsed(tune(dir, write_script(dir, s), "--measure-first"));
+  CHECK(j.at("confirm").at("direct") == false);
+  CHECK(j.at("measured").get<int>() == j.at("candidates").get<int>());
+  CHECK(j.at("confirm").at("ranking").size() <= 11);  // --confirm 10 and the csr-like schedule
+  CHECK(j.at("verdict") == "gain");
+}
+
+TEST_CASE("scripted tune: a tuning-cache hit returns the decision without measuring") {
+  const std::string dir = waco::test::scratch_dir("scripted-cache");
+  const std::string script = write_script(dir, equal_kernels("threads=2", 0.8e-4));
+  const json a = parsed(tune(dir, script, ""));
+  REQUIRE(a.at("verdict") == "gain");
+  const json b = parsed(tune(dir, script, ""));
+  CHECK(b.at("from_cache") == true);
+  CHECK(b.at("best") == a.at("best"));
+  CHECK(b.at("verdict") == "gain");
+}
+
+TEST_CASE("scripted tune: a scripted runner needs its own database and tuning cache") {
+  const std::string dir = waco::test::scratch_dir("scripted-usage");
+  const std::string script = write_script(dir, equal_kernels());
+  CHECK(waco::test::run_cli("tune --kernel spmv --runner scripted:" + script + " " + example())
+            .status == 2);
+  CHECK(waco::test::run_cli("tune --kernel spmv --db " + dir +
+                            "/r.sqlite --runner scripted:" + script + " " + example())
+            .status == 2);
+  const auto bad = waco::test::run_cli("tune --kernel spmv --db " + dir +
+                                       "/r.sqlite --no-plan-cache --runner scripted:" + dir +
+                                       "/missing.json " + example());
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("cannot read the runner script") != std::string::npos);
+}
