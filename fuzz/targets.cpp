@@ -19,8 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_model_internal.hpp"  // learned/src: the model file's magic, feature_set
-#include "dataset_files.hpp"        // experiments/src: for_each_export_group
 #include "plan_file.hpp"            // api/src: parse_plan_file
+#include "waco/learned/shipped.hpp"
 #include "waco/codegen/schedule_encoding.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/results_db.hpp"
@@ -419,7 +419,7 @@ void dataset_export(const std::uint8_t* data, std::size_t size) {
   heuristics::ResultsDb db(":memory:");
   std::int64_t imported = 0;
   try {
-    cli::for_each_export_group(path, [&](const nlohmann::json& g) {
+    learned::for_each_export_group(path, [&](const nlohmann::json& g) {
       try {
         const learned::DatasetGroup d = learned::group_from_json(g);
         for (const learned::MeasuredCandidate& c : d.candidates) check_schedule(c.schedule);

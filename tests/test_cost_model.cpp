@@ -13,6 +13,7 @@
 #include <limits>
 #include <string>
 
+#include "waco/learned/shipped.hpp"
 #include "dataset_files.hpp"
 #include "support/test_paths.hpp"
 #include "waco/kernels/error.hpp"
@@ -269,7 +270,7 @@ TEST_CASE("cost model: model file round trip and refusals") {
 }
 
 TEST_CASE("cost model: trained briefly on the committed measurements, heavy padding ranks below csr") {
-  const std::vector<std::string> files = cli::committed_exports();
+  const std::vector<std::string> files = learned::committed_exports();
   if (files.empty()) {
     WARN("no committed dataset: skipped");
     return;

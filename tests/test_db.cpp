@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "waco/learned/shipped.hpp"
 #include "dataset_files.hpp"
 #include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
@@ -36,7 +37,7 @@ std::size_t timed_row(const nlohmann::json& g) {
 TEST_CASE("db merge: shards merged by group identity, duplicates skipped, conflicts reported") {
   const std::string dir = waco::test::scratch_dir("db-merge");
   std::vector<nlohmann::json> groups;
-  waco::cli::for_each_export_group(std::string(WACO_SOURCE_DIR) + "/data/dataset/sddmm.jsonl.gz",
+  waco::learned::for_each_export_group(std::string(WACO_SOURCE_DIR) + "/data/dataset/sddmm.jsonl.gz",
                                    [&](const nlohmann::json& g) {
                                      if (groups.size() < 6) groups.push_back(g);
                                    });
@@ -91,7 +92,7 @@ TEST_CASE("db merge: shards merged by group identity, duplicates skipped, confli
       run_cli("dataset export --db " + dir + "/last.sqlite -o " + dir + "/last.jsonl.gz").status ==
       0);
   bool found = false;
-  waco::cli::for_each_export_group(dir + "/last.jsonl.gz", [&](const nlohmann::json& g) {
+  waco::learned::for_each_export_group(dir + "/last.jsonl.gz", [&](const nlohmann::json& g) {
     if (g.at("matrix").at("fingerprint") != groups[3].at("matrix").at("fingerprint")) return;
     found = true;
     CHECK(g.at("rows") == b[1].at("rows"));

@@ -15,6 +15,7 @@
 #include "text_util.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <array>
 #include <charconv>
 #include <climits>
@@ -702,6 +703,31 @@ SuperSchedule schedule_from_string(KernelKind k, const std::string& text) {
       t.find_first_of(" \t\r\n\f\v") == std::string::npos)
     throw Error("schedule '" + t + "' is neither a shortcut nor the text form", text_hint(k));
   return parse_schedule(k, text);
+}
+
+std::vector<SuperSchedule> read_schedule_list(KernelKind kind, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the schedule list " + path, "check the path given to --schedules");
+  std::vector<SuperSchedule> out;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    const std::string text = line.substr(first, last - first + 1);
+    try {
+      out.push_back(schedule_from_string(kind, text));
+    } catch (const Error& e) {
+      throw Error(path + ":" + std::to_string(number) + ": " + e.what(),
+                  e.hint().empty() ? "one schedule per line (text form or shortcut); # comments"
+                                   : e.hint());
+    }
+  }
+  if (out.empty()) throw Error("the schedule list " + path + " holds no schedule",
+                               "one schedule per line, in the text form or a shortcut name");
+  return out;
 }
 
 }  // namespace waco::codegen

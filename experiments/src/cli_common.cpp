@@ -262,62 +262,8 @@ double min_traffic_bytes(const Problem& p) {
   return 0.0;
 }
 
-std::string shipped_dir(const std::string& name, const std::string& source_dir) {
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const std::filesystem::path installed =
-        exe.parent_path().parent_path() / "share" / "waco-hybrid" / name;
-    if (std::filesystem::is_directory(installed, ec)) return installed.string();
-  }
-  return source_dir;
-}
-
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
 
-std::string format_seconds(double s) {
-  char buf[32];
-  if (s >= 1.0) std::snprintf(buf, sizeof buf, "%.3f s", s);
-  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
-  return buf;
-}
-
-std::string duration_text(double s) {
-  if (s < 0) return "?";
-  const long t = std::lround(s);
-  char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, t / 60 % 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", t);
-  return buf;
-}
-
-std::vector<codegen::SuperSchedule> read_schedule_list(kernels::KernelKind kind,
-                                                       const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the schedule list " + path, "check the path given to --schedules");
-  std::vector<codegen::SuperSchedule> out;
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    const auto last = line.find_last_not_of(" \t\r");
-    const std::string text = line.substr(first, last - first + 1);
-    try {
-      out.push_back(codegen::schedule_from_string(kind, text));
-    } catch (const Error& e) {
-      throw Error(path + ":" + std::to_string(number) + ": " + e.what(),
-                  e.hint().empty() ? "one schedule per line (text form or shortcut); # comments"
-                                   : e.hint());
-    }
-  }
-  if (out.empty()) throw Error("the schedule list " + path + " holds no schedule",
-                               "one schedule per line, in the text form or a shortcut name");
-  return out;
-}
 
 namespace {
 volatile std::sig_atomic_t g_interrupted = 0;

@@ -14,10 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "waco/codegen/generated_kernel.hpp"
+#include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/implementation.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/kernels/kernel.hpp"
+#include "waco/kernels/timing.hpp"
 #include "waco/signature/model.hpp"
 
 namespace waco::cli {
@@ -94,20 +96,11 @@ void write_output(const std::string& path, const kernels::Problem& p,
 /// plus positions) and the dense operands and output once. Used for effective GB/s.
 double min_traffic_bytes(const kernels::Problem& p);
 
-/// Where data shipped with waco-hybrid (the trained models, the measured dataset) is: the
-/// installed copy, <executable's folder>/../share/waco-hybrid/<name>, when it exists (an installed
-/// CLI, relocatable), else `source_dir`, the source tree's folder the build was configured with.
-std::string shipped_dir(const std::string& name, const std::string& source_dir);
 /// Prints JSON (indented) on stdout.
 void print_json(const nlohmann::json& j);
-/// A number of seconds as text with a sensible unit ("1.23 ms").
-std::string format_seconds(double s);
-/// A schedule list file: one schedule per line (text form or shortcut name), '#' comments and
-/// blank lines allowed. Throws Error "<path>:<line>: ..." on a bad line, or when it holds none.
-std::vector<codegen::SuperSchedule> read_schedule_list(kernels::KernelKind kind,
-                                                       const std::string& path);
-/// A duration for progress lines and ETAs: "42s", "3m05s", "2h07m"; "?" for a negative value.
-std::string duration_text(double s);
+using kernels::format_seconds;  // kernels/timing.hpp
+using codegen::read_schedule_list;  // codegen/super_schedule.hpp
+using kernels::duration_text;
 
 /// Ctrl-C and SIGTERM for commands that stop at a safe point (tune, ablate): while a guard lives,
 /// the first signal sets interrupt_flag() and a second one stops the process at once. The

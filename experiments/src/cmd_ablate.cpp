@@ -37,7 +37,7 @@
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "final_runs.hpp"
-#include "searcher.hpp"
+#include "waco/tune/searcher.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
@@ -354,7 +354,7 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
   argv.insert(argv.end(), {"--json", "--quiet", "--no-plan-cache", "--db", tune_db});
   const std::string search =
       arg_value(c, "--search").value_or(has_arg(c, "--schedules") ? "list" : "random");
-  const bool uses_model = ranks_by_model(search);
+  const bool uses_model = tune::ranks_by_model(search);
   if (uses_model && !o.model.empty() && !has_arg(c, "--model"))
     argv.insert(argv.end(), {"--model", o.model});
   if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});

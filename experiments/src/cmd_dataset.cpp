@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 
+#include "waco/learned/shipped.hpp"
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "dataset_files.hpp"
@@ -35,7 +36,7 @@ struct Options {
 /// Reads an export file into the database, in one transaction.
 std::int64_t import_file(ResultsDb& db, const std::string& path) {
   ResultsDb::Transaction tx(db);
-  const std::int64_t n = for_each_export_group(path, [&](const nlohmann::json& g) { db.import_group(g); });
+  const std::int64_t n = learned::for_each_export_group(path, [&](const nlohmann::json& g) { db.import_group(g); });
   tx.commit();
   return n;
 }
@@ -48,10 +49,10 @@ int stats(const Options& o) {
     db = std::make_unique<ResultsDb>(o.db);
     described = o.db;
   } else {
-    std::vector<std::string> files = o.files.empty() ? committed_exports() : o.files;
+    std::vector<std::string> files = o.files.empty() ? learned::committed_exports() : o.files;
     if (files.empty())
       throw Error("no dataset to describe: no --db, no export files, and no committed dataset in " +
-                      committed_dataset_dir(),
+                      learned::committed_dataset_dir(),
                   "give --db FILE or export files");
     tmp = fs::temp_directory_path() / ("waco-dataset-stats-" + std::to_string(::getpid()) + ".sqlite");
     fs::remove(tmp);
@@ -142,7 +143,7 @@ Command make_dataset_command() {
             st->add_option("--db", o->db, "A database written by collect");
             st->add_option("FILES", o->files,
                            "Export files (default without --db: the committed dataset, " +
-                               committed_dataset_dir() + ")");
+                               learned::committed_dataset_dir() + ")");
             st->add_flag("--json", o->json, "Print JSON");
             CLI::App* ex = sub.add_subcommand("export", "Write a database's groups as gzip JSON "
                                                         "lines (the committed dataset's format)");

@@ -12,6 +12,7 @@
 #include <memory>
 #include <tuple>
 
+#include "waco/learned/shipped.hpp"
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "dataset_files.hpp"
@@ -57,7 +58,7 @@ void for_each_input_group(const std::string& in,
                           const std::function<void(const nlohmann::json&)>& f) {
   if (!fs::exists(in)) throw Error("no such file: " + in);
   if (is_export_file(in)) {
-    for_each_export_group(in, f);
+    learned::for_each_export_group(in, f);
     return;
   }
   ResultsDb db(in);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "waco/learned/shipped.hpp"
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "model_data.hpp"
@@ -42,7 +43,7 @@ int evaluate(const Options& o) {
   if (!o.kernel.empty()) kind = kernel_from_option(o.kernel);
   if (path.empty()) {
     if (!kind) throw Error("evaluate needs --model or --kernel (for the shipped model)");
-    path = model_path_or_default(path, *kind);
+    path = learned::model_path_or_default(path, *kind);
   }
   const learned::CostModel model = learned::CostModel::load(path, kind);
   const LoadedExamples data = load_examples(model, o.data, [&](const learned::DatasetGroup& g) {
@@ -154,7 +155,7 @@ Command make_evaluate_command() {
           [](CLI::App& sub) -> std::function<int()> {
             auto o = std::make_shared<Options>();
             sub.add_option("--model", o->model,
-                           "Model file (default: the shipped model of --kernel, " + models_dir() + ")");
+                           "Model file (default: the shipped model of --kernel, " + learned::models_dir() + ")");
             sub.add_option("--kernel", o->kernel, "Kernel (picks the shipped model; checked "
                                                   "against --model)")
                 ->check(CLI::IsMember({"spmv", "spmm", "sddmm", "mttkrp"}));

@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <numeric>
 
+#include "waco/learned/shipped.hpp"
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "model_data.hpp"
-#include "searcher.hpp"
+#include "stderr_observer.hpp"
+#include "waco/tune/searcher.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/kernels/error.hpp"
@@ -40,7 +42,7 @@ struct Options {
 /// leave, without measuring; its --top best and what it reports about itself.
 int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand& op, int threads,
                       double t0) {
-  const Searcher& searcher = find_searcher(o.search);
+  const tune::Searcher& searcher = tune::find_searcher(o.search);
   if (!searcher.by_model)
     throw Error("predict ranks with the cost model: --search model or anns, not " + o.search);
   heuristics::SpaceOptions so;
@@ -57,7 +59,7 @@ int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand&
   if (pr.final_count == 0)
     throw Error("the pipeline '" + o.passes + "' leaves no admissible schedule",
                 "use fewer passes, e.g. --passes legality");
-  SearchRequest req;
+  tune::SearchRequest req;
   req.space = &space;
   req.admissible = pr.final_count;
   req.problem = &p;
@@ -65,8 +67,9 @@ int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand&
   req.model = o.model;
   req.index = o.index;
   req.check_recall = o.check_recall;
-  req.quiet = o.json;
-  const SearchChoice c = searcher.choose(req);
+  StderrObserver observer(o.json);
+  req.observer = &observer;
+  const tune::SearchChoice c = searcher.choose(req);
   if (o.json) {
     nlohmann::json ranked = nlohmann::json::array();
     for (std::size_t r = 0; r < c.schedules.size(); ++r)
@@ -87,7 +90,7 @@ int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand&
 int predict(const Options& o) {
   const double t0 = kernels::now_seconds();
   const kernels::KernelKind kind = kernel_from_option(o.kernel);
-  const std::string path = model_path_or_default(o.model, kind);
+  const std::string path = learned::model_path_or_default(o.model, kind);
   const learned::CostModel model = learned::CostModel::load(path, kind);
   const Operand op = load_operand(o.file, o.read, kind);
   const int threads = resolve_threads(o.threads);
@@ -126,7 +129,7 @@ int predict(const Options& o) {
   const double t1 = kernels::now_seconds();
   const learned::ModelInput in = op.matrix ? model.prepare(op.matrix->matrix)
                                            : model.prepare(op.tensor->tensor);
-  const std::vector<double> scores = model.scores(in, as_model_sees(list, threads));
+  const std::vector<double> scores = model.scores(in, learned::as_model_sees(list, threads));
   const double model_s = kernels::now_seconds() - t1;
   std::vector<std::size_t> idx(list.size());
   std::iota(idx.begin(), idx.end(), std::size_t{0});
@@ -162,7 +165,7 @@ Command make_predict_command() {
             sub.add_option("FILE", o->file, "Matrix Market file (or FROSTT tensor for mttkrp)")
                 ->required();
             sub.add_option("--model", o->model,
-                           "Model file (default: the shipped model of the kernel, " + models_dir() + ")");
+                           "Model file (default: the shipped model of the kernel, " + learned::models_dir() + ")");
             sub.add_option("--schedules", o->schedules,
                            "Rank the schedules of this file (one per line) instead of the "
                            "admissible set");

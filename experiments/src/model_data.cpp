@@ -11,10 +11,8 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/feature_extractor.hpp"
+#include "waco/learned/shipped.hpp"
 
-#ifndef WACO_MODELS_DIR
-#define WACO_MODELS_DIR ""
-#endif
 
 namespace waco::cli {
 
@@ -25,7 +23,7 @@ void add_model_data_options(CLI::App& app, ModelDataOptions& o) {
   app.add_option("--db", o.db, "Measurements from this results database (collect --db)");
   app.add_option("FILES", o.files,
                  "Measurements from these export files (default without --db: the committed "
-                 "dataset, " + committed_dataset_dir() + ")");
+                 "dataset, " + learned::committed_dataset_dir() + ")");
   app.add_option("--data-dir", o.data_dirs,
                  "Folders where recipes' source files (.mtx) are looked up by name when their "
                  "stored path does not exist (default: $WACO_DATA_DIR, ../shared/data)");
@@ -33,44 +31,12 @@ void add_model_data_options(CLI::App& app, ModelDataOptions& o) {
   app.add_flag("-q,--quiet", o.quiet, "No progress on stderr");
 }
 
-std::string models_dir() {
-  if (const char* env = std::getenv("WACO_MODELS_DIR"); env != nullptr && *env != '\0') return env;
-  return shipped_dir("models", WACO_MODELS_DIR);
-}
-
-std::string default_model_path(kernels::KernelKind k) {
-  return (fs::path(models_dir()) / (std::string(kernels::kernel_name(k)) + ".model")).string();
-}
-
-std::string model_path_or_default(const std::string& path, kernels::KernelKind k) {
-  if (!path.empty()) return path;
-  const std::string d = default_model_path(k);
-  std::error_code ec;
-  if (!fs::exists(d, ec)) {
-    const std::string name(kernels::kernel_name(k));
-    throw Error("no shipped cost model for " + name + " (" + d + " does not exist)",
-                "train one (waco-hybrid train --kernel " + name + " --db D -o M) and pass --model M");
-  }
-  return d;
-}
-
-std::vector<codegen::SuperSchedule> as_model_sees(std::vector<codegen::SuperSchedule> list,
-                                                  int cores, std::size_t* serial) {
-  std::size_t n = 0;
-  for (codegen::SuperSchedule& s : list) {
-    n += s.threads == 1 && cores > 1;
-    s.threads = cores;
-  }
-  if (serial) *serial = n;
-  return list;
-}
-
 namespace {
 
 std::vector<std::string> data_dirs(const ModelDataOptions& o) {
   std::vector<std::string> d = o.data_dirs;
   if (const char* env = std::getenv("WACO_DATA_DIR"); env && *env) d.emplace_back(env);
-  d.push_back((fs::path(committed_dataset_dir()) / ".." / ".." / ".." / "shared" / "data").string());
+  d.push_back((fs::path(learned::committed_dataset_dir()) / ".." / ".." / ".." / "shared" / "data").string());
   return d;
 }
 

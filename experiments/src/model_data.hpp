@@ -24,21 +24,6 @@ struct ModelDataOptions {
 /// --db, FILES, --data-dir, --threads, -q.
 void add_model_data_options(CLI::App& app, ModelDataOptions& o);
 
-/// The folder of the shipped models and a kernel's default model in it: $WACO_MODELS_DIR when
-/// set, else the installed copy beside the executable, else <source>/data/models.
-std::string models_dir();
-std::string default_model_path(kernels::KernelKind k);
-/// `path`, or when empty the shipped model of kernel k; a missing shipped model is a clear error
-/// saying how to train one.
-std::string model_path_or_default(const std::string& path, kernels::KernelKind k);
-
-/// The schedules as the model is asked about them: on `cores` threads, the setting of its
-/// training data (collect times every schedule on all cores). A serial schedule (threads = 1,
-/// which parallelize-one keeps for tiny kernels) is scored as its all-core twin, so that a search
-/// measures both and measurement picks the thread count. `serial` counts those.
-std::vector<codegen::SuperSchedule> as_model_sees(std::vector<codegen::SuperSchedule> list,
-                                                  int cores, std::size_t* serial = nullptr);
-
 struct LoadedExamples {
   std::vector<learned::DatasetGroup> groups;      ///< the groups kept, same order as examples
   std::vector<learned::RankingExample> examples;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <ctime>
 
 #include "waco/kernels/error.hpp"
@@ -110,6 +112,24 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
     out[i].counts = counts[i];
   }
   return out;
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (s >= 1.0) std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
+  return buf;
+}
+
+std::string duration_text(double s) {
+  if (s < 0) return "?";
+  const long t = std::lround(s);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, t / 60 % 60);
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", t);
+  return buf;
 }
 
 }  // namespace waco::kernels

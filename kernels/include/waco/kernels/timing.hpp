@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace waco::kernels {
@@ -26,6 +27,10 @@ SoftwareCounts software_counts();
 
 /// Monotonic wall-clock seconds.
 double now_seconds();
+/// A number of seconds as text with a sensible unit ("1.23 ms").
+std::string format_seconds(double s);
+/// A duration for progress lines and ETAs: "42s", "3m05s", "2h07m"; "?" for a negative value.
+std::string duration_text(double s);
 /// CPU seconds of the calling thread: with one thread a kernel runs on the calling thread, so
 /// time the machine gives to other processes does not count.
 double thread_cpu_seconds();

@@ -14,7 +14,7 @@
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/tuner.hpp"
 
-namespace waco::cli {
+namespace waco::tune {
 
 struct ExplainInput {
   std::string search;                                  ///< the search's name
@@ -29,7 +29,5 @@ struct ExplainInput {
 /// The explanation as JSON: {"winner", "runner_up" (null when there is none), "facts" (pass name
 /// -> note, for passes with a note), "admissible", "legal", "search"}.
 nlohmann::json explain_tune(const ExplainInput& in);
-/// The explanation as text lines on stdout.
-void print_explanation(const nlohmann::json& e);
 
-}  // namespace waco::cli
+}  // namespace waco::tune

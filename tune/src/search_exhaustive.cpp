@@ -1,8 +1,8 @@
 // tune --search exhaustive: every admissible schedule in space order, up to --budget.
-#include "searcher.hpp"
+#include "waco/tune/searcher.hpp"
 #include "waco/kernels/error.hpp"
 
-namespace waco::cli {
+namespace waco::tune {
 
 namespace {
 /// Largest admissible set measured exhaustively without an explicit --budget.
@@ -23,4 +23,4 @@ SearchChoice search_exhaustive(const SearchRequest& r) {
   return c;
 }
 
-}  // namespace waco::cli
+}  // namespace waco::tune

@@ -14,8 +14,9 @@
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/kernels/kernel.hpp"
+#include "waco/tune/observer.hpp"
 
-namespace waco::cli {
+namespace waco::tune {
 
 /// What a search may use.
 struct SearchRequest {
@@ -28,7 +29,7 @@ struct SearchRequest {
   std::string model;                         ///< --model (empty: the shipped model)
   std::string index;                         ///< --index (empty: the user cache)
   bool check_recall = false;                 ///< --check-recall (anns: recall against exact)
-  bool quiet = false;
+  TuneObserver* observer = nullptr;          ///< notes and warnings (never null in a search)
   /// Measures one schedule (verified, stored in tune's database, reused by tune afterwards) and
   /// returns its median seconds, nullopt when it failed; for searches that learn from
   /// measurements (bandit). Empty when the caller cannot measure.
@@ -50,7 +51,7 @@ struct Searcher {
 };
 
 #define WACO_SEARCHER(name, model, summary) SearchChoice search_##name(const SearchRequest& r);
-#include "searchers.def"
+#include "waco/tune/searchers.def"
 #undef WACO_SEARCHER
 
 /// Every registered search, in registry order.
@@ -62,4 +63,4 @@ const Searcher& find_searcher(const std::string& name);
 /// for names that are not searches, e.g. "list").
 bool ranks_by_model(const std::string& name);
 
-}  // namespace waco::cli
+}  // namespace waco::tune

@@ -1,9 +1,9 @@
-// tune --explain (tune_explain.hpp).
-#include "tune_explain.hpp"
+// tune --explain (explain.hpp).
+#include "waco/tune/explain.hpp"
 
 #include <cstdio>
 
-namespace waco::cli {
+namespace waco::tune {
 
 using heuristics::MeasureStatus;
 
@@ -28,31 +28,6 @@ nlohmann::json nominee(const ExplainInput& in, const heuristics::ConfirmEntry& c
   j["counters"] = m.counters;
   if (e.measurement.stored_values >= 0) j["stored_values"] = e.measurement.stored_values;
   return j;
-}
-
-void print_nominee(const char* what, const nlohmann::json& n) {
-  std::printf("  %-10s %s\n", what, n.at("schedule").get<std::string>().c_str());
-  std::string line = "rank " + n.at("search_rank").dump() + " by search timings";
-  if (n.contains("proposed_rank")) line += ", proposed #" + n.at("proposed_rank").dump();
-  if (n.contains("side_by_side_median_s")) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "; side by side %.3g s", n.at("side_by_side_median_s").get<double>());
-    line += buf;
-    if (n.contains("speedup_over_csr")) {
-      std::snprintf(buf, sizeof buf, " (%.3fx csr)", n.at("speedup_over_csr").get<double>());
-      line += buf;
-    }
-  } else {
-    line += "; " + n.at("status").get<std::string>();
-  }
-  std::printf("  %-10s %s\n", "", line.c_str());
-  const nlohmann::json& c = n.at("counters");
-  if (c.is_object())
-    std::printf("  %-10s counts: %d runs retaken as disturbed, %lld involuntary switches kept, "
-                "%lld page faults, %.3g CPU s\n", "", c.at("retaken").get<int>(),
-                static_cast<long long>(c.at("involuntary_switches").get<std::int64_t>()),
-                static_cast<long long>(c.at("page_faults").get<std::int64_t>()),
-                c.at("cpu_s").get<double>());
 }
 
 }  // namespace
@@ -82,22 +57,4 @@ nlohmann::json explain_tune(const ExplainInput& in) {
   return e;
 }
 
-void print_explanation(const nlohmann::json& e) {
-  std::printf("explain:\n");
-  if (e.at("winner").is_null()) {
-    std::printf("  no side-by-side confirmation ran: nothing to explain\n");
-  } else {
-    print_nominee("winner", e.at("winner"));
-    if (!e.at("runner_up").is_null()) print_nominee("runner-up", e.at("runner_up"));
-  }
-  if (e.contains("admissible"))
-    std::printf("  space      %s admissible of %s legal schedules\n", e.at("admissible").dump().c_str(),
-                e.at("legal").dump().c_str());
-  for (const auto& [pass, note] : e.at("facts").items())
-    std::printf("  %-10s %s\n", pass.c_str(), note.get<std::string>().c_str());
-  if (!e.at("search_info").empty())
-    std::printf("  search     %s %s\n", e.at("search").get<std::string>().c_str(),
-                e.at("search_info").dump().c_str());
-}
-
-}  // namespace waco::cli
+}  // namespace waco::tune

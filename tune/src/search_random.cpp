@@ -2,9 +2,9 @@
 // --budget-seconds, a pool the time budget cuts short).
 #include <algorithm>
 
-#include "searcher.hpp"
+#include "waco/tune/searcher.hpp"
 
-namespace waco::cli {
+namespace waco::tune {
 
 namespace {
 /// Candidates drawn for a random search bounded only by --budget-seconds.
@@ -20,4 +20,4 @@ SearchChoice search_random(const SearchRequest& r) {
   return c;
 }
 
-}  // namespace waco::cli
+}  // namespace waco::tune

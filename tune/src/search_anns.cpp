@@ -20,9 +20,9 @@
 #include <fstream>
 #include <iterator>
 
-#include "dataset_files.hpp"
-#include "model_data.hpp"
-#include "searcher.hpp"
+#include "waco/learned/cost_model.hpp"
+#include "waco/learned/shipped.hpp"
+#include "waco/tune/searcher.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/dense.hpp"
@@ -32,7 +32,7 @@
 #include "waco/learned/schedule_index.hpp"
 #include "waco/learned/training_data.hpp"
 
-namespace waco::cli {
+namespace waco::tune {
 
 namespace {
 namespace fs = std::filesystem;
@@ -57,7 +57,7 @@ std::string file_bytes(const std::string& path) {
 std::vector<std::string> kernel_exports(kernels::KernelKind k) {
   const std::string prefix = std::string(kernels::kernel_name(k)) + ".";
   std::vector<std::string> out;
-  for (const std::string& f : committed_exports())
+  for (const std::string& f : learned::committed_exports())
     if (fs::path(f).filename().string().rfind(prefix, 0) == 0) out.push_back(f);
   return out;
 }
@@ -97,7 +97,7 @@ std::vector<codegen::SuperSchedule> make_templates(const SearchRequest& r, nlohm
   info["structural_templates"] = space.count();
   std::size_t from_data = 0;
   for (const std::string& f : kernel_exports(kind)) {
-    for_each_export_group(f, [&](const nlohmann::json& g) {
+    learned::for_each_export_group(f, [&](const nlohmann::json& g) {
       const learned::DatasetGroup group = learned::group_from_json(g);
       if (group.kind != kind || group.dense != r.problem->dense_size()) return;
       for (const learned::MeasuredCandidate& c : group.candidates)
@@ -131,27 +131,26 @@ learned::ScheduleIndex index_for(const SearchRequest& r, const learned::CostMode
       info["index_built"] = false;
       return idx;
     } catch (const kernels::Error& e) {
-      std::fprintf(stderr, "warning: anns: %s; building it again\n", e.what());
+      r.observer->warning(format("anns: %s; building it again", e.what()));
     }
   }
   nlohmann::json tinfo = nlohmann::json::object();
   std::vector<codegen::SuperSchedule> templates = make_templates(r, tinfo);
-  if (!r.quiet)
-    std::fprintf(stderr, "anns: building the HNSW graph over %zu template schedules (once per "
-                         "model; kept in %s)\n", templates.size(), path.c_str());
+  r.observer->note(format("anns: building the HNSW graph over %zu template schedules (once per "
+                          "model; kept in %s)", templates.size(), path.c_str()));
   const double t0 = kernels::now_seconds();
   learned::ScheduleIndex idx = learned::ScheduleIndex::build(
       model, std::move(templates), {}, [&](std::size_t done, std::size_t total) {
-        if (r.quiet || done % std::max<std::size_t>(1, total / 10) != 0) return;
+        if (done % std::max<std::size_t>(1, total / 10) != 0) return;
         const double t = kernels::now_seconds() - t0;
-        std::fprintf(stderr, "anns: %zu / %zu nodes, %.0f s, ETA %.0f s\n", done, total, t,
-                     t / static_cast<double>(done) * static_cast<double>(total - done));
+        r.observer->note(format("anns: %zu / %zu nodes, %.0f s, ETA %.0f s", done, total, t,
+                                t / static_cast<double>(done) * static_cast<double>(total - done)));
       });
   try {
     idx.save(path);
   } catch (const kernels::Error& e) {
-    std::fprintf(stderr, "warning: anns: the graph is not kept (%s); the next search builds it "
-                         "again\n", e.what());
+    r.observer->warning(format("anns: the graph is not kept (%s); the next search builds it again",
+                               e.what()));
   }
   info["index_built"] = true;
   info["build_seconds"] = idx.build_seconds();
@@ -168,7 +167,7 @@ SearchChoice search_anns(const SearchRequest& r) {
     return exact_choice(r, "the admissible set (" + std::to_string(r.admissible) +
                                ") is at most " + std::to_string(kExactBelow) +
                                ": scoring all of it is exact and cheaper");
-  const std::string path = model_path_or_default(r.model, kind);
+  const std::string path = learned::model_path_or_default(r.model, kind);
   const double t0 = kernels::now_seconds();
   const learned::CostModel model = learned::CostModel::load(path, kind);
   SearchChoice c;
@@ -207,12 +206,11 @@ SearchChoice search_anns(const SearchRequest& r) {
     c.info["exact_evaluations"] = exact.evaluations;
     c.info["exact_seconds"] = exact.seconds;
   }
-  if (!r.quiet)
-    std::fprintf(stderr, "anns: %zu of %zu graph nodes kept after %llu head evaluations (ef %zu, "
-                         "%zu discarded as inadmissible) in %.3f s; matrix %.3f s\n",
-                 c.schedules.size(), index.size(),
-                 static_cast<unsigned long long>(found.evaluations), found.ef, found.discarded,
-                 found.seconds, t2 - t1);
+  r.observer->note(format("anns: %zu of %zu graph nodes kept after %llu head evaluations (ef %zu, "
+                          "%zu discarded as inadmissible) in %.3f s; matrix %.3f s",
+                          c.schedules.size(), index.size(),
+                          static_cast<unsigned long long>(found.evaluations), found.ef,
+                          found.discarded, found.seconds, t2 - t1));
   if (c.schedules.empty()) {  // no template fits this matrix: score the admissible set
     SearchChoice exact = exact_choice(r, "no node of the ANNS graph is admissible for this matrix");
     exact.info["anns"] = c.info;
@@ -221,4 +219,4 @@ SearchChoice search_anns(const SearchRequest& r) {
   return c;
 }
 
-}  // namespace waco::cli
+}  // namespace waco::tune

@@ -5,12 +5,13 @@
 #include <cstdio>
 #include <numeric>
 
-#include "model_data.hpp"
-#include "searcher.hpp"
+#include "waco/learned/cost_model.hpp"
+#include "waco/learned/shipped.hpp"
+#include "waco/tune/searcher.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
-namespace waco::cli {
+namespace waco::tune {
 
 namespace {
 constexpr std::uint64_t kDefaultMeasured = 20;
@@ -27,7 +28,7 @@ SearchChoice search_model(const SearchRequest& r) {
                              " schedules, more than the model search scores (" +
                              std::to_string(kScoreLimit) + ")",
                          "trim more with --passes, or use --search random");
-  const std::string path = model_path_or_default(r.model, kind);
+  const std::string path = learned::model_path_or_default(r.model, kind);
   const double t0 = kernels::now_seconds();
   const learned::CostModel model = learned::CostModel::load(path, kind);
   const double t1 = kernels::now_seconds();
@@ -44,7 +45,7 @@ SearchChoice search_model(const SearchRequest& r) {
   scores.reserve(all.size());
   for (std::size_t s = 0; s < all.size(); s += kBatch) {
     std::size_t n_serial = 0;
-    const std::vector<codegen::SuperSchedule> part = as_model_sees(
+    const std::vector<codegen::SuperSchedule> part = learned::as_model_sees(
         {all.begin() + static_cast<std::ptrdiff_t>(s),
          all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), s + kBatch))},
         r.space->cores(), &n_serial);
@@ -68,11 +69,11 @@ SearchChoice search_model(const SearchRequest& r) {
             {"load_seconds", t1 - t0},
             {"prepare_seconds", t2 - t1},
             {"score_seconds", t3 - t2}};
-  if (!r.quiet)
-    std::fprintf(stderr, "model: scored %zu admissible schedules in %.3f s (%s encoder, matrix %.3f s), "
-                         "measuring the best %zu\n",
-                 all.size(), t3 - t2, learned::encoder_name(model.config().encoder).c_str(), t2 - t1, n);
+  r.observer->note(format("model: scored %zu admissible schedules in %.3f s (%s encoder, matrix "
+                          "%.3f s), measuring the best %zu",
+                          all.size(), t3 - t2,
+                          learned::encoder_name(model.config().encoder).c_str(), t2 - t1, n));
   return c;
 }
 
-}  // namespace waco::cli
+}  // namespace waco::tune

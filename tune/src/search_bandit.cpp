@@ -14,12 +14,12 @@
 #include <map>
 #include <optional>
 
-#include "searcher.hpp"
+#include "waco/tune/searcher.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
-namespace waco::cli {
+namespace waco::tune {
 
 namespace {
 
@@ -154,10 +154,9 @@ SearchChoice search_bandit(const SearchRequest& r) {
       {"failed", failed},
       {"stopped_by", stopped_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(stopped_by)},
       {"seconds", kernels::now_seconds() - t0}};
-  if (!r.quiet)
-    std::fprintf(stderr, "tune: bandit measured %zu schedules over %zu partition strategies\n",
-                 measured.size(), arms.size());
+  r.observer->note(format("tune: bandit measured %zu schedules over %zu partition strategies",
+                          measured.size(), arms.size()));
   return c;
 }
 
-}  // namespace waco::cli
+}  // namespace waco::tune

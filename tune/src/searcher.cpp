@@ -1,13 +1,13 @@
-#include "searcher.hpp"
+#include "waco/tune/searcher.hpp"
 
 #include "waco/kernels/error.hpp"
 
-namespace waco::cli {
+namespace waco::tune {
 
 const std::vector<Searcher>& searchers() {
   static const std::vector<Searcher> all = {
 #define WACO_SEARCHER(name, model, summary) Searcher{#name, model, summary, &search_##name},
-#include "searchers.def"
+#include "waco/tune/searchers.def"
 #undef WACO_SEARCHER
   };
   return all;
@@ -33,4 +33,4 @@ bool ranks_by_model(const std::string& name) {
   return false;
 }
 
-}  // namespace waco::cli
+}  // namespace waco::tune

@@ -1,0 +1,118 @@
+// The tune pipeline (waco-hybrid tune, waco::tune): for a sparse operand and a kernel, the
+// decision cached for it, or the candidates a search chooses, measured side by side with the csr
+// references, the winner decided on fresh runs, the report. tune/README.md gives the steps.
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/codegen/generated_kernel.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/heuristics/pass.hpp"
+#include "waco/heuristics/tuner.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/sparse.hpp"
+#include "waco/kernels/reference.hpp"
+#include "waco/tune/observer.hpp"
+
+namespace waco::tune {
+
+/// --abandon-factor: a candidate whose fastest run is this many times the best median so far is
+/// abandoned (see the option's help and the closing measurement in README.md).
+constexpr double kDefaultAbandonFactor = 3.0;
+
+/// What to tune and how: `waco-hybrid tune`'s options, less the ones about printing.
+struct TuneRequest {
+  kernels::KernelKind kind = kernels::KernelKind::SpMV;
+  std::string file;              ///< the operand's file, as reported ("" for one in memory)
+  std::string search = "model";  ///< the hybrid: the model's nominees side by side
+  std::string model;             ///< --model (empty: the shipped model)
+  std::string index;             ///< --index (anns; empty: the user cache)
+  bool check_recall = false;
+  std::string schedules;         ///< --schedules FILE: a list instead of a search
+  std::uint64_t budget = 0;
+  double budget_seconds = 0.0;
+  std::string passes = "all";
+  /// The results database. Empty: none for a library call (`db_default`), the user's default
+  /// database for the CLI.
+  std::string db;
+  bool db_default = true;        ///< an empty `db` means the user's default database
+  std::uint64_t seed = 1;
+  int dense = 0;                 ///< J or K (0: the kernel's default)
+  int threads = 0;               ///< 0: every available core
+  int repeat = 10;
+  int warmup = 2;
+  int confirm = 10;
+  bool confirm_given = false;  ///< --confirm was given (a model search then confirms that many)
+  int confirm_rounds = 20;
+  /// The decision run (FreshOptions): a gain is decided on --decide-runs fresh side-by-side
+  /// children of --decide-rounds rounds that time the selection's best --decide-leaders.
+  int decide_runs = 3;
+  int decide_rounds = 20;
+  int decide_leaders = 1;
+  bool decide_always = false;  ///< fresh runs even without a selection gain
+  heuristics::DecisionRule rule;  ///< --min-gain, --verdict-level, --max-disturbed
+  /// A model search's nominees measured one by one (racing), then the best --confirm side by
+  /// side, as every other search; default: all of them side by side at once.
+  bool measure_first = false;
+  double timeout = 60.0;
+  double compile_timeout = 300.0;
+  double tolerance = kernels::kDefaultTolerance;
+  double abandon_factor = kDefaultAbandonFactor;
+  bool retry_failed = false;
+  bool explain = false;          ///< the report's "explain" (winner, runner-up, why)
+  std::string plan_cache;        ///< the tuning cache's folder (empty: the default folder)
+  bool no_plan_cache = false;    ///< neither read nor write the tuning cache
+  bool refresh = false;          ///< tune again, replacing the cached decision
+  std::int64_t expected_calls = 0;
+  double tuning_share = 0.1;
+  codegen::GeneratedOptions generated;
+  heuristics::PassParams params;
+  /// "" measures on this machine; scripted:FILE makes timings up from a script
+  /// (heuristics/scripted_runner.hpp; needs an explicit db and plan cache).
+  std::string runner;
+  /// Set (e.g. by a SIGINT handler) to stop before the next candidate: the report says
+  /// "interrupted" and the results so far are in the database.
+  const volatile std::sig_atomic_t* stop = nullptr;
+  /// When the caller's work began (the CLI: before reading the file), for the report's time_s;
+  /// 0: when run() starts.
+  double started_at = 0.0;
+};
+
+/// The sparse operand: a canonical matrix (SpMV, SpMM, SDDMM) or 3-D tensor (MTTKRP).
+struct TuneOperand {
+  const kernels::CooMatrix* matrix = nullptr;
+  const kernels::CooTensor* tensor = nullptr;
+};
+
+/// What a tune gives: the report (`waco-hybrid tune --json`, one JSON object), and the decided
+/// schedule read off it.
+struct TuneOutcome {
+  nlohmann::json report;
+  /// The result's schedule: the winner, the csr schedule without a gain; none when nothing ran.
+  std::optional<codegen::SuperSchedule> schedule;
+  std::string verdict;          ///< gain, no-gain, undecided, not-worth-it, no-reference, ...
+  bool from_cache = false;      ///< the tuning cache held the decision
+  bool interrupted = false;     ///< request.stop was set: the same call again resumes
+  std::string kernel_source;    ///< the measured kernel's source file ("" when none)
+};
+
+/// Tunes `operand` for `request`. Throws kernels::Error for a request it cannot serve (an
+/// unknown search, an unreadable list, a pipeline with no admissible schedule, an unusable
+/// database); every measurement failure is in the report instead.
+TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObserver& observer);
+
+/// The checks run() makes before any work, for a caller that wants them before reading its
+/// operand: the search's name, the pipeline, the model's backend (TorchRequired when the model
+/// needs LibTorch and this build has none), a scripted runner's database and cache.
+void check_request(const TuneRequest& request);
+
+/// Whether `search` (with no --schedules list) ranks with the cost model: such a tune needs the
+/// model file (learned::CostModel::check_backend says whether this build can run it).
+bool ranks_with_model(const TuneRequest& request);
+
+}  // namespace waco::tune

@@ -1,0 +1,440 @@
+// The tune pipeline (tune.hpp): steps 1-9 of a tune, from the tuning cache to the report.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "pipeline.hpp"
+#include "waco/heuristics/measure.hpp"
+#include "waco/heuristics/space.hpp"
+#include "waco/heuristics/tuning_cache.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/reference.hpp"
+#include "waco/kernels/timing.hpp"
+#include "waco/learned/cost_model.hpp"
+#include "waco/learned/shipped.hpp"
+#include "waco/tune/searcher.hpp"
+
+namespace waco::tune {
+
+using namespace detail;
+
+namespace {
+
+/// A tuning cache hit: the stored report, marked as such.
+TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, const TuningKey& key,
+                           double t_run, TuneObserver& obs) {
+  TuneOutcome out;
+  out.report = hit.report;
+  out.report["from_cache"] = true;
+  out.report["plan_cache"] = {{"path", hit.path}, {"saved_at", hit.saved_at}, {"key", key.to_json()}};
+  out.report["decided_for_file"] = out.report.at("file");
+  out.report["file"] = o.file;
+  out.report["output"] = nullptr;
+  out.report["cached_call_s"] = now_seconds() - t_run;  // this call, reading the operand aside
+  out.schedule = hit.schedule;
+  out.verdict = out.report.value("verdict", std::string());
+  out.from_cache = true;
+  const nlohmann::json& best = out.report.at("best");
+  if (best.is_object()) out.kernel_source = best.value("kernel_source", std::string());
+  obs.note("tune: from cache (" + hit.path + ", decided " + hit.saved_at + "); --refresh tunes again");
+  return out;
+}
+
+CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int threads, const Problem& p,
+                                  const Pipeline& pipeline, const Searcher& searcher,
+                                  const decltype(SearchRequest::measure)& measure,
+                                  TuneObserver& obs) {
+  CandidateChoice c;
+  c.search = o.search;
+  std::vector<Candidate>& candidates = c.candidates;
+  nlohmann::json& space_json = c.space;
+  nlohmann::json& search_info = c.search_info;
+  std::uint64_t admissible = 0;
+  if (!o.schedules.empty()) {
+    c.search = "list";
+    for (const auto& sch : codegen::read_schedule_list(kind, o.schedules))
+      candidates.push_back(Candidate::generated(sch));
+    if (o.budget > 0 && candidates.size() > o.budget) candidates.resize(o.budget);
+  } else {
+    SpaceOptions so;
+    so.cores = threads;
+    so.max_padding = o.generated.storage.max_padding;
+    const double s0 = now_seconds();
+    Space space = Space::for_problem(p, so);
+    const bool legality_first = !pipeline.empty() && pipeline.front() == "legality";
+    const std::uint64_t legal_alone = legality_first ? 0 : legal_count(space, o.params);
+    const PipelineResult pr = run_pipeline(space, pipeline, o.params);
+    const std::uint64_t legal = legality_first ? pr.passes.front().out : legal_alone;
+    admissible = pr.final_count;
+    nlohmann::json passes = nlohmann::json::array();
+    for (const PassStats& s : pr.passes) passes.push_back(s.to_json());
+    space_json = {{"full_count", pr.initial_count},
+                  {"legal_count", legal},
+                  {"admissible_count", admissible},
+                  {"pipeline", print_pipeline(pipeline)},
+                  {"passes", passes}};
+    if (admissible == 0)
+      throw Error("the pipeline '" + print_pipeline(pipeline) + "' leaves no admissible schedule",
+                  "use fewer passes (--passes), e.g. --passes legality");
+    SearchRequest req;
+    req.space = &space;
+    req.admissible = admissible;
+    req.problem = &p;
+    req.budget = o.budget;
+    req.budget_seconds = o.budget_seconds;
+    req.seed = o.seed;
+    req.model = o.model;
+    req.index = o.index;
+    req.check_recall = o.check_recall;
+    req.measure = measure;
+    req.observer = &obs;
+    SearchChoice choice = searcher.choose(req);
+    const std::vector<codegen::SuperSchedule>& chosen = choice.schedules;
+    search_info = std::move(choice.info);
+    space_json["seconds"] = now_seconds() - s0;
+    candidates.reserve(chosen.size());
+    for (const codegen::SuperSchedule& s : chosen) candidates.push_back(Candidate::generated(s));
+  }
+
+  return c;
+}
+
+
+/// Step 5b of tune, --expected-calls: what the caller's calls can pay for, from the csr time
+/// just measured. Not worth it: no candidate and no confirmation are left (csr is the result).
+/// Otherwise the candidates, the search's time and the side-by-side stage are cut to the budget.
+std::optional<CallsBudget> apply_calls_budget(TuneRequest& o, TuneObserver& obs, std::vector<Candidate>& candidates,
+                                              TuneOptions& to, const Measurement& cm,
+                                              double spent_s) {
+  if (o.expected_calls <= 0) return std::nullopt;
+  if (cm.status != MeasureStatus::Ok) {
+    obs.warning("--expected-calls ignored: the csr schedule did not run (" + cm.reason + ")");
+    return std::nullopt;
+  }
+  CallsBudgetInput in;
+  in.calls = o.expected_calls;
+  in.share = o.tuning_share;
+  in.csr_s = cm.median_s;
+  in.spent_s = spent_s;
+  // A candidate costs what the csr schedule's measurement did (its compile included when it
+  // was not cached). Kernels compiled earlier cost less, new ones more (0.3-0.9 s to
+  // compile on the development VMs): the search's time limit below is what holds the budget,
+  // overrun by at most the candidate measured when it expires.
+  in.per_candidate_s = std::max(cm.wall_s, (o.warmup + o.repeat + 2) * cm.median_s);
+  in.per_confirmed_s = cm.conversion_s + (o.warmup + o.confirm_rounds + 1) * cm.median_s;
+  in.confirm_top = std::max(1, o.confirm);
+  const CallsBudget budget = plan_calls_budget(in);
+  if (!budget.worth_it) {
+    candidates.clear();
+    o.confirm = 0;
+    obs.note("tune: " + budget.reason + "; the result is csr");
+    return budget;
+  }
+  if (static_cast<std::int64_t>(candidates.size()) > budget.candidates)
+    candidates.resize(static_cast<std::size_t>(budget.candidates));
+  to.budget_seconds = to.budget_seconds > 0 ? std::min(to.budget_seconds, budget.search_s)
+                                            : budget.search_s;
+  if (o.confirm > 0) o.confirm = std::min(o.confirm, budget.confirm_top);
+  return budget;
+}
+
+
+/// How many of `wanted` candidates fit in one side-by-side child beside the two references: at
+/// most a quarter of the memory for them (each holds its output and its format, ~12 bytes per
+/// nonzero); says so when that is fewer.
+int side_by_side_fit(const Problem& p, int wanted, TuneObserver& obs) {
+  const double per_candidate = 4.0 * static_cast<double>(p.output_size()) +
+                               12.0 * static_cast<double>(p.nnz());
+  const double fit = physical_memory_bytes() / 4 / per_candidate - 2;  // 2 references
+  const int top = static_cast<int>(std::max(1.0, std::min<double>(wanted, fit)));
+  if (top < wanted)
+    obs.note(format("tune: only %d of %d side by side: more would not fit in a quarter of this "
+                    "machine's memory", top, wanted));
+  return top;
+}
+
+/// Step 7 of tune: the search's best candidates and both references measured again side by
+/// side in one child (interleaved rounds). The winner and the speedups come from these
+/// timings: two separate measurements of one kernel drift by up to 1.5x on a shared machine,
+/// more than the gap between the top candidates. Not stored (see confirm_best).
+Confirmation confirm_top(const TuneRequest& o, TuneObserver& obs, const Problem& p, Runner& measurer,
+                         const TuneResult& r, const TuneEntry& csr_schedule,
+                         const TuneEntry& csr_baseline, const std::string& shortcut) {
+  const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
+  const int top = side_by_side_fit(p, o.confirm, obs);
+  obs.note(format("tune: measuring the best %lld side by side with %s (%d rounds)",
+                  static_cast<long long>(std::min<std::int64_t>(top, ok)), shortcut.c_str(),
+                  o.confirm_rounds));
+  // The csr-like schedules of the search (the csr schedule with any chunk and thread count):
+  // the fastest of them is always nominated, so that the winner is never slower than it.
+  const codegen::SuperSchedule csr_shape = csr_schedule.candidate.schedule.value();
+  ConfirmOptions co{top, o.confirm_rounds, [csr_shape](const Candidate& c) {
+                      if (!c.schedule) return false;
+                      codegen::SuperSchedule s = *c.schedule;
+                      s.threads = csr_shape.threads;
+                      s.chunk = csr_shape.chunk;
+                      return s == csr_shape;
+                    }};
+  return confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate}, co);
+}
+
+
+Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& candidates,
+                             TuneOptions& to, TuneEntry& csr_schedule, TuneEntry& csr_baseline,
+                             bool references_first, bool not_worth_it,
+                             std::optional<double> csr_s, std::string& busy) {
+  const TuneRequest& o = t.o;
+  const std::string kernel(kernel_name(t.kind));
+  Measured m;
+  if (t.side_by_side && !not_worth_it) {
+    const int wanted = static_cast<int>(std::min<std::size_t>(
+        candidates.size(), o.confirm_given ? static_cast<std::size_t>(std::max(1, o.confirm))
+                                           : candidates.size()));
+    if (wanted == 0) return m;
+    const int top = side_by_side_fit(t.p, wanted, t.obs);
+    t.obs.note(format("tune: %s %s search: the model's best %d measured side by side with %s "
+                      "(%d rounds)",
+                      kernel.c_str(), t.search.c_str(), top, t.shortcut.c_str(), o.confirm_rounds));
+    RankedConfirmation rc = confirm_ranked(
+        t.measurer, candidates, {csr_schedule.candidate, csr_baseline.candidate},
+        ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
+    m.result = std::move(rc.result);
+    m.confirmation = std::move(rc.confirmation);
+    busy = disturbed_warning(*m.confirmation);
+    if (!busy.empty()) t.obs.warning(busy);
+  } else if (!t.side_by_side) {
+    if (!not_worth_it) {
+      t.obs.note(format("tune: %s %s search, %zu candidates, results in %s", kernel.c_str(),
+                        t.search.c_str(), candidates.size(), t.db_path.c_str()));
+      TuneObserver* obs = &t.obs;
+      to.progress = [obs, csr_s](const TuneProgress& pr) { obs->progress(pr, csr_s); };
+    }
+    m.result = run_candidates(t.db, t.key, t.measurer, candidates, to);
+    const TuneResult& r = m.result;
+    if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
+      m.confirmation =
+          confirm_top(o, t.obs, t.p, t.measurer, r, csr_schedule, csr_baseline, t.shortcut);
+  }
+  // 7b. Select on one run, decide on another: a gain in the selection run is timed again in
+  // fresh side-by-side children, and only their rounds decide (FreshOptions says why). A
+  // selection without a gain needs no second opinion: the selection favours its winner.
+  const Decision selected = m.confirmation && m.result.stopped_by != "interrupted"
+                                ? decide(m, csr_schedule, t.shortcut, not_worth_it, o.rule)
+                                : Decision{};
+  if (selected.judged &&
+      (o.decide_always || selected.judged->ratio_median <= 1.0 - o.rule.min_gain)) {
+    t.obs.note(format("tune: deciding on fresh runs: the best %d and %s side by side again (%d "
+                      "runs of %d rounds)",
+                      o.decide_leaders, t.shortcut.c_str(), o.decide_runs, o.decide_rounds));
+    m.fresh = time_fresh(t.measurer, m.result, *m.confirmation,
+                         {csr_schedule.candidate, csr_baseline.candidate},
+                         FreshOptions{o.decide_leaders, o.decide_rounds, o.decide_runs});
+    if (!m.fresh->busy.empty()) t.obs.warning(m.fresh->busy);
+  }
+  // A model search that did not measure the references first: their only timings are the
+  // side-by-side ones.
+  if (t.side_by_side && !references_first && m.confirmation) {
+    csr_schedule.measurement = m.confirmation->references[0];
+    csr_baseline.measurement = m.confirmation->references[1];
+  }
+  return m;
+}
+
+
+}  // namespace
+
+void check_request(const TuneRequest& o) {
+  find_searcher(o.search);  // a typo fails before any work
+  // A model that needs LibTorch: TorchRequired (the lite CLI runs waco-hybrid-torch instead).
+  if (ranks_with_model(o)) learned::CostModel::check_backend(learned::model_path_or_default(o.model, o.kind));
+  parse_pipeline(o.passes);
+  // Made-up timings must not reach the user's results database or tuning cache.
+  if (!o.runner.empty() && o.runner != "isolated" &&
+      (o.db.empty() || (o.plan_cache.empty() && !o.no_plan_cache)))
+    throw Error("a scripted runner needs a results database and a tuning cache folder of its own "
+                "(or none)", "give --db and --plan-cache DIR (or --no-plan-cache): not the user's defaults");
+}
+
+bool ranks_with_model(const TuneRequest& o) { return o.schedules.empty() && ranks_by_model(o.search); }
+
+TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObserver& obs) {
+  const double t_run = now_seconds();
+  const double t_start = request.started_at > 0 ? request.started_at : t_run;
+  WACO_ASSERT((operand.matrix != nullptr) != (operand.tensor != nullptr),
+              "tune::run needs a matrix or a tensor");
+  check_request(request);
+  // --confirm 0 with a model search: the model decides alone. Its best-predicted schedule is the
+  // only candidate, and one side-by-side run against the csr references guards it (a tuned
+  // kernel is never slower than csr).
+  TuneRequest o = request;
+  const KernelKind kind = o.kind;
+  if (needs_tensor(kind) != (operand.tensor != nullptr))
+    throw Error(std::string(kernel_name(kind)) + " needs " +
+                    (needs_tensor(kind) ? "a 3-D tensor" : "a matrix"),
+                needs_tensor(kind) ? "give a FROSTT .tns file" : "give a Matrix Market file");
+  const bool model_search = ranks_with_model(o);
+  const bool model_alone = model_search && o.confirm == 0;
+  if (model_alone) {
+    o.budget = 1;
+    o.confirm = 1;
+  }
+  // A model's nominees go side by side at once (confirm_ranked): the model already ranked them,
+  // and one child that prepares, screens and times them all costs a fraction of measuring each
+  // in its own child first (about 8 ms each for a microsecond SpMV kernel).
+  const bool side_by_side = model_search && !o.measure_first;
+  const Searcher& searcher = find_searcher(o.search);
+  const Pipeline pipeline = parse_pipeline(o.passes);
+  const int threads = o.threads > 0 ? o.threads : available_cpus();
+  const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);
+  // No database for a library call that names none: an in-memory one (nothing is kept).
+  const std::string db_path = !o.db.empty() ? o.db : o.db_default ? default_results_path() : ":memory:";
+
+  // 1. The tuning cache: a decision for this matrix, kernel, dense size, threads and machine is
+  // returned without searching (space searches only: a --schedules list is not a decision).
+  const MatrixRecord rec = operand.matrix ? matrix_record(*operand.matrix, o.file)
+                                          : matrix_record(*operand.tensor, o.file);
+  // The results database opens first: an unusable database is an error whether or not the
+  // tuning cache holds a decision (the user asked for results there).
+  ResultsDb db(db_path);
+  db.record_matrix(rec);
+  std::optional<TuningCache> plan_cache;
+  TuningKey tuning_key;
+  if (o.schedules.empty() && !o.no_plan_cache) {
+    plan_cache.emplace(o.plan_cache);
+    const std::int64_t dense_key = kind == KernelKind::SpMV ? 1 : dense;
+    tuning_key = TuningKey{rec.fingerprint, kind, static_cast<int>(dense_key), threads,
+                           machine_identity(o.generated.compiler)};
+    if (!o.refresh) {
+      const CacheLookup found = plan_cache->find(tuning_key);
+      if (found.hit) return cached_outcome(o, *found.hit, tuning_key, t_run, obs);
+      if (!found.problem.empty()) obs.warning(found.problem);
+    }
+  }
+
+  // The dense operands (not needed for a cache hit) and the reference.
+  const DenseOperands operands = make_dense_operands(kind, operand.matrix, operand.tensor, dense, o.seed);
+  const Problem p = make_problem(kind, operand.matrix, operand.tensor, operands);
+  const Reference ref = compute_reference(p);
+
+  // 2. The measurement worker, before anything runs OpenMP.
+  MeasureOptions mo;
+  mo.warmup = o.warmup;
+  mo.repeats = o.repeat;
+  mo.threads = threads;
+  mo.tolerance = o.tolerance;
+  mo.prepare_timeout_s = o.compile_timeout;
+  mo.run_timeout_s = o.timeout;
+  mo.generated = o.generated;
+  const std::unique_ptr<Runner> runner = make_runner(o.runner, p, ref, mo);
+  Runner& measurer = *runner;
+
+  // 3. The measurement key (the database was opened before the tuning cache was asked).
+  const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat};
+  const nlohmann::json context = context_json(threads, "none");
+
+  // 4. The candidates.
+  // Searches that learn from measurements (bandit) measure through tune's database and worker;
+  // the candidates they return are then reused, not measured again.
+  const auto measure_one = [&](const codegen::SuperSchedule& s) -> std::optional<double> {
+    TuneOptions single;
+    single.context = context;
+    single.stop = o.stop;
+    const TuneEntry e = measure_or_reuse(db, key, measurer, Candidate::generated(s), single);
+    if (e.measurement.status != MeasureStatus::Ok) return std::nullopt;
+    return e.measurement.median_s;
+  };
+  CandidateChoice choice =
+      choose_candidates(o, kind, threads, p, pipeline, searcher, measure_one, obs);
+  std::vector<Candidate>& candidates = choice.candidates;
+  const nlohmann::json cache_json = tile_cache_json(o.params, threads);
+  const TuneRun run{o, obs, kind, p, measurer, db, key, needs_tensor(kind) ? "csf" : "csr",
+                    choice.search, side_by_side, db_path};
+
+  // 5. The references: the csr schedule and the baseline implementation, measured alike.
+  // Checked before the search: a busy machine makes every multi-threaded timing wait for
+  // descheduled threads. A 50 ms sample (five 10 ms ticks a CPU) tells a machine whose other
+  // processes keep a CPU busy; the default 0.2 s was 40% of a model-guided tune of a small
+  // matrix (0.52 s in all on bcsstk09).
+  // A model search's side-by-side run tells it from its own timed runs instead (see
+  // disturbed_warning), without the 50 ms wait, a third of such a tune on a small matrix.
+  std::string busy = side_by_side || !measurer.times_this_machine()
+                         ? std::string()
+                         : busy_machine_warning(threads, 0.05);
+  if (!busy.empty()) obs.warning(busy);
+  TuneOptions to;
+  to.budget_seconds = o.budget_seconds;
+  to.retry_failed = o.retry_failed;
+  to.stop = o.stop;
+  to.context = context;
+  // A model search's side-by-side run times both references with its nominees: measured alone
+  // first only when --expected-calls needs the csr time to plan (or there is no nominee), they
+  // would cost two more children (a sixth of such a tune on a small matrix).
+  const bool references_first = !side_by_side || o.expected_calls > 0 || candidates.empty();
+  TuneEntry csr_schedule{Candidate::generated(*codegen::schedule_shortcut(kind, run.shortcut)),
+                         {}, false};
+  TuneEntry csr_baseline{Candidate::baseline(run.shortcut), {}, false};
+  if (references_first) {
+    csr_schedule = measure_or_reuse(db, key, measurer, csr_schedule.candidate, to);
+    csr_baseline = measure_or_reuse(db, key, measurer, csr_baseline.candidate, to);
+  }
+  const std::optional<double> csr_s = csr_schedule.measurement.status == MeasureStatus::Ok
+                                          ? std::optional<double>(csr_schedule.measurement.median_s)
+                                          : std::nullopt;
+  to.race_factor = o.abandon_factor;
+  to.race_reference_s = csr_s.value_or(0.0);
+  if (csr_baseline.measurement.status == MeasureStatus::Ok) {  // bursts of host noise: see RaceBound
+    to.race_check = run.shortcut;
+    to.race_check_s = csr_baseline.measurement.median_s;
+  }
+
+  // 5b. --expected-calls: what the caller's calls can pay for, from the csr time just measured.
+  const std::optional<CallsBudget> calls_budget =
+      apply_calls_budget(o, obs, candidates, to, csr_schedule.measurement, now_seconds() - t_start);
+  const bool not_worth_it = calls_budget && !calls_budget->worth_it;
+
+  // 6-7. The search's measurements and the side-by-side confirmation; the decision.
+  const Measured measured = measure_and_confirm(run, candidates, to, csr_schedule, csr_baseline,
+                                                references_first, not_worth_it, csr_s, busy);
+  const TuneResult& r = measured.result;
+  const Decision decision = decide(measured, csr_schedule, run.shortcut, not_worth_it, o.rule);
+  const TuneEntry* best = decision.best;
+
+  // 8. The report: one JSON object, printed as it is (--json) or as text read off it (below).
+  ReportInput in;
+  in.rec = &rec;
+  in.threads = threads;
+  in.choice = &choice;
+  in.measured = &measured;
+  in.decision = &decision;
+  in.csr_schedule = &csr_schedule;
+  in.csr_baseline = &csr_baseline;
+  in.calls_budget = calls_budget;
+  in.busy = busy;
+  in.cache = cache_json;
+  in.context = context;
+  in.model_alone = model_alone;
+  in.t_start = t_start;
+  nlohmann::json report = tune_report(run, in);
+
+  // 9. The decision into the tuning cache: a verdict from side-by-side timings only (not an
+  // interrupted or unconfirmed run, nor a not-worth-it answer, which depends on the calls; a
+  // search that --expected-calls cut short and that found a winner is a decision like another).
+  if (plan_cache && (decision.verdict == "gain" || decision.verdict == "no-gain") && best &&
+      best->candidate.schedule && r.stopped_by != "interrupted") {
+    try {
+      report["plan_cache"] = {{"path", plan_cache->store(tuning_key, *best->candidate.schedule, report)}};
+    } catch (const Error& e) {
+      obs.warning(std::string("the decision was not cached: ") + e.what());
+    }
+  }
+  TuneOutcome out;
+  out.report = std::move(report);
+  if (best && best->candidate.schedule) out.schedule = *best->candidate.schedule;
+  out.verdict = decision.verdict;
+  out.interrupted = r.stopped_by == "interrupted";
+  if (best) out.kernel_source = best->measurement.kernel_source;
+  return out;
+}
+
+}  // namespace waco::tune

@@ -1,0 +1,110 @@
+// Private to tune/src: what the steps of one tune share (pipeline.cpp runs them, decide.cpp
+// decides, report.cpp writes the report).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/heuristics/economy.hpp"
+#include "waco/heuristics/results_db.hpp"
+#include "waco/heuristics/runner.hpp"
+#include "waco/heuristics/tuner.hpp"
+#include "waco/tune/tune.hpp"
+
+namespace waco::tune::detail {
+
+using namespace waco::kernels;
+using namespace waco::heuristics;
+
+/// Step 4 of tune: the candidates to measure, from a list (--schedules) or a search of the
+/// admissible set, with the space's statistics and the search's own report.
+struct CandidateChoice {
+  std::vector<Candidate> candidates;
+  nlohmann::json space = nullptr;        ///< tune --json's "space" (null for a list)
+  nlohmann::json search_info = nullptr;  ///< the search's report
+  std::string search;                    ///< the search's name, or "list"
+};
+
+/// What the steps of one tune run share.
+struct TuneRun {
+  const TuneRequest& o;
+  TuneObserver& obs;
+  KernelKind kind;
+  const Problem& p;
+  Runner& measurer;
+  ResultsDb& db;
+  MeasurementKey key;
+  std::string shortcut;  ///< the references' name: csr, or csf for tensors
+  std::string search;    ///< the search's name, or "list"
+  bool side_by_side;     ///< a model search: its nominees are measured side by side at once
+  std::string db_path;   ///< the results database (--db or the default)
+};
+
+/// Steps 6-7 of tune: what was measured, what the side-by-side run selected, and the fresh runs
+/// that decide on it.
+struct Measured {
+  TuneResult result;
+  std::optional<Confirmation> confirmation;
+  std::optional<FreshTiming> fresh;
+};
+
+/// What tune decided from the search and the side-by-side run.
+struct Decision {
+  bool confirmed = false;
+  const TuneEntry* search_best = nullptr;  ///< the fastest by the search's own timings
+  const ConfirmEntry* winner = nullptr;    ///< the side-by-side winner
+  const TuneEntry* best = nullptr;         ///< the result (the csr schedule without a gain)
+  const Measurement* best_side = nullptr;  ///< the result's side-by-side timing
+  std::optional<Measurement> confirm_csr;  ///< the references' side-by-side timings
+  std::optional<Measurement> confirm_base;
+  std::string verdict = "unconfirmed";
+  std::optional<Verdict> judged;
+  std::string verdict_reference;
+  bool fresh = false;                      ///< decided on the fresh runs (else the selection's)
+  std::optional<Verdict> references_judged;  ///< the csr schedule against the csr baseline
+};
+
+/// The verdict: the selection's winner against the faster csr reference, judged by `rule` on the
+/// fresh runs' rounds when there are some (m.fresh), else on the selection run's (then only a
+/// no-gain is final: measure_and_confirm times a gain again in fresh runs before it counts).
+/// With several fresh leaders, the fastest over the fresh rounds is judged. Without a gain the
+/// csr schedule is the result ("no gain over csr"): a tuned kernel is never slower than csr; so
+/// too when a gain was measured on a busy machine ("undecided": the rule refuses to decide), when
+/// --expected-calls says tuning does not pay, and when no candidate completed its timing.
+Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::string& shortcut,
+                bool not_worth_it, const DecisionRule& rule);
+
+/// Timings that moved a lot between the search and the side-by-side run mean a loaded or
+/// unstable machine: the warning says so (to the observer too), so that nobody reads the
+/// search's own timings as speedups. Empty when they agree.
+std::string noise_warning(const Decision& d, const TuneEntry& csr_schedule,
+                          const std::string& shortcut, TuneObserver& obs);
+
+/// The parts of tune's report that steps before the report computed.
+struct ReportInput {
+  const MatrixRecord* rec = nullptr;
+  int threads = 0;
+  const CandidateChoice* choice = nullptr;
+  const Measured* measured = nullptr;
+  const Decision* decision = nullptr;
+  const TuneEntry* csr_schedule = nullptr;
+  const TuneEntry* csr_baseline = nullptr;
+  std::optional<CallsBudget> calls_budget;
+  std::string busy;
+  nlohmann::json cache = nullptr;
+  nlohmann::json context = nullptr;
+  bool model_alone = false;
+  double t_start = 0.0;
+};
+
+/// Step 8 of tune: the report, one JSON object (tune --json prints it; the text is read off it).
+nlohmann::json tune_report(const TuneRun& t, const ReportInput& in);
+
+/// The cache the tile model assumes (the tile-window pass), with the source of its size, so
+/// that a run can be reproduced from its output; the reason instead where it cannot be known.
+nlohmann::json tile_cache_json(const PassParams& params, int threads);
+
+}  // namespace waco::tune::detail
