@@ -891,7 +891,7 @@ int run_tune(const Options& given) {
   const std::string db_path = o.db.empty() ? default_results_path() : o.db;
   if (!o.output.empty()) check_writable(o.output);  // before the search, not after it
 
-  // 1. The problem and its reference (serial: no OpenMP yet).
+  // 1. The problem and its reference.
   const Operand op = load_operand(o.file, o.read, kind);
   const double t_read = now_seconds();
   const OutputShape shape = output_shape(kind, op, dense);
@@ -926,7 +926,7 @@ int run_tune(const Options& given) {
               "the output shape known before the dense operands is not the problem's");
   const Reference ref = compute_reference(p);
 
-  // 2. The measurement worker, before anything runs OpenMP.
+  // 2. The measurement worker (spawned: any time, before or after OpenMP runs here).
   MeasureOptions mo;
   mo.warmup = o.warmup;
   mo.repeats = o.repeat;
