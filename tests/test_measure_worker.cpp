@@ -2,9 +2,11 @@
 // measure_internal.hpp). A Measurer made after the caller ran OpenMP measures (a forked worker
 // hung there); one worker serves a second problem; the binary problem frame round-trips and a
 // malformed or truncated one is refused, by the decoder and by the running worker, which goes on
-// serving; a worker program that cannot be found is a clear error.
+// serving; a worker program that cannot be found is a clear error; the worker holds no
+// descriptor of the caller's but its socket.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -13,6 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -314,4 +319,30 @@ TEST_CASE("measure_worker: run by hand, the worker program says what it is") {
   const int status = pclose(out);
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(text.find("helper of waco-hybrid") != std::string::npos);
+}
+
+TEST_CASE("measure_worker: the worker is the spawned program, holding no descriptor but 0-3") {
+  Fixture f;
+  // A descriptor of the caller's without close-on-exec: it must not reach the worker.
+  const int leaky = open("/dev/null", O_RDONLY);
+  REQUIRE(leaky > 3);
+  Measurer m(f.p, f.ref, quick());
+  close(leaky);
+  const std::string proc = "/proc/" + std::to_string(m.worker_pid());
+  std::error_code ec;
+  const std::string exe = std::filesystem::read_symlink(proc + "/exe", ec).string();
+  CHECK(exe.find("/libexec/waco-hybrid/waco-measure-worker") != std::string::npos);
+  std::set<int> fds;
+  for (const auto& e : std::filesystem::directory_iterator(proc + "/fd", ec))
+    fds.insert(std::stoi(e.path().filename().string()));
+  CHECK(fds == std::set<int>{0, 1, 2, 3});
+  // fd 3 is close-on-exec in the worker: nothing a measuring child runs inherits it.
+  std::ifstream flags(proc + "/fdinfo/3");
+  std::string key, value;
+  long octal = 0;
+  while (flags >> key >> value)
+    if (key == "flags:") octal = std::stol(value, nullptr, 8);
+  CHECK((octal & O_CLOEXEC) != 0);
+  // Still measuring.
+  CHECK(m.measure(Candidate::baseline("csr")).status == MeasureStatus::Ok);
 }

@@ -3,6 +3,7 @@
 // last 'L' frame and answers requests on it: refused formats at once (FormatCheck, from the
 // prefix counts), every other candidate through a supervised measuring child; compare's
 // screening goes on in a new child after a run overran (compare_screened). It never runs OpenMP.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -233,6 +234,9 @@ std::uint64_t physical_memory() {
 [[noreturn]] void worker_main(int sock, pid_t parent,
                               std::function<void(const Candidate&)> child_hook) {
   if (!die_with_parent(parent)) ::_exit(3);
+  // The socket came through exec as fd 3, without close-on-exec: set it again, so that no program
+  // a measuring child runs (the compiler) holds the caller's connection.
+  ::fcntl(sock, F_SETFD, FD_CLOEXEC);
   // Out of the terminal's process group: Ctrl-C stops the tuner (which then closes the socket),
   // never a measuring child in a way that would be recorded as a crash.
   ::setpgid(0, 0);
