@@ -99,11 +99,18 @@ pid_t spawn_worker(const std::string& path, int sock) {
   // close-on-exec (this library's own all have it).
   ::posix_spawn_file_actions_addclosefrom_np(&actions, 4);
 #endif
+  // Its own process group from the start (worker_main sets it too, for a forked worker): Ctrl-C
+  // in the terminal stops the caller, which then closes the socket, never the worker.
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  ::posix_spawnattr_setpgroup(&attr, 0);
   const std::string parent = std::to_string(::getpid());
   const char* argv[] = {path.c_str(), "--socket-fd", "3", "--parent", parent.c_str(), nullptr};
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, path.c_str(), &actions, nullptr,
+  const int rc = ::posix_spawn(&pid, path.c_str(), &actions, &attr,
                                const_cast<char* const*>(argv), environ);
+  ::posix_spawnattr_destroy(&attr);
   ::posix_spawn_file_actions_destroy(&actions);
   if (moved >= 0) ::close(moved);
   if (rc != 0)
