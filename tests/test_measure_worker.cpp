@@ -29,6 +29,7 @@
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/generators.hpp"
 #include "waco/kernels/implementation.hpp"
 
 using namespace waco;
@@ -345,4 +346,30 @@ TEST_CASE("measure_worker: the worker is the spawned program, holding no descrip
   CHECK((octal & O_CLOEXEC) != 0);
   // Still measuring.
   CHECK(m.measure(Candidate::baseline("csr")).status == MeasureStatus::Ok);
+}
+
+TEST_CASE("measure_worker: an MTTKRP tensor goes over in binary and is measured") {
+  const kernels::CooTensor t = kernels::generate_tensor({40, 30, 20}, 600, 3);
+  const kernels::DenseOperands ops =
+      kernels::make_dense_operands(kernels::KernelKind::MTTKRP, nullptr, &t, 4, 5);
+  const kernels::Problem p = kernels::make_problem(kernels::KernelKind::MTTKRP, nullptr, &t, ops);
+  const kernels::Reference ref = kernels::compute_reference(p);
+  const std::string bytes = d::encode_load(p, ref, quick(), 2);
+  d::FrameSource in(bytes);
+  const auto lp = d::read_load(in);
+  CHECK(lp->tensor.dims == t.dims);
+  CHECK(lp->tensor.idx == t.idx);
+  CHECK(lp->tensor.val == t.val);
+  CHECK(lp->dense.B.data == ops.B.data);
+  CHECK(lp->dense.C.data == ops.C.data);
+  for (std::size_t n = 0; n < bytes.size(); n += 1 + n / 2) {
+    d::FrameSource part(bytes.substr(0, n));
+    CHECK_THROWS_AS(d::read_load(part), d::WireError);
+  }
+  Measurer m(p, ref, quick());
+  const Measurement g = m.measure(
+      Candidate::generated(*codegen::schedule_shortcut(kernels::KernelKind::MTTKRP, "csf")));
+  INFO(g.reason);
+  CHECK(g.status == MeasureStatus::Ok);
+  CHECK(m.measure(Candidate::baseline("csf")).status == MeasureStatus::Ok);
 }
