@@ -13,8 +13,7 @@
 // matrix; a run that stops resumes where it stopped. `waco-hybrid report` turns them into
 // tables and plots.
 //
-// Children, not calls: tune forks its measuring worker before it runs OpenMP, which a second
-// tune in the same process could not do (GNU libgomp does not survive fork).
+// Children, not calls: the tune pipeline is not a library call yet (issue 34, tune-library).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>

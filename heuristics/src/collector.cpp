@@ -197,7 +197,7 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
     cpu.hold_until_exit();
   }
   const kernels::Reference ref = kernels::compute_reference(p);
-  Measurer measurer(p, ref, opts.measure);  // before anything here runs OpenMP
+  Measurer measurer(p, ref, opts.measure);
 
   const double t1 = now_s();
   nlohmann::json sampling = nlohmann::json::object();

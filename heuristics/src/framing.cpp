@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cmath>
-#include <cstdint>
 #include <cstring>
 
 #include "waco/kernels/timing.hpp"
@@ -16,10 +15,8 @@ namespace waco::heuristics::detail {
 
 using kernels::now_seconds;
 
-namespace {
-
-/// Writes all of buf; false when the peer is gone.
-bool send_all(int fd, const char* buf, std::size_t n) {
+bool write_bytes(int fd, const void* data, std::size_t n) {
+  const char* buf = static_cast<const char*>(data);
   while (n > 0) {
     const ssize_t w = ::send(fd, buf, n, MSG_NOSIGNAL);
     if (w < 0) {
@@ -32,8 +29,8 @@ bool send_all(int fd, const char* buf, std::size_t n) {
   return true;
 }
 
-/// Reads exactly n bytes before `deadline` (now_seconds() scale; < 0 = no deadline).
-ReadStatus read_all(int fd, char* buf, std::size_t n, double deadline) {
+ReadStatus read_bytes(int fd, void* data, std::size_t n, double deadline) {
+  char* buf = static_cast<char*>(data);
   while (n > 0) {
     int wait_ms = -1;
     if (deadline >= 0) {
@@ -60,25 +57,34 @@ ReadStatus read_all(int fd, char* buf, std::size_t n, double deadline) {
   return ReadStatus::Ok;
 }
 
-}  // namespace
-
-bool write_frame(int fd, char type, const std::string& payload) {
-  char header[5];
+bool write_header(int fd, char type, std::uint64_t length) {
+  char header[kFrameHeader];
   header[0] = type;
-  const std::uint32_t len = static_cast<std::uint32_t>(payload.size());
-  std::memcpy(header + 1, &len, 4);
-  return send_all(fd, header, 5) && send_all(fd, payload.data(), payload.size());
+  std::memcpy(header + 1, &length, 8);
+  return write_bytes(fd, header, kFrameHeader);
 }
 
-ReadStatus read_frame(int fd, double deadline, char& type, std::string& payload) {
-  char header[5];
-  ReadStatus st = read_all(fd, header, 5, deadline);
+bool write_frame(int fd, char type, const std::string& payload) {
+  return write_header(fd, type, payload.size()) && write_bytes(fd, payload.data(), payload.size());
+}
+
+ReadStatus read_header(int fd, double deadline, char& type, std::uint64_t& length) {
+  char header[kFrameHeader];
+  const ReadStatus st = read_bytes(fd, header, kFrameHeader, deadline);
   if (st != ReadStatus::Ok) return st;
   type = header[0];
-  std::uint32_t len = 0;
-  std::memcpy(&len, header + 1, 4);
-  payload.assign(len, '\0');
-  return len == 0 ? ReadStatus::Ok : read_all(fd, payload.data(), len, deadline);
+  std::memcpy(&length, header + 1, 8);
+  return ReadStatus::Ok;
+}
+
+ReadStatus read_frame(int fd, double deadline, char& type, std::string& payload,
+                      std::uint64_t max_length) {
+  std::uint64_t len = 0;
+  const ReadStatus st = read_header(fd, deadline, type, len);
+  if (st != ReadStatus::Ok) return st;
+  if (len > max_length) return ReadStatus::TooLarge;
+  payload.assign(static_cast<std::size_t>(len), '\0');
+  return len == 0 ? ReadStatus::Ok : read_bytes(fd, payload.data(), payload.size(), deadline);
 }
 
 }  // namespace waco::heuristics::detail

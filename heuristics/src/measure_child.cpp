@@ -2,7 +2,6 @@
 // verifies them against the reference and times them, alone (measure_here, with racing) or side
 // by side (compare_here, with screening under a watchdog). It runs in a process forked by
 // supervise(); it talks to its worker only through frames on `sock`.
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -415,19 +414,6 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
     out.push_back(std::move(r.m));
   }
   return out;
-}
-
-Measurement openmp_probe() {
-  int team = 0;
-#pragma omp parallel num_threads(2)
-  {
-#pragma omp single
-    team = omp_get_num_threads();
-  }
-  Measurement m;
-  m.status = MeasureStatus::Ok;
-  m.threads = team;
-  return m;
 }
 
 }  // namespace waco::heuristics::detail

@@ -1,20 +1,40 @@
 // Private to heuristics/src: what the layers of isolated measurement share (measure.hpp says
-// why the processes exist). Four files, one per layer:
-//   measure_child.cpp  the measuring child: prepare, verify, time (measure_here, compare_here)
-//   supervisor.cpp     forks a child per request and holds it to its limits (supervise)
-//   worker.cpp         the worker's request loop, refusals, compare's screening (worker_main)
-//   measurer.cpp       the client, Measurer (measure.hpp)
+// why the processes exist). One file per layer:
+//   measure_child.cpp    the measuring child: prepare, verify, time (measure_here, compare_here)
+//   supervisor.cpp       forks a child per request and holds it to its limits (supervise)
+//   worker.cpp           the worker's request loop, refusals, compare's screening (worker_main)
+//   worker_process.cpp   finds and spawns the worker program (find_measure_worker, spawn_worker)
+//   measure_worker_main.cpp  that program, waco-measure-worker: a main over worker_main
+//   problem_wire.cpp     the problem in binary ('L' frames)
+//   measurer.cpp         the client, Measurer (measure.hpp)
+//
+// The processes:
+//
+//   caller (tuner, collect, libwaco; may have run OpenMP, may hold any threads)
+//     |  posix_spawn of <libexec>/waco-hybrid/waco-measure-worker, the socket as fd 3, every
+//     |  other descriptor closed (a fork of the caller only when MeasureOptions::child_hook is
+//     |  set: a test hook is code, and code does not cross an exec)
+//     v
+//   worker (a fresh process image: its libgomp has no threads; it never runs OpenMP)
+//     |  fork, one per request (or more: compare's screening)
+//     v
+//   measuring child (compiles, builds the format, runs the kernels with OpenMP, times, exits)
 //
 // Messages between the processes are frames on Unix stream sockets (framing.hpp):
 //
-//   parent  --'M' {candidates: [one]}------>  worker  --fork-->  child   (a refused format: no
+//   worker  --'H' "waco-measure-worker N"--->  parent  (hello: started, protocol N)
+//   parent  --'L' options, problem, ref----->  worker  (binary, problem_wire.hpp; replaces the
+//   worker  --'K'--------------------------->  parent   loaded problem; 'E' when malformed)
+//   parent  --'M' {candidates: [one]}------->  worker  --fork-->  child   (a refused format: no
 //   parent  --'C' {candidates, rounds}------>  worker  --fork-->  child    child, the worker
-//   parent  --'O' (OpenMP probe)----------->  worker  --fork-->  child    answers for it)
-//   child   --'P' (prepared)--------------->  worker             (switches from the prepare to the run limit)
-//   child   --'X' {overrun, screened}------>  worker             (compare's screening: a run overran its
-//                                                                 deadline; the child exits, the worker
-//                                                                 forks another for the rest)
-//   child   --'R' [Measurement...]--------->  worker  --'R' [Measurement...]-->  parent
+//                                                                          answers for it)
+//   child   --'P' (prepared)---------------->  worker             (switches from the prepare to the run limit)
+//   child   --'X' {overrun, screened}------->  worker             (compare's screening: a run overran its
+//                                                                  deadline; the child exits, the worker
+//                                                                  forks another for the rest)
+//   child   --'R' [Measurement...]---------->  worker  --'R' [Measurement...]-->  parent
+//   worker  --'E' {error, hint, internal}--->  parent  (a request failed as a whole: malformed,
+//                                                       no problem loaded, a bug)
 #pragma once
 
 #include <sys/types.h>
@@ -89,9 +109,6 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
                                       const std::vector<char>& keep, int rounds,
                                       Screening screening, int sock);
 
-/// Runs an OpenMP parallel region on two threads (the probe); reports the team size.
-Measurement openmp_probe();
-
 // ---- supervisor.cpp -------------------------------------------------------------------------
 
 /// Kills the child when this process dies (Linux). False when the parent is already gone.
@@ -122,9 +139,25 @@ Measurement overran_screening(Measurement m, double limit, double bound);
 /// The candidates of a request (the 'M' and 'C' frames' payload).
 nlohmann::json candidates_to_json(const std::vector<Candidate>& cs);
 
-/// The worker's loop: answers requests on `sock` until EOF, then exits; dies with `parent`.
-[[noreturn]] void worker_main(int sock, pid_t parent, const kernels::Problem& p,
-                              const kernels::Reference& ref, const MeasureOptions& opts,
-                              int run_threads);
+/// The 'H' frame's payload: the worker's name and protocol version (both ends must agree).
+inline constexpr const char* kWorkerHello = "waco-measure-worker 1";
+
+/// The worker's loop: says hello, then answers frames on `sock` until EOF and exits; dies with
+/// `parent`. `child_hook` (a fork of the caller only) becomes every loaded problem's
+/// MeasureOptions::child_hook.
+[[noreturn]] void worker_main(int sock, pid_t parent,
+                              std::function<void(const Candidate&)> child_hook = {});
+
+// ---- worker_process.cpp ---------------------------------------------------------------------
+
+/// The worker program's path: $WACO_MEASURE_WORKER when set, else waco-measure-worker in the
+/// libexec folder beside the module that holds this code (libwaco.so, or the executable) or the
+/// running executable, as installed or as in the build tree. Throws kernels::Error naming where
+/// it looked, with a hint.
+std::string find_measure_worker();
+
+/// Starts `path` with posix_spawn, `sock` as its fd 3 and no other descriptor of this process
+/// but 0-2; returns its pid. Throws kernels::Error when it cannot start.
+pid_t spawn_worker(const std::string& path, int sock);
 
 }  // namespace waco::heuristics::detail

@@ -1,6 +1,6 @@
-// The Measurer (measure.hpp): the client end of the measurement worker. It forks the worker
-// (before the caller runs any OpenMP), probes OpenMP in its children, and sends it one request
-// per measure() or compare() call (measure_internal.hpp has the protocol).
+// The Measurer (measure.hpp): the client end of the measurement worker. It spawns the worker
+// program (or forks it, for a test hook), loads the problem into it in binary, and sends it one
+// request per measure() or compare() call (measure_internal.hpp has the protocol).
 #include "waco/heuristics/measure.hpp"
 
 #include <sys/socket.h>
@@ -12,7 +12,7 @@
 
 #include "framing.hpp"
 #include "measure_internal.hpp"
-#include "waco/codegen/compiler.hpp"
+#include "problem_wire.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
@@ -29,57 +29,99 @@ using detail::reap_child;
 using detail::candidates_to_json;
 using detail::worker_main;
 
+namespace {
+
+/// The worker's 'E' frame as an exception: an InternalError for a bug, else an Error.
+[[noreturn]] void throw_worker_error(const std::string& payload) {
+  const nlohmann::json j = nlohmann::json::parse(payload, nullptr, false);
+  const std::string what = j.is_object() ? j.value("error", payload) : payload;
+  if (j.is_object() && j.value("internal", false))
+    throw kernels::InternalError("the measurement worker: " + what);
+  throw Error(what, j.is_object() ? j.value("hint", std::string()) : std::string());
+}
+
+}  // namespace
+
 Measurer::Measurer(const kernels::Problem& p, const kernels::Reference& ref, MeasureOptions opts)
     : opts_(std::move(opts)) {
   WACO_ASSERT(opts_.repeats >= 1 && opts_.warmup >= 0 && opts_.race_min_runs >= 1,
               "Measurer needs repeats >= 1, warmup >= 0, race_min_runs >= 1");
   run_threads_ = opts_.threads > 0 ? opts_.threads : kernels::available_cpus();
   p.validate();
-  // Every measuring child is a fork of the worker, which is a fork of this process: what this
-  // process has cached, each child has. A kernel's cache key holds the compiler's version line,
-  // one `c++ --version` run (5-6 ms of wall time) that each child otherwise ran again, half the
-  // cost of measuring a microsecond kernel. A compiler that cannot run is reported by the
-  // children, candidate by candidate, as before.
-  try {
-    (void)codegen::cache_key({}, opts_.generated.compiler);
-  } catch (const Error&) {
-  }
+  // A test hook is code, which does not cross an exec: with one, the worker is a fork of this
+  // process (the caller must then not have run OpenMP yet, see measure.hpp).
+  const bool forked = static_cast<bool>(opts_.child_hook);
+  const std::string path = forked ? std::string("(forked)") : detail::find_measure_worker();
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     throw Error(std::string("cannot create the measurement socket: ") + std::strerror(errno));
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
+  pid_t pid = -1;
+  if (forked) {
+    const pid_t parent = ::getpid();
+    pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      worker_main(fds[1], parent, opts_.child_hook);
+    }
+  } else {
+    try {
+      pid = detail::spawn_worker(path, fds[1]);
+    } catch (const Error&) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      throw;
+    }
+  }
+  ::close(fds[1]);
   if (pid < 0) {
     ::close(fds[0]);
-    ::close(fds[1]);
     throw Error(std::string("cannot fork the measurement worker: ") + std::strerror(errno),
                 "check the process limit (ulimit -u) and free memory");
   }
-  if (pid == 0) {
-    ::close(fds[0]);
-    worker_main(fds[1], parent, p, ref, opts_, run_threads_);
-  }
-  ::close(fds[1]);
   worker_ = pid;
   sock_ = fds[0];
 
-  // The OpenMP probe: a child of the worker must be able to run a parallel region.
-  std::string payload;
+  // Its hello: started, and speaking this build's protocol.
   char type = 0;
+  std::string hello;
+  const ReadStatus st = read_frame(sock_, now_seconds() + 60.0, type, hello);
+  if (st != ReadStatus::Ok || type != 'H' || hello != detail::kWorkerHello) {
+    const pid_t w = worker_;
+    stop();
+    const std::string hint = "reinstall waco-hybrid so that the program and its worker come from "
+                             "one build, or set WACO_MEASURE_WORKER to a working one";
+    if (st == ReadStatus::Ok)
+      throw Error("the measurement worker " + path + " speaks another protocol ('" + hello +
+                      "'; this program expects '" + detail::kWorkerHello + "')", hint);
+    throw Error("the measurement worker " + path + " (pid " + std::to_string(w) + ") " +
+                    (st == ReadStatus::Timeout ? "did not answer within 60 s of its start"
+                                               : "exited before it answered"),
+                hint);
+  }
+  load(p, ref);
+}
+
+void Measurer::load(const kernels::Problem& p, const kernels::Reference& ref) {
+  WACO_ASSERT(sock_ >= 0, "a problem loaded into a stopped Measurer");
+  p.validate();
+  const auto out = static_cast<std::size_t>(p.output_size());
+  WACO_ASSERT(ref.value.size() == out && ref.scale.size() == out,
+              "the reference given to the Measurer is not the problem's");
+  const std::uint64_t bytes = detail::load_payload_size(p, ref, opts_, run_threads_);
+  const double t0 = now_seconds();
+  char type = 0;
+  std::string payload;
   ReadStatus st = ReadStatus::Eof;
-  if (write_frame(sock_, 'O', {})) st = read_frame(sock_, now_seconds() + 60.0, type, payload);
-  if (st != ReadStatus::Ok) {
-    stop();
-    throw Error("the measurement worker did not answer its start-up probe");
-  }
-  const std::vector<Measurement> answer = from_json(nlohmann::json::parse(payload));
-  const Measurement probe = answer.empty() ? Measurement{} : answer.front();
-  if (probe.status != MeasureStatus::Ok || probe.threads < 1) {
-    stop();
-    WACO_ASSERT(false, "OpenMP does not work in measuring children (" + probe.reason +
-                           "): the Measurer must be constructed before this process runs any "
-                           "OpenMP parallel region (GNU libgomp does not survive fork)");
-  }
+  // The worker validates what it reads (O(nnz)): a minute, and a second per 100 MB.
+  if (detail::write_load_frame(sock_, p, ref, opts_, run_threads_))
+    st = read_frame(sock_, t0 + 60.0 + static_cast<double>(bytes) / 1e8, type, payload);
+  if (st == ReadStatus::Ok && type == 'K') return;
+  const pid_t w = worker_;
+  stop();
+  if (st == ReadStatus::Ok && type == 'E') throw_worker_error(payload);
+  throw Error("the measurement worker (pid " + std::to_string(w) + ") stopped while loading a "
+              "problem of " + std::to_string(bytes) + " bytes",
+              "it was killed from outside or ran out of memory; free memory and run again");
 }
 
 Measurer::~Measurer() { stop(); }
@@ -118,6 +160,7 @@ std::vector<Measurement> Measurer::request(char type, const std::vector<Candidat
     st = read_frame(sock_, t0 + limit_s + 60.0, type_back, payload);
   std::vector<Measurement> ms;
   if (st == ReadStatus::Ok && type_back == 'R') ms = from_json(nlohmann::json::parse(payload));
+  if (st == ReadStatus::Ok && type_back == 'E') throw_worker_error(payload);
   if (ms.size() != cs.size()) {
     const pid_t w = worker_;
     stop();

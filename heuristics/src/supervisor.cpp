@@ -134,7 +134,7 @@ std::vector<Measurement> supervise(double prepare_limit, double run_limit,
                       "; the child was killed")};
       break;
     }
-    if (st == ReadStatus::Eof) {
+    if (st != ReadStatus::Ok) {  // Eof (or a frame no child sends: TooLarge)
       const int status = reap_child(child, 10.0);
       m = {failed(Measurement{}, MeasureStatus::Crashed,
                   "the measuring child " + describe_exit(status) + " while " + phase)};

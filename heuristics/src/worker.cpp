@@ -1,16 +1,22 @@
-// The measurement worker (measure_internal.hpp): forked once by the Measurer before the caller
-// runs OpenMP, it answers requests: refused formats at once (FormatCheck, from the prefix
-// counts), every other candidate through a supervised measuring child; compare's screening goes
-// on in a new child after a run overran (compare_screened).
+// The measurement worker (measure_internal.hpp): started once by the Measurer (spawned as
+// waco-measure-worker, or forked when the options carry a test hook), it holds the problem of the
+// last 'L' frame and answers requests on it: refused formats at once (FormatCheck, from the
+// prefix counts), every other candidate through a supervised measuring child; compare's
+// screening goes on in a new child after a run overran (compare_screened). It never runs OpenMP.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <new>
 #include <optional>
 
 #include "framing.hpp"
 #include "measure_internal.hpp"
+#include "problem_wire.hpp"
+#include "waco/codegen/compiler.hpp"
 #include "waco/codegen/kernel_spec.hpp"
 #include "waco/heuristics/prefix_counts.hpp"
 #include "waco/kernels/error.hpp"
@@ -155,77 +161,168 @@ nlohmann::json candidates_to_json(const std::vector<Candidate>& cs) {
 }
 
 
-[[noreturn]] void worker_main(int sock, pid_t parent, const kernels::Problem& p,
-                              const kernels::Reference& ref, const MeasureOptions& opts,
-                              int run_threads) {
+namespace {
+
+/// An 'E' frame: the request failed as a whole (a malformed frame, no problem loaded, a bug).
+bool send_error(int sock, const std::string& what, const std::string& hint, bool internal) {
+  return write_frame(sock, 'E',
+                     nlohmann::json{{"error", what}, {"hint", hint}, {"internal", internal}}.dump());
+}
+
+/// The answer to an 'M' or 'C' request on the loaded problem.
+std::vector<Measurement> answer_request(const LoadedProblem& lp, FormatCheck& format_check,
+                                        char type, const std::string& payload) {
+  const kernels::Problem& p = lp.problem;
+  const kernels::Reference& ref = lp.reference;
+  const MeasureOptions& opts = lp.options;
+  const int run_threads = lp.run_threads;
+  const nlohmann::json j = nlohmann::json::parse(payload);
+  const std::vector<Candidate> cs = candidates_from_json(j.at("candidates"));
+  const int rounds = j.at("rounds").get<int>();
+  RaceBound race;
+  if (const auto it = j.find("race"); it != j.end()) {
+    race.above_s = it->at("above_s").get<double>();
+    race.check = it->at("check").get<std::string>();
+    race.check_s = it->at("check_s").get<double>();
+  }
+  // compare()'s racing for this request (CompareOptions).
+  MeasureOptions request_opts = opts;
+  std::vector<char> keep(cs.size(), 0);
+  if (const auto it = j.find("compare"); it != j.end()) {
+    const double factor = it->at("race_factor").get<double>();
+    if (factor >= 0) request_opts.compare_race_factor = factor;
+    for (const nlohmann::json& k : it->at("always_timed")) keep.at(k.get<std::size_t>()) = 1;
+  }
+  // Refused formats are answered here; the rest go to one child.
+  std::vector<std::optional<Measurement>> answer(cs.size());
+  std::vector<Candidate> todo;
+  std::vector<char> todo_keep;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    if (std::optional<std::string> why = format_check.refusal(cs[i])) {
+      Measurement r;  // warmup and repeats are filled in by Measurer::request
+      r.threads = cs[i].effective_threads(run_threads);
+      answer[i] = failed(r, MeasureStatus::Refused, std::move(*why));
+    } else {
+      todo.push_back(cs[i]);
+      todo_keep.push_back(keep[i]);
+    }
+  }
+  std::vector<Measurement> done;
+  if (!todo.empty() && type == 'M') {
+    done = supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
+      return measure_here(p, ref, opts, run_threads, todo.front(), race, child_sock);
+    });
+    if (done.size() != 1) done.resize(1);
+  } else if (!todo.empty()) {
+    done = compare_screened(p, ref, request_opts, run_threads, todo, todo_keep, rounds);
+  }
+  std::vector<Measurement> m;
+  std::size_t next = 0;
+  for (auto& a : answer) m.push_back(a ? std::move(*a) : std::move(done[next++]));
+  return m;
+}
+
+/// The machine's memory in bytes: the largest problem frame worth reading.
+std::uint64_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                               : kMaxFrame;
+}
+
+}  // namespace
+
+[[noreturn]] void worker_main(int sock, pid_t parent,
+                              std::function<void(const Candidate&)> child_hook) {
   if (!die_with_parent(parent)) ::_exit(3);
+  // The socket came through exec as fd 3, without close-on-exec: set it again, so that no program
+  // a measuring child runs (the compiler) holds the caller's connection.
+  ::fcntl(sock, F_SETFD, FD_CLOEXEC);
   // Out of the terminal's process group: Ctrl-C stops the tuner (which then closes the socket),
   // never a measuring child in a way that would be recorded as a crash.
   ::setpgid(0, 0);
   // Default dispositions and no blocked signals: a handler the caller installed (a test
-  // framework's crash reporter, the tuner's Ctrl-C flag) must not run in a measuring child.
+  // framework's crash reporter, the tuner's Ctrl-C flag) or a signal it ignored must not carry
+  // over into a measuring child (an exec keeps ignored signals and the mask).
   for (int sig = 1; sig < NSIG; ++sig)
     if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  FormatCheck format_check(p, opts);
+  if (!write_frame(sock, 'H', kWorkerHello)) ::_exit(0);
+  std::unique_ptr<LoadedProblem> current;
+  std::optional<FormatCheck> format_check;
   for (;;) {
     char type = 0;
-    std::string payload;
-    if (read_frame(sock, -1.0, type, payload) != ReadStatus::Ok) ::_exit(0);
-    std::vector<Measurement> m;
-    if (type == 'O') {
-      m = supervise(5.0, 5.0, [](int child_sock) {
-        write_frame(child_sock, 'P', {});
-        return std::vector<Measurement>{openmp_probe()};
-      });
-    } else {
-      WACO_ASSERT(type == 'M' || type == 'C', "unexpected request to the measurement worker");
-      const nlohmann::json j = nlohmann::json::parse(payload);
-      const std::vector<Candidate> cs = candidates_from_json(j.at("candidates"));
-      const int rounds = j.at("rounds").get<int>();
-      RaceBound race;
-      if (const auto it = j.find("race"); it != j.end()) {
-        race.above_s = it->at("above_s").get<double>();
-        race.check = it->at("check").get<std::string>();
-        race.check_s = it->at("check_s").get<double>();
+    std::uint64_t length = 0;
+    if (read_header(sock, -1.0, type, length) != ReadStatus::Ok) ::_exit(0);
+    if (type == 'L') {
+      if (length > physical_memory()) {
+        send_error(sock, "a problem frame of " + std::to_string(length) + " bytes, more than "
+                   "this machine's memory", "", true);
+        ::_exit(2);  // the stream is out of step: the Measurer sees the error, then EOF
       }
-      // compare()'s racing for this request (CompareOptions).
-      MeasureOptions request_opts = opts;
-      std::vector<char> keep(cs.size(), 0);
-      if (const auto it = j.find("compare"); it != j.end()) {
-        const double factor = it->at("race_factor").get<double>();
-        if (factor >= 0) request_opts.compare_race_factor = factor;
-        for (const nlohmann::json& k : it->at("always_timed")) keep.at(k.get<std::size_t>()) = 1;
-      }
-      // Refused formats are answered here; the rest go to one child.
-      std::vector<std::optional<Measurement>> answer(cs.size());
-      std::vector<Candidate> todo;
-      std::vector<char> todo_keep;
-      for (std::size_t i = 0; i < cs.size(); ++i) {
-        if (std::optional<std::string> why = format_check.refusal(cs[i])) {
-          Measurement r;  // warmup and repeats are filled in by Measurer::request
-          r.threads = cs[i].effective_threads(run_threads);
-          answer[i] = failed(r, MeasureStatus::Refused, std::move(*why));
-        } else {
-          todo.push_back(cs[i]);
-          todo_keep.push_back(keep[i]);
+      // A new problem replaces the loaded one (the old one's memory goes first).
+      format_check.reset();
+      current.reset();
+      FrameSource in(sock, length);
+      try {
+        current = read_load(in);
+      } catch (const WireError& e) {
+        try {
+          in.drain();
+        } catch (const WireTruncated&) {
+          ::_exit(0);
         }
+        if (!send_error(sock, std::string("malformed problem frame: ") + e.what(),
+                        "the program that started the worker and the worker are from different "
+                        "builds, or the frame was damaged; reinstall waco-hybrid",
+                        false))
+          ::_exit(0);
+        continue;
+      } catch (const WireTruncated&) {
+        ::_exit(0);  // the peer is gone
+      } catch (const std::bad_alloc&) {
+        send_error(sock, "the measurement worker ran out of memory loading a problem of " +
+                   std::to_string(length) + " bytes", "free memory, or tune a smaller operand",
+                   false);
+        ::_exit(2);
       }
-      std::vector<Measurement> done;
-      if (!todo.empty() && type == 'M') {
-        done = supervise(opts.prepare_timeout_s, opts.run_timeout_s, [&](int child_sock) {
-          return measure_here(p, ref, opts, run_threads, todo.front(), race, child_sock);
-        });
-        if (done.size() != 1) done.resize(1);
-      } else if (!todo.empty()) {
-        done = compare_screened(p, ref, request_opts, run_threads, todo, todo_keep, rounds);
+      current->options.child_hook = child_hook;
+      format_check.emplace(current->problem, current->options);
+      // Every measuring child is a fork of this process: what it has cached, each child has. A
+      // kernel's cache key holds the compiler's version line, one `c++ --version` run (5-6 ms)
+      // that each child would otherwise run again, half the cost of measuring a microsecond
+      // kernel. A compiler that cannot run is reported by the children, candidate by candidate.
+      try {
+        (void)codegen::cache_key({}, current->options.generated.compiler);
+      } catch (const kernels::Error&) {
       }
-      std::size_t next = 0;
-      for (auto& a : answer) m.push_back(a ? std::move(*a) : std::move(done[next++]));
+      if (!write_frame(sock, 'K', {})) ::_exit(0);
+      continue;
     }
-    if (!write_frame(sock, 'R', to_json(m).dump())) ::_exit(0);
+    if (length > kMaxFrame) {
+      send_error(sock, "a request of " + std::to_string(length) + " bytes", "", true);
+      ::_exit(2);
+    }
+    std::string payload(static_cast<std::size_t>(length), '\0');
+    if (length > 0 && read_bytes(sock, payload.data(), payload.size(), -1.0) != ReadStatus::Ok)
+      ::_exit(0);
+    bool sent = false;
+    if (type != 'M' && type != 'C') {
+      sent = send_error(sock, std::string("unknown request '") + type + "' to the measurement worker",
+                        "", true);
+    } else if (!current) {
+      sent = send_error(sock, "a measurement request before any problem was loaded", "", true);
+    } else {
+      try {
+        sent = write_frame(sock, 'R',
+                           to_json(answer_request(*current, *format_check, type, payload)).dump());
+      } catch (const std::exception& e) {  // a malformed request or a bug: say so, keep serving
+        sent = send_error(sock, std::string("the measurement worker failed a request: ") + e.what(),
+                          "", true);
+      }
+    }
+    if (!sent) ::_exit(0);
   }
 }
 

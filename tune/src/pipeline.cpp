@@ -317,7 +317,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   const Problem p = make_problem(kind, operand.matrix, operand.tensor, operands);
   const Reference ref = compute_reference(p);
 
-  // 2. The measurement worker, before anything runs OpenMP.
+  // 2. The measurement worker (spawned: heuristics/README.md, "The measurement processes").
   MeasureOptions mo;
   mo.warmup = o.warmup;
   mo.repeats = o.repeat;

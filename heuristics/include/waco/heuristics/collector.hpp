@@ -6,9 +6,10 @@
 // transaction. A share of the groups is measured twice to report how stable their pair order is:
 // the ceiling of any model's pairwise accuracy.
 //
-// Each matrix is collected in a child process forked by collect_one(): the Measurer must fork
-// its worker before the process runs OpenMP, and the child may then run OpenMP (signature,
-// passes) freely; the parent never does. A matrix that crashes the collector costs only itself.
+// Each matrix is collected in a child process forked by collect_one(): a matrix that crashes the
+// collector costs only itself, and its memory and CPU lock go with the child. The child runs
+// OpenMP (signature, passes) and its Measurer spawns its own worker (measure.hpp), in
+// either order; the parent never runs OpenMP, so that each child it forks starts clean.
 #pragma once
 
 #include <csignal>

@@ -2,26 +2,30 @@
 // kernel that crashes or hangs cannot take the tuner down (issue 5, "Search and the results
 // database"; ARCHITECTURE.md section 7: warm-up, median of repeats, verified).
 //
-// A Measurer forks one *worker* process when it is constructed. For every candidate the worker
-// first decides whether codegen::build_storage would refuse its format, exactly and in O(levels),
-// from the prefix counts of the sparse operand (prefix_counts.hpp; computed once per Measurer), and
-// answers a refusal at once. Otherwise it forks a fresh *measuring child* that compiles (through
-// the on-disk compile cache), builds the format once and loads the kernel, verifies it against the
-// reference, times it and sends the result back over a socket. The worker enforces two time limits (prepare: format + compile; run:
-// verification + timing), kills a child that overruns, and turns signals, timeouts, refusals,
-// compile errors and wrong results into a MeasureStatus with a reason: expected failures of a
-// search are values, never exceptions (STYLE.md item 6).
+// A Measurer starts one *worker* process when it is constructed: the program waco-measure-worker,
+// installed in <prefix>/<libexecdir>/waco-hybrid and started with posix_spawn (found beside the
+// library or executable that holds this code, or at $WACO_MEASURE_WORKER). It sends the worker
+// the problem in binary (operands, dense operands, reference, options: no text); the worker keeps
+// it and serves any number of requests on it, and load() replaces it without a new worker. For
+// every candidate the worker first decides whether codegen::build_storage would refuse its
+// format, exactly and in O(levels), from the prefix counts of the sparse operand (prefix_counts.hpp;
+// computed once per problem), and answers a refusal at once. Otherwise it forks a fresh *measuring
+// child* that compiles (through the on-disk compile cache), builds the format once and loads the
+// kernel, verifies it against the reference, times it and sends the result back over a socket.
+// The worker enforces two time limits (prepare: format + compile; run: verification + timing),
+// kills a child that overruns, and turns signals, timeouts, refusals, compile errors and wrong
+// results into a MeasureStatus with a reason: expected failures of a search are values, never
+// exceptions (STYLE.md item 6).
 //
-// Why a worker and not a fork per candidate from the caller: GNU libgomp's thread pool does not
-// survive fork(). A child forked after its parent ran an OpenMP parallel region hangs in its own
-// first parallel region (checked with GCC 12.2: a two-line program hangs). The worker is forked
-// before the caller runs any OpenMP and never runs OpenMP itself, so every measuring child starts
-// with a clean libgomp, whatever the caller does afterwards. The constructor checks this with a
-// probe child that runs a parallel region under a time limit, and throws InternalError when the
-// probe hangs (the caller constructed the Measurer too late).
+// Why a spawned worker: GNU libgomp's thread pool does not survive fork(). A child forked after
+// its parent ran an OpenMP parallel region hangs in its own first parallel region (checked with
+// GCC 12.2: a two-line program hangs). The worker is a fresh program, never runs OpenMP itself,
+// and forks the measuring children, so every child starts with a clean libgomp whatever the
+// caller ran before or runs afterwards: a Measurer may be constructed at any time.
 //
-// The problem's operands and the reference are inherited by the worker at fork time (copy on
-// write): they are needed only during construction.
+// The one exception is MeasureOptions::child_hook, a test hook: code cannot cross an exec, so a
+// Measurer whose options carry one forks its worker from the caller, and must then be
+// constructed before the caller runs any OpenMP parallel region.
 #pragma once
 
 #include <sys/types.h>
@@ -39,10 +43,10 @@ namespace waco::heuristics {
 /// (see the file comment). Not copyable; one measurement at a time (not thread-safe).
 class Measurer : public Runner {
  public:
-  /// Forks the worker and probes that OpenMP works in its children. Precondition: this process
-  /// has not run an OpenMP parallel region yet (GNU libgomp); throws kernels::InternalError when
-  /// the probe shows it has, kernels::Error when fork/socketpair fail. `p` must be validated and
-  /// `ref` its reference; both are only read here (the worker keeps its own copy).
+  /// Starts the worker (see the file comment) and loads `p` with its reference `ref` into it.
+  /// Throws kernels::Error when the worker program cannot be found or started, or does not
+  /// speak this build's protocol (each with a hint). `p` must be validated and `ref` its
+  /// reference; both are only read here (the worker keeps its own copy).
   Measurer(const kernels::Problem& p, const kernels::Reference& ref, MeasureOptions opts);
   ~Measurer() override;
   Measurer(const Measurer&) = delete;
@@ -66,6 +70,11 @@ class Measurer : public Runner {
   /// `co`: racing for this call (see CompareOptions).
   std::vector<Measurement> compare(const std::vector<Candidate>& cs, int rounds,
                                    const CompareOptions& co = {}) override;
+
+  /// Replaces the worker's problem with `p` (reference `ref`): later requests measure on it, with
+  /// the same worker and options. Throws kernels::Error when the worker is gone (it is then
+  /// stopped), kernels::InternalError when ref is not p's.
+  void load(const kernels::Problem& p, const kernels::Reference& ref);
 
   const MeasureOptions& options() const override { return opts_; }
   /// Threads a candidate with threads = 0 runs on (options().threads resolved).

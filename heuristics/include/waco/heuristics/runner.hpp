@@ -61,6 +61,7 @@ struct MeasureOptions {
   double compare_screen_min_s = 0.05;
   /// Test hook (fault injection): runs in the measuring child after prepare, before the first
   /// run. It may crash, hang or throw to exercise the isolation; leave empty in production.
+  /// A Measurer with a hook forks its worker instead of spawning it (measure.hpp).
   std::function<void(const Candidate&)> child_hook;
 };
 
