@@ -357,3 +357,52 @@ TEST_CASE("api: with few expected calls tuning is not worth it and the plan runs
   CHECK(p.break_even_calls() < 0);
   CHECK(p.schedule().find("format=UC") != std::string::npos);
 }
+
+TEST_CASE("api: tune runs in process after the application ran OpenMP, with progress lines and a "
+          "results database only when asked") {
+  // The application's own OpenMP region first: a worker forked from this process could not
+  // measure after it (GNU libgomp does not survive fork); the spawned one can.
+  double sum = 0;
+#pragma omp parallel for reduction(+ : sum) num_threads(2)
+  for (int i = 0; i < 1000; ++i) sum += i;
+  REQUIRE(sum == 499500.0);
+
+  const std::string dir = waco::test::scratch_dir("api-in-process");
+  waco::Options o = scratch_options(dir);
+  o.budget = 4;  // the default search: the model's best 4 side by side
+  o.results_db = dir + "/results.sqlite";
+  std::vector<std::string> lines;
+  o.progress = [&](const std::string& line) { lines.push_back(line); };
+  const Csr a = random_csr(400, 300, 0.02, 21);
+  const waco::Matrix m = matrix_of(a);
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK((p.verdict() == "gain" || p.verdict() == "no-gain" || p.verdict() == "undecided"));
+  CHECK_FALSE(p.from_cache());
+  bool side_by_side = false;
+  for (const std::string& l : lines) side_by_side |= l.find("side by side") != std::string::npos;
+  CHECK(side_by_side);
+  CHECK(fs::exists(o.results_db));
+  const std::vector<float> x = random_vector(300, 22);
+  std::vector<double> ref(400, 0.0);
+  for (std::int64_t r = 0; r < 400; ++r)
+    for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e) ref[r] += a.val[e] * x[a.colind[e]];
+  std::vector<float> y(400);
+  p.spmv(x.data(), y.data());
+  check_close(ref, y.data());
+
+  // Without results_db nothing is kept: the same matrix tuned again (no tuning cache) measures
+  // anew, and the database above did not grow.
+  const auto size = fs::file_size(o.results_db);
+  waco::Options again = scratch_options(dir);
+  again.budget = 2;
+  again.use_cache = false;
+  const waco::Plan q = waco::tune(m, waco::Kernel::SpMV, again);
+  CHECK(q.report_json().find("\":memory:\"") != std::string::npos);
+  CHECK(fs::file_size(o.results_db) == size);
+
+  // An unknown search: a waco::Error naming it.
+  waco::Options bad = scratch_options(dir);
+  bad.use_cache = false;
+  bad.search = "no-such-search";
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("no-such-search"));
+}

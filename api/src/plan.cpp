@@ -1,11 +1,6 @@
-// waco::tune, waco::Plan: the decision from the tuning cache or from the waco-hybrid CLI run as a
-// child process, then the format built and the kernel loaded here (codegen::bind_schedule).
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
+// waco::tune, waco::Plan: the decision from the tuning cache or from the tune pipeline run in this
+// process (tuning::run; measurements in the isolated measuring worker), then the format built and
+// the kernel loaded here (codegen::bind_schedule).
 
 #include <algorithm>
 #include <cerrno>
@@ -28,10 +23,9 @@
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/kernel.hpp"
-#include "waco/kernels/process.hpp"
 #include "waco/kernels/timing.hpp"
-
-extern char** environ;
+#include "waco/learned/backend.hpp"
+#include "waco/tune/tune.hpp"
 
 namespace waco {
 
@@ -146,142 +140,65 @@ void take_report(Plan::Impl& impl, const nlohmann::json& report) {
 }
 
 // ----------------------------------------------------------------------------------------------
-// The CLI as a child process.
+// Tuning in this process (tuning::run).
 
-std::string find_cli(const Options& o) {
-  if (!o.cli.empty()) return o.cli;
-  if (const char* env = std::getenv("WACO_HYBRID_CLI"); env != nullptr && *env != '\0') return env;
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&waco::version), &info) != 0 && info.dli_fname != nullptr) {
-    std::error_code ec;
-    const fs::path lib = fs::weakly_canonical(info.dli_fname, ec);
-    const fs::path installed = lib.parent_path() / WACO_LIB_TO_BIN / "waco-hybrid";
-    if (!ec && ::access(installed.c_str(), X_OK) == 0) return installed.string();
+/// A tune's notes and warnings for the caller: Options::progress, else stderr when verbose.
+class ApiObserver : public tuning::TuneObserver {
+ public:
+  explicit ApiObserver(const Options& o) : o_(o) {}
+  void note(const std::string& line) override { say(line); }
+  void warning(const std::string& line) override { say("warning: " + line); }
+  void progress(const heuristics::TuneProgress& p, std::optional<double>) override {
+    if (p.done != p.total && kernels::now_seconds() - last_ < 5.0) return;
+    last_ = kernels::now_seconds();
+    say(tuning::format("tune: %lld/%lld measured (%lld reused), %s left",
+                     static_cast<long long>(p.done), static_cast<long long>(p.total),
+                     static_cast<long long>(p.reused), kernels::duration_text(p.eta_s).c_str()));
   }
-  if (::access(WACO_BUILD_CLI, X_OK) == 0) return WACO_BUILD_CLI;
-  throw Error("cannot find the waco-hybrid program, which tunes",
-              "install waco-hybrid (cmake --install), or set WACO_HYBRID_CLI or Options::cli to "
-              "its path");
+
+ private:
+  void say(const std::string& line) {
+    if (o_.progress)
+      o_.progress(line);
+    else if (o_.verbose)
+      std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  const Options& o_;
+  double last_ = -1e9;
+};
+
+tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int dense) {
+  tuning::TuneRequest r;
+  r.kind = kind_of(k);
+  r.search = o.search;
+  r.budget = o.budget > 0 ? static_cast<std::uint64_t>(o.budget) : 0;
+  if (o.budget < 0) throw Error("Options::budget is negative", "0 means the search's default");
+  r.budget_seconds = o.budget_seconds;
+  r.passes = o.passes;
+  r.db = o.results_db;
+  r.db_default = false;  // no results database unless the caller names one
+  r.seed = o.seed;
+  r.dense = k == Kernel::SpMV ? 0 : dense;
+  r.threads = threads;
+  if (o.confirm >= 0) {
+    r.confirm = o.confirm;
+    r.confirm_given = true;
+  }
+  r.plan_cache = o.cache_dir;
+  r.no_plan_cache = !o.use_cache;
+  r.refresh = o.refresh;
+  r.expected_calls = o.expected_calls;
+  r.tuning_share = o.tuning_share;
+  r.generated = generated_options(o);
+  return r;
 }
 
-
-/// The first "error: MESSAGE (hint: HINT)" line of the CLI's stderr as an Error.
-Error cli_error(const std::string& err, int status, bool live_stderr) {
-  std::istringstream lines(err);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind("error: ", 0) != 0) continue;
-    std::string message = line.substr(7), hint;
-    const std::size_t h = message.rfind(" (hint: ");
-    if (h != std::string::npos && message.back() == ')') {
-      hint = message.substr(h + 8, message.size() - h - 9);
-      message.resize(h);
-    }
-    return Error(message, hint);
-  }
-  return Error("waco-hybrid tune failed (exit status " + std::to_string(status) + ")" +
-                   (live_stderr ? "; its messages are above" : err.empty() ? "" : ": " + err),
-               "run the same tune with the waco-hybrid CLI to see more");
-}
-
-nlohmann::json tune_with_cli(const Matrix& A, Kernel k, const Options& o, int threads, int dense) {
-  const std::string cli = find_cli(o);
-  kernels::TempDir tmp("waco-tune", "tuning");
-  const std::string operand = tmp.path() + (A.order() == 3 ? "/operand.tns" : "/operand.mtx");
-  if (A.order() == 3)
-    kernels::write_frostt(operand, *A.impl().tensor);
-  else
-    kernels::write_matrix_market(operand, *A.impl().matrix);
-  std::vector<std::string> argv = {cli, "tune", "--kernel", kernel_name(k), "--json",
-                                   "--threads", std::to_string(threads), "--search", o.search};
-  if (k != Kernel::SpMV) argv.insert(argv.end(), {"--dense", std::to_string(dense)});
-  if (o.budget > 0) argv.insert(argv.end(), {"--budget", std::to_string(o.budget)});
-  if (o.budget_seconds > 0) {
-    std::ostringstream s;
-    s.precision(17);
-    s << o.budget_seconds;
-    argv.insert(argv.end(), {"--budget-seconds", s.str()});
-  }
-  if (o.expected_calls > 0) {
-    std::ostringstream s;
-    s.precision(17);
-    s << o.tuning_share;
-    argv.insert(argv.end(), {"--expected-calls", std::to_string(o.expected_calls),
-                             "--tuning-share", s.str()});
-  }
-  if (!o.use_cache) {
-    argv.push_back("--no-plan-cache");
-  } else {
-    if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--plan-cache", o.cache_dir});
-    if (o.refresh) argv.push_back("--refresh");
-  }
-  if (!o.kernel_cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.kernel_cache_dir});
-  if (!o.verbose) argv.push_back("--quiet");
-  argv.push_back(operand);
-  const std::string out_path = tmp.path() + "/report.json", err_path = tmp.path() + "/stderr.txt";
-  int status = 0;
-  try {
-    status = kernels::run_process(argv, out_path, err_path, o.verbose);
-  } catch (const kernels::Error& e) {
-    throw Error(e.what(), "check Options::cli or WACO_HYBRID_CLI");
-  }
-  const std::string err = o.verbose ? std::string() : kernels::read_text_file(err_path);
-  if (status != 0) throw cli_error(err, status, o.verbose);
-  nlohmann::json report;
-  try {
-    report = nlohmann::json::parse(kernels::read_text_file(out_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("waco-hybrid tune printed no valid report: ") + e.what());
-  }
-  return report;
-}
-
-codegen::SuperSchedule decided_schedule(const nlohmann::json& report) {
-  const nlohmann::json& best = report.value("best", nlohmann::json());
-  if (!best.is_object() || !best.contains("schedule_json"))
+codegen::SuperSchedule decided_schedule(const tuning::TuneOutcome& out) {
+  if (!out.schedule)
     throw Error("the tune found no schedule that runs correctly, not even csr (verdict " +
-                    report.value("verdict", std::string("?")) + ")",
+                    out.verdict + ")",
                 "run the same tune with the waco-hybrid CLI to see the failures");
-  return codegen::schedule_from_json(best.at("schedule_json"));
-}
-
-// ----------------------------------------------------------------------------------------------
-// Expected calls: whether a search can pay for itself at all, decided here.
-
-/// The least a search through the CLI costs: on the 2-core development VMs the CLI starts in
-/// 0.34 s (loading LibTorch) and a tune that only measures csr and decides not-worth-it took
-/// 0.61-0.68 s on bcsstk13 (`tune --expected-calls 10`, three runs).
-constexpr double kCliFloorS = 0.6;
-
-/// Seconds of one call of a bound kernel: the fastest of up to ten timed calls within about
-/// 0.2 s after a warm-up call. The fastest, not the median: a run that shares the machine (a
-/// descheduled OpenMP thread holds the whole team) made 5-us kernels look 100 times slower, and
-/// the question here is only whether a search could pay at all.
-double time_calls(const codegen::BoundKernel& b, const Matrix& A, Kernel k, int dense) {
-  const std::int64_t n = k == Kernel::SpMV ? 1 : dense;
-  std::vector<float> in0, in1, out(static_cast<std::size_t>(b.out_size));
-  switch (k) {
-    case Kernel::SpMV: in0.assign(A.cols(), 1.0f); break;
-    case Kernel::SpMM: in0.assign(A.cols() * n, 1.0f); break;
-    case Kernel::SDDMM:
-      in0.assign(A.rows() * n, 1.0f);
-      in1.assign(A.cols() * n, 1.0f);
-      break;
-    case Kernel::MTTKRP:
-      in0.assign(A.dim(1) * n, 1.0f);
-      in1.assign(A.dim(2) * n, 1.0f);
-      break;
-  }
-  const float* p1 = in1.empty() ? nullptr : in1.data();
-  b.run(in0.data(), p1, out.data(), n);
-  std::vector<double> times;
-  const double start = kernels::now_seconds();
-  while (times.size() < 10 && (times.empty() || kernels::now_seconds() - start < 0.2)) {
-    const double t0 = kernels::now_seconds();
-    b.run(in0.data(), p1, out.data(), n);
-    times.push_back(kernels::now_seconds() - t0);
-  }
-  return *std::min_element(times.begin(), times.end());
+  return *out.schedule;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -367,40 +284,24 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
         impl->tuning_s = kernels::now_seconds() - t0;
         return Plan::Impl::wrap(std::move(impl));
       }
-      // A corrupt entry: the CLI reports it (on stderr) and replaces it.
+      // A corrupt entry: tuning::run reports it (a warning) and replaces it.
     }
-    // Few expected calls: when even the cheapest search costs more than the calls allow, say so
-    // without starting the CLI and run csr (measured here, on this matrix).
-    if (o.expected_calls > 0) {
-      const char* shortcut = k == Kernel::MTTKRP ? "csf" : "csr";
-      std::shared_ptr<Plan::Impl> csr =
-          bind(A, k, codegen::schedule_from_string(kind_of(k), shortcut), o);
-      const double csr_s = time_calls(csr->bound, A, k, dense);
-      const double budget_s = o.tuning_share * static_cast<double>(o.expected_calls) * csr_s;
-      if (budget_s < kCliFloorS) {
-        char reason[320];
-        std::snprintf(reason, sizeof reason,
-                      "tuning cannot pay for itself within %lld calls: %.0f%% of their csr time is "
-                      "%.3g s, less than the %.2g s the least search costs",
-                      static_cast<long long>(o.expected_calls), o.tuning_share * 100, budget_s,
-                      kCliFloorS);
-        take_report(*csr, {{"verdict", "not-worth-it"},
-                           {"reason", reason},
-                           {"economy",
-                            {{"expected_calls", o.expected_calls},
-                             {"tuning_share", o.tuning_share},
-                             {"csr_s", csr_s},
-                             {"budget_s", budget_s},
-                             {"least_search_s", kCliFloorS},
-                             {"break_even_calls", nullptr}}}});
-        csr->tuning_s = kernels::now_seconds() - t0;
-        return Plan::Impl::wrap(std::move(csr));
-      }
+    // The pipeline in this process: the tuning cache was asked above; --expected-calls plans
+    // from the measuring worker's csr time (tuning::run).
+    ApiObserver observer(o);
+    const tuning::TuneOperand operand{A.impl().matrix.get(), A.impl().tensor.get(), A.fingerprint()};
+    tuning::TuneOutcome outcome;
+    try {
+      outcome = tuning::run(operand, tune_request(o, k, threads, dense), observer);
+    } catch (const learned::TorchRequired& e) {
+      throw Error(std::string("this model needs LibTorch, which libwaco never loads: ") + e.what(),
+                  "use a model with the stats or signature encoder (the shipped ones), or tune "
+                  "with the waco-hybrid-torch program and load its plan (Plan::load)");
     }
-    const nlohmann::json report = tune_with_cli(A, k, o, threads, dense);
-    std::shared_ptr<Plan::Impl> impl = bind(A, k, decided_schedule(report), o);
+    const nlohmann::json& report = outcome.report;
+    std::shared_ptr<Plan::Impl> impl = bind(A, k, decided_schedule(outcome), o);
     take_report(*impl, report);
-    impl->from_cache = report.value("from_cache", false);
+    impl->from_cache = outcome.from_cache;
     impl->tuning_s = kernels::now_seconds() - t0;
     return Plan::Impl::wrap(std::move(impl));
   });

@@ -353,7 +353,7 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
   argv.insert(argv.end(), {"--json", "--quiet", "--no-plan-cache", "--db", tune_db});
   const std::string search =
       arg_value(c, "--search").value_or(has_arg(c, "--schedules") ? "list" : "random");
-  const bool uses_model = tune::ranks_by_model(search);
+  const bool uses_model = tuning::ranks_by_model(search);
   if (uses_model && !o.model.empty() && !has_arg(c, "--model"))
     argv.insert(argv.end(), {"--model", o.model});
   if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});

@@ -42,7 +42,7 @@ struct Options {
 /// leave, without measuring; its --top best and what it reports about itself.
 int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand& op, int threads,
                       double t0) {
-  const tune::Searcher& searcher = tune::find_searcher(o.search);
+  const tuning::Searcher& searcher = tuning::find_searcher(o.search);
   if (!searcher.by_model)
     throw Error("predict ranks with the cost model: --search model or anns, not " + o.search);
   heuristics::SpaceOptions so;
@@ -59,7 +59,7 @@ int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand&
   if (pr.final_count == 0)
     throw Error("the pipeline '" + o.passes + "' leaves no admissible schedule",
                 "use fewer passes, e.g. --passes legality");
-  tune::SearchRequest req;
+  tuning::SearchRequest req;
   req.space = &space;
   req.admissible = pr.final_count;
   req.problem = &p;
@@ -69,7 +69,7 @@ int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand&
   req.check_recall = o.check_recall;
   StderrObserver observer(o.json);
   req.observer = &observer;
-  const tune::SearchChoice c = searcher.choose(req);
+  const tuning::SearchChoice c = searcher.choose(req);
   if (o.json) {
     nlohmann::json ranked = nlohmann::json::array();
     for (std::size_t r = 0; r < c.schedules.size(); ++r)

@@ -1,5 +1,5 @@
 // waco-hybrid tune: the options and the printing of `tune` (issue 5, "Search and the results
-// database"); the pipeline itself is tune::run (tune/, the library libwaco calls too). Reads the
+// database"); the pipeline itself is tuning::run (tune/, the library libwaco calls too). Reads the
 // operand, runs the pipeline with stderr as its observer, prints the report (text or --json) and
 // writes the decided schedule's drop-in header (-o).
 #include <algorithm>
@@ -34,7 +34,7 @@ struct Options {
   bool json = false;
   bool quiet = false;
   ReadOptions read;
-  tune::TuneRequest req;  ///< everything else (tune.hpp)
+  tuning::TuneRequest req;  ///< everything else (tune.hpp)
 };
 
 /// What the drop-in header's race strategy depends on, known from the sparse operand and the
@@ -114,7 +114,7 @@ int run_tune(const Options& given) {
                                            "(or --no-plan-cache): not the user's defaults");
   // Before reading the file: a typo fails before any work; a model that needs LibTorch throws
   // TorchRequired, and main.cpp runs waco-hybrid-torch.
-  tune::check_request(o.req);
+  tuning::check_request(o.req);
   if (!o.output.empty()) check_writable(o.output);  // before the search, not after it
 
   const Operand op = load_operand(o.file, o.read, kind);
@@ -125,9 +125,9 @@ int run_tune(const Options& given) {
   StderrObserver observer(o.quiet);
   InterruptGuard interrupt_guard;
   o.req.stop = &interrupt_flag();
-  const tune::TuneOperand operand{op.matrix ? &op.matrix->matrix : nullptr,
+  const tuning::TuneOperand operand{op.matrix ? &op.matrix->matrix : nullptr,
                                   op.tensor ? &op.tensor->tensor : nullptr};
-  tune::TuneOutcome outcome = tune::run(operand, o.req, observer);
+  tuning::TuneOutcome outcome = tuning::run(operand, o.req, observer);
   observer.finish();
   nlohmann::json& report = outcome.report;
   if (outcome.from_cache) report["read_s"] = t_read - t_start;  // reading the file
@@ -163,10 +163,10 @@ Command make_tune_command() {
                            "Matrix Market (.mtx[.gz]) or, for mttkrp, FROSTT (.tns[.gz])")
                 ->required();
             std::string search_help;
-            for (const tune::Searcher& s : tune::searchers())
+            for (const tuning::Searcher& s : tuning::searchers())
               search_help += (search_help.empty() ? "" : "; ") + s.name + ": " + s.summary;
             sub.add_option("--search", o->req.search, search_help)
-                ->check(CLI::IsMember(tune::searcher_names()))
+                ->check(CLI::IsMember(tuning::searcher_names()))
                 ->capture_default_str();
             sub.add_option("--model", o->req.model,
                            "Cost model of --search model (default: the shipped model of the "

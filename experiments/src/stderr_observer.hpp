@@ -10,7 +10,7 @@
 
 namespace waco::cli {
 
-class StderrObserver : public tune::TuneObserver {
+class StderrObserver : public tuning::TuneObserver {
  public:
   explicit StderrObserver(bool quiet);
   void note(const std::string& line) override;

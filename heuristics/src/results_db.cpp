@@ -279,9 +279,10 @@ std::string default_results_path() {
   return "/tmp/waco-hybrid-" + std::to_string(::getuid()) + "/waco-results.sqlite";
 }
 
-MatrixRecord matrix_record(const kernels::CooMatrix& a, const std::string& path) {
+MatrixRecord matrix_record(const kernels::CooMatrix& a, const std::string& path,
+                           const std::string& fingerprint) {
   MatrixRecord r;
-  r.fingerprint = kernels::fingerprint_hex(a);
+  r.fingerprint = fingerprint.empty() ? kernels::fingerprint_hex(a) : fingerprint;
   r.path = path;
   r.rows = a.rows;
   r.cols = a.cols;
@@ -290,9 +291,10 @@ MatrixRecord matrix_record(const kernels::CooMatrix& a, const std::string& path)
   return r;
 }
 
-MatrixRecord matrix_record(const kernels::CooTensor& t, const std::string& path) {
+MatrixRecord matrix_record(const kernels::CooTensor& t, const std::string& path,
+                           const std::string& fingerprint) {
   MatrixRecord r;
-  r.fingerprint = kernels::fingerprint_hex(t);
+  r.fingerprint = fingerprint.empty() ? kernels::fingerprint_hex(t) : fingerprint;
   r.path = path;
   r.rows = t.order() > 0 ? t.dims[0] : 0;
   r.cols = t.order() > 1 ? t.dims[1] : 0;

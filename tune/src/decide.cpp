@@ -4,7 +4,7 @@
 #include "pipeline.hpp"
 #include "waco/kernels/timing.hpp"
 
-namespace waco::tune::detail {
+namespace waco::tuning::detail {
 
 Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::string& shortcut,
                 bool not_worth_it, const DecisionRule& rule) {
@@ -96,4 +96,4 @@ std::string noise_warning(const Decision& d, const TuneEntry& csr_schedule,
 }
 
 
-}  // namespace waco::tune::detail
+}  // namespace waco::tuning::detail

@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-namespace waco::tune {
+namespace waco::tuning {
 
 using heuristics::MeasureStatus;
 
@@ -57,4 +57,4 @@ nlohmann::json explain_tune(const ExplainInput& in) {
   return e;
 }
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

@@ -3,7 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 
-namespace waco::tune {
+namespace waco::tuning {
 
 std::string format(const char* fmt, ...) {
   va_list args;
@@ -18,4 +18,4 @@ std::string format(const char* fmt, ...) {
   return out;
 }
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

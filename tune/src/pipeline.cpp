@@ -15,7 +15,7 @@
 #include "waco/learned/shipped.hpp"
 #include "waco/tune/searcher.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 using namespace detail;
 
@@ -262,7 +262,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   const double t_run = now_seconds();
   const double t_start = request.started_at > 0 ? request.started_at : t_run;
   WACO_ASSERT((operand.matrix != nullptr) != (operand.tensor != nullptr),
-              "tune::run needs a matrix or a tensor");
+              "tuning::run needs a matrix or a tensor");
   check_request(request);
   // --confirm 0 with a model search: the model decides alone. Its best-predicted schedule is the
   // only candidate, and one side-by-side run against the csr references guards it (a tuned
@@ -292,8 +292,9 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
 
   // 1. The tuning cache: a decision for this matrix, kernel, dense size, threads and machine is
   // returned without searching (space searches only: a --schedules list is not a decision).
-  const MatrixRecord rec = operand.matrix ? matrix_record(*operand.matrix, o.file)
-                                          : matrix_record(*operand.tensor, o.file);
+  const MatrixRecord rec = operand.matrix
+                               ? matrix_record(*operand.matrix, o.file, operand.fingerprint)
+                               : matrix_record(*operand.tensor, o.file, operand.fingerprint);
   // The results database opens first: an unusable database is an error whether or not the
   // tuning cache holds a decision (the user asked for results there).
   ResultsDb db(db_path);
@@ -437,4 +438,4 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   return out;
 }
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

@@ -14,7 +14,7 @@
 #include "waco/heuristics/tuner.hpp"
 #include "waco/tune/tune.hpp"
 
-namespace waco::tune::detail {
+namespace waco::tuning::detail {
 
 using namespace waco::kernels;
 using namespace waco::heuristics;
@@ -107,4 +107,4 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in);
 /// that a run can be reproduced from its output; the reason instead where it cannot be known.
 nlohmann::json tile_cache_json(const PassParams& params, int threads);
 
-}  // namespace waco::tune::detail
+}  // namespace waco::tuning::detail

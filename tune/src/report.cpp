@@ -7,7 +7,7 @@
 #include "waco/signature/model.hpp"
 #include "waco/tune/explain.hpp"
 
-namespace waco::tune::detail {
+namespace waco::tuning::detail {
 
 namespace {
 
@@ -298,4 +298,4 @@ nlohmann::json tile_cache_json(const PassParams& params, int threads) {
 }
 
 
-}  // namespace waco::tune::detail
+}  // namespace waco::tuning::detail

@@ -32,7 +32,7 @@
 #include "waco/learned/schedule_index.hpp"
 #include "waco/learned/training_data.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 namespace {
 namespace fs = std::filesystem;
@@ -219,4 +219,4 @@ SearchChoice search_anns(const SearchRequest& r) {
   return c;
 }
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

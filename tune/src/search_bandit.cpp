@@ -19,7 +19,7 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 namespace {
 
@@ -159,4 +159,4 @@ SearchChoice search_bandit(const SearchRequest& r) {
   return c;
 }
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

@@ -2,7 +2,7 @@
 #include "waco/tune/searcher.hpp"
 #include "waco/kernels/error.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 namespace {
 /// Largest admissible set measured exhaustively without an explicit --budget.
@@ -23,4 +23,4 @@ SearchChoice search_exhaustive(const SearchRequest& r) {
   return c;
 }
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

@@ -11,7 +11,7 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 namespace {
 constexpr std::uint64_t kDefaultMeasured = 20;
@@ -76,4 +76,4 @@ SearchChoice search_model(const SearchRequest& r) {
   return c;
 }
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

@@ -4,7 +4,7 @@
 
 #include "waco/tune/searcher.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 namespace {
 /// Candidates drawn for a random search bounded only by --budget-seconds.
@@ -20,4 +20,4 @@ SearchChoice search_random(const SearchRequest& r) {
   return c;
 }
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

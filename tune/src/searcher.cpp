@@ -2,7 +2,7 @@
 
 #include "waco/kernels/error.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 const std::vector<Searcher>& searchers() {
   static const std::vector<Searcher> all = {
@@ -33,4 +33,4 @@ bool ranks_by_model(const std::string& name) {
   return false;
 }
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -123,10 +124,20 @@ struct Options {
   bool refresh = false;            ///< tune again even when the cache holds a decision
   /// Where compiled kernels are kept (empty: ~/.cache/waco-hybrid/kernels).
   std::string kernel_cache_dir;
-  bool verbose = false;            ///< the search's progress on stderr
-  /// The waco-hybrid program that searches (empty: $WACO_HYBRID_CLI, else the one installed
-  /// beside this library, else the one of the build tree this library was built in).
-  std::string cli;
+  bool verbose = false;            ///< the search's notes and warnings on stderr (without `progress`)
+  /// The trimming passes before the search, as `waco-hybrid tune --passes` ("all", "legality",
+  /// or a comma-separated list: `waco-hybrid space --list-passes`).
+  std::string passes = "all";
+  /// Candidates measured side by side after the search (-1: the search's default; 0 with a model
+  /// search: the model decides alone, its best guarded by one side-by-side run against csr).
+  int confirm = -1;
+  std::uint64_t seed = 1;          ///< of the dense operands tuned with and of seeded searches
+  /// A results database (SQLite) where every measurement is kept and reused by later tunes of
+  /// the same matrix (empty: none, nothing is written).
+  std::string results_db;
+  /// Called with each line of what tuning does and warns of (from the calling thread; none
+  /// during a kernel call). Unset: `verbose` decides whether they go to stderr.
+  std::function<void(const std::string& line)> progress;
 };
 
 /// A tuned kernel for one matrix: the matrix in the winning format and the compiled kernel.

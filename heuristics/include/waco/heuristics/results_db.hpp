@@ -67,9 +67,12 @@ struct MatrixRecord {
 };
 
 /// A matrix record for a matrix or a 3-D tensor (rows, cols = the first two dimensions), with
-/// row-length statistics (matrices) or the dimensions (tensors) as `statistics`.
-MatrixRecord matrix_record(const kernels::CooMatrix& a, const std::string& path);
-MatrixRecord matrix_record(const kernels::CooTensor& t, const std::string& path);
+/// row-length statistics (matrices) or the dimensions (tensors) as `statistics`. `fingerprint`:
+/// the operand's kernels::fingerprint_hex when the caller has it (empty: computed here).
+MatrixRecord matrix_record(const kernels::CooMatrix& a, const std::string& path,
+                           const std::string& fingerprint = {});
+MatrixRecord matrix_record(const kernels::CooTensor& t, const std::string& path,
+                           const std::string& fingerprint = {});
 
 /// The part of a measurement's identity that a tuning run fixes.
 struct MeasurementKey {

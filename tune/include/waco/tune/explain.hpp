@@ -14,7 +14,7 @@
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/tuner.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 struct ExplainInput {
   std::string search;                                  ///< the search's name
@@ -30,4 +30,4 @@ struct ExplainInput {
 /// -> note, for passes with a note), "admissible", "legal", "search"}.
 nlohmann::json explain_tune(const ExplainInput& in);
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

@@ -9,7 +9,7 @@
 
 #include "waco/heuristics/tuner.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 class TuneObserver {
  public:
@@ -29,4 +29,4 @@ class TuneObserver {
 /// printf into a std::string (for notes and warnings).
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

@@ -16,7 +16,7 @@
 #include "waco/kernels/kernel.hpp"
 #include "waco/tune/observer.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 /// What a search may use.
 struct SearchRequest {
@@ -63,4 +63,4 @@ const Searcher& find_searcher(const std::string& name);
 /// for names that are not searches, e.g. "list").
 bool ranks_by_model(const std::string& name);
 
-}  // namespace waco::tune
+}  // namespace waco::tuning

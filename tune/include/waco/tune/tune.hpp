@@ -19,7 +19,7 @@
 #include "waco/kernels/reference.hpp"
 #include "waco/tune/observer.hpp"
 
-namespace waco::tune {
+namespace waco::tuning {
 
 /// --abandon-factor: a candidate whose fastest run is this many times the best median so far is
 /// abandoned (see the option's help and the closing measurement in README.md).
@@ -87,6 +87,7 @@ struct TuneRequest {
 struct TuneOperand {
   const kernels::CooMatrix* matrix = nullptr;
   const kernels::CooTensor* tensor = nullptr;
+  std::string fingerprint;  ///< its kernels::fingerprint_hex when the caller has it (else computed)
 };
 
 /// What a tune gives: the report (`waco-hybrid tune --json`, one JSON object), and the decided
@@ -115,4 +116,4 @@ void check_request(const TuneRequest& request);
 /// model file (learned::CostModel::check_backend says whether this build can run it).
 bool ranks_with_model(const TuneRequest& request);
 
-}  // namespace waco::tune
+}  // namespace waco::tuning
