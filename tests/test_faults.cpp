@@ -438,3 +438,45 @@ TEST_CASE("faults: a compiler that rejects the source is the candidate's failure
   CHECK(r.err.find("internal") == std::string::npos);
   CHECK(count_status(measurement_rows(db), "compile-error") >= 3);
 }
+
+// ---- signals -------------------------------------------------------------------------------------
+
+TEST_CASE("faults: SIGTERM to a tune ends it and its children and a rerun completes") {
+  adopt_orphans();
+  const std::string dir = test::scratch_dir("faults-tune-term");
+  const std::string db = dir + "/r.sqlite";
+  const std::string args = tune_args(db, dir + "/cache", 12);  // a cold cache: compiles run
+  for (const int signals : {1, 2}) {  // one: stops at a safe point; two: at once
+    INFO(signals << " SIGTERM");
+    fs::remove_all(dir + "/cache");
+    const pid_t pid = start_cli(args, dir + "/out.json", dir + "/err.txt");
+    REQUIRE(wait_for([&] { return file_has(dir + "/err.txt", "12 candidates"); }, 120));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const std::vector<Row> before = measurement_rows(db);
+    ::kill(pid, SIGTERM);
+    if (signals == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ::kill(pid, SIGTERM);
+    }
+    const int st = wait_exit(pid, 60);
+    INFO(read_file(dir + "/err.txt"));
+    if (signals == 1) {
+      REQUIRE(WIFEXITED(st));
+      CHECK(WEXITSTATUS(st) == 1);
+      CHECK(file_has(dir + "/err.txt", "interrupted"));
+      const auto j = nlohmann::json::parse(read_file(dir + "/out.json"));
+      CHECK(j.at("complete") == false);
+    }
+    check_no_leftovers(5.0);
+    CHECK(integrity(db) == "ok");
+    check_kept(before, measurement_rows(db));
+  }
+  const std::vector<Row> before = measurement_rows(db);
+  const Result again = cli(args);
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const auto j = nlohmann::json::parse(again.out);
+  CHECK(j.at("complete") == true);
+  CHECK(j.at("reused").get<std::int64_t>() + j.at("measured").get<std::int64_t>() == 12);
+  check_kept(before, measurement_rows(db));
+}
