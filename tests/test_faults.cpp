@@ -480,3 +480,44 @@ TEST_CASE("faults: SIGTERM to a tune ends it and its children and a rerun comple
   CHECK(j.at("reused").get<std::int64_t>() + j.at("measured").get<std::int64_t>() == 12);
   check_kept(before, measurement_rows(db));
 }
+
+TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a rerun completes") {
+  adopt_orphans();
+  for (const int sig : {SIGTERM, SIGINT}) {
+    INFO("signal " << sig);
+    const std::string dir = test::scratch_dir("faults-collect-" + std::to_string(sig));
+    const std::string db = dir + "/d.sqlite";
+    const std::string args = collect_args(db, 3, shared_cache()) + " --json";
+    const pid_t pid = start_cli(args, dir + "/out.json", dir + "/err.txt");
+    // Once the first matrix is stored, the signal comes during the second.
+    REQUIRE(wait_for([&] { return file_has(dir + "/err.txt", "[1/3]"); }, 120));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const std::vector<Row> before = measurement_rows(db);
+    const auto t0 = Clock::now();
+    ::kill(pid, sig);
+    const int st = wait_exit(pid, 60);
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    INFO(read_file(dir + "/err.txt"));
+    REQUIRE(WIFEXITED(st));  // not killed by the signal: it stopped
+    CHECK(WEXITSTATUS(st) == 1);
+    CHECK(took < 10.0);  // the matrix being collected is ended, not finished
+    CHECK(file_has(dir + "/err.txt", "interrupted"));
+    check_no_leftovers(5.0);
+    const auto j = nlohmann::json::parse(read_file(dir + "/out.json"));
+    CHECK(j.at("complete") == false);
+    const int stored = j.at("outcomes").value("measured", 0);
+    CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == stored);
+    CHECK(integrity(db) == "ok");
+    check_kept(before, measurement_rows(db));
+
+    const std::vector<Row> kept = measurement_rows(db);
+    const Result again = test::run_cli(args);
+    INFO(again.err);
+    REQUIRE(again.status == 0);
+    const auto k = nlohmann::json::parse(again.out);
+    CHECK(k.at("outcomes").value("existing", 0) == stored);
+    CHECK(k.at("outcomes").value("measured", 0) == 3 - stored);
+    CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == 3);
+    check_kept(kept, measurement_rows(db));
+  }
+}
