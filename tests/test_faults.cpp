@@ -521,3 +521,59 @@ TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a
     check_kept(kept, measurement_rows(db));
   }
 }
+
+TEST_CASE("faults: SIGTERM to an ablate ends it and its tunes and a rerun completes") {
+  adopt_orphans();
+  const std::string dir = test::scratch_dir("faults-ablate");
+  const std::string args =
+      "ablate --kernel spmv --configs a,b --config \"a=--search random --budget 4 --seed 1\" "
+      "--config \"b=--search random --budget 4 --seed 2\" --db " + dir + "/a.sqlite --work " + dir +
+      "/work --cache-dir " + dir + "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4 "
+      "--decide-rounds 4\" --bench-repeat 5 --final-runs-max 2 --threads 2 --json " + example();
+  for (const int signals : {1, 2}) {  // one: the tune stops at a safe point; two: all at once
+    INFO(signals << " SIGTERM");
+    fs::remove_all(dir + "/cache");
+    const pid_t pid = start_cli(args, dir + "/out.json", dir + "/err.txt");
+    // Wait for a tune child to be measuring.
+    const std::string self = std::to_string(pid);
+    REQUIRE(wait_for([&] {
+      for (const auto& e : fs::directory_iterator("/proc")) {
+        if (e.path().filename().string().find_first_not_of("0123456789") != std::string::npos)
+          continue;
+        const std::string stat = read_file(e.path().string() + "/stat");
+        const auto close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream rest(stat.substr(close + 2));
+        std::string state, ppid;
+        rest >> state >> ppid;
+        if (ppid == self && read_file(e.path().string() + "/cmdline").find("tune") != std::string::npos)
+          return true;
+      }
+      return false;
+    }, 120));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const auto t0 = Clock::now();
+    ::kill(pid, SIGTERM);
+    if (signals == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ::kill(pid, SIGTERM);
+    }
+    const int st = wait_exit(pid, 60);
+    INFO(read_file(dir + "/err.txt"));
+    if (signals == 1) {
+      REQUIRE(WIFEXITED(st));
+      CHECK(WEXITSTATUS(st) == 1);
+      CHECK(file_has(dir + "/err.txt", "interrupted"));
+      // The tune got the signal too and stopped after its candidate: not the whole search.
+      CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 30.0);
+    }
+    check_no_leftovers(5.0);
+  }
+  const Result again = test::run_cli(args);
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const auto j = nlohmann::json::parse(again.out);
+  REQUIRE(j.at("matrices").size() == 1);
+  CHECK(j.at("matrices")[0].at("runs").contains("a"));
+  CHECK(j.at("matrices")[0].at("runs").contains("b"));
+}
