@@ -577,3 +577,80 @@ TEST_CASE("faults: SIGTERM to an ablate ends it and its tunes and a rerun comple
   CHECK(j.at("matrices")[0].at("runs").contains("a"));
   CHECK(j.at("matrices")[0].at("runs").contains("b"));
 }
+
+// ---- two collectors ------------------------------------------------------------------------------
+
+TEST_CASE("faults: two collects on one database (also named through a symbolic link)") {
+  const std::string dir = test::scratch_dir("faults-two-collects");
+  const std::string db = dir + "/d.sqlite";
+  fs::create_symlink(db, dir + "/link.sqlite");
+  for (const std::string& second : {db, dir + "/link.sqlite"}) {
+    INFO("the second collect writes " << second);
+    fs::remove(db);
+    const std::string a = collect_args(db, 3, shared_cache()) + " --json -q";
+    const std::string b = collect_args(second, 3, shared_cache()) + " --json -q";
+    const pid_t pa = start_cli(a, dir + "/a.json", dir + "/a.err");
+    const pid_t pb = start_cli(b, dir + "/b.json", dir + "/b.err");
+    int sa = 0, sb = 0;
+    REQUIRE(::waitpid(pa, &sa, 0) == pa);
+    REQUIRE(::waitpid(pb, &sb, 0) == pb);
+    INFO(read_file(dir + "/a.err") << read_file(dir + "/b.err"));
+    REQUIRE(WIFEXITED(sa));
+    REQUIRE(WIFEXITED(sb));
+    // One collects, the other is refused at once (or, started last, finds all collected).
+    const int refused = (WEXITSTATUS(sa) == 1) + (WEXITSTATUS(sb) == 1);
+    CHECK(refused <= 1);
+    const bool one_refused =
+        read_file(dir + "/a.err").find("another collect is writing") != std::string::npos ||
+        read_file(dir + "/b.err").find("another collect is writing") != std::string::npos;
+    CHECK(one_refused);
+    CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == 3);
+    CHECK(query_int(db, "SELECT count(*) FROM (SELECT matrix_id FROM groups WHERE repetition = 0 "
+                        "GROUP BY matrix_id HAVING count(*) > 1)") == 0);
+    // Every group holds its rows (none replaced by another group's).
+    CHECK(query_int(db, "SELECT count(*) FROM groups g WHERE g.repetition = 0 AND (SELECT count(*) "
+                        "FROM measurements m WHERE m.group_id = g.id) != g.candidates") == 0);
+    const std::vector<Row> rows = measurement_rows(db);
+    check_kept({}, rows);
+  }
+}
+
+TEST_CASE("faults: two collectors of one matrix racing store one group") {
+  const std::string dir = test::scratch_dir("faults-collect-race");
+  const std::string db = dir + "/d.sqlite";
+  { heuristics::ResultsDb create(db); }
+  const kernels::Recipe recipe = kernels::default_mix(1, 1, {}, 3000).front();
+  heuristics::CollectOptions co;
+  co.schedules = 5;
+  co.measure.repeats = 2;
+  co.measure.warmup = 0;
+  co.measure.threads = 2;
+  co.busy_wait_s = 0;
+  co.measure.generated.compiler.cache_dir = shared_cache();
+  // Two processes (a collector needs a process that has not run OpenMP) at once.
+  std::vector<pid_t> pids;
+  for (int k = 0; k < 2; ++k) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const heuristics::CollectOutcome r = heuristics::collect_one(db, recipe, co);
+      ::_exit(r.kind == heuristics::CollectOutcome::Kind::Measured   ? 10
+              : r.kind == heuristics::CollectOutcome::Kind::Existing ? 11
+                                                                     : 12);
+    }
+    pids.push_back(pid);
+  }
+  std::multiset<int> outcomes;
+  for (const pid_t pid : pids) {
+    int st = 0;
+    REQUIRE(::waitpid(pid, &st, 0) == pid);
+    REQUIRE(WIFEXITED(st));
+    outcomes.insert(WEXITSTATUS(st));
+  }
+  CHECK(outcomes.count(10) == 1);  // one stored
+  CHECK(outcomes.count(11) == 1);  // one found it stored (before or after measuring)
+  CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == 1);
+  CHECK(query_int(db, "SELECT count(*) FROM groups g WHERE (SELECT count(*) FROM measurements m "
+                      "WHERE m.group_id = g.id) != g.candidates AND g.repetition = 0") == 0);
+  check_kept({}, measurement_rows(db));
+}

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -219,8 +220,15 @@ int collect(const Options& o) {
   }
   const std::string db_path = o.db.empty() ? heuristics::default_results_path() : o.db;
   { heuristics::ResultsDb check(db_path); }  // a bad file fails here, before any work
-  FileLock lock(db_path + ".collect-lock",
-                "another collect is writing " + db_path + " (it holds " + db_path + ".collect-lock)",
+  // The lock beside the database's real file: two collects given one database by different
+  // names (a symbolic link, a relative path) exclude each other too.
+  std::string real_db = db_path;
+  if (char* r = ::realpath(db_path.c_str(), nullptr)) {
+    real_db = r;
+    std::free(r);
+  }
+  FileLock lock(real_db + ".collect-lock",
+                "another collect is writing " + db_path + " (it holds " + real_db + ".collect-lock)",
                 "wait for it to finish, or collect into another --db and merge");
   {
     heuristics::ResultsDb db(db_path);

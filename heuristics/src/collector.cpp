@@ -254,7 +254,15 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   g.seconds = now_s() - t2;
 
   ResultsDb db(db_path);
-  ResultsDb::Transaction tx(db);
+  ResultsDb::Transaction tx(db);  // BEGIN IMMEDIATE: the check below and the rows are one step
+  if (db.has_group(key, opts.measure.threads)) {
+    // Another process stored this matrix meanwhile (a collect given the database by another
+    // name, or a merge): its group stands, this one is dropped rather than stored beside it.
+    out.kind = CollectOutcome::Kind::Existing;
+    out.message = "collected meanwhile by another process";
+    out.seconds = now_s() - t0;
+    return out;
+  }
   db.record_matrix(tensor ? matrix_record(T, source) : matrix_record(A, source));
   db.record_provenance(out.fingerprint, {recipe.to_json(), source, split_of(out.fingerprint)});
   db.record_group(key, g, rows);
