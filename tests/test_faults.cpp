@@ -479,6 +479,12 @@ TEST_CASE("faults: SIGTERM to a tune ends it and its children and a rerun comple
   CHECK(j.at("complete") == true);
   CHECK(j.at("reused").get<std::int64_t>() + j.at("measured").get<std::int64_t>() == 12);
   check_kept(before, measurement_rows(db));
+  // The temporaries of the compiles that the kill cut short are gone: the rerun compiled those
+  // kernels and removed what the dead processes left.
+  for (const auto& e : fs::directory_iterator(dir + "/cache")) {
+    INFO(e.path());
+    CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+  }
 }
 
 TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a rerun completes") {

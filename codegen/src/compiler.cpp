@@ -11,6 +11,7 @@
 //   contents are equivalent and a process that already dlopened the earlier inode keeps it mapped.
 #include "waco/codegen/compiler.hpp"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -476,6 +477,28 @@ void check_tmp_fallback(const std::string& dir) {
                 "set XDG_CACHE_HOME or HOME, or choose a cache directory (--cache-dir)");
 }
 
+/// Removes the temporaries "<key>.<ext>.tmp.<pid>.XXXXXX" that a process which no longer runs left
+/// in the cache (a measuring child killed while compiling: its TempFileGuard never ran). Only this
+/// key's, and only of pids that do not exist; a temporary of a live process is its work.
+void remove_stale_temporaries(const std::string& dir, const std::string& key) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const std::string me = std::to_string(::getpid());
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(key + ".", 0) != 0) continue;
+    const auto tmp = name.find(".tmp.");
+    if (tmp == std::string::npos) continue;
+    const auto pid_end = name.find('.', tmp + 5);
+    const std::string pid = name.substr(tmp + 5, pid_end == std::string::npos ? std::string::npos
+                                                                            : pid_end - tmp - 5);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid == me) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
+    ::unlink(join_path(dir, name).c_str());
+  }
+  ::closedir(d);
+}
+
 std::shared_ptr<LoadedLibrary> load(const std::string& path, double& seconds) {
   const auto t0 = std::chrono::steady_clock::now();
   auto lib = std::make_shared<LoadedLibrary>(path);
@@ -589,6 +612,7 @@ CompileResult compile_and_load(const std::string& source, const CompilerOptions&
 
   make_directories(dir);
   check_tmp_fallback(dir);
+  remove_stale_temporaries(dir, result.key);
   write_file_atomically(result.source_path, source, 0644);
 
   std::string tmp_so;
