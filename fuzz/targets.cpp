@@ -559,8 +559,12 @@ void results_db(const std::uint8_t* data, std::size_t size) {
     });
     heuristics::ResultsDb again(":memory:");
     for (const nlohmann::json& g : groups) {
-      // What a database exports, a database imports.
-      must("importing an exported group", [&] { again.import_group(g); });
+      // What a database exports imports again, or is refused cleanly: the rows export the
+      // stored schedule text as it is, which a damaged file may hold damaged.
+      try {
+        again.import_group(g);
+      } catch (const Error&) {
+      }
       const std::string fp = g.at("matrix").at("fingerprint").get<std::string>();
       (void)db.find_matrix(fp);
       (void)db.find_provenance(fp);
