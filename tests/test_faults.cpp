@@ -493,11 +493,13 @@ TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a
     INFO("signal " << sig);
     const std::string dir = test::scratch_dir("faults-collect-" + std::to_string(sig));
     const std::string db = dir + "/d.sqlite";
-    const std::string args = collect_args(db, 3, shared_cache()) + " --json";
+    // A cold kernel cache: each matrix compiles its kernels (seconds), so that the signal, sent
+    // once the first matrix is stored, comes during the second (with a warm cache a matrix took
+    // 0.1 s and the run could end first).
+    const std::string args = collect_args(db, 3, dir + "/cache") + " --json";
     const pid_t pid = start_cli(args, dir + "/out.json", dir + "/err.txt");
-    // Once the first matrix is stored, the signal comes during the second.
     REQUIRE(wait_for([&] { return file_has(dir + "/err.txt", "[1/3]"); }, 120));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const std::vector<Row> before = measurement_rows(db);
     const auto t0 = Clock::now();
     ::kill(pid, sig);
@@ -593,8 +595,10 @@ TEST_CASE("faults: two collects on one database (also named through a symbolic l
   for (const std::string& second : {db, dir + "/link.sqlite"}) {
     INFO("the second collect writes " << second);
     fs::remove(db);
-    const std::string a = collect_args(db, 3, shared_cache()) + " --json -q";
-    const std::string b = collect_args(second, 3, shared_cache()) + " --json -q";
+    // A cold kernel cache, so that the first collect still runs when the second starts.
+    fs::remove_all(dir + "/cache");
+    const std::string a = collect_args(db, 3, dir + "/cache") + " --json -q";
+    const std::string b = collect_args(second, 3, dir + "/cache") + " --json -q";
     const pid_t pa = start_cli(a, dir + "/a.json", dir + "/a.err");
     const pid_t pb = start_cli(b, dir + "/b.json", dir + "/b.err");
     int sa = 0, sb = 0;
@@ -609,7 +613,11 @@ TEST_CASE("faults: two collects on one database (also named through a symbolic l
     const bool one_refused =
         read_file(dir + "/a.err").find("another collect is writing") != std::string::npos ||
         read_file(dir + "/b.err").find("another collect is writing") != std::string::npos;
-    CHECK(one_refused);
+    const auto all_existing = [&](const std::string& out) {
+      const auto j = nlohmann::json::parse(read_file(out), nullptr, false);
+      return j.is_object() && j.at("outcomes").value("existing", 0) == 3;
+    };
+    CHECK((one_refused || all_existing(dir + "/a.json") || all_existing(dir + "/b.json")));
     CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == 3);
     CHECK(query_int(db, "SELECT count(*) FROM (SELECT matrix_id FROM groups WHERE repetition = 0 "
                         "GROUP BY matrix_id HAVING count(*) > 1)") == 0);
