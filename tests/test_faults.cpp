@@ -426,6 +426,26 @@ TEST_CASE("faults: a missing or killed compiler stops the tune and stores nothin
   check_kept(before, measurement_rows(db));
 }
 
+TEST_CASE("faults: a missing compiler fails a collect's matrices and stores none of them") {
+  const std::string dir = test::scratch_dir("faults-collect-compiler");
+  const std::string db = dir + "/d.sqlite";
+  const Result missing = test::run_cli(collect_args(db, 2, dir + "/cache") + " --json -q --compiler " +
+                                       dir + "/no-such-compiler");
+  INFO(missing.err);
+  CHECK(missing.status == 1);
+  const auto j = nlohmann::json::parse(missing.out);
+  CHECK(j.at("outcomes").value("failed", 0) == 2);
+  CHECK(j.at("items")[0].at("message").get<std::string>().find("not found") != std::string::npos);
+  CHECK(query_int(db, "SELECT count(*) FROM groups") == 0);
+  CHECK(query_int(db, "SELECT count(*) FROM measurements") == 0);
+  // With the compiler back, both are collected (a failed matrix was not stored as collected).
+  const Result again = test::run_cli(collect_args(db, 2, dir + "/cache") + " --json -q");
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  CHECK(nlohmann::json::parse(again.out).at("outcomes").value("measured", 0) == 2);
+  CHECK(count_status(measurement_rows(db), "compile-error") == 0);
+}
+
 TEST_CASE("faults: a compiler that rejects the source is the candidate's failure and stored") {
   const std::string dir = test::scratch_dir("faults-compiler-rejects");
   const std::string db = dir + "/r.sqlite";
