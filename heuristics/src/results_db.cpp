@@ -301,6 +301,45 @@ MatrixRecord matrix_record(const kernels::CooTensor& t, const std::string& path)
   return r;
 }
 
+namespace {
+/// Column names of every table of a schema-version database: (table, column) pairs.
+std::vector<std::pair<std::string, std::string>> columns_of(sqlite3* db) {
+  std::vector<std::string> tables;
+  {
+    Statement t(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                    "ORDER BY name");
+    while (t.step()) tables.push_back(t.text(0));
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& table : tables) {
+    Statement c(db, "SELECT name FROM pragma_table_info(?1)");
+    c.bind(1, table);
+    while (c.step()) out.emplace_back(table, c.text(0));
+  }
+  return out;
+}
+
+/// Refuses a file whose tables lack a column of this schema version (a damaged or foreign file
+/// that says it is of this version): the statements would fail on it later, as a bug.
+void check_tables(sqlite3* db, const std::string& path) {
+  static const std::vector<std::pair<std::string, std::string>> expected = [] {
+    sqlite3* mem = nullptr;
+    sqlite3_open(":memory:", &mem);
+    sqlite3_exec(mem, schema_sql().c_str(), nullptr, nullptr, nullptr);
+    auto cols = columns_of(mem);
+    sqlite3_close(mem);
+    return cols;
+  }();
+  const auto have = columns_of(db);
+  for (const auto& tc : expected)
+    if (std::find(have.begin(), have.end(), tc) == have.end())
+      throw Error("the results database " + path + " says schema version " +
+                      std::to_string(kResultsSchemaVersion) + " but its table '" + tc.first +
+                      "' has no column '" + tc.second + "': a damaged or foreign file",
+                  "choose another file with --db");
+}
+}  // namespace
+
 // ---- ResultsDb -----------------------------------------------------------------------------
 
 ResultsDb::ResultsDb(const std::string& path) : path_(path) {
@@ -409,6 +448,7 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
                   version_ > kResultsSchemaVersion
                       ? "it was written by a newer waco-hybrid: use that one, or another --db"
                       : "it was written by an older waco-hybrid: choose another --db");
+    check_tables(db_, path);
   } catch (...) {  // close the handle, then let the error through unchanged
     sqlite3_close(db_);
     db_ = nullptr;
