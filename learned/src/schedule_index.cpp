@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -315,6 +316,23 @@ void ScheduleIndex::save(const std::string& path) const {
   }
 }
 
+namespace {
+/// An integer field of the index header in [lo, hi]; Error otherwise (nlohmann's get<int> of a
+/// float or of a larger integer is undefined behaviour or a silent wrap).
+std::int64_t header_int(const nlohmann::json& h, const char* key, std::int64_t lo, std::int64_t hi,
+                        const std::string& path) {
+  const nlohmann::json& v = h.at(key);
+  if (!(v.is_number_integer() || v.is_number_unsigned()) ||
+      (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
+      (!v.is_number_unsigned() && (v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)))
+    throw Error(path + ".json: index header field '" + key + "' must be an integer in [" +
+                    std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")",
+                "build the index again");
+  return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
+                                : v.get<std::int64_t>();
+}
+}  // namespace
+
 ScheduleIndex ScheduleIndex::load(const std::string& path, const CostModel& model) {
   nlohmann::json h;
   {
@@ -329,8 +347,9 @@ ScheduleIndex ScheduleIndex::load(const std::string& path, const CostModel& mode
   auto impl = std::make_unique<Impl>();
   try {
     if (h.at("format") != kMagic) throw Error(path + ".json is not a schedule index header");
-    if (h.at("version").get<int>() != kScheduleIndexFormatVersion)
-      throw Error(path + ": index format version " + std::to_string(h.at("version").get<int>()) +
+    const std::int64_t version = header_int(h, "version", 0, 1 << 30, path);
+    if (version != kScheduleIndexFormatVersion)
+      throw Error(path + ": index format version " + std::to_string(version) +
                       ", this waco-hybrid reads version " +
                       std::to_string(kScheduleIndexFormatVersion),
                   "build the index again");
@@ -339,22 +358,25 @@ ScheduleIndex ScheduleIndex::load(const std::string& path, const CostModel& mode
       throw Error(path + ": the index is for " + h.at("kernel").get<std::string>() +
                   ", the model for " + std::string(kernels::kernel_name(model.config().kind)));
     impl->kind = *kind;
-    impl->options.M = h.at("M").get<int>();
-    impl->options.ef_construction = h.at("ef_construction").get<int>();
+    impl->options.M = static_cast<int>(header_int(h, "M", 2, 10000, path));
+    impl->options.ef_construction = static_cast<int>(header_int(h, "ef_construction", 1, 1 << 30, path));
+    if (!h.at("seed").is_number_unsigned() && !h.at("seed").is_number_integer())
+      throw Error(path + ".json: index header field 'seed' must be an integer", "build the index again");
     impl->options.seed = h.at("seed").get<std::uint64_t>();
     impl->texts = h.at("templates").get<std::vector<std::string>>();
     impl->templates.resize(impl->texts.size());
     impl->parsed.assign(impl->texts.size(), 0);
     std::uint64_t bytes = 0;
     const std::uint64_t hash = file_hash(path, bytes);
-    if (bytes != h.at("graph_bytes").get<std::uint64_t>() ||
+    if (bytes != static_cast<std::uint64_t>(header_int(h, "graph_bytes", 0, INT64_MAX, path)) ||
         kernels::hex16(hash) != h.at("graph_hash").get<std::string>())
       throw Error(path + ": the graph file does not match its header (" + std::to_string(bytes) +
                       " bytes, hash " + kernels::hex16(hash) + ")",
                   "it was truncated or replaced; build the index again");
     impl->tail = model.head_tail();
-    if (h.at("width").get<int>() != impl->tail.width)
-      throw Error(path + ": the index's vectors have " + std::to_string(h.at("width").get<int>()) +
+    const std::int64_t width = header_int(h, "width", 1, 1 << 20, path);
+    if (width != impl->tail.width)
+      throw Error(path + ": the index's vectors have " + std::to_string(width) +
                   " numbers, the model's " + std::to_string(impl->tail.width));
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ".json: malformed index header (" + e.what() + ")", "build the index again");
