@@ -237,11 +237,15 @@ Result cli(const std::string& args, const std::string& prefix = {}) {
 /// process a command left behind is found among this process's children.
 void adopt_orphans() { REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0); }
 
-/// Starts `waco-hybrid args` with stdout and stderr into files; returns its pid.
-pid_t start_cli(const std::string& args, const std::string& out, const std::string& err) {
+/// Starts `waco-hybrid args` with stdout and stderr into files; returns its pid. `own_group`: in
+/// a process group of its own (as a terminal's foreground job: kill(-pid) is its Ctrl-C).
+pid_t start_cli(const std::string& args, const std::string& out, const std::string& err,
+                bool own_group = false) {
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
+  if (own_group) ::setpgid(pid, pid);
   if (pid == 0) {
+    if (own_group) ::setpgid(0, 0);
     const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(o, 1);
@@ -509,20 +513,24 @@ TEST_CASE("faults: SIGTERM to a tune ends it and its children and a rerun comple
 
 TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a rerun completes") {
   adopt_orphans();
-  for (const int sig : {SIGTERM, SIGINT}) {
-    INFO("signal " << sig);
-    const std::string dir = test::scratch_dir("faults-collect-" + std::to_string(sig));
+  // SIGTERM and SIGINT to the collect, and SIGINT to its whole process group (a terminal's
+  // Ctrl-C, which reaches the collecting child too).
+  for (const int variant : {0, 1, 2}) {
+    const int sig = variant == 0 ? SIGTERM : SIGINT;
+    const bool group = variant == 2;
+    INFO("signal " << sig << (group ? " to the process group" : ""));
+    const std::string dir = test::scratch_dir("faults-collect-" + std::to_string(variant));
     const std::string db = dir + "/d.sqlite";
     // A cold kernel cache: each matrix compiles its kernels (seconds), so that the signal, sent
     // once the first matrix is stored, comes during the second (with a warm cache a matrix took
     // 0.1 s and the run could end first).
     const std::string args = collect_args(db, 3, dir + "/cache") + " --json";
-    const pid_t pid = start_cli(args, dir + "/out.json", dir + "/err.txt");
+    const pid_t pid = start_cli(args, dir + "/out.json", dir + "/err.txt", group);
     REQUIRE(wait_for([&] { return file_has(dir + "/err.txt", "[1/3]"); }, 120));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const std::vector<Row> before = measurement_rows(db);
     const auto t0 = Clock::now();
-    ::kill(pid, sig);
+    ::kill(group ? -pid : pid, sig);
     const int st = wait_exit(pid, 60);
     const double took = std::chrono::duration<double>(Clock::now() - t0).count();
     INFO(read_file(dir + "/err.txt"));
@@ -534,6 +542,7 @@ TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a
     const auto j = nlohmann::json::parse(read_file(dir + "/out.json"));
     CHECK(j.at("complete") == false);
     const int stored = j.at("outcomes").value("measured", 0);
+    CHECK(j.at("outcomes").value("failed", 0) == 0);  // the interrupted matrix is no failure
     CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == stored);
     CHECK(integrity(db) == "ok");
     check_kept(before, measurement_rows(db));

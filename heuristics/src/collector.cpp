@@ -375,6 +375,9 @@ CollectOutcome collect_one(const std::string& db_path, const kernels::Recipe& re
   CollectOutcome out;
   out.label = recipe.label();
   out.seconds = now_s() - t0;
+  // A terminal's Ctrl-C reaches the child too (same process group): it died of it before the
+  // flag was seen.
+  if (text.empty() && opts.stop && *opts.stop) interrupted = true;
   if (interrupted) {
     out.kind = CollectOutcome::Kind::Interrupted;
     out.message = "interrupted: nothing of this matrix was stored";
