@@ -177,11 +177,15 @@ class Statement {
     const std::string msg = sqlite3_errmsg(db);
     const std::string file = sqlite3_db_filename(db, "main");
     sqlite3_finalize(stmt_);
-    // Our SQL is fixed, so SQLITE_ERROR is a bug; the other codes are about the file.
-    WACO_ASSERT(rc != SQLITE_ERROR, "results database: bad SQL: " + msg);
+    // Our SQL is fixed, so a syntax error is a bug; everything else is about the file (a damaged
+    // file also gives SQLITE_ERROR: "unsupported file format", a table or column missing).
+    WACO_ASSERT(rc != SQLITE_ERROR || msg.find("syntax error") == std::string::npos,
+                "results database: bad SQL: " + msg);
     throw Error("results database " + file + ": " + msg,
-                rc == SQLITE_NOTADB ? "the file is not an SQLite database; choose another --db"
-                                    : "check the file and its permissions");
+                rc == SQLITE_NOTADB  ? "the file is not an SQLite database; choose another --db"
+                : rc == SQLITE_ERROR ? "the file is damaged or not a waco-hybrid results database; "
+                                       "choose another --db"
+                                     : "check the file and its permissions");
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
