@@ -168,6 +168,28 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
+/// A JSON value stored in the database (statistics, context, times, schedules, ...): a damaged
+/// file is refused as an Error naming the column, not with the JSON library's exception.
+nlohmann::json stored_json(const std::string& text, const char* column) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded())
+    throw Error("the results database holds a damaged value in column '" + std::string(column) +
+                    "' (not JSON)",
+                "the file is damaged; choose another --db");
+  return j;
+}
+
+/// Runs f, turning the JSON library's exceptions (a stored value of the wrong type) into Error.
+template <class F>
+auto reading(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("the results database holds a damaged ") + what + " (" + e.what() + ")",
+                "the file is damaged; choose another --db");
+  }
+}
+
 /// A prepared statement, finalized on destruction. Binds are 1-based as in SQLite.
 class Statement {
  public:
@@ -518,7 +540,7 @@ std::optional<MatrixRecord> ResultsDb::find_matrix(const std::string& fingerprin
   m.rows = s.int64(2);
   m.cols = s.int64(3);
   m.nnz = s.int64(4);
-  m.statistics = nlohmann::json::parse(s.text(5));
+  m.statistics = stored_json(s.text(5), "matrices.statistics");
   return m;
 }
 
@@ -603,7 +625,7 @@ std::optional<Provenance> ResultsDb::find_provenance(const std::string& fingerpr
                    "x.id = p.matrix_id WHERE x.fingerprint = ?1");
   s.bind(1, fingerprint);
   if (!s.step()) return std::nullopt;
-  return Provenance{nlohmann::json::parse(s.text(0)), s.text(1), s.text(2)};
+  return Provenance{stored_json(s.text(0), "provenance.recipe"), s.text(1), s.text(2)};
 }
 
 std::int64_t ResultsDb::record_group(const MeasurementKey& key, const GroupRecord& g,
@@ -722,7 +744,9 @@ StoredMeasurement read_measurement(const Statement& s) {
   StoredMeasurement r;
   r.candidate.implementation = s.text(0);
   if (!s.is_null(1))
-    r.candidate.schedule = codegen::schedule_from_json(nlohmann::json::parse(s.text(1)));
+    r.candidate.schedule = reading("schedule", [&] {
+      return codegen::schedule_from_json(stored_json(s.text(1), "schedules.json"));
+    });
   Measurement& m = r.measurement;
   m.threads = static_cast<int>(s.int64(2));
   m.warmup = static_cast<int>(s.int64(3));
@@ -730,11 +754,15 @@ StoredMeasurement read_measurement(const Statement& s) {
   m.median_s = s.real(5);
   m.min_s = s.real(6);
   m.max_s = s.real(7);
-  m.seconds = nlohmann::json::parse(s.text(8)).get<std::vector<double>>();
+  m.seconds = reading("measurement time list", [&] {
+    return stored_json(s.text(8), "measurements.times_s").get<std::vector<double>>();
+  });
   m.verified = s.int64(9) != 0;
   m.max_rel_error = s.real(10, -1.0);
   const auto st = parse_status(s.text(11));
-  WACO_ASSERT(st.has_value(), "the CHECK constraint admits only known statuses");
+  if (!st)
+    throw Error("the results database holds an unknown measurement status '" + s.text(11) + "'",
+                "the file is damaged; choose another --db");
   m.status = *st;
   m.reason = s.text(12);
   m.conversion_s = s.real(13);
@@ -743,9 +771,9 @@ StoredMeasurement read_measurement(const Statement& s) {
   m.stored_values = s.is_null(16) ? -1 : s.int64(16);
   m.kernel_source = s.text(17);
   m.wall_s = s.real(18);
-  r.context = nlohmann::json::parse(s.text(19));
+  r.context = stored_json(s.text(19), "measurements.context");
   r.created = s.text(20);
-  if (!s.is_null(21)) m.counters = nlohmann::json::parse(s.text(21));
+  if (!s.is_null(21)) m.counters = stored_json(s.text(21), "measurements.counters");
   return r;
 }
 
@@ -798,12 +826,12 @@ void ResultsDb::for_each_group(const std::string& kernel,
         {"candidates", g.int64(5)},
         {"csr_spread", g.is_null(6) ? nlohmann::json() : nlohmann::json(g.real(6))},
         {"seconds", g.real(7)},
-        {"context", nlohmann::json::parse(g.text(8))},
+        {"context", stored_json(g.text(8), "groups.context")},
         {"matrix",
          {{"fingerprint", g.text(9)}, {"rows", g.int64(10)}, {"cols", g.int64(11)},
-          {"nnz", g.int64(12)}, {"statistics", nlohmann::json::parse(g.text(13))},
+          {"nnz", g.int64(12)}, {"statistics", stored_json(g.text(13), "matrices.statistics")},
           {"path", g.text(14)}}},
-        {"recipe", g.is_null(15) ? nlohmann::json() : nlohmann::json::parse(g.text(15))},
+        {"recipe", g.is_null(15) ? nlohmann::json() : stored_json(g.text(15), "provenance.recipe")},
         {"source", g.is_null(16) ? nlohmann::json() : nlohmann::json(g.text(16))},
         {"split", g.is_null(17) ? nlohmann::json() : nlohmann::json(g.text(17))},
         {"repeated", g.int64(19) != 0},
