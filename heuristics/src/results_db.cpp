@@ -190,6 +190,23 @@ auto reading(const char* what, F&& f) -> decltype(f()) {
   }
 }
 
+/// An integer field of an export object in [lo, hi]; Error otherwise (nlohmann's conversion of a
+/// float outside the target's range is undefined behaviour).
+std::int64_t export_int(const nlohmann::json& o, const char* key, std::int64_t lo, std::int64_t hi) {
+  const nlohmann::json& v = o.at(key);
+  const bool integer = v.is_number_integer() || v.is_number_unsigned();
+  const bool in_range =
+      integer && (v.is_number_unsigned()
+                      ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                            static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
+                      : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi);
+  if (!in_range)
+    throw Error("dataset export object: '" + std::string(key) + "' must be an integer in [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")");
+  return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
+                                : v.get<std::int64_t>();
+}
+
 /// A prepared statement, finalized on destruction. Binds are 1-based as in SQLite.
 class Statement {
  public:
@@ -861,7 +878,7 @@ void ResultsDb::for_each_group(const std::string& kernel,
 
 void ResultsDb::import_group(const nlohmann::json& g) {
   try {
-    if (g.at("export_version").get<int>() != kDatasetExportVersion)
+    if (export_int(g, "export_version", 0, 1 << 30) != kDatasetExportVersion)
       throw Error("dataset export version " + g.at("export_version").dump() +
                   ", this waco-hybrid reads version " + std::to_string(kDatasetExportVersion));
     const auto kind = kernels::parse_kernel(g.at("kernel").get<std::string>());
@@ -870,18 +887,20 @@ void ResultsDb::import_group(const nlohmann::json& g) {
     MatrixRecord m;
     m.fingerprint = mx.at("fingerprint");
     m.path = mx.at("path");
-    m.rows = mx.at("rows");
-    m.cols = mx.at("cols");
-    m.nnz = mx.at("nnz");
+    constexpr std::int64_t kBig = std::int64_t{1} << 62;
+    m.rows = export_int(mx, "rows", 0, kBig);
+    m.cols = export_int(mx, "cols", 0, kBig);
+    m.nnz = export_int(mx, "nnz", 0, kBig);
     m.statistics = mx.at("statistics");
     GroupRecord rec;
-    rec.threads = g.at("threads");
-    rec.rounds = g.at("rounds");
-    rec.candidates = g.at("candidates");
+    rec.threads = static_cast<int>(export_int(g, "threads", 1, 1 << 20));
+    rec.rounds = static_cast<int>(export_int(g, "rounds", 1, 1 << 30));
+    rec.candidates = static_cast<int>(export_int(g, "candidates", 0, 1 << 30));
     if (!g.at("csr_spread").is_null()) rec.csr_spread = g.at("csr_spread").get<double>();
     rec.seconds = g.at("seconds");
     rec.context = g.at("context");
-    const MeasurementKey key{m.fingerprint, *kind, g.at("dense").get<int>(), rec.rounds};
+    const MeasurementKey key{m.fingerprint, *kind, static_cast<int>(export_int(g, "dense", 1, 1 << 30)),
+                             rec.rounds};
     std::vector<GroupRow> rows;
     for (const nlohmann::json& r : g.at("rows")) {
       const std::string label = r.at(0);
@@ -905,8 +924,12 @@ void ResultsDb::import_group(const nlohmann::json& g) {
     std::optional<Transaction> tx;
     if (tx_depth_ == 0) tx.emplace(*this);
     record_matrix(m);
-    if (!g.at("recipe").is_null())
-      record_provenance(m.fingerprint, {g.at("recipe"), g.at("source"), g.at("split")});
+    if (!g.at("recipe").is_null()) {
+      const std::string split = g.at("split");
+      if (split != "train" && split != "validation" && split != "test")
+        throw Error("dataset export object: unknown split '" + split + "'");
+      record_provenance(m.fingerprint, {g.at("recipe"), g.at("source"), split});
+    }
     record_group(key, rec, rows);
     // "repeated" (absent in the first exports: then a repetition had an agreement): a
     // repetition's agreement is null when fewer than two candidates were timed in both.
