@@ -730,6 +730,9 @@ nlohmann::json ResultsDb::dataset_stats() const {
                      "GROUP BY g.kernel, p.source, p.split");
     while (s.step()) {
       nlohmann::json& k = out[s.text(0)];
+      // A kernel the first query did not list (a damaged file's table and index disagree).
+      for (const char* part : {"statuses", "sources", "splits"})
+        if (!k[part].is_object()) k[part] = nlohmann::json::object();
       const std::string source = s.text(1).substr(0, s.text(1).find(':'));
       k["sources"][source] = k["sources"].value(source, std::int64_t{0}) + s.int64(3);
       k["splits"][s.text(2)] = k["splits"].value(s.text(2), std::int64_t{0}) + s.int64(3);
