@@ -3,9 +3,11 @@
 // checks what a successful read gave.
 #include "targets.hpp"
 
+#include <sqlite3.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +33,7 @@
 #include "waco/kernels/sparse.hpp"
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/matrix_features.hpp"
+#include "waco/learned/schedule_index.hpp"
 #include "waco/learned/training_data.hpp"
 
 namespace waco::fuzz {
@@ -475,6 +478,106 @@ void cost_model(const std::uint8_t* data, std::size_t size) {
   FUZZ_CHECK(m->query_vector(in).size() == m->node_vectors({s}).size(), "query and node vectors");
 }
 
+// ---- the HNSW schedule index ---------------------------------------------------------------
+
+/// The shipped SpMV cost model (the lite build reads it), loaded once: an index is checked
+/// against its node vectors.
+const learned::CostModel& index_model() {
+  static const learned::CostModel m =
+      learned::CostModel::load(std::string(WACO_MODELS_DIR) + "/spmv.model");
+  return m;
+}
+
+void hnsw_index(const std::uint8_t* data, std::size_t size) {
+  if (size < 1) return;
+  const auto* text = reinterpret_cast<const char*>(data + 1);
+  const std::size_t n = size - 1;
+  const std::size_t eol = std::find(text, text + n, '\n') - text;
+  std::string header(text, eol);
+  const std::string graph = eol < n ? std::string(text + eol + 1, n - eol - 1) : std::string();
+  const std::string path = put("index.hnsw", graph.data(), graph.size());
+  // The flag byte's bit 0 makes the header record the graph's size and hash, so that the
+  // fuzzer gets past that check to the graph itself.
+  if (data[0] & 1) {
+    nlohmann::json h = nlohmann::json::parse(header, nullptr, false);
+    if (h.is_object()) {
+      std::uint64_t bytes = 0;
+      h["graph_hash"] = learned::index_graph_hash(path, bytes);
+      h["graph_bytes"] = bytes;
+      header = h.dump();
+    }
+  }
+  put("index.hnsw.json", header.data(), header.size());
+  const learned::CostModel& model = index_model();
+  std::optional<learned::ScheduleIndex> index;
+  try {
+    index.emplace(learned::ScheduleIndex::load(path, model));
+  } catch (const Error&) {
+    return;
+  }
+  FUZZ_CHECK(index->kind() == KernelKind::SpMV, "an index of another kernel than its model's");
+  // A loaded index is searched: its links and labels are followed.
+  kernels::CooMatrix a;
+  a.rows = 4;
+  a.cols = 5;
+  a.row = {0, 1, 1, 3};
+  a.col = {0, 2, 4, 1};
+  a.val = {1.0f, -2.0f, 3.0f, 0.5f};
+  const std::vector<float> q = model.query_vector(model.prepare(a));
+  learned::IndexSearchOptions o;
+  o.k = 4;
+  o.ef = 8;
+  o.starts = 2;
+  o.sample = 16;
+  try {
+    const learned::IndexResult r = index->search(q, o, nullptr);
+    FUZZ_CHECK(r.schedules.size() <= o.k && r.schedules.size() == r.scores.size(), "search result sizes");
+    for (const codegen::SuperSchedule& s : r.schedules) check_schedule(s);
+    const learned::IndexResult e = index->exact(q, 3, nullptr);
+    FUZZ_CHECK(e.schedules.size() <= 3, "exact result size");
+  } catch (const Error&) {  // a template text that does not parse
+  }
+}
+
+// ---- the results database --------------------------------------------------------------------
+
+void results_db(const std::uint8_t* data, std::size_t size) {
+  const std::string path = scratch() + "/results.sqlite";
+  for (const char* side : {"-wal", "-shm", "-journal"}) fs::remove(path + side);
+  put("results.sqlite", data, size);
+  try {
+    heuristics::ResultsDb db(path);
+    (void)db.count_matrices();
+    (void)db.count_schedules();
+    (void)db.count_measurements();
+    (void)db.meta("schema_version");
+    (void)db.dataset_stats();
+    (void)db.ablation_rows();
+    std::vector<nlohmann::json> groups;
+    db.for_each_group("", [&](const nlohmann::json& g) {
+      if (groups.size() < 4) groups.push_back(g);
+    });
+    heuristics::ResultsDb again(":memory:");
+    for (const nlohmann::json& g : groups) {
+      // What a database exports imports again, or is refused cleanly: the rows export the
+      // stored schedule text as it is, which a damaged file may hold damaged.
+      try {
+        again.import_group(g);
+      } catch (const Error&) {
+      }
+      const std::string fp = g.at("matrix").at("fingerprint").get<std::string>();
+      (void)db.find_matrix(fp);
+      (void)db.find_provenance(fp);
+      const auto kind = kernels::parse_kernel(g.at("kernel").get<std::string>());
+      if (!kind) continue;
+      heuristics::MeasurementKey key{fp, *kind, g.at("dense").get<int>(), g.at("rounds").get<int>()};
+      for (const heuristics::StoredMeasurement& m : db.measurements(key))
+        if (m.candidate.schedule) check_schedule(*m.candidate.schedule);
+    }
+  } catch (const Error&) {
+  }
+}
+
 // ---- the table ----------------------------------------------------------------------------
 
 const std::vector<Target>& targets() {
@@ -489,6 +592,8 @@ const std::vector<Target>& targets() {
       {"plan_file", plan_file, "a flag byte, then a plan file"},
       {"dataset_export", dataset_export, "a dataset export file (JSON lines, plain or gzip)"},
       {"cost_model", cost_model, "a cost model file (header and weights)"},
+      {"hnsw_index", hnsw_index, "a flag byte, a schedule index header line, then its HNSW graph"},
+      {"results_db", results_db, "a results database file (SQLite)"},
   };
   return all;
 }
@@ -561,6 +666,98 @@ int write_generated_seeds(const std::string& target, const std::string& dir) {
       for (learned::EncoderKind e : {learned::EncoderKind::Stats, learned::EncoderKind::Signature})
         write(std::string(kernels::kernel_name(k)) + "-" + learned::encoder_name(e) + ".model",
               small_cost_model(k, e, 2, 2));
+  } else if (target == "hnsw_index") {
+    // Small indexes of the shipped SpMV model: a few template schedules, M = 4.
+    std::vector<codegen::SuperSchedule> templates;
+    for (const char* t : {"csr", "dcsr", "csc", "bcsr4x4", "bcsr8x1"})
+      templates.push_back(codegen::schedule_from_string(KernelKind::SpMV, t));
+    for (int si = 1; si <= 64; si *= 4)
+      for (int sk = 1; sk <= 64; sk *= 8)
+        for (const char* chunk : {"static", "8", "64"}) {
+          const std::string text = "split=i:" + std::to_string(si) + ",k:" + std::to_string(sk) +
+                                   " order=i1,k1,i0,k0 format=UCUU parallel=i1 threads=2 chunk=" + chunk;
+          try {
+            templates.push_back(codegen::schedule_from_string(KernelKind::SpMV, text));
+          } catch (const Error&) {
+          }
+        }
+    for (const std::size_t count : {std::size_t{1}, std::size_t{6}, templates.size()}) {
+      learned::IndexBuildOptions o;
+      o.M = 4;
+      o.ef_construction = 16;
+      const std::vector<codegen::SuperSchedule> some(templates.begin(),
+                                                     templates.begin() + static_cast<std::ptrdiff_t>(count));
+      const learned::ScheduleIndex index = learned::ScheduleIndex::build(index_model(), some, o);
+      const std::string path = scratch() + "/seed.hnsw";
+      index.save(path);
+      std::ifstream g(path, std::ios::binary), h(path + ".json");
+      const std::string graph((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+      std::string header((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
+      while (!header.empty() && header.back() == '\n') header.pop_back();
+      write("index-" + std::to_string(count) + ".bin", std::string(1, '\0') + header + "\n" + graph);
+      write("index-" + std::to_string(count) + "-fixed.bin", std::string(1, '\1') + header + "\n" + graph);
+    }
+  } else if (target == "results_db") {
+    // Databases made by this build (an empty one, one with rows in every table), in small pages
+    // so that the seeds stay small.
+    for (const bool rows : {false, true}) {
+      const std::string path = scratch() + "/seed.sqlite";
+      for (const char* side : {"", "-wal", "-shm", "-journal"}) fs::remove(path + side);
+      {
+        heuristics::ResultsDb db(path);
+        if (rows) {
+          heuristics::MatrixRecord m;
+          m.fingerprint = "0123456789abcdef";
+          m.path = "a.mtx";
+          m.rows = 4;
+          m.cols = 5;
+          m.nnz = 4;
+          m.statistics = {{"max_row", 2}};
+          db.record_matrix(m);
+          heuristics::Provenance pv;
+          pv.recipe = nlohmann::json::object({{"generator", "uniform"}});
+          pv.source = "generator:uniform";
+          pv.split = "train";
+          db.record_provenance(m.fingerprint, pv);
+          const heuristics::MeasurementKey key{m.fingerprint, KernelKind::SpMV, 1, 2};
+          heuristics::Measurement ok;
+          ok.status = heuristics::MeasureStatus::Ok;
+          ok.seconds = {1e-5, 2e-5};
+          ok.median_s = 1.5e-5;
+          ok.min_s = 1e-5;
+          ok.max_s = 2e-5;
+          ok.repeats = 2;
+          ok.threads = 2;
+          ok.verified = true;
+          ok.max_rel_error = 1e-7;
+          heuristics::Measurement refused;
+          refused.status = heuristics::MeasureStatus::Refused;
+          refused.reason = "too much padding";
+          refused.threads = 2;
+          const heuristics::Candidate csr =
+              heuristics::Candidate::generated(codegen::schedule_from_string(KernelKind::SpMV, "csr"));
+          const heuristics::Candidate bcsr =
+              heuristics::Candidate::generated(codegen::schedule_from_string(KernelKind::SpMV, "bcsr4x4"));
+          db.record_measurement(key, heuristics::Candidate::baseline("csr"), ok, {{"threads", 2}});
+          heuristics::GroupRecord gr;
+          gr.threads = 2;
+          gr.rounds = 2;
+          gr.candidates = 2;
+          gr.csr_spread = 0.01;
+          db.record_group(key, gr, {{csr, ok}, {bcsr, refused}});
+          db.record_ablation(m.fingerprint, "spmv", 1, 2, "hybrid", {{"speedup", 1.2}});
+          db.set_meta("collect_settings.spmv", "{\"max_nnz\": 3000}");
+        }
+      }
+      sqlite3* raw = nullptr;
+      if (sqlite3_open(path.c_str(), &raw) == SQLITE_OK)
+        sqlite3_exec(raw, "PRAGMA journal_mode = DELETE; PRAGMA page_size = 512; VACUUM;", nullptr,
+                     nullptr, nullptr);
+      sqlite3_close(raw);
+      std::ifstream f(path, std::ios::binary);
+      write(rows ? "rows.sqlite" : "empty.sqlite",
+            std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()));
+    }
   } else if (target == "tuning_cache" || target == "plan_file") {
     for (KernelKind k : kernels::kAllKernels) {
       const codegen::SuperSchedule s =

@@ -48,5 +48,7 @@ void tuning_cache(const std::uint8_t* data, std::size_t size);      ///< flag by
 void plan_file(const std::uint8_t* data, std::size_t size);         ///< flag byte + plan file
 void dataset_export(const std::uint8_t* data, std::size_t size);    ///< export file (.jsonl[.gz])
 void cost_model(const std::uint8_t* data, std::size_t size);        ///< a cost model file
+void hnsw_index(const std::uint8_t* data, std::size_t size);        ///< flag + index header + graph
+void results_db(const std::uint8_t* data, std::size_t size);        ///< a results database file
 
 }  // namespace waco::fuzz

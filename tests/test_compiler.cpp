@@ -295,6 +295,27 @@ TEST_CASE("compiler: a damaged cached object is rebuilt") {
   CHECK(call_f(second, 2) == 5);
 }
 
+TEST_CASE("compiler: temporaries of a process that died compiling are removed, a live one's kept") {
+  const std::string dir = waco::test::scratch_dir("compiler-stale");
+  const std::string source = kSource + "// stale\n";
+  const std::string key = waco::codegen::cache_key(source, options_in(dir));
+  // A pid that no longer runs: a child that has exited and been reaped.
+  const pid_t dead = fork();
+  REQUIRE(dead >= 0);
+  if (dead == 0) _exit(0);
+  REQUIRE(waitpid(dead, nullptr, 0) == dead);
+  const std::string pid = std::to_string(dead), live = std::to_string(getppid());
+  for (const std::string& name : {key + ".so.tmp." + pid + ".AbCdEf", key + ".cpp.tmp." + pid + ".GhIjKl",
+                                  key + ".so.tmp." + live + ".MnOpQr", "other.so.tmp." + pid + ".StUvWx"})
+    std::ofstream(dir + "/" + name) << "half";
+  const auto r = compile_and_load(source, options_in(dir));
+  CHECK(call_f(r, 2) == 5);
+  const std::vector<std::string> names = listing(dir);
+  CHECK(count_with(names, ".tmp." + pid) == 1);  // only the other key's
+  CHECK(count_with(names, "other.so.tmp.") == 1);
+  CHECK(count_with(names, ".tmp." + live) == 1);  // a live process's work
+}
+
 TEST_CASE("compiler: default cache directory follows XDG_CACHE_HOME, then HOME") {
   const char* old_xdg = std::getenv("XDG_CACHE_HOME");
   const char* old_home = std::getenv("HOME");

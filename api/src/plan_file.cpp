@@ -37,8 +37,17 @@ PlanFile parse_plan_file(const std::string& path, const std::string& text) {
     if (!kind) throw Error(path + ": unknown kernel " + j.at("kernel").dump());
     p.kind = *kind;
     p.fingerprint = j.at("fingerprint").get<std::string>();
-    p.threads = j.at("threads").get<int>();
-    p.dense = p.kind == kernels::KernelKind::SpMV ? 0 : j.at("dense").get<int>();
+    // Integers in range (nlohmann's get<int> of a float outside int's range is undefined).
+    const auto small_int = [&](const char* key) {
+      const nlohmann::json& v = j.at(key);
+      if (!(v.is_number_integer() || v.is_number_unsigned()) || v.get<std::int64_t>() < 0 ||
+          v.get<std::int64_t>() > (1 << 30))
+        throw Error(path + ": the plan file is corrupt ('" + key + "' is " + v.dump() + ")",
+                    "tune again");
+      return static_cast<int>(v.get<std::int64_t>());
+    };
+    p.threads = small_int("threads");
+    p.dense = p.kind == kernels::KernelKind::SpMV ? 0 : small_int("dense");
     p.schedule = codegen::schedule_from_json(j.at("schedule"));
     p.report = j.at("report");
     p.verdict = j.at("verdict").get<std::string>();

@@ -11,6 +11,7 @@
 //   contents are equivalent and a process that already dlopened the earlier inode keeps it mapped.
 #include "waco/codegen/compiler.hpp"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -210,7 +211,7 @@ int make_temp(const std::string& prefix, std::string& name) {
   const int fd = ::mkostemp(buf.data(), O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    throw Error("cannot create a temporary file '" + templ + "' in the kernel cache: " +
+    throw BuildEnvironmentError("cannot create a temporary file '" + templ + "' in the kernel cache: " +
                     errno_text(err),
                 "make the cache directory writable or choose another one (CompilerOptions::"
                 "cache_dir / --cache-dir)");
@@ -231,18 +232,18 @@ void write_file_atomically(const std::string& final_path, const std::string& con
     if (w <= 0) {
       const int err = errno;
       ::close(fd);
-      throw Error("cannot write '" + tmp + "': " + errno_text(err), "check free space in the cache");
+      throw BuildEnvironmentError("cannot write '" + tmp + "': " + errno_text(err), "check free space in the cache");
     }
     done += static_cast<std::size_t>(w);
   }
   ::fchmod(fd, mode);
   if (::close(fd) != 0) {
     const int err = errno;
-    throw Error("cannot write '" + tmp + "': " + errno_text(err), "check free space in the cache");
+    throw BuildEnvironmentError("cannot write '" + tmp + "': " + errno_text(err), "check free space in the cache");
   }
   if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
     const int err = errno;
-    throw Error("cannot install '" + final_path + "': " + errno_text(err),
+    throw BuildEnvironmentError("cannot install '" + final_path + "': " + errno_text(err),
                 "make the cache directory writable or choose another one");
   }
   guard.release();
@@ -253,7 +254,7 @@ void make_directories(const std::string& dir) {
   const std::string hint =
       "choose another kernel cache directory (CompilerOptions::cache_dir / --cache-dir) or "
       "remove what is in the way";
-  if (dir.empty()) throw Error("the kernel cache directory is an empty path", hint);
+  if (dir.empty()) throw BuildEnvironmentError("the kernel cache directory is an empty path", hint);
   std::size_t pos = 0;
   while (pos != std::string::npos) {
     pos = dir.find('/', pos + 1);
@@ -264,17 +265,17 @@ void make_directories(const std::string& dir) {
     struct stat st {};
     if (::stat(prefix.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode)) continue;
-      throw Error("cannot create the kernel cache directory '" + dir + "': '" + prefix +
+      throw BuildEnvironmentError("cannot create the kernel cache directory '" + dir + "': '" + prefix +
                       "' exists and is not a directory",
                   hint);
     }
-    throw Error("cannot create the kernel cache directory '" + dir + "': mkdir '" + prefix +
+    throw BuildEnvironmentError("cannot create the kernel cache directory '" + dir + "': mkdir '" + prefix +
                     "': " + errno_text(err),
                 hint);
   }
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     const int err = errno;
-    throw Error("the kernel cache directory '" + dir + "' is not writable: " + errno_text(err),
+    throw BuildEnvironmentError("the kernel cache directory '" + dir + "' is not writable: " + errno_text(err),
                 hint);
   }
 }
@@ -298,7 +299,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     const int err = errno;
-    throw Error("cannot create a pipe to run '" + argv[0] + "': " + errno_text(err),
+    throw BuildEnvironmentError("cannot create a pipe to run '" + argv[0] + "': " + errno_text(err),
                 "the process may be out of file descriptors");
   }
   posix_spawn_file_actions_t actions;
@@ -373,7 +374,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) {
       const int err = errno;
-      throw Error("cannot wait for '" + argv[0] + "': " + errno_text(err),
+      throw BuildEnvironmentError("cannot wait for '" + argv[0] + "': " + errno_text(err),
                   "is SIGCHLD ignored by the host program?");
     }
     if (remaining_ms() == 0) {
@@ -399,6 +400,18 @@ std::string describe_outcome(const ProcessResult& r, double timeout_seconds) {
   return "ended with wait status " + std::to_string(r.status);
 }
 
+/// Whether a failed compiler run failed for a reason of the machine, not of the source: the
+/// compiler was killed by a signal it was not sent by the timeout (the OOM killer, a user), or it
+/// could not write its output (its message holds the C library's text of ENOSPC, EDQUOT or
+/// EFBIG: the assembler and linker print strerror).
+bool machine_failure(const ProcessResult& r) {
+  if (r.timed_out) return false;
+  if (WIFSIGNALED(r.status)) return true;
+  for (const int e : {ENOSPC, EDQUOT, EFBIG})
+    if (r.output.find(::strerror(e)) != std::string::npos) return true;
+  return false;
+}
+
 bool succeeded(const ProcessResult& r) {
   return r.spawn_error == 0 && !r.timed_out && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
 }
@@ -410,11 +423,11 @@ std::string compiler_hint() {
 [[noreturn]] void throw_spawn_error(const std::string& compiler, int err,
                                     const std::vector<std::string>& argv) {
   if (err == ENOENT)
-    throw Error("C++ compiler '" + compiler + "' not found" +
+    throw BuildEnvironmentError("C++ compiler '" + compiler + "' not found" +
                     (compiler.find('/') == std::string::npos ? " on PATH" : "") +
                     " (command: " + command_line(argv) + ")",
                 compiler_hint());
-  throw Error("cannot run C++ compiler '" + compiler + "': " + errno_text(err) +
+  throw BuildEnvironmentError("cannot run C++ compiler '" + compiler + "': " + errno_text(err) +
                   " (command: " + command_line(argv) + ")",
               compiler_hint());
 }
@@ -459,9 +472,31 @@ void check_tmp_fallback(const std::string& dir) {
   if (dir.rfind(top + "/", 0) != 0) return;
   struct stat st {};
   if (::lstat(top.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
-    throw Error("the kernel cache directory '" + top +
+    throw BuildEnvironmentError("the kernel cache directory '" + top +
                     "' is not a directory owned by this user (or is a symbolic link)",
                 "set XDG_CACHE_HOME or HOME, or choose a cache directory (--cache-dir)");
+}
+
+/// Removes the temporaries "<key>.<ext>.tmp.<pid>.XXXXXX" that a process which no longer runs left
+/// in the cache (a measuring child killed while compiling: its TempFileGuard never ran). Only this
+/// key's, and only of pids that do not exist; a temporary of a live process is its work.
+void remove_stale_temporaries(const std::string& dir, const std::string& key) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const std::string me = std::to_string(::getpid());
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(key + ".", 0) != 0) continue;
+    const auto tmp = name.find(".tmp.");
+    if (tmp == std::string::npos) continue;
+    const auto pid_end = name.find('.', tmp + 5);
+    const std::string pid = name.substr(tmp + 5, pid_end == std::string::npos ? std::string::npos
+                                                                            : pid_end - tmp - 5);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid == me) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
+    ::unlink(join_path(dir, name).c_str());
+  }
+  ::closedir(d);
 }
 
 std::shared_ptr<LoadedLibrary> load(const std::string& path, double& seconds) {
@@ -513,19 +548,19 @@ std::string compiler_version(const std::string& compiler) {
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(compiler); it != cache.end()) return it->second;
 
-  if (compiler.empty()) throw Error("the C++ compiler name is empty", compiler_hint());
+  if (compiler.empty()) throw BuildEnvironmentError("the C++ compiler name is empty", compiler_hint());
   const std::vector<std::string> argv = {compiler, "--version"};
   constexpr double kVersionTimeout = 30.0;
   const ProcessResult r = run_process(argv, kVersionTimeout);
   if (r.spawn_error != 0) throw_spawn_error(compiler, r.spawn_error, argv);
   if (!succeeded(r))
-    throw Error("`" + command_line(argv) + "` " + describe_outcome(r, kVersionTimeout) +
+    throw BuildEnvironmentError("`" + command_line(argv) + "` " + describe_outcome(r, kVersionTimeout) +
                     "; its output:\n" + trim_log(r.output),
                 compiler_hint());
   std::string line = r.output.substr(0, r.output.find('\n'));
   while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
   if (line.empty())
-    throw Error("`" + command_line(argv) + "` printed no version line", compiler_hint());
+    throw BuildEnvironmentError("`" + command_line(argv) + "` printed no version line", compiler_hint());
   cache.emplace(compiler, line);
   return line;
 }
@@ -577,6 +612,7 @@ CompileResult compile_and_load(const std::string& source, const CompilerOptions&
 
   make_directories(dir);
   check_tmp_fallback(dir);
+  remove_stale_temporaries(dir, result.key);
   write_file_atomically(result.source_path, source, 0644);
 
   std::string tmp_so;
@@ -604,18 +640,20 @@ CompileResult compile_and_load(const std::string& source, const CompilerOptions&
     } catch (const Error& e) {
       log_note = std::string("the log could not be saved: ") + e.what();
     }
-    throw Error("compiling a kernel failed: `" + command_line(argv) + "` " +
-                    describe_outcome(r, opts.timeout_seconds) + "; compiler output:\n" +
-                    trim_log(r.output) + "(" + log_note + ")",
-                r.timed_out ? "raise the compile timeout or simplify the kernel"
-                            : "the generated source is " + result.source_path);
+    const std::string what = "compiling a kernel failed: `" + command_line(argv) + "` " +
+                             describe_outcome(r, opts.timeout_seconds) + "; compiler output:\n" +
+                             trim_log(r.output) + "(" + log_note + ")";
+    const std::string hint = r.timed_out ? "raise the compile timeout or simplify the kernel"
+                                         : "the generated source is " + result.source_path;
+    if (machine_failure(r)) throw BuildEnvironmentError(what, hint);
+    throw Error(what, hint);
   }
   // mkstemp made the file 0600 and the linker may keep that; a cache shared by a group must be
   // readable. Failing to widen it is harmless for this user, so the result is not checked.
   (void)::chmod(tmp_so.c_str(), 0755);
   if (::rename(tmp_so.c_str(), result.library_path.c_str()) != 0) {
     const int err = errno;
-    throw Error("cannot install compiled kernel '" + result.library_path + "': " + errno_text(err),
+    throw BuildEnvironmentError("cannot install compiled kernel '" + result.library_path + "': " + errno_text(err),
                 "make the cache directory writable or choose another one");
   }
   guard.release();

@@ -199,7 +199,10 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& s
                       kernels::FileLock& lock) {
   ChildResult r;
   const double t0 = now_seconds();
-  r.status = holding(lock, [&] { return run_process(argv, stem + ".json", stem + ".stderr"); });
+  // A SIGINT or SIGTERM to ablate reaches the child as one SIGTERM: it stops at a safe point.
+  r.status = holding(lock, [&] {
+    return run_process(argv, stem + ".json", stem + ".stderr", false, 0.0, &interrupt_flag());
+  });
   r.seconds = now_seconds() - t0;
   r.out = nlohmann::json::parse(kernels::read_text_file(stem + ".json"), nullptr, false);
   if (r.status != 0 || r.out.is_discarded())

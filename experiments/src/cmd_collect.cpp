@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -219,8 +220,15 @@ int collect(const Options& o) {
   }
   const std::string db_path = o.db.empty() ? heuristics::default_results_path() : o.db;
   { heuristics::ResultsDb check(db_path); }  // a bad file fails here, before any work
-  FileLock lock(db_path + ".collect-lock",
-                "another collect is writing " + db_path + " (it holds " + db_path + ".collect-lock)",
+  // The lock beside the database's real file: two collects given one database by different
+  // names (a symbolic link, a relative path) exclude each other too.
+  std::string real_db = db_path;
+  if (char* r = ::realpath(db_path.c_str(), nullptr)) {
+    real_db = r;
+    std::free(r);
+  }
+  FileLock lock(real_db + ".collect-lock",
+                "another collect is writing " + db_path + " (it holds " + real_db + ".collect-lock)",
                 "wait for it to finish, or collect into another --db and merge");
   {
     heuristics::ResultsDb db(db_path);
@@ -254,6 +262,11 @@ int collect(const Options& o) {
   if (!o.exclude.empty()) co.exclude = read_exclusions(o.exclude, kind);
   co.context = kernels::context_json(co.measure.threads, "none");
 
+  // SIGINT and SIGTERM end the matrix being collected (nothing of it is stored) and stop the
+  // run, which a rerun resumes; a second signal stops at once.
+  InterruptGuard interrupt_guard;
+  co.stop = &interrupt_flag();
+  bool interrupted = false;
   const double t0 = kernels::now_seconds();
   std::map<std::string, int> outcomes;
   std::int64_t measurements = 0, measured_ok = 0;
@@ -262,7 +275,15 @@ int collect(const Options& o) {
   double collected_s = 0;
   int collected = 0;
   for (std::size_t i = 0; i < mine.size(); ++i) {
+    if (interrupt_flag()) {
+      interrupted = true;
+      break;
+    }
     const CollectOutcome r = heuristics::collect_one(db_path, mine[i], co);
+    if (r.kind == CollectOutcome::Kind::Interrupted) {
+      interrupted = true;
+      break;
+    }
     ++outcomes[heuristics::outcome_name(r.kind)];
     if (r.kind == CollectOutcome::Kind::Measured) {
       measurements += r.candidates;
@@ -285,6 +306,9 @@ int collect(const Options& o) {
     }
   }
   const double seconds = kernels::now_seconds() - t0;
+  if (interrupted)
+    std::fprintf(stderr, "interrupted: %zu of %zu matrices done; run the same command again to "
+                 "resume (the matrix being collected was not stored)\n", items.size(), mine.size());
   if (o.json) {
     print_json({{"kernel", o.kernel},
                 {"db", db_path},
@@ -298,6 +322,8 @@ int collect(const Options& o) {
                 {"measurements_per_hour", seconds > 0 ? 3600.0 * static_cast<double>(measurements) / seconds : 0.0},
                 {"breakdown_s", breakdown},
                 {"items", items},
+                {"complete", !interrupted},
+                {"stopped_by", interrupted ? "interrupted" : ""},
                 {"context", co.context}});
   } else {
     std::printf("collected %s into %s: %zu matrices (", o.kernel.c_str(), db_path.c_str(),
@@ -312,7 +338,7 @@ int collect(const Options& o) {
                 duration_text(seconds).c_str(),
                 seconds > 0 ? 3600.0 * static_cast<double>(measurements) / seconds : 0.0);
   }
-  return outcomes.count("failed") ? kExitFailure : kExitOk;
+  return outcomes.count("failed") || interrupted ? kExitFailure : kExitOk;
 }
 
 }  // namespace

@@ -63,6 +63,8 @@ int usage_error(const CLI::App& app, const CLI::ParseError& e) {
 
 int main(int argc, char** argv) {
   using namespace waco::cli;
+  // Started by another waco-hybrid (ablate) or the library: end with it.
+  waco::kernels::die_with_parent_from_environment();
   const std::vector<Command> commands = {
       make_info_command(),
       make_run_command(),

@@ -54,7 +54,7 @@ nlohmann::json Measurement::to_json() const {
           {"verified", verified},          {"max_rel_error", max_rel_error},
           {"conversion_s", conversion_s},  {"compile_s", compile_s}, {"cache_hit", cache_hit},
           {"kernel_source", kernel_source}, {"stored_values", stored_values},
-          {"wall_s", wall_s}, {"counters", counters}, {"race", race}};
+          {"wall_s", wall_s}, {"counters", counters}, {"race", race}, {"environment", environment}};
 }
 
 Measurement Measurement::from_json(const nlohmann::json& j) {
@@ -78,6 +78,7 @@ Measurement Measurement::from_json(const nlohmann::json& j) {
   m.kernel_source = j.at("kernel_source").get<std::string>();
   m.stored_values = j.at("stored_values").get<std::int64_t>();
   m.wall_s = j.at("wall_s").get<double>();
+  m.environment = j.value("environment", false);
   m.counters = j.value("counters", nlohmann::json());
   m.race = j.value("race", std::string());
   return m;

@@ -1,6 +1,8 @@
 // Collecting one matrix's measurement group (see collector.hpp).
 #include "waco/heuristics/collector.hpp"
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "measure_internal.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/results_db.hpp"
@@ -251,7 +254,15 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   g.seconds = now_s() - t2;
 
   ResultsDb db(db_path);
-  ResultsDb::Transaction tx(db);
+  ResultsDb::Transaction tx(db);  // BEGIN IMMEDIATE: the check below and the rows are one step
+  if (db.has_group(key, opts.measure.threads)) {
+    // Another process stored this matrix meanwhile (a collect given the database by another
+    // name, or a merge): its group stands, this one is dropped rather than stored beside it.
+    out.kind = CollectOutcome::Kind::Existing;
+    out.message = "collected meanwhile by another process";
+    out.seconds = now_s() - t0;
+    return out;
+  }
   db.record_matrix(tensor ? matrix_record(T, source) : matrix_record(A, source));
   db.record_provenance(out.fingerprint, {recipe.to_json(), source, split_of(out.fingerprint)});
   db.record_group(key, g, rows);
@@ -271,6 +282,7 @@ const char* outcome_name(CollectOutcome::Kind k) {
     case CollectOutcome::Kind::Existing: return "existing";
     case CollectOutcome::Kind::Excluded: return "excluded";
     case CollectOutcome::Kind::Failed: return "failed";
+    case CollectOutcome::Kind::Interrupted: return "interrupted";
   }
   return "?";
 }
@@ -306,6 +318,7 @@ CollectOutcome collect_one(const std::string& db_path, const kernels::Recipe& re
   int fds[2];
   if (::pipe(fds) != 0) throw Error(std::string("collect: pipe failed: ") + std::strerror(errno));
   const double t0 = now_s();
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -314,6 +327,12 @@ CollectOutcome collect_one(const std::string& db_path, const kernels::Recipe& re
   }
   if (pid == 0) {  // the child: collect, report one JSON document, exit without unwinding
     ::close(fds[0]);
+    // Ends with the collect (a collect killed by a signal left it measuring and writing the
+    // database on its own), and leaves SIGINT and SIGTERM to the parent's handler: the default
+    // here, so that a terminal's Ctrl-C, which reaches the whole process group, ends it too.
+    if (!detail::die_with_parent(parent)) ::_exit(3);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
     CollectOutcome out;
     out.label = recipe.label();
     try {
@@ -335,7 +354,16 @@ CollectOutcome collect_one(const std::string& db_path, const kernels::Recipe& re
   ::close(fds[1]);
   std::string text;
   char buf[4096];
+  bool interrupted = false;
   for (;;) {
+    if (opts.stop && *opts.stop) {  // checked between reads: a signal may come before poll
+      interrupted = true;
+      ::kill(pid, SIGKILL);  // its worker and measuring children follow (PR_SET_PDEATHSIG)
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int pr = ::poll(&p, 1, 200);
+    if (pr == 0 || (pr < 0 && errno == EINTR)) continue;
     const ssize_t r = ::read(fds[0], buf, sizeof buf);
     if (r > 0) text.append(buf, static_cast<std::size_t>(r));
     else if (r == 0 || errno != EINTR) break;
@@ -347,6 +375,14 @@ CollectOutcome collect_one(const std::string& db_path, const kernels::Recipe& re
   CollectOutcome out;
   out.label = recipe.label();
   out.seconds = now_s() - t0;
+  // A terminal's Ctrl-C reaches the child too (same process group): it died of it before the
+  // flag was seen.
+  if (text.empty() && opts.stop && *opts.stop) interrupted = true;
+  if (interrupted) {
+    out.kind = CollectOutcome::Kind::Interrupted;
+    out.message = "interrupted: nothing of this matrix was stored";
+    return out;
+  }
   if (text.empty()) {
     out.kind = CollectOutcome::Kind::Failed;
     out.message = WIFSIGNALED(status)
@@ -357,7 +393,8 @@ CollectOutcome collect_one(const std::string& db_path, const kernels::Recipe& re
   const nlohmann::json j = nlohmann::json::parse(text);
   const std::string kind = j.at("outcome");
   for (auto k : {CollectOutcome::Kind::Measured, CollectOutcome::Kind::Existing,
-                 CollectOutcome::Kind::Excluded, CollectOutcome::Kind::Failed})
+                 CollectOutcome::Kind::Excluded, CollectOutcome::Kind::Failed,
+                 CollectOutcome::Kind::Interrupted})
     if (kind == outcome_name(k)) out.kind = k;
   out.fingerprint = j.at("fingerprint");
   out.message = j.at("message");

@@ -17,6 +17,7 @@
 
 #include "framing.hpp"
 #include "measure_internal.hpp"
+#include "waco/codegen/compiler.hpp"
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/generated_kernel.hpp"
 #include "waco/kernels/counters.hpp"
@@ -100,6 +101,7 @@ Prepared prepare_candidate(const kernels::Problem& p, const MeasureOptions& opts
     // compilation (its command and log are in the message).
     m = failed(m, generated ? MeasureStatus::CompileError : MeasureStatus::Refused,
                error_text(e));
+    m.environment = dynamic_cast<const codegen::BuildEnvironmentError*>(&e) != nullptr;
     r.impl.reset();
     return r;
   }

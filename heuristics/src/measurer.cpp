@@ -171,6 +171,12 @@ std::vector<Measurement> Measurer::request(char type, const std::vector<Candidat
   }
   const double wall = now_seconds() - t0;
   for (std::size_t i = 0; i < cs.size(); ++i) {
+    // The machine failed, not the candidate: no result to give (and none to store).
+    if (ms[i].environment)
+      throw Error("cannot measure " + cs[i].label() + " (nothing was recorded for it; a rerun "
+                  "resumes once the cause is fixed): " + ms[i].reason);
+  }
+  for (std::size_t i = 0; i < cs.size(); ++i) {
     Measurement& m = ms[i];
     m.wall_s = wall;
     // A child that died before reporting could not say how it was to run.

@@ -168,6 +168,45 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
+/// A JSON value stored in the database (statistics, context, times, schedules, ...): a damaged
+/// file is refused as an Error naming the column, not with the JSON library's exception.
+nlohmann::json stored_json(const std::string& text, const char* column) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded())
+    throw Error("the results database holds a damaged value in column '" + std::string(column) +
+                    "' (not JSON)",
+                "the file is damaged; choose another --db");
+  return j;
+}
+
+/// Runs f, turning the JSON library's exceptions (a stored value of the wrong type) into Error.
+template <class F>
+auto reading(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("the results database holds a damaged ") + what + " (" + e.what() + ")",
+                "the file is damaged; choose another --db");
+  }
+}
+
+/// An integer field of an export object in [lo, hi]; Error otherwise (nlohmann's conversion of a
+/// float outside the target's range is undefined behaviour).
+std::int64_t export_int(const nlohmann::json& o, const char* key, std::int64_t lo, std::int64_t hi) {
+  const nlohmann::json& v = o.at(key);
+  const bool integer = v.is_number_integer() || v.is_number_unsigned();
+  const bool in_range =
+      integer && (v.is_number_unsigned()
+                      ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                            static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
+                      : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi);
+  if (!in_range)
+    throw Error("dataset export object: '" + std::string(key) + "' must be an integer in [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")");
+  return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
+                                : v.get<std::int64_t>();
+}
+
 /// A prepared statement, finalized on destruction. Binds are 1-based as in SQLite.
 class Statement {
  public:
@@ -177,11 +216,15 @@ class Statement {
     const std::string msg = sqlite3_errmsg(db);
     const std::string file = sqlite3_db_filename(db, "main");
     sqlite3_finalize(stmt_);
-    // Our SQL is fixed, so SQLITE_ERROR is a bug; the other codes are about the file.
-    WACO_ASSERT(rc != SQLITE_ERROR, "results database: bad SQL: " + msg);
+    // Our SQL is fixed, so a syntax error is a bug; everything else is about the file (a damaged
+    // file also gives SQLITE_ERROR: "unsupported file format", a table or column missing).
+    WACO_ASSERT(rc != SQLITE_ERROR || msg.find("syntax error") == std::string::npos,
+                "results database: bad SQL: " + msg);
     throw Error("results database " + file + ": " + msg,
-                rc == SQLITE_NOTADB ? "the file is not an SQLite database; choose another --db"
-                                    : "check the file and its permissions");
+                rc == SQLITE_NOTADB  ? "the file is not an SQLite database; choose another --db"
+                : rc == SQLITE_ERROR ? "the file is damaged or not a waco-hybrid results database; "
+                                       "choose another --db"
+                                     : "check the file and its permissions");
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
@@ -303,6 +346,45 @@ MatrixRecord matrix_record(const kernels::CooTensor& t, const std::string& path,
   return r;
 }
 
+namespace {
+/// Column names of every table of a schema-version database: (table, column) pairs.
+std::vector<std::pair<std::string, std::string>> columns_of(sqlite3* db) {
+  std::vector<std::string> tables;
+  {
+    Statement t(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                    "ORDER BY name");
+    while (t.step()) tables.push_back(t.text(0));
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& table : tables) {
+    Statement c(db, "SELECT name FROM pragma_table_info(?1)");
+    c.bind(1, table);
+    while (c.step()) out.emplace_back(table, c.text(0));
+  }
+  return out;
+}
+
+/// Refuses a file whose tables lack a column of this schema version (a damaged or foreign file
+/// that says it is of this version): the statements would fail on it later, as a bug.
+void check_tables(sqlite3* db, const std::string& path) {
+  static const std::vector<std::pair<std::string, std::string>> expected = [] {
+    sqlite3* mem = nullptr;
+    sqlite3_open(":memory:", &mem);
+    sqlite3_exec(mem, schema_sql().c_str(), nullptr, nullptr, nullptr);
+    auto cols = columns_of(mem);
+    sqlite3_close(mem);
+    return cols;
+  }();
+  const auto have = columns_of(db);
+  for (const auto& tc : expected)
+    if (std::find(have.begin(), have.end(), tc) == have.end())
+      throw Error("the results database " + path + " says schema version " +
+                      std::to_string(kResultsSchemaVersion) + " but its table '" + tc.first +
+                      "' has no column '" + tc.second + "': a damaged or foreign file",
+                  "choose another file with --db");
+}
+}  // namespace
+
 // ---- ResultsDb -----------------------------------------------------------------------------
 
 ResultsDb::ResultsDb(const std::string& path) : path_(path) {
@@ -411,6 +493,7 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
                   version_ > kResultsSchemaVersion
                       ? "it was written by a newer waco-hybrid: use that one, or another --db"
                       : "it was written by an older waco-hybrid: choose another --db");
+    check_tables(db_, path);
   } catch (...) {  // close the handle, then let the error through unchanged
     sqlite3_close(db_);
     db_ = nullptr;
@@ -476,7 +559,7 @@ std::optional<MatrixRecord> ResultsDb::find_matrix(const std::string& fingerprin
   m.rows = s.int64(2);
   m.cols = s.int64(3);
   m.nnz = s.int64(4);
-  m.statistics = nlohmann::json::parse(s.text(5));
+  m.statistics = stored_json(s.text(5), "matrices.statistics");
   return m;
 }
 
@@ -561,7 +644,7 @@ std::optional<Provenance> ResultsDb::find_provenance(const std::string& fingerpr
                    "x.id = p.matrix_id WHERE x.fingerprint = ?1");
   s.bind(1, fingerprint);
   if (!s.step()) return std::nullopt;
-  return Provenance{nlohmann::json::parse(s.text(0)), s.text(1), s.text(2)};
+  return Provenance{stored_json(s.text(0), "provenance.recipe"), s.text(1), s.text(2)};
 }
 
 std::int64_t ResultsDb::record_group(const MeasurementKey& key, const GroupRecord& g,
@@ -649,6 +732,9 @@ nlohmann::json ResultsDb::dataset_stats() const {
                      "GROUP BY g.kernel, p.source, p.split");
     while (s.step()) {
       nlohmann::json& k = out[s.text(0)];
+      // A kernel the first query did not list (a damaged file's table and index disagree).
+      for (const char* part : {"statuses", "sources", "splits"})
+        if (!k[part].is_object()) k[part] = nlohmann::json::object();
       const std::string source = s.text(1).substr(0, s.text(1).find(':'));
       k["sources"][source] = k["sources"].value(source, std::int64_t{0}) + s.int64(3);
       k["splits"][s.text(2)] = k["splits"].value(s.text(2), std::int64_t{0}) + s.int64(3);
@@ -680,7 +766,9 @@ StoredMeasurement read_measurement(const Statement& s) {
   StoredMeasurement r;
   r.candidate.implementation = s.text(0);
   if (!s.is_null(1))
-    r.candidate.schedule = codegen::schedule_from_json(nlohmann::json::parse(s.text(1)));
+    r.candidate.schedule = reading("schedule", [&] {
+      return codegen::schedule_from_json(stored_json(s.text(1), "schedules.json"));
+    });
   Measurement& m = r.measurement;
   m.threads = static_cast<int>(s.int64(2));
   m.warmup = static_cast<int>(s.int64(3));
@@ -688,11 +776,15 @@ StoredMeasurement read_measurement(const Statement& s) {
   m.median_s = s.real(5);
   m.min_s = s.real(6);
   m.max_s = s.real(7);
-  m.seconds = nlohmann::json::parse(s.text(8)).get<std::vector<double>>();
+  m.seconds = reading("measurement time list", [&] {
+    return stored_json(s.text(8), "measurements.times_s").get<std::vector<double>>();
+  });
   m.verified = s.int64(9) != 0;
   m.max_rel_error = s.real(10, -1.0);
   const auto st = parse_status(s.text(11));
-  WACO_ASSERT(st.has_value(), "the CHECK constraint admits only known statuses");
+  if (!st)
+    throw Error("the results database holds an unknown measurement status '" + s.text(11) + "'",
+                "the file is damaged; choose another --db");
   m.status = *st;
   m.reason = s.text(12);
   m.conversion_s = s.real(13);
@@ -701,9 +793,9 @@ StoredMeasurement read_measurement(const Statement& s) {
   m.stored_values = s.is_null(16) ? -1 : s.int64(16);
   m.kernel_source = s.text(17);
   m.wall_s = s.real(18);
-  r.context = nlohmann::json::parse(s.text(19));
+  r.context = stored_json(s.text(19), "measurements.context");
   r.created = s.text(20);
-  if (!s.is_null(21)) m.counters = nlohmann::json::parse(s.text(21));
+  if (!s.is_null(21)) m.counters = stored_json(s.text(21), "measurements.counters");
   return r;
 }
 
@@ -756,12 +848,12 @@ void ResultsDb::for_each_group(const std::string& kernel,
         {"candidates", g.int64(5)},
         {"csr_spread", g.is_null(6) ? nlohmann::json() : nlohmann::json(g.real(6))},
         {"seconds", g.real(7)},
-        {"context", nlohmann::json::parse(g.text(8))},
+        {"context", stored_json(g.text(8), "groups.context")},
         {"matrix",
          {{"fingerprint", g.text(9)}, {"rows", g.int64(10)}, {"cols", g.int64(11)},
-          {"nnz", g.int64(12)}, {"statistics", nlohmann::json::parse(g.text(13))},
+          {"nnz", g.int64(12)}, {"statistics", stored_json(g.text(13), "matrices.statistics")},
           {"path", g.text(14)}}},
-        {"recipe", g.is_null(15) ? nlohmann::json() : nlohmann::json::parse(g.text(15))},
+        {"recipe", g.is_null(15) ? nlohmann::json() : stored_json(g.text(15), "provenance.recipe")},
         {"source", g.is_null(16) ? nlohmann::json() : nlohmann::json(g.text(16))},
         {"split", g.is_null(17) ? nlohmann::json() : nlohmann::json(g.text(17))},
         {"repeated", g.int64(19) != 0},
@@ -791,7 +883,7 @@ void ResultsDb::for_each_group(const std::string& kernel,
 
 void ResultsDb::import_group(const nlohmann::json& g) {
   try {
-    if (g.at("export_version").get<int>() != kDatasetExportVersion)
+    if (export_int(g, "export_version", 0, 1 << 30) != kDatasetExportVersion)
       throw Error("dataset export version " + g.at("export_version").dump() +
                   ", this waco-hybrid reads version " + std::to_string(kDatasetExportVersion));
     const auto kind = kernels::parse_kernel(g.at("kernel").get<std::string>());
@@ -800,18 +892,20 @@ void ResultsDb::import_group(const nlohmann::json& g) {
     MatrixRecord m;
     m.fingerprint = mx.at("fingerprint");
     m.path = mx.at("path");
-    m.rows = mx.at("rows");
-    m.cols = mx.at("cols");
-    m.nnz = mx.at("nnz");
+    constexpr std::int64_t kBig = std::int64_t{1} << 62;
+    m.rows = export_int(mx, "rows", 0, kBig);
+    m.cols = export_int(mx, "cols", 0, kBig);
+    m.nnz = export_int(mx, "nnz", 0, kBig);
     m.statistics = mx.at("statistics");
     GroupRecord rec;
-    rec.threads = g.at("threads");
-    rec.rounds = g.at("rounds");
-    rec.candidates = g.at("candidates");
+    rec.threads = static_cast<int>(export_int(g, "threads", 1, 1 << 20));
+    rec.rounds = static_cast<int>(export_int(g, "rounds", 1, 1 << 30));
+    rec.candidates = static_cast<int>(export_int(g, "candidates", 0, 1 << 30));
     if (!g.at("csr_spread").is_null()) rec.csr_spread = g.at("csr_spread").get<double>();
     rec.seconds = g.at("seconds");
     rec.context = g.at("context");
-    const MeasurementKey key{m.fingerprint, *kind, g.at("dense").get<int>(), rec.rounds};
+    const MeasurementKey key{m.fingerprint, *kind, static_cast<int>(export_int(g, "dense", 1, 1 << 30)),
+                             rec.rounds};
     std::vector<GroupRow> rows;
     for (const nlohmann::json& r : g.at("rows")) {
       const std::string label = r.at(0);
@@ -835,8 +929,12 @@ void ResultsDb::import_group(const nlohmann::json& g) {
     std::optional<Transaction> tx;
     if (tx_depth_ == 0) tx.emplace(*this);
     record_matrix(m);
-    if (!g.at("recipe").is_null())
-      record_provenance(m.fingerprint, {g.at("recipe"), g.at("source"), g.at("split")});
+    if (!g.at("recipe").is_null()) {
+      const std::string split = g.at("split");
+      if (split != "train" && split != "validation" && split != "test")
+        throw Error("dataset export object: unknown split '" + split + "'");
+      record_provenance(m.fingerprint, {g.at("recipe"), g.at("source"), split});
+    }
     record_group(key, rec, rows);
     // "repeated" (absent in the first exports: then a repetition had an agreement): a
     // repetition's agreement is null when fewer than two candidates were timed in both.

@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +23,8 @@ extern char** environ;
 namespace waco::kernels {
 
 int run_process(const std::vector<std::string>& argv, const std::string& out_path,
-                const std::string& err_path, bool live_stderr, double timeout_s) {
+                const std::string& err_path, bool live_stderr, double timeout_s,
+                const volatile std::sig_atomic_t* stop) {
   WACO_ASSERT(!argv.empty(), "run_process without a program");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -34,14 +37,35 @@ int run_process(const std::vector<std::string>& argv, const std::string& out_pat
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The environment with kParentPidVariable set to this process.
+  const std::string parent_var = std::string(kParentPidVariable) + "=";
+  std::vector<std::string> env_text;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    if (std::strncmp(*e, parent_var.c_str(), parent_var.size()) != 0) env_text.emplace_back(*e);
+  env_text.push_back(parent_var + std::to_string(::getpid()));
+  std::vector<char*> env;
+  for (std::string& e : env_text) env.push_back(e.data());
+  env.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (stop != nullptr) {
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
   pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, &attr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) throw Error("cannot start " + argv[0] + ": " + std::strerror(rc));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   int status = 0;
+  bool forwarded = false;
   for (;;) {
-    const pid_t w = ::waitpid(pid, &status, timeout_s > 0 ? WNOHANG : 0);
+    if (stop != nullptr && *stop != 0 && !forwarded) {
+      ::kill(pid, SIGTERM);
+      forwarded = true;
+    }
+    const pid_t w = ::waitpid(pid, &status, timeout_s > 0 || stop != nullptr ? WNOHANG : 0);
     if (w == pid) break;
     if (w < 0 && errno != EINTR)
       throw Error("waiting for " + argv[0] + ": " + std::strerror(errno));
@@ -55,6 +79,19 @@ int run_process(const std::vector<std::string>& argv, const std::string& out_pat
   }
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
+}
+
+void die_with_parent_from_environment() {
+  const char* text = std::getenv(kParentPidVariable);
+  if (text == nullptr) return;
+  const long parent = std::strtol(text, nullptr, 10);
+  ::unsetenv(kParentPidVariable);
+  if (parent <= 1) return;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != static_cast<pid_t>(parent)) {
+    std::fprintf(stderr, "error: the process that started this one (pid %ld) has ended\n", parent);
+    std::exit(1);
+  }
 }
 
 FileLock::FileLock(const std::string& path) : path_(path) {

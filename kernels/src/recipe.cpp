@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -835,7 +836,11 @@ std::int64_t estimated_nnz(const Recipe& r) {
       break;
     }
   }
-  return static_cast<std::int64_t>(std::ceil(augmented_estimate(base, rows, cols, r.augment)));
+  // Saturated: an estimate beyond int64 (or not a number) is "more than any bound" (casting it
+  // was undefined behaviour).
+  const double e = std::ceil(augmented_estimate(base, rows, cols, r.augment));
+  if (!(e < 9.2e18)) return std::numeric_limits<std::int64_t>::max();
+  return static_cast<std::int64_t>(e);
 }
 
 // ---- the default mixes -----------------------------------------------------------------------

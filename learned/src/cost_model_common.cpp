@@ -75,8 +75,16 @@ CostModelConfig CostModelConfig::from_json(const nlohmann::json& j) {
     c.kind = *kind;
     c.encoder = parse_encoder(j.at("encoder").get<std::string>());
     c.waconet_variant = j.at("waconet_variant").get<std::string>();
-    c.width = j.at("width").get<int>();
-    c.table_width = j.at("table_width").get<int>();
+    // Integers in range (nlohmann's get<int> of a float outside int's range is undefined).
+    const auto small_int = [&](const char* key) {
+      const nlohmann::json& v = j.at(key);
+      if (!(v.is_number_integer() || v.is_number_unsigned()) || v.get<std::int64_t>() < 0 ||
+          v.get<std::int64_t>() > (1 << 30))
+        throw Error(std::string("malformed cost model configuration: '") + key + "' is " + v.dump());
+      return static_cast<int>(v.get<std::int64_t>());
+    };
+    c.width = small_int("width");
+    c.table_width = small_int("table_width");
     c.seed = j.at("seed").get<std::uint64_t>();
     return c;
   } catch (const nlohmann::json::exception& e) {

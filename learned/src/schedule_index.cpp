@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -97,6 +99,83 @@ std::vector<std::size_t> checked_nodes(std::size_t n) {
   return v;
 }
 
+/// Checks an hnswlib graph file (hnswlib 0.6's saveIndex layout) against what this index needs,
+/// before hnswlib reads it: its loader trusts every size, label and link in the file, and its
+/// searches follow the links unchecked, so a damaged graph whose header was rewritten to match it
+/// (or a file made by hand) read and wrote out of bounds. Throws Error naming the first problem.
+void check_graph_file(const std::string& path, std::size_t nodes, std::size_t dim, std::size_t M) {
+  using hnswlib::labeltype;
+  using hnswlib::linklistsizeint;
+  using hnswlib::tableint;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path, "build the index again");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto bad = [&](const std::string& why) {
+    return Error(path + ": a damaged index graph (" + why + ")", "build the index again");
+  };
+  std::size_t at = 0;
+  const auto pod = [&](auto& v) {
+    if (bytes.size() - at < sizeof v) throw bad("it ends early");
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    at += sizeof v;
+  };
+  std::size_t offset_level0 = 0, max_elements = 0, count = 0, per_element = 0, label_offset = 0,
+              offset_data = 0, max_m = 0, max_m0 = 0, m = 0, ef_construction = 0;
+  int max_level = 0;
+  tableint entry = 0;
+  double mult = 0;
+  pod(offset_level0), pod(max_elements), pod(count), pod(per_element), pod(label_offset);
+  pod(offset_data), pod(max_level), pod(entry), pod(max_m), pod(max_m0), pod(m), pod(mult);
+  pod(ef_construction);
+  if (count != nodes || max_elements != nodes)
+    throw bad(std::to_string(count) + " nodes of " + std::to_string(max_elements) + ", the header " +
+              std::to_string(nodes));
+  if (m != M || max_m != M || max_m0 != 2 * M) throw bad("M is not the header's");
+  const std::size_t links0 = max_m0 * sizeof(tableint) + sizeof(linklistsizeint);
+  const std::size_t links = max_m * sizeof(tableint) + sizeof(linklistsizeint);
+  if (offset_level0 != 0 || offset_data != links0 || label_offset != links0 + dim * sizeof(float) ||
+      per_element != label_offset + sizeof(labeltype))
+    throw bad("its node layout is not that of " + std::to_string(dim) + "-number vectors");
+  if (!std::isfinite(mult) || max_level < 0 || max_level > 64 || entry >= count)
+    throw bad("its entry point or level factor is out of range");
+  if ((bytes.size() - at) / per_element < count) throw bad("it ends early");
+  const char* level0 = bytes.data() + at;
+  at += count * per_element;
+  // The links of one level: a count (the low 16 bits; hnswlib keeps a deleted mark above) and
+  // that many node ids.
+  const auto check_links = [&](const char* list, std::size_t most) {
+    linklistsizeint head = 0;
+    std::memcpy(&head, list, sizeof head);
+    if (head >> 16 != 0) throw bad("a node is marked deleted or has a damaged link count");
+    if (head > most) throw bad("a node has more links than M allows");
+    for (std::size_t k = 0; k < head; ++k) {
+      tableint id = 0;
+      std::memcpy(&id, list + sizeof head + k * sizeof id, sizeof id);
+      if (id >= count) throw bad("a link to node " + std::to_string(id));
+    }
+  };
+  std::vector<char> label_seen(count, 0);
+  int entry_level = -1;
+  for (std::size_t i = 0; i < count; ++i) {
+    const char* element = level0 + i * per_element;
+    check_links(element, max_m0);
+    labeltype label = 0;
+    std::memcpy(&label, element + label_offset, sizeof label);
+    if (label >= count || label_seen[label]) throw bad("node labels are not 0 to n-1 once each");
+    label_seen[label] = 1;
+    linklistsizeint size = 0;
+    pod(size);
+    if (size % links != 0 || size / links > static_cast<std::size_t>(max_level))
+      throw bad("a node's upper levels do not fit the graph's levels");
+    if (bytes.size() - at < size) throw bad("it ends early");
+    for (std::size_t l = 0; l < size / links; ++l) check_links(bytes.data() + at + l * links, max_m);
+    at += size;
+    if (i == entry) entry_level = static_cast<int>(size / links);
+  }
+  if (at != bytes.size()) throw bad("bytes after the last node");
+  if (entry_level != max_level) throw bad("the entry point is not on the top level");
+}
+
 }  // namespace
 
 struct ScheduleIndex::Impl {
@@ -138,6 +217,10 @@ struct ScheduleIndex::Impl {
         graph->getDataByInternalId(graph->label_lookup_.at(static_cast<hnswlib::labeltype>(label))));
   }
 };
+
+std::string index_graph_hash(const std::string& path, std::uint64_t& bytes) {
+  return kernels::hex16(file_hash(path, bytes));
+}
 
 ScheduleIndex::ScheduleIndex(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ScheduleIndex::ScheduleIndex(ScheduleIndex&&) noexcept = default;
@@ -233,6 +316,23 @@ void ScheduleIndex::save(const std::string& path) const {
   }
 }
 
+namespace {
+/// An integer field of the index header in [lo, hi]; Error otherwise (nlohmann's get<int> of a
+/// float or of a larger integer is undefined behaviour or a silent wrap).
+std::int64_t header_int(const nlohmann::json& h, const char* key, std::int64_t lo, std::int64_t hi,
+                        const std::string& path) {
+  const nlohmann::json& v = h.at(key);
+  if (!(v.is_number_integer() || v.is_number_unsigned()) ||
+      (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
+      (!v.is_number_unsigned() && (v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)))
+    throw Error(path + ".json: index header field '" + key + "' must be an integer in [" +
+                    std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")",
+                "build the index again");
+  return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
+                                : v.get<std::int64_t>();
+}
+}  // namespace
+
 ScheduleIndex ScheduleIndex::load(const std::string& path, const CostModel& model) {
   nlohmann::json h;
   {
@@ -247,8 +347,9 @@ ScheduleIndex ScheduleIndex::load(const std::string& path, const CostModel& mode
   auto impl = std::make_unique<Impl>();
   try {
     if (h.at("format") != kMagic) throw Error(path + ".json is not a schedule index header");
-    if (h.at("version").get<int>() != kScheduleIndexFormatVersion)
-      throw Error(path + ": index format version " + std::to_string(h.at("version").get<int>()) +
+    const std::int64_t version = header_int(h, "version", 0, 1 << 30, path);
+    if (version != kScheduleIndexFormatVersion)
+      throw Error(path + ": index format version " + std::to_string(version) +
                       ", this waco-hybrid reads version " +
                       std::to_string(kScheduleIndexFormatVersion),
                   "build the index again");
@@ -257,27 +358,32 @@ ScheduleIndex ScheduleIndex::load(const std::string& path, const CostModel& mode
       throw Error(path + ": the index is for " + h.at("kernel").get<std::string>() +
                   ", the model for " + std::string(kernels::kernel_name(model.config().kind)));
     impl->kind = *kind;
-    impl->options.M = h.at("M").get<int>();
-    impl->options.ef_construction = h.at("ef_construction").get<int>();
+    impl->options.M = static_cast<int>(header_int(h, "M", 2, 10000, path));
+    impl->options.ef_construction = static_cast<int>(header_int(h, "ef_construction", 1, 1 << 30, path));
+    if (!h.at("seed").is_number_unsigned() && !h.at("seed").is_number_integer())
+      throw Error(path + ".json: index header field 'seed' must be an integer", "build the index again");
     impl->options.seed = h.at("seed").get<std::uint64_t>();
     impl->texts = h.at("templates").get<std::vector<std::string>>();
     impl->templates.resize(impl->texts.size());
     impl->parsed.assign(impl->texts.size(), 0);
     std::uint64_t bytes = 0;
     const std::uint64_t hash = file_hash(path, bytes);
-    if (bytes != h.at("graph_bytes").get<std::uint64_t>() ||
+    if (bytes != static_cast<std::uint64_t>(header_int(h, "graph_bytes", 0, INT64_MAX, path)) ||
         kernels::hex16(hash) != h.at("graph_hash").get<std::string>())
       throw Error(path + ": the graph file does not match its header (" + std::to_string(bytes) +
                       " bytes, hash " + kernels::hex16(hash) + ")",
                   "it was truncated or replaced; build the index again");
     impl->tail = model.head_tail();
-    if (h.at("width").get<int>() != impl->tail.width)
-      throw Error(path + ": the index's vectors have " + std::to_string(h.at("width").get<int>()) +
+    const std::int64_t width = header_int(h, "width", 1, 1 << 20, path);
+    if (width != impl->tail.width)
+      throw Error(path + ": the index's vectors have " + std::to_string(width) +
                   " numbers, the model's " + std::to_string(impl->tail.width));
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ".json: malformed index header (" + e.what() + ")", "build the index again");
   }
   impl->head = std::make_unique<HeadSpace>(impl->tail);
+  check_graph_file(path, impl->count(), static_cast<std::size_t>(impl->tail.width),
+                   static_cast<std::size_t>(impl->options.M));
   try {
     impl->graph = std::make_unique<hnswlib::HierarchicalNSW<float>>(impl->head.get(), path);
   } catch (const std::exception& e) {

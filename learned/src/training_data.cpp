@@ -66,6 +66,25 @@ std::string split_of_family(const std::string& family) {
   return bucket < 80 ? "train" : bucket < 90 ? "validation" : "test";
 }
 
+namespace {
+/// An integer field in [lo, hi]; Error otherwise (nlohmann's get<int> of a float outside int's
+/// range is undefined behaviour).
+std::int64_t group_int(const nlohmann::json& o, const char* key, std::int64_t lo, std::int64_t hi) {
+  const nlohmann::json& v = o.at(key);
+  const bool ok = v.is_number_unsigned()
+                      ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                            static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
+                      : v.is_number_integer() && v.get<std::int64_t>() >= lo &&
+                            v.get<std::int64_t>() <= hi;
+  if (!ok)
+    throw Error("malformed measurement group: '" + std::string(key) + "' must be an integer in [" +
+                    std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")",
+                "the file is not a `waco-hybrid dataset export` file or is corrupt");
+  return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
+                                : v.get<std::int64_t>();
+}
+}  // namespace
+
 DatasetGroup group_from_json(const nlohmann::json& j) {
   try {
     DatasetGroup g;
@@ -73,13 +92,14 @@ DatasetGroup group_from_json(const nlohmann::json& j) {
     const auto kind = kernels::parse_kernel(kernel);
     if (!kind) throw Error("unknown kernel '" + kernel + "'");
     g.kind = *kind;
-    g.dense = j.at("dense").get<int>();
-    g.threads = j.at("threads").get<int>();
+    g.dense = static_cast<int>(group_int(j, "dense", 1, 1 << 30));
+    g.threads = static_cast<int>(group_int(j, "threads", 1, 1 << 20));
     const auto& m = j.at("matrix");
     g.fingerprint = m.at("fingerprint").get<std::string>();
-    g.rows = m.at("rows").get<std::int64_t>();
-    g.cols = m.at("cols").get<std::int64_t>();
-    g.nnz = m.at("nnz").get<std::int64_t>();
+    constexpr std::int64_t kBig = std::int64_t{1} << 62;
+    g.rows = group_int(m, "rows", 0, kBig);
+    g.cols = group_int(m, "cols", 0, kBig);
+    g.nnz = group_int(m, "nnz", 0, kBig);
     g.source = j.value("source", nlohmann::json()).is_string() ? j.at("source").get<std::string>()
                                                                : m.value("path", std::string());
     if (j.contains("recipe") && !j.at("recipe").is_null())

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "waco/kernels/error.hpp"
+
 namespace waco::codegen {
 
 /// The version of the cache layout and key derivation; bump it to invalidate every cached kernel.
@@ -76,6 +78,16 @@ class LoadedLibrary {
   std::string path_;
 };
 
+/// A kernel that could not be built for a reason of the machine, not of the kernel: the compiler
+/// is missing, cannot run or was killed by a signal (not by the compile timeout), or the kernel
+/// cache cannot be written (disk full, quota, permissions). The same source may build once the
+/// cause is gone, so a search records no result for it (heuristics/README.md). A compiler that
+/// rejects the source, or overruns the timeout, throws a plain kernels::Error.
+class BuildEnvironmentError : public kernels::Error {
+ public:
+  using kernels::Error::Error;
+};
+
 /// What compile_and_load did.
 struct CompileResult {
   std::shared_ptr<LoadedLibrary> library;
@@ -94,7 +106,7 @@ std::string cache_key(const std::string& source, const CompilerOptions& opts = {
 
 /// Compiles `source` to a shared object unless the cache already holds it, then loads it.
 /// A cached object that the loader refuses (e.g. a system library it needs changed) is compiled
-/// again once. Throws kernels::Error on any failure: the message of a compiler failure holds the
+/// again once. Throws kernels::Error on any failure (BuildEnvironmentError for the machine's): the message of a compiler failure holds the
 /// command line and the first lines of the compiler's output, and the full output is kept in
 /// <key>.log. Thread-safe, and safe across processes sharing the cache directory.
 CompileResult compile_and_load(const std::string& source, const CompilerOptions& opts = {});

@@ -73,6 +73,11 @@ struct Measurement {
   /// waco::Plan deliver the kernel that was measured.
   std::string race;
   double wall_s = 0.0;  ///< wall time of the whole isolated measurement
+  /// The failure was the machine's, not the candidate's (codegen::BuildEnvironmentError: the
+  /// compiler missing or killed, the kernel cache unwritable or its disk full): the Measurer
+  /// throws it as an Error instead of returning it, so that no search stores it as the
+  /// candidate's result. Only in the measuring processes' messages.
+  bool environment = false;
   /// Software counts around the side-by-side timed runs (compare()), null otherwise:
   /// {"source": "getrusage", "retaken": disturbed runs taken again, "disturbed_kept": disturbed
   /// runs kept when no retake was left, and over the kept runs "cpu_s",

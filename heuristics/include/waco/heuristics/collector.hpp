@@ -60,11 +60,15 @@ struct CollectOptions {
   std::string cpu_lock;
   /// Stored with the group (the run's context block).
   nlohmann::json context = nlohmann::json::object();
+  /// When set and non-zero (a SIGINT or SIGTERM handler's flag), collect_one ends the matrix it
+  /// is collecting at once: its child is killed, nothing of the matrix is stored, and the outcome
+  /// is Interrupted (a rerun collects it).
+  const volatile std::sig_atomic_t* stop = nullptr;
 };
 
 /// How one matrix went.
 struct CollectOutcome {
-  enum class Kind { Measured, Existing, Excluded, Failed } kind = Kind::Failed;
+  enum class Kind { Measured, Existing, Excluded, Failed, Interrupted } kind = Kind::Failed;
   std::string label;        ///< the recipe's label
   std::string fingerprint;  ///< empty when the matrix could not be made
   std::string message;      ///< failures: what went wrong; measured: a one-line summary
@@ -82,6 +86,8 @@ const char* outcome_name(CollectOutcome::Kind k);
 /// Collects one matrix into the database at db_path, in a forked child (see the file comment).
 /// Never throws for a bad matrix: a recipe that cannot be made, an excluded fingerprint, or a
 /// child that dies come back as the outcome. Throws kernels::Error only when fork/pipe fail.
+/// The child dies with the calling process (PR_SET_PDEATHSIG), so that nothing goes on writing
+/// the database after a collect was killed.
 CollectOutcome collect_one(const std::string& db_path, const kernels::Recipe& recipe,
                            const CollectOptions& opts);
 

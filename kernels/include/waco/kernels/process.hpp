@@ -4,6 +4,7 @@
 // GNU libgomp would not survive across fork.
 #pragma once
 
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,23 @@ namespace waco::kernels {
 /// stderr into err_path (or the caller's stderr when `live_stderr`); waits and returns the exit
 /// status (128 + signal when killed). With timeout_s > 0, a child still running then is killed
 /// and Error thrown ("... did not finish within N s"). Throws Error when it cannot start.
+/// The child is told the caller's pid (kParentPidVariable in its environment): a waco-hybrid
+/// child ends when the caller does (die_with_parent_from_environment), so that no tune goes on
+/// alone after an ablate or a program using the library was killed.
+/// With `stop` (a SIGINT/SIGTERM handler's flag), the child runs in its own process group, so that
+/// a terminal's Ctrl-C reaches the caller only, and once *stop is non-zero the child is sent one
+/// SIGTERM (a waco-hybrid child then stops at its next safe point); the wait goes on.
 int run_process(const std::vector<std::string>& argv, const std::string& out_path,
-                const std::string& err_path, bool live_stderr = false, double timeout_s = 0.0);
+                const std::string& err_path, bool live_stderr = false, double timeout_s = 0.0,
+                const volatile std::sig_atomic_t* stop = nullptr);
+
+/// The environment variable run_process sets for its child: the caller's pid.
+inline constexpr const char* kParentPidVariable = "WACO_PARENT_PID";
+
+/// When kParentPidVariable is set (this process was started by run_process): dies with SIGKILL
+/// when that parent ends (PR_SET_PDEATHSIG), or exits at once (status 1, an error line) when it
+/// has already ended. The variable is removed from the environment. waco-hybrid's main calls it.
+void die_with_parent_from_environment();
 
 /// The path of the running executable (/proc/self/exe); throws Error when unreadable.
 std::string self_executable();

@@ -105,4 +105,8 @@ class ScheduleIndex {
 double recall_at(const std::vector<codegen::SuperSchedule>& found,
                  const std::vector<codegen::SuperSchedule>& exact);
 
+/// What an index header records of its graph file (graph_hash, 16 hex digits; `bytes`: its size):
+/// ScheduleIndex::load refuses a graph whose hash or size differ. Throws Error when unreadable.
+std::string index_graph_hash(const std::string& path, std::uint64_t& bytes);
+
 }  // namespace waco::learned

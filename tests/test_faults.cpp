@@ -1,0 +1,699 @@
+// Unit "faults": the measuring path under faults (issue 39, "hardening"), end to end through the
+// waco-hybrid binary. Each case fails when data is lost:
+// - the disk filling up under the results database and under the kernel cache (a small tmpfs;
+//   without the right to mount one, a file size limit, RLIMIT_FSIZE, through prlimit; skipped when
+//   neither is possible): a clean `error:`, every row stored before intact, no failure stored as
+//   the candidate's, and a rerun with space completes with no row lost or repeated;
+// - the compiler missing, killed, or rejecting the source: the first two are the machine's
+//   failures (the tune stops, nothing stored for the candidate), the last the candidate's (stored);
+// - SIGTERM and SIGINT to a running tune, collect and ablate: the command ends, no process of it
+//   is left (this test adopts orphans: PR_SET_CHILD_SUBREAPER), nothing half-stored, and a rerun
+//   completes with no row lost or repeated;
+// - two collects on one database (also named through a symbolic link), and two collectors of one
+//   matrix racing to store it: one group per matrix, no row lost or repeated.
+// A kernel that crashes or spins is tested in test_measure.cpp ("crashes, hangs and exceptions").
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_runner.hpp"
+#include "support/test_paths.hpp"
+#include "waco/heuristics/collector.hpp"
+#include "waco/heuristics/results_db.hpp"
+#include "waco/kernels/recipe.hpp"
+
+namespace fs = std::filesystem;
+using namespace waco;
+using Result = test::CliResult;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string example() { return test::examples_dir() + "/bcsstk13.mtx.gz"; }
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return {};
+  try {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {  // a /proc file of a process that just ended
+    return {};
+  }
+}
+
+/// A tune of the example (random search, `budget` candidates), small and quick.
+std::string tune_args(const std::string& db, const std::string& cache, int budget) {
+  return "tune --kernel spmv --search random --budget " + std::to_string(budget) +
+         " --seed 5 --json --abandon-factor 0 --db " + db + " --cache-dir " + cache +
+         " --no-plan-cache --repeat 3 --warmup 1 --confirm-rounds 4 --decide-rounds 4 --threads 2 " +
+         example();
+}
+
+/// A small collection (as test_collect.cpp's).
+std::string collect_args(const std::string& db, int mix, const std::string& cache) {
+  return "collect --kernel spmv --db " + db + " --mix " + std::to_string(mix) +
+         " --max-nnz 3000 --schedules 5 --rounds 2 --warmup 0 --busy-wait 0 --threads 2"
+         " --cache-dir " + cache;
+}
+
+/// Whether stderr holds an `error: ` line (warnings may come before it).
+bool has_error_line(const std::string& err) {
+  return err.rfind("error: ", 0) == 0 || err.find("\nerror: ") != std::string::npos;
+}
+
+std::string shared_cache() { return std::string(WACO_BINARY_DIR) + "/test-kernel-cache"; }
+
+// ---- the results database, read through SQLite itself -------------------------------------
+
+/// One row of `measurements`: its identity and what was measured.
+struct Row {
+  std::string identity;  ///< matrix, schedule, kernel, implementation, dense, threads, repeats
+  std::string content;   ///< status, median, reason, created, group
+};
+
+std::vector<Row> measurement_rows(const std::string& db_path) {
+  std::vector<Row> rows;
+  if (!fs::exists(db_path)) return rows;
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_stmt* s = nullptr;
+  const char* sql =
+      "SELECT matrix_id || '/' || ifnull(schedule_id, '-') || '/' || kernel || '/' || "
+      "implementation || '/' || dense || '/' || threads || '/' || repeats, status || '/' || "
+      "ifnull(median_s, '-') || '/' || reason || '/' || created || '/' || ifnull(group_id, '-') "
+      "FROM measurements";
+  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &s, nullptr) == SQLITE_OK);
+  while (sqlite3_step(s) == SQLITE_ROW)
+    rows.push_back({reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
+                    reinterpret_cast<const char*>(sqlite3_column_text(s, 1))});
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return rows;
+}
+
+/// A single-number query.
+std::int64_t query_int(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_stmt* s = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(s) == SQLITE_ROW);
+  const std::int64_t v = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return v;
+}
+
+std::string integrity(const std::string& db_path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, nullptr) == SQLITE_OK);
+  std::string out;
+  while (sqlite3_step(s) == SQLITE_ROW) out += reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return out;
+}
+
+/// No row repeated, and every row of `before` still there unchanged.
+void check_kept(const std::vector<Row>& before, const std::vector<Row>& after) {
+  std::map<std::string, std::string> now;
+  for (const Row& r : after) {
+    INFO("row " << r.identity);
+    CHECK(now.emplace(r.identity, r.content).second);  // repeated
+  }
+  for (const Row& r : before) {
+    INFO("row " << r.identity << " of the earlier run");
+    REQUIRE(now.count(r.identity) == 1);  // lost
+    CHECK(now.at(r.identity) == r.content);  // changed
+  }
+}
+
+std::int64_t count_status(const std::vector<Row>& rows, const std::string& status) {
+  std::int64_t n = 0;
+  for (const Row& r : rows) n += r.content.rfind(status + "/", 0) == 0;
+  return n;
+}
+
+// ---- a disk that fills up ---------------------------------------------------------------------
+
+/// A folder on a small file system that can be filled: a tmpfs mounted there, or, where this
+/// process may not mount, a plain folder whose commands run with a file size limit (prlimit).
+class FullDisk {
+ public:
+  explicit FullDisk(const std::string& dir) : dir_(dir) {
+    fs::create_directories(dir_);
+    if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=8m") == 0) {
+      mode_ = "tmpfs";
+      return;
+    }
+    why_ = std::string("mount -t tmpfs: ") + std::strerror(errno);
+    if (test::run_command("command -v prlimit").status == 0) mode_ = "fsize";
+  }
+  ~FullDisk() {
+    if (mode_ == "tmpfs") ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  FullDisk(const FullDisk&) = delete;
+  FullDisk& operator=(const FullDisk&) = delete;
+
+  bool usable() const { return !mode_.empty(); }
+  std::string why_not() const { return why_ + "; prlimit not found either"; }
+  const std::string& dir() const { return dir_; }
+  /// Text a write error says on this disk (strerror of ENOSPC or EFBIG).
+  std::string full_text() const { return mode_ == "tmpfs" ? "No space left" : "too large"; }
+
+  /// Fills the disk (tmpfs: a file as large as the space left; fsize: the limit is set by prefix).
+  void fill() {
+    filling_ = true;
+    if (mode_ != "tmpfs") return;
+    const int fd = ::open((dir_ + "/filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    std::vector<char> block(1 << 16, 'x');
+    std::size_t step = block.size();
+    while (step > 0) {  // down to single bytes, so that no block is left
+      if (::write(fd, block.data(), step) < 0) step /= 2;
+    }
+    ::close(fd);
+  }
+  void free() {
+    filling_ = false;
+    fs::remove(dir_ + "/filler");
+  }
+  /// What a command line writing to the disk starts with: a file size limit of `limit` bytes
+  /// while full in fsize mode (SIGXFSZ ignored, so that writes fail with EFBIG), else nothing.
+  std::string prefix(std::int64_t limit) const {
+    if (mode_ != "fsize" || !filling_) return {};
+    return "trap '' XFSZ; exec prlimit --fsize=" + std::to_string(limit) + " ";
+  }
+
+ private:
+  std::string dir_, mode_, why_;
+  bool filling_ = false;
+};
+
+/// A mountpoint left by an earlier run that failed midway is taken down first.
+std::string fresh_scratch(const std::string& name) {
+  const std::string mp = std::string(WACO_BINARY_DIR) + "/test-scratch/" + name + "/fs";
+  ::umount2(mp.c_str(), MNT_DETACH);
+  return test::scratch_dir(name);
+}
+
+/// Runs `waco-hybrid args`, optionally behind a shell prefix (see FullDisk::prefix).
+Result cli(const std::string& args, const std::string& prefix = {}) {
+  if (prefix.empty()) return test::run_cli(args);
+  return test::run_command(prefix + test::cli_binary() + " " + args);
+}
+
+// ---- processes --------------------------------------------------------------------------------
+
+/// Makes this test process the reaper of every orphan of the processes it starts, so that a
+/// process a command left behind is found among this process's children.
+void adopt_orphans() { REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0); }
+
+/// Starts `waco-hybrid args` with stdout and stderr into files; returns its pid. `own_group`: in
+/// a process group of its own (as a terminal's foreground job: kill(-pid) is its Ctrl-C).
+pid_t start_cli(const std::string& args, const std::string& out, const std::string& err,
+                bool own_group = false) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (own_group) ::setpgid(pid, pid);
+  if (pid == 0) {
+    if (own_group) ::setpgid(0, 0);
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::execl("/bin/sh", "sh", "-c", ("exec " + test::cli_binary() + " " + args).c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+bool wait_for(const std::function<bool()>& done, double seconds) {
+  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+bool file_has(const std::string& path, const std::string& text) {
+  return read_file(path).find(text) != std::string::npos;
+}
+
+/// Waits for pid to end (at most `seconds`, then kills it and fails); returns its wait status.
+int wait_exit(pid_t pid, double seconds) {
+  int st = 0;
+  const bool ended = wait_for([&] { return ::waitpid(pid, &st, WNOHANG) == pid; }, seconds);
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &st, 0);
+  }
+  INFO("the command did not end within " << seconds << " s of the signal");
+  CHECK(ended);
+  return st;
+}
+
+/// The command lines of this process's children other than zombies (reaped here).
+std::vector<std::string> children() {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  std::vector<std::string> out;
+  const std::string self = std::to_string(::getpid());
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_file(e.path().string() + "/stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string state, ppid;
+    rest >> state >> ppid;
+    if (ppid != self || state == "Z") continue;
+    std::string cmd = read_file(e.path().string() + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    out.push_back(name + ": " + cmd);
+  }
+  return out;
+}
+
+/// Fails when any process the command started is still running `grace` seconds after it ended.
+void check_no_leftovers(double grace) {
+  std::vector<std::string> left;
+  wait_for([&] { return (left = children()).empty(); }, grace);
+  for (const std::string& p : left) INFO("left running: " << p);
+  CHECK(left.empty());
+}
+
+}  // namespace
+
+// ---- disk full ---------------------------------------------------------------------------------
+
+TEST_CASE("faults: the results database's disk fills up during a tune") {
+  const std::string dir = fresh_scratch("faults-db-full");
+  FullDisk disk(dir + "/fs");
+  if (!disk.usable()) {
+    WARN("no small file system to fill (" << disk.why_not() << "): skipped");
+    return;
+  }
+  const std::string db = disk.dir() + "/r.sqlite";
+  const Result first = cli(tune_args(db, shared_cache(), 3));
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  const std::vector<Row> before = measurement_rows(db);
+  REQUIRE(before.size() >= 3);
+
+  disk.fill();
+  const Result full = cli(tune_args(db, shared_cache(), 8), disk.prefix(fs::file_size(db)));
+  INFO(full.err);
+  CHECK(full.status == 1);
+  CHECK(has_error_line(full.err));
+  CHECK(full.err.find("full") != std::string::npos);
+  CHECK(full.err.find("internal") == std::string::npos);
+  CHECK(integrity(db) == "ok");
+  check_kept(before, measurement_rows(db));
+
+  disk.free();
+  const Result again = cli(tune_args(db, shared_cache(), 8));
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const auto j = nlohmann::json::parse(again.out);
+  CHECK(j.at("complete") == true);
+  CHECK(j.at("considered") == 8);
+  const std::vector<Row> after = measurement_rows(db);
+  check_kept(before, after);
+  CHECK(integrity(db) == "ok");
+  CHECK(count_status(after, "compile-error") == 0);
+}
+
+TEST_CASE("faults: the kernel cache's disk fills up during a tune") {
+  const std::string dir = fresh_scratch("faults-cache-full");
+  FullDisk disk(dir + "/fs");
+  if (!disk.usable()) {
+    WARN("no small file system to fill (" << disk.why_not() << "): skipped");
+    return;
+  }
+  const std::string db = dir + "/r.sqlite";
+  const std::string cache = disk.dir() + "/kernels";
+  disk.fill();
+  const Result full = cli(tune_args(db, cache, 3), disk.prefix(4096));
+  INFO(full.err);
+  // The machine's failure, not the candidates': the tune stops, and nothing is stored as their
+  // result (a compile-error row would be reused by every later tune, the schedule lost).
+  CHECK(full.status == 1);
+  CHECK(has_error_line(full.err));
+  CHECK(full.err.find(disk.full_text()) != std::string::npos);
+  const std::vector<Row> before = measurement_rows(db);
+  CHECK(count_status(before, "compile-error") == 0);
+  // Nothing half-written is left in the cache: no temporary, no object without its source.
+  if (fs::exists(cache))
+    for (const auto& e : fs::directory_iterator(cache)) {
+      INFO(e.path());
+      CHECK(e.path().string().find(".tmp.") == std::string::npos);
+    }
+
+  disk.free();
+  const Result again = cli(tune_args(db, cache, 3));
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const auto j = nlohmann::json::parse(again.out);
+  CHECK(j.at("measured") == 3);
+  CHECK(j.at("status_counts").value("compile-error", 0) == 0);
+  const std::vector<Row> after = measurement_rows(db);
+  check_kept(before, after);
+  CHECK(count_status(after, "compile-error") == 0);
+}
+
+// ---- the compiler ------------------------------------------------------------------------------
+
+TEST_CASE("faults: a missing or killed compiler stops the tune and stores nothing for it") {
+  const std::string dir = test::scratch_dir("faults-compiler");
+  const std::string db = dir + "/r.sqlite";
+  const std::string killed = dir + "/killed-cc";
+  // Answers --version (the cache key needs it) as the real compiler, and is killed compiling.
+  std::ofstream(killed) << "#!/bin/sh\ncase \"$*\" in *--version*) exec c++ \"$@\";; esac\n"
+                           "kill -KILL $$\n";
+  fs::permissions(killed, fs::perms::owner_all);
+
+  const Result missing =
+      cli(tune_args(db, dir + "/cache", 3) + " --compiler " + dir + "/no-such-compiler");
+  INFO(missing.err);
+  CHECK(missing.status == 1);
+  CHECK(has_error_line(missing.err));
+  CHECK(missing.err.find("not found") != std::string::npos);
+  CHECK(count_status(measurement_rows(db), "compile-error") == 0);
+
+  const Result dead = cli(tune_args(db, dir + "/cache", 3) + " --compiler " + killed);
+  INFO(dead.err);
+  CHECK(dead.status == 1);
+  CHECK(has_error_line(dead.err));
+  CHECK(dead.err.find("signal 9") != std::string::npos);
+  const std::vector<Row> before = measurement_rows(db);
+  CHECK(count_status(before, "compile-error") == 0);
+
+  // With the compiler back, everything is measured (nothing was stored as a failure).
+  const Result again = cli(tune_args(db, dir + "/cache", 3));
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const auto j = nlohmann::json::parse(again.out);
+  CHECK(j.at("measured") == 3);
+  CHECK(j.at("status_counts").value("ok", 0) == 3);
+  check_kept(before, measurement_rows(db));
+}
+
+TEST_CASE("faults: a missing compiler fails a collect's matrices and stores none of them") {
+  const std::string dir = test::scratch_dir("faults-collect-compiler");
+  const std::string db = dir + "/d.sqlite";
+  const Result missing = test::run_cli(collect_args(db, 2, dir + "/cache") + " --json -q --compiler " +
+                                       dir + "/no-such-compiler");
+  INFO(missing.err);
+  CHECK(missing.status == 1);
+  const auto j = nlohmann::json::parse(missing.out);
+  CHECK(j.at("outcomes").value("failed", 0) == 2);
+  CHECK(j.at("items")[0].at("message").get<std::string>().find("not found") != std::string::npos);
+  CHECK(query_int(db, "SELECT count(*) FROM groups") == 0);
+  CHECK(query_int(db, "SELECT count(*) FROM measurements") == 0);
+  // With the compiler back, both are collected (a failed matrix was not stored as collected).
+  const Result again = test::run_cli(collect_args(db, 2, dir + "/cache") + " --json -q");
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  CHECK(nlohmann::json::parse(again.out).at("outcomes").value("measured", 0) == 2);
+  CHECK(count_status(measurement_rows(db), "compile-error") == 0);
+}
+
+TEST_CASE("faults: a compiler that rejects the source is the candidate's failure and stored") {
+  const std::string dir = test::scratch_dir("faults-compiler-rejects");
+  const std::string db = dir + "/r.sqlite";
+  const std::string rejects = dir + "/rejecting-cc";
+  std::ofstream(rejects) << "#!/bin/sh\ncase \"$*\" in *--version*) exec c++ \"$@\";; esac\n"
+                            "echo 'kernel.cpp:1:1: error: injected' >&2\nexit 1\n";
+  fs::permissions(rejects, fs::perms::owner_all);
+  const Result r = cli(tune_args(db, dir + "/cache", 3) + " --compiler " + rejects);
+  INFO(r.err);
+  CHECK(r.err.find("internal") == std::string::npos);
+  CHECK(count_status(measurement_rows(db), "compile-error") >= 3);
+}
+
+// ---- signals -------------------------------------------------------------------------------------
+
+TEST_CASE("faults: SIGTERM to a tune ends it and its children and a rerun completes") {
+  adopt_orphans();
+  const std::string dir = test::scratch_dir("faults-tune-term");
+  const std::string db = dir + "/r.sqlite";
+  const std::string args = tune_args(db, dir + "/cache", 12);  // a cold cache: compiles run
+  for (const int signals : {1, 2}) {  // one: stops at a safe point; two: at once
+    INFO(signals << " SIGTERM");
+    fs::remove_all(dir + "/cache");
+    const pid_t pid = start_cli(args, dir + "/out.json", dir + "/err.txt");
+    REQUIRE(wait_for([&] { return file_has(dir + "/err.txt", "12 candidates"); }, 120));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const std::vector<Row> before = measurement_rows(db);
+    ::kill(pid, SIGTERM);
+    if (signals == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ::kill(pid, SIGTERM);
+    }
+    const int st = wait_exit(pid, 60);
+    INFO(read_file(dir + "/err.txt"));
+    if (signals == 1) {
+      REQUIRE(WIFEXITED(st));
+      CHECK(WEXITSTATUS(st) == 1);
+      CHECK(file_has(dir + "/err.txt", "interrupted"));
+      const auto j = nlohmann::json::parse(read_file(dir + "/out.json"));
+      CHECK(j.at("complete") == false);
+    }
+    check_no_leftovers(5.0);
+    CHECK(integrity(db) == "ok");
+    check_kept(before, measurement_rows(db));
+  }
+  const std::vector<Row> before = measurement_rows(db);
+  const Result again = cli(args);
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const auto j = nlohmann::json::parse(again.out);
+  CHECK(j.at("complete") == true);
+  CHECK(j.at("reused").get<std::int64_t>() + j.at("measured").get<std::int64_t>() == 12);
+  check_kept(before, measurement_rows(db));
+  // The temporaries of the compiles that the kill cut short are gone: the rerun compiled those
+  // kernels and removed what the dead processes left.
+  for (const auto& e : fs::directory_iterator(dir + "/cache")) {
+    INFO(e.path());
+    CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+  }
+}
+
+TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a rerun completes") {
+  adopt_orphans();
+  // SIGTERM and SIGINT to the collect, and SIGINT to its whole process group (a terminal's
+  // Ctrl-C, which reaches the collecting child too).
+  for (const int variant : {0, 1, 2}) {
+    const int sig = variant == 0 ? SIGTERM : SIGINT;
+    const bool group = variant == 2;
+    INFO("signal " << sig << (group ? " to the process group" : ""));
+    const std::string dir = test::scratch_dir("faults-collect-" + std::to_string(variant));
+    const std::string db = dir + "/d.sqlite";
+    // A cold kernel cache: each matrix compiles its kernels (seconds), so that the signal, sent
+    // once the first matrix is stored, comes during the second (with a warm cache a matrix took
+    // 0.1 s and the run could end first).
+    const std::string args = collect_args(db, 3, dir + "/cache") + " --json";
+    const pid_t pid = start_cli(args, dir + "/out.json", dir + "/err.txt", group);
+    REQUIRE(wait_for([&] { return file_has(dir + "/err.txt", "[1/3]"); }, 120));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::vector<Row> before = measurement_rows(db);
+    const auto t0 = Clock::now();
+    ::kill(group ? -pid : pid, sig);
+    const int st = wait_exit(pid, 60);
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    INFO(read_file(dir + "/err.txt"));
+    REQUIRE(WIFEXITED(st));  // not killed by the signal: it stopped
+    CHECK(WEXITSTATUS(st) == 1);
+    CHECK(took < 10.0);  // the matrix being collected is ended, not finished
+    CHECK(file_has(dir + "/err.txt", "interrupted"));
+    check_no_leftovers(5.0);
+    const auto j = nlohmann::json::parse(read_file(dir + "/out.json"));
+    CHECK(j.at("complete") == false);
+    const int stored = j.at("outcomes").value("measured", 0);
+    CHECK(j.at("outcomes").value("failed", 0) == 0);  // the interrupted matrix is no failure
+    CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == stored);
+    CHECK(integrity(db) == "ok");
+    check_kept(before, measurement_rows(db));
+
+    const std::vector<Row> kept = measurement_rows(db);
+    const Result again = test::run_cli(args);
+    INFO(again.err);
+    REQUIRE(again.status == 0);
+    const auto k = nlohmann::json::parse(again.out);
+    CHECK(k.at("outcomes").value("existing", 0) == stored);
+    CHECK(k.at("outcomes").value("measured", 0) == 3 - stored);
+    CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == 3);
+    check_kept(kept, measurement_rows(db));
+  }
+}
+
+TEST_CASE("faults: SIGTERM to an ablate ends it and its tunes and a rerun completes") {
+  adopt_orphans();
+  const std::string dir = test::scratch_dir("faults-ablate");
+  const std::string args =
+      "ablate --kernel spmv --configs a,b --config \"a=--search random --budget 4 --seed 1\" "
+      "--config \"b=--search random --budget 4 --seed 2\" --db " + dir + "/a.sqlite --work " + dir +
+      "/work --cache-dir " + dir + "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4 "
+      "--decide-rounds 4\" --bench-repeat 5 --final-runs-max 2 --threads 2 --json " + example();
+  for (const int signals : {1, 2}) {  // one: the tune stops at a safe point; two: all at once
+    INFO(signals << " SIGTERM");
+    fs::remove_all(dir + "/cache");
+    const pid_t pid = start_cli(args, dir + "/out.json", dir + "/err.txt");
+    // Wait for a tune child to be measuring.
+    const std::string self = std::to_string(pid);
+    REQUIRE(wait_for([&] {
+      for (const auto& e : fs::directory_iterator("/proc")) {
+        if (e.path().filename().string().find_first_not_of("0123456789") != std::string::npos)
+          continue;
+        const std::string stat = read_file(e.path().string() + "/stat");
+        const auto close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream rest(stat.substr(close + 2));
+        std::string state, ppid;
+        rest >> state >> ppid;
+        if (ppid == self && read_file(e.path().string() + "/cmdline").find("tune") != std::string::npos)
+          return true;
+      }
+      return false;
+    }, 120));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const auto t0 = Clock::now();
+    ::kill(pid, SIGTERM);
+    if (signals == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ::kill(pid, SIGTERM);
+    }
+    const int st = wait_exit(pid, 60);
+    INFO(read_file(dir + "/err.txt"));
+    if (signals == 1) {
+      REQUIRE(WIFEXITED(st));
+      CHECK(WEXITSTATUS(st) == 1);
+      CHECK(file_has(dir + "/err.txt", "interrupted"));
+      // The tune got the signal too and stopped after its candidate: not the whole search.
+      CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 30.0);
+    }
+    check_no_leftovers(5.0);
+  }
+  const Result again = test::run_cli(args);
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const auto j = nlohmann::json::parse(again.out);
+  REQUIRE(j.at("matrices").size() == 1);
+  CHECK(j.at("matrices")[0].at("runs").contains("a"));
+  CHECK(j.at("matrices")[0].at("runs").contains("b"));
+}
+
+// ---- two collectors ------------------------------------------------------------------------------
+
+TEST_CASE("faults: two collects on one database (also named through a symbolic link)") {
+  const std::string dir = test::scratch_dir("faults-two-collects");
+  const std::string db = dir + "/d.sqlite";
+  fs::create_symlink(db, dir + "/link.sqlite");
+  for (const std::string& second : {db, dir + "/link.sqlite"}) {
+    INFO("the second collect writes " << second);
+    fs::remove(db);
+    // A cold kernel cache, so that the first collect still runs when the second starts.
+    fs::remove_all(dir + "/cache");
+    const std::string a = collect_args(db, 3, dir + "/cache") + " --json -q";
+    const std::string b = collect_args(second, 3, dir + "/cache") + " --json -q";
+    const pid_t pa = start_cli(a, dir + "/a.json", dir + "/a.err");
+    const pid_t pb = start_cli(b, dir + "/b.json", dir + "/b.err");
+    int sa = 0, sb = 0;
+    REQUIRE(::waitpid(pa, &sa, 0) == pa);
+    REQUIRE(::waitpid(pb, &sb, 0) == pb);
+    INFO(read_file(dir + "/a.err") << read_file(dir + "/b.err"));
+    REQUIRE(WIFEXITED(sa));
+    REQUIRE(WIFEXITED(sb));
+    // One collects, the other is refused at once (or, started last, finds all collected).
+    const int refused = (WEXITSTATUS(sa) == 1) + (WEXITSTATUS(sb) == 1);
+    CHECK(refused <= 1);
+    const bool one_refused =
+        read_file(dir + "/a.err").find("another collect is writing") != std::string::npos ||
+        read_file(dir + "/b.err").find("another collect is writing") != std::string::npos;
+    const auto all_existing = [&](const std::string& out) {
+      const auto j = nlohmann::json::parse(read_file(out), nullptr, false);
+      return j.is_object() && j.at("outcomes").value("existing", 0) == 3;
+    };
+    CHECK((one_refused || all_existing(dir + "/a.json") || all_existing(dir + "/b.json")));
+    CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == 3);
+    CHECK(query_int(db, "SELECT count(*) FROM (SELECT matrix_id FROM groups WHERE repetition = 0 "
+                        "GROUP BY matrix_id HAVING count(*) > 1)") == 0);
+    // Every group holds its rows (none replaced by another group's).
+    CHECK(query_int(db, "SELECT count(*) FROM groups g WHERE g.repetition = 0 AND (SELECT count(*) "
+                        "FROM measurements m WHERE m.group_id = g.id) != g.candidates") == 0);
+    const std::vector<Row> rows = measurement_rows(db);
+    check_kept({}, rows);
+  }
+}
+
+TEST_CASE("faults: two collectors of one matrix racing store one group") {
+  const std::string dir = test::scratch_dir("faults-collect-race");
+  const std::string db = dir + "/d.sqlite";
+  { heuristics::ResultsDb create(db); }
+  const kernels::Recipe recipe = kernels::default_mix(1, 1, {}, 3000).front();
+  heuristics::CollectOptions co;
+  co.schedules = 5;
+  co.measure.repeats = 2;
+  co.measure.warmup = 0;
+  co.measure.threads = 2;
+  co.busy_wait_s = 0;
+  co.measure.generated.compiler.cache_dir = shared_cache();
+  // Two processes (a collector needs a process that has not run OpenMP) at once.
+  std::vector<pid_t> pids;
+  for (int k = 0; k < 2; ++k) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const heuristics::CollectOutcome r = heuristics::collect_one(db, recipe, co);
+      ::_exit(r.kind == heuristics::CollectOutcome::Kind::Measured   ? 10
+              : r.kind == heuristics::CollectOutcome::Kind::Existing ? 11
+                                                                     : 12);
+    }
+    pids.push_back(pid);
+  }
+  std::multiset<int> outcomes;
+  for (const pid_t pid : pids) {
+    int st = 0;
+    REQUIRE(::waitpid(pid, &st, 0) == pid);
+    REQUIRE(WIFEXITED(st));
+    outcomes.insert(WEXITSTATUS(st));
+  }
+  CHECK(outcomes.count(10) == 1);  // one stored
+  CHECK(outcomes.count(11) == 1);  // one found it stored (before or after measuring)
+  CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == 1);
+  CHECK(query_int(db, "SELECT count(*) FROM groups g WHERE (SELECT count(*) FROM measurements m "
+                      "WHERE m.group_id = g.id) != g.candidates AND g.repetition = 0") == 0);
+  check_kept({}, measurement_rows(db));
+}
