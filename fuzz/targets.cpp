@@ -484,7 +484,7 @@ void cost_model(const std::uint8_t* data, std::size_t size) {
 /// against its node vectors.
 const learned::CostModel& index_model() {
   static const learned::CostModel m =
-      learned::CostModel::load(std::string(WACO_MODELS_DIR) + "/spmv.model");
+      learned::CostModel::load(learned::default_model_path(kernels::KernelKind::SpMV));
   return m;
 }
 
