@@ -52,6 +52,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+/// SIGTERM to pid `signals` times, 100 ms apart (once: stop after the current step; twice: at once).
+void terminate(pid_t pid, int signals) {
+  for (int i = 0; i < signals; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ::kill(pid, SIGTERM);
+  }
+}
+
 std::string example() { return test::examples_dir() + "/bcsstk13.mtx.gz"; }
 
 std::string read_file(const std::string& path) {
@@ -477,11 +485,7 @@ TEST_CASE("faults: SIGTERM to a tune ends it and its children and a rerun comple
     REQUIRE(wait_for([&] { return file_has(dir + "/err.txt", "12 candidates"); }, 120));
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     const std::vector<Row> before = measurement_rows(db);
-    ::kill(pid, SIGTERM);
-    if (signals == 2) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      ::kill(pid, SIGTERM);
-    }
+    terminate(pid, signals);
     const int st = wait_exit(pid, 60);
     INFO(read_file(dir + "/err.txt"));
     if (signals == 1) {
@@ -590,11 +594,7 @@ TEST_CASE("faults: SIGTERM to an ablate ends it and its tunes and a rerun comple
     }, 120));
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     const auto t0 = Clock::now();
-    ::kill(pid, SIGTERM);
-    if (signals == 2) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      ::kill(pid, SIGTERM);
-    }
+    terminate(pid, signals);
     const int st = wait_exit(pid, 60);
     INFO(read_file(dir + "/err.txt"));
     if (signals == 1) {
