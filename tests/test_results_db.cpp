@@ -107,6 +107,46 @@ TEST_CASE("results_db: a new file gets the schema, in a directory created on dem
   CHECK(again.schema_version() == kResultsSchemaVersion);
 }
 
+TEST_CASE("results_db: processes opening one new file at once all get the schema") {
+  // Two collects started together on a fresh --db: the one that lost the race to create the
+  // schema (or to switch the file to WAL) once saw "database is locked" at once.
+  const std::string dir = test::scratch_dir("results-db-race");
+  for (int trial = 0; trial < 20; ++trial) {
+    const std::string path = dir + "/r" + std::to_string(trial) + ".sqlite";
+    int gate[2];
+    REQUIRE(::pipe(gate) == 0);
+    std::vector<pid_t> pids;
+    for (int k = 0; k < 4; ++k) {
+      const pid_t pid = fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) {
+        ::close(gate[1]);
+        char c;
+        while (::read(gate[0], &c, 1) > 0) {
+        }  // all start when the parent closes the gate
+        int code = 0;
+        try {
+          ResultsDb db(path);
+          code = db.schema_version() == kResultsSchemaVersion ? 0 : 2;
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          code = 1;
+        }
+        ::_exit(code);
+      }
+      pids.push_back(pid);
+    }
+    ::close(gate[0]);
+    ::close(gate[1]);
+    for (const pid_t pid : pids) {
+      int status = 0;
+      REQUIRE(::waitpid(pid, &status, 0) == pid);
+      INFO("trial " << trial);
+      CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    }
+  }
+}
+
 TEST_CASE("results_db: the default path follows XDG_DATA_HOME, then HOME") {
   const char* old_xdg = std::getenv("XDG_DATA_HOME");
   const std::string saved_xdg = old_xdg ? old_xdg : "";

@@ -117,7 +117,14 @@ TEST_CASE("timing: software counts flag disturbed runs, which are taken again") 
     volatile double y = 0;
     while (now_seconds() - t0 < 0.005) y = y + 1.0;
   };
-  const TimingStats kept = time_interleaved({busy}, {0, 10, now_seconds, 0}).front();
+  // Wait (at most 5 s) until the spinners run and preempt this thread: a newly forked process
+  // may not get a CPU for the first tens of milliseconds.
+  for (const double t0 = now_seconds(); now_seconds() - t0 < 5.0;) {
+    const SoftwareCounts c0 = software_counts();
+    busy();
+    if ((software_counts() - c0).involuntary_switches > 0) break;
+  }
+  const TimingStats kept = time_interleaved({busy}, {0, 20, now_seconds, 0}).front();
   const TimingStats retaken = time_interleaved({busy}, {0, 10, now_seconds, 200}).front();
   for (const pid_t pid : spinners) {
     ::kill(pid, SIGKILL);
@@ -127,7 +134,7 @@ TEST_CASE("timing: software counts flag disturbed runs, which are taken again") 
   CHECK(kept.retaken == 0);
   CHECK(kept.disturbed_kept > 0);
   CHECK(kept.counts.involuntary_switches >= kept.disturbed_kept);
-  CHECK(kept.seconds.size() == 10);
+  CHECK(kept.seconds.size() == 20);
   // With retakes they are taken again until undisturbed: the kept runs saw no preemption.
   CHECK(retaken.retaken > 0);
   CHECK(retaken.seconds.size() == 10);

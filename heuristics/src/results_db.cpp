@@ -254,6 +254,20 @@ class Statement {
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
+    fail(rc);
+  }
+
+  /// Steps once, ignoring a row: true when done, false (the statement reset, ready to step
+  /// again) when SQLite answered busy without waiting and `last_try` is false.
+  bool step_unless_busy(bool last_try) {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE) return true;
+    if ((rc & 0xff) != SQLITE_BUSY || last_try) fail(rc);
+    sqlite3_reset(stmt_);
+    return false;
+  }
+
+  [[noreturn]] void fail(int rc) const {
     throw Error(std::string("results database: ") + sqlite3_errmsg(db_) + " (" +
                     sqlite3_db_filename(db_, "main") + ")",
                 rc == SQLITE_BUSY ? "another process holds the database; try again" : "");
@@ -415,10 +429,13 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
       probe.step();
       tables = probe.int64(0);
     }
-    {
-      Statement wal(db_, "PRAGMA journal_mode = WAL");
-      wal.step();
-    }
+    // Switching a new file to WAL needs the file to itself, and SQLite answers SQLITE_BUSY at
+    // once (the busy handler is not called) while another process opens it too: wait here.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+    for (Statement wal(db_, "PRAGMA journal_mode = WAL");
+         !wal.step_unless_busy(std::chrono::steady_clock::now() >= deadline);)
+      ::usleep(10000);
     exec("PRAGMA synchronous = NORMAL");
     exec("PRAGMA foreign_keys = ON");
     if (tables == 0) {
