@@ -32,6 +32,7 @@ const char* kUsage =
     "  --budget N       candidates tune measures (default: the search's)\n"
     "  --tuning-share F share of the expected calls' csr time tuning may take (default 0.1)\n"
     "  --always-tune    tune without telling waco the expected calls (no not-worth-it shortcut)\n"
+    "  --adaptive       an adaptive plan: csr at once, the model's nominees tried on the calls\n"
     "  --cache-dir DIR  waco's tuning cache (default ~/.cache/waco-hybrid/plans)\n"
     "  --refresh        tune again even when the cache has a decision\n"
     "  --verbose        tune's progress on stderr\n"
@@ -164,17 +165,18 @@ int main(int argc, char** argv) {
       if (!example::wants(args, backend)) continue;
       Outcome o;
       o.backend = backend;
-      const example::WacoBackend w = example::waco_backend(backend, A, waco::Kernel::SpMV, wo, max_iter, args);
+      example::WacoBackend w = example::waco_backend(backend, A, waco::Kernel::SpMV, wo, max_iter, args);
       const waco::Plan& plan = w.plan;
       o.setup_s = w.setup_s;
-      o.break_even = w.break_even;
-      o.speedup = w.speedup;
-      o.detail = w.detail;
       std::vector<float> x;
       const double t1 = example::now();
       o.iterations = pcg([&](const float* in, float* y) { plan.spmv(in, y); }, diag, b, x, tol,
                          max_iter);
       o.solve_s = example::now() - t1;
+      example::describe(w, backend == std::string("plan"));  // an adaptive plan decided meanwhile
+      o.break_even = w.break_even;
+      o.speedup = w.speedup;
+      o.detail = w.detail;
       finish(o, x);
       out.push_back(o);
     }

@@ -111,7 +111,7 @@ inline EigenCsr eigen_of(const Csr& c) {
 }
 
 /// The waco options of the examples' command lines (--threads, --search, --budget, --cache-dir,
-/// --refresh, --verbose, --tuning-share).
+/// --refresh, --verbose, --tuning-share, --adaptive).
 inline waco::Options waco_options(const Args& a) {
   waco::Options o;
   o.threads = static_cast<int>(a.integer("threads"));
@@ -121,6 +121,7 @@ inline waco::Options waco_options(const Args& a) {
   o.refresh = a.flag("refresh");
   o.verbose = a.flag("verbose");
   o.tuning_share = a.real("tuning-share");
+  o.adaptive = a.flag("adaptive");
   return o;
 }
 
@@ -128,7 +129,8 @@ inline waco::Options waco_options(const Args& a) {
 inline std::map<std::string, std::string> waco_option_defaults() {
   return {{"threads", "0"}, {"search", "model"}, {"budget", "0"}, {"cache-dir", ""},
           {"refresh", "false"}, {"verbose", "false"}, {"json", "false"}, {"check", "false"},
-          {"backends", "plan,csr,eigen"}, {"tuning-share", "0.1"}, {"always-tune", "false"}};
+          {"backends", "plan,csr,eigen"}, {"tuning-share", "0.1"}, {"always-tune", "false"},
+          {"adaptive", "false"}};
 }
 
 inline bool wants(const Args& a, const std::string& backend) {
@@ -146,6 +148,8 @@ struct WacoBackend {
   std::string detail;      ///< the schedule (and, for the plan, the verdict)
 };
 
+inline void describe(WacoBackend& w, bool tuned);
+
 /// `expected_calls`: what the application will call (the example's iterations); --always-tune
 /// leaves it out, so that tune searches whatever the calls could pay for.
 inline WacoBackend waco_backend(const std::string& backend, const waco::Matrix& A, waco::Kernel k,
@@ -155,11 +159,24 @@ inline WacoBackend waco_backend(const std::string& backend, const waco::Matrix& 
   const bool tuned = backend == "plan";
   const waco::Plan plan = tuned ? waco::tune(A, k, o) : waco::make_plan(A, k, "csr", o);
   const double setup_s = now() - t0;
-  const std::string detail =
-      plan.schedule() +
-      (tuned ? " (" + plan.verdict() + (plan.from_cache() ? ", from cache" : "") + ")" : "");
-  return {plan, setup_s, tuned ? plan.break_even_calls() : -1.0, tuned ? plan.speedup() : 0.0,
-          detail};
+  WacoBackend w{plan, setup_s, -1.0, 0.0, {}};
+  describe(w, tuned);
+  return w;
+}
+
+/// The back-end's schedule, verdict and gain as its plan says now: an adaptive plan decides on
+/// the application's calls, so call this again after them.
+inline void describe(WacoBackend& w, bool tuned) {
+  const waco::Plan& plan = w.plan;
+  w.detail = plan.schedule();
+  if (!tuned) return;
+  w.detail += " (" + plan.verdict() + (plan.from_cache() ? ", from cache" : "") +
+              (plan.calls() > 0 ? ", " + std::to_string(plan.exploring_calls()) + " of " +
+                                      std::to_string(plan.calls()) + " calls exploring"
+                                : std::string()) +
+              ")";
+  w.break_even = plan.break_even_calls();
+  w.speedup = plan.speedup();
 }
 
 /// Runs an example's body, printing waco::Error (with its hint) and other exceptions as one

@@ -33,6 +33,7 @@ const char* kUsage =
     "  --budget N       candidates tune measures (default: the search's)\n"
     "  --tuning-share F share of the expected calls' csr time tuning may take (default 0.1)\n"
     "  --always-tune    tune without telling waco the expected calls (no not-worth-it shortcut)\n"
+    "  --adaptive       an adaptive plan: csr at once, the model's nominees tried on the calls\n"
     "  --cache-dir DIR  waco's tuning cache\n"
     "  --refresh        tune again even when the cache has a decision\n"
     "  --verbose        tune's progress on stderr\n"
@@ -133,14 +134,15 @@ int main(int argc, char** argv) {
       if (!example::wants(args, backend)) continue;
       Outcome o;
       o.backend = backend;
-      const example::WacoBackend w = example::waco_backend(backend, A, waco::Kernel::SpMM, wo,
+      example::WacoBackend w = example::waco_backend(backend, A, waco::Kernel::SpMM, wo,
                                  static_cast<std::int64_t>(layers) * epochs, args);
       const waco::Plan& plan = w.plan;
       o.setup_s = w.setup_s;
+      forward([&](const RowMatrix& H, RowMatrix& T) { plan.spmm(F, H.data(), F, T.data(), F); }, o);
+      example::describe(w, backend == std::string("plan"));  // an adaptive plan decided meanwhile
       o.break_even = w.break_even;
       o.speedup = w.speedup;
       o.detail = w.detail;
-      forward([&](const RowMatrix& H, RowMatrix& T) { plan.spmm(F, H.data(), F, T.data(), F); }, o);
       out.push_back(std::move(o));
     }
     if (example::wants(args, "eigen")) {

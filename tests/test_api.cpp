@@ -4,12 +4,15 @@
 // and the errors a caller gets for bad input.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "support/test_paths.hpp"
@@ -405,4 +408,106 @@ TEST_CASE("api: tune runs in process after the application ran OpenMP, with prog
   bad.use_cache = false;
   bad.search = "no-such-search";
   CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("no-such-search"));
+}
+
+TEST_CASE("api: an adaptive plan serves csr at once, explores on the caller's calls, settles, "
+          "and every result equals the reference") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive");
+  waco::Options o = scratch_options(dir);
+  o.adaptive = true;
+  o.nominees = 3;
+  o.expected_calls = 100000000;  // enough to compile every nominee
+  const Csr a = random_csr(2000, 1500, 0.01, 31);
+  const waco::Matrix m = matrix_of(a);
+  {
+    // The model's best 3 compiled first (a measured tune of the same matrix): an adaptive plan
+    // never waits for a compiler.
+    waco::Options warm = scratch_options(dir);
+    warm.budget = 3;
+    warm.use_cache = false;
+    waco::tune(m, waco::Kernel::SpMV, warm);
+  }
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK(p.verdict() == "exploring");
+  CHECK(p.schedule().find("format=UC") != std::string::npos);  // csr serves first
+  CHECK(p.calls() == 0);
+  // Calls from two threads at once, each checked against the reference on its own input.
+  std::atomic<int> wrong{0};
+  const auto caller = [&](unsigned seed, int calls) {
+    for (int c = 0; c < calls && p.verdict() == "exploring"; ++c) {
+      const std::vector<float> x = random_vector(1500, seed + static_cast<unsigned>(c));
+      std::vector<double> ref(2000, 0.0);
+      for (std::int64_t r = 0; r < 2000; ++r)
+        for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e)
+          ref[r] += a.val[e] * x[a.colind[e]];
+      std::vector<float> y(2000, -7.0f);
+      p.spmv(x.data(), y.data());
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        if (std::abs(y[i] - ref[i]) > 1e-4 * (1.0 + std::abs(ref[i]))) ++wrong;
+      if (c % 64 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let it prepare
+    }
+  };
+  std::thread t1(caller, 100, 20000), t2(caller, 900000, 20000);
+  t1.join();
+  t2.join();
+  CHECK(wrong == 0);
+  if (std::getenv("WACO_TEST_SHOW")) std::fprintf(stderr, "%s\n", p.report_json().c_str());
+  INFO(p.report_json());
+  REQUIRE(p.verdict() != "exploring");
+  CHECK((p.verdict() == "gain" || p.verdict() == "no-gain"));
+  CHECK(p.calls() > p.exploring_calls());
+  CHECK(p.exploring_calls() >= 3);  // each nominee verified at least
+  const std::string report = p.report_json();
+  CHECK(report.find("\"mode\": \"adaptive\"") != std::string::npos);
+  CHECK(report.find("\"exploring_calls\"") != std::string::npos);
+  if (p.verdict() == "gain") {
+    CHECK(p.speedup() > 1.0);
+    CHECK(p.schedule() != "csr");
+    CHECK(p.break_even_calls() >= 0);
+  } else {
+    CHECK(p.speedup() == 1.0);
+  }
+  // The decision went to the tuning cache: the next tune of the matrix is a cached plan.
+  waco::Options again = scratch_options(dir);
+  const waco::Plan q = waco::tune(m, waco::Kernel::SpMV, again);
+  CHECK(q.from_cache());
+  CHECK(q.schedule() == p.schedule());
+  CHECK(q.verdict() == p.verdict());
+}
+
+TEST_CASE("api: an adaptive plan never compiles a kernel the expected calls cannot pay for") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive-no-compile");
+  waco::Options o = scratch_options(dir);
+  o.kernel_cache_dir = dir + "/empty-kernel-cache";
+  o.adaptive = true;
+  o.expected_calls = 200;
+  const Csr a = random_csr(300, 300, 0.02, 37);
+  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  const std::vector<float> x = random_vector(300, 5);
+  std::vector<float> y(300);
+  for (int c = 0; c < 200; ++c) p.spmv(x.data(), y.data());
+  // Give the preparing thread time to decide about the nominees, then settle.
+  for (int c = 0; c < 100 && p.verdict() == "exploring"; ++c) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    p.spmv(x.data(), y.data());
+  }
+  INFO(p.report_json());
+  CHECK(p.verdict() != "gain");
+  // Only csr's kernel was compiled.
+  int objects = 0;
+  for (const auto& e : fs::directory_iterator(o.kernel_cache_dir)) objects += e.path().extension() == ".so";
+  CHECK(objects == 1);
+}
+
+TEST_CASE("api: adaptive plans need a model search") {
+  waco::Options o;
+  o.adaptive = true;
+  o.search = "random";
+  const Csr a = random_csr(50, 50, 0.1, 3);
+  try {
+    waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+    FAIL("no error");
+  } catch (const waco::Error& e) {
+    CHECK(std::string(e.what()).find("adaptive") != std::string::npos);
+  }
 }

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adaptive.hpp"
 #include "api_internal.hpp"
 #include "plan_file.hpp"
 #include "waco/codegen/super_schedule.hpp"
@@ -34,7 +35,8 @@ using kernels::KernelKind;
 
 struct Plan::Impl {
   Kernel kernel = Kernel::SpMV;
-  codegen::BoundKernel bound;
+  std::shared_ptr<const api::Arm> arm;        ///< the schedule that serves (a fixed plan)
+  std::shared_ptr<api::AdaptiveRun> adaptive;  ///< an adaptive plan's run time (else null)
   nlohmann::json report;  ///< the deciding tune's report (null for make_plan)
   std::string verdict;
   double speedup = 0.0;
@@ -46,7 +48,17 @@ struct Plan::Impl {
   std::string fingerprint;
   std::vector<std::int64_t> dims;
   std::int64_t nnz = 0;
-  bool sddmm_in_order = true;  ///< SDDMM: the format stores the nonzeros in CSR order, no padding
+
+  /// The arm serving calls now.
+  std::shared_ptr<const api::Arm> serving() const { return adaptive ? adaptive->current() : arm; }
+  /// One call: `run` on the serving arm (an adaptive plan's policy chooses, times, verifies);
+  /// `out_size` floats at out are the call's output.
+  void serve(float* out, std::size_t out_size, const api::ArmCall& run) const {
+    if (adaptive)
+      adaptive->call(out, out_size, run);
+    else
+      run(*arm, out);
+  }
 
   static Plan wrap(std::shared_ptr<const Impl> impl) { return Plan(std::move(impl)); }
 };
@@ -98,14 +110,6 @@ codegen::GeneratedOptions generated_options(const Options& o) {
   return g;
 }
 
-kernels::Problem sparse_problem(const Matrix& A, Kernel k) {
-  kernels::Problem p;
-  p.kind = kind_of(k);
-  p.A = A.impl().matrix.get();
-  p.T = A.impl().tensor.get();
-  return p;
-}
-
 /// The plan of a decided schedule: the format built and the kernel loaded here.
 std::shared_ptr<Plan::Impl> bind(const Matrix& A, Kernel k, const codegen::SuperSchedule& s,
                                  const Options& o) {
@@ -116,14 +120,8 @@ std::shared_ptr<Plan::Impl> bind(const Matrix& A, Kernel k, const codegen::Super
   impl->fingerprint = A.fingerprint();
   for (int m = 0; m < A.order(); ++m) impl->dims.push_back(A.dim(m));
   impl->nnz = A.nnz();
-  impl->bound = codegen::bind_schedule(s, sparse_problem(A, k), impl->dense, impl->threads,
-                                       generated_options(o));
-  if (k == Kernel::SDDMM) {
-    const std::vector<kernels::index_t>& pos = impl->bound.storage->entry_position;
-    impl->sddmm_in_order = impl->bound.storage->stored_values() == impl->nnz;
-    for (std::size_t e = 0; impl->sddmm_in_order && e < pos.size(); ++e)
-      impl->sddmm_in_order = pos[e] == static_cast<kernels::index_t>(e);
-  }
+  impl->arm = std::make_shared<const api::Arm>(
+      api::make_arm(A, kind_of(k), s, impl->dense, impl->threads, generated_options(o)));
   return impl;
 }
 
@@ -193,6 +191,30 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   return r;
 }
 
+/// An adaptive plan (Options::adaptive): csr serves at once, the model's nominees are prepared in
+/// the background and tried on the caller's calls (adaptive.hpp).
+Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::TuneRequest& request,
+                   double t0) {
+  if (!tuning::ranks_with_model(request))
+    throw Error("an adaptive plan tries the cost model's nominees: Options::search must be a "
+                "search that ranks with the model (\"model\" or \"anns\"), not \"" + o.search + "\"",
+                "leave Options::search at \"model\", or set Options::adaptive = false");
+  if (o.nominees < 1) throw Error("Options::nominees must be at least 1");
+  tuning::check_request(request);  // the model's backend, the passes: before any work
+  const KernelKind kind = kind_of(k);
+  std::shared_ptr<Plan::Impl> impl =
+      bind(A, k, *codegen::schedule_shortcut(kind, kernels::needs_tensor(kind) ? "csf" : "csr"), o);
+  api::AdaptiveSetup setup{A, request, o.nominees, {}, std::nullopt, o.cache_dir};
+  setup.policy.expected_calls = o.expected_calls;
+  setup.policy.share = o.tuning_share;
+  if (o.use_cache)
+    setup.cache_key = heuristics::TuningKey{A.fingerprint(), kind, impl->dense, impl->threads,
+                                            heuristics::machine_identity(generated_options(o).compiler)};
+  impl->adaptive = std::make_shared<api::AdaptiveRun>(impl->arm, std::move(setup));
+  impl->tuning_s = kernels::now_seconds() - t0;
+  return Plan::Impl::wrap(std::move(impl));
+}
+
 codegen::SuperSchedule decided_schedule(const tuning::TuneOutcome& out) {
   if (!out.schedule)
     throw Error("the tune found no schedule that runs correctly, not even csr (verdict " +
@@ -234,14 +256,17 @@ const float* packed(const float* a, std::int64_t rows, std::int64_t n, std::int6
 /// Runs a dense-output kernel into out (rows x n, leading dimension ldo).
 void run_dense_out(const Plan::Impl& impl, const float* in0, const float* in1, float* out,
                    std::int64_t rows, std::int64_t n, std::int64_t ldo) {
-  if (ldo == n) {
-    impl.bound.run(in0, in1, out, n);
-    return;
-  }
-  std::vector<float> o(static_cast<std::size_t>(rows * n));
-  impl.bound.run(in0, in1, o.data(), n);
-  for (std::int64_t r = 0; r < rows; ++r)
-    std::copy(o.data() + r * n, o.data() + (r + 1) * n, out + r * ldo);
+  const std::size_t size = rows > 0 ? static_cast<std::size_t>((rows - 1) * ldo + n) : 0;
+  impl.serve(out, size, [&](const api::Arm& a, float* o) {
+    if (ldo == n) {
+      a.bound.run(in0, in1, o, n);
+      return;
+    }
+    std::vector<float> packed_out(static_cast<std::size_t>(rows * n));
+    a.bound.run(in0, in1, packed_out.data(), n);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::copy(packed_out.data() + r * n, packed_out.data() + (r + 1) * n, o + r * ldo);
+  });
 }
 
 }  // namespace
@@ -286,17 +311,28 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
       }
       // A corrupt entry: tuning::run reports it (a warning) and replaces it.
     }
+    const tuning::TuneRequest request = tune_request(o, k, threads, dense);
+    const auto torch_required = [](const learned::TorchRequired& e) {
+      return Error(std::string("this model needs LibTorch, which libwaco never loads: ") + e.what(),
+                   "use a model with the stats or signature encoder (the shipped ones), or tune "
+                   "with the waco-hybrid-torch program and load its plan (Plan::load)");
+    };
+    if (o.adaptive) {
+      try {
+        return adaptive_plan(A, k, o, request, t0);
+      } catch (const learned::TorchRequired& e) {
+        throw torch_required(e);
+      }
+    }
     // The pipeline in this process: the tuning cache was asked above; --expected-calls plans
     // from the measuring worker's csr time (tuning::run).
     ApiObserver observer(o);
     const tuning::TuneOperand operand{A.impl().matrix.get(), A.impl().tensor.get(), A.fingerprint()};
     tuning::TuneOutcome outcome;
     try {
-      outcome = tuning::run(operand, tune_request(o, k, threads, dense), observer);
+      outcome = tuning::run(operand, request, observer);
     } catch (const learned::TorchRequired& e) {
-      throw Error(std::string("this model needs LibTorch, which libwaco never loads: ") + e.what(),
-                  "use a model with the stats or signature encoder (the shipped ones), or tune "
-                  "with the waco-hybrid-torch program and load its plan (Plan::load)");
+      throw torch_required(e);
     }
     const nlohmann::json& report = outcome.report;
     std::shared_ptr<Plan::Impl> impl = bind(A, k, decided_schedule(outcome), o);
@@ -323,21 +359,38 @@ Plan make_plan(const Matrix& A, Kernel k, const std::string& schedule, const Opt
 Plan::Plan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
 Kernel Plan::kernel() const { return impl_->kernel; }
-std::string Plan::schedule() const { return codegen::to_text(impl_->bound.schedule); }
-std::string Plan::verdict() const { return impl_->verdict; }
-double Plan::speedup() const { return impl_->speedup; }
-double Plan::break_even_calls() const { return impl_->break_even; }
+std::string Plan::schedule() const { return codegen::to_text(impl_->serving()->bound.schedule); }
+std::string Plan::verdict() const {
+  return impl_->adaptive ? impl_->adaptive->verdict() : impl_->verdict;
+}
+double Plan::speedup() const {
+  if (!impl_->adaptive) return impl_->speedup;
+  return impl_->adaptive->speedup().value_or(0.0);
+}
+double Plan::break_even_calls() const {
+  if (!impl_->adaptive) return impl_->break_even;
+  return impl_->adaptive->break_even_calls().value_or(-1.0);
+}
 double Plan::tuning_seconds() const { return impl_->tuning_s; }
 bool Plan::from_cache() const { return impl_->from_cache; }
-int Plan::threads() const { return impl_->bound.args.threads; }
+int Plan::threads() const { return impl_->arm->bound.args.threads; }
 int Plan::dense() const { return impl_->dense; }
-std::string Plan::report_json() const { return impl_->report.dump(2); }
+std::string Plan::report_json() const {
+  return (impl_->adaptive ? impl_->adaptive->report() : impl_->report).dump(2);
+}
+std::int64_t Plan::calls() const { return impl_->adaptive ? impl_->adaptive->calls() : 0; }
+std::int64_t Plan::exploring_calls() const {
+  return impl_->adaptive ? impl_->adaptive->exploring_calls() : 0;
+}
 
 void Plan::spmv(const float* x, float* y) const {
   const Impl& p = checked(impl_, Kernel::SpMV);
   check_pointer(x, "spmv: x");
   check_pointer(y, "spmv: y");
-  api::translate_errors([&] { p.bound.run(x, nullptr, y, 1); });
+  api::translate_errors([&] {
+    p.serve(y, static_cast<std::size_t>(p.dims[0]),
+            [&](const api::Arm& a, float* out) { a.bound.run(x, nullptr, out, 1); });
+  });
 }
 
 void Plan::spmm(std::int64_t n, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) const {
@@ -367,14 +420,16 @@ void Plan::sddmm(std::int64_t k, const float* U, std::int64_t ldu, const float* 
     // The kernel's C is k x cols column-major: V (cols x k row-major) is that array.
     const float* u = packed(U, p.dims[0], k, ldu, bu);
     const float* v = packed(V, p.dims[1], k, ldv, bv);
-    if (p.sddmm_in_order) {
-      p.bound.run(u, v, out, k);
-      return;
-    }
-    std::vector<float> stored(static_cast<std::size_t>(p.bound.out_size));
-    p.bound.run(u, v, stored.data(), k);
-    const std::vector<kernels::index_t>& pos = p.bound.storage->entry_position;
-    for (std::size_t e = 0; e < pos.size(); ++e) out[e] = stored[static_cast<std::size_t>(pos[e])];
+    p.serve(out, static_cast<std::size_t>(p.nnz), [&](const api::Arm& a, float* o) {
+      if (a.sddmm_in_order) {
+        a.bound.run(u, v, o, k);
+        return;
+      }
+      std::vector<float> stored(static_cast<std::size_t>(a.bound.out_size));
+      a.bound.run(u, v, stored.data(), k);
+      const std::vector<kernels::index_t>& pos = a.bound.storage->entry_position;
+      for (std::size_t e = 0; e < pos.size(); ++e) o[e] = stored[static_cast<std::size_t>(pos[e])];
+    });
   });
 }
 
@@ -405,12 +460,12 @@ void Plan::save(const std::string& path) const {
                         {"dims", impl_->dims},
                         {"nnz", impl_->nnz},
                         {"dense", impl_->dense},
-                        {"threads", impl_->bound.args.threads},
-                        {"schedule", codegen::to_json(impl_->bound.schedule)},
-                        {"verdict", impl_->verdict},
-                        {"speedup", impl_->speedup},
-                        {"break_even_calls", impl_->break_even},
-                        {"report", impl_->report}};
+                        {"threads", threads()},
+                        {"schedule", codegen::to_json(impl_->serving()->bound.schedule)},
+                        {"verdict", verdict()},
+                        {"speedup", speedup()},
+                        {"break_even_calls", break_even_calls()},
+                        {"report", nlohmann::json::parse(report_json())}};
     j["checksum"] = api::plan_checksum(j);
     kernels::write_text_file(path, j.dump(1) + "\n");
   });

@@ -589,6 +589,10 @@ std::string cache_key(const std::string& source, const CompilerOptions& opts) {
   return key;
 }
 
+bool in_cache(const std::string& source, const CompilerOptions& opts) {
+  return is_regular_file(join_path(resolve_cache_dir(opts), cache_key(source, opts) + ".so"));
+}
+
 CompileResult compile_and_load(const std::string& source, const CompilerOptions& opts) {
   CompileResult result;
   const std::string dir = resolve_cache_dir(opts);

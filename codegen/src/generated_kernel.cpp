@@ -24,8 +24,8 @@ RaceStrategy resolve_race(RaceStrategy requested, const SuperSchedule& s, std::i
 GeneratedKernel::GeneratedKernel(SuperSchedule schedule, GeneratedOptions opts)
     : schedule_(canonicalize(schedule)), opts_(std::move(opts)) {}
 
-BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem& p,
-                          std::int64_t dense, int threads, const GeneratedOptions& opts) {
+BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Problem& p,
+                            std::int64_t dense, int threads, const GeneratedOptions& opts) {
   const SuperSchedule s = canonicalize(schedule);
   if (s.kind != p.kind)
     throw kernels::Error("the schedule is for " + std::string(kernels::kernel_name(s.kind)) +
@@ -55,15 +55,7 @@ BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem&
   b.args = WacoArgs{};
   b.args.threads = s.threads > 0 ? s.threads : std::max(1, threads);
   b.race = resolve_race(opts.race, s, b.out_size, updates, b.args.threads);
-  b.compile = compile_and_load(emit_kernel_source(s, b.race), opts.compiler);
-  b.fn = reinterpret_cast<int (*)(const WacoArgs*)>(b.compile.library->symbol("waco_kernel"));
-  const auto* constant_split =
-      static_cast<const long long*>(b.compile.library->symbol("waco_constant_split"));
-  for (std::size_t v = 0; v < spec.vars.size(); ++v)
-    WACO_ASSERT(constant_split[v] == (split_is_constant(s, spec.vars[v]) ? s.split[v] : 0),
-                std::string("the kernel's constant split size of ") + spec.vars[v] +
-                    " is not the schedule's: " + b.compile.library_path);
-
+  b.source = emit_kernel_source(s, b.race);
   for (std::size_t l = 0; l < st.levels.size(); ++l) {
     const Level& lv = st.levels[l];
     b.args.pos[l] = lv.pos.empty() ? nullptr : lv.pos.data();
@@ -76,6 +68,26 @@ BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem&
     b.args.split[v] = s.split[v];
   }
   b.args.chunk = s.chunk;
+  return b;
+}
+
+void load_kernel(BoundKernel& b, const CompilerOptions& opts) {
+  WACO_ASSERT(!b.source.empty(), "load_kernel needs prepare_binding's source");
+  b.compile = compile_and_load(b.source, opts);
+  b.fn = reinterpret_cast<int (*)(const WacoArgs*)>(b.compile.library->symbol("waco_kernel"));
+  const auto* constant_split =
+      static_cast<const long long*>(b.compile.library->symbol("waco_constant_split"));
+  const KernelSpec& spec = kernel_spec(b.schedule.kind);
+  for (std::size_t v = 0; v < spec.vars.size(); ++v)
+    WACO_ASSERT(constant_split[v] == (split_is_constant(b.schedule, spec.vars[v]) ? b.schedule.split[v] : 0),
+                std::string("the kernel's constant split size of ") + spec.vars[v] +
+                    " is not the schedule's: " + b.compile.library_path);
+}
+
+BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem& p,
+                          std::int64_t dense, int threads, const GeneratedOptions& opts) {
+  BoundKernel b = prepare_binding(schedule, p, dense, threads, opts);
+  load_kernel(b, opts.compiler);
   return b;
 }
 

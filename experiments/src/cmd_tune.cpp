@@ -126,7 +126,7 @@ int run_tune(const Options& given) {
   InterruptGuard interrupt_guard;
   o.req.stop = &interrupt_flag();
   const tuning::TuneOperand operand{op.matrix ? &op.matrix->matrix : nullptr,
-                                  op.tensor ? &op.tensor->tensor : nullptr};
+                                    op.tensor ? &op.tensor->tensor : nullptr, {}};
   tuning::TuneOutcome outcome = tuning::run(operand, o.req, observer);
   observer.finish();
   nlohmann::json& report = outcome.report;

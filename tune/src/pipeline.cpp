@@ -41,8 +41,9 @@ TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, cons
   return out;
 }
 
-CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int threads, const Problem& p,
-                                  const Pipeline& pipeline, const Searcher& searcher,
+/// `p` needs its sparse operand only; `dense` is the size tuned for.
+CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int threads, int dense,
+                                  const Problem& p, const Pipeline& pipeline, const Searcher& searcher,
                                   const decltype(SearchRequest::measure)& measure,
                                   TuneObserver& obs) {
   CandidateChoice c;
@@ -61,7 +62,7 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     so.cores = threads;
     so.max_padding = o.generated.storage.max_padding;
     const double s0 = now_seconds();
-    Space space = Space::for_problem(p, so);
+    Space space = Space::for_operand(kind, p.A, p.T, kind == KernelKind::SpMV ? 1 : dense, so);
     const bool legality_first = !pipeline.empty() && pipeline.front() == "legality";
     const std::uint64_t legal_alone = legality_first ? 0 : legal_count(space, o.params);
     const PipelineResult pr = run_pipeline(space, pipeline, o.params);
@@ -81,6 +82,7 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     req.space = &space;
     req.admissible = admissible;
     req.problem = &p;
+    req.dense = kind == KernelKind::SpMV ? 1 : dense;
     req.budget = o.budget;
     req.budget_seconds = o.budget_seconds;
     req.seed = o.seed;
@@ -256,6 +258,30 @@ void check_request(const TuneRequest& o) {
                 "(or none)", "give --db and --plan-cache DIR (or --no-plan-cache): not the user's defaults");
 }
 
+Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std::size_t count,
+                     TuneObserver& obs) {
+  WACO_ASSERT((operand.matrix != nullptr) != (operand.tensor != nullptr),
+              "tuning::nominate needs a matrix or a tensor");
+  const double t0 = now_seconds();
+  TuneRequest o = request;
+  o.budget = count;
+  WACO_ASSERT(ranks_with_model(o), "tuning::nominate needs a search that ranks with the model");
+  check_request(o);
+  const int threads = o.threads > 0 ? o.threads : available_cpus();
+  const int dense = o.dense > 0 ? o.dense : default_dense_size(o.kind);
+  Problem p;  // the sparse operand alone: a search by the model needs no dense operand
+  p.kind = o.kind;
+  p.A = operand.matrix;
+  p.T = operand.tensor;
+  CandidateChoice c = choose_candidates(o, o.kind, threads, dense, p, parse_pipeline(o.passes),
+                                        find_searcher(o.search), {}, obs);
+  Nomination n;
+  for (const Candidate& cand : c.candidates) n.schedules.push_back(*cand.schedule);
+  n.info = {{"space", c.space}, {"search", c.search}, {"search_info", c.search_info}};
+  n.seconds = now_seconds() - t0;
+  return n;
+}
+
 bool ranks_with_model(const TuneRequest& o) { return o.schedules.empty() && ranks_by_model(o.search); }
 
 TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObserver& obs) {
@@ -346,7 +372,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
     return e.measurement.median_s;
   };
   CandidateChoice choice =
-      choose_candidates(o, kind, threads, p, pipeline, searcher, measure_one, obs);
+      choose_candidates(o, kind, threads, dense, p, pipeline, searcher, measure_one, obs);
   std::vector<Candidate>& candidates = choice.candidates;
   const nlohmann::json cache_json = tile_cache_json(o.params, threads);
   const TuneRun run{o, obs, kind, p, measurer, db, key, needs_tensor(kind) ? "csf" : "csr",

@@ -65,7 +65,7 @@ std::vector<std::string> kernel_exports(kernels::KernelKind k) {
 /// What the templates are made from: the graph is built again when any of it changes.
 std::string template_definition(const SearchRequest& r) {
   std::string d = std::string(kernels::kernel_name(r.problem->kind)) +
-                  " dense=" + std::to_string(r.problem->dense_size()) +
+                  " dense=" + std::to_string(r.dense) +
                   " cores=" + std::to_string(r.space->cores()) + " passes=" + kTemplatePasses +
                   " max=" + std::to_string(kMaxTemplates) + " chunks=";
   for (int c : heuristics::chunk_choices()) d += std::to_string(c) + ",";
@@ -99,7 +99,7 @@ std::vector<codegen::SuperSchedule> make_templates(const SearchRequest& r, nlohm
   for (const std::string& f : kernel_exports(kind)) {
     learned::for_each_export_group(f, [&](const nlohmann::json& g) {
       const learned::DatasetGroup group = learned::group_from_json(g);
-      if (group.kind != kind || group.dense != r.problem->dense_size()) return;
+      if (group.kind != kind || group.dense != r.dense) return;
       for (const learned::MeasuredCandidate& c : group.candidates)
         if (c.schedule.threads <= r.space->cores()) {
           out.push_back(c.schedule);

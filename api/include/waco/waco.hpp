@@ -138,6 +138,16 @@ struct Options {
   /// Called with each line of what tuning does and warns of (from the calling thread; none
   /// during a kernel call). Unset: `verbose` decides whether they go to stderr.
   std::function<void(const std::string& line)> progress;
+  /// Tune on your own calls instead of before returning: tune() returns at once with a plan
+  /// that serves csr while a background thread (low priority) prepares the cost model's best
+  /// `nominees` schedules; the plan then tries them on your calls (each verified against csr on
+  /// a real call before a result of it is returned), keeps the fastest if it beats csr by the
+  /// decision rule of `waco-hybrid tune`, and stores that decision in the tuning cache. What it
+  /// explores is bounded by `tuning_share` of the csr time of `expected_calls` (or, with none,
+  /// of the calls made so far). A kernel not in the compile cache is compiled only when the
+  /// calls can pay for it. Needs a search that ranks with the model ("model", "anns").
+  bool adaptive = false;
+  int nominees = 4;  ///< adaptive: the model's best schedules tried on your calls
 };
 
 /// A tuned kernel for one matrix: the matrix in the winning format and the compiled kernel.
@@ -160,8 +170,14 @@ class WACO_API Plan {
   bool from_cache() const;
   int threads() const;
   int dense() const;               ///< the dense size the plan was tuned for
-  /// The whole report of the tune that decided (`waco-hybrid tune --json`), as JSON text.
+  /// The whole report of the tune that decided (`waco-hybrid tune --json`), as JSON text; for an
+  /// adaptive plan its state: calls, nominees, timings, cost, budget, decision.
   std::string report_json() const;
+  /// An adaptive plan's calls so far, and those among them that ran a nominee or verified one
+  /// (0 for other plans). verdict() is "exploring" until it settles on "gain", "no-gain" or
+  /// "not-worth-it"; schedule() is what serves calls now (csr while exploring).
+  std::int64_t calls() const;
+  std::int64_t exploring_calls() const;
 
   /// y = A x. x: cols floats, y: rows floats (overwritten).
   void spmv(const float* x, float* y) const;

@@ -104,6 +104,10 @@ struct CompileResult {
 /// per process). Throws kernels::Error when the compiler cannot be run.
 std::string cache_key(const std::string& source, const CompilerOptions& opts = {});
 
+/// Whether the cache holds `source` compiled with `opts` (compile_and_load would only load it).
+/// Throws kernels::Error when the compiler cannot be run (the key names its version).
+bool in_cache(const std::string& source, const CompilerOptions& opts = {});
+
 /// Compiles `source` to a shared object unless the cache already holds it, then loads it.
 /// A cached object that the loader refuses (e.g. a system library it needs changed) is compiled
 /// again once. Throws kernels::Error on any failure (BuildEnvironmentError for the machine's): the message of a compiler failure holds the

@@ -45,6 +45,7 @@ struct BoundKernel {
   int (*fn)(const WacoArgs*) = nullptr;
   WacoArgs args{};                     ///< in, out and the dense-only extents unset
   std::int64_t out_size = 0;           ///< floats the kernel writes (SDDMM: stored values)
+  std::string source;                  ///< the kernel's C++ source (emitter.hpp)
 
   /// Runs the kernel: `in0`, `in1` (null when the kernel has one dense input) and `out` as the
   /// Problem lays them out (kernels/kernel.hpp), `dense` the extent of the dense-only variable
@@ -59,6 +60,14 @@ struct BoundKernel {
 /// the format is refused (with the reason) or compilation fails.
 BoundKernel bind_schedule(const SuperSchedule& s, const kernels::Problem& p, std::int64_t dense,
                           int threads, const GeneratedOptions& opts = {});
+
+/// bind_schedule in two steps, for a caller that decides whether to compile (waco::Plan's
+/// adaptive mode: codegen::in_cache(b.source) tells a kernel that only needs loading): the format
+/// built and the source emitted, nothing compiled (fn null) ...
+BoundKernel prepare_binding(const SuperSchedule& s, const kernels::Problem& p, std::int64_t dense,
+                            int threads, const GeneratedOptions& opts = {});
+/// ... then the kernel compiled (or found in the cache) and loaded.
+void load_kernel(BoundKernel& b, const CompilerOptions& opts = {});
 
 class GeneratedKernel final : public kernels::Implementation {
  public:

@@ -22,7 +22,10 @@ namespace waco::tuning {
 struct SearchRequest {
   const heuristics::Space* space = nullptr;  ///< the admissible set (passes applied)
   std::uint64_t admissible = 0;              ///< space->count()
-  const kernels::Problem* problem = nullptr; ///< the operands
+  /// The operands: the sparse one, and the dense ones when the caller measures (an adaptive
+  /// plan's nomination has none: use `dense`, not problem->dense_size()).
+  const kernels::Problem* problem = nullptr;
+  std::int64_t dense = 1;                    ///< the dense size tuned for (1 for SpMV)
   std::uint64_t budget = 0;                  ///< --budget (0: the search's default)
   double budget_seconds = 0.0;               ///< --budget-seconds (0: none)
   std::uint64_t seed = 1;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -111,6 +112,19 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
 /// operand: the search's name, the pipeline, the model's backend (TorchRequired when the model
 /// needs LibTorch and this build has none), a scripted runner's database and cache.
 void check_request(const TuneRequest& request);
+
+/// The cost model's best schedules for an operand, measured nowhere: an adaptive plan's nominees.
+struct Nomination {
+  std::vector<codegen::SuperSchedule> schedules;  ///< best predicted first
+  nlohmann::json info;   ///< {"space": tune --json's "space", "search", "search_info"}
+  double seconds = 0.0;  ///< the space, the passes and the scoring
+};
+
+/// The best `count` admissible schedules of `request`'s model search (its passes, model, threads
+/// and dense size) for `operand`. Throws kernels::Error as run() does for a request it cannot
+/// serve; the request's search must rank with the model (ranks_with_model).
+Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std::size_t count,
+                    TuneObserver& observer);
 
 /// Whether `search` (with no --schedules list) ranks with the cost model: such a tune needs the
 /// model file (learned::CostModel::check_backend says whether this build can run it).

@@ -1,0 +1,345 @@
+// An adaptive plan's run time (adaptive.hpp).
+#include "adaptive.hpp"
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "api_internal.hpp"
+#include "waco/codegen/compiler.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::api {
+
+namespace {
+
+/// What compiling one kernel is taken to cost (0.2-1 s on the development VMs).
+constexpr double kCompileEstimateS = 0.5;
+/// What the choice (the space, the passes, the model's scores) and a nominee's format are taken
+/// to cost before they run, in csr calls: bcsstk13 (84k nonzeros, SpMV, 2 threads, the
+/// development VM): the choice 15-27 ms, 300-500 csr calls of 55 us; a format ~1-5 csr calls.
+constexpr double kChoiceEstimateCalls = 300;
+constexpr double kFormatEstimateCalls = 10;
+
+kernels::Problem sparse_problem(const Matrix& A, kernels::KernelKind kind) {
+  kernels::Problem p;
+  p.kind = kind;
+  p.A = A.impl().matrix.get();
+  p.T = A.impl().tensor.get();
+  return p;
+}
+
+void finish_arm(Arm& a, kernels::KernelKind kind, std::int64_t nnz) {
+  if (kind != kernels::KernelKind::SDDMM) return;
+  const std::vector<kernels::index_t>& pos = a.bound.storage->entry_position;
+  a.sddmm_in_order = a.bound.storage->stored_values() == nnz;
+  for (std::size_t e = 0; a.sddmm_in_order && e < pos.size(); ++e)
+    a.sddmm_in_order = pos[e] == static_cast<kernels::index_t>(e);
+}
+
+/// Whether a nominee's output equals csr's on this call, to float summation order: entry by
+/// entry within 1e-3 of the larger magnitude plus 1e-5 of the output's largest (a cancelling sum
+/// is small beside its terms). NaN where csr has NaN is equal (the caller's input had one).
+bool same_output(const float* want, const float* got, std::size_t n, std::string& why) {
+  double scale = 0.0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::isfinite(want[i])) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  for (std::size_t i = 0; i < n; ++i) {
+    const double a = want[i], b = got[i];
+    if (a == b || (std::isnan(a) && std::isnan(b))) continue;
+    const bool bad = !std::isfinite(a) || !std::isfinite(b) ||
+                     std::fabs(a - b) > 1e-3 * std::max(std::fabs(a), std::fabs(b)) + 1e-5 * scale;
+    if (!bad) continue;
+    why = "entry " + std::to_string(i) + ": csr gives " + std::to_string(a) + ", the nominee " +
+          std::to_string(b);
+    return false;
+  }
+  return true;
+}
+
+/// A tuning observer that keeps nothing: the preparing thread must not print from the
+/// background (Options::progress is called from the tuning call's thread only).
+class QuietObserver : public tuning::TuneObserver {
+ public:
+  void note(const std::string&) override {}
+  void warning(const std::string&) override {}
+  void progress(const heuristics::TuneProgress&, std::optional<double>) override {}
+};
+
+}  // namespace
+
+Arm make_arm(const Matrix& A, kernels::KernelKind kind, const codegen::SuperSchedule& s,
+             std::int64_t dense, int threads, const codegen::GeneratedOptions& g) {
+  Arm a;
+  a.bound = codegen::bind_schedule(s, sparse_problem(A, kind), dense, threads, g);
+  finish_arm(a, kind, A.nnz());
+  return a;
+}
+
+AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
+    : setup_(std::move(setup)), policy_(setup_.nominees, setup_.policy) {
+  arms_.resize(static_cast<std::size_t>(setup_.nominees) + 1);
+  nominee_text_.resize(arms_.size());
+  arms_[0] = std::move(csr);
+  nominee_text_[0] = codegen::to_text(arms_[0]->bound.schedule);
+  if (policy_.settled()) {  // no nominee asked for
+    chosen_ = arms_[0];
+    settled_.store(true, std::memory_order_release);
+  }
+}
+
+AdaptiveRun::~AdaptiveRun() {
+  if (compiler_.joinable()) compiler_.join();
+}
+
+void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
+  if (preparing_ || policy_.settled() || policy_.csr_seconds() <= 0) return;
+  const std::size_t total = nominated_.size();
+  if (nominated_done_ && next_nominee_ >= total) return;
+  // What the step is taken to cost, in csr calls: the choice scores the admissible set (a few
+  // hundred csr calls on the development VMs), a format is built in a few.
+  const double csr = policy_.csr_seconds();
+  const double estimate = nominated_done_ ? kFormatEstimateCalls * csr : kChoiceEstimateCalls * csr;
+  if (policy_.cost_seconds() + estimate > policy_.budget_seconds()) {
+    // With expected calls the budget is all there is; without, it grows with the calls.
+    if (setup_.policy.expected_calls <= 0) return;
+    if (!nominated_done_) {
+      policy_.not_worth_it("choosing nominees would cost more than the expected calls allow");
+      return;
+    }
+    for (; next_nominee_ < total; ++next_nominee_)
+      policy_.failed(static_cast<int>(next_nominee_) + 1,
+                     "not prepared: its format would cost more than the expected calls allow");
+    return;
+  }
+  preparing_ = true;
+  lock.unlock();
+  if (!nominated_done_)
+    nominate_step();
+  else
+    nominee_step(next_nominee_);
+  lock.lock();
+  if (nominated_done_ && total == nominated_.size()) ++next_nominee_;
+  preparing_ = false;
+}
+
+void AdaptiveRun::nominate_step() {
+  tuning::Nomination nom;
+  std::string error;
+  try {
+    QuietObserver quiet;
+    const tuning::TuneOperand operand{setup_.matrix.impl().matrix.get(),
+                                      setup_.matrix.impl().tensor.get(), setup_.matrix.fingerprint()};
+    nom = tuning::nominate(operand, setup_.request, static_cast<std::size_t>(setup_.nominees), quiet);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  nominated_done_ = true;
+  next_nominee_ = 0;
+  if (!error.empty()) {
+    nomination_ = {{"error", error}};
+    for (int k = 1; k <= setup_.nominees; ++k) policy_.failed(k, "no nomination: " + error);
+    return;
+  }
+  nomination_ = nom.info;
+  nomination_["seconds"] = nom.seconds;
+  policy_.charge(nom.seconds, "choice");
+  for (int k = static_cast<int>(nom.schedules.size()) + 1; k <= setup_.nominees; ++k)
+    policy_.failed(k, "the admissible set has fewer schedules");
+  for (std::size_t k = 0; k < nom.schedules.size(); ++k)
+    nominee_text_[k + 1] = codegen::to_text(nom.schedules[k]);
+  nominated_ = std::move(nom.schedules);
+}
+
+void AdaptiveRun::nominee_step(std::size_t k) {
+  const tuning::TuneRequest& r = setup_.request;
+  const kernels::KernelKind kind = r.kind;
+  const int arm = static_cast<int>(k) + 1;
+  const double t0 = kernels::now_seconds();
+  std::optional<Arm> a;
+  std::string error;
+  bool cached = false;
+  try {
+    a.emplace();
+    a->bound = codegen::prepare_binding(nominated_[k], sparse_problem(setup_.matrix, kind),
+                                        kind == kernels::KernelKind::SpMV ? 1 : r.dense, r.threads,
+                                        r.generated);
+    finish_arm(*a, kind, setup_.matrix.nnz());
+    cached = codegen::in_cache(a->bound.source, r.generated.compiler);
+    if (cached) codegen::load_kernel(a->bound, r.generated.compiler);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const double dt = kernels::now_seconds() - t0;
+  std::unique_lock<std::mutex> lock(mu_);
+  policy_.charge(dt, "nominee " + std::to_string(arm) + (cached ? ": format, kernel loaded" : ": format"));
+  if (!error.empty()) {
+    policy_.failed(arm, error);
+    return;
+  }
+  if (cached) {
+    arms_[static_cast<std::size_t>(arm)] = std::make_shared<const Arm>(std::move(*a));
+    policy_.ready(arm);
+    return;
+  }
+  // Not compiled: never waited for. Compiled in the background for the next plan of this
+  // matrix, one at a time, when what is left of the budget pays for it.
+  const double left = policy_.budget_seconds() - std::max(0.0, policy_.cost_seconds());
+  if (compiling_ || left < kCompileEstimateS) {
+    policy_.failed(arm, "its kernel is not compiled (the calls cannot pay for compiling it now)");
+    return;
+  }
+  policy_.failed(arm, "its kernel is not compiled: compiling it in the background for the next plan");
+  policy_.charge(kCompileEstimateS, "compile of nominee " + std::to_string(arm) + " (estimated)");
+  compiling_ = true;
+  if (compiler_.joinable()) compiler_.join();
+  compiler_ = std::thread([this, source = a->bound.source, opts = r.generated.compiler] {
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+    try {
+      codegen::compile_and_load(source, opts);
+    } catch (const std::exception&) {
+      // The next plan finds it missing and says so.
+    }
+    std::lock_guard<std::mutex> done(mu_);
+    compiling_ = false;
+  });
+}
+
+void AdaptiveRun::call(float* out, std::size_t out_size, const ArmCall& run) {
+  if (settled_.load(std::memory_order_acquire)) {
+    settled_calls_.fetch_add(1, std::memory_order_relaxed);
+    run(*chosen_, out);
+    return;
+  }
+  tuning::AdaptivePolicy::Step step;
+  std::shared_ptr<const Arm> arm, nominee;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    maybe_prepare(lock);
+    step = policy_.next();
+    if (policy_.settled()) settle_locked();
+    arm = arms_.at(static_cast<std::size_t>(step.arm));
+    if (step.verify) nominee = arms_.at(static_cast<std::size_t>(step.verify));
+  }
+  const double t0 = kernels::now_seconds();
+  run(*arm, out);
+  const double t = kernels::now_seconds() - t0;
+  bool ok = true;
+  double t_nominee = 0.0;
+  std::string why;
+  if (nominee) {
+    try {
+      std::vector<float> mine(out, out + out_size);  // what csr wrote, padding included
+      const double t1 = kernels::now_seconds();
+      run(*nominee, mine.data());
+      t_nominee = kernels::now_seconds() - t1;
+      ok = same_output(out, mine.data(), out_size, why);
+    } catch (const std::exception& e) {
+      ok = false;
+      why = e.what();
+    }
+  }
+  bool store = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    policy_.record(step.arm, t);
+    if (step.verify) policy_.verified(step.verify, ok, t_nominee, why);
+    if (policy_.settled() && !stored_) {
+      settle_locked();
+      stored_ = true;
+      store = true;
+    }
+  }
+  if (store) store_decision();
+}
+
+void AdaptiveRun::settle_locked() {
+  if (chosen_) return;
+  chosen_ = arms_.at(static_cast<std::size_t>(policy_.choice()));
+  for (std::size_t k = 1; k < arms_.size(); ++k)
+    if (arms_[k] != chosen_) arms_[k].reset();  // the losers' formats and kernels
+  settled_.store(true, std::memory_order_release);
+}
+
+void AdaptiveRun::store_decision() {
+  if (!setup_.cache_key) return;
+  const std::string verdict = this->verdict();
+  if (verdict != "gain" && verdict != "no-gain") return;  // not-worth-it depends on the calls
+  nlohmann::json r = report();
+  try {
+    const heuristics::TuningCache cache(setup_.cache_dir);
+    const std::string path = cache.store(*setup_.cache_key, chosen_->bound.schedule, r);
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_result_ = {{"path", path}};
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_result_ = {{"error", e.what()}};
+  }
+}
+
+std::shared_ptr<const Arm> AdaptiveRun::current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return chosen_ ? chosen_ : arms_[0];
+}
+
+std::string AdaptiveRun::verdict() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return policy_.verdict();
+}
+
+std::optional<double> AdaptiveRun::speedup() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return policy_.speedup();
+}
+
+std::optional<double> AdaptiveRun::break_even_calls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return policy_.break_even_calls();
+}
+
+std::int64_t AdaptiveRun::calls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return policy_.calls() + settled_calls_.load(std::memory_order_relaxed);
+}
+
+std::int64_t AdaptiveRun::exploring_calls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return policy_.exploring_calls();
+}
+
+nlohmann::json AdaptiveRun::report() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  nlohmann::json a = policy_.to_json();
+  for (nlohmann::json& arm : a["arms"])
+    arm["schedule"] = nominee_text_.at(arm.at("arm").get<std::size_t>());
+  a["nomination"] = nomination_;
+  a["nominees"] = setup_.nominees;
+  const std::shared_ptr<const Arm> now = chosen_ ? chosen_ : arms_[0];
+  const std::optional<double> sp = policy_.speedup(), be = policy_.break_even_calls();
+  nlohmann::json economy = nlohmann::json::object();
+  economy["break_even_calls"] = be ? nlohmann::json(*be) : nlohmann::json();
+  economy["cost_s"] = policy_.cost_seconds();
+  economy["expected_calls"] = setup_.policy.expected_calls;
+  return {{"mode", "adaptive"},
+          {"kernel", kernels::kernel_name(setup_.request.kind)},
+          {"matrix", {{"fingerprint", setup_.matrix.fingerprint()}}},
+          {"file", ""},
+          {"threads", now->bound.args.threads},
+          {"dense", setup_.request.kind == kernels::KernelKind::SpMV ? 1 : setup_.request.dense},
+          {"verdict", policy_.verdict()},
+          {"schedule", codegen::to_text(now->bound.schedule)},
+          {"speedup_over_csr", sp ? nlohmann::json(*sp) : nlohmann::json()},
+          {"economy", economy},
+          {"adaptive", a},
+          {"plan_cache", cache_result_}};
+}
+
+}  // namespace waco::api

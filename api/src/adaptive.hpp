@@ -1,0 +1,106 @@
+// An adaptive plan's run time (api/README.md, "Adaptive plans"): csr serves the caller's calls at
+// once; then, on the caller's own thread between calls and only while the budget of the policy
+// (tune/adaptive.hpp) allows it, one preparation step at a time: the cost model's nominees, a
+// nominee's format, its kernel loaded from the compile cache. A kernel the cache lacks is not
+// waited for: it is compiled by a background thread of low priority, when the calls can pay for
+// it, for the next plan of this matrix. The policy tries the prepared nominees on the caller's
+// calls, each verified against csr on a real call before any of its results is returned, and
+// settles. Nothing runs beside the caller's kernels but that compiler. Private to the library.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/codegen/generated_kernel.hpp"
+#include "waco/heuristics/tuning_cache.hpp"
+#include "waco/tune/adaptive.hpp"
+#include "waco/tune/tune.hpp"
+#include "waco/waco.hpp"
+
+namespace waco::api {
+
+/// One way to serve a call: a schedule bound to the plan's matrix.
+struct Arm {
+  codegen::BoundKernel bound;
+  bool sddmm_in_order = true;  ///< SDDMM: the format stores the nonzeros in CSR order, no padding
+};
+
+/// Binds `s` to A: the format built, the kernel compiled when not cached, and loaded.
+Arm make_arm(const Matrix& A, kernels::KernelKind kind, const codegen::SuperSchedule& s,
+             std::int64_t dense, int threads, const codegen::GeneratedOptions& g);
+
+/// Runs one call on an arm, writing the caller's output at `out`.
+using ArmCall = std::function<void(const Arm& arm, float* out)>;
+
+/// What an adaptive plan is set up with.
+struct AdaptiveSetup {
+  Matrix matrix;                         ///< kept alive: nominees are built from it
+  tuning::TuneRequest request;           ///< kind, dense, threads, passes, model, generated
+  int nominees = 4;
+  tuning::AdaptiveOptions policy;
+  std::optional<heuristics::TuningKey> cache_key;  ///< where the decision goes (none: nowhere)
+  std::string cache_dir;
+};
+
+class AdaptiveRun {
+ public:
+  /// Starts serving with `csr`.
+  AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup);
+  /// Waits for a background compilation in progress.
+  ~AdaptiveRun();
+  AdaptiveRun(const AdaptiveRun&) = delete;
+  AdaptiveRun& operator=(const AdaptiveRun&) = delete;
+
+  /// One call: a preparation step first when one is due and affordable; then `run` on the arm
+  /// the policy chooses, timed; a verification call also runs a nominee into a copy of `out`
+  /// (`out_size` floats) and compares.
+  void call(float* out, std::size_t out_size, const ArmCall& run);
+
+  /// The arm serving calls now (csr while exploring).
+  std::shared_ptr<const Arm> current() const;
+  std::string verdict() const;
+  std::optional<double> speedup() const;
+  std::optional<double> break_even_calls() const;
+  std::int64_t calls() const;
+  std::int64_t exploring_calls() const;
+  /// The plan's report: the policy's state, the nominees, what preparing them cost.
+  nlohmann::json report() const;
+
+ private:
+  /// The next preparation step, if one is due and the budget allows its estimated cost (with
+  /// mu_ held); runs it without the lock and charges what it took.
+  void maybe_prepare(std::unique_lock<std::mutex>& lock);
+  void nominate_step();
+  void nominee_step(std::size_t k);
+  void settle_locked();       ///< the policy settled: publish the choice, free the others
+  void store_decision();      ///< the settled decision into the tuning cache
+
+  AdaptiveSetup setup_;
+  mutable std::mutex mu_;
+  tuning::AdaptivePolicy policy_;
+  std::vector<std::shared_ptr<const Arm>> arms_;  ///< [0] csr, then the nominees once prepared
+  std::vector<std::string> nominee_text_;
+  std::vector<codegen::SuperSchedule> nominated_;
+  nlohmann::json nomination_ = nullptr;
+  bool nominated_done_ = false;
+  std::size_t next_nominee_ = 0;  ///< the next nominee to prepare (0-based)
+  bool preparing_ = false;        ///< a caller runs a step now
+  std::atomic<std::int64_t> settled_calls_{0};
+  std::shared_ptr<const Arm> chosen_;             ///< set once, before settled_
+  std::atomic<bool> settled_{false};
+  bool stored_ = false;
+  nlohmann::json cache_result_ = nullptr;
+  std::thread compiler_;          ///< a background compilation (one at a time)
+  bool compiling_ = false;
+};
+
+}  // namespace waco::api

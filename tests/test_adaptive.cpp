@@ -1,0 +1,199 @@
+// Unit "adaptive": the adaptive plan's policy (tune/adaptive.hpp) on scripted timings: a clear
+// winner is found and judged on fresh pairs, an all-tied set settles on csr, a nominee that
+// fails verification never serves a call, the budget stops exploration, overlapping calls.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <random>
+#include <set>
+
+#include "waco/tune/adaptive.hpp"
+
+using waco::tuning::AdaptiveOptions;
+using waco::tuning::AdaptivePolicy;
+
+namespace {
+
+/// Serves calls until the policy settles (or `max_calls`): arm k takes time(k) seconds (with a
+/// little seeded noise); every verification passes unless `bad` says otherwise. Returns the
+/// arms that served results to the caller.
+std::set<int> drive(AdaptivePolicy& p, const std::function<double(int)>& time, int max_calls,
+                    const std::set<int>& bad = {}) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> noise(0.97, 1.03);
+  std::set<int> served;
+  for (int c = 0; c < max_calls && !p.settled(); ++c) {
+    const AdaptivePolicy::Step s = p.next();
+    if (s.verify) {
+      CHECK(s.arm == 0);  // csr's result is returned on a verification call
+      p.record(0, time(0) * noise(rng));
+      p.verified(s.verify, bad.count(s.verify) == 0, time(s.verify), "mismatch");
+    } else {
+      p.record(s.arm, time(s.arm) * noise(rng));
+    }
+    served.insert(s.arm);
+  }
+  return served;
+}
+
+AdaptivePolicy ready_policy(int nominees, AdaptiveOptions o) {
+  AdaptivePolicy p(nominees, o);
+  for (int k = 1; k <= nominees; ++k) p.ready(k);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("adaptive: a clear winner is found, judged on fresh pairs, and served") {
+  AdaptiveOptions o;
+  o.expected_calls = 100000;
+  AdaptivePolicy p = ready_policy(4, o);
+  // csr 10 us; nominee 3 is 1.5x faster, the others slower.
+  const auto t = [](int arm) { return arm == 0 ? 10e-6 : arm == 3 ? 6.6e-6 : arm == 1 ? 12e-6 : 25e-6; };
+  drive(p, t, 10000);
+  REQUIRE(p.settled());
+  CHECK(p.verdict() == "gain");
+  CHECK(p.choice() == 3);
+  REQUIRE(p.speedup());
+  CHECK(*p.speedup() == Approx(10.0 / 6.6).epsilon(0.05));
+  // A few hundred calls at most: 4 verifications, two rungs, 16 judged pairs.
+  CHECK(p.calls() < 200);
+  CHECK(p.exploring_calls() < p.calls());
+  REQUIRE(p.break_even_calls());
+  CHECK(*p.break_even_calls() >= 0.0);
+  CHECK(*p.break_even_calls() < 100.0);
+  // Once settled every call is the winner's, and nothing more is recorded as tuning.
+  const double cost = p.cost_seconds();
+  for (int c = 0; c < 50; ++c) {
+    const AdaptivePolicy::Step s = p.next();
+    CHECK(s.arm == 3);
+    CHECK(s.verify == 0);
+    p.record(s.arm, 6.6e-6);
+  }
+  CHECK(p.cost_seconds() == cost);
+  const nlohmann::json j = p.to_json();
+  CHECK(j.at("verdict") == "gain");
+  CHECK(j.at("arms").size() == 5);
+  CHECK(j.at("judged").at("rounds") == o.judge_rounds);
+}
+
+TEST_CASE("adaptive: nominees tied with csr settle on csr") {
+  AdaptiveOptions o;
+  o.expected_calls = 100000;
+  AdaptivePolicy p = ready_policy(3, o);
+  drive(p, [](int) { return 10e-6; }, 10000);
+  REQUIRE(p.settled());
+  CHECK(p.verdict() == "no-gain");
+  CHECK(p.choice() == 0);
+  CHECK(p.speedup() == 1.0);
+  CHECK_FALSE(p.break_even_calls());
+}
+
+TEST_CASE("adaptive: a nominee that fails verification never serves a call") {
+  AdaptiveOptions o;
+  o.expected_calls = 100000;
+  AdaptivePolicy p = ready_policy(2, o);
+  // Nominee 2 would be the fastest, but its result is wrong.
+  const std::set<int> served =
+      drive(p, [](int arm) { return arm == 2 ? 2e-6 : arm == 1 ? 7e-6 : 10e-6; }, 10000, {2});
+  CHECK(served.count(2) == 0);
+  REQUIRE(p.settled());
+  CHECK(p.choice() == 1);
+  CHECK(p.to_json().at("arms").at(2).at("left").get<std::string>().find("verification") == 0);
+}
+
+TEST_CASE("adaptive: nominees that all fail or are slow settle on csr") {
+  AdaptiveOptions o;
+  o.expected_calls = 100000;
+  {
+    AdaptivePolicy p(2, o);
+    p.failed(1, "format refused");
+    p.failed(2, "not compiled");
+    CHECK(p.next().arm == 0);
+    CHECK(p.settled());
+    CHECK(p.verdict() == "no-gain");
+  }
+  {
+    AdaptivePolicy p = ready_policy(4, o);
+    const std::set<int> served = drive(p, [](int arm) { return arm == 0 ? 10e-6 : 20e-6; }, 10000);
+    CHECK(p.verdict() == "no-gain");
+    // Slow nominees leave after the first rung: few calls were spent on them.
+    CHECK(p.exploring_calls() <= 4 + 4 * o.rung_calls);
+  }
+  CHECK(AdaptivePolicy(0, o).settled());
+}
+
+TEST_CASE("adaptive: csr serves while nominees are being prepared") {
+  AdaptiveOptions o;
+  o.expected_calls = 100000;
+  AdaptivePolicy p(2, o);
+  for (int c = 0; c < 20; ++c) {
+    const AdaptivePolicy::Step s = p.next();
+    CHECK(s.arm == 0);
+    CHECK(s.verify == 0);
+    p.record(0, 10e-6);
+  }
+  p.ready(2);
+  const AdaptivePolicy::Step s = p.next();
+  CHECK(s.verify == 2);
+  // While 2's verification is in flight and 1 is not ready, csr serves.
+  CHECK(p.next().arm == 0);
+  CHECK(p.next().verify == 0);
+}
+
+TEST_CASE("adaptive: the budget stops exploration") {
+  SECTION("expected calls that cannot pay settle on csr") {
+    AdaptiveOptions o;
+    o.expected_calls = 50;  // 10% of 50 calls: 5 csr calls of budget
+    AdaptivePolicy p = ready_policy(4, o);
+    drive(p, [](int arm) { return arm == 0 ? 10e-6 : 40e-6; }, 1000);
+    CHECK(p.settled());
+    CHECK(p.verdict() == "not-worth-it");
+    CHECK(p.choice() == 0);
+  }
+  SECTION("conversion charged beyond the budget") {
+    AdaptiveOptions o;
+    o.expected_calls = 1000;
+    AdaptivePolicy p = ready_policy(1, o);
+    p.record(0, 10e-6);
+    p.charge(1.0, "compile");  // a second of compiling against 1000 calls of 10 us
+    CHECK(p.next().arm == 0);
+    CHECK(p.verdict() == "not-worth-it");
+  }
+  SECTION("without expected calls, exploring waits for the calls to pay") {
+    AdaptiveOptions o;  // share 0.1 of the calls so far
+    AdaptivePolicy p = ready_policy(1, o);
+    p.record(0, 10e-6);
+    p.charge(1e-3, "conversion");  // 100 csr calls: explorable after ~1000 calls
+    int first_exploring = -1;
+    for (int c = 0; c < 3000 && first_exploring < 0; ++c) {
+      const AdaptivePolicy::Step s = p.next();
+      if (s.verify != 0 || s.arm != 0) first_exploring = c;
+      if (s.verify) {
+        p.record(0, 10e-6);
+        p.verified(s.verify, true, 10e-6);
+      } else {
+        p.record(s.arm, 10e-6);
+      }
+    }
+    CHECK_FALSE(p.settled());
+    CHECK(first_exploring > 900);
+    CHECK(first_exploring < 1100);
+  }
+}
+
+TEST_CASE("adaptive: overlapping calls hand out a verification once") {
+  AdaptiveOptions o;
+  o.expected_calls = 100000;
+  AdaptivePolicy p = ready_policy(1, o);
+  const AdaptivePolicy::Step a = p.next(), b = p.next();
+  CHECK(a.verify == 1);
+  CHECK(b.verify == 0);
+  CHECK(b.arm == 0);
+  // Recorded out of order: b ends first.
+  p.record(0, 10e-6);
+  p.record(0, 10e-6);
+  p.verified(1, true, 5e-6);
+  drive(p, [](int arm) { return arm == 0 ? 10e-6 : 5e-6; }, 10000);
+  CHECK(p.verdict() == "gain");
+}

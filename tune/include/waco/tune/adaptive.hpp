@@ -1,0 +1,140 @@
+// The adaptive plan's policy: which of csr and a few verified nominees serves the caller's next
+// call, from the timings of the calls so far, and when to settle (tune/README.md, "Adaptive
+// plans"). Pure bookkeeping: it runs no kernel and reads no clock, so that a scripted sequence of
+// timings tests it (tests/test_adaptive.cpp); waco::Plan (api/) drives it with real calls.
+//
+// The shape of one exploration, for nominees 1..m (arm 0 is csr, the fallback):
+//  1. verification: a nominee's first call runs it beside csr on the caller's input; csr's result
+//     is returned, the nominee's compared with it; a mismatch drops the nominee for good;
+//  2. rungs of successive halving: every live nominee serves `rung_calls x 2^r` calls of rung r,
+//     each paired with the csr call next to it (csr serves every other call: it costs nothing
+//     over not tuning); after a rung, the better half by median ratio to csr goes on, and a
+//     nominee whose median ratio is above 1 + `drop_above` leaves at once;
+//  3. judgment: the last nominee and csr on `judge_rounds` fresh pairs, not the ones that
+//     selected it, judged by heuristics::judge_gain (the rule of `waco-hybrid tune`): a gain
+//     settles on the nominee, anything else on csr.
+// Exploration costs the time nominees take beyond csr's, the verification runs and what the
+// caller reports (format conversion, compilation); when it would exceed the budget (a share of
+// the expected calls' csr time, or with no expected calls of the calls served so far) the plan
+// serves csr and waits, or with expected calls settles on csr.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "waco/heuristics/tuner.hpp"
+
+namespace waco::tuning {
+
+struct AdaptiveOptions {
+  int rung_calls = 4;       ///< calls of each live nominee in the first rung
+  int judge_rounds = 16;    ///< fresh csr/nominee pairs that decide
+  double drop_above = 0.10; ///< a nominee whose median ratio to csr exceeds 1.10 leaves after a rung
+  /// Calls the caller expects to make (0: unknown). Exploration may cost `share` of their csr
+  /// time; with none, `share` of the calls served so far.
+  std::int64_t expected_calls = 0;
+  double share = 0.1;
+  heuristics::DecisionRule rule;
+};
+
+class AdaptivePolicy {
+ public:
+  /// What serves one call: `arm` (0: csr), and for a verification call the nominee `verify`
+  /// that runs beside csr (whose result is returned).
+  struct Step {
+    int arm = 0;
+    int verify = 0;  ///< a nominee to verify on this call (arm is then 0), else 0
+  };
+
+  AdaptivePolicy(int nominees, AdaptiveOptions options);
+
+  /// Nominee k (1-based) is prepared: its format built, its kernel loaded. Until then (or
+  /// failed()) the verification phase waits for it, csr serving the calls.
+  void ready(int nominee);
+  /// The next call's step. Calls may overlap: a verification is handed out once; every other
+  /// step may be given to several calls in flight, each recorded when it ends.
+  Step next();
+  /// A call of `arm` took `seconds` (its kernel alone; a verification call records csr's time
+  /// here and the nominee's through verified()).
+  void record(int arm, double seconds);
+  /// The verification of `nominee`: it matched csr (its run took `seconds`, charged as cost and
+  /// not timed: a first run pays for cold caches), or not (`reason`), and it leaves.
+  void verified(int nominee, bool ok, double seconds, const std::string& reason = {});
+  /// A nominee that could not be prepared (its format refused, its kernel not compiled): it leaves.
+  void failed(int nominee, const std::string& reason);
+  /// The caller cannot afford what is left to prepare within the expected calls: settles on csr
+  /// ("not-worth-it").
+  void not_worth_it(const std::string& why);
+  /// Tuning work beside the calls (choosing, converting, compiling), charged to the budget.
+  void charge(double seconds, const std::string& what);
+
+  bool settled() const { return settled_; }
+  /// The arm serving calls once settled (0: csr); while exploring, the best so far.
+  int choice() const;
+  /// "exploring", or once settled "gain", "no-gain" (no nominee beat csr), "not-worth-it" (the
+  /// budget ran out first).
+  std::string verdict() const;
+  /// The judged speedup over csr (1 for csr; nullopt before a judgment or without one).
+  std::optional<double> speedup() const;
+  std::int64_t calls() const { return calls_; }
+  /// Calls that ran a nominee or a verification (the exploring ones).
+  std::int64_t exploring_calls() const { return exploring_calls_; }
+  /// Seconds the exploration cost beyond serving every call with csr (negative: it gained).
+  double cost_seconds() const;
+  /// The median csr call (0 before one).
+  double csr_seconds() const;
+  /// The budget of exploration cost now (seconds).
+  double budget_seconds() const;
+  /// Calls after which the tuning paid for itself: cost / (csr - choice) per call, from the
+  /// judged timings; nullopt without a gain.
+  std::optional<double> break_even_calls() const;
+  nlohmann::json to_json() const;
+
+ private:
+  struct Arm {
+    bool live = true;
+    bool ready = false;
+    bool verified = false;
+    bool verifying = false;
+    std::string left;              ///< why it left (empty while live)
+    std::vector<double> ratios;    ///< paired ratios to csr of the selection rungs
+    std::vector<double> seconds;   ///< its timed calls
+    int rung_calls = 0;            ///< calls timed in the current rung
+  };
+  enum class Phase { Verify, Rungs, Judge, Settled };
+
+  int live_nominees() const;
+  double median_ratio(const Arm& a) const;
+  void end_rung();
+  void judge();
+  void settle(int arm, const std::string& verdict);
+  bool over_budget() const;
+
+  AdaptiveOptions o_;
+  std::vector<Arm> arms_;          ///< [0] is csr
+  Phase phase_ = Phase::Verify;
+  int rung_ = 0;
+  int finalist_ = 0;
+  int settled_arm_ = 0;
+  bool settled_ = false;
+  std::string verdict_ = "exploring";
+  std::optional<heuristics::Verdict> judged_;
+  std::int64_t calls_ = 0;
+  std::int64_t exploring_calls_ = 0;
+  double extra_s_ = 0.0;           ///< charged work and verification runs
+  double nominee_s_ = 0.0;         ///< time of the nominees' timed calls
+  std::int64_t nominee_calls_ = 0;
+  std::vector<double> csr_all_;    ///< the csr calls (the latest few thousand)
+  std::int64_t csr_calls_ = 0;     ///< csr calls timed while exploring
+  double last_csr_ = 0.0;          ///< the latest csr call, to pair the next nominee call with
+  bool nominee_turn_ = false;      ///< csr serves every other exploring call
+  std::size_t next_arm_ = 1;       ///< round robin over the live nominees
+  std::vector<double> judge_csr_, judge_nominee_;  ///< the judgment's pairs, in order
+  nlohmann::json events_ = nlohmann::json::array();
+};
+
+}  // namespace waco::tuning

@@ -1,0 +1,293 @@
+// The adaptive plan's policy (adaptive.hpp).
+#include "waco/tune/adaptive.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::tuning {
+
+namespace {
+
+constexpr std::size_t kCsrWindow = 4096;
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return kernels::quantile(v, 0.5);
+}
+
+}  // namespace
+
+AdaptivePolicy::AdaptivePolicy(int nominees, AdaptiveOptions options) : o_(options) {
+  WACO_ASSERT(nominees >= 0 && o_.rung_calls >= 1 && o_.judge_rounds >= 1 && o_.share > 0,
+              "AdaptivePolicy: nominees >= 0, rung_calls and judge_rounds >= 1, share > 0");
+  arms_.resize(static_cast<std::size_t>(nominees) + 1);
+  arms_[0].verified = arms_[0].ready = true;
+  if (nominees == 0) settle(0, "no-gain");
+}
+
+int AdaptivePolicy::live_nominees() const {
+  int n = 0;
+  for (std::size_t k = 1; k < arms_.size(); ++k) n += arms_[k].live;
+  return n;
+}
+
+double AdaptivePolicy::median_ratio(const Arm& a) const { return median_of(a.ratios); }
+
+double AdaptivePolicy::csr_seconds() const { return median_of(csr_all_); }
+
+double AdaptivePolicy::cost_seconds() const {
+  return extra_s_ + nominee_s_ - static_cast<double>(nominee_calls_) * csr_seconds();
+}
+
+double AdaptivePolicy::budget_seconds() const {
+  const std::int64_t calls = o_.expected_calls > 0 ? o_.expected_calls : calls_;
+  return o_.share * static_cast<double>(calls) * csr_seconds();
+}
+
+bool AdaptivePolicy::over_budget() const {
+  return !csr_all_.empty() && cost_seconds() > budget_seconds();
+}
+
+void AdaptivePolicy::ready(int nominee) {
+  Arm& a = arms_.at(static_cast<std::size_t>(nominee));
+  WACO_ASSERT(nominee > 0, "AdaptivePolicy::ready: csr is always ready");
+  a.ready = true;
+}
+
+AdaptivePolicy::Step AdaptivePolicy::next() {
+  ++calls_;
+  if (settled_) return {choice(), 0};
+  if (over_budget()) {
+    // With expected calls, what is spent is spent: the rest of the calls cannot pay for more.
+    // Without, exploring resumes when the calls served have raised the budget.
+    if (o_.expected_calls > 0) settle(0, "not-worth-it");
+    return {choice(), 0};
+  }
+  if (phase_ == Phase::Verify) {
+    bool waiting = false;
+    for (std::size_t k = 1; k < arms_.size(); ++k) {
+      Arm& a = arms_[k];
+      if (!a.live || a.verified) continue;
+      if (a.ready && !a.verifying) {
+        a.verifying = true;
+        ++exploring_calls_;
+        return {0, static_cast<int>(k)};
+      }
+      waiting = true;  // not prepared yet, or its verification is in flight
+    }
+    if (waiting) return {0, 0};
+    if (live_nominees() == 0) {
+      settle(0, "no-gain");
+      return {0, 0};
+    }
+    phase_ = Phase::Rungs;
+  }
+  // Csr serves every other call: each nominee call is paired with the csr call before it.
+  nominee_turn_ = !nominee_turn_;
+  if (!nominee_turn_ || last_csr_ <= 0.0) {
+    nominee_turn_ = false;
+    return {0, 0};
+  }
+  for (int pass = 0; pass < 2 && phase_ == Phase::Rungs; ++pass) {
+    const int target = o_.rung_calls << rung_;
+    const std::size_t m = arms_.size() - 1;
+    for (std::size_t q = 0; q < m; ++q) {
+      const std::size_t k = 1 + (next_arm_ - 1 + q) % m;
+      if (arms_[k].live && arms_[k].rung_calls < target) {
+        next_arm_ = k % m + 1;
+        ++exploring_calls_;
+        return {static_cast<int>(k), 0};
+      }
+    }
+    end_rung();  // every live nominee has its calls of this rung
+  }
+  if (phase_ == Phase::Judge) {
+    ++exploring_calls_;
+    return {finalist_, 0};
+  }
+  return {choice(), 0};
+}
+
+void AdaptivePolicy::record(int arm, double seconds) {
+  if (settled_) return;  // what a settled plan's calls take is the caller's, not tuning's
+  Arm& a = arms_.at(static_cast<std::size_t>(arm));
+  if (arm == 0) {
+    // A bounded window: with no expected calls, csr may serve millions of calls while the
+    // budget grows.
+    if (csr_all_.size() >= kCsrWindow) csr_all_.erase(csr_all_.begin(), csr_all_.begin() + kCsrWindow / 2);
+    csr_all_.push_back(seconds);
+    ++csr_calls_;
+    last_csr_ = seconds;
+    if (phase_ == Phase::Judge) judge_csr_.push_back(seconds);
+    return;
+  }
+  nominee_s_ += seconds;
+  ++nominee_calls_;
+  a.seconds.push_back(seconds);
+  if (!a.live) return;
+  if (phase_ == Phase::Judge && arm == finalist_) {
+    // A pair is this call and the csr call before it; a nominee call with no csr call since the
+    // last pair (overlapping callers) is not one.
+    if (judge_csr_.size() > judge_nominee_.size()) {
+      const double c = judge_csr_.back();
+      judge_csr_.resize(judge_nominee_.size());
+      judge_csr_.push_back(c);
+      judge_nominee_.push_back(seconds);
+    }
+    if (static_cast<int>(judge_nominee_.size()) >= o_.judge_rounds) judge();
+    return;
+  }
+  if (phase_ == Phase::Rungs && last_csr_ > 0.0) {
+    a.ratios.push_back(seconds / last_csr_);
+    ++a.rung_calls;
+  }
+}
+
+void AdaptivePolicy::verified(int nominee, bool ok, double seconds, const std::string& reason) {
+  Arm& a = arms_.at(static_cast<std::size_t>(nominee));
+  extra_s_ += seconds;
+  a.verifying = false;
+  if (ok) {
+    a.verified = true;
+    return;
+  }
+  if (a.live) {
+    a.live = false;
+    a.left = "verification: " + reason;
+    events_.push_back({{"nominee", nominee}, {"left", a.left}});
+  }
+}
+
+void AdaptivePolicy::failed(int nominee, const std::string& reason) {
+  Arm& a = arms_.at(static_cast<std::size_t>(nominee));
+  if (!a.live) return;
+  a.live = false;
+  a.left = reason;
+  events_.push_back({{"nominee", nominee}, {"left", reason}});
+}
+
+void AdaptivePolicy::not_worth_it(const std::string& why) {
+  if (settled_) return;
+  events_.push_back({{"not-worth-it", why}});
+  settle(0, "not-worth-it");
+}
+
+void AdaptivePolicy::charge(double seconds, const std::string& what) {
+  extra_s_ += seconds;
+  events_.push_back({{"charged", what}, {"seconds", seconds}});
+}
+
+void AdaptivePolicy::end_rung() {
+  std::vector<int> live;
+  for (std::size_t k = 1; k < arms_.size(); ++k)
+    if (arms_[k].live) live.push_back(static_cast<int>(k));
+  std::stable_sort(live.begin(), live.end(), [&](int a, int b) {
+    return median_ratio(arms_[static_cast<std::size_t>(a)]) <
+           median_ratio(arms_[static_cast<std::size_t>(b)]);
+  });
+  const std::size_t keep = live.size() == 1 ? 1 : (live.size() + 1) / 2;
+  for (std::size_t q = 0; q < live.size(); ++q) {
+    Arm& a = arms_[static_cast<std::size_t>(live[q])];
+    const double r = median_ratio(a);
+    if (q >= keep)
+      a.left = "rung " + std::to_string(rung_) + ": median ratio to csr " + std::to_string(r) +
+               ", not in the better half";
+    else if (r > 1.0 + o_.drop_above)
+      a.left = "rung " + std::to_string(rung_) + ": median ratio to csr " + std::to_string(r);
+    else
+      continue;
+    a.live = false;
+    events_.push_back({{"nominee", live[q]}, {"left", a.left}});
+  }
+  events_.push_back({{"rung", rung_}, {"live", live_nominees()}});
+  if (live_nominees() == 0) {
+    settle(0, "no-gain");
+    return;
+  }
+  if (live_nominees() == 1) {
+    for (std::size_t k = 1; k < arms_.size(); ++k)
+      if (arms_[k].live) finalist_ = static_cast<int>(k);
+    phase_ = Phase::Judge;
+    judge_csr_.clear();
+    judge_nominee_.clear();
+    return;
+  }
+  ++rung_;
+  for (Arm& a : arms_) a.rung_calls = 0;
+}
+
+void AdaptivePolicy::judge() {
+  heuristics::Measurement w, ref;
+  w.status = ref.status = heuristics::MeasureStatus::Ok;
+  w.seconds = judge_nominee_;
+  ref.seconds = judge_csr_;
+  w.median_s = median_of(w.seconds);
+  ref.median_s = median_of(ref.seconds);
+  judged_ = heuristics::judge_gain(w, ref, o_.rule);
+  if (judged_->gain)
+    settle(finalist_, "gain");
+  else
+    settle(0, "no-gain");
+}
+
+void AdaptivePolicy::settle(int arm, const std::string& verdict) {
+  settled_ = true;
+  phase_ = Phase::Settled;
+  settled_arm_ = arm;
+  verdict_ = verdict;
+}
+
+int AdaptivePolicy::choice() const { return settled_ ? settled_arm_ : 0; }
+
+std::string AdaptivePolicy::verdict() const { return verdict_; }
+
+std::optional<double> AdaptivePolicy::speedup() const {
+  if (!settled_) return std::nullopt;
+  if (verdict_ == "gain" && judged_) return judged_->speedup;
+  return 1.0;
+}
+
+std::optional<double> AdaptivePolicy::break_even_calls() const {
+  if (verdict_ != "gain" || !judged_) return std::nullopt;
+  const double csr = median_of(judge_csr_), mine = median_of(judge_nominee_);
+  if (mine >= csr) return std::nullopt;
+  return std::max(0.0, cost_seconds()) / (csr - mine);
+}
+
+nlohmann::json AdaptivePolicy::to_json() const {
+  nlohmann::json arms = nlohmann::json::array();
+  for (std::size_t k = 0; k < arms_.size(); ++k) {
+    const Arm& a = arms_[k];
+    nlohmann::json j = {{"arm", k},
+                        {"live", a.live},
+                        {"verified", a.verified},
+                        {"calls", k == 0 ? csr_calls_ : static_cast<std::int64_t>(a.seconds.size())},
+                        {"median_s", k == 0 ? csr_seconds() : median_of(a.seconds)}};
+    if (k > 0) j["median_ratio"] = a.ratios.empty() ? nlohmann::json() : nlohmann::json(median_ratio(a));
+    if (!a.left.empty()) j["left"] = a.left;
+    arms.push_back(j);
+  }
+  const std::optional<double> sp = speedup(), be = break_even_calls();
+  return {{"verdict", verdict_},
+          {"settled", settled_},
+          {"choice", choice()},
+          {"calls", calls_},
+          {"exploring_calls", exploring_calls_},
+          {"cost_s", cost_seconds()},
+          {"budget_s", budget_seconds()},
+          {"csr_s", csr_seconds()},
+          {"expected_calls", o_.expected_calls},
+          {"share", o_.share},
+          {"rung", rung_},
+          {"speedup", sp ? nlohmann::json(*sp) : nlohmann::json()},
+          {"break_even_calls", be ? nlohmann::json(*be) : nlohmann::json()},
+          {"judged", judged_ ? judged_->to_json() : nlohmann::json()},
+          {"arms", arms},
+          {"events", events_}};
+}
+
+}  // namespace waco::tuning
