@@ -12,8 +12,11 @@ dtype, ValueError for shape and order). Errors of waco-hybrid itself are waco_hy
 with the message of the waco-hybrid CLI and a hint (e.hint).
 """
 
+import numpy as np
+
+from . import _waco
 from ._waco import Error, Matrix, Plan, version
-from ._convert import as_matrix
+from ._convert import _index32, as_matrix, check_values_dtype
 from ._data import dataset, results
 
 __all__ = ["Error", "Matrix", "Plan", "version", "matrix", "tensor", "load", "tune", "make_plan",
@@ -31,18 +34,10 @@ def tensor(shape, coords, values=None):
     """A 3-D sparse tensor (MTTKRP's operand) from coordinates: shape (I, K, L), coords a
     3 x nnz int32 array (one row a mode, 0-based, any order; repeats are summed), values nnz
     float32 (None: every value 1)."""
-    import numpy as np
-
-    coords = np.asarray(coords)
-    if coords.dtype != np.int32:
-        from ._convert import _index32
-
-        coords = _index32(coords, "coords").reshape(coords.shape)
+    coords = _index32(coords, "coords")
     if values is not None:
-        from ._convert import check_values_dtype
-
-        check_values_dtype(getattr(values, "dtype", None) or np.asarray(values).dtype, "values")
-    return Matrix._tensor([int(n) for n in shape], np.ascontiguousarray(coords), values)
+        check_values_dtype(np.asarray(values).dtype, "values")
+    return Matrix._tensor([int(n) for n in shape], coords, values)
 
 
 def load(path):
@@ -81,16 +76,12 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
                     use_cache=use_cache, refresh=refresh, kernel_cache_dir=kernel_cache_dir,
                     passes=passes, confirm=confirm, seed=seed, results_db=results_db,
                     tuning_share=tuning_share, progress=progress, verbose=verbose)
-    from . import _waco
-
     return _waco._tune(as_matrix(A), kernel, opts)
 
 
 def make_plan(A, kernel="spmv", schedule="csr", *, threads=0, dense=None, kernel_cache_dir=None):
     """A Plan of a given schedule, no tuning: "csr" (what every tune is measured against),
     another shortcut ("dcsr", "csc", "bcsr4x4", "csf") or a schedule's text form."""
-    from . import _waco
-
     opts = _options(threads=threads, dense=dense, kernel_cache_dir=kernel_cache_dir)
     return _waco._make_plan(as_matrix(A), kernel, schedule, opts)
 
@@ -98,8 +89,6 @@ def make_plan(A, kernel="spmv", schedule="csr", *, threads=0, dense=None, kernel
 def load_plan(path, A, *, kernel_cache_dir=None):
     """A plan saved by Plan.save for the same matrix (its fingerprint must match) on this
     machine: the format is built again and the kernel loaded. Same as Plan.load(path, A)."""
-    from . import _waco
-
     return _waco._load_plan(path, as_matrix(A), _options(kernel_cache_dir=kernel_cache_dir))
 
 

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import waco_hybrid
-from conftest import random_csr, vector
+from conftest import random_csr
 
 
 @pytest.fixture(scope="module")

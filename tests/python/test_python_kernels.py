@@ -5,11 +5,10 @@ Python-side copy of canonical CSR."""
 import tracemalloc
 
 import numpy as np
-import pytest
 import scipy.sparse as sp
 
 import waco_hybrid
-from conftest import EXAMPLE, matrix, random_csr, vector
+from conftest import matrix, random_csr, vector
 
 
 def close(got, want):
