@@ -2,8 +2,9 @@
 """What the Python binding costs: per matrix, a tuned SpMV plan's `plan @ x` (a new y each call)
 and `plan.spmv(x, y)` from Python against the same saved plan's waco::Plan::spmv from C++
 (waco-python-bench), and SciPy's `A @ x` (single-threaded) beside a 1-thread csr plan; then the
-per-call overhead on a tiny matrix. Rounds are interleaved; each figure is the median over rounds
-of the mean time of a call.
+per-call overhead on a tiny matrix. Rounds are interleaved (the C++ program runs one round, after
+as many warm-up calls, between the Python rounds); each figure is the median over rounds of the
+mean time of a call.
 
     cmake --build build --target waco_python waco-python-bench
     PYTHONPATH=build/python /usr/bin/python3 python/bench/bench_binding.py \\
@@ -32,10 +33,11 @@ def per_call(fn, calls):
     return (time.perf_counter() - t0) / calls
 
 
-def cpp_per_call(cpp, matrix, plan_file, calls, rounds):
-    out = subprocess.run([cpp, matrix, plan_file, str(calls), str(rounds)], check=True,
+def cpp_per_call(cpp, matrix, plan_file, calls):
+    """One round in the C++ program (after as many warm-up calls), between the Python rounds."""
+    out = subprocess.run([cpp, matrix, plan_file, str(calls), "1"], check=True,
                          capture_output=True, text=True).stdout
-    return statistics.median(json.loads(out)["per_call_s"])
+    return json.loads(out)["per_call_s"][0]
 
 
 def measure(cpp, path, plan, csr1, rounds, budget_s, work):
@@ -51,13 +53,13 @@ def measure(cpp, path, plan, csr1, rounds, budget_s, work):
     cases = {"py_matmul": lambda: plan @ x, "py_out": lambda: plan.spmv(x, y),
              "py_kw": lambda: plan.spmv(x, out=y), "scipy": lambda: S @ x,
              "csr1": lambda: csr1.spmv(x, y)}
-    times = {k: [] for k in cases}
+    times = {k: [] for k in list(cases) + ["cpp"]}
     for _ in range(rounds):
         for k, fn in cases.items():
             fn()
             times[k].append(per_call(fn, calls))
+        times["cpp"].append(cpp_per_call(cpp, path, plan_file, calls))
     r = {k: statistics.median(v) for k, v in times.items()}
-    r["cpp"] = cpp_per_call(cpp, path, plan_file, calls, rounds)
     r["calls"] = calls
     return r
 
