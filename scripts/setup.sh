@@ -21,6 +21,11 @@ PACKAGES=(
   jq                     # JSON in the benchmark scripts (scripts/bench_oracle.sh)
   gnuplot-nox            # the plots of waco-hybrid report (SVG, no X11)
   chromium               # the report's browser test (tests/report_browser.sh, headless)
+  python3-dev            # the Python module waco_hybrid (python/): headers of Debian's python3
+  python3-pybind11       # its bindings (pybind11, CMake config in pybind11-dev)
+  python3-numpy          # its arrays
+  python3-scipy          # its sparse matrices, and SciPy's products in the Python tests
+  python3-pytest         # the Python tests (tests/python, run by ctest)
 )
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else

@@ -58,4 +58,28 @@ if [[ -x $work/moved-prefix/bin/waco-hybrid-torch ]]; then
     > "$work/features.json" || { echo "features through the installed waco-hybrid failed"; exit 1; }
   grep -q '"embedding"' "$work/features.json" || { echo "features printed no embedding"; exit 1; }
 fi
+# The Python module, when this build has it: imported from the moved prefix (libwaco.so found
+# through its relative RUNPATH, the dataset in the prefix's share/), a plan against SciPy.
+pydir=$(ls -d "$moved"/lib/python3*/dist-packages 2>/dev/null || true)
+if [[ -n $pydir && -d $pydir/waco_hybrid ]]; then
+  PYTHONPATH=$pydir "${WACO_PYTHON:-/usr/bin/python3}" - "$moved" "$src/examples/bcsstk13.mtx.gz" <<'PY' ||
+import sys
+import numpy as np
+import waco_hybrid
+moved, example = sys.argv[1], sys.argv[2]
+assert waco_hybrid.__file__.startswith(moved), waco_hybrid.__file__
+libs = [l.split()[-1] for l in open("/proc/self/maps") if "libwaco.so" in l]
+assert libs and all(l.startswith(moved) for l in libs), libs
+assert waco_hybrid._waco._dataset_dir().startswith(moved + "/share/waco-hybrid")
+assert len(waco_hybrid.dataset("mttkrp", groups=True)) > 0
+A = waco_hybrid.load(example)
+import scipy.sparse
+csr = scipy.sparse.csr_array(A.csr_arrays()[::-1], shape=A.shape)
+x = np.linspace(-1, 1, A.shape[1], dtype=np.float32)
+y = waco_hybrid.make_plan(csr, "spmv", "csr") @ x
+want = csr @ x
+assert np.allclose(y, want, rtol=1e-4, atol=1e-4 * abs(want).max()), abs(y - want).max()
+PY
+    { echo "the installed Python module failed"; exit 1; }
+fi
 echo "install_package: ok"

@@ -1,0 +1,461 @@
+// waco_hybrid._waco: the C++ API of waco/waco.hpp for Python (pybind11), and nothing more: the
+// operand (waco::Matrix), tune and make_plan, and the Plan's kernels on NumPy arrays. The SciPy
+// conversion, the option defaults and the readers of the results live in the Python package
+// (waco_hybrid/*.py).
+//
+// Arrays are never converted here: a dense operand must already be a C-contiguous float32
+// ndarray of the right shape (else TypeError for the dtype, ValueError for shape and order), so
+// no call copies a large array behind the caller's back. The GIL is released while a matrix is
+// built, while tuning, and while a kernel runs.
+#include <dlfcn.h>
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "waco/waco.hpp"
+
+#ifndef WACO_SOURCE_DATASET_DIR
+#define WACO_SOURCE_DATASET_DIR ""
+#endif
+
+namespace py = pybind11;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A plan and the operand it was made for (its shape checks every call's arrays).
+struct PyPlan {
+  waco::Plan plan;
+  waco::Matrix A;
+};
+
+waco::Kernel parse_kernel(const std::string& name) {
+  for (waco::Kernel k : {waco::Kernel::SpMV, waco::Kernel::SpMM, waco::Kernel::SDDMM,
+                         waco::Kernel::MTTKRP})
+    if (name == waco::kernel_name(k)) return k;
+  throw py::value_error("unknown kernel '" + name + "': spmv, spmm, sddmm or mttkrp");
+}
+
+std::vector<std::int64_t> shape_of(const py::array& a) {
+  return std::vector<std::int64_t>(a.shape(), a.shape() + a.ndim());
+}
+
+/// The dtype check of every array: float32 only, float64 named as not supported yet.
+void check_float32(const py::array& a, const std::string& what) {
+  if (a.dtype().is(py::dtype::of<float>())) return;
+  const std::string dt = py::str(a.dtype());
+  if (a.dtype().is(py::dtype::of<double>()))
+    throw py::type_error(what + " is float64: float64 is not supported yet (waco-hybrid runs "
+                                "float32 only; double precision is issue 37); pass " +
+                         what + ".astype(numpy.float32), a float32 copy");
+  throw py::type_error(what + " has dtype " + dt + ", waco-hybrid runs float32: pass " + what +
+                       ".astype(numpy.float32)");
+}
+
+/// The checks of a dense operand: an ndarray, float32, C-contiguous, aligned, of this shape
+/// (-1: any size). Returns it as a py::array (never a converted copy).
+py::array dense(const py::handle& obj, const std::string& what,
+                const std::vector<std::int64_t>& want, bool writable = false) {
+  if (!py::isinstance<py::array>(obj))
+    throw py::type_error(what + " must be a numpy.ndarray of float32, not " +
+                         std::string(py::str(obj.get_type().attr("__name__"))));
+  py::array a = py::reinterpret_borrow<py::array>(obj);
+  check_float32(a, what);
+  const std::vector<std::int64_t> got = shape_of(a);
+  bool ok = got.size() == want.size();
+  for (std::size_t i = 0; ok && i < want.size(); ++i) ok = want[i] < 0 || want[i] == got[i];
+  if (!ok) {
+    std::string expect = "(";
+    for (std::size_t i = 0; i < want.size(); ++i)
+      expect += (want[i] < 0 ? std::string("n") : std::to_string(want[i])) +
+                (want.size() == 1 ? "," : i + 1 < want.size() ? ", " : "");
+    std::string have = "(";
+    for (std::size_t i = 0; i < got.size(); ++i)
+      have += std::to_string(got[i]) + (got.size() == 1 ? "," : i + 1 < got.size() ? ", " : "");
+    throw py::value_error(what + " has shape " + have + "), this plan needs " + expect + ")");
+  }
+  if (!(a.flags() & py::array::c_style))
+    throw py::value_error(what + " is not C-contiguous (a transposed, sliced or Fortran-order "
+                                 "array): pass numpy.ascontiguousarray(" +
+                          what + "), a copy");
+  if (!(a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_))
+    throw py::value_error(what + " is not aligned: pass a copy (" + what + ".copy())");
+  if (writable && !a.writeable()) throw py::value_error(what + " is read-only");
+  return a;
+}
+
+/// Output arrays must not overlap the inputs (the kernel reads them while writing it).
+void check_disjoint(const py::array& out, const std::vector<const py::array*>& inputs) {
+  const auto* o0 = static_cast<const char*>(out.data());
+  const auto* o1 = o0 + out.nbytes();
+  for (const py::array* in : inputs) {
+    const auto* i0 = static_cast<const char*>(in->data());
+    const auto* i1 = i0 + in->nbytes();
+    if (o0 < i1 && i0 < o1 && out.nbytes() > 0 && in->nbytes() > 0)
+      throw py::value_error("out overlaps an input array: pass a separate output array");
+  }
+}
+
+/// out when given (checked), else a new array of that shape.
+py::array output(const py::object& out, const std::vector<std::int64_t>& shape) {
+  if (out.is_none()) return py::array_t<float>(shape);
+  return dense(out, "out", shape, /*writable=*/true);
+}
+
+float* fdata(py::array& a) { return static_cast<float*>(a.mutable_data()); }
+const float* fdata(const py::array& a) { return static_cast<const float*>(a.data()); }
+
+/// A 1-D index array of exactly this dtype, contiguous, n entries (the sparse arrays).
+template <typename T>
+const T* index_array(const py::array& a, const char* what, std::int64_t n) {
+  if (!a.dtype().is(py::dtype::of<T>()))
+    throw py::type_error(std::string(what) + " has dtype " + std::string(py::str(a.dtype())) +
+                         ", expected " + std::string(py::str(py::dtype::of<T>())));
+  if (a.ndim() != 1 || a.shape(0) != n)
+    throw py::value_error(std::string(what) + " must be 1-D with " + std::to_string(n) +
+                          " entries");
+  if (!(a.flags() & py::array::c_style)) throw py::value_error(std::string(what) + " is not contiguous");
+  return static_cast<const T*>(a.data());
+}
+
+const float* values_array(const py::object& v, std::int64_t nnz) {
+  if (v.is_none()) return nullptr;
+  return fdata(dense(v, "values", {nnz}));
+}
+
+waco::Matrix from_csr(std::int64_t rows, std::int64_t cols, const py::array& indptr,
+                      const py::array& indices, const py::object& data) {
+  if (rows < 0) throw py::value_error("rows is negative");
+  const std::int64_t nnz = indices.ndim() == 1 ? indices.shape(0) : -1;
+  const std::int32_t* col = index_array<std::int32_t>(indices, "indices", nnz);
+  const float* val = fdata(dense(data, "data", {nnz}));
+  if (indptr.ndim() != 1 || indptr.shape(0) != rows + 1)
+    throw py::value_error("indptr must be 1-D with rows + 1 = " + std::to_string(rows + 1) +
+                          " entries");
+  if (indptr.dtype().is(py::dtype::of<std::int64_t>())) {
+    const auto* ptr = index_array<std::int64_t>(indptr, "indptr", rows + 1);
+    if (ptr[rows] != nnz) throw py::value_error("indptr[rows] is not the length of indices");
+    py::gil_scoped_release nogil;
+    return waco::Matrix::from_csr(rows, cols, ptr, col, val);
+  }
+  const auto* ptr = index_array<std::int32_t>(indptr, "indptr", rows + 1);
+  if (ptr[rows] != nnz) throw py::value_error("indptr[rows] is not the length of indices");
+  py::gil_scoped_release nogil;
+  return waco::Matrix::from_csr(rows, cols, ptr, col, val);
+}
+
+waco::Matrix from_coo(std::int64_t rows, std::int64_t cols, const py::array& row,
+                      const py::array& col, const py::object& data) {
+  const std::int64_t nnz = row.ndim() == 1 ? row.shape(0) : -1;
+  const auto* r = index_array<std::int32_t>(row, "row", nnz);
+  const auto* c = index_array<std::int32_t>(col, "col", nnz);
+  const float* v = values_array(data, nnz);
+  py::gil_scoped_release nogil;
+  return waco::Matrix::from_coo(rows, cols, nnz, r, c, v);
+}
+
+waco::Matrix tensor_from_coo(const std::vector<std::int64_t>& dims, const py::array& coords,
+                             const py::object& values) {
+  if (dims.size() != 3) throw py::value_error("a tensor has 3 dimensions, shape has " +
+                                              std::to_string(dims.size()));
+  if (!coords.dtype().is(py::dtype::of<std::int32_t>()))
+    throw py::type_error("coords has dtype " + std::string(py::str(coords.dtype())) +
+                         ", expected int32");
+  if (coords.ndim() != 2 || coords.shape(0) != 3 || !(coords.flags() & py::array::c_style))
+    throw py::value_error("coords must be a C-contiguous 3 x nnz int32 array (one row a mode)");
+  const std::int64_t nnz = coords.shape(1);
+  const auto* idx = static_cast<const std::int32_t*>(coords.data());
+  const float* v = values_array(values, nnz);
+  py::gil_scoped_release nogil;
+  return waco::Matrix::tensor_from_coo(dims.data(), nnz, idx, idx + nnz, idx + 2 * nnz, v);
+}
+
+py::tuple matrix_shape(const waco::Matrix& A) {
+  return A.order() == 3 ? py::make_tuple(A.dim(0), A.dim(1), A.dim(2))
+                        : py::make_tuple(A.rows(), A.cols());
+}
+
+/// waco::Options from the keyword arguments of waco_hybrid.tune / make_plan (already defaulted
+/// by the Python side); an unknown key is a TypeError.
+waco::Options options_from(const py::dict& kw) {
+  waco::Options o;
+  for (const auto& item : kw) {
+    const std::string key = py::str(item.first);
+    const py::handle v = item.second;
+    if (key == "threads") o.threads = v.cast<int>();
+    else if (key == "search") o.search = v.cast<std::string>();
+    else if (key == "budget") o.budget = v.cast<int>();
+    else if (key == "budget_seconds") o.budget_seconds = v.cast<double>();
+    else if (key == "expected_calls") o.expected_calls = v.cast<std::int64_t>();
+    else if (key == "tuning_share") o.tuning_share = v.cast<double>();
+    else if (key == "dense") o.dense = v.cast<int>();
+    else if (key == "cache_dir") o.cache_dir = v.cast<fs::path>().string();
+    else if (key == "use_cache") o.use_cache = v.cast<bool>();
+    else if (key == "refresh") o.refresh = v.cast<bool>();
+    else if (key == "kernel_cache_dir") o.kernel_cache_dir = v.cast<fs::path>().string();
+    else if (key == "verbose") o.verbose = v.cast<bool>();
+    else if (key == "passes") o.passes = v.cast<std::string>();
+    else if (key == "confirm") o.confirm = v.cast<int>();
+    else if (key == "seed") o.seed = v.cast<std::uint64_t>();
+    else if (key == "results_db") o.results_db = v.cast<fs::path>().string();
+    else if (key == "progress") {
+      if (v.is_none()) continue;
+      if (!PyCallable_Check(v.ptr())) throw py::type_error("progress must be callable or None");
+      // Called from the tuning thread (the caller's, GIL released): take the GIL for the call;
+      // an exception in it is reported as unraisable and tuning goes on. The object outlives
+      // the call (it is an argument of it), so a borrowed pointer is safe.
+      PyObject* fn = v.ptr();
+      o.progress = [fn](const std::string& line) {
+        py::gil_scoped_acquire gil;
+        try {
+          py::reinterpret_borrow<py::object>(fn)(line);
+        } catch (py::error_already_set& e) {
+          e.discard_as_unraisable("waco_hybrid progress callback");
+        }
+      };
+    } else {
+      throw py::type_error("unknown option '" + key + "'");
+    }
+  }
+  return o;
+}
+
+/// Where the committed dataset is: share/waco-hybrid/dataset beside the libwaco.so this module
+/// loaded (an installed prefix), else the source tree's data/dataset (a build tree), as the
+/// library finds its shipped files (learned/src/shipped.cpp).
+std::string dataset_dir() {
+  Dl_info info{};
+  std::error_code ec;
+  if (::dladdr(reinterpret_cast<void*>(&waco::version), &info) != 0 && info.dli_fname != nullptr) {
+    const fs::path lib = fs::canonical(fs::path(info.dli_fname), ec);
+    if (!ec) {
+      const fs::path installed = lib.parent_path().parent_path() / "share" / "waco-hybrid" / "dataset";
+      if (fs::is_directory(installed, ec)) return installed.string();
+    }
+  }
+  return WACO_SOURCE_DATASET_DIR;
+}
+
+py::object parse_json(const std::string& text) {
+  return py::module_::import("json").attr("loads")(text);
+}
+
+void check_kernel(const PyPlan& p, waco::Kernel k, const char* use) {
+  if (p.plan.kernel() != k)
+    throw py::value_error(std::string("this plan runs ") + waco::kernel_name(p.plan.kernel()) +
+                          ", not " + waco::kernel_name(k) + use);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The kernels. Each checks its arrays against the plan's operand and runs with the GIL released.
+
+py::array run_spmv(const PyPlan& p, const py::handle& x_obj, const py::object& out) {
+  check_kernel(p, waco::Kernel::SpMV, "");
+  const py::array x = dense(x_obj, "x", {p.A.cols()});
+  py::array y = output(out, {p.A.rows()});
+  check_disjoint(y, {&x});
+  {
+    py::gil_scoped_release nogil;
+    p.plan.spmv(fdata(x), fdata(y));
+  }
+  return y;
+}
+
+py::array run_spmm(const PyPlan& p, const py::handle& b_obj, const py::object& out) {
+  check_kernel(p, waco::Kernel::SpMM, "");
+  const py::array B = dense(b_obj, "B", {p.A.cols(), -1});
+  const std::int64_t n = B.shape(1);
+  if (n < 1) throw py::value_error("B has 0 columns; at least 1");
+  py::array C = output(out, {p.A.rows(), n});
+  check_disjoint(C, {&B});
+  {
+    py::gil_scoped_release nogil;
+    p.plan.spmm(n, fdata(B), n, fdata(C), n);
+  }
+  return C;
+}
+
+py::array run_sddmm(const PyPlan& p, const py::handle& u_obj, const py::handle& v_obj,
+                    const py::object& out) {
+  check_kernel(p, waco::Kernel::SDDMM, "");
+  const py::array U = dense(u_obj, "U", {p.A.rows(), -1});
+  const std::int64_t k = U.shape(1);
+  if (k < 1) throw py::value_error("U has 0 columns; at least 1");
+  const py::array V = dense(v_obj, "V", {p.A.cols(), k});
+  py::array o = output(out, {p.A.nnz()});
+  check_disjoint(o, {&U, &V});
+  {
+    py::gil_scoped_release nogil;
+    p.plan.sddmm(k, fdata(U), k, fdata(V), k, fdata(o));
+  }
+  return o;
+}
+
+py::array run_mttkrp(const PyPlan& p, const py::handle& b_obj, const py::handle& c_obj,
+                     const py::object& out) {
+  check_kernel(p, waco::Kernel::MTTKRP, "");
+  const py::array B = dense(b_obj, "B", {p.A.dim(1), -1});
+  const std::int64_t n = B.shape(1);
+  if (n < 1) throw py::value_error("B has 0 columns; at least 1");
+  const py::array C = dense(c_obj, "C", {p.A.dim(2), n});
+  py::array o = output(out, {p.A.dim(0), n});
+  check_disjoint(o, {&B, &C});
+  {
+    py::gil_scoped_release nogil;
+    p.plan.mttkrp(n, fdata(B), n, fdata(C), n, fdata(o), n);
+  }
+  return o;
+}
+
+
+}  // namespace
+
+PYBIND11_MODULE(_waco, m) {
+  m.doc() = "waco-hybrid's C++ API (waco/waco.hpp) for Python; use the waco_hybrid package";
+
+  // waco_hybrid.Error: the C++ message as str(e) and e.message, the hint as e.hint.
+  static py::exception<waco::Error> error(m, "Error", PyExc_RuntimeError);
+  error.attr("hint") = "";
+  error.attr("__module__") = "waco_hybrid";
+  error.attr("__doc__") =
+      "An error of waco-hybrid: str(e) is the message the waco-hybrid CLI prints, e.hint what "
+      "to do about it (may be empty).";
+  py::register_exception_translator([](std::exception_ptr ep) {
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const waco::Error& e) {
+      py::object inst = py::handle(error.ptr())(py::str(e.what()));
+      inst.attr("hint") = py::str(e.hint());
+      inst.attr("message") = py::str(e.what());
+      PyErr_SetObject(error.ptr(), inst.ptr());
+    }
+  });
+
+  m.def("version", [] { return std::string(waco::version()); }, "waco-hybrid's version");
+  m.def("_dataset_dir", &dataset_dir, "the folder of the committed dataset exports");
+
+  py::class_<waco::Matrix>(m, "Matrix",
+                           "A sparse matrix or 3-D tensor held by waco-hybrid: canonical (sorted, "
+                           "one entry per coordinate), owned, cheap to share between plans. Made "
+                           "by waco_hybrid.matrix(A), tensor(...) or load(path).")
+      .def_static("_from_csr", &from_csr, py::arg("rows"), py::arg("cols"), py::arg("indptr"),
+                  py::arg("indices"), py::arg("data"))
+      .def_static("_from_coo", &from_coo, py::arg("rows"), py::arg("cols"), py::arg("row"),
+                  py::arg("col"), py::arg("data"))
+      .def_static("_tensor", &tensor_from_coo, py::arg("shape"), py::arg("coords"),
+                  py::arg("values"))
+      .def_static(
+          "_from_file",
+          [](const fs::path& path) {
+            py::gil_scoped_release nogil;
+            return waco::Matrix::from_file(path.string());
+          },
+          py::arg("path"))
+      .def_property_readonly("order", &waco::Matrix::order, "2 for a matrix, 3 for a tensor")
+      .def_property_readonly("shape", &matrix_shape)
+      .def_property_readonly("nnz", &waco::Matrix::nnz, "stored entries after canonicalization")
+      .def_property_readonly("fingerprint", &waco::Matrix::fingerprint,
+                             "the content fingerprint naming it in the tuning cache and results")
+      .def(
+          "csr_arrays",
+          [](const waco::Matrix& A) {
+            if (A.order() != 2) throw py::value_error("csr_arrays: a 3-D tensor has no CSR form");
+            py::array_t<std::int64_t> indptr(A.rows() + 1);
+            py::array_t<std::int32_t> indices(A.nnz());
+            py::array_t<float> data(A.nnz());
+            A.csr(indptr.mutable_data(), indices.mutable_data(), data.mutable_data());
+            return py::make_tuple(indptr, indices, data);
+          },
+          "(indptr int64, indices int32, data float32): the canonical CSR arrays (copies)")
+      .def("__repr__", [](const waco::Matrix& A) {
+        std::string dims;
+        for (int d = 0; d < A.order(); ++d) dims += (d ? " x " : "") + std::to_string(A.dim(d));
+        return "<waco_hybrid.Matrix " + dims + ", " + std::to_string(A.nnz()) + " nonzeros, " +
+               A.fingerprint() + ">";
+      });
+
+  m.def(
+      "_tune",
+      [](const waco::Matrix& A, const std::string& kernel, const py::dict& kw) {
+        const waco::Kernel k = parse_kernel(kernel);
+        const waco::Options o = options_from(kw);
+        py::gil_scoped_release nogil;
+        return PyPlan{waco::tune(A, k, o), A};
+      },
+      py::arg("A"), py::arg("kernel"), py::arg("options"));
+  m.def(
+      "_make_plan",
+      [](const waco::Matrix& A, const std::string& kernel, const std::string& schedule,
+         const py::dict& kw) {
+        const waco::Kernel k = parse_kernel(kernel);
+        const waco::Options o = options_from(kw);
+        py::gil_scoped_release nogil;
+        return PyPlan{waco::make_plan(A, k, schedule, o), A};
+      },
+      py::arg("A"), py::arg("kernel"), py::arg("schedule"), py::arg("options"));
+  m.def(
+      "_load_plan",
+      [](const fs::path& path, const waco::Matrix& A, const py::dict& kw) {
+        const waco::Options o = options_from(kw);
+        py::gil_scoped_release nogil;
+        return PyPlan{waco::Plan::load(path.string(), A, o), A};
+      },
+      py::arg("path"), py::arg("A"), py::arg("options"));
+
+  py::class_<PyPlan>(m, "Plan",
+                     "A tuned kernel for one matrix (waco_hybrid.tune or make_plan): the matrix "
+                     "in the winning format and the compiled kernel, run on NumPy float32 arrays "
+                     "with the GIL released.")
+      .def_property_readonly("kernel", [](const PyPlan& p) { return waco::kernel_name(p.plan.kernel()); })
+      .def_property_readonly("schedule", [](const PyPlan& p) { return p.plan.schedule(); },
+                             "the winning schedule (waco-hybrid run --schedule text form)")
+      .def_property_readonly("verdict", [](const PyPlan& p) { return p.plan.verdict(); },
+                             "gain, no-gain, not-worth-it (csr runs) or given (make_plan)")
+      .def_property_readonly("speedup", [](const PyPlan& p) { return p.plan.speedup(); },
+                             "over csr, measured side by side when tuned (1 for csr, 0 unknown)")
+      .def_property_readonly("break_even_calls",
+                             [](const PyPlan& p) { return p.plan.break_even_calls(); },
+                             "calls after which tuning paid for itself (negative: never/unknown)")
+      .def_property_readonly("tuning_seconds", [](const PyPlan& p) { return p.plan.tuning_seconds(); })
+      .def_property_readonly("from_cache", [](const PyPlan& p) { return p.plan.from_cache(); })
+      .def_property_readonly("threads", [](const PyPlan& p) { return p.plan.threads(); })
+      .def_property_readonly("dense", [](const PyPlan& p) { return p.plan.dense(); },
+                             "the n (spmm, mttkrp) or k (sddmm) the plan was tuned for")
+      .def_property_readonly("shape", [](const PyPlan& p) { return matrix_shape(p.A); })
+      .def_property_readonly("matrix", [](const PyPlan& p) { return p.A; })
+      .def_property_readonly("report", [](const PyPlan& p) { return parse_json(p.plan.report_json()); },
+                             "the report of the tune that decided (tune --json) as a dict; None "
+                             "for make_plan")
+      .def("save", [](const PyPlan& p, const fs::path& path) { p.plan.save(path.string()); },
+           py::arg("path"), "writes the decision as JSON (Plan.load reads it)")
+      .def("spmv", &run_spmv, py::arg("x"), py::arg("out") = py::none(),
+           "y = A x: x float32 (cols,), returns out (rows,) (new when None)")
+      .def("spmm", &run_spmm, py::arg("B"), py::arg("out") = py::none(),
+           "C = A B: B float32 (cols, n), returns out (rows, n) (new when None)")
+      .def("sddmm", &run_sddmm, py::arg("U"), py::arg("V"), py::arg("out") = py::none(),
+           "A .* (U V^T) at A's nonzeros: U (rows, k), V (cols, k); returns the nnz values in "
+           "the canonical CSR order of A (A.matrix.csr_arrays())")
+      .def("mttkrp", &run_mttkrp, py::arg("B"), py::arg("C"), py::arg("out") = py::none(),
+           "out(i, j) = sum T(i, k, l) B(k, j) C(l, j): B (dim1, n), C (dim2, n), out (dim0, n)")
+      .def("__matmul__",
+           [](const PyPlan& p, const py::handle& x) -> py::array {
+             const int nd = py::isinstance<py::array>(x) ? py::reinterpret_borrow<py::array>(x).ndim() : -1;
+             if (nd == 2) {
+               check_kernel(p, waco::Kernel::SpMM, " (plan @ B with a 2-D B needs an spmm plan)");
+               return run_spmm(p, x, py::none());
+             }
+             check_kernel(p, waco::Kernel::SpMV, " (plan @ x with a 1-D x needs an spmv plan)");
+             return run_spmv(p, x, py::none());
+           })
+      .def("__repr__", [](const PyPlan& p) {
+        return "<waco_hybrid.Plan " + std::string(waco::kernel_name(p.plan.kernel())) + " '" +
+               p.plan.schedule() + "' " + p.plan.verdict() + ">";
+      });
+}

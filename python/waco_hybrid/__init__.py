@@ -1,0 +1,95 @@
+"""waco_hybrid: waco-hybrid's autotuned sparse kernels (SpMV, SpMM, SDDMM, MTTKRP) for SciPy
+sparse matrices and NumPy arrays.
+
+    import numpy as np, scipy.sparse as sp, waco_hybrid
+    A = sp.random(10000, 10000, density=1e-3, format="csr", dtype=np.float32)
+    plan = waco_hybrid.tune(A, "spmv", expected_calls=5000)
+    y = plan @ np.ones(10000, dtype=np.float32)        # y = A x, the tuned kernel
+
+float32 only (float64 is issue 37: a TypeError says so). Dense operands must be C-contiguous
+float32 ndarrays of the right shape: nothing is converted behind your back (TypeError for the
+dtype, ValueError for shape and order). Errors of waco-hybrid itself are waco_hybrid.Error,
+with the message of the waco-hybrid CLI and a hint (e.hint).
+"""
+
+import numpy as np
+
+from . import _waco
+from ._waco import Error, Matrix, Plan, version
+from ._convert import _index32, as_matrix, check_values_dtype
+from ._data import dataset, results
+
+__all__ = ["Error", "Matrix", "Plan", "version", "matrix", "tensor", "load", "tune", "make_plan",
+           "load_plan", "results", "dataset"]
+__version__ = version()
+
+
+def matrix(A):
+    """A waco_hybrid.Matrix for a SciPy sparse matrix or array (see tune for the conversion):
+    convert once, then tune, make plans and load plans of it without converting again."""
+    return as_matrix(A)
+
+
+def tensor(shape, coords, values=None):
+    """A 3-D sparse tensor (MTTKRP's operand) from coordinates: shape (I, K, L), coords a
+    3 x nnz int32 array (one row a mode, 0-based, any order; repeats are summed), values nnz
+    float32 (None: every value 1)."""
+    coords = _index32(coords, "coords")
+    if values is not None:
+        check_values_dtype(np.asarray(values).dtype, "values")
+    return Matrix._tensor([int(n) for n in shape], coords, values)
+
+
+def load(path):
+    """A Matrix Market file (.mtx, .mtx.gz) as a Matrix, or a FROSTT tensor (.tns, .tns.gz)."""
+    return Matrix._from_file(path)
+
+
+def _options(**kw):
+    """The keyword arguments as waco::Options fields (None: the library's default)."""
+    return {key: value for key, value in kw.items() if value is not None}
+
+
+def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search="model",
+         budget=0, budget_seconds=0.0, cache_dir=None, use_cache=True, refresh=False,
+         kernel_cache_dir=None, passes="all", confirm=None, seed=1, results_db=None,
+         tuning_share=0.1, progress=None, verbose=False):
+    """Tunes kernel ("spmv", "spmm", "sddmm", "mttkrp") for A and returns the Plan.
+
+    A: a SciPy sparse matrix or array of float32 (converted to waco-hybrid's CSR: without a copy
+    on the Python side when it is canonical CSR with int32 indices, else once through its
+    coordinates), or a Matrix (waco_hybrid.matrix, tensor, load; a tensor for mttkrp).
+    The decision comes from the tuning cache (cache_dir; default ~/.cache/waco-hybrid/plans,
+    shared with `waco-hybrid tune`) when it holds one for this matrix, kernel, dense size,
+    threads and machine; else the tune pipeline runs in this process (candidates measured in
+    isolated worker processes), with the GIL released.
+
+    threads: of the kernel (0: every core). expected_calls: the calls you will make; tuning then
+    takes at most tuning_share of their csr time, and returns csr (verdict "not-worth-it") when it
+    cannot pay for itself. dense: n of spmm/mttkrp, k of sddmm to tune for. search: "model",
+    "anns", "random", "exhaustive"; budget: candidates (0: the search's default). confirm: -1 or
+    None the search's default. results_db: an SQLite results database to keep measurements in.
+    progress: a callable receiving each line of what tuning does (else verbose prints them).
+    """
+    opts = _options(threads=threads, expected_calls=expected_calls, dense=dense, search=search,
+                    budget=budget, budget_seconds=budget_seconds, cache_dir=cache_dir,
+                    use_cache=use_cache, refresh=refresh, kernel_cache_dir=kernel_cache_dir,
+                    passes=passes, confirm=confirm, seed=seed, results_db=results_db,
+                    tuning_share=tuning_share, progress=progress, verbose=verbose)
+    return _waco._tune(as_matrix(A), kernel, opts)
+
+
+def make_plan(A, kernel="spmv", schedule="csr", *, threads=0, dense=None, kernel_cache_dir=None):
+    """A Plan of a given schedule, no tuning: "csr" (what every tune is measured against),
+    another shortcut ("dcsr", "csc", "bcsr4x4", "csf") or a schedule's text form."""
+    opts = _options(threads=threads, dense=dense, kernel_cache_dir=kernel_cache_dir)
+    return _waco._make_plan(as_matrix(A), kernel, schedule, opts)
+
+
+def load_plan(path, A, *, kernel_cache_dir=None):
+    """A plan saved by Plan.save for the same matrix (its fingerprint must match) on this
+    machine: the format is built again and the kernel loaded. Same as Plan.load(path, A)."""
+    return _waco._load_plan(path, as_matrix(A), _options(kernel_cache_dir=kernel_cache_dir))
+
+
+Plan.load = staticmethod(load_plan)

@@ -1,0 +1,116 @@
+"""waco_hybrid.tune end to end on the bundled matrix (a small random search): the plan equals
+SciPy, its report, the tuning cache, save/load, not-worth-it, and the GIL released while tuning
+and while a kernel runs (a second Python thread makes progress meanwhile)."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+import waco_hybrid
+from conftest import EXAMPLE, matrix, random_csr, vector
+
+
+class Counter(threading.Thread):
+    """A Python thread that counts as fast as it can (it needs the GIL for every step)."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.count = 0
+        self.stop = False
+        self.started_counting = threading.Event()
+
+    def run(self):
+        self.started_counting.set()
+        while not self.stop:
+            self.count += 1
+
+
+def progress_during(call):
+    """How far the counting thread got while call() ran, and what call() returned."""
+    c = Counter()
+    c.start()
+    c.started_counting.wait()
+    before = c.count
+    result = call()
+    after = c.count
+    c.stop = True
+    c.join()
+    return after - before, result
+
+
+@pytest.fixture(scope="module")
+def example():
+    A = sp.csr_array(scipy.io.mmread(str(EXAMPLE)).astype(np.float32))
+    A.sum_duplicates()
+    return A
+
+
+@pytest.fixture(scope="module")
+def tuned(example, tmp_path_factory):
+    """One tune of the example (fresh tuning cache), with the counting thread beside it."""
+    cache = tmp_path_factory.mktemp("plans")
+    lines = []
+    steps, plan = progress_during(lambda: waco_hybrid.tune(
+        example, "spmv", threads=2, search="random", budget=2, cache_dir=cache,
+        progress=lines.append))
+    return plan, cache, steps, lines
+
+
+def test_tune_equals_scipy_with_a_report(example, tuned):
+    plan, _, _, lines = tuned
+    assert plan.verdict in ("gain", "no-gain")
+    assert not plan.from_cache and plan.threads == 2 and plan.speedup >= 1.0
+    assert plan.report["verdict"] == plan.verdict
+    assert plan.report["fingerprint"] == waco_hybrid.matrix(example).fingerprint
+    assert lines, "no progress line reached the callback"
+    x = vector(example.shape[1], 3)
+    want = example @ x
+    np.testing.assert_allclose(plan @ x, want, rtol=1e-4, atol=1e-3 * np.abs(want).max())
+
+
+def test_the_gil_is_released_while_tuning(tuned):
+    _, _, steps, _ = tuned
+    assert steps > 1000, f"the Python thread counted {steps} while tune ran"
+
+
+def test_the_gil_is_released_while_a_kernel_runs():
+    n = 200_000  # 2M nonzeros, SpMM with 64 columns on one thread: tens of milliseconds a call
+    cols = np.sort((np.arange(n)[:, None] + np.arange(10)[None, :] * 997) % n, axis=1)
+    A = sp.csr_matrix((np.ones(10 * n, np.float32), cols.ravel().astype(np.int32),
+                       np.arange(0, 10 * n + 1, 10, dtype=np.int32)), shape=(n, n))
+    plan = waco_hybrid.make_plan(A, "spmm", "csr", threads=1, dense=64)
+    B = matrix(n, 64, 1)
+    t0 = time.perf_counter()
+    steps, C = progress_during(lambda: plan.spmm(B))
+    seconds = time.perf_counter() - t0
+    assert C.shape == (n, 64)
+    assert steps > 1000, f"the Python thread counted {steps} during a {seconds:.3f} s kernel"
+
+
+def test_cache_save_and_load(example, tuned, scratch):
+    plan, cache, _, _ = tuned
+    again = waco_hybrid.tune(example, "spmv", threads=2, search="random", budget=2,
+                             cache_dir=cache)
+    assert again.from_cache and again.schedule == plan.schedule
+    assert again.verdict == plan.verdict
+    path = scratch / "example.plan"
+    plan.save(path)
+    for loaded in (waco_hybrid.load_plan(path, example), waco_hybrid.Plan.load(str(path), example)):
+        assert loaded.schedule == plan.schedule and loaded.verdict == plan.verdict
+        assert loaded.speedup == pytest.approx(plan.speedup)
+        x = vector(example.shape[1], 4)
+        np.testing.assert_array_equal(loaded @ x, plan @ x)
+    with pytest.raises(waco_hybrid.Error, match="made for the matrix with fingerprint") as e:
+        waco_hybrid.load_plan(path, random_csr(20, 20, 0.3, 12))
+    assert "load it with the matrix it was tuned for" in e.value.hint
+
+
+def test_few_expected_calls_are_not_worth_tuning(scratch):
+    plan = waco_hybrid.tune(random_csr(300, 300, 0.02, 13), threads=2, search="random",
+                            budget=3, expected_calls=5, cache_dir=scratch)
+    assert plan.verdict == "not-worth-it" and plan.speedup == 1.0
+    assert plan.break_even_calls < 0
