@@ -205,6 +205,8 @@ waco::Options options_from(const py::dict& kw) {
     else if (key == "confirm") o.confirm = v.cast<int>();
     else if (key == "seed") o.seed = v.cast<std::uint64_t>();
     else if (key == "results_db") o.results_db = v.cast<fs::path>().string();
+    else if (key == "adaptive") o.adaptive = v.cast<bool>();
+    else if (key == "nominees") o.nominees = v.cast<int>();
     else if (key == "progress") {
       if (v.is_none()) continue;
       if (!PyCallable_Check(v.ptr())) throw py::type_error("progress must be callable or None");
@@ -425,6 +427,10 @@ PYBIND11_MODULE(_waco, m) {
                              "calls after which tuning paid for itself (negative: never/unknown)")
       .def_property_readonly("tuning_seconds", [](const PyPlan& p) { return p.plan.tuning_seconds(); })
       .def_property_readonly("from_cache", [](const PyPlan& p) { return p.plan.from_cache(); })
+      .def_property_readonly("calls", [](const PyPlan& p) { return p.plan.calls(); },
+                             "an adaptive plan's calls so far (0 for other plans)")
+      .def_property_readonly("exploring_calls", [](const PyPlan& p) { return p.plan.exploring_calls(); },
+                             "an adaptive plan's calls that ran or verified a nominee")
       .def_property_readonly("threads", [](const PyPlan& p) { return p.plan.threads(); })
       .def_property_readonly("dense", [](const PyPlan& p) { return p.plan.dense(); },
                              "the n (spmm, mttkrp) or k (sddmm) the plan was tuned for")

@@ -53,7 +53,7 @@ def _options(**kw):
 def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search="model",
          budget=0, budget_seconds=0.0, cache_dir=None, use_cache=True, refresh=False,
          kernel_cache_dir=None, passes="all", confirm=None, seed=1, results_db=None,
-         tuning_share=0.1, progress=None, verbose=False):
+         tuning_share=0.1, progress=None, verbose=False, adaptive=False, nominees=4):
     """Tunes kernel ("spmv", "spmm", "sddmm", "mttkrp") for A and returns the Plan.
 
     A: a SciPy sparse matrix or array of float32 (converted to waco-hybrid's CSR: without a copy
@@ -70,12 +70,16 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
     "anns", "random", "exhaustive"; budget: candidates (0: the search's default). confirm: -1 or
     None the search's default. results_db: an SQLite results database to keep measurements in.
     progress: a callable receiving each line of what tuning does (else verbose prints them).
+    adaptive: return at once with a plan that serves csr and tries the model's best `nominees`
+    schedules on your own calls (each verified against csr first), settling on the fastest or
+    csr; plan.verdict is "exploring" until then, plan.calls and plan.exploring_calls count.
     """
     opts = _options(threads=threads, expected_calls=expected_calls, dense=dense, search=search,
                     budget=budget, budget_seconds=budget_seconds, cache_dir=cache_dir,
                     use_cache=use_cache, refresh=refresh, kernel_cache_dir=kernel_cache_dir,
                     passes=passes, confirm=confirm, seed=seed, results_db=results_db,
-                    tuning_share=tuning_share, progress=progress, verbose=verbose)
+                    tuning_share=tuning_share, progress=progress, verbose=verbose,
+                    adaptive=adaptive, nominees=nominees)
     return _waco._tune(as_matrix(A), kernel, opts)
 
 

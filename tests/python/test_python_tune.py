@@ -114,3 +114,22 @@ def test_few_expected_calls_are_not_worth_tuning(scratch):
                             budget=3, expected_calls=5, cache_dir=scratch)
     assert plan.verdict == "not-worth-it" and plan.speedup == 1.0
     assert plan.break_even_calls < 0
+
+
+def test_adaptive_plan_serves_at_once_and_settles(example, tmp_path):
+    """An adaptive plan: csr serves the first call, the calls explore, the plan settles; every
+    result equals SciPy's."""
+    plan = waco_hybrid.tune(example, "spmv", threads=2, adaptive=True, nominees=2,
+                            expected_calls=10**8, cache_dir=tmp_path / "plans")
+    assert plan.verdict == "exploring"
+    assert plan.calls == 0
+    x = vector(example.shape[1], 3)
+    want = example @ x
+    for _ in range(5000):
+        y = plan @ x
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        if plan.verdict != "exploring":
+            break
+    assert plan.verdict in ("gain", "no-gain")
+    assert plan.calls >= plan.exploring_calls
+    assert plan.report["mode"] == "adaptive"
