@@ -11,6 +11,8 @@
 #        "--features 64 --layers 2 --epochs 200"), SEARCH (default model), THREADS (default 2),
 #        SHARE (the share of the expected calls' csr time tuning may take, default 0.1),
 #        ALWAYS_TUNE (set: tune without telling waco the expected calls),
+#        ADAPTIVE (set: an adaptive plan, waco::Options::adaptive: csr at once, the model's
+#        nominees tried on the application's own calls),
 #        WACO_CPU_LOCK (a file every run holds exclusively: no build or test beside a timing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +57,7 @@ run() {  # name app args...
   local json=$out/$name.$app.json
   rm -rf "$out/plans"  # tuning counted: an empty tuning cache every run
   measure "$build/examples/waco-$app" "$@" --threads "$threads" --search "$search" \
-    --tuning-share "${SHARE:-0.1}" ${ALWAYS_TUNE:+--always-tune} \
+    --tuning-share "${SHARE:-0.1}" ${ALWAYS_TUNE:+--always-tune} ${ADAPTIVE:+--adaptive} \
     --cache-dir "$out/plans" --json > "$json"
   row "$name" "$app" "$json" | awk -F'\t' '{printf "%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %6s %9s %9s %9s  %s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14}'
 }

@@ -197,3 +197,16 @@ TEST_CASE("adaptive: overlapping calls hand out a verification once") {
   drive(p, [](int arm) { return arm == 0 ? 10e-6 : 5e-6; }, 10000);
   CHECK(p.verdict() == "gain");
 }
+
+TEST_CASE("adaptive: a nominee far slower than csr is abandoned after two calls") {
+  AdaptiveOptions o;
+  o.expected_calls = 100000;
+  AdaptivePolicy p = ready_policy(2, o);
+  // Nominee 1 is 10x slower: it must not serve its whole rung.
+  drive(p, [](int arm) { return arm == 0 ? 10e-6 : arm == 1 ? 100e-6 : 5e-6; }, 10000);
+  CHECK(p.verdict() == "gain");
+  CHECK(p.choice() == 2);
+  const nlohmann::json j = p.to_json();
+  CHECK(j.at("arms").at(1).at("calls") == 2);
+  CHECK(j.at("arms").at(1).at("left").get<std::string>().find("abandoned") == 0);
+}

@@ -23,10 +23,14 @@ namespace {
 /// What compiling one kernel is taken to cost (0.2-1 s on the development VMs).
 constexpr double kCompileEstimateS = 0.5;
 /// What the choice (the space, the passes, the model's scores) and a nominee's format are taken
-/// to cost before they run, in csr calls: bcsstk13 (84k nonzeros, SpMV, 2 threads, the
-/// development VM): the choice 15-27 ms, 300-500 csr calls of 55 us; a format ~1-5 csr calls.
-constexpr double kChoiceEstimateCalls = 300;
-constexpr double kFormatEstimateCalls = 10;
+/// to cost before they run: a fixed part and a part per nonzero, whatever the kernel (a choice
+/// does not depend on how long a call takes). The development VM (SPR, 2 threads): the choice
+/// 15-27 ms on bcsstk13 (84k nonzeros), ~10 ms on matrices of a few thousand; a format a few
+/// csr SpMV calls (about 10 ns a nonzero).
+constexpr double kChoiceFixedS = 0.015;
+constexpr double kChoicePerNonzeroS = 50e-9;
+constexpr double kFormatFixedS = 0.0005;
+constexpr double kFormatPerNonzeroS = 30e-9;
 
 kernels::Problem sparse_problem(const Matrix& A, kernels::KernelKind kind) {
   kernels::Problem p;
@@ -103,10 +107,10 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   if (preparing_ || policy_.settled() || policy_.csr_seconds() <= 0) return;
   const std::size_t total = nominated_.size();
   if (nominated_done_ && next_nominee_ >= total) return;
-  // What the step is taken to cost, in csr calls: the choice scores the admissible set (a few
-  // hundred csr calls on the development VMs), a format is built in a few.
-  const double csr = policy_.csr_seconds();
-  const double estimate = nominated_done_ ? kFormatEstimateCalls * csr : kChoiceEstimateCalls * csr;
+  // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
+  const double nnz = static_cast<double>(setup_.matrix.nnz());
+  const double estimate = nominated_done_ ? kFormatFixedS + kFormatPerNonzeroS * nnz
+                                          : kChoiceFixedS + kChoicePerNonzeroS * nnz;
   if (policy_.cost_seconds() + estimate > policy_.budget_seconds()) {
     // With expected calls the budget is all there is; without, it grows with the calls.
     if (setup_.policy.expected_calls <= 0) return;

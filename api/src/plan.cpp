@@ -451,6 +451,10 @@ void Plan::mttkrp(std::int64_t n, const float* B, std::int64_t ldb, const float*
 }
 
 void Plan::save(const std::string& path) const {
+  if (verdict() == "exploring")
+    throw Error("this adaptive plan is still exploring: there is no decision to save yet",
+                "save it once verdict() is no longer \"exploring\" (its decision is also kept "
+                "in the tuning cache then)");
   api::translate_errors([&] {
     nlohmann::json j = {{"format", api::kPlanFormat},
                         {"version", api::kPlanVersion},

@@ -11,7 +11,7 @@ namespace waco::tuning {
 
 namespace {
 
-constexpr std::size_t kCsrWindow = 4096;
+constexpr std::size_t kCsrWindow = 1024;
 
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0.0;
@@ -37,7 +37,16 @@ int AdaptivePolicy::live_nominees() const {
 
 double AdaptivePolicy::median_ratio(const Arm& a) const { return median_of(a.ratios); }
 
-double AdaptivePolicy::csr_seconds() const { return median_of(csr_all_); }
+double AdaptivePolicy::csr_seconds() const {
+  // Asked on every call while exploring: the median of the window is taken again only when the
+  // window has grown by a sixteenth since (or is small).
+  const std::int64_t n = static_cast<std::int64_t>(csr_all_.size());
+  if (n < 64 || csr_calls_ - csr_median_calls_ >= n / 16) {
+    csr_median_ = median_of(csr_all_);
+    csr_median_calls_ = csr_calls_;
+  }
+  return csr_median_;
+}
 
 double AdaptivePolicy::cost_seconds() const {
   return extra_s_ + nominee_s_ - static_cast<double>(nominee_calls_) * csr_seconds();
@@ -129,6 +138,20 @@ void AdaptivePolicy::record(int arm, double seconds) {
   ++nominee_calls_;
   a.seconds.push_back(seconds);
   if (!a.live) return;
+  if (a.seconds.size() >= 2 && o_.abandon_factor > 0) {
+    std::vector<double> two(a.seconds);
+    std::partial_sort(two.begin(), two.begin() + 2, two.end());
+    const double csr = csr_seconds();
+    if (csr > 0 && two[1] > o_.abandon_factor * csr) {
+      a.live = false;
+      a.left = "abandoned: its two fastest calls took " + std::to_string(two[1] / csr) +
+               "x csr's median or more";
+      events_.push_back({{"nominee", arm}, {"left", a.left}});
+      if (arm == finalist_ && phase_ == Phase::Judge) settle(0, "no-gain");
+      else if (phase_ == Phase::Rungs && live_nominees() == 0) settle(0, "no-gain");
+      return;
+    }
+  }
   if (phase_ == Phase::Judge && arm == finalist_) {
     // A pair is this call and the csr call before it; a nominee call with no csr call since the
     // last pair (overlapping callers) is not one.

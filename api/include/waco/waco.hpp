@@ -12,13 +12,15 @@
 //
 // What tune does: the first call for a matrix searches the formats and schedules of the kernel
 // with the waco-hybrid pipeline (signature-driven passes, the learned cost model, side-by-side
-// measurement against csr) in a separate process (the installed `waco-hybrid` program, so that
-// the search's forked measuring children never meet your process's OpenMP threads, and a crash
-// of a candidate kernel cannot take your program down). The decision is kept in a tuning cache
-// keyed by the matrix's content, the kernel, the dense size, the threads and this machine; the
-// next tune of the same matrix returns it without searching. The Plan itself runs in your process:
-// it holds the matrix converted to the winning format and the compiled kernel (compiled once,
-// cached on disk; a C++ compiler must be on PATH the first time a schedule is compiled).
+// measurement against csr) in this process; candidate kernels are measured in an isolated worker
+// process (spawned, not forked: it works after your program has run OpenMP, and a crashing
+// candidate cannot take your program down). The decision is kept in a tuning cache keyed by the
+// matrix's content, the kernel, the dense size, the threads and this machine; the next tune of
+// the same matrix returns it without searching. With Options::adaptive, tune returns at once and
+// the plan tries the model's nominees on your own calls instead (see Options::adaptive). The Plan
+// runs in your process: it holds the matrix converted to the winning format and the compiled
+// kernel (compiled once, cached on disk; a C++ compiler must be on PATH the first time a schedule
+// is compiled).
 //
 // A plan never loses to csr: when no schedule beats csr by more than the measurement noise, the
 // plan runs the csr schedule (verdict() == "no-gain"), and with expected_calls set, when tuning

@@ -34,6 +34,9 @@ struct AdaptiveOptions {
   int rung_calls = 4;       ///< calls of each live nominee in the first rung
   int judge_rounds = 16;    ///< fresh csr/nominee pairs that decide
   double drop_above = 0.10; ///< a nominee whose median ratio to csr exceeds 1.10 leaves after a rung
+  /// A nominee whose two fastest calls so far each took more than this many csr calls leaves at
+  /// once (as tune --abandon-factor): a slow one costs the caller every call it serves.
+  double abandon_factor = 3.0;
   /// Calls the caller expects to make (0: unknown). Exploration may cost `share` of their csr
   /// time; with none, `share` of the calls served so far.
   std::int64_t expected_calls = 0;
@@ -130,6 +133,8 @@ class AdaptivePolicy {
   std::int64_t nominee_calls_ = 0;
   std::vector<double> csr_all_;    ///< the csr calls (the latest few thousand)
   std::int64_t csr_calls_ = 0;     ///< csr calls timed while exploring
+  mutable double csr_median_ = 0.0;           ///< csr_seconds(), as last taken
+  mutable std::int64_t csr_median_calls_ = -1;  ///< csr_calls_ when it was taken
   double last_csr_ = 0.0;          ///< the latest csr call, to pair the next nominee call with
   bool nominee_turn_ = false;      ///< csr serves every other exploring call
   std::size_t next_arm_ = 1;       ///< round robin over the live nominees
