@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
 #include "waco/waco.hpp"
 
@@ -473,6 +474,28 @@ TEST_CASE("api: an adaptive plan serves csr at once, explores on the caller's ca
   CHECK(q.from_cache());
   CHECK(q.schedule() == p.schedule());
   CHECK(q.verdict() == p.verdict());
+  // And `waco-hybrid tune` of the same matrix reads it (text, --json and -o), the same decision.
+  const std::string file = dir + "/a.mtx";
+  {
+    std::ofstream f(file);
+    f << "%%MatrixMarket matrix coordinate real general\n" << a.rows << " " << a.cols << " "
+      << a.colind.size() << "\n";
+    f.precision(9);
+    for (std::int64_t r = 0; r < a.rows; ++r)
+      for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e)
+        f << r + 1 << " " << a.colind[e] + 1 << " " << a.val[e] << "\n";
+  }
+  const std::string args = "tune --kernel spmv --threads 2 --plan-cache " + again.cache_dir +
+                           " --cache-dir " + again.kernel_cache_dir + " " + file;
+  const waco::test::CliResult text = waco::test::run_cli(args);
+  INFO(text.err);
+  CHECK(text.status == 0);
+  CHECK(text.out.find("decided by an adaptive plan") != std::string::npos);
+  CHECK(text.out.find(p.schedule()) != std::string::npos);
+  const waco::test::CliResult json = waco::test::run_cli(args + " --json -o " + dir + "/k.hpp");
+  CHECK(json.status == 0);
+  CHECK(json.out.find("\"mode\": \"adaptive\"") != std::string::npos);
+  CHECK(fs::exists(dir + "/k.hpp"));
 }
 
 TEST_CASE("api: an adaptive plan never compiles a kernel the expected calls cannot pay for") {

@@ -334,8 +334,11 @@ nlohmann::json AdaptiveRun::report() const {
   economy["expected_calls"] = setup_.policy.expected_calls;
   return {{"mode", "adaptive"},
           {"kernel", kernels::kernel_name(setup_.request.kind)},
-          {"matrix", {{"fingerprint", setup_.matrix.fingerprint()}}},
+          {"fingerprint", setup_.matrix.fingerprint()},
+          {"nnz", setup_.matrix.nnz()},
           {"file", ""},
+          {"confirmed", policy_.judged()},  // judged on the application's calls
+          {"best", nullptr},                // no search's best: see "adaptive"
           {"threads", now->bound.args.threads},
           {"dense", setup_.request.kind == kernels::KernelKind::SpMV ? 1 : setup_.request.dense},
           {"verdict", policy_.verdict()},

@@ -89,11 +89,11 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
     std::snprintf(buf, sizeof buf, "\nverdict %s, speedup over the %s schedule %.3fx (%s)%s",
                   report.at("verdict").get<std::string>().c_str(),
                   report.at("kernel") == "mttkrp" ? "csf" : "csr", sp.get<double>(),
-                  report.at("confirmed").get<bool>() ? "side by side" : "search timings",
+                  report.value("confirmed", false) ? "side by side" : "search timings",
                   from_cache ? ", decided earlier (tuning cache)" : "");
     note += buf;
   }
-  const nlohmann::json& best = report.at("best");
+  const nlohmann::json best = report.value("best", nlohmann::json());
   const std::string race = best.is_object() ? best.value("race", std::string()) : std::string();
   write_text_file(o.output, decided_source(schedule, race, shape, o, threads, note));
   if (!o.quiet) std::fprintf(stderr, "tune: wrote the tuned kernel to %s\n", o.output.c_str());

@@ -135,5 +135,8 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::cerr << "error: out of memory\n";
     return kExitFailure;
+  } catch (const std::exception& e) {  // e.g. a JSON access a command did not guard
+    std::cerr << "error: internal error (this is a bug in waco-hybrid): " << e.what() << "\n";
+    return kExitFailure;
   }
 }

@@ -72,7 +72,34 @@ void print_reference(const std::string& what, const nlohmann::json& e) {
 
 }  // namespace
 
+/// A decision an adaptive plan (waco::Options::adaptive) made on an application's calls and
+/// left in the tuning cache: what it decided and how, not a search's report.
+void print_adaptive_text(const nlohmann::json& j) {
+  const nlohmann::json& a = j.at("adaptive");
+  const nlohmann::json c = j.value("plan_cache", nlohmann::json::object());
+  std::printf("%s on %s (dense %lld, %d threads): decided by an adaptive plan on an "
+              "application's calls\n",
+              j.at("kernel").get<std::string>().c_str(), j.value("file", std::string()).c_str(),
+              static_cast<long long>(j.value("dense", std::int64_t{1})), j.value("threads", 0));
+  std::printf("  from cache    decided %s (%s); --refresh tunes again\n",
+              c.value("saved_at", std::string("?")).c_str(), c.value("path", std::string("?")).c_str());
+  std::printf("  calls         %lld, %lld of them exploring; %d nominees of the cost model\n",
+              static_cast<long long>(a.value("calls", std::int64_t{0})),
+              static_cast<long long>(a.value("exploring_calls", std::int64_t{0})),
+              a.value("nominees", 0));
+  const nlohmann::json sp = j.value("speedup_over_csr", nlohmann::json());
+  char gain[64] = "";
+  if (sp.is_number())
+    std::snprintf(gain, sizeof gain, " (%.3fx over csr, judged on fresh pairs)", sp.get<double>());
+  std::printf("  verdict       %s%s\n", j.at("verdict").get<std::string>().c_str(), gain);
+  std::printf("  schedule      %s\n", j.at("schedule").get<std::string>().c_str());
+}
+
 void print_tune_text(const nlohmann::json& j) {
+  if (j.value("mode", std::string()) == "adaptive") {
+    print_adaptive_text(j);
+    return;
+  }
   const std::string shortcut = j.at("kernel") == "mttkrp" ? "csf" : "csr";
   std::printf("%s on %s (nnz %lld, dense %lld, %d threads), %s search\n",
               j.at("kernel").get<std::string>().c_str(), j.at("file").get<std::string>().c_str(),

@@ -28,14 +28,15 @@ TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, cons
   out.report = hit.report;
   out.report["from_cache"] = true;
   out.report["plan_cache"] = {{"path", hit.path}, {"saved_at", hit.saved_at}, {"key", key.to_json()}};
-  out.report["decided_for_file"] = out.report.at("file");
+  out.report["decided_for_file"] = out.report.value("file", std::string());
   out.report["file"] = o.file;
   out.report["output"] = nullptr;
   out.report["cached_call_s"] = now_seconds() - t_run;  // this call, reading the operand aside
   out.schedule = hit.schedule;
   out.verdict = out.report.value("verdict", std::string());
   out.from_cache = true;
-  const nlohmann::json& best = out.report.at("best");
+  // An adaptive plan's decision (api/) has no "best": it measured on the application's calls.
+  const nlohmann::json best = out.report.value("best", nlohmann::json());
   if (best.is_object()) out.kernel_source = best.value("kernel_source", std::string());
   obs.note("tune: from cache (" + hit.path + ", decided " + hit.saved_at + "); --refresh tunes again");
   return out;

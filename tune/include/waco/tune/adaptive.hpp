@@ -81,6 +81,8 @@ class AdaptivePolicy {
   /// "exploring", or once settled "gain", "no-gain" (no nominee beat csr), "not-worth-it" (the
   /// budget ran out first).
   std::string verdict() const;
+  /// Whether a finalist was judged against csr (a decision on side-by-side calls).
+  bool judged() const { return judged_.has_value(); }
   /// The judged speedup over csr (1 for csr; nullopt before a judgment or without one).
   std::optional<double> speedup() const;
   std::int64_t calls() const { return calls_; }
