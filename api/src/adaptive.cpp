@@ -234,7 +234,13 @@ void AdaptiveRun::call(float* out, std::size_t out_size, const ArmCall& run) {
     if (step.verify) nominee = arms_.at(static_cast<std::size_t>(step.verify));
   }
   const double t0 = kernels::now_seconds();
-  run(*arm, out);
+  try {
+    run(*arm, out);
+  } catch (...) {  // the caller gets the error; a verification handed out is given back
+    std::lock_guard<std::mutex> lock(mu_);
+    if (step.verify) policy_.verified(step.verify, false, 0.0, "the csr call beside it failed");
+    throw;
+  }
   const double t = kernels::now_seconds() - t0;
   bool ok = true;
   double t_nominee = 0.0;
