@@ -2,13 +2,15 @@
 // modes (mid, last) are handled hierarchically: groups of equal (head >> a, mid >> b) hold the
 // sorted distinct last coordinates; the bit widths of consecutive differences give every last
 // shift at once, and groups with equal mid >> (b + 1) are adjacent, so going to b + 1 is a linear
-// merge. For 3-D tensors the head mode's shift a is an outer loop that re-sorts the tuples.
+// merge. For 3-D tensors the head mode's shift a is an outer loop; going to a + 1 merges the
+// tuples of adjacent heads, also linearly. Sorted input (a canonical operand) is not sorted again.
 #include "waco/heuristics/prefix_counts.hpp"
 
 #include "waco/codegen/storage.hpp"
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <sstream>
 
 #include "waco/kernels/error.hpp"
@@ -59,37 +61,69 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
   const std::size_t stride_head = stride_mid * static_cast<std::size_t>(mid_bits + 1);
   const std::size_t nnz = static_cast<std::size_t>(pc.nnz_);
 
-  for (int a = 0; a <= head_bits; ++a) {
-    // Distinct (head >> a, mid, last), sorted.
-    std::vector<std::array<index_t, 3>> t(nnz);
-    for (std::size_t e = 0; e < nnz; ++e) {
-      const index_t h = n == 3 ? static_cast<index_t>((*coords[0])[e] >> a) : 0;
-      t[e] = {h, (*coords[n - 2])[e], (*coords[n - 1])[e]};
-    }
+  // Distinct (head, mid, last), sorted; a canonical operand's coordinates already are (one check
+  // instead of a sort). Going from head shift a to a + 1 merges the runs of heads 2h and 2h + 1.
+  using Tuple = std::array<index_t, 3>;
+  std::vector<Tuple> t(nnz), t_next;
+  for (std::size_t e = 0; e < nnz; ++e)
+    t[e] = {n == 3 ? (*coords[0])[e] : 0, (*coords[n - 2])[e], (*coords[n - 1])[e]};
+  if (std::adjacent_find(t.begin(), t.end(), [](const Tuple& x, const Tuple& y) {
+        return !(x < y);
+      }) != t.end()) {
     std::sort(t.begin(), t.end());
     t.erase(std::unique(t.begin(), t.end()), t.end());
-    // Groups: key (head, mid >> b); flat lists of sorted distinct last coordinates.
-    std::vector<index_t> key_h, key_m;
-    std::vector<std::size_t> start;
-    std::vector<index_t> last;
-    last.reserve(t.size());
+  }
+  // Groups: key (head, mid >> b); flat lists of sorted distinct last coordinates. Two sets of
+  // buffers, swapped at every level (no allocation once they have grown).
+  std::vector<index_t> key_h, key_m, nh, nm, last, nlast;
+  std::vector<std::size_t> start, nstart;
+  const auto tail_less = [](const Tuple& x, const Tuple& y) {
+    return x[1] < y[1] || (x[1] == y[1] && x[2] < y[2]);
+  };
+  for (int a = 0; a <= head_bits; ++a) {
+    if (a > 0) {
+      // (head >> a, mid, last) from (head >> (a - 1), mid, last): heads 2h and 2h + 1 are
+      // adjacent runs, each sorted by (mid, last) without repeats; their union is run h.
+      t_next.clear();
+      for (std::size_t r = 0; r < t.size();) {
+        const index_t h = t[r][0] >> 1;
+        std::size_t r2 = r;
+        while (r2 < t.size() && t[r2][0] == t[r][0]) ++r2;
+        std::size_t r3 = r2;
+        while (r3 < t.size() && (t[r3][0] >> 1) == h) ++r3;
+        const std::size_t from = t_next.size();
+        std::set_union(t.begin() + static_cast<std::ptrdiff_t>(r),
+                       t.begin() + static_cast<std::ptrdiff_t>(r2),
+                       t.begin() + static_cast<std::ptrdiff_t>(r2),
+                       t.begin() + static_cast<std::ptrdiff_t>(r3), std::back_inserter(t_next),
+                       tail_less);
+        for (std::size_t x = from; x < t_next.size(); ++x) t_next[x][0] = h;
+        r = r3;
+      }
+      t.swap(t_next);
+    }
+    // Level b = 0: one group per (head, mid); the histogram of bit widths between consecutive
+    // last coordinates within each group is taken while the groups are built, and so at every
+    // level while merging.
+    key_h.clear();
+    key_m.clear();
+    start.clear();
+    last.resize(t.size());
+    std::array<std::int64_t, 34> hist{};
     for (std::size_t e = 0; e < t.size(); ++e) {
       if (e == 0 || t[e][0] != t[e - 1][0] || t[e][1] != t[e - 1][1]) {
         key_h.push_back(t[e][0]);
         key_m.push_back(t[e][1]);
-        start.push_back(last.size());
+        start.push_back(e);
+      } else {
+        ++hist[static_cast<std::size_t>(bit_width_u64(static_cast<std::uint64_t>(t[e - 1][2]) ^
+                                                      static_cast<std::uint64_t>(t[e][2])))];
       }
-      last.push_back(t[e][2]);
+      last[e] = t[e][2];
     }
-    start.push_back(last.size());
+    start.push_back(t.size());
     for (int b = 0; b <= mid_bits; ++b) {
-      // Histogram of bit widths between consecutive last coordinates within each group.
-      std::array<std::int64_t, 34> hist{};
       const std::size_t groups = key_h.size();
-      for (std::size_t g = 0; g < groups; ++g)
-        for (std::size_t x = start[g] + 1; x < start[g + 1]; ++x)
-          ++hist[static_cast<std::size_t>(bit_width_u64(
-              static_cast<std::uint64_t>(last[x - 1]) ^ static_cast<std::uint64_t>(last[x])))];
       std::int64_t above = 0;  // pairs with bit width > c
       for (std::size_t w = 34; w-- > static_cast<std::size_t>(last_bits) + 1;) above += hist[w];
       for (int c = last_bits; c >= 0; --c) {
@@ -98,30 +132,53 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
         above += hist[static_cast<std::size_t>(c)];
       }
       if (b == mid_bits) break;
-      // Merge adjacent groups whose (head, mid >> (b + 1)) agree.
-      std::vector<index_t> nh, nm, nlast;
-      std::vector<std::size_t> nstart;
-      nlast.reserve(last.size());
+      // Merge adjacent groups whose (head, mid >> (b + 1)) agree: keys are distinct, so a group
+      // meets at most its sibling (mid 2m and 2m + 1). Their lists are strictly increasing; the
+      // union is written without repeats, and the next level's histogram taken on the way.
+      hist = {};
+      nh.clear();
+      nm.clear();
+      nstart.clear();
+      nlast.resize(start.back());
+      const index_t* in = last.data();
+      index_t* out = nlast.data();
+      std::size_t n_out = 0;
+      // Four histograms taken in turn: one counter incremented at every step would chain each
+      // increment on the store of the last (most widths fall in a few bins).
+      std::array<std::array<std::int64_t, 34>, 4> part{};
+      index_t prev = 0;        // the group's last value written
+      std::int64_t inside = 0;  // 1 once the group has one
+      const auto emit = [&](index_t v) {
+        const std::size_t w = static_cast<std::size_t>(
+            bit_width_u64(static_cast<std::uint64_t>(prev) ^ static_cast<std::uint64_t>(v)));
+        part[n_out & 3][w] += inside;
+        inside = 1;
+        prev = v;
+        out[n_out++] = v;
+      };
       for (std::size_t g = 0; g < groups;) {
-        std::size_t g2 = g + 1;
         const index_t m = key_m[g] >> 1;
-        while (g2 < groups && key_h[g2] == key_h[g] && (key_m[g2] >> 1) == m) ++g2;
+        const bool pair = g + 1 < groups && key_h[g + 1] == key_h[g] && (key_m[g + 1] >> 1) == m;
         nh.push_back(key_h[g]);
         nm.push_back(m);
-        nstart.push_back(nlast.size());
-        const std::size_t from = nlast.size();
-        for (std::size_t x = g; x < g2; ++x) {
-          const std::size_t mid_at = nlast.size();
-          nlast.insert(nlast.end(), last.begin() + static_cast<std::ptrdiff_t>(start[x]),
-                       last.begin() + static_cast<std::ptrdiff_t>(start[x + 1]));
-          std::inplace_merge(nlast.begin() + static_cast<std::ptrdiff_t>(from),
-                             nlast.begin() + static_cast<std::ptrdiff_t>(mid_at), nlast.end());
+        nstart.push_back(n_out);
+        inside = 0;
+        std::size_t i = start[g], j = start[g + 1];
+        const std::size_t ie = start[g + 1], je = pair ? start[g + 2] : ie;
+        while (i < ie && j < je) {
+          const index_t x = in[i], y = in[j];
+          i += x <= y;
+          j += y <= x;
+          emit(x < y ? x : y);
         }
-        nlast.erase(std::unique(nlast.begin() + static_cast<std::ptrdiff_t>(from), nlast.end()),
-                    nlast.end());
-        g = g2;
+        for (; i < ie; ++i) emit(in[i]);
+        for (; j < je; ++j) emit(in[j]);
+        g += pair ? 2 : 1;
       }
-      nstart.push_back(nlast.size());
+      nstart.push_back(n_out);
+      nlast.resize(n_out);
+      for (const auto& p : part)
+        for (std::size_t w = 0; w < hist.size(); ++w) hist[w] += p[w];
       key_h.swap(nh);
       key_m.swap(nm);
       start.swap(nstart);
