@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -229,4 +230,25 @@ TEST_CASE("tune: nominate gives the lists the unoptimized nominate recorded "
     REQUIRE(la == le);
   }
   CHECK(!std::getline(a, la));
+}
+
+TEST_CASE("tune: the model is loaded once per process and file, again when the file changes") {
+  namespace fs = std::filesystem;
+  const std::string dir = test::scratch_dir("choice-shared-model");
+  const std::string path = dir + "/model";
+  fs::copy_file(learned::default_model_path(KernelKind::SpMV), path);
+  const auto a = learned::CostModel::load_shared(path, KernelKind::SpMV);
+  const auto b = learned::CostModel::load_shared(path);
+  CHECK(a == b);
+  CHECK(a->config().kind == KernelKind::SpMV);
+  // Another model written in its place (a new file, as `train` writes: a rename).
+  fs::copy_file(learned::default_model_path(KernelKind::SpMM), dir + "/model.tmp");
+  fs::rename(dir + "/model.tmp", path);
+  const auto c = learned::CostModel::load_shared(path);
+  CHECK(c != a);
+  CHECK(c->config().kind == KernelKind::SpMM);
+  CHECK_THROWS_AS(learned::CostModel::load_shared(path, KernelKind::SpMV), kernels::Error);
+  CHECK(a->config().kind == KernelKind::SpMV);  // a holder of the old one keeps it
+  fs::remove(path);
+  CHECK_THROWS_AS(learned::CostModel::load_shared(path), kernels::Error);
 }
