@@ -281,6 +281,36 @@ TEST_CASE("space: prefix counts equal brute force on larger operands, sorted or 
   }
 }
 
+TEST_CASE("space: prefix counts of large matrices (two halves on two threads) equal brute force") {
+  // Above PrefixCounts' parallel threshold (2^15 distinct entries): the row halves are counted
+  // apart until the last level; also with every nonzero in one half.
+  auto brute2 = [](const kernels::CooMatrix& m, int x, int y) {
+    std::vector<std::uint64_t> keys(m.row.size());
+    for (std::size_t e = 0; e < keys.size(); ++e)
+      keys[e] = (static_cast<std::uint64_t>(m.row[e] >> x) << 32) |
+                static_cast<std::uint64_t>(m.col[e] >> y);
+    std::sort(keys.begin(), keys.end());
+    return static_cast<std::int64_t>(std::unique(keys.begin(), keys.end()) - keys.begin());
+  };
+  kernels::GeneratorSpec g;
+  g.kind = "rmat", g.scale = 13, g.edge_factor = 6, g.seed = 13;
+  kernels::CooMatrix big = kernels::generate(g);
+  g = {}, g.kind = "uniform", g.rows = 900, g.cols = 5000, g.nnz = 40000, g.seed = 14;
+  kernels::CooMatrix top = kernels::generate(g);
+  top.rows = 70000;  // every nonzero in the first half of the rows
+  g = {}, g.kind = "banded", g.rows = 5000, g.bandwidth = 6, g.seed = 15;
+  kernels::CooMatrix band = kernels::generate(g);  // cut at a multiple of 2^k < 2^12
+  for (const kernels::CooMatrix* m : {&big, &top, &band}) {
+    REQUIRE(m->nnz() >= (1 << 15));
+    const PrefixCounts pc = PrefixCounts::compute({&m->row, &m->col}, {m->rows, m->cols});
+    for (int x = 0; x <= pc.bits(0); ++x)
+      for (int y = 0; y <= pc.bits(1); ++y) {
+        INFO("rows " << m->rows << " shifts " << x << "," << y);
+        REQUIRE(pc.distinct({x, y}) == brute2(*m, x, y));
+      }
+  }
+}
+
 TEST_CASE("space: prefix counts agree with the signature's block statistics") {
   const kernels::CooMatrix a = uniform_300x200();
   const PrefixCounts pc = PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols});
