@@ -104,6 +104,9 @@ int run(const Options& o) {
     const double t_feat = time_median(reps, [&] {
       learned::matrix_features(learned::FeatureSet::Signature, a, 0);
     });
+    const double t_stats = time_median(reps, [&] {
+      learned::matrix_features(learned::FeatureSet::Stats, a, 0);
+    });
     const double t_check = time_median(reps, [&] { tuning::check_request(req); });
     const double t_space = time_median(reps, [&] {
       heuristics::SpaceOptions so;
@@ -119,8 +122,9 @@ int run(const Options& o) {
                 csr * 1e6, first * 1e3, first / csr, med * 1e3, med / csr,
                 space.value("seconds", 0.0) * 1e3);
     std::printf("  alone: check_request %.2f ms, Space::for_operand %.2f ms (prefix counts %.2f ms, "
-                "signature %.2f ms), model features %.2f ms\n",
-                t_check * 1e3, t_space * 1e3, t_counts * 1e3, t_sig * 1e3, t_feat * 1e3);
+                "signature %.2f ms), model features %.2f ms (statistics part %.2f ms)\n",
+                t_check * 1e3, t_space * 1e3, t_counts * 1e3, t_sig * 1e3, t_feat * 1e3,
+                t_stats * 1e3);
     std::printf("  passes:");
     for (const auto& p : space.at("passes"))
       std::printf(" %s %.3f", p.at("name").get<std::string>().c_str(),
