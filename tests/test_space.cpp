@@ -302,11 +302,13 @@ TEST_CASE("space: prefix counts of large matrices (two halves on two threads) eq
   kernels::CooMatrix band = kernels::generate(g);  // cut at a multiple of 2^k < 2^12
   for (const kernels::CooMatrix* m : {&big, &top, &band}) {
     REQUIRE(m->nnz() >= (1 << 15));
-    const PrefixCounts pc = PrefixCounts::compute({&m->row, &m->col}, {m->rows, m->cols});
+    const PrefixCounts pc = PrefixCounts::compute({&m->row, &m->col}, {m->rows, m->cols}, 2);
+    const PrefixCounts serial = PrefixCounts::compute({&m->row, &m->col}, {m->rows, m->cols});
     for (int x = 0; x <= pc.bits(0); ++x)
       for (int y = 0; y <= pc.bits(1); ++y) {
         INFO("rows " << m->rows << " shifts " << x << "," << y);
         REQUIRE(pc.distinct({x, y}) == brute2(*m, x, y));
+        REQUIRE(serial.distinct({x, y}) == pc.distinct({x, y}));
       }
   }
 }

@@ -9,6 +9,8 @@
 
 #include "waco/codegen/storage.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <iterator>
@@ -146,7 +148,7 @@ PrefixCounts PrefixCounts::compute(const kernels::Problem& p) {
 }
 
 PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*>& coords,
-                                   const std::vector<std::int64_t>& dims) {
+                                   const std::vector<std::int64_t>& dims, int threads) {
   const std::size_t n = coords.size();
   if (n != 2 && n != 3)
     throw kernels::Error("prefix counts support 2 or 3 modes, not " + std::to_string(n),
@@ -222,7 +224,8 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
     // 0 .. k: the two sides go through them on two threads and join for the levels above. The
     // cut is the median row rounded to a multiple of 2^k, for the largest k that leaves each
     // side at least a third of the entries (or the best balance).
-    const bool halves = n == 2 && mid_bits >= 2 && t.size() >= kParallelMinTuples;
+    const bool halves = n == 2 && mid_bits >= 2 && t.size() >= kParallelMinTuples &&
+                        (threads == 0 ? omp_get_max_threads() : threads) >= 2;
     int b = 0;
     if (halves) {
       const auto cut_at = [&](index_t row) {

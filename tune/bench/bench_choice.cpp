@@ -98,7 +98,7 @@ int run(const Options& o) {
     const double med = median({calls.begin() + (calls.size() > 1 ? 1 : 0), calls.end()});
     const int reps = std::max(3, o.repeats / 2);
     const double t_counts = time_median(reps, [&] {
-      heuristics::PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols});
+      heuristics::PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols}, 0);
     });
     const double t_sig = time_median(reps, [&] { signature::compute_signature(a); });
     const double t_feat = time_median(reps, [&] {
