@@ -274,6 +274,26 @@ TEST_CASE("features do not depend on the thread count", "[matrix_features]") {
         tensor_features(FeatureSet::Signature, t, 2));
 }
 
+TEST_CASE("features read a given signature as the one they compute", "[matrix_features]") {
+  // The schedule space's signature (heuristics::MatrixFacts) is handed to the model's features
+  // (tuning's model search): the values must be the same bits.
+  std::vector<CooMatrix> ms;
+  for (const auto& nm : waco::test::edge_case_matrices()) ms.push_back(nm.matrix);
+  GeneratorSpec g;
+  g.kind = "rmat", g.scale = 12, g.edge_factor = 8;
+  ms.push_back(generate(g));
+  for (const CooMatrix& a : ms) {
+    const waco::signature::LocalitySignature sig = waco::signature::compute_signature(a, 1);
+    for (FeatureSet set : kSets) CHECK(matrix_features(set, a, 0, &sig) == matrix_features(set, a, 0));
+  }
+  GeneratorSpec other = g;
+  other.seed = 2;
+  const waco::signature::LocalitySignature wrong =
+      waco::signature::compute_signature(generate(other), 1);
+  if (wrong.nnz != ms.back().nnz())
+    CHECK_THROWS(matrix_features(FeatureSet::Signature, ms.back(), 0, &wrong));
+}
+
 TEST_CASE("feature set names round trip", "[matrix_features]") {
   for (FeatureSet set : kSets) CHECK(parse_feature_set(feature_set_name(set)) == set);
   CHECK(feature_set_name(FeatureSet::Stats) == "stats");

@@ -241,6 +241,78 @@ TEST_CASE("space: prefix counts equal brute force on every shift") {
   }
 }
 
+TEST_CASE("space: prefix counts equal brute force on larger operands, sorted or not, with repeats") {
+  // Canonical input skips the sort and 3-D heads merge level by level: both paths against brute
+  // force, on operands with many groups per level (edge cases are small).
+  std::vector<std::vector<std::vector<kernels::index_t>>> inputs;
+  std::vector<std::vector<std::int64_t>> dims;
+  kernels::GeneratorSpec g;
+  g.kind = "rmat", g.scale = 9, g.edge_factor = 6, g.seed = 11;
+  const kernels::CooMatrix a = kernels::generate(g);
+  inputs.push_back({a.row, a.col});
+  dims.push_back({a.rows, a.cols});
+  const kernels::CooTensor t = kernels::generate_tensor({37, 70, 19}, 3000, 12);
+  inputs.push_back(t.idx);
+  dims.push_back({t.dims[0], t.dims[1], t.dims[2]});
+  for (std::size_t i = 0, n = inputs.size(); i < n; ++i) {
+    // The same coordinates reversed, with every fifth entry repeated.
+    std::vector<std::vector<kernels::index_t>> shuffled(inputs[i].size());
+    for (std::size_t e = inputs[i][0].size(); e-- > 0;)
+      for (int rep = 0; rep < (e % 5 == 0 ? 2 : 1); ++rep)
+        for (std::size_t m = 0; m < shuffled.size(); ++m) shuffled[m].push_back(inputs[i][m][e]);
+    inputs.push_back(std::move(shuffled));
+    dims.push_back(dims[i]);
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<const std::vector<kernels::index_t>*> c;
+    for (const auto& v : inputs[i]) c.push_back(&v);
+    const PrefixCounts pc = PrefixCounts::compute(c, dims[i]);
+    std::vector<int> shift(c.size(), 0);
+    const std::function<void(std::size_t)> each = [&](std::size_t m) {
+      if (m == c.size()) {
+        INFO("input " << i << " shifts " << shift[0] << "," << shift[1]
+                      << (c.size() == 3 ? "," + std::to_string(shift[2]) : std::string()));
+        REQUIRE(pc.distinct(shift) == brute_distinct(c, shift));
+        return;
+      }
+      for (shift[m] = 0; shift[m] <= pc.bits(static_cast<int>(m)); ++shift[m]) each(m + 1);
+    };
+    each(0);
+  }
+}
+
+TEST_CASE("space: prefix counts of large matrices (two halves on two threads) equal brute force") {
+  // Above PrefixCounts' parallel threshold (2^15 distinct entries): the row halves are counted
+  // apart until the last level; also with every nonzero in one half.
+  auto brute2 = [](const kernels::CooMatrix& m, int x, int y) {
+    std::vector<std::uint64_t> keys(m.row.size());
+    for (std::size_t e = 0; e < keys.size(); ++e)
+      keys[e] = (static_cast<std::uint64_t>(m.row[e] >> x) << 32) |
+                static_cast<std::uint64_t>(m.col[e] >> y);
+    std::sort(keys.begin(), keys.end());
+    return static_cast<std::int64_t>(std::unique(keys.begin(), keys.end()) - keys.begin());
+  };
+  kernels::GeneratorSpec g;
+  g.kind = "rmat", g.scale = 13, g.edge_factor = 6, g.seed = 13;
+  kernels::CooMatrix big = kernels::generate(g);
+  g = {}, g.kind = "uniform", g.rows = 900, g.cols = 5000, g.nnz = 40000, g.seed = 14;
+  kernels::CooMatrix top = kernels::generate(g);
+  top.rows = 70000;  // every nonzero in the first half of the rows
+  g = {}, g.kind = "banded", g.rows = 5000, g.bandwidth = 6, g.seed = 15;
+  kernels::CooMatrix band = kernels::generate(g);  // cut at a multiple of 2^k < 2^12
+  for (const kernels::CooMatrix* m : {&big, &top, &band}) {
+    REQUIRE(m->nnz() >= (1 << 15));
+    const PrefixCounts pc = PrefixCounts::compute({&m->row, &m->col}, {m->rows, m->cols}, 2);
+    const PrefixCounts serial = PrefixCounts::compute({&m->row, &m->col}, {m->rows, m->cols});
+    for (int x = 0; x <= pc.bits(0); ++x)
+      for (int y = 0; y <= pc.bits(1); ++y) {
+        INFO("rows " << m->rows << " shifts " << x << "," << y);
+        REQUIRE(pc.distinct({x, y}) == brute2(*m, x, y));
+        REQUIRE(serial.distinct({x, y}) == pc.distinct({x, y}));
+      }
+  }
+}
+
 TEST_CASE("space: prefix counts agree with the signature's block statistics") {
   const kernels::CooMatrix a = uniform_300x200();
   const PrefixCounts pc = PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols});

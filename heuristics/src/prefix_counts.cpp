@@ -2,13 +2,18 @@
 // modes (mid, last) are handled hierarchically: groups of equal (head >> a, mid >> b) hold the
 // sorted distinct last coordinates; the bit widths of consecutive differences give every last
 // shift at once, and groups with equal mid >> (b + 1) are adjacent, so going to b + 1 is a linear
-// merge. For 3-D tensors the head mode's shift a is an outer loop that re-sorts the tuples.
+// merge. For 3-D tensors the head mode's shift a is an outer loop; going to a + 1 merges the
+// tuples of adjacent heads, also linearly. Sorted input (a canonical operand) is not sorted again.
+// A large matrix's two row halves are counted on two threads up to the last level.
 #include "waco/heuristics/prefix_counts.hpp"
 
 #include "waco/codegen/storage.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <sstream>
 
 #include "waco/kernels/error.hpp"
@@ -19,6 +24,114 @@ using kernels::index_t;
 namespace {
 
 int bit_width_u64(std::uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
+
+using Tuple = std::array<index_t, 3>;
+/// Pairs of consecutive last coordinates in a group, per bit width of their xor.
+using Histogram = std::array<std::int64_t, 34>;
+/// Tuples from which a matrix's two halves are counted on two threads (below, the thread start
+/// costs more than it saves).
+constexpr std::size_t kParallelMinTuples = 1 << 15;
+
+/// The groups of one level b: key (head, mid >> b), each with its sorted distinct last
+/// coordinates (a flat list), and the histogram of the level. Two sets of buffers, swapped at
+/// every level (no allocation once they have grown).
+class Levels {
+ public:
+  Histogram hist{};
+  std::size_t groups() const { return key_h_.size(); }
+
+  /// Level 0 of the sorted distinct tuples [lo, hi) of t: one group per (head, mid); the
+  /// histogram is taken while the groups are built (and so at every level while merging).
+  void build(const std::vector<Tuple>& t, std::size_t lo, std::size_t hi) {
+    key_h_.clear();
+    key_m_.clear();
+    start_.clear();
+    last_.resize(hi - lo);
+    hist = {};
+    for (std::size_t e = lo; e < hi; ++e) {
+      if (e == lo || t[e][0] != t[e - 1][0] || t[e][1] != t[e - 1][1]) {
+        key_h_.push_back(t[e][0]);
+        key_m_.push_back(t[e][1]);
+        start_.push_back(e - lo);
+      } else {
+        ++hist[static_cast<std::size_t>(bit_width_u64(static_cast<std::uint64_t>(t[e - 1][2]) ^
+                                                      static_cast<std::uint64_t>(t[e][2])))];
+      }
+      last_[e - lo] = t[e][2];
+    }
+    start_.push_back(hi - lo);
+  }
+
+  /// Level b + 1: adjacent groups whose (head, mid >> (b + 1)) agree merged. Keys are distinct,
+  /// so a group meets at most its sibling (mid 2m and 2m + 1). Their lists are strictly
+  /// increasing; the union is written without repeats, the histogram taken on the way.
+  void merge() {
+    nh_.clear();
+    nm_.clear();
+    nstart_.clear();
+    nlast_.resize(start_.back());
+    const index_t* in = last_.data();
+    index_t* out = nlast_.data();
+    std::size_t n_out = 0;
+    // Four histograms taken in turn: one counter incremented at every step would chain each
+    // increment on the store of the last (most widths fall in a few bins).
+    std::array<Histogram, 4> part{};
+    index_t prev = 0;         // the group's last value written
+    std::int64_t inside = 0;  // 1 once the group has one
+    const auto emit = [&](index_t v) {
+      const std::size_t w = static_cast<std::size_t>(
+          bit_width_u64(static_cast<std::uint64_t>(prev) ^ static_cast<std::uint64_t>(v)));
+      part[n_out & 3][w] += inside;
+      inside = 1;
+      prev = v;
+      out[n_out++] = v;
+    };
+    const std::size_t groups = key_h_.size();
+    for (std::size_t g = 0; g < groups;) {
+      const index_t m = key_m_[g] >> 1;
+      const bool pair = g + 1 < groups && key_h_[g + 1] == key_h_[g] && (key_m_[g + 1] >> 1) == m;
+      nh_.push_back(key_h_[g]);
+      nm_.push_back(m);
+      nstart_.push_back(n_out);
+      inside = 0;
+      std::size_t i = start_[g], j = start_[g + 1];
+      const std::size_t ie = start_[g + 1], je = pair ? start_[g + 2] : ie;
+      while (i < ie && j < je) {
+        const index_t x = in[i], y = in[j];
+        i += x <= y;
+        j += y <= x;
+        emit(x < y ? x : y);
+      }
+      for (; i < ie; ++i) emit(in[i]);
+      for (; j < je; ++j) emit(in[j]);
+      g += pair ? 2 : 1;
+    }
+    nstart_.push_back(n_out);
+    nlast_.resize(n_out);
+    hist = {};
+    for (const Histogram& p : part)
+      for (std::size_t w = 0; w < hist.size(); ++w) hist[w] += p[w];
+    key_h_.swap(nh_);
+    key_m_.swap(nm_);
+    start_.swap(nstart_);
+    last_.swap(nlast_);
+  }
+
+  /// Appends the groups of `o` (of the same level, keys all after this one's).
+  void append(const Levels& o) {
+    const std::size_t offset = last_.size();
+    key_h_.insert(key_h_.end(), o.key_h_.begin(), o.key_h_.end());
+    key_m_.insert(key_m_.end(), o.key_m_.begin(), o.key_m_.end());
+    start_.pop_back();
+    for (std::size_t s : o.start_) start_.push_back(s + offset);
+    last_.insert(last_.end(), o.last_.begin(), o.last_.end());
+    for (std::size_t w = 0; w < hist.size(); ++w) hist[w] += o.hist[w];
+  }
+
+ private:
+  std::vector<index_t> key_h_, key_m_, nh_, nm_, last_, nlast_;
+  std::vector<std::size_t> start_, nstart_;
+};
 
 }  // namespace
 
@@ -35,7 +148,7 @@ PrefixCounts PrefixCounts::compute(const kernels::Problem& p) {
 }
 
 PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*>& coords,
-                                   const std::vector<std::int64_t>& dims) {
+                                   const std::vector<std::int64_t>& dims, int threads) {
   const std::size_t n = coords.size();
   if (n != 2 && n != 3)
     throw kernels::Error("prefix counts support 2 or 3 modes, not " + std::to_string(n),
@@ -59,73 +172,107 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
   const std::size_t stride_head = stride_mid * static_cast<std::size_t>(mid_bits + 1);
   const std::size_t nnz = static_cast<std::size_t>(pc.nnz_);
 
-  for (int a = 0; a <= head_bits; ++a) {
-    // Distinct (head >> a, mid, last), sorted.
-    std::vector<std::array<index_t, 3>> t(nnz);
-    for (std::size_t e = 0; e < nnz; ++e) {
-      const index_t h = n == 3 ? static_cast<index_t>((*coords[0])[e] >> a) : 0;
-      t[e] = {h, (*coords[n - 2])[e], (*coords[n - 1])[e]};
-    }
+  // Distinct (head, mid, last), sorted; a canonical operand's coordinates already are (one check
+  // instead of a sort). Going from head shift a to a + 1 merges the runs of heads 2h and 2h + 1.
+  std::vector<Tuple> t(nnz), t_next;
+  for (std::size_t e = 0; e < nnz; ++e)
+    t[e] = {n == 3 ? (*coords[0])[e] : 0, (*coords[n - 2])[e], (*coords[n - 1])[e]};
+  if (std::adjacent_find(t.begin(), t.end(), [](const Tuple& x, const Tuple& y) {
+        return !(x < y);
+      }) != t.end()) {
     std::sort(t.begin(), t.end());
     t.erase(std::unique(t.begin(), t.end()), t.end());
-    // Groups: key (head, mid >> b); flat lists of sorted distinct last coordinates.
-    std::vector<index_t> key_h, key_m;
-    std::vector<std::size_t> start;
-    std::vector<index_t> last;
-    last.reserve(t.size());
-    for (std::size_t e = 0; e < t.size(); ++e) {
-      if (e == 0 || t[e][0] != t[e - 1][0] || t[e][1] != t[e - 1][1]) {
-        key_h.push_back(t[e][0]);
-        key_m.push_back(t[e][1]);
-        start.push_back(last.size());
-      }
-      last.push_back(t[e][2]);
+  }
+  const auto tail_less = [](const Tuple& x, const Tuple& y) {
+    return x[1] < y[1] || (x[1] == y[1] && x[2] < y[2]);
+  };
+  // The row (count) of one level: groups + the pairs of consecutive last coordinates with bit
+  // width > c, for every c.
+  const auto write_level = [&](int a, int b, std::size_t groups, const Histogram& hist) {
+    std::int64_t above = 0;
+    for (std::size_t w = hist.size(); w-- > static_cast<std::size_t>(last_bits) + 1;) above += hist[w];
+    for (int c = last_bits; c >= 0; --c) {
+      pc.table_[static_cast<std::size_t>(a) * stride_head + static_cast<std::size_t>(b) * stride_mid +
+                static_cast<std::size_t>(c)] = static_cast<std::int64_t>(groups) + above;
+      above += hist[static_cast<std::size_t>(c)];
     }
-    start.push_back(last.size());
-    for (int b = 0; b <= mid_bits; ++b) {
-      // Histogram of bit widths between consecutive last coordinates within each group.
-      std::array<std::int64_t, 34> hist{};
-      const std::size_t groups = key_h.size();
-      for (std::size_t g = 0; g < groups; ++g)
-        for (std::size_t x = start[g] + 1; x < start[g + 1]; ++x)
-          ++hist[static_cast<std::size_t>(bit_width_u64(
-              static_cast<std::uint64_t>(last[x - 1]) ^ static_cast<std::uint64_t>(last[x])))];
-      std::int64_t above = 0;  // pairs with bit width > c
-      for (std::size_t w = 34; w-- > static_cast<std::size_t>(last_bits) + 1;) above += hist[w];
-      for (int c = last_bits; c >= 0; --c) {
-        pc.table_[static_cast<std::size_t>(a) * stride_head + static_cast<std::size_t>(b) * stride_mid +
-                  static_cast<std::size_t>(c)] = static_cast<std::int64_t>(groups) + above;
-        above += hist[static_cast<std::size_t>(c)];
+  };
+  Levels levels;
+  for (int a = 0; a <= head_bits; ++a) {
+    if (a > 0) {
+      // (head >> a, mid, last) from (head >> (a - 1), mid, last): heads 2h and 2h + 1 are
+      // adjacent runs, each sorted by (mid, last) without repeats; their union is run h.
+      t_next.clear();
+      for (std::size_t r = 0; r < t.size();) {
+        const index_t h = t[r][0] >> 1;
+        std::size_t r2 = r;
+        while (r2 < t.size() && t[r2][0] == t[r][0]) ++r2;
+        std::size_t r3 = r2;
+        while (r3 < t.size() && (t[r3][0] >> 1) == h) ++r3;
+        const std::size_t from = t_next.size();
+        std::set_union(t.begin() + static_cast<std::ptrdiff_t>(r),
+                       t.begin() + static_cast<std::ptrdiff_t>(r2),
+                       t.begin() + static_cast<std::ptrdiff_t>(r2),
+                       t.begin() + static_cast<std::ptrdiff_t>(r3), std::back_inserter(t_next),
+                       tail_less);
+        for (std::size_t x = from; x < t_next.size(); ++x) t_next[x][0] = h;
+        r = r3;
       }
-      if (b == mid_bits) break;
-      // Merge adjacent groups whose (head, mid >> (b + 1)) agree.
-      std::vector<index_t> nh, nm, nlast;
-      std::vector<std::size_t> nstart;
-      nlast.reserve(last.size());
-      for (std::size_t g = 0; g < groups;) {
-        std::size_t g2 = g + 1;
-        const index_t m = key_m[g] >> 1;
-        while (g2 < groups && key_h[g2] == key_h[g] && (key_m[g2] >> 1) == m) ++g2;
-        nh.push_back(key_h[g]);
-        nm.push_back(m);
-        nstart.push_back(nlast.size());
-        const std::size_t from = nlast.size();
-        for (std::size_t x = g; x < g2; ++x) {
-          const std::size_t mid_at = nlast.size();
-          nlast.insert(nlast.end(), last.begin() + static_cast<std::ptrdiff_t>(start[x]),
-                       last.begin() + static_cast<std::ptrdiff_t>(start[x + 1]));
-          std::inplace_merge(nlast.begin() + static_cast<std::ptrdiff_t>(from),
-                             nlast.begin() + static_cast<std::ptrdiff_t>(mid_at), nlast.end());
+      t.swap(t_next);
+    }
+    // A matrix's rows below and above a cut at a multiple of 2^k never share a group at levels
+    // 0 .. k: the two sides go through them on two threads and join for the levels above. The
+    // cut is the median row rounded to a multiple of 2^k, for the largest k that leaves each
+    // side at least a third of the entries (or the best balance).
+    const bool halves = n == 2 && mid_bits >= 2 && t.size() >= kParallelMinTuples &&
+                        (threads == 0 ? omp_get_max_threads() : threads) >= 2;
+    int b = 0;
+    if (halves) {
+      const auto cut_at = [&](index_t row) {
+        return static_cast<std::size_t>(
+            std::lower_bound(t.begin(), t.end(), row,
+                             [](const Tuple& x, index_t m) { return x[1] < m; }) -
+            t.begin());
+      };
+      const index_t median = t[t.size() / 2][1];
+      int k = 0;
+      std::size_t cut = 0, best = 0;
+      for (int kk = mid_bits - 1; kk >= 1; --kk) {
+        const index_t step = index_t{1} << kk;
+        const index_t row = std::max<index_t>(step, (median + step / 2) / step * step);
+        const std::size_t c = cut_at(row);
+        const std::size_t side = std::min(c, t.size() - c);
+        if (side > best) best = side, cut = c, k = kk;
+        if (3 * side >= t.size()) break;
+      }
+      std::array<Levels, 2> part;
+      std::array<std::vector<std::size_t>, 2> groups;
+      std::array<std::vector<Histogram>, 2> hists;
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+      for (int q = 0; q < 2; ++q) {
+        part[q].build(t, q == 0 ? 0 : cut, q == 0 ? cut : t.size());
+        for (int lb = 0; lb <= k; ++lb) {
+          groups[q].push_back(part[q].groups());
+          hists[q].push_back(part[q].hist);
+          if (lb < k) part[q].merge();
         }
-        nlast.erase(std::unique(nlast.begin() + static_cast<std::ptrdiff_t>(from), nlast.end()),
-                    nlast.end());
-        g = g2;
       }
-      nstart.push_back(nlast.size());
-      key_h.swap(nh);
-      key_m.swap(nm);
-      start.swap(nstart);
-      last.swap(nlast);
+      for (int lb = 0; lb <= k; ++lb) {
+        Histogram sum = hists[0][lb];
+        for (std::size_t w = 0; w < sum.size(); ++w) sum[w] += hists[1][lb][w];
+        write_level(a, lb, groups[0][lb] + groups[1][lb], sum);
+      }
+      levels = std::move(part[0]);
+      levels.append(part[1]);
+      b = k + 1;
+      if (b <= mid_bits) levels.merge();
+    } else {
+      levels.build(t, 0, t.size());
+    }
+    for (;; ++b) {
+      write_level(a, b, levels.groups(), levels.hist);
+      if (b == mid_bits) break;
+      levels.merge();
     }
   }
   return pc;

@@ -300,7 +300,8 @@ Space Space::for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
       set('k', a->cols);
       if (k == KernelKind::SpMM) set('j', dense);
     }
-    facts->counts = PrefixCounts::compute({&a->row, &a->col}, {a->rows, a->cols});
+    // On OpenMP's threads, as the signature below (a Space is never built in the worker).
+    facts->counts = PrefixCounts::compute({&a->row, &a->col}, {a->rows, a->cols}, 0);
     facts->signature = signature::compute_signature(*a);
     facts->has_signature = true;
   }

@@ -254,8 +254,9 @@ auto waconet_pattern(const CostNet& net) {
 }
 }  // namespace
 
-ModelInput CostModel::prepare(const kernels::CooMatrix& a) const {
-  return prepare_input(impl_->config, a, false, matrix_features, waconet_pattern(impl_->net));
+ModelInput CostModel::prepare(const kernels::CooMatrix& a,
+                             const signature::LocalitySignature* signature) const {
+  return prepare_input(impl_->config, a, false, features_with(signature), waconet_pattern(impl_->net));
 }
 
 ModelInput CostModel::prepare(const kernels::CooTensor& t) const {

@@ -1,7 +1,11 @@
 // The torch-free part of cost_model.hpp, built with and without LibTorch: encoder names, the
 // configuration's JSON form, the reference pairwise hinge loss, and the pieces both
 // implementations share (cost_model_internal.hpp).
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "cost_model_internal.hpp"
 #include "tensor_reader.hpp"
@@ -190,8 +194,69 @@ const ModelInput::Impl& ModelInput::impl() const {
 }
 double ModelInput::prepare_seconds() const { return impl().seconds; }
 
+namespace {
+
+/// A file's identity for the model cache: the same path may be replaced by another file.
+struct FileStamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  std::int64_t mtime_ns = 0;
+  bool operator==(const FileStamp& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns;
+  }
+};
+
+std::optional<FileStamp> stamp_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileStamp{st.st_dev, st.st_ino, st.st_size,
+                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+struct SharedModels {
+  std::mutex mutex;
+  std::map<std::string, std::pair<FileStamp, std::shared_ptr<const CostModel>>> by_path;
+};
+
+SharedModels& shared_models() {
+  static SharedModels m;
+  return m;
+}
+
+/// The model kept for `path` while the file is unchanged, or null.
+std::shared_ptr<const CostModel> kept_model(const std::string& path, const FileStamp& stamp) {
+  SharedModels& m = shared_models();
+  const std::lock_guard<std::mutex> lock(m.mutex);
+  const auto it = m.by_path.find(path);
+  if (it == m.by_path.end() || !(it->second.first == stamp)) return nullptr;
+  return it->second.second;
+}
+
+}  // namespace
+
+std::shared_ptr<const CostModel> CostModel::load_shared(
+    const std::string& path, std::optional<kernels::KernelKind> expect_kind) {
+  const std::optional<FileStamp> stamp = stamp_of(path);
+  if (!stamp) return std::make_shared<const CostModel>(load(path, expect_kind));  // its error
+  std::shared_ptr<const CostModel> model = kept_model(path, *stamp);
+  if (!model) {
+    // Loaded outside the lock (two threads may both load the first time; one is kept).
+    model = std::make_shared<const CostModel>(load(path));
+    SharedModels& m = shared_models();
+    const std::lock_guard<std::mutex> lock(m.mutex);
+    m.by_path[path] = {*stamp, model};
+  }
+  // load()'s own message for a model of another kernel.
+  if (expect_kind && model->config().kind != *expect_kind) load(path, expect_kind);
+  return model;
+}
+
 void CostModel::check_backend(const std::string& path) {
   if (built_with_torch()) return;
+  // A model this process loaded from the same file runs in this build.
+  if (const std::optional<FileStamp> stamp = stamp_of(path); stamp && kept_model(path, *stamp))
+    return;
   std::optional<ModelHeader> h;
   try {
     TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");

@@ -68,6 +68,14 @@ struct ModelInput::Impl {
   double seconds = 0.0;                                  ///< prepare's wall time
 };
 
+/// matrix_features reading `signature` when given (CostModel::prepare's argument), for
+/// prepare_input.
+inline auto features_with(const signature::LocalitySignature* signature) {
+  return [signature](FeatureSet set, const kernels::CooMatrix& a, int threads) {
+    return matrix_features(set, a, threads, signature);
+  };
+}
+
 /// The model's view of an operand, timed: its feature vector (`features`: matrix_features or
 /// tensor_features) for the feature encoders, `pattern(op)` for the WACONet ones.
 template <typename Operand, typename Features, typename Pattern>

@@ -203,8 +203,9 @@ namespace {
 constexpr auto kNoPattern = [](const auto&) { return std::shared_ptr<const PreparedPattern::Impl>(); };
 }  // namespace
 
-ModelInput CostModel::prepare(const kernels::CooMatrix& a) const {
-  return prepare_input(impl_->config, a, false, matrix_features, kNoPattern);
+ModelInput CostModel::prepare(const kernels::CooMatrix& a,
+                             const signature::LocalitySignature* signature) const {
+  return prepare_input(impl_->config, a, false, features_with(signature), kNoPattern);
 }
 
 ModelInput CostModel::prepare(const kernels::CooTensor& t) const {

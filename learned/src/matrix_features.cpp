@@ -264,11 +264,16 @@ void add_matrix_stats(Sink& s, const CooMatrix& a) {
 /// each nonzero to the next one of its row / column in log2 bins ([2^b, 2^(b+1)), b = 0..14, and
 /// >= 2^15; an entry that is the last of its line counts in none), and the fill ratios of the
 /// bi x bk blocks (bi-major). `prefix` names a projection of a tensor.
-void add_signature_part(Sink& s, const CooMatrix& a, int threads, const std::string& prefix) {
+void add_signature_part(Sink& s, const CooMatrix& a, int threads, const std::string& prefix,
+                        const signature::LocalitySignature* given = nullptr) {
   const std::int64_t nnz = a.nnz();
   const double dnnz = static_cast<double>(nnz);
-  signature::LocalitySignature sig;
-  if (nnz > 0) sig = signature::compute_signature(a, threads);
+  signature::LocalitySignature computed;
+  if (nnz > 0 && given == nullptr) computed = signature::compute_signature(a, threads);
+  WACO_ASSERT(given == nullptr ||
+                  (given->rows == a.rows && given->cols == a.cols && given->nnz == nnz),
+              "the signature given to the features is another matrix's");
+  const signature::LocalitySignature& sig = given != nullptr && nnz > 0 ? *given : computed;
   for (int t = 0; t < kPow2Steps; ++t)
     s.add(prefix + "nacs_log2_T" + std::to_string(t),
           nnz > 0 ? ratio(static_cast<double>(sig.nacs(std::int64_t{1} << t)), dnnz) : 0.0);
@@ -372,11 +377,12 @@ void check_dims(int dims) {
                          std::to_string(dims));
 }
 
-Sink matrix_sink(FeatureSet set, const CooMatrix& a, int threads, bool names) {
+Sink matrix_sink(FeatureSet set, const CooMatrix& a, int threads, bool names,
+                 const signature::LocalitySignature* signature = nullptr) {
   check_matrix(a);
   Sink s(names);
   add_matrix_stats(s, a);
-  if (set == FeatureSet::Signature) add_signature_part(s, a, threads, "");
+  if (set == FeatureSet::Signature) add_signature_part(s, a, threads, "", signature);
   WACO_ASSERT(static_cast<int>(s.values().size()) == feature_count(set, 2),
               "matrix feature count mismatch");
   return s;
@@ -427,8 +433,9 @@ std::vector<std::string> feature_names(FeatureSet set, int dims) {
   return std::move(tensor_sink(set, t, 1, true).names());
 }
 
-std::vector<float> matrix_features(FeatureSet set, const CooMatrix& a, int threads) {
-  return std::move(matrix_sink(set, a, threads, false).values());
+std::vector<float> matrix_features(FeatureSet set, const CooMatrix& a, int threads,
+                                   const signature::LocalitySignature* signature) {
+  return std::move(matrix_sink(set, a, threads, false, signature).values());
 }
 
 std::vector<float> tensor_features(FeatureSet set, const CooTensor& t, int threads) {

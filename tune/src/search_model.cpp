@@ -30,9 +30,16 @@ SearchChoice search_model(const SearchRequest& r) {
                          "trim more with --passes, or use --search random");
   const std::string path = learned::model_path_or_default(r.model, kind);
   const double t0 = kernels::now_seconds();
-  const learned::CostModel model = learned::CostModel::load(path, kind);
+  // The model of this process (loaded once per file), and the matrix's signature from the
+  // space's facts (computed there for the passes; the model's features read the same one).
+  const std::shared_ptr<const learned::CostModel> shared = learned::CostModel::load_shared(path, kind);
+  const learned::CostModel& model = *shared;
   const double t1 = kernels::now_seconds();
-  const learned::ModelInput in = r.problem->A ? model.prepare(*r.problem->A) : model.prepare(*r.problem->T);
+  const heuristics::MatrixFacts* facts = r.space->facts();
+  const learned::ModelInput in =
+      r.problem->A ? model.prepare(*r.problem->A,
+                                   facts && facts->has_signature ? &facts->signature : nullptr)
+                   : model.prepare(*r.problem->T);
   const double t2 = kernels::now_seconds();
   std::vector<codegen::SuperSchedule> all;
   all.reserve(static_cast<std::size_t>(r.admissible));

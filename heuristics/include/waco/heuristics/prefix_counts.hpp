@@ -31,10 +31,14 @@ class PrefixCounts {
 
   /// Counts for the sparse operand of a problem (a matrix: (row, col); MTTKRP: the 3 modes), in
   /// the order of codegen::KernelSpec::sparse_vars. Throws kernels::Error for other orders.
+  /// Serial (the measuring worker computes them and must never run OpenMP: measure.hpp).
   static PrefixCounts compute(const kernels::Problem& p);
   /// Counts for coordinate arrays of 2 or 3 modes (dims[m] > every coordinate of mode m).
+  /// threads: 1 serial (the default); 0 (OpenMP's default) or more: a large matrix's two row
+  /// sides on two threads (an OpenMP parallel region: not in a process that forks afterwards).
+  /// The counts do not depend on it.
   static PrefixCounts compute(const std::vector<const std::vector<kernels::index_t>*>& coords,
-                              const std::vector<std::int64_t>& dims);
+                              const std::vector<std::int64_t>& dims, int threads = 1);
 
   /// Number of modes (0 when default-constructed).
   int modes() const { return static_cast<int>(bits_.size()); }

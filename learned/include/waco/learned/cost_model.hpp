@@ -36,6 +36,7 @@
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/sparse.hpp"
 #include "waco/learned/backend.hpp"
+#include "waco/signature/signature.hpp"
 
 namespace waco::learned {
 
@@ -153,6 +154,12 @@ class CostModel {
   /// LibTorch (a WACONet encoder), before any work that load() would come after. Does nothing
   /// in the LibTorch build, or for a file load() would refuse anyway (load() says why).
   static void check_backend(const std::string& path);
+  /// load() once per process and file: the model is kept, shared and read-only, for as long as
+  /// the file at `path` is the same one (device, inode, size, modification time); thread-safe.
+  /// The model's choice of an adaptive plan, every tune and predict of a process reuse it
+  /// (loading costs ~0.5-1 ms, 10-20 csr SpMV calls of a small matrix). Errors as load().
+  static std::shared_ptr<const CostModel> load_shared(
+      const std::string& path, std::optional<kernels::KernelKind> expect_kind = std::nullopt);
   /// Writes the model file atomically (a kill never leaves a torn file).
   void save(const std::string& path) const;
 
@@ -167,7 +174,10 @@ class CostModel {
   std::int64_t parameter_count() const;
 
   /// The model's view of an operand (throws for a tensor given to a matrix kernel and back).
-  ModelInput prepare(const kernels::CooMatrix& a) const;
+  /// `signature`: a's locality signature when the caller has it already (the schedule space
+  /// computed it), so that the feature encoders do not compute it again (matrix_features).
+  ModelInput prepare(const kernels::CooMatrix& a,
+                     const signature::LocalitySignature* signature = nullptr) const;
   ModelInput prepare(const kernels::CooTensor& t) const;
 
   /// Scores of schedules for one operand, lower = predicted faster. Schedules must be of the

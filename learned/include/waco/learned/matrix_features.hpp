@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "waco/kernels/sparse.hpp"
+#include "waco/signature/signature.hpp"
 
 namespace waco::learned {
 
@@ -39,8 +40,11 @@ std::vector<std::string> feature_names(FeatureSet set, int dims);
 
 /// The features of a canonical matrix (sorted by (row, col), no repeats; throws InternalError
 /// otherwise). threads: for compute_signature (0 = OpenMP's default); the result does not depend
-/// on it.
-std::vector<float> matrix_features(FeatureSet set, const kernels::CooMatrix& a, int threads = 0);
+/// on it. `signature`, when given, is a's locality signature computed already (e.g. by the
+/// schedule space, heuristics::MatrixFacts): the Signature set reads it instead of computing it
+/// again (the same values: the signature does not depend on how it was computed).
+std::vector<float> matrix_features(FeatureSet set, const kernels::CooMatrix& a, int threads = 0,
+                                   const signature::LocalitySignature* signature = nullptr);
 /// The features of a canonical 3-D tensor (throws kernels::Error for another order).
 std::vector<float> tensor_features(FeatureSet set, const kernels::CooTensor& t, int threads = 0);
 

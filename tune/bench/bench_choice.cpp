@@ -1,0 +1,191 @@
+// bench_choice: what the model's choice (tuning::nominate: the space, the trimming passes, the
+// model's scoring) costs on this CPU, in seconds and in csr calls of the same matrix (issue 35,
+// "cheap choice"; issue 34, step 5). Not a test: it prints a table.
+//
+// Per file and kernel: the csr baseline timed with the same threads (median of 31 calls after 3
+// warm-up calls), then `--repeats` calls of tuning::nominate in this process (the first one apart:
+// it is the first an application pays), the median of the others, and a breakdown of one call by
+// its own report (tune --json's "space" and "search_info": each pass, the model's load, prepare
+// and scoring) plus the operand analyses timed alone (prefix counts, locality signature, the
+// model's feature vector). `--list` prints the nominated schedules instead (for comparing two
+// builds).
+//
+//   bench_choice --kernel spmv [--dense 64] [--threads 2] [--repeats 15] [--count 8] FILES...
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "waco/heuristics/prefix_counts.hpp"
+#include "waco/heuristics/space.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/implementation.hpp"
+#include "waco/kernels/io.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/timing.hpp"
+#include "waco/learned/matrix_features.hpp"
+#include "waco/signature/signature.hpp"
+#include "waco/tune/tune.hpp"
+
+namespace {
+
+using namespace waco;
+
+struct Options {
+  kernels::KernelKind kind = kernels::KernelKind::SpMV;
+  int dense = 64;
+  int threads = 2;
+  int repeats = 15;
+  std::size_t count = 8;
+  bool list = false;
+  std::vector<std::string> files;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double csr_call_seconds(const kernels::CooMatrix& a, const Options& o) {
+  const auto ops = kernels::make_dense_operands(o.kind, &a, nullptr, o.dense, 1);
+  const auto prob = kernels::make_problem(o.kind, &a, nullptr, ops);
+  auto impl = kernels::make_implementation("csr", o.kind);
+  impl->prepare(prob, o.threads);
+  kernels::TimingOptions t;
+  t.warmup = 3;
+  t.repeats = 31;
+  return kernels::time_repeated([&] { impl->run(); }, t).median;
+}
+
+template <class F>
+double time_median(int repeats, F f) {
+  std::vector<double> s;
+  for (int r = 0; r < repeats; ++r) {
+    const double t0 = kernels::now_seconds();
+    f();
+    s.push_back(kernels::now_seconds() - t0);
+  }
+  return median(s);
+}
+
+int run(const Options& o) {
+  tuning::TuneObserver quiet;
+  for (const std::string& file : o.files) {
+    const kernels::CooMatrix a = kernels::read_matrix_market(file).matrix;
+    tuning::TuneRequest req;
+    req.kind = o.kind;
+    req.threads = o.threads;
+    req.dense = o.dense;
+    tuning::TuneOperand op;
+    op.matrix = &a;
+    if (o.list) {
+      const tuning::Nomination n = tuning::nominate(op, req, o.count, quiet);
+      std::printf("# %s %s\n", file.c_str(), kernels::kernel_name(o.kind).data());
+      for (const auto& s : n.schedules) std::printf("%s\n", codegen::to_text(s).c_str());
+      continue;
+    }
+    const double csr = csr_call_seconds(a, o);
+    std::vector<double> calls;
+    tuning::Nomination last;
+    for (int r = 0; r < o.repeats; ++r) {
+      last = tuning::nominate(op, req, o.count, quiet);
+      calls.push_back(last.seconds);
+    }
+    const double first = calls.front();
+    const double med = median({calls.begin() + (calls.size() > 1 ? 1 : 0), calls.end()});
+    const int reps = std::max(3, o.repeats / 2);
+    const double t_counts = time_median(reps, [&] {
+      heuristics::PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols}, 0);
+    });
+    const double t_sig = time_median(reps, [&] { signature::compute_signature(a); });
+    const double t_feat = time_median(reps, [&] {
+      learned::matrix_features(learned::FeatureSet::Signature, a, 0);
+    });
+    const double t_stats = time_median(reps, [&] {
+      learned::matrix_features(learned::FeatureSet::Stats, a, 0);
+    });
+    const double t_check = time_median(reps, [&] { tuning::check_request(req); });
+    const double t_space = time_median(reps, [&] {
+      heuristics::SpaceOptions so;
+      so.cores = o.threads;
+      heuristics::Space::for_operand(o.kind, &a, nullptr, o.dense, so);
+    });
+    const nlohmann::json& space = last.info.at("space");
+    const nlohmann::json& si = last.info.at("search_info");
+    std::printf("%s %s rows %lld nnz %lld threads %d: csr call %.1f us; nominate first %.2f ms "
+                "(%.1f calls), median %.2f ms (%.1f calls); space+passes+search %.2f ms\n",
+                file.c_str(), kernels::kernel_name(o.kind).data(),
+                static_cast<long long>(a.rows), static_cast<long long>(a.nnz()), o.threads,
+                csr * 1e6, first * 1e3, first / csr, med * 1e3, med / csr,
+                space.value("seconds", 0.0) * 1e3);
+    std::printf("  alone: check_request %.2f ms, Space::for_operand %.2f ms (prefix counts %.2f ms, "
+                "signature %.2f ms), model features %.2f ms (statistics part %.2f ms)\n",
+                t_check * 1e3, t_space * 1e3, t_counts * 1e3, t_sig * 1e3, t_feat * 1e3,
+                t_stats * 1e3);
+    std::printf("  passes:");
+    for (const auto& p : space.at("passes"))
+      std::printf(" %s %.3f", p.at("name").get<std::string>().c_str(),
+                  p.at("seconds").get<double>() * 1e3);
+    std::printf(" (ms)\n  search: load %.3f ms, prepare %.3f ms, score %.3f ms, %lld scored, "
+                "admissible %lld of %lld\n",
+                si.value("load_seconds", 0.0) * 1e3, si.value("prepare_seconds", 0.0) * 1e3,
+                si.value("score_seconds", 0.0) * 1e3,
+                static_cast<long long>(si.value("scored", 0)),
+                static_cast<long long>(space.value("admissible_count", 0)),
+                static_cast<long long>(space.value("full_count", 0)));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_choice: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--kernel") {
+      const auto k = kernels::parse_kernel(next());
+      if (!k) {
+        std::fprintf(stderr, "bench_choice: unknown kernel\n");
+        return 2;
+      }
+      o.kind = *k;
+    } else if (a == "--dense") {
+      o.dense = std::atoi(next().c_str());
+    } else if (a == "--threads") {
+      o.threads = std::atoi(next().c_str());
+    } else if (a == "--repeats") {
+      o.repeats = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--count") {
+      o.count = static_cast<std::size_t>(std::max(1, std::atoi(next().c_str())));
+    } else if (a == "--list") {
+      o.list = true;
+    } else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "bench_choice: unknown option %s\n", a.c_str());
+      return 2;
+    } else {
+      o.files.push_back(a);
+    }
+  }
+  if (o.files.empty()) {
+    std::fprintf(stderr, "usage: bench_choice --kernel K [--dense J] [--threads T] [--repeats N] "
+                         "[--count N] [--list] FILES...\n");
+    return 2;
+  }
+  try {
+    return run(o);
+  } catch (const kernels::Error& e) {
+    std::fprintf(stderr, "bench_choice: %s\n", e.what());
+    return 1;
+  }
+}
