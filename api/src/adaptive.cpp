@@ -24,11 +24,11 @@ namespace {
 constexpr double kCompileEstimateS = 0.5;
 /// What the choice (the space, the passes, the model's scores) and a nominee's format are taken
 /// to cost before they run: a fixed part and a part per nonzero, whatever the kernel (a choice
-/// does not depend on how long a call takes). The development VM (SPR, 2 threads): the choice
-/// 15-27 ms on bcsstk13 (84k nonzeros), ~10 ms on matrices of a few thousand; a format a few
-/// csr SpMV calls (about 10 ns a nonzero).
-constexpr double kChoiceFixedS = 0.015;
-constexpr double kChoicePerNonzeroS = 50e-9;
+/// does not depend on how long a call takes). The development VM (SPR, 2 threads, tune/README.md
+/// "The cost of the choice"): SpMV 7.2 ms on bcsstk13 (84k nonzeros), 29.7 ms on delaunay_n16
+/// (393k); SpMM (J=64) 15-39 ms on the same; a format a few csr SpMV calls (~10 ns a nonzero).
+constexpr double kChoiceFixedS = 0.008;
+constexpr double kChoicePerNonzeroS = 60e-9;
 constexpr double kFormatFixedS = 0.0005;
 constexpr double kFormatPerNonzeroS = 30e-9;
 
