@@ -8,13 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "cli_common.hpp"
 #include "final_runs.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/io.hpp"
 #include "waco/kernels/process.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -907,12 +907,6 @@ PlotPlan plan_plots(const KernelReport& all, const std::string& oracle) {
 namespace {
 
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) throw Error("cannot write " + path, "check free space in the temporary directory");
-}
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
     s.replace(at, from.size(), to);
@@ -930,8 +924,8 @@ std::vector<std::string> draw_plots(const std::vector<PlotSpec>& plots, const st
     std::string script = p.script;
     replace_all(script, "@OUTPUT@", stem + ".svg");
     replace_all(script, "@DATA@", stem + ".dat");
-    write_file(stem + ".dat", p.data);
-    write_file(stem + ".gp", script);
+    kernels::write_text_file(stem + ".dat", p.data);  // in the plots' temporary folder
+    kernels::write_text_file(stem + ".gp", script);
     int status = 0;
     try {
       status = kernels::run_process({gnuplot, stem + ".gp"}, "/dev/null", stem + ".err",
