@@ -300,8 +300,9 @@ Space Space::for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
       set('k', a->cols);
       if (k == KernelKind::SpMM) set('j', dense);
     }
-    // On OpenMP's threads, as the signature below (a Space is never built in the worker).
-    facts->counts = PrefixCounts::compute({&a->row, &a->col}, {a->rows, a->cols}, 0);
+    // Serial: on OpenMP's threads they made two processes beside each other on two cores
+    // slower (heuristics/README.md, prefix_counts.hpp).
+    facts->counts = PrefixCounts::compute({&a->row, &a->col}, {a->rows, a->cols});
     facts->signature = signature::compute_signature(*a);
     facts->has_signature = true;
   }
