@@ -32,31 +32,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A 600 x 600 band (width 5) plus one scattered entry per row: small, but every thread has work.
-kernels::CooMatrix test_matrix() {
-  std::vector<kernels::index_t> r, c;
-  std::vector<float> v;
-  const int n = 600;
-  for (int i = 0; i < n; ++i) {
-    for (int k = std::max(0, i - 2); k <= std::min(n - 1, i + 2); ++k) {
-      r.push_back(i);
-      c.push_back(k);
-      v.push_back(0.5f + static_cast<float>((i * 31 + k * 17) % 13) / 13.0f);
-    }
-    const int far = (i * 7919 + 13) % n;
-    if (far < i - 2 || far > i + 2) {
-      r.push_back(i);
-      c.push_back(far);
-      v.push_back(-0.25f);
-    }
-  }
-  // from_triplets canonicalizes (sorts) the entries.
-  return test::from_triplets(n, n, r, c, v);
-}
-
 /// Everything a Measurer needs, kept alive together.
 struct Fixture {
-  kernels::CooMatrix a = test_matrix();
+  kernels::CooMatrix a = test::band_matrix(600, 2);
   kernels::DenseOperands ops = kernels::make_dense_operands(kernels::KernelKind::SpMV, &a, nullptr, 1, 7);
   kernels::Problem p = kernels::make_problem(kernels::KernelKind::SpMV, &a, nullptr, ops);
   kernels::Reference ref = kernels::compute_reference(p);

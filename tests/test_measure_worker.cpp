@@ -38,33 +38,12 @@ namespace d = waco::heuristics::detail;
 
 namespace {
 
-/// A 300 x 300 band (width 3) plus a scattered entry per row.
-kernels::CooMatrix band() {
-  std::vector<kernels::index_t> r, c;
-  std::vector<float> v;
-  const int n = 300;
-  for (int i = 0; i < n; ++i) {
-    for (int k = std::max(0, i - 1); k <= std::min(n - 1, i + 1); ++k) {
-      r.push_back(i);
-      c.push_back(k);
-      v.push_back(0.25f + static_cast<float>((i * 13 + k * 7) % 11) / 11.0f);
-    }
-    const int far = (i * 4001 + 7) % n;
-    if (far < i - 1 || far > i + 1) {
-      r.push_back(i);
-      c.push_back(far);
-      v.push_back(-0.5f);
-    }
-  }
-  return test::from_triplets(n, n, r, c, v);
-}
-
 struct Fixture {
   explicit Fixture(kernels::KernelKind k = kernels::KernelKind::SpMV, int dense = 1)
       : ops(kernels::make_dense_operands(k, &a, nullptr, dense, 11)),
         p(kernels::make_problem(k, &a, nullptr, ops)),
         ref(kernels::compute_reference(p)) {}
-  kernels::CooMatrix a = band();
+  kernels::CooMatrix a = test::band_matrix(300, 1);
   kernels::DenseOperands ops;
   kernels::Problem p;
   kernels::Reference ref;

@@ -469,7 +469,7 @@ void Plan::save(const std::string& path) const {
                         {"verdict", verdict()},
                         {"speedup", speedup()},
                         {"break_even_calls", break_even_calls()},
-                        {"report", nlohmann::json::parse(report_json())}};
+                        {"report", impl_->adaptive ? impl_->adaptive->report() : impl_->report}};
     j["checksum"] = api::plan_checksum(j);
     kernels::write_text_file(path, j.dump(1) + "\n");
   });

@@ -1,5 +1,6 @@
 #include "support/edge_cases.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "waco/kernels/dense.hpp"
@@ -171,6 +172,25 @@ std::vector<NamedTensor> edge_case_tensors() {
     out.push_back({"empty slices + dense fibre", u});
   }
   return out;
+}
+
+CooMatrix band_matrix(int n, int half) {
+  std::vector<index_t> r, c;
+  std::vector<float> v;
+  for (int i = 0; i < n; ++i) {
+    for (int k = std::max(0, i - half); k <= std::min(n - 1, i + half); ++k) {
+      r.push_back(i);
+      c.push_back(k);
+      v.push_back(0.5f + static_cast<float>((i * 31 + k * 17) % 13) / 13.0f);
+    }
+    const int far = (i * 7919 + 13) % n;
+    if (far < i - half || far > i + half) {
+      r.push_back(i);
+      c.push_back(far);
+      v.push_back(-0.25f);
+    }
+  }
+  return from_triplets(n, n, r, c, v);  // canonicalizes (sorts) the entries
 }
 
 }  // namespace waco::test

@@ -31,4 +31,8 @@ kernels::CooMatrix from_triplets(kernels::index_t rows, kernels::index_t cols,
                                  const std::vector<kernels::index_t>& c,
                                  const std::vector<float>& v);
 
+/// An n x n band (`half` entries either side of the diagonal) plus one scattered entry per row
+/// off the band: small, but every thread of a row-parallel kernel has work (the measuring tests).
+kernels::CooMatrix band_matrix(int n, int half);
+
 }  // namespace waco::test
