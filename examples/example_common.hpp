@@ -78,16 +78,19 @@ class Args {
   std::string usage_;
 };
 
-/// A matrix as CSR arrays (from the waco handle, canonical order).
-struct Csr {
+/// A matrix as CSR arrays (from the waco handle, canonical order), values of type T.
+template <class T>
+struct CsrOf {
   std::int64_t rows = 0, cols = 0;
   std::vector<std::int64_t> rowptr;
   std::vector<std::int32_t> colind;
-  std::vector<float> val;
+  std::vector<T> val;
 };
+using Csr = CsrOf<float>;
 
-inline Csr csr_of(const waco::Matrix& m) {
-  Csr c;
+template <class T = float>
+CsrOf<T> csr_of(const waco::Matrix& m) {
+  CsrOf<T> c;
   c.rows = m.rows();
   c.cols = m.cols();
   c.rowptr.resize(c.rows + 1);
@@ -97,15 +100,18 @@ inline Csr csr_of(const waco::Matrix& m) {
   return c;
 }
 
-using EigenCsr = Eigen::SparseMatrix<float, Eigen::RowMajor, int>;
+template <class T>
+using EigenCsrOf = Eigen::SparseMatrix<T, Eigen::RowMajor, int>;
+using EigenCsr = EigenCsrOf<float>;
 
-inline EigenCsr eigen_of(const Csr& c) {
-  std::vector<Eigen::Triplet<float, int>> t;
+template <class T>
+EigenCsrOf<T> eigen_of(const CsrOf<T>& c) {
+  std::vector<Eigen::Triplet<T, int>> t;
   t.reserve(c.val.size());
   for (std::int64_t r = 0; r < c.rows; ++r)
     for (std::int64_t e = c.rowptr[r]; e < c.rowptr[r + 1]; ++e)
       t.emplace_back(static_cast<int>(r), c.colind[e], c.val[e]);
-  EigenCsr m(static_cast<int>(c.rows), static_cast<int>(c.cols));
+  EigenCsrOf<T> m(static_cast<int>(c.rows), static_cast<int>(c.cols));
   m.setFromTriplets(t.begin(), t.end());
   return m;
 }

@@ -104,10 +104,12 @@ std::string put_gz(const std::string& name, const void* data, std::size_t size) 
   return path;
 }
 
-template <class A, class B>
-bool same_bits(const A& a, const B& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+template <class V>
+bool same_bits(const std::vector<V>& a, const std::vector<V>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(V)) == 0);
 }
+bool same_bits(const kernels::Values& a, const kernels::Values& b) { return a == b; }
 
 kernels::ReadOptions read_options() {
   kernels::ReadOptions o;
@@ -132,7 +134,7 @@ void check_matrix_file(const std::string& path) {
     FUZZ_CHECK(kernels::is_canonical(a), "the matrix read is not canonical");
     FUZZ_CHECK(m.source.stored_entries >= 0 && a.nnz() <= 2 * m.source.stored_entries, "nnz vs stored");
     FUZZ_CHECK(m.source.duplicates_summed <= m.source.stored_entries, "duplicates vs stored");
-    for (float v : a.val) FUZZ_CHECK(std::isfinite(v), "a non-finite value without allow_nonfinite");
+    for (double v : a.val) FUZZ_CHECK(std::isfinite(v), "a non-finite value without allow_nonfinite");
     // What waco-hybrid writes it reads back, bit for bit.
     const std::string out = scratch() + "/back.mtx";
     must("write_matrix_market", [&] { kernels::write_matrix_market(out, a, "fuzz"); });

@@ -7,6 +7,7 @@
 #   usage: scripts/bench_tuned.sh [DATA_DIR] [N] [OUT_DIR]
 #   env: SEARCH (random | exhaustive, default random), BUDGET (random: candidates, default 60),
 #        KERNELS (default "spmv spmm:64 spmm:256 sddmm mttkrp"), THREADS (default 2),
+#        DTYPE (f32 or f64, default f32: the value type of the tune and of every bench row),
 #        WACO_CPU_LOCK (a file: every tune and bench holds it exclusively, so that nothing that
 #        takes the same lock, such as a build, runs beside a measurement)
 set -euo pipefail
@@ -17,6 +18,7 @@ out=${3:-bench-results/tuned}
 search=${SEARCH:-random}
 budget=${BUDGET:-60}
 threads=${THREADS:-2}
+dtype=${DTYPE:-f32}
 kernels=${KERNELS:-"spmv spmm:64 spmm:256 sddmm mttkrp"}
 waco=${WACO_BUILD_DIR:-build}/experiments/waco-hybrid
 [ -x "$waco" ] || { echo "error: $waco not built (run scripts/build.sh)" >&2; exit 1; }
@@ -41,12 +43,13 @@ for spec in $kernels; do
   [ -n "$dense" ] && dense_args=(--dense "$dense")
   for f in "${files[@]}"; do
     name=$(basename "$f"); name=${name%%.*}
-    tag="${name}_${kernel}${dense:+_$dense}"
+    tag="${name}_${kernel}${dense:+_$dense}_$dtype"
     measure "$waco" tune --no-plan-cache --kernel "$kernel" "${dense_args[@]}" "${search_args[@]}" \
-      --threads "$threads" --db "$out/tuned.sqlite" --json -q "$f" > "$out/$tag.tune.json"
+      --dtype "$dtype" --threads "$threads" --db "$out/tuned.sqlite" --json -q "$f" \
+      > "$out/$tag.tune.json"
     winner=$(jq -r '.best.schedule' "$out/$tag.tune.json")
     verdict=$(jq -r '.verdict' "$out/$tag.tune.json")
-    measure "$waco" bench --kernel "$kernel" "${dense_args[@]}" --impl "$impls" \
+    measure "$waco" bench --kernel "$kernel" "${dense_args[@]}" --impl "$impls" --dtype "$dtype" \
       --schedule "$winner" --threads "$threads" --repeat 15 --json "$f" > "$out/$tag.bench.json"
     jq -r --arg v "$verdict" --arg w "$winner" --arg k "$spec" '
       .results as $r
@@ -62,5 +65,5 @@ for spec in $kernels; do
                                      for (i = 10; i <= NF; ++i) printf " %s", $i; printf "\n"}'
   done
 done
-echo "(ratios: median time / csr's median (csf for mttkrp), lower is faster; $threads threads;"
+echo "(ratios: median time / csr's median (csf for mttkrp), lower is faster; $threads threads; $dtype;"
 echo " search: $search${budget:+ budget $budget}; JSON in $out)"

@@ -142,7 +142,7 @@ TEST_CASE("api: bad input gives waco::Error with a clear message") {
   CHECK_THROWS_WITH(Matrix::from_csr(2, 2, static_cast<const std::int64_t*>(nullptr), ci, v),
                     Contains("rowptr is null"));
   CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, nullptr, v), Contains("colind is null"));
-  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, ci, nullptr), Contains("values is null"));
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, ci, static_cast<const float*>(nullptr)), Contains("values is null"));
   CHECK_THROWS_WITH(Matrix::from_csr(-1, 2, rp, ci, v), Contains("rows -1 is out of range"));
   const std::int64_t bad0[] = {1, 2, 3};
   CHECK_THROWS_WITH(Matrix::from_csr(2, 2, bad0, ci, v), Contains("rowptr[0] is 1"));
@@ -533,4 +533,93 @@ TEST_CASE("api: adaptive plans need a model search") {
   } catch (const waco::Error& e) {
     CHECK(std::string(e.what()).find("adaptive") != std::string::npos);
   }
+}
+
+TEST_CASE("api: double precision: matrices of double values make plans that compute in double") {
+  const std::string dir = waco::test::scratch_dir("api-double");
+  waco::Options o = scratch_options(dir);
+  const Csr a32 = random_csr(41, 33, 0.2, 21);
+  // Values float cannot hold: 0.1 + v * 1e-9.
+  std::vector<double> val(a32.val.size());
+  for (std::size_t e = 0; e < val.size(); ++e) val[e] = 0.1 + a32.val[e] * 1e-9;
+  const waco::Matrix m =
+      waco::Matrix::from_csr(a32.rows, a32.cols, a32.rowptr.data(), a32.colind.data(), val.data());
+  CHECK(m.dtype() == waco::Dtype::F64);
+  CHECK(matrix_of(a32).dtype() == waco::Dtype::F32);
+  {  // csr() gives the values back exactly
+    std::vector<std::int64_t> rp(42);
+    std::vector<std::int32_t> ci(val.size());
+    std::vector<double> back(val.size());
+    m.csr(rp.data(), ci.data(), back.data());
+    CHECK(back == val);
+  }
+  std::vector<double> x(33);
+  for (std::size_t j = 0; j < x.size(); ++j) x[j] = 1.0 / (3.0 + static_cast<double>(j));
+  std::vector<double> ref(41, 0.0);
+  for (std::int64_t r = 0; r < 41; ++r)
+    for (std::int64_t e = a32.rowptr[r]; e < a32.rowptr[r + 1]; ++e)
+      ref[r] += val[e] * x[a32.colind[e]];
+  const auto close = [](const std::vector<double>& want, const std::vector<double>& got) {
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO("entry " << i << ": " << want[i] << " vs " << got[i]);
+      REQUIRE(std::abs(got[i] - want[i]) <= 1e-13 * (1.0 + std::abs(want[i])));
+    }
+  };
+  for (const char* s : {"csr", "bcsr4x4", "csc"}) {
+    INFO(s);
+    const waco::Plan p = waco::make_plan(m, waco::Kernel::SpMV, s, o);
+    CHECK(p.dtype() == waco::Dtype::F64);
+    std::vector<double> y(41, 5.0);
+    p.spmv(x.data(), y.data());
+    close(ref, y);
+    // Float arrays on a double plan: an Error that says what to pass, nothing written.
+    std::vector<float> xf(33, 1.0f), yf(41, 7.0f);
+    CHECK_THROWS_WITH(p.spmv(xf.data(), yf.data()), Catch::Contains("computes in double"));
+    CHECK(yf == std::vector<float>(41, 7.0f));
+  }
+  // A float plan refuses double arrays.
+  const waco::Plan f = waco::make_plan(matrix_of(a32), waco::Kernel::SpMV, "csr", o);
+  std::vector<double> y(41);
+  CHECK_THROWS_WITH(f.spmv(x.data(), y.data()), Catch::Contains("computes in single"));
+  // SpMM with a leading dimension, in double.
+  const std::int64_t n = 3, ldb = 4;
+  std::vector<double> B(33 * ldb), C(41 * n);
+  for (std::size_t q = 0; q < B.size(); ++q) B[q] = std::sin(static_cast<double>(q));
+  std::vector<double> refc(41 * n, 0.0);
+  for (std::int64_t r = 0; r < 41; ++r)
+    for (std::int64_t e = a32.rowptr[r]; e < a32.rowptr[r + 1]; ++e)
+      for (std::int64_t j = 0; j < n; ++j) refc[r * n + j] += val[e] * B[a32.colind[e] * ldb + j];
+  waco::make_plan(m, waco::Kernel::SpMM, "split=j:2 order=i,j1,k,j0 format=UC parallel=i", o)
+      .spmm(n, B.data(), ldb, C.data(), n);
+  close(refc, C);
+
+  // Tuned in double: its own tuning-cache entry, saved and loaded only with a double matrix.
+  o.search = "random";
+  o.budget = 2;
+  const waco::Plan t = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK(t.dtype() == waco::Dtype::F64);
+  CHECK(t.report_json().find("\"dtype\": \"f64\"") != std::string::npos);
+  std::vector<double> yt(41);
+  t.spmv(x.data(), yt.data());
+  close(ref, yt);
+  CHECK(waco::tune(m, waco::Kernel::SpMV, o).from_cache());
+  // The same values rounded to float: the same fingerprint (it hashes values as float), but
+  // another key of the tuning cache.
+  const std::vector<float> rounded(val.begin(), val.end());
+  const waco::Matrix m32 = waco::Matrix::from_csr(a32.rows, a32.cols, a32.rowptr.data(),
+                                                  a32.colind.data(), rounded.data());
+  REQUIRE(m32.fingerprint() == m.fingerprint());
+  CHECK_FALSE(waco::tune(m32, waco::Kernel::SpMV, o).from_cache());
+  const std::string file = dir + "/double.plan";
+  t.save(file);
+  const waco::Plan l = waco::Plan::load(file, m, o);
+  CHECK(l.dtype() == waco::Dtype::F64);
+  CHECK(l.schedule() == t.schedule());
+  CHECK_THROWS_WITH(waco::Plan::load(file, m32, o), Catch::Contains("computes in double"));
+  // A file read in double keeps its values.
+  const waco::Matrix fm =
+      waco::Matrix::from_file(waco::test::examples_dir() + "/bcsstk13.mtx.gz", waco::Dtype::F64);
+  CHECK(fm.dtype() == waco::Dtype::F64);
+  CHECK(fm.fingerprint() ==
+        waco::Matrix::from_file(waco::test::examples_dir() + "/bcsstk13.mtx.gz").fingerprint());
 }

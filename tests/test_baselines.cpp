@@ -1,5 +1,6 @@
 // Unit "baselines": every registered implementation against the reference kernels on every
 // generated edge case, for each kernel it supports, with 1 and 2 threads and several dense sizes.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "support/edge_cases.hpp"
@@ -22,20 +23,22 @@ std::vector<int> dense_sizes(KernelKind k) {
 }
 
 void check_all(const ImplementationInfo& info, KernelKind k, const CooMatrix* A,
-               const CooTensor* T, const std::string& name) {
+               const CooTensor* T, const std::string& name, Dtype dtype = Dtype::F32) {
+  const double tolerance =
+      dtype == Dtype::F64 ? waco::test::kDoubleTolerance : kDefaultTolerance;
   for (int dense : dense_sizes(k)) {
-    const DenseOperands ops = make_dense_operands(k, A, T, dense, 7);
+    const DenseOperands ops = make_dense_operands(k, A, T, dense, 7, dtype);
     const Problem p = make_problem(k, A, T, ops);
     const Reference ref = compute_reference(p);
     for (int threads : {1, 2}) {
       INFO(info.name << " " << kernel_name(k) << " on '" << name << "', dense " << dense << ", "
-                     << threads << " threads");
+                     << threads << " threads, " << dtype_name(dtype));
       auto impl = info.make();
       impl->prepare(p, threads);
       for (int rep = 0; rep < 2; ++rep) {  // a second run must not accumulate onto the first
         impl->run();
-        const Verification v =
-            verify(impl->output().data(), static_cast<std::int64_t>(impl->output().size()), ref);
+        REQUIRE(impl->output().dtype() == dtype);
+        const Verification v = verify(impl->output(), ref, tolerance);
         INFO("run " << rep << ": " << v.message);
         CHECK(v.ok);
       }
@@ -66,6 +69,40 @@ TEST_CASE("baselines: mttkrp implementations equal the reference on edge cases")
   for (const auto& info : implementations())
     if (info.supports(KernelKind::MTTKRP))
       for (const auto& [name, t] : cases) check_all(info, KernelKind::MTTKRP, nullptr, &t, name);
+}
+
+TEST_CASE("baselines: every kernel in double precision equals the reference to 1e-12") {
+  // Values float cannot hold: a baseline that stored or summed them in float would miss by ~1e-8.
+  for (const auto& [name, a0] : waco::test::edge_case_matrices()) {
+    const CooMatrix a = waco::test::with_double_values(a0);
+    for (const auto& info : implementations())
+      for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM})
+        if (info.supports(k)) check_all(info, k, &a, nullptr, name, Dtype::F64);
+  }
+  for (const auto& [name, t0] : waco::test::edge_case_tensors()) {
+    const CooTensor t = waco::test::with_double_values(t0);
+    for (const auto& info : implementations())
+      if (info.supports(KernelKind::MTTKRP))
+        check_all(info, KernelKind::MTTKRP, nullptr, &t, name, Dtype::F64);
+  }
+}
+
+TEST_CASE("baselines: a float kernel misses the double tolerance (the check can fail)") {
+  auto cases = waco::test::edge_case_matrices();
+  const auto largest = std::max_element(cases.begin(), cases.end(), [](const auto& x, const auto& y) {
+    return x.matrix.nnz() < y.matrix.nnz();
+  });
+  const CooMatrix a = waco::test::with_double_values(largest->matrix);
+  const DenseOperands ops64 = make_dense_operands(KernelKind::SpMV, &a, nullptr, 1, 7, Dtype::F64);
+  const Reference ref = compute_reference(make_problem(KernelKind::SpMV, &a, nullptr, ops64));
+  const DenseOperands ops32 = make_dense_operands(KernelKind::SpMV, &a, nullptr, 1, 7);
+  auto impl = make_implementation("csr", KernelKind::SpMV);
+  impl->prepare(make_problem(KernelKind::SpMV, &a, nullptr, ops32), 1);
+  impl->run();
+  INFO(largest->name);
+  REQUIRE(a.nnz() > 0);
+  CHECK(verify(impl->output(), ref).ok);
+  CHECK_FALSE(verify(impl->output(), ref, waco::test::kDoubleTolerance).ok);
 }
 
 TEST_CASE("baselines: unknown or unsupported implementations are user errors") {

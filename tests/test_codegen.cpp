@@ -6,6 +6,7 @@
 // number of schedules per kernel (default 300).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <future>
 #include <set>
@@ -95,23 +96,39 @@ struct Operands {
   CooTensor T;
 };
 
-std::vector<Operands> operands_for(KernelKind k) {
+/// The edge cases; for double precision with values float cannot hold (with_double_values).
+std::vector<Operands> operands_for(KernelKind k, Dtype dtype = Dtype::F32) {
   std::vector<Operands> out;
+  const bool f64 = dtype == Dtype::F64;
   if (needs_tensor(k)) {
-    for (auto& [name, t] : waco::test::edge_case_tensors()) out.push_back({name, {}, t});
+    for (auto& [name, t] : waco::test::edge_case_tensors())
+      out.push_back({name, {}, f64 ? waco::test::with_double_values(t) : t});
   } else {
-    for (auto& [name, a] : waco::test::edge_case_matrices()) out.push_back({name, a, {}});
+    for (auto& [name, a] : waco::test::edge_case_matrices())
+      out.push_back({name, f64 ? waco::test::with_double_values(a) : a, {}});
   }
   return out;
+}
+
+/// `count` distinct canonical random schedules of kernel k (split sizes up to 16), seeded.
+std::vector<SuperSchedule> distinct_random_schedules(KernelKind k, std::uint64_t seed, int count) {
+  Rng rng{seed};
+  std::vector<SuperSchedule> schedules;
+  std::set<std::string> seen;
+  while (static_cast<int>(schedules.size()) < count) {
+    SuperSchedule s = canonicalize(random_schedule(k, rng, 4));
+    if (seen.insert(to_text(s)).second) schedules.push_back(s);
+  }
+  return schedules;
 }
 
 /// Runs schedule s on operand op with dense size n; returns "" when correct or refused
 /// (refused is counted), else the failure.
 std::string check(const SuperSchedule& s, const Operands& op, int dense, int& refused,
-                  RaceStrategy race = RaceStrategy::Atomic) {
+                  RaceStrategy race = RaceStrategy::Atomic, Dtype dtype = Dtype::F32) {
   const CooMatrix* A = needs_tensor(s.kind) ? nullptr : &op.A;
   const CooTensor* T = needs_tensor(s.kind) ? &op.T : nullptr;
-  const DenseOperands d = make_dense_operands(s.kind, A, T, dense, 3);
+  const DenseOperands d = make_dense_operands(s.kind, A, T, dense, 3, dtype);
   const Problem p = make_problem(s.kind, A, T, d);
   GeneratedOptions o = test_options();
   o.race = race;
@@ -128,7 +145,10 @@ std::string check(const SuperSchedule& s, const Operands& op, int dense, int& re
   const Reference ref = compute_reference(p);
   for (int rep = 0; rep < 2; ++rep) {
     g.run();
-    const Verification v = verify(g.output().data(), static_cast<std::int64_t>(g.output().size()), ref);
+    if (g.output().dtype() != dtype) return "the output is not of the problem's value type";
+    const Verification v = verify(g.output(), ref,
+                                  dtype == Dtype::F64 ? waco::test::kDoubleTolerance
+                                                      : kDefaultTolerance);
     if (!v.ok) return "run " + std::to_string(rep) + ": " + v.message;
   }
   return "";
@@ -145,7 +165,7 @@ TEST_CASE("codegen: storage of CSR is CSR and of BCSR pads blocks with zeros") {
   const CsrMatrix csr = to_csr(A);
   CHECK(r.storage->levels[1].pos == csr.rowptr);
   CHECK(r.storage->levels[1].crd == csr.colidx);
-  CHECK(r.storage->vals == csr.val);
+  CHECK(r.storage->vals.to_doubles() == csr.val);
 
   r = build_storage(*schedule_shortcut(KernelKind::SpMV, "bcsr2x2"), p);
   REQUIRE(r.storage);
@@ -153,7 +173,7 @@ TEST_CASE("codegen: storage of CSR is CSR and of BCSR pads blocks with zeros") {
   CHECK(r.storage->stored_values() == 16);
   CHECK(r.storage->levels[1].crd == std::vector<index_t>{0, 2, 1, 0});
   float sum = 0;
-  for (float v : r.storage->vals) sum += v;
+  for (double v : r.storage->vals.to_doubles()) sum += static_cast<float>(v);
   CHECK(sum == 10.0f);
   for (std::int64_t e = 0; e < A.nnz(); ++e) CHECK(r.storage->vals[r.storage->entry_position[e]] == A.val[e]);
 }
@@ -294,14 +314,9 @@ TEST_CASE("codegen: random schedules equal the reference (property test)") {
   const char* env = std::getenv("WACO_CODEGEN_CASES");
   const int cases = env ? std::atoi(env) : 300;
   for (KernelKind k : kAllKernels) {
-    Rng rng{0x5EED0000ull + static_cast<std::uint64_t>(k)};
     const std::vector<Operands> ops = operands_for(k);
-    std::vector<SuperSchedule> schedules;
-    std::set<std::string> seen;
-    while (static_cast<int>(schedules.size()) < cases) {
-      SuperSchedule s = canonicalize(random_schedule(k, rng, 4));
-      if (seen.insert(to_text(s)).second) schedules.push_back(s);
-    }
+    const std::vector<SuperSchedule> schedules =
+        distinct_random_schedules(k, 0x5EED0000ull + static_cast<std::uint64_t>(k), cases);
     // Compile everything first, two compilers at a time (the cache makes the runs below hits).
     std::vector<std::future<void>> jobs;
     for (int w = 0; w < 2; ++w)
@@ -334,6 +349,58 @@ TEST_CASE("codegen: random schedules equal the reference (property test)") {
     CHECK(ran >= cases / 2);
     CHECK(privatized >= cases / 10);
   }
+}
+
+TEST_CASE("codegen: random schedules in double precision equal the reference to 1e-12") {
+  // The property test's schedules (a fifth of them) in double, on values float cannot hold: the
+  // stored values, the register blocks (half the lanes of float's), the private copies and the
+  // accumulators must all be double.
+  const char* env = std::getenv("WACO_CODEGEN_CASES");
+  const int cases = std::max(8, (env ? std::atoi(env) : 300) / 5);
+  for (KernelKind k : kAllKernels) {
+    const std::vector<Operands> ops = operands_for(k, Dtype::F64);
+    const std::vector<SuperSchedule> schedules =
+        distinct_random_schedules(k, 0xD0B1E000ull + static_cast<std::uint64_t>(k), cases);
+    std::vector<std::future<void>> jobs;
+    for (int w = 0; w < 2; ++w)
+      jobs.push_back(std::async(std::launch::async, [&, w] {
+        for (std::size_t i = w; i < schedules.size(); i += 2) {
+          const RaceStrategy race = parallel_loop_is_race_free(schedules[i]) || i % 2 == 0
+                                        ? RaceStrategy::Atomic
+                                        : RaceStrategy::Private;
+          compile_and_load(emit_kernel_source(schedules[i], race, SourceForm::SharedObject,
+                                              Dtype::F64),
+                           test_options().compiler);
+        }
+      }));
+    for (auto& j : jobs) j.get();
+    int refused = 0, ran = 0;
+    for (std::size_t i = 0; i < schedules.size(); ++i) {
+      const Operands& op = ops[i % ops.size()];
+      const int dense = 1 + static_cast<int>(i % 17);
+      const RaceStrategy race = parallel_loop_is_race_free(schedules[i]) || i % 2 == 0
+                                    ? RaceStrategy::Atomic
+                                    : RaceStrategy::Private;
+      INFO(kernel_name(k) << " schedule '" << to_text(schedules[i]) << "' on " << op.name
+                          << ", dense " << dense << ", " << race_strategy_name(race));
+      const int before = refused;
+      CHECK(check(schedules[i], op, dense, refused, race, Dtype::F64) == "");
+      ran += refused == before;
+    }
+    INFO(kernel_name(k) << ": " << ran << " ran, " << refused << " refused");
+    CHECK(ran >= cases / 2);
+  }
+}
+
+TEST_CASE("codegen: a double kernel's source declares double values") {
+  const SuperSchedule b = schedule_from_string(KernelKind::SpMM, "bcsr4x4");
+  const std::string f = emit_kernel_source(b);
+  const std::string d = emit_kernel_source(b, RaceStrategy::Atomic, SourceForm::SharedObject,
+                                           Dtype::F64);
+  CHECK(f.find("typedef float waco_value_t;") != std::string::npos);
+  CHECK(d.find("typedef double waco_value_t;") != std::string::npos);
+  CHECK(d.find("float") == std::string::npos);  // nothing computes in single precision
+  CHECK(f != d);
 }
 
 TEST_CASE("codegen: static ranges (chunk=static) equal the reference on every edge case") {

@@ -281,3 +281,44 @@ TEST_CASE("collect: dataset stats without --db reports the committed dataset") {
   CHECK(j["dataset"].get<std::string>().find("export file") != std::string::npos);
   CHECK(j["kernels"]["spmv"]["matrices"].get<int>() > 0);
 }
+
+TEST_CASE("collect: --dtype f64 collects the same recipes again in double, kept apart from f32") {
+  const std::string dir = test::scratch_dir("collect-dtype");
+  for (const char* f : {"/d.sqlite", "/e.sqlite"}) fs::remove(dir + f);
+  const std::string db = dir + "/d.sqlite";
+  const nlohmann::json f32 = run_json(collect_args(db, 2));
+  CHECK(f32["outcomes"]["measured"] == 2);
+  const nlohmann::json f64 = run_json(collect_args(db, 2) + " --dtype f64");
+  CHECK(f64["outcomes"]["measured"] == 2);  // not "existing": another value type
+  CHECK(fingerprints(f64, "measured") == fingerprints(f32, "measured"));
+  CHECK(run_json(collect_args(db, 2) + " --dtype f64")["outcomes"]["existing"] == 2);
+  {
+    ResultsDb d(db);
+    const nlohmann::json stats = d.dataset_stats();
+    INFO(stats.dump(2));
+    CHECK(stats["spmv"]["groups"] == 2);
+    CHECK(stats["spmv f64"]["groups"] == 2);
+    int groups64 = 0;
+    d.for_each_group("spmv", [&](const nlohmann::json& g) {
+      groups64 += g.value("dtype", std::string("f32")) == "f64";
+    });
+    CHECK(groups64 == 2);
+  }
+  // Export and import keep the value type (and f32 groups carry no "dtype": exports as before).
+  REQUIRE(test::run_cli("dataset export --db " + db + " -o " + dir + "/d.jsonl.gz").status == 0);
+  REQUIRE(test::run_cli("dataset import --db " + dir + "/e.sqlite " + dir + "/d.jsonl.gz").status ==
+          0);
+  ResultsDb e(dir + "/e.sqlite");
+  CHECK(e.dataset_stats()["spmv f64"]["groups"] == 2);
+  CHECK(e.dataset_stats()["spmv"]["groups"] == 2);
+  // Evaluating a model reads the groups of one value type.
+  for (const char* dtype : {"f32", "f64"}) {
+    const test::CliResult r = test::run_cli("evaluate --kernel spmv --split all --json --db " +
+                                            dir + "/e.sqlite --dtype " + dtype);
+    INFO(dtype << ": " << r.err);
+    REQUIRE(r.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    CHECK(j["summary"]["matrices"] == 2);
+    CHECK(j["dtype"] == dtype);
+  }
+}

@@ -53,7 +53,7 @@ void verify_impl(const ImplementationInfo& info, const Problem& p, const Referen
   impl->prepare(p, 2);
   impl->run();
   const Verification v =
-      verify(impl->output().data(), static_cast<std::int64_t>(impl->output().size()), ref);
+      verify(impl->output(), ref);
   INFO(v.message);
   CHECK(v.ok);
 }

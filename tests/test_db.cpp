@@ -5,11 +5,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "waco/kernels/recipe.hpp"
+#include "waco/kernels/sparse.hpp"
 #include "waco/learned/shipped.hpp"
 #include "dataset_files.hpp"
 #include "support/cli_runner.hpp"
@@ -106,4 +109,35 @@ TEST_CASE("db merge: shards merged by group identity, duplicates skipped, confli
   res = run_cli("db merge " + dir + "/x.sqlite " + dir + "/missing.sqlite");
   CHECK(res.status == 1);
   CHECK(res.err.find("no such file") != std::string::npos);
+}
+
+TEST_CASE("dataset: the committed recipes still make the matrices of their fingerprints") {
+  // The fingerprint hashes values as float, whatever the precision they are kept in: the
+  // datasets and tuning caches made before double precision stay valid. A sample of each
+  // committed dataset, its smaller operands (the check makes each one).
+  for (const char* kernel : {"spmv", "spmm", "sddmm", "mttkrp"}) {
+    int seen = 0, checked = 0;
+    waco::learned::for_each_export_group(
+        std::string(WACO_SOURCE_DIR) + "/data/dataset/" + kernel + ".jsonl.gz",
+        [&](const nlohmann::json& g) {
+          if (seen++ % 23 != 0 || checked >= 12) return;
+          const waco::kernels::Recipe r = waco::kernels::Recipe::from_json(g.at("recipe"));
+          // Files (../shared/data) where this machine has them: the readers' values too.
+          if (r.source == waco::kernels::Recipe::Source::File && !std::filesystem::exists(r.path))
+            return;
+          if (r.source == waco::kernels::Recipe::Source::File
+                  ? std::filesystem::file_size(r.path) > (8 << 20)
+                  : waco::kernels::estimated_nnz(r) > 300000)
+            return;
+          const std::string want = g.at("matrix").at("fingerprint");
+          const std::string got = std::string(kernel) == "mttkrp"
+                                      ? waco::kernels::fingerprint_hex(waco::kernels::make_tensor(r))
+                                      : waco::kernels::fingerprint_hex(waco::kernels::make_matrix(r));
+          INFO(kernel << " group " << seen - 1 << ": " << g.at("recipe").dump());
+          CHECK(got == want);
+          ++checked;
+        });
+    INFO(kernel);
+    CHECK(checked >= 6);
+  }
 }

@@ -26,6 +26,7 @@
 #include "support/test_paths.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/io.hpp"
+#include "waco/kernels/kernel.hpp"
 
 namespace fs = std::filesystem;
 using namespace waco::kernels;
@@ -159,7 +160,7 @@ TEST_CASE("io: writer output is plain Matrix Market with the comment block", "[i
   CHECK(files == 1);
   // Overwriting an existing file works.
   write_matrix_market(dir + "/a.mtx", from_triplets(1, 1, {0}, {0}, {7.0f}));
-  CHECK(read_matrix_market(dir + "/a.mtx").matrix.val == std::vector<float>{7.0f});
+  CHECK(read_matrix_market(dir + "/a.mtx").matrix.val == std::vector<double>{7.0});
 }
 
 TEST_CASE("io: values round-trip exactly, including extreme floats", "[io]") {
@@ -190,21 +191,21 @@ TEST_CASE("io: dense round trip in both layouts", "[io]") {
       REQUIRE(back.layout == dst);
       REQUIRE(back.data.size() == 35);
       for (index_t i = 0; i < 7; ++i)
-        for (index_t j = 0; j < 5; ++j) REQUIRE(back(i, j) == m(i, j));
+        for (index_t j = 0; j < 5; ++j) REQUIRE(back.at(i, j) == m.at(i, j));
     }
   }
   // The file is column-major, as the format requires.
   DenseMatrix small(2, 2, Layout::RowMajor);
-  small(0, 0) = 1;
-  small(0, 1) = 2;
-  small(1, 0) = 3;
-  small(1, 1) = 4;
+  small.set(0, 0, 1);
+  small.set(0, 1, 2);
+  small.set(1, 0, 3);
+  small.set(1, 1, 4);
   write_matrix_market_dense(dir + "/s.mtx", small);
   CHECK(read_bytes(dir + "/s.mtx") == "%%MatrixMarket matrix array real general\n2 2\n1\n3\n2\n4\n");
   // A vector (n x 1), an integer array, and an empty (0 x 3) array.
   write_text(dir + "/x.mtx", "%%MatrixMarket matrix array integer general\n% c\n\n3 1\n4\n-5\n6\n");
   const DenseMatrix x = read_matrix_market_dense(dir + "/x.mtx");
-  CHECK(std::vector<float>(x.data.begin(), x.data.end()) == std::vector<float>{4, -5, 6});
+  CHECK((x.at(0, 0) == 4 && x.at(1, 0) == -5 && x.at(2, 0) == 6));
   write_text(dir + "/e.mtx", "%%MatrixMarket matrix array real general\n0 3\n");
   const DenseMatrix e = read_matrix_market_dense(dir + "/e.mtx");
   CHECK(e.rows == 0);
@@ -259,7 +260,7 @@ TEST_CASE("io: FROSTT order, comments, duplicates and zeros", "[io]") {
   CHECK(t.source.stored_entries == 4);
   CHECK(t.source.duplicates_summed == 1);
   CHECK(t.source.explicit_zeros == 1);
-  CHECK(t.tensor.val == std::vector<float>{2.0f, 0.0f, 2.0f});  // sorted: (1,1,1,1) (1,2,2,2) (2,3,1,4)
+  CHECK(t.tensor.val == std::vector<double>{2, 0, 2});  // sorted: (1,1,1,1) (1,2,2,2) (2,3,1,4)
   CHECK(t.tensor.idx[3] == std::vector<index_t>{0, 1, 3});
   ReadOptions drop;
   drop.drop_explicit_zeros = true;
@@ -272,7 +273,7 @@ TEST_CASE("io: FROSTT order, comments, duplicates and zeros", "[io]") {
   const LoadedTensor v = read_frostt(dir + "/v.tns");
   CHECK(v.tensor.order() == 1);
   CHECK(v.tensor.dims == std::vector<index_t>{3});
-  CHECK(v.tensor.val == std::vector<float>{2.0f, 1.0f});
+  CHECK(v.tensor.val == std::vector<double>{2, 1});
 }
 
 TEST_CASE("io: symmetric, skew-symmetric, pattern and integer files", "[io]") {
@@ -460,7 +461,7 @@ TEST_CASE("io: NaN and Inf are refused unless allowed", "[io]") {
   CHECK(read_frostt(dir + "/n.tns", allow).tensor.nnz() == 2);
   write_text(dir + "/d.mtx", "%%MatrixMarket matrix array real general\n2 1\n1\nNaN\n");
   require_error_at(error_of([&] { read_matrix_market_dense(dir + "/d.mtx"); }), dir + "/d.mtx", 4, "not finite");
-  CHECK(std::isnan(read_matrix_market_dense(dir + "/d.mtx", Layout::RowMajor, allow).data[1]));
+  CHECK(std::isnan(read_matrix_market_dense(dir + "/d.mtx", Layout::RowMajor, allow).data.get(1)));
 }
 
 TEST_CASE("io: every bad Matrix Market coordinate file gives a located error", "[io]") {
@@ -759,7 +760,7 @@ TEST_CASE("io: sizes beyond the 32-bit limit, the file or the memory limit are r
     big.max_memory = std::int64_t{1} << 40;
     const LoadedTensor t = read_frostt(dir + "/t.tns", big);
     CHECK(t.tensor.dims == std::vector<index_t>{2147483647, 1048576, 1048576});
-    CHECK(t.tensor.val == std::vector<float>{2.0f, 3.0f, 1.0f});
+    CHECK(t.tensor.val == std::vector<double>{2, 3, 1});
     CHECK(t.tensor.idx[0] == std::vector<index_t>{0, 2147483646, 2147483646});
     require_error_at(error_of([&] { read_frostt(dir + "/t.tns", small); }), dir + "/t.tns", -1,
                      "a 2147483647 x 1048576 x 1048576 tensor of 3 entries needs about 16 GiB");
@@ -933,4 +934,53 @@ TEST_CASE("io: read throughput on the largest shared matrices", "[.benchmark]") 
                 static_cast<long long>(bynnz[k].first), mb, as_is.source.gzip ? "gz" : "  ", b1.wall, mb / b1.wall,
                 mb / b1.cpu, b2.wall, mb / b2.wall, mb / b2.cpu);
   }
+}
+
+TEST_CASE("io: values read in double are exact, in single rounded, beyond float's range refused",
+          "[io]") {
+  const std::string dir = scratch_dir("io_dtype");
+  write_text(dir + "/a.mtx",
+             "%%MatrixMarket matrix coordinate real general\n3 2 4\n1 1 0.1\n2 1 1e300\n"
+             "3 2 -2.5e-310\n3 2 0.30000000000000004\n");
+  ReadOptions f64;
+  f64.dtype = Dtype::F64;
+  const LoadedMatrix d = read_matrix_market(dir + "/a.mtx", f64);
+  REQUIRE(d.matrix.nnz() == 3);
+  CHECK(d.matrix.val[0] == 0.1);
+  CHECK(d.matrix.val[1] == 1e300);
+  CHECK(d.matrix.val[2] == -2.5e-310 + 0.30000000000000004);  // a duplicate, summed in double
+  // Single precision: the value beyond float's range is refused, at its line, with the way out.
+  const std::string err = error_of([&] { read_matrix_market(dir + "/a.mtx"); });
+  require_error_at(err, dir + "/a.mtx", 4, "outside the single-precision range");
+  try {
+    read_matrix_market(dir + "/a.mtx");
+  } catch (const Error& e) {
+    CHECK(std::string(e.hint()).find("--dtype f64") != std::string::npos);
+  }
+  write_text(dir + "/b.mtx",
+             "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 0.1\n");
+  CHECK(read_matrix_market(dir + "/b.mtx").matrix.val[0] == static_cast<double>(0.1f));
+  CHECK(read_matrix_market(dir + "/b.mtx", f64).matrix.val[0] == 0.1);
+  // What is written reads back bit for bit in double too (shortest round-trip form).
+  write_matrix_market(dir + "/c.mtx", d.matrix);
+  CHECK(read_matrix_market(dir + "/c.mtx", f64).matrix.val == d.matrix.val);
+  // Dense operands and FROSTT tensors alike.
+  write_text(dir + "/x.mtx", "%%MatrixMarket matrix array real general\n2 1\n0.1\n1e300\n");
+  const DenseMatrix x = read_matrix_market_dense(dir + "/x.mtx", Layout::RowMajor, f64);
+  CHECK(x.dtype() == Dtype::F64);
+  CHECK(x.at(0, 0) == 0.1);
+  CHECK(x.at(1, 0) == 1e300);
+  CHECK(error_of([&] { read_matrix_market_dense(dir + "/x.mtx"); })
+            .find("outside the single-precision range") != std::string::npos);
+  write_text(dir + "/t.tns", "1 1 1 0.1\n2 2 2 1e300\n");
+  CHECK(read_frostt(dir + "/t.tns", f64).tensor.val == std::vector<double>{0.1, 1e300});
+  CHECK(error_of([&] { read_frostt(dir + "/t.tns"); }).find("single-precision") !=
+        std::string::npos);
+  // A problem in single precision over a matrix read in double that float cannot hold.
+  const DenseOperands ops = make_dense_operands(KernelKind::SpMV, &d.matrix, nullptr, 1, 1);
+  CHECK_THROWS_WITH(make_problem(KernelKind::SpMV, &d.matrix, nullptr, ops),
+                    Catch::Contains("outside the single-precision range"));
+  const DenseOperands ops64 =
+      make_dense_operands(KernelKind::SpMV, &d.matrix, nullptr, 1, 1, Dtype::F64);
+  CHECK(make_problem(KernelKind::SpMV, &d.matrix, nullptr, ops64).dtype() == Dtype::F64);
 }

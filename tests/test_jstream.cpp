@@ -35,7 +35,7 @@ void check_tiles(const CooMatrix& a, const std::string& name, KernelKind kind, i
       for (int rep = 0; rep < 2; ++rep) {
         impl.run();
         const Verification v =
-            verify(impl.output().data(), static_cast<std::int64_t>(impl.output().size()), ref);
+            verify(impl.output(), ref);
         INFO("run " << rep << ": " << v.message);
         CHECK(v.ok);
       }
@@ -46,7 +46,7 @@ void check_tiles(const CooMatrix& a, const std::string& name, KernelKind kind, i
     impl->prepare(p, threads);
     impl->run();
     const Verification v =
-        verify(impl->output().data(), static_cast<std::int64_t>(impl->output().size()), ref);
+        verify(impl->output(), ref);
     INFO(v.message);
     CHECK(v.ok);
   }

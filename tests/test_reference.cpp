@@ -14,7 +14,7 @@ namespace {
 DenseMatrix dense(index_t r, index_t c, Layout l, std::vector<float> row_major) {
   DenseMatrix m(r, c, l);
   for (index_t i = 0; i < r; ++i)
-    for (index_t j = 0; j < c; ++j) m(i, j) = row_major[static_cast<std::size_t>(i) * c + j];
+    for (index_t j = 0; j < c; ++j) m.set(i, j, row_major[static_cast<std::size_t>(i) * c + j]);
   return m;
 }
 }  // namespace

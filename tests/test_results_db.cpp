@@ -188,7 +188,7 @@ TEST_CASE("results_db: other schema versions and other files are refused with cl
   CHECK_THROWS_WITH(ResultsDb("/proc/no-such-dir/x.sqlite"), Catch::Contains("results database"));
 }
 
-TEST_CASE("results_db: a version 1 file is migrated in place (through 2, 3 and 4 to 5), keeping its rows") {
+TEST_CASE("results_db: a version 1 file is migrated in place (through 2, 3, 4 and 5 to 6), keeping its rows") {
   const std::string path = test::scratch_dir("results-db-migrate") + "/v1.sqlite";
   const kernels::CooMatrix a = small_matrix();
   const MatrixRecord rec = matrix_record(a, "small.mtx");
@@ -249,10 +249,22 @@ TEST_CASE("results_db: a version 1 file is migrated in place (through 2, 3 and 4
   CHECK(read->measurement.counters == counted.counters);
   CHECK(db.find_measurement(key, c, 1)->measurement.counters.is_null());
   CHECK(db.count_measurements() == 3);
+  // Version 6: rows of older databases are single precision; the same candidate timed in double
+  // is another row, found by its own key only.
+  REQUIRE(key.dtype == waco::kernels::Dtype::F32);
+  MeasurementKey key64 = key;
+  key64.dtype = waco::kernels::Dtype::F64;
+  CHECK_FALSE(db.find_measurement(key64, c, 1).has_value());
+  db.record_measurement(key64, c, fake_ok(0.004, 1), nlohmann::json::object());
+  CHECK(db.find_measurement(key64, c, 1)->measurement.median_s == Approx(0.004));
+  CHECK(db.find_measurement(key, c, 1)->measurement.median_s == Approx(0.002));
+  CHECK(db.measurements(key64).size() == 1);
+  CHECK(db.measurements(key).size() == 3);
+  CHECK(db.count_measurements() == 4);
   // Opening it again changes nothing.
   ResultsDb again(path);
   CHECK(again.schema_version() == kResultsSchemaVersion);
-  CHECK(again.count_measurements() == 3);
+  CHECK(again.count_measurements() == 4);
 }
 
 TEST_CASE("results_db: ablation rows are keyed by matrix, kernel, dense, threads and configuration") {
@@ -620,4 +632,61 @@ TEST_CASE("results_db: a killed group leaves nothing behind") {
   ResultsDb db(path);
   CHECK_FALSE(db.has_group(key, 1));
   CHECK(db.count_measurements() == 0);
+}
+
+TEST_CASE("results_db: a version 5 file with groups is migrated to 6, groups and rows kept f32") {
+  const std::string path = test::scratch_dir("results-db-v5") + "/g.sqlite";
+  fs::remove(path);
+  const kernels::CooMatrix a = small_matrix();
+  const MatrixRecord rec = matrix_record(a, "small.mtx");
+  const MeasurementKey key{rec.fingerprint, kernels::KernelKind::SpMV, 1, 5};
+  std::vector<GroupRow> rows;
+  for (const Candidate& c : chunk_candidates()) rows.push_back({c, fake_ok(0.001, 2)});
+  GroupRecord g;
+  g.threads = 2;
+  g.rounds = 5;
+  g.candidates = static_cast<int>(rows.size());
+  {
+    ResultsDb db(path);
+    db.record_matrix(rec);
+    db.record_group(key, g, rows);
+  }
+  // Back to version 5: groups without dtype (the old UNIQUE), measurements without dtype.
+  raw_sql(path, R"sql(
+    PRAGMA foreign_keys = OFF;
+    CREATE TABLE g5(
+      id INTEGER PRIMARY KEY, matrix_id INTEGER NOT NULL REFERENCES matrices(id),
+      kernel TEXT NOT NULL, dense INTEGER NOT NULL, threads INTEGER NOT NULL,
+      rounds INTEGER NOT NULL, repetition INTEGER NOT NULL, candidates INTEGER NOT NULL,
+      csr_spread REAL, pair_agreement REAL, seconds REAL NOT NULL, context TEXT NOT NULL,
+      created TEXT NOT NULL, UNIQUE(matrix_id, kernel, dense, threads, repetition));
+    INSERT INTO g5 SELECT id, matrix_id, kernel, dense, threads, rounds, repetition, candidates,
+      csr_spread, pair_agreement, seconds, context, created FROM groups;
+    DROP TABLE groups;
+    ALTER TABLE g5 RENAME TO groups;
+    DROP INDEX measurements_identity;
+    ALTER TABLE measurements DROP COLUMN dtype;
+    CREATE UNIQUE INDEX measurements_identity ON measurements(
+      matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
+    UPDATE meta SET value = '5' WHERE key = 'schema_version';)sql");
+  ResultsDb db(path);
+  CHECK(db.schema_version() == kResultsSchemaVersion);
+  CHECK(db.has_group(key, 2));
+  MeasurementKey key64 = key;
+  key64.dtype = kernels::Dtype::F64;
+  CHECK_FALSE(db.has_group(key64, 2));
+  CHECK(db.measurements(key).size() == rows.size());
+  // The rows still belong to their group (the export finds them through it), and a group in
+  // double beside it is another group.
+  std::size_t exported = 0;
+  db.for_each_group("spmv", [&](const nlohmann::json& j) {
+    CHECK_FALSE(j.contains("dtype"));
+    exported += j.at("rows").size();
+  });
+  CHECK(exported == rows.size());
+  db.record_group(key64, g, rows);
+  CHECK(db.has_group(key64, 2));
+  CHECK(db.count_measurements() == static_cast<std::int64_t>(2 * rows.size()));
+  CHECK(db.dataset_stats()["spmv f64"]["groups"] == 1);
+  CHECK(db.dataset_stats()["spmv"]["groups"] == 1);
 }

@@ -34,6 +34,19 @@ void put(std::ofstream& out, const std::vector<T, A>& v) {
   out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
 }
 
+void put(std::ofstream& out, const kernels::Values& v) {
+  out.write(static_cast<const char*>(v.raw()),
+            static_cast<std::streamsize>(v.size() * kernels::dtype_size(v.dtype())));
+}
+
+/// Sparse values as the driver reads them (its value type).
+void put_values(std::ofstream& out, const std::vector<double>& v, kernels::Dtype dtype) {
+  if (dtype == kernels::Dtype::F64)
+    put(out, v);
+  else
+    put(out, std::vector<float>(v.begin(), v.end()));
+}
+
 template <typename T>
 void put_one(std::ofstream& out, T v) {
   out.write(reinterpret_cast<const char*>(&v), sizeof v);
@@ -54,7 +67,7 @@ void write_case(const std::string& path, KernelKind k, const Case& c) {
     for (int m = 0; m < 3; ++m) put_one<long long>(out, c.T.dims[m]);
     put_one<long long>(out, c.T.nnz());
     for (int m = 0; m < 3; ++m) put(out, c.T.idx[m]);
-    put(out, c.T.val);
+    put_values(out, c.T.val, c.problem.dtype());
   } else {
     const kernels::CsrMatrix csr = kernels::to_csr(c.A);
     put_one<long long>(out, csr.rows);
@@ -63,7 +76,7 @@ void write_case(const std::string& path, KernelKind k, const Case& c) {
     std::vector<long long> rowptr(csr.rowptr.begin(), csr.rowptr.end());
     put(out, rowptr);
     put(out, csr.colidx);
-    put(out, csr.val);
+    put_values(out, csr.val, c.problem.dtype());
   }
   put_one<long long>(out, static_cast<long long>(c.dense.B.data.size()));
   put(out, c.dense.B.data);
@@ -73,10 +86,11 @@ void write_case(const std::string& path, KernelKind k, const Case& c) {
 }
 
 /// The driver: reads each operand file, runs every namespace's build and call, and writes per
-/// namespace 'R' (refused) or 'O' and the output floats to FILE.out.
-std::string driver(KernelKind k, std::size_t headers) {
+/// namespace 'R' (refused) or 'O' and the output values (of type `vt`) to FILE.out.
+std::string driver(KernelKind k, std::size_t headers, const std::string& vt) {
   std::ostringstream d;
   for (std::size_t i = 0; i < headers; ++i) d << "#include \"s" << i << ".hpp\"\n";
+  d << "typedef " << vt << " V;\n";
   d << R"(#include <cstdio>
 #include <vector>
 template <typename T> std::vector<T> get(std::FILE* f, long long n) {
@@ -93,16 +107,16 @@ int main(int argc, char** argv) {
     d << R"(    long long dims[3] = {one<long long>(f), one<long long>(f), one<long long>(f)};
     const long long nnz = one<long long>(f);
     auto i = get<int>(f, nnz), kk = get<int>(f, nnz), l = get<int>(f, nnz);
-    auto val = get<float>(f, nnz);
+    auto val = get<V>(f, nnz);
 )";
   else
     d << R"(    const long long rows = one<long long>(f), cols = one<long long>(f), nnz = one<long long>(f);
     auto rowptr = get<long long>(f, rows + 1);
     auto colind = get<int>(f, nnz);
-    auto val = get<float>(f, nnz);
+    auto val = get<V>(f, nnz);
 )";
-  d << R"(    auto in0 = get<float>(f, one<long long>(f));
-    auto in1 = get<float>(f, one<long long>(f));
+  d << R"(    auto in0 = get<V>(f, one<long long>(f));
+    auto in1 = get<V>(f, one<long long>(f));
     const long long out_size = one<long long>(f);
     std::fclose(f);
     std::FILE* o = std::fopen((std::string(argv[a]) + ".out").c_str(), "wb");
@@ -112,7 +126,7 @@ int main(int argc, char** argv) {
     d << "    try {\n      auto fmt = " << ns << "::build(";
     d << (kernels::needs_tensor(k) ? "dims, nnz, i.data(), kk.data(), l.data(), val.data());\n"
                                    : "rows, cols, rowptr.data(), colind.data(), val.data());\n");
-    d << "      std::vector<float> out(out_size > 0 ? out_size : 1, 12345.0f);\n      ";
+    d << "      std::vector<V> out(out_size > 0 ? out_size : 1, V(12345));\n      ";
     switch (k) {
       case KernelKind::SpMV: d << ns << "::spmv(fmt, in0.data(), out.data());\n"; break;
       case KernelKind::SpMM: d << ns << "::spmm(fmt, " << kDense << ", in0.data(), out.data());\n"; break;
@@ -123,14 +137,14 @@ int main(int argc, char** argv) {
         d << ns << "::mttkrp(fmt, " << kDense << ", in0.data(), in1.data(), out.data());\n";
         break;
     }
-    d << "      std::fputc('O', o);\n      std::fwrite(out.data(), sizeof(float), out_size, o);\n"
+    d << "      std::fputc('O', o);\n      std::fwrite(out.data(), sizeof(V), out_size, o);\n"
          "    } catch (const std::length_error&) {\n      std::fputc('R', o);\n    }\n";
   }
   d << "    std::fclose(o);\n  }\n  return 0;\n}\n";
   return d.str();
 }
 
-std::vector<codegen::SuperSchedule> schedules_for(KernelKind k) {
+std::vector<codegen::SuperSchedule> schedules_for(KernelKind k, int random_count) {
   std::vector<codegen::SuperSchedule> out;
   std::set<std::string> seen;
   const std::vector<std::string> shortcuts =
@@ -142,7 +156,7 @@ std::vector<codegen::SuperSchedule> schedules_for(KernelKind k) {
   }
   test::Rng rng{0xD409u + static_cast<std::uint64_t>(k)};
   int random = 0;
-  while (random < 50) {
+  while (random < random_count) {
     const codegen::SuperSchedule s = codegen::canonicalize(test::random_schedule(k, rng));
     if (!codegen::validate(s).empty() || !seen.insert(codegen::to_text(s)).second) continue;
     out.push_back(s);
@@ -151,28 +165,37 @@ std::vector<codegen::SuperSchedule> schedules_for(KernelKind k) {
   return out;
 }
 
-std::vector<float> read_floats(std::ifstream& in, std::int64_t n) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
+kernels::Values read_values(std::ifstream& in, std::int64_t n, kernels::Dtype dtype) {
+  kernels::Values v(dtype, static_cast<std::size_t>(n));
+  in.read(static_cast<char*>(v.raw()),
+          static_cast<std::streamsize>(n * static_cast<std::int64_t>(kernels::dtype_size(dtype))));
   return v;
 }
 
 }  // namespace
 
-TEST_CASE("standalone: drop-in headers compiled without waco-hybrid equal the reference") {
+namespace {
+
+/// Every kernel's drop-in headers in one program per kernel, on the edge cases, in `dtype`
+/// (double: on values float cannot hold, to the double tolerance), with `random` random schedules
+/// beside the shortcuts.
+void check_standalone(kernels::Dtype dtype, int random) {
+  const bool f64 = dtype == kernels::Dtype::F64;
   for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM, KernelKind::MTTKRP}) {
     const std::string kernel(kernels::kernel_name(k));
-    const std::string dir = test::scratch_dir("standalone-" + kernel);
-    const std::vector<codegen::SuperSchedule> schedules = schedules_for(k);
+    const std::string dir =
+        test::scratch_dir("standalone-" + kernel + "-" + std::string(kernels::dtype_name(dtype)));
+    const std::vector<codegen::SuperSchedule> schedules = schedules_for(k, random);
     for (std::size_t i = 0; i < schedules.size(); ++i) {
       // Every second random schedule with private output copies where that changes the code.
       const codegen::RaceStrategy race = i % 2 == 1 && !codegen::parallel_loop_is_race_free(schedules[i])
                                              ? codegen::RaceStrategy::Private
                                              : codegen::RaceStrategy::Atomic;
       std::ofstream(dir + "/s" + std::to_string(i) + ".hpp")
-          << codegen::emit_standalone_header(schedules[i], race, "s" + std::to_string(i));
+          << codegen::emit_standalone_header(schedules[i], race, "s" + std::to_string(i), {},
+                                             codegen::StorageOptions().max_padding, dtype);
     }
-    std::ofstream(dir + "/driver.cpp") << driver(k, schedules.size());
+    std::ofstream(dir + "/driver.cpp") << driver(k, schedules.size(), std::string(kernels::dtype_ctype(dtype)));
     // A separate program: only the headers, the compiler and OpenMP (no waco include path).
     const std::string compile = "c++ -O1 -fopenmp -std=c++17 -Wall -Wextra -Werror -o " + dir +
                                 "/driver " + dir + "/driver.cpp 2> " + dir + "/compile.log";
@@ -181,16 +204,18 @@ TEST_CASE("standalone: drop-in headers compiled without waco-hybrid equal the re
 
     std::vector<Case> cases;
     if (kernels::needs_tensor(k)) {
-      for (auto& [name, t] : test::edge_case_tensors()) cases.push_back({name, {}, t, {}, {}});
+      for (auto& [name, t] : test::edge_case_tensors())
+        cases.push_back({name, {}, f64 ? test::with_double_values(t) : t, {}, {}});
     } else {
-      for (auto& [name, a] : test::edge_case_matrices()) cases.push_back({name, a, {}, {}, {}});
+      for (auto& [name, a] : test::edge_case_matrices())
+        cases.push_back({name, f64 ? test::with_double_values(a) : a, {}, {}, {}});
     }
     std::string files;
     for (std::size_t c = 0; c < cases.size(); ++c) {
       Case& cs = cases[c];
       const kernels::CooMatrix* A = kernels::needs_tensor(k) ? nullptr : &cs.A;
       const kernels::CooTensor* T = kernels::needs_tensor(k) ? &cs.T : nullptr;
-      cs.dense = kernels::make_dense_operands(k, A, T, kDense, 5);
+      cs.dense = kernels::make_dense_operands(k, A, T, kDense, 5, dtype);
       cs.problem = kernels::make_problem(k, A, T, cs.dense);
       const std::string path = dir + "/case" + std::to_string(c) + ".bin";
       write_case(path, k, cs);
@@ -212,9 +237,9 @@ TEST_CASE("standalone: drop-in headers compiled without waco-hybrid equal the re
           ++refused;
           continue;
         }
-        const std::vector<float> out = read_floats(in, cs.problem.output_size());
-        const kernels::Verification v =
-            kernels::verify(out.data(), static_cast<std::int64_t>(out.size()), ref);
+        const kernels::Values out = read_values(in, cs.problem.output_size(), dtype);
+        const kernels::Verification v = kernels::verify(
+            out, ref, f64 ? test::kDoubleTolerance : kernels::kDefaultTolerance);
         CHECK(v.message == "");
         ++ran;
       }
@@ -223,4 +248,14 @@ TEST_CASE("standalone: drop-in headers compiled without waco-hybrid equal the re
     INFO(kernel << ": " << ran << " runs, " << refused << " refused");
     CHECK(ran > refused);
   }
+}
+
+}  // namespace
+
+TEST_CASE("standalone: drop-in headers compiled without waco-hybrid equal the reference") {
+  check_standalone(kernels::Dtype::F32, 50);
+}
+
+TEST_CASE("standalone: drop-in headers in double precision equal the reference to 1e-12") {
+  check_standalone(kernels::Dtype::F64, 6);
 }

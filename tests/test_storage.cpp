@@ -65,7 +65,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 /// The operand's coordinates per sparse variable (spec.sparse_vars order) and its values.
 struct Operand {
   std::vector<std::vector<index_t>> x;
-  std::vector<float> val;
+  std::vector<double> val;
 };
 
 Operand operand_of(const Problem& p) {
@@ -159,10 +159,10 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
         << " x), over the padding bound of " << opts.max_padding << " x nnz";
     return {std::nullopt, why.str()};
   }
-  st.vals.assign(static_cast<std::size_t>(parent_size), 0.0f);
+  st.vals.assign(p.dtype(), static_cast<std::size_t>(parent_size));
   st.entry_position.resize(nnz);
   for (std::int64_t e = 0; e < nnz; ++e) {
-    st.vals[position[e]] = op.val[e];
+    st.vals.set(static_cast<std::size_t>(position[e]), op.val[e]);
     st.entry_position[e] = static_cast<index_t>(position[e]);
   }
   return {std::move(st), {}};
@@ -449,14 +449,14 @@ TEST_CASE("storage: shortcuts are the formats they name") {
   const CsrMatrix want = to_csr(A);
   CHECK(csr.storage->levels[1].pos == want.rowptr);
   CHECK(csr.storage->levels[1].crd == want.colidx);
-  CHECK(csr.storage->vals == want.val);
+  CHECK(csr.storage->vals.to_doubles() == want.val);
   CHECK(csr.storage->entry_position == std::vector<index_t>{0, 1, 2, 3, 4});
 
   const StorageResult csc = build_storage(*schedule_shortcut(KernelKind::SpMV, "csc"), p);
   REQUIRE(csc.storage);
   CHECK(csc.storage->levels[1].pos == std::vector<index_t>{0, 1, 2, 3, 3, 3, 5});
   CHECK(csc.storage->levels[1].crd == std::vector<index_t>{4, 0, 2, 0, 4});
-  CHECK(csc.storage->vals == std::vector<float>{4, 1, 3, 2, 5});
+  CHECK(csc.storage->vals.to_doubles() == std::vector<double>{4, 1, 3, 2, 5});
   CHECK(csc.storage->entry_position == std::vector<index_t>{1, 3, 2, 0, 4});
 
   const StorageResult dcsr = build_storage(*schedule_shortcut(KernelKind::SpMV, "dcsr"), p);

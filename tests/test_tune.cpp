@@ -44,7 +44,8 @@ std::string common(const std::string& dir) {
 TEST_CASE("tune: a random search reports the best schedule and resumes from the database") {
   const std::string dir = waco::test::scratch_dir("tune-random");
   const std::string args =
-      "tune --kernel spmv --search random --budget 3 --seed 5 --json --abandon-factor 0 " +
+      "tune --kernel spmv --search random --budget 3 --seed 5 --json --abandon-factor 0 "
+      "--decide-runs 2 " +
       common(dir) + example();
   const Result r = cli(args);
   INFO(r.err);
@@ -292,7 +293,7 @@ TEST_CASE("tune: --output writes the winner's drop-in header, and --confirm 0 ke
   std::ifstream in(kernel);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // The schedule (canonical text form), what it was tuned for, the two calls.
-  CHECK(text.rfind("// waco-hybrid drop-in kernel: spmv with the schedule\n//   ", 0) == 0);
+  CHECK(text.rfind("// waco-hybrid drop-in kernel: spmv in float (waco_value_t) with the schedule\n//   ", 0) == 0);
   CHECK(text.find("// tuned by waco-hybrid tune for spmv on " + example()) != std::string::npos);
   CHECK(text.find("(fingerprint " + j.at("fingerprint").get<std::string>()) != std::string::npos);
   CHECK(text.find("inline Format build(") != std::string::npos);

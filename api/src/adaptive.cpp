@@ -37,6 +37,7 @@ kernels::Problem sparse_problem(const Matrix& A, kernels::KernelKind kind) {
   p.kind = kind;
   p.A = A.impl().matrix.get();
   p.T = A.impl().tensor.get();
+  p.value_type = A.impl().dtype;
   return p;
 }
 
@@ -51,7 +52,9 @@ void finish_arm(Arm& a, kernels::KernelKind kind, std::int64_t nnz) {
 /// Whether a nominee's output equals csr's on this call, to float summation order: entry by
 /// entry within 1e-3 of the larger magnitude plus 1e-5 of the output's largest (a cancelling sum
 /// is small beside its terms). NaN where csr has NaN is equal (the caller's input had one).
-bool same_output(const float* want, const float* got, std::size_t n, std::string& why) {
+/// (The same bounds in double: they hold there with room to spare.)
+template <class V>
+bool same_output(const V* want, const V* got, std::size_t n, std::string& why) {
   double scale = 0.0;
   for (std::size_t i = 0; i < n; ++i)
     if (std::isfinite(want[i])) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
@@ -217,7 +220,7 @@ void AdaptiveRun::nominee_step(std::size_t k) {
   });
 }
 
-void AdaptiveRun::call(float* out, std::size_t out_size, const ArmCall& run) {
+void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
   if (settled_.load(std::memory_order_acquire)) {
     settled_calls_.fetch_add(1, std::memory_order_relaxed);
     run(*chosen_, out);
@@ -247,11 +250,16 @@ void AdaptiveRun::call(float* out, std::size_t out_size, const ArmCall& run) {
   std::string why;
   if (nominee) {
     try {
-      std::vector<float> mine(out, out + out_size);  // what csr wrote, padding included
+      const kernels::Dtype dtype = arm->bound.dtype;
+      kernels::Values mine(dtype, out_size);  // what csr wrote, padding included
+      std::memcpy(mine.raw(), out, out_size * kernels::dtype_size(dtype));
       const double t1 = kernels::now_seconds();
-      run(*nominee, mine.data());
+      run(*nominee, mine.raw());
       t_nominee = kernels::now_seconds() - t1;
-      ok = same_output(out, mine.data(), out_size, why);
+      ok = kernels::with_value_type(dtype, [&](auto v) {
+        using V = decltype(v);
+        return same_output(static_cast<const V*>(out), mine.data<V>(), out_size, why);
+      });
     } catch (const std::exception& e) {
       ok = false;
       why = e.what();

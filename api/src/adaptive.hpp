@@ -38,8 +38,8 @@ struct Arm {
 Arm make_arm(const Matrix& A, kernels::KernelKind kind, const codegen::SuperSchedule& s,
              std::int64_t dense, int threads, const codegen::GeneratedOptions& g);
 
-/// Runs one call on an arm, writing the caller's output at `out`.
-using ArmCall = std::function<void(const Arm& arm, float* out)>;
+/// Runs one call on an arm, writing the caller's output at `out` (values of the arm's dtype).
+using ArmCall = std::function<void(const Arm& arm, void* out)>;
 
 /// What an adaptive plan is set up with.
 struct AdaptiveSetup {
@@ -62,8 +62,8 @@ class AdaptiveRun {
 
   /// One call: a preparation step first when one is due and affordable; then `run` on the arm
   /// the policy chooses, timed; a verification call also runs a nominee into a copy of `out`
-  /// (`out_size` floats) and compares.
-  void call(float* out, std::size_t out_size, const ArmCall& run);
+  /// (`out_size` values of the plan's type) and compares.
+  void call(void* out, std::size_t out_size, const ArmCall& run);
 
   /// The arm serving calls now (csr while exploring).
   std::shared_ptr<const Arm> current() const;

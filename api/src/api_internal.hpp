@@ -17,13 +17,21 @@ struct Matrix::Impl {
   std::shared_ptr<const kernels::CooMatrix> matrix;  ///< a matrix (canonical), or
   std::shared_ptr<const kernels::CooTensor> tensor;  ///< a 3-D tensor (canonical)
   std::string fingerprint;
+  kernels::Dtype dtype = kernels::Dtype::F32;  ///< of the values it was made from
   static Matrix wrap(std::shared_ptr<const Impl> impl) { return Matrix(std::move(impl)); }
 };
 
 namespace api {
 
-Matrix make_matrix(kernels::CooMatrix a);
-Matrix make_tensor(kernels::CooTensor t);
+Matrix make_matrix(kernels::CooMatrix a, kernels::Dtype dtype);
+Matrix make_tensor(kernels::CooTensor t, kernels::Dtype dtype);
+
+inline kernels::Dtype internal(Dtype d) {
+  return d == Dtype::F64 ? kernels::Dtype::F64 : kernels::Dtype::F32;
+}
+inline Dtype external(kernels::Dtype d) {
+  return d == kernels::Dtype::F64 ? Dtype::F64 : Dtype::F32;
+}
 
 /// Runs f, turning the libraries' errors into waco::Error (a broken internal invariant keeps
 /// saying so).

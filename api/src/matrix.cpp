@@ -21,16 +21,16 @@ void check_dim(std::int64_t n, const char* what) {
                 "waco-hybrid stores 32-bit indices");
 }
 
-void check_value(float v, std::int64_t entry) {
+void check_value(double v, std::int64_t entry) {
   if (!std::isfinite(v))
     throw Error("value of entry " + std::to_string(entry) + " is not finite (" +
                     std::to_string(v) + ")",
                 "remove NaN and infinite values before tuning");
 }
 
-template <typename Ptr>
+template <typename Ptr, typename V>
 Matrix csr_matrix(std::int64_t rows, std::int64_t cols, const Ptr* rowptr,
-                  const std::int32_t* colind, const float* values) {
+                  const std::int32_t* colind, const V* values) {
   check_dim(rows, "rows");
   check_dim(cols, "cols");
   if (rowptr == nullptr) throw Error("from_csr: rowptr is null", "pass rows + 1 row offsets");
@@ -76,23 +76,12 @@ Matrix csr_matrix(std::int64_t rows, std::int64_t cols, const Ptr* rowptr,
       a.val.push_back(values[e]);
     }
   }
-  return api::make_matrix(std::move(a));
+  return api::make_matrix(std::move(a), kernels::dtype_of<V>());
 }
 
-}  // namespace
-
-Matrix Matrix::from_csr(std::int64_t rows, std::int64_t cols, const std::int64_t* rowptr,
-                        const std::int32_t* colind, const float* values) {
-  return csr_matrix(rows, cols, rowptr, colind, values);
-}
-
-Matrix Matrix::from_csr(std::int64_t rows, std::int64_t cols, const std::int32_t* rowptr,
-                        const std::int32_t* colind, const float* values) {
-  return csr_matrix(rows, cols, rowptr, colind, values);
-}
-
-Matrix Matrix::from_coo(std::int64_t rows, std::int64_t cols, std::int64_t nnz,
-                        const std::int32_t* row, const std::int32_t* col, const float* values) {
+template <typename V>
+Matrix coo_matrix(std::int64_t rows, std::int64_t cols, std::int64_t nnz, const std::int32_t* row,
+                  const std::int32_t* col, const V* values) {
   check_dim(rows, "rows");
   check_dim(cols, "cols");
   check_dim(nnz, "nnz");
@@ -104,7 +93,7 @@ Matrix Matrix::from_coo(std::int64_t rows, std::int64_t cols, std::int64_t nnz,
   a.cols = static_cast<index_t>(cols);
   a.row.assign(row, row + nnz);
   a.col.assign(col, col + nnz);
-  a.val.assign(static_cast<std::size_t>(nnz), 1.0f);
+  a.val.assign(static_cast<std::size_t>(nnz), 1.0);
   for (std::int64_t e = 0; e < nnz; ++e) {
     if (row[e] < 0 || row[e] >= rows || col[e] < 0 || col[e] >= cols)
       throw Error("from_coo: entry " + std::to_string(e) + " at (" + std::to_string(row[e]) + ", " +
@@ -116,12 +105,13 @@ Matrix Matrix::from_coo(std::int64_t rows, std::int64_t cols, std::int64_t nnz,
       a.val[static_cast<std::size_t>(e)] = values[e];
     }
   }
-  kernels::canonicalize(a);
-  return api::make_matrix(std::move(a));
+  kernels::canonicalize(a, kernels::dtype_of<V>());
+  return api::make_matrix(std::move(a), kernels::dtype_of<V>());
 }
 
-Matrix Matrix::tensor_from_coo(const std::int64_t dims[3], std::int64_t nnz, const std::int32_t* i,
-                               const std::int32_t* k, const std::int32_t* l, const float* values) {
+template <typename V>
+Matrix coo_tensor(const std::int64_t dims[3], std::int64_t nnz, const std::int32_t* i,
+                  const std::int32_t* k, const std::int32_t* l, const V* values) {
   if (dims == nullptr) throw Error("tensor_from_coo: dims is null");
   for (int m = 0; m < 3; ++m) check_dim(dims[m], "dimension");
   check_dim(nnz, "nnz");
@@ -142,26 +132,84 @@ Matrix Matrix::tensor_from_coo(const std::int64_t dims[3], std::int64_t nnz, con
                         " is out of range [0, " + std::to_string(dims[m]) + ")",
                     "coordinates are 0-based");
   }
-  t.val.assign(static_cast<std::size_t>(nnz), 1.0f);
+  t.val.assign(static_cast<std::size_t>(nnz), 1.0);
   if (values != nullptr)
     for (std::int64_t e = 0; e < nnz; ++e) {
       check_value(values[e], e);
       t.val[static_cast<std::size_t>(e)] = values[e];
     }
-  kernels::canonicalize(t);
-  return api::make_tensor(std::move(t));
+  kernels::canonicalize(t, kernels::dtype_of<V>());
+  return api::make_tensor(std::move(t), kernels::dtype_of<V>());
 }
 
-Matrix Matrix::from_file(const std::string& path) {
+template <typename V>
+void csr_arrays(const kernels::CooMatrix* m, std::int64_t* rowptr, std::int32_t* colind,
+                V* values) {
+  if (m == nullptr) throw Error("csr() of a 3-D tensor");
+  const kernels::CooMatrix& a = *m;
+  if (rowptr == nullptr || (a.nnz() > 0 && (colind == nullptr || values == nullptr)))
+    throw Error("csr(): null output array");
+  std::fill(rowptr, rowptr + a.rows + 1, std::int64_t{0});
+  for (index_t r : a.row) ++rowptr[r + 1];
+  for (index_t r = 0; r < a.rows; ++r) rowptr[r + 1] += rowptr[r];
+  std::copy(a.col.begin(), a.col.end(), colind);
+  for (std::size_t e = 0; e < a.val.size(); ++e) values[e] = static_cast<V>(a.val[e]);
+}
+
+}  // namespace
+
+Matrix Matrix::from_csr(std::int64_t rows, std::int64_t cols, const std::int64_t* rowptr,
+                        const std::int32_t* colind, const float* values) {
+  return csr_matrix(rows, cols, rowptr, colind, values);
+}
+
+Matrix Matrix::from_csr(std::int64_t rows, std::int64_t cols, const std::int32_t* rowptr,
+                        const std::int32_t* colind, const float* values) {
+  return csr_matrix(rows, cols, rowptr, colind, values);
+}
+
+Matrix Matrix::from_csr(std::int64_t rows, std::int64_t cols, const std::int64_t* rowptr,
+                        const std::int32_t* colind, const double* values) {
+  return csr_matrix(rows, cols, rowptr, colind, values);
+}
+
+Matrix Matrix::from_csr(std::int64_t rows, std::int64_t cols, const std::int32_t* rowptr,
+                        const std::int32_t* colind, const double* values) {
+  return csr_matrix(rows, cols, rowptr, colind, values);
+}
+
+Matrix Matrix::from_coo(std::int64_t rows, std::int64_t cols, std::int64_t nnz,
+                        const std::int32_t* row, const std::int32_t* col, const float* values) {
+  return coo_matrix(rows, cols, nnz, row, col, values);
+}
+
+Matrix Matrix::from_coo(std::int64_t rows, std::int64_t cols, std::int64_t nnz,
+                        const std::int32_t* row, const std::int32_t* col, const double* values) {
+  return coo_matrix(rows, cols, nnz, row, col, values);
+}
+
+Matrix Matrix::tensor_from_coo(const std::int64_t dims[3], std::int64_t nnz, const std::int32_t* i,
+                               const std::int32_t* k, const std::int32_t* l, const float* values) {
+  return coo_tensor(dims, nnz, i, k, l, values);
+}
+
+Matrix Matrix::tensor_from_coo(const std::int64_t dims[3], std::int64_t nnz, const std::int32_t* i,
+                               const std::int32_t* k, const std::int32_t* l, const double* values) {
+  return coo_tensor(dims, nnz, i, k, l, values);
+}
+
+Matrix Matrix::from_file(const std::string& path, Dtype dtype) {
   return api::translate_errors([&] {
+    kernels::ReadOptions opts;
+    opts.dtype = api::internal(dtype);
     if (kernels::is_tensor_path(path)) {
-      kernels::LoadedTensor t = kernels::read_frostt(path);
+      kernels::LoadedTensor t = kernels::read_frostt(path, opts);
       if (t.tensor.order() != 3)
         throw Error(path + ": a tensor of order " + std::to_string(t.tensor.order()) +
                         ", waco-hybrid's MTTKRP needs order 3");
-      return api::make_tensor(std::move(t.tensor));
+      return api::make_tensor(std::move(t.tensor), opts.dtype);
     }
-    return api::make_matrix(kernels::read_matrix_market(path).matrix);
+    return api::make_matrix(kernels::read_matrix_market(path, opts).matrix, opts.dtype);
   });
 }
 
@@ -184,29 +232,29 @@ std::int64_t Matrix::nnz() const {
 }
 std::string Matrix::fingerprint() const { return impl_->fingerprint; }
 
+Dtype Matrix::dtype() const { return api::external(impl_->dtype); }
+
 void Matrix::csr(std::int64_t* rowptr, std::int32_t* colind, float* values) const {
-  if (!impl_->matrix) throw Error("csr() of a 3-D tensor");
-  if (rowptr == nullptr || (nnz() > 0 && (colind == nullptr || values == nullptr)))
-    throw Error("csr(): null output array");
-  const kernels::CooMatrix& a = *impl_->matrix;
-  std::fill(rowptr, rowptr + a.rows + 1, std::int64_t{0});
-  for (index_t r : a.row) ++rowptr[r + 1];
-  for (index_t r = 0; r < a.rows; ++r) rowptr[r + 1] += rowptr[r];
-  std::copy(a.col.begin(), a.col.end(), colind);
-  std::copy(a.val.begin(), a.val.end(), values);
+  csr_arrays(impl_->matrix.get(), rowptr, colind, values);
+}
+
+void Matrix::csr(std::int64_t* rowptr, std::int32_t* colind, double* values) const {
+  csr_arrays(impl_->matrix.get(), rowptr, colind, values);
 }
 
 namespace api {
 
-Matrix make_matrix(kernels::CooMatrix a) {
+Matrix make_matrix(kernels::CooMatrix a, kernels::Dtype dtype) {
   auto impl = std::make_shared<Matrix::Impl>();
+  impl->dtype = dtype;
   impl->fingerprint = kernels::fingerprint_hex(a);
   impl->matrix = std::make_shared<const kernels::CooMatrix>(std::move(a));
   return Matrix::Impl::wrap(std::move(impl));
 }
 
-Matrix make_tensor(kernels::CooTensor t) {
+Matrix make_tensor(kernels::CooTensor t, kernels::Dtype dtype) {
   auto impl = std::make_shared<Matrix::Impl>();
+  impl->dtype = dtype;
   impl->fingerprint = kernels::fingerprint_hex(t);
   impl->tensor = std::make_shared<const kernels::CooTensor>(std::move(t));
   return Matrix::Impl::wrap(std::move(impl));

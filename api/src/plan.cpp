@@ -45,6 +45,7 @@ struct Plan::Impl {
   bool from_cache = false;
   int threads = 1;
   int dense = 1;
+  kernels::Dtype dtype = kernels::Dtype::F32;  ///< its matrix's: the type of the arrays it takes
   std::string fingerprint;
   std::vector<std::int64_t> dims;
   std::int64_t nnz = 0;
@@ -52,8 +53,8 @@ struct Plan::Impl {
   /// The arm serving calls now.
   std::shared_ptr<const api::Arm> serving() const { return adaptive ? adaptive->current() : arm; }
   /// One call: `run` on the serving arm (an adaptive plan's policy chooses, times, verifies);
-  /// `out_size` floats at out are the call's output.
-  void serve(float* out, std::size_t out_size, const api::ArmCall& run) const {
+  /// `out_size` values at out are the call's output.
+  void serve(void* out, std::size_t out_size, const api::ArmCall& run) const {
     if (adaptive)
       adaptive->call(out, out_size, run);
     else
@@ -117,6 +118,7 @@ std::shared_ptr<Plan::Impl> bind(const Matrix& A, Kernel k, const codegen::Super
   impl->kernel = k;
   impl->threads = resolved_threads(o);
   impl->dense = resolved_dense(o, k);
+  impl->dtype = A.impl().dtype;
   impl->fingerprint = A.fingerprint();
   for (int m = 0; m < A.order(); ++m) impl->dims.push_back(A.dim(m));
   impl->nnz = A.nnz();
@@ -165,9 +167,11 @@ class ApiObserver : public tuning::TuneObserver {
   double last_ = -1e9;
 };
 
-tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int dense) {
+tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int dense,
+                                 kernels::Dtype dtype) {
   tuning::TuneRequest r;
   r.kind = kind_of(k);
+  r.dtype = dtype;
   r.search = o.search;
   r.budget = o.budget > 0 ? static_cast<std::uint64_t>(o.budget) : 0;
   if (o.budget < 0) throw Error("Options::budget is negative", "0 means the search's default");
@@ -208,8 +212,10 @@ Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::Tu
   setup.policy.expected_calls = o.expected_calls;
   setup.policy.share = o.tuning_share;
   if (o.use_cache)
-    setup.cache_key = heuristics::TuningKey{A.fingerprint(), kind, impl->dense, impl->threads,
-                                            heuristics::machine_identity(generated_options(o).compiler)};
+    setup.cache_key =
+        heuristics::TuningKey{A.fingerprint(), kind, impl->dense, impl->threads,
+                              heuristics::machine_identity(generated_options(o).compiler),
+                              A.impl().dtype};
   impl->adaptive = std::make_shared<api::AdaptiveRun>(impl->arm, std::move(setup));
   impl->tuning_s = kernels::now_seconds() - t0;
   return Plan::Impl::wrap(std::move(impl));
@@ -243,9 +249,22 @@ void check_columns(std::int64_t n, std::int64_t ld, const char* name) {
                 " is smaller than the " + std::to_string(n) + " columns");
 }
 
+/// The plan's type must be the arrays' (a plan computes in its matrix's type).
+template <class V>
+void check_dtype(const Plan::Impl& impl, const char* call) {
+  if (impl.dtype == kernels::dtype_of<V>()) return;
+  const bool f64 = impl.dtype == kernels::Dtype::F64;
+  throw Error(std::string(call) + ": this plan computes in " + (f64 ? "double" : "single") +
+                  " precision, the arrays are " + (f64 ? "float" : "double"),
+              std::string("pass ") + (f64 ? "double" : "float") +
+                  " arrays, or tune a matrix made from " + (f64 ? "float" : "double") +
+                  " values for " + (f64 ? "float" : "double") + " ones");
+}
+
 /// A rows x n block with leading dimension ld, packed (ld == n: the caller's array itself).
-const float* packed(const float* a, std::int64_t rows, std::int64_t n, std::int64_t ld,
-                    std::vector<float>& buffer) {
+template <class V>
+const V* packed(const V* a, std::int64_t rows, std::int64_t n, std::int64_t ld,
+                std::vector<V>& buffer) {
   if (ld == n) return a;
   buffer.resize(static_cast<std::size_t>(rows * n));
   for (std::int64_t r = 0; r < rows; ++r)
@@ -254,18 +273,94 @@ const float* packed(const float* a, std::int64_t rows, std::int64_t n, std::int6
 }
 
 /// Runs a dense-output kernel into out (rows x n, leading dimension ldo).
-void run_dense_out(const Plan::Impl& impl, const float* in0, const float* in1, float* out,
-                   std::int64_t rows, std::int64_t n, std::int64_t ldo) {
+template <class V>
+void run_dense_out(const Plan::Impl& impl, const V* in0, const V* in1, V* out, std::int64_t rows,
+                   std::int64_t n, std::int64_t ldo) {
   const std::size_t size = rows > 0 ? static_cast<std::size_t>((rows - 1) * ldo + n) : 0;
-  impl.serve(out, size, [&](const api::Arm& a, float* o) {
+  impl.serve(out, size, [&](const api::Arm& a, void* vo) {
+    V* o = static_cast<V*>(vo);
     if (ldo == n) {
       a.bound.run(in0, in1, o, n);
       return;
     }
-    std::vector<float> packed_out(static_cast<std::size_t>(rows * n));
+    std::vector<V> packed_out(static_cast<std::size_t>(rows * n));
     a.bound.run(in0, in1, packed_out.data(), n);
     for (std::int64_t r = 0; r < rows; ++r)
       std::copy(packed_out.data() + r * n, packed_out.data() + (r + 1) * n, o + r * ldo);
+  });
+}
+
+template <class V>
+void spmv_call(const Plan::Impl& p, const V* x, V* y) {
+  check_dtype<V>(p, "spmv");
+  check_pointer(x, "spmv: x");
+  check_pointer(y, "spmv: y");
+  api::translate_errors([&] {
+    p.serve(y, static_cast<std::size_t>(p.dims[0]),
+            [&](const api::Arm& a, void* out) { a.bound.run(x, nullptr, out, 1); });
+  });
+}
+
+template <class V>
+void spmm_call(const Plan::Impl& p, std::int64_t n, const V* B, std::int64_t ldb, V* C,
+               std::int64_t ldc) {
+  check_dtype<V>(p, "spmm");
+  if (n < 1) throw Error("spmm: n = " + std::to_string(n) + " columns; at least 1");
+  check_pointer(B, "spmm: B");
+  check_pointer(C, "spmm: C");
+  check_columns(n, ldb, "ldb");
+  check_columns(n, ldc, "ldc");
+  api::translate_errors([&] {
+    std::vector<V> buffer;
+    run_dense_out(p, packed(B, p.dims[1], n, ldb, buffer), static_cast<const V*>(nullptr), C,
+                  p.dims[0], n, ldc);
+  });
+}
+
+template <class V>
+void sddmm_call(const Plan::Impl& p, std::int64_t k, const V* U, std::int64_t ldu, const V* V_,
+                std::int64_t ldv, V* out) {
+  check_dtype<V>(p, "sddmm");
+  if (k < 1) throw Error("sddmm: k = " + std::to_string(k) + "; at least 1");
+  check_pointer(U, "sddmm: U");
+  check_pointer(V_, "sddmm: V");
+  if (p.nnz > 0) check_pointer(out, "sddmm: out");
+  check_columns(k, ldu, "ldu");
+  check_columns(k, ldv, "ldv");
+  api::translate_errors([&] {
+    std::vector<V> bu, bv;
+    // The kernel's C is k x cols column-major: V (cols x k row-major) is that array.
+    const V* u = packed(U, p.dims[0], k, ldu, bu);
+    const V* v = packed(V_, p.dims[1], k, ldv, bv);
+    p.serve(out, static_cast<std::size_t>(p.nnz), [&](const api::Arm& a, void* vo) {
+      V* o = static_cast<V*>(vo);
+      if (a.sddmm_in_order) {
+        a.bound.run(u, v, o, k);
+        return;
+      }
+      std::vector<V> stored(static_cast<std::size_t>(a.bound.out_size));
+      a.bound.run(u, v, stored.data(), k);
+      const std::vector<kernels::index_t>& pos = a.bound.storage->entry_position;
+      for (std::size_t e = 0; e < pos.size(); ++e) o[e] = stored[static_cast<std::size_t>(pos[e])];
+    });
+  });
+}
+
+template <class V>
+void mttkrp_call(const Plan::Impl& p, std::int64_t n, const V* B, std::int64_t ldb, const V* C,
+                 std::int64_t ldc, V* out, std::int64_t ldo) {
+  check_dtype<V>(p, "mttkrp");
+  if (n < 1) throw Error("mttkrp: n = " + std::to_string(n) + " columns; at least 1");
+  check_pointer(B, "mttkrp: B");
+  check_pointer(C, "mttkrp: C");
+  check_pointer(out, "mttkrp: out");
+  check_columns(n, ldb, "ldb");
+  check_columns(n, ldc, "ldc");
+  check_columns(n, ldo, "ldo");
+  api::translate_errors([&] {
+    std::vector<V> bb, bc;
+    run_dense_out(p, packed(B, p.dims[1], n, ldb, bb), packed(C, p.dims[2], n, ldc, bc), out,
+                  p.dims[0], n, ldo);
   });
 }
 
@@ -288,6 +383,8 @@ const char* kernel_name(Kernel k) {
 
 const char* version() { return kernels::version(); }
 
+const char* dtype_name(Dtype d) { return d == Dtype::F64 ? "f64" : "f32"; }
+
 Plan tune(const Matrix& A, Kernel k, const Options& o) {
   return api::translate_errors([&] {
     const double t0 = kernels::now_seconds();
@@ -300,7 +397,8 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
     if (o.use_cache && !o.refresh) {
       const heuristics::TuningCache cache(o.cache_dir);
       const heuristics::TuningKey key{A.fingerprint(), kind_of(k), dense, threads,
-                                      heuristics::machine_identity(generated_options(o).compiler)};
+                                      heuristics::machine_identity(generated_options(o).compiler),
+                                      A.impl().dtype};
       const heuristics::CacheLookup found = cache.find(key);
       if (found.hit) {
         std::shared_ptr<Plan::Impl> impl = bind(A, k, found.hit->schedule, o);
@@ -311,7 +409,7 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
       }
       // A corrupt entry: tuning::run reports it (a warning) and replaces it.
     }
-    const tuning::TuneRequest request = tune_request(o, k, threads, dense);
+    const tuning::TuneRequest request = tune_request(o, k, threads, dense, A.impl().dtype);
     const auto torch_required = [](const learned::TorchRequired& e) {
       return Error(std::string("this model needs LibTorch, which libwaco never loads: ") + e.what(),
                    "use a model with the stats or signature encoder (the shipped ones), or tune "
@@ -375,6 +473,7 @@ double Plan::tuning_seconds() const { return impl_->tuning_s; }
 bool Plan::from_cache() const { return impl_->from_cache; }
 int Plan::threads() const { return impl_->arm->bound.args.threads; }
 int Plan::dense() const { return impl_->dense; }
+Dtype Plan::dtype() const { return api::external(impl_->dtype); }
 std::string Plan::report_json() const {
   return (impl_->adaptive ? impl_->adaptive->report() : impl_->report).dump(2);
 }
@@ -384,70 +483,36 @@ std::int64_t Plan::exploring_calls() const {
 }
 
 void Plan::spmv(const float* x, float* y) const {
-  const Impl& p = checked(impl_, Kernel::SpMV);
-  check_pointer(x, "spmv: x");
-  check_pointer(y, "spmv: y");
-  api::translate_errors([&] {
-    p.serve(y, static_cast<std::size_t>(p.dims[0]),
-            [&](const api::Arm& a, float* out) { a.bound.run(x, nullptr, out, 1); });
-  });
+  spmv_call(checked(impl_, Kernel::SpMV), x, y);
+}
+void Plan::spmv(const double* x, double* y) const {
+  spmv_call(checked(impl_, Kernel::SpMV), x, y);
 }
 
 void Plan::spmm(std::int64_t n, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) const {
-  const Impl& p = checked(impl_, Kernel::SpMM);
-  if (n < 1) throw Error("spmm: n = " + std::to_string(n) + " columns; at least 1");
-  check_pointer(B, "spmm: B");
-  check_pointer(C, "spmm: C");
-  check_columns(n, ldb, "ldb");
-  check_columns(n, ldc, "ldc");
-  api::translate_errors([&] {
-    std::vector<float> buffer;
-    run_dense_out(p, packed(B, p.dims[1], n, ldb, buffer), nullptr, C, p.dims[0], n, ldc);
-  });
+  spmm_call(checked(impl_, Kernel::SpMM), n, B, ldb, C, ldc);
+}
+void Plan::spmm(std::int64_t n, const double* B, std::int64_t ldb, double* C,
+                std::int64_t ldc) const {
+  spmm_call(checked(impl_, Kernel::SpMM), n, B, ldb, C, ldc);
 }
 
 void Plan::sddmm(std::int64_t k, const float* U, std::int64_t ldu, const float* V,
                  std::int64_t ldv, float* out) const {
-  const Impl& p = checked(impl_, Kernel::SDDMM);
-  if (k < 1) throw Error("sddmm: k = " + std::to_string(k) + "; at least 1");
-  check_pointer(U, "sddmm: U");
-  check_pointer(V, "sddmm: V");
-  if (p.nnz > 0) check_pointer(out, "sddmm: out");
-  check_columns(k, ldu, "ldu");
-  check_columns(k, ldv, "ldv");
-  api::translate_errors([&] {
-    std::vector<float> bu, bv;
-    // The kernel's C is k x cols column-major: V (cols x k row-major) is that array.
-    const float* u = packed(U, p.dims[0], k, ldu, bu);
-    const float* v = packed(V, p.dims[1], k, ldv, bv);
-    p.serve(out, static_cast<std::size_t>(p.nnz), [&](const api::Arm& a, float* o) {
-      if (a.sddmm_in_order) {
-        a.bound.run(u, v, o, k);
-        return;
-      }
-      std::vector<float> stored(static_cast<std::size_t>(a.bound.out_size));
-      a.bound.run(u, v, stored.data(), k);
-      const std::vector<kernels::index_t>& pos = a.bound.storage->entry_position;
-      for (std::size_t e = 0; e < pos.size(); ++e) o[e] = stored[static_cast<std::size_t>(pos[e])];
-    });
-  });
+  sddmm_call(checked(impl_, Kernel::SDDMM), k, U, ldu, V, ldv, out);
+}
+void Plan::sddmm(std::int64_t k, const double* U, std::int64_t ldu, const double* V,
+                 std::int64_t ldv, double* out) const {
+  sddmm_call(checked(impl_, Kernel::SDDMM), k, U, ldu, V, ldv, out);
 }
 
 void Plan::mttkrp(std::int64_t n, const float* B, std::int64_t ldb, const float* C,
                   std::int64_t ldc, float* out, std::int64_t ldo) const {
-  const Impl& p = checked(impl_, Kernel::MTTKRP);
-  if (n < 1) throw Error("mttkrp: n = " + std::to_string(n) + " columns; at least 1");
-  check_pointer(B, "mttkrp: B");
-  check_pointer(C, "mttkrp: C");
-  check_pointer(out, "mttkrp: out");
-  check_columns(n, ldb, "ldb");
-  check_columns(n, ldc, "ldc");
-  check_columns(n, ldo, "ldo");
-  api::translate_errors([&] {
-    std::vector<float> bb, bc;
-    run_dense_out(p, packed(B, p.dims[1], n, ldb, bb), packed(C, p.dims[2], n, ldc, bc), out,
-                  p.dims[0], n, ldo);
-  });
+  mttkrp_call(checked(impl_, Kernel::MTTKRP), n, B, ldb, C, ldc, out, ldo);
+}
+void Plan::mttkrp(std::int64_t n, const double* B, std::int64_t ldb, const double* C,
+                  std::int64_t ldc, double* out, std::int64_t ldo) const {
+  mttkrp_call(checked(impl_, Kernel::MTTKRP), n, B, ldb, C, ldc, out, ldo);
 }
 
 void Plan::save(const std::string& path) const {
@@ -465,6 +530,7 @@ void Plan::save(const std::string& path) const {
                         {"nnz", impl_->nnz},
                         {"dense", impl_->dense},
                         {"threads", threads()},
+                        {"dtype", std::string(kernels::dtype_name(impl_->dtype))},
                         {"schedule", codegen::to_json(impl_->serving()->bound.schedule)},
                         {"verdict", verdict()},
                         {"speedup", speedup()},
@@ -489,6 +555,12 @@ Plan Plan::load(const std::string& path, const Matrix& A, const Options& o) {
       throw Error(path + ": the plan was made for the matrix with fingerprint " + f.fingerprint +
                       ", this one's is " + A.fingerprint(),
                   "load it with the matrix it was tuned for, or tune this one");
+    if (f.dtype != A.impl().dtype)
+      throw Error(path + ": the plan computes in " +
+                      std::string(f.dtype == kernels::Dtype::F64 ? "double" : "single") +
+                      " precision, this matrix holds " +
+                      (A.impl().dtype == kernels::Dtype::F64 ? "double" : "float") + " values",
+                  "load it with a matrix of the values it was tuned with");
     Options opts = o;
     opts.threads = f.threads;
     opts.dense = f.dense;

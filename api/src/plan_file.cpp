@@ -53,6 +53,12 @@ PlanFile parse_plan_file(const std::string& path, const std::string& text) {
     p.verdict = j.at("verdict").get<std::string>();
     p.speedup = j.at("speedup").get<double>();
     p.break_even = j.at("break_even_calls").get<double>();
+    if (j.contains("dtype")) {
+      const std::optional<kernels::Dtype> d = kernels::parse_dtype(j["dtype"].get<std::string>());
+      if (!d) throw Error(path + ": the plan file is corrupt ('dtype' is " + j["dtype"].dump() + ")",
+                          "tune again");
+      p.dtype = *d;
+    }
     return p;
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": the plan file is corrupt (" + std::string(e.what()) + ")", "tune again");

@@ -26,6 +26,7 @@ struct PlanFile {
   std::string verdict;
   double speedup = 0.0;
   double break_even = -1.0;
+  kernels::Dtype dtype = kernels::Dtype::F32;  ///< "dtype" (absent in plans of single precision)
 };
 
 /// A hash of the plan's JSON without its "checksum" field.

@@ -8,7 +8,7 @@
 namespace waco::codegen {
 
 RaceStrategy resolve_race(RaceStrategy requested, const SuperSchedule& s, std::int64_t output_size,
-                          double updates, int threads) {
+                          double updates, int threads, kernels::Dtype dtype) {
   if (requested != RaceStrategy::Auto) return requested;
   if (parallel_loop_is_race_free(s)) return RaceStrategy::Atomic;  // same source either way
   // Measured (issue 4, SpMV and SpMM csc on 2 threads): private took 0.07-0.23x the time of
@@ -17,7 +17,8 @@ RaceStrategy resolve_race(RaceStrategy requested, const SuperSchedule& s, std::i
   // entry (uniform 1M x 1M): an extra copy costs about one update per entry. One thread needs no
   // copy, so private always wins there.
   const double copies = static_cast<double>(threads - 1) * static_cast<double>(output_size);
-  if (copies * sizeof(float) > kMaxPrivateCopyBytes) return RaceStrategy::Atomic;
+  if (copies * static_cast<double>(kernels::dtype_size(dtype)) > kMaxPrivateCopyBytes)
+    return RaceStrategy::Atomic;
   return copies <= updates ? RaceStrategy::Private : RaceStrategy::Atomic;
 }
 
@@ -54,15 +55,17 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
 
   b.args = WacoArgs{};
   b.args.threads = s.threads > 0 ? s.threads : std::max(1, threads);
-  b.race = resolve_race(opts.race, s, b.out_size, updates, b.args.threads);
-  b.source = emit_kernel_source(s, b.race);
+  b.dtype = p.dtype();
+  b.race = resolve_race(opts.race, s, b.out_size, updates, b.args.threads, b.dtype);
+  b.source = emit_kernel_source(s, b.race, SourceForm::SharedObject, b.dtype);
   for (std::size_t l = 0; l < st.levels.size(); ++l) {
     const Level& lv = st.levels[l];
     b.args.pos[l] = lv.pos.empty() ? nullptr : lv.pos.data();
     b.args.crd[l] = lv.crd.empty() ? nullptr : lv.crd.data();
     b.args.level_dim[l] = lv.dim;
   }
-  b.args.vals = st.vals.data();
+  WACO_ASSERT(st.vals.dtype() == b.dtype, "the format's values are not of the problem's type");
+  b.args.vals = st.vals.raw();
   for (std::size_t v = 0; v < spec.vars.size(); ++v) {
     b.args.extent[v] = ext[v];
     b.args.split[v] = s.split[v];
@@ -91,7 +94,7 @@ BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem&
   return b;
 }
 
-void BoundKernel::run(const float* in0, const float* in1, float* out, std::int64_t dense) const {
+void BoundKernel::run(const void* in0, const void* in1, void* out, std::int64_t dense) const {
   WACO_ASSERT(fn != nullptr, "run() of an unbound kernel");
   const KernelSpec& spec = kernel_spec(schedule.kind);
   WacoArgs a = args;
@@ -108,7 +111,7 @@ void BoundKernel::run(const float* in0, const float* in1, float* out, std::int64
   if (fn(&a) != 0)
     throw kernels::Error(
         "the generated kernel could not allocate its " + std::to_string(a.threads - 1) +
-            " per-thread copies of the output (" + std::to_string(a.out_size) + " floats each)",
+            " per-thread copies of the output (" + std::to_string(a.out_size) + " values each)",
         "use --race atomic, or fewer threads");
 }
 
@@ -118,22 +121,26 @@ void GeneratedKernel::prepare(const kernels::Problem& p, int threads) {
   bound_ = bind_schedule(schedule_, p, p.kind == kernels::KernelKind::SpMV ? 1 : p.dense_size(),
                          threads, opts_);
   conversion_seconds_ = bound_.storage->build_seconds;
-  out_.assign(static_cast<std::size_t>(bound_.out_size), 0.0f);
+  out_.assign(p.dtype(), static_cast<std::size_t>(bound_.out_size));
 }
 
 void GeneratedKernel::run() {
   WACO_ASSERT(bound_.fn != nullptr, "run() before prepare()");
   const KernelSpec& spec = kernel_spec(schedule_.kind);
-  bound_.run(problem_.B->data.data(), spec.inputs.size() > 1 ? problem_.C->data.data() : nullptr,
-             out_.data(), schedule_.kind == kernels::KernelKind::SpMV ? 1 : problem_.dense_size());
+  bound_.run(problem_.B->data.raw(), spec.inputs.size() > 1 ? problem_.C->data.raw() : nullptr,
+             out_.raw(), schedule_.kind == kernels::KernelKind::SpMV ? 1 : problem_.dense_size());
 }
 
-const kernels::AlignedFloats& GeneratedKernel::output() const {
+const kernels::Values& GeneratedKernel::output() const {
   if (!kernel_spec(schedule_.kind).sparse_output()) return out_;
   const Storage& st = *bound_.storage;
-  canonical_.resize(st.entry_position.size());
-  for (std::size_t e = 0; e < canonical_.size(); ++e)
-    canonical_[e] = out_[st.entry_position[e]];
+  canonical_.assign(out_.dtype(), st.entry_position.size());
+  kernels::with_value_type(out_.dtype(), [&](auto v) {
+    using V = decltype(v);
+    const V* from = out_.data<V>();
+    V* to = canonical_.data<V>();
+    for (std::size_t e = 0; e < canonical_.size(); ++e) to[e] = from[st.entry_position[e]];
+  });
   return canonical_;
 }
 

@@ -26,7 +26,7 @@ struct Format {
   long long extent[4] = {0, 0, 0, 0};    ///< per variable (the dense one's is set per call)
   std::vector<int> pos[8], crd[8];       ///< C levels
   long long level_dim[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::vector<float> vals;               ///< one per leaf position (explicit zeros of U levels)
+  std::vector<waco_value_t> vals;               ///< one per leaf position (explicit zeros of U levels)
   std::vector<long long> entry_position; ///< input nonzero e -> its leaf position
   long long nnz = 0;
 };
@@ -37,7 +37,7 @@ namespace detail {
 /// no coordinate twice. Throws std::invalid_argument on bad input, std::length_error when the
 /// format would need more positions than 32-bit indices hold.
 inline Format build_from_coordinates(const long long* dims, long long nnz,
-                                     const int* const* coords, const float* values) {
+                                     const int* const* coords, const waco_value_t* values) {
   Format f;
   f.nnz = nnz;
   for (int v = 0; v < kVars; ++v)
@@ -119,7 +119,7 @@ inline Format build_from_coordinates(const long long* dims, long long nnz,
   f.vals.assign(static_cast<std::size_t>(size), 0.0f);
   f.entry_position.resize(nnz);
   for (long long t = 0; t < nnz; ++t) {
-    f.vals[parent[t]] = values != nullptr ? values[order[t]] : 1.0f;
+    f.vals[parent[t]] = values != nullptr ? values[order[t]] : waco_value_t(1);
     f.entry_position[order[t]] = parent[t];
   }
   return f;
@@ -127,7 +127,7 @@ inline Format build_from_coordinates(const long long* dims, long long nnz,
 
 /// Runs the kernel: in0, in1 and out laid out as the calls below say, `dense` the extent of the
 /// dense-only variable (ignored by SpMV).
-inline void run(const Format& f, const float* in0, const float* in1, float* out,
+inline void run(const Format& f, const waco_value_t* in0, const waco_value_t* in1, waco_value_t* out,
                 long long out_size, long long dense) {
   WacoArgs a{};
   for (int l = 0; l < kLevels; ++l) {
@@ -165,7 +165,7 @@ constexpr const char* kMatrixBuild = R"WACO(
 /// columns need not be sorted; a coordinate may not appear twice.
 template <typename Offset>
 inline Format build(long long rows, long long cols, const Offset* rowptr, const int* colind,
-                    const float* values) {
+                    const waco_value_t* values) {
   if (rows < 0 || cols < 0 || rowptr == nullptr) throw std::invalid_argument("bad CSR arguments");
   const long long nnz = static_cast<long long>(rowptr[rows]);
   std::vector<int> row(nnz);
@@ -184,15 +184,15 @@ constexpr const char* kTensorBuild = R"WACO(
 /// Call 1: the format of a dims[0] x dims[1] x dims[2] tensor given by coordinates (i, k, l per
 /// nonzero, any order, no coordinate twice); values may be null (every value 1).
 inline Format build(const long long dims[3], long long nnz, const int* i, const int* k,
-                    const int* l, const float* values) {
+                    const int* l, const waco_value_t* values) {
   const int* coords[3] = {i, k, l};
   return detail::build_from_coordinates(dims, nnz, coords, values);
 }
 )WACO";
 
 constexpr const char* kSpmvCall = R"WACO(
-/// Call 2: y = A x (x: cols floats, y: rows floats, overwritten).
-inline void spmv(const Format& f, const float* x, float* y) {
+/// Call 2: y = A x (x: cols values, y: rows values, overwritten).
+inline void spmv(const Format& f, const waco_value_t* x, waco_value_t* y) {
   detail::run(f, x, nullptr, y, f.extent[detail::row_extent()], 1);
 }
 )WACO";
@@ -200,16 +200,16 @@ inline void spmv(const Format& f, const float* x, float* y) {
 constexpr const char* kSpmmCall = R"WACO(
 /// Call 2: C = A B for n columns (B: cols x n, C: rows x n, both row-major and packed; C is
 /// overwritten).
-inline void spmm(const Format& f, long long n, const float* B, float* C) {
+inline void spmm(const Format& f, long long n, const waco_value_t* B, waco_value_t* C) {
   detail::run(f, B, nullptr, C, f.extent[detail::row_extent()] * n, n);
 }
 )WACO";
 
 constexpr const char* kSddmmCall = R"WACO(
 /// Call 2: out[e] = a_e * dot(U[row_e, :], V[col_e, :]) for the nonzeros e in the order given to
-/// build (U: rows x k, V: cols x k, both row-major and packed; out: nnz floats).
-inline void sddmm(const Format& f, long long k, const float* U, const float* V, float* out) {
-  std::vector<float> stored(f.vals.size());
+/// build (U: rows x k, V: cols x k, both row-major and packed; out: nnz values).
+inline void sddmm(const Format& f, long long k, const waco_value_t* U, const waco_value_t* V, waco_value_t* out) {
+  std::vector<waco_value_t> stored(f.vals.size());
   detail::run(f, U, V, stored.data(), static_cast<long long>(stored.size()), k);
   for (long long e = 0; e < f.nnz; ++e) out[e] = stored[f.entry_position[e]];
 }
@@ -218,7 +218,7 @@ inline void sddmm(const Format& f, long long k, const float* U, const float* V, 
 constexpr const char* kMttkrpCall = R"WACO(
 /// Call 2: out(i, j) = sum of T(i, k, l) B(k, j) C(l, j) for n columns (B: dims[1] x n,
 /// C: dims[2] x n, out: dims[0] x n, all row-major and packed; out is overwritten).
-inline void mttkrp(const Format& f, long long n, const float* B, const float* C, float* out) {
+inline void mttkrp(const Format& f, long long n, const waco_value_t* B, const waco_value_t* C, waco_value_t* out) {
   detail::run(f, B, C, out, f.extent[detail::row_extent()] * n, n);
 }
 )WACO";
@@ -233,7 +233,7 @@ std::string list(const std::vector<long long>& v) {
 
 std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy race,
                                    const std::string& name_space, const std::string& note,
-                                   double max_padding) {
+                                   double max_padding, kernels::Dtype dtype) {
   const SuperSchedule s = canonicalize(schedule);
   const std::vector<std::string> problems = validate(s);
   WACO_ASSERT(problems.empty(), "emit_standalone_header needs a valid schedule: " +
@@ -259,8 +259,8 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   }
 
   std::ostringstream h;
-  h << "// waco-hybrid drop-in kernel: " << kernel << " with the schedule\n//   " << to_text(s)
-    << "\n";
+  h << "// waco-hybrid drop-in kernel: " << kernel << " in " << kernels::dtype_ctype(dtype)
+    << " (waco_value_t) with the schedule\n//   " << to_text(s) << "\n";
   if (!note.empty()) {
     std::istringstream lines(note);
     std::string line;
@@ -288,7 +288,7 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   h << "#if defined(__GNUC__)\n#pragma GCC diagnostic push\n"
        "#pragma GCC diagnostic ignored \"-Wunused-variable\"\n"
        "#pragma GCC diagnostic ignored \"-Wunused-but-set-variable\"\n#endif\n\n";
-  h << emit_kernel_source(s, race, SourceForm::Header);
+  h << emit_kernel_source(s, race, SourceForm::Header, dtype);
   h << "\n#if defined(__GNUC__)\n#pragma GCC diagnostic pop\n#endif\n\n";
   h << "// The schedule's shape, read by the builder and the calls below.\n";
   h << "inline constexpr int kVars = " << spec.vars.size() << ";\n";

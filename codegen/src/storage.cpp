@@ -47,7 +47,7 @@ std::vector<const std::vector<index_t>*> sparse_coordinates(const kernels::Probl
   return {&p.A->row, &p.A->col};
 }
 
-std::vector<float> const& sparse_values(const kernels::Problem& p) {
+std::vector<double> const& sparse_values(const kernels::Problem& p) {
   return kernels::needs_tensor(p.kind) ? p.T->val : p.A->val;
 }
 
@@ -271,9 +271,9 @@ struct LevelOut {
 /// p; parents without children get the next one's start), rather than counted per nonzero:
 /// consecutive increments of one counter would form a chain through memory. The template
 /// parameters keep the loop's state in registers.
-template <std::size_t N, bool Permuted, bool WriteLeaf>
+template <std::size_t N, bool Permuted, bool WriteLeaf, class V>
 void fill_levels(const Coords& coords, const std::uint32_t* ord, std::size_t n,
-                 const std::array<LevelOut, kMaxLevels>& out_levels, const float* values, float* vals,
+                 const std::array<LevelOut, kMaxLevels>& out_levels, const double* values, V* vals,
                  index_t* entry_position) {
   std::array<Coord, N> level;  // local copies: stores through index_t* cannot alias them
   std::copy_n(coords.level.begin(), N, level.begin());
@@ -310,7 +310,7 @@ void fill_levels(const Coords& coords, const std::uint32_t* ord, std::size_t n,
     });
     WACO_ASSERT(changed, "the sparse operand is not canonical (a repeated coordinate)");
     if constexpr (WriteLeaf) {
-      vals[at[N]] = values[e];
+      vals[at[N]] = static_cast<V>(values[e]);
       entry_position[e] = static_cast<index_t>(at[N]);
     }
   }
@@ -322,7 +322,7 @@ void fill_levels(const Coords& coords, const std::uint32_t* ord, std::size_t n,
 }  // namespace
 
 std::int64_t Storage::bytes() const {
-  std::int64_t b = static_cast<std::int64_t>(vals.size()) * 4;
+  std::int64_t b = static_cast<std::int64_t>(vals.size() * kernels::dtype_size(vals.dtype()));
   for (const Level& l : levels) b += static_cast<std::int64_t>(l.pos.size() + l.crd.size()) * 4;
   return b;
 }
@@ -354,7 +354,7 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
   // Only the sparse variables' extents matter here: the dense operands may be absent.
   const std::vector<std::int64_t> ext = extents(spec, p.A, p.T, 1);
   const auto coords = sparse_coordinates(p);
-  const std::vector<float>& values = sparse_values(p);
+  const std::vector<double>& values = sparse_values(p);
   const std::int64_t nnz = static_cast<std::int64_t>(values.size());
   const std::vector<Loop> loops = s.levels();
   const std::size_t L = loops.size();
@@ -465,33 +465,38 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
   // Values and entry positions are then written outside the scan (a copy and a count when the
   // order is the canonical one), and the scan has less to carry.
   const bool leaf_is_rank = parent_size == nnz;
-  with_level_count(L, [&](auto N) {
-    constexpr std::size_t kN = decltype(N)::value;
-    float* vals = nullptr;
-    index_t* positions = nullptr;
-    if (!leaf_is_rank) {
-      st.vals.assign(static_cast<std::size_t>(parent_size), 0.0f);
-      st.entry_position.resize(n);
-      vals = st.vals.data();
-      positions = st.entry_position.data();
+  kernels::with_value_type(p.dtype(), [&](auto value_type) {
+    using V = decltype(value_type);
+    with_level_count(L, [&](auto N) {
+      constexpr std::size_t kN = decltype(N)::value;
+      V* vals = nullptr;
+      index_t* positions = nullptr;
+      if (!leaf_is_rank) {
+        st.vals.assign(p.dtype(), static_cast<std::size_t>(parent_size));
+        st.entry_position.resize(n);
+        vals = st.vals.data<V>();
+        positions = st.entry_position.data();
+      }
+      const double* v = values.data();
+      if (ord && leaf_is_rank) fill_levels<kN, true, false>(c, ord, n, out, v, vals, positions);
+      if (ord && !leaf_is_rank) fill_levels<kN, true, true>(c, ord, n, out, v, vals, positions);
+      if (!ord && leaf_is_rank) fill_levels<kN, false, false>(c, ord, n, out, v, vals, positions);
+      if (!ord && !leaf_is_rank) fill_levels<kN, false, true>(c, ord, n, out, v, vals, positions);
+    });
+    if (!leaf_is_rank) return;
+    st.vals.assign(p.dtype(), n);
+    V* out_vals = st.vals.data<V>();
+    st.entry_position.resize(n);
+    if (ord) {
+      for (std::size_t r = 0; r < n; ++r) {
+        out_vals[r] = static_cast<V>(values[ord[r]]);
+        st.entry_position[ord[r]] = static_cast<index_t>(r);
+      }
+    } else {
+      std::copy(values.begin(), values.end(), out_vals);
+      std::iota(st.entry_position.begin(), st.entry_position.end(), index_t{0});
     }
-    if (ord && leaf_is_rank) fill_levels<kN, true, false>(c, ord, n, out, values.data(), vals, positions);
-    if (ord && !leaf_is_rank) fill_levels<kN, true, true>(c, ord, n, out, values.data(), vals, positions);
-    if (!ord && leaf_is_rank) fill_levels<kN, false, false>(c, ord, n, out, values.data(), vals, positions);
-    if (!ord && !leaf_is_rank) fill_levels<kN, false, true>(c, ord, n, out, values.data(), vals, positions);
   });
-  if (leaf_is_rank && ord) {
-    st.vals.resize(n);
-    st.entry_position.resize(n);
-    for (std::size_t r = 0; r < n; ++r) {
-      st.vals[r] = values[ord[r]];
-      st.entry_position[ord[r]] = static_cast<index_t>(r);
-    }
-  } else if (leaf_is_rank) {
-    st.vals = values;
-    st.entry_position.resize(n);
-    std::iota(st.entry_position.begin(), st.entry_position.end(), index_t{0});
-  }
   st.build_seconds = kernels::now_seconds() - t0;
   return {std::move(st), {}};
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "waco/kernels/context.hpp"
@@ -38,6 +39,17 @@ void add_read_options(CLI::App& app, ReadOptions& opts) {
                "Drop explicitly stored zero entries (default: keep them as entries)");
   app.add_flag("--allow-nonfinite", opts.allow_nonfinite,
                "Accept NaN and Inf values in input files (default: refuse them)");
+}
+
+void add_dtype_option(CLI::App& app, Dtype& dtype) {
+  const std::map<std::string, Dtype> names{{"f32", Dtype::F32},     {"float32", Dtype::F32},
+                                           {"float", Dtype::F32},   {"f64", Dtype::F64},
+                                           {"float64", Dtype::F64}, {"double", Dtype::F64}};
+  app.add_option("--dtype", dtype,
+                 "Value type: f32 (single precision) or f64 (double: the file's values, the "
+                 "dense operands, the stored values and the output in double)")
+      ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
+      ->default_str("f32");
 }
 
 void add_threads_option(CLI::App& app, int& threads) {
@@ -187,12 +199,14 @@ std::string implementations_help() {
 namespace {
 
 DenseMatrix read_operand(const std::string& dir, const std::string& name, index_t rows,
-                         index_t cols, Layout layout, const std::string& what) {
+                         index_t cols, Layout layout, const std::string& what, Dtype dtype) {
   const std::string path = (std::filesystem::path(dir) / (name + ".mtx")).string();
   if (!std::filesystem::exists(path))
     throw Error(path + ": missing dense operand " + name + " (" + what + ")",
                 "--inputs DIR must hold " + name + ".mtx as a Matrix Market array file");
-  DenseMatrix m = read_matrix_market_dense(path, layout);
+  ReadOptions ro;
+  ro.dtype = dtype;
+  DenseMatrix m = read_matrix_market_dense(path, layout, ro);
   if (m.rows != rows || m.cols != cols)
     throw Error(path + ": " + name + " is " + std::to_string(m.rows) + " x " +
                     std::to_string(m.cols) + ", expected " + std::to_string(rows) + " x " +
@@ -203,45 +217,47 @@ DenseMatrix read_operand(const std::string& dir, const std::string& name, index_
 }  // namespace
 
 DenseOperands dense_operands(KernelKind k, const Operand& op, int dense, std::uint64_t seed,
-                             const std::string& inputs_dir) {
+                             const std::string& inputs_dir, Dtype dtype) {
   const CooMatrix* A = op.matrix ? &op.matrix->matrix : nullptr;
   const CooTensor* T = op.tensor ? &op.tensor->tensor : nullptr;
-  if (inputs_dir.empty()) return make_dense_operands(k, A, T, dense, seed);
+  if (inputs_dir.empty()) return make_dense_operands(k, A, T, dense, seed, dtype);
   if (!std::filesystem::is_directory(inputs_dir))
     throw Error(inputs_dir + ": --inputs is not a directory");
   DenseOperands d;
   switch (k) {
     case KernelKind::SpMV:
-      d.B = read_operand(inputs_dir, "x", A->cols, 1, Layout::RowMajor, "cols x 1");
+      d.B = read_operand(inputs_dir, "x", A->cols, 1, Layout::RowMajor, "cols x 1", dtype);
       break;
     case KernelKind::SpMM:
-      d.B = read_operand(inputs_dir, "B", A->cols, dense, Layout::RowMajor, "cols x J");
+      d.B = read_operand(inputs_dir, "B", A->cols, dense, Layout::RowMajor, "cols x J", dtype);
       break;
     case KernelKind::SDDMM:
-      d.B = read_operand(inputs_dir, "B", A->rows, dense, Layout::RowMajor, "rows x K");
-      d.C = read_operand(inputs_dir, "C", dense, A->cols, Layout::ColMajor, "K x cols");
+      d.B = read_operand(inputs_dir, "B", A->rows, dense, Layout::RowMajor, "rows x K", dtype);
+      d.C = read_operand(inputs_dir, "C", dense, A->cols, Layout::ColMajor, "K x cols", dtype);
       break;
     case KernelKind::MTTKRP:
       if (T->order() != 3) throw Error("mttkrp needs a 3-D tensor");
-      d.B = read_operand(inputs_dir, "B", T->dims[1], dense, Layout::RowMajor, "dims[1] x J");
-      d.C = read_operand(inputs_dir, "C", T->dims[2], dense, Layout::RowMajor, "dims[2] x J");
+      d.B = read_operand(inputs_dir, "B", T->dims[1], dense, Layout::RowMajor, "dims[1] x J",
+                         dtype);
+      d.C = read_operand(inputs_dir, "C", T->dims[2], dense, Layout::RowMajor, "dims[2] x J",
+                         dtype);
       break;
   }
   return d;
 }
 
-void write_output(const std::string& path, const Problem& p, const kernels::AlignedFloats& out) {
+void write_output(const std::string& path, const Problem& p, const kernels::Values& out) {
   const std::string comment = "result of waco-hybrid run --kernel " +
                               std::string(kernel_name(p.kind)) + " (" + git_revision() + ")";
   if (p.kind == KernelKind::SDDMM) {
     CooMatrix d = *p.A;
-    d.val.assign(out.begin(), out.end());
+    for (std::size_t i = 0; i < out.size(); ++i) d.val[i] = out.get(i);
     write_matrix_market(path, d, comment);
     return;
   }
   const index_t rows = p.kind == KernelKind::MTTKRP ? p.T->dims[0] : p.A->rows;
   const index_t cols = p.kind == KernelKind::SpMV ? 1 : p.dense_size();
-  DenseMatrix m(rows, cols, Layout::RowMajor);
+  DenseMatrix m(rows, cols, Layout::RowMajor, out.dtype());
   m.data = out;
   write_matrix_market_dense(path, m, comment);
 }
@@ -249,15 +265,16 @@ void write_output(const std::string& path, const Problem& p, const kernels::Alig
 double min_traffic_bytes(const Problem& p) {
   const double nnz = static_cast<double>(p.nnz());
   const double n = p.dense_size();
+  const double v = static_cast<double>(dtype_size(p.dtype()));  // bytes of a value
   switch (p.kind) {
     case KernelKind::SpMV:
-      return nnz * 8 + (p.A->rows + 1.0) * 4 + p.A->cols * 4.0 + p.A->rows * 4.0;
+      return nnz * (4 + v) + (p.A->rows + 1.0) * 4 + (p.A->cols + double(p.A->rows)) * v;
     case KernelKind::SpMM:
-      return nnz * 8 + (p.A->rows + 1.0) * 4 + (p.A->cols + double(p.A->rows)) * n * 4;
+      return nnz * (4 + v) + (p.A->rows + 1.0) * 4 + (p.A->cols + double(p.A->rows)) * n * v;
     case KernelKind::SDDMM:
-      return nnz * 12 + (p.A->rows + 1.0) * 4 + (p.A->cols + double(p.A->rows)) * n * 4;
+      return nnz * (4 + 2 * v) + (p.A->rows + 1.0) * 4 + (p.A->cols + double(p.A->rows)) * n * v;
     case KernelKind::MTTKRP:
-      return nnz * 16 + (double(p.T->dims[0]) + p.T->dims[1] + p.T->dims[2]) * n * 4;
+      return nnz * (12 + v) + (double(p.T->dims[0]) + p.T->dims[1] + p.T->dims[2]) * n * v;
   }
   return 0.0;
 }

@@ -38,6 +38,8 @@ Operand load_operand(const std::string& path, const kernels::ReadOptions& opts,
 
 /// --drop-zeros and --allow-nonfinite.
 void add_read_options(CLI::App& app, kernels::ReadOptions& opts);
+/// --dtype f32|f64: the precision values are read in and kernels compute in (default f32).
+void add_dtype_option(CLI::App& app, kernels::Dtype& dtype);
 /// --threads T (default 0 = every available core).
 void add_threads_option(CLI::App& app, int& threads);
 /// Threads to use for a requested count (0 = all available cores).
@@ -82,18 +84,20 @@ const std::vector<kernels::ImplementationInfo>& all_implementations();
 /// "name (kernels): description" lines for --help.
 std::string implementations_help();
 
-/// Dense operands for a problem: seeded, or read from DIR (x.mtx / B.mtx / C.mtx) with their
-/// shapes checked against the sparse operand.
+/// Dense operands for a problem in value type `dtype`: seeded, or read from DIR (x.mtx / B.mtx /
+/// C.mtx, in that precision) with their shapes checked against the sparse operand.
 kernels::DenseOperands dense_operands(kernels::KernelKind k, const Operand& op, int dense,
-                                      std::uint64_t seed, const std::string& inputs_dir);
+                                      std::uint64_t seed, const std::string& inputs_dir,
+                                      kernels::Dtype dtype = kernels::Dtype::F32);
 
 /// Writes a kernel's canonical output as Matrix Market: SDDMM as a coordinate matrix with A's
 /// pattern, the others as dense arrays.
 void write_output(const std::string& path, const kernels::Problem& p,
-                  const kernels::AlignedFloats& out);
+                  const kernels::Values& out);
 
-/// Minimum bytes a kernel must move: the sparse operand once (CSR: 4-byte coordinates and values
-/// plus positions) and the dense operands and output once. Used for effective GB/s.
+/// Minimum bytes a kernel must move: the sparse operand once (CSR: 4-byte coordinates and
+/// positions, values of the problem's type) and the dense operands and output once. Used for
+/// effective GB/s.
 double min_traffic_bytes(const kernels::Problem& p);
 
 /// Prints JSON (indented) on stdout.

@@ -56,7 +56,7 @@ struct Row {
 std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string& file, int threads) {
   const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);
   const Operand op = load_operand(file, o.read, kind);
-  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, "");
+  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, "", o.read.dtype);
   const Problem p = make_problem(kind, op.matrix ? &op.matrix->matrix : nullptr,
                                  op.tensor ? &op.tensor->tensor : nullptr, operands);
   const Reference ref = compute_reference(p);
@@ -77,8 +77,7 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
     try {
       impl->prepare(p, threads);
       impl->run();
-      const Verification v = verify(impl->output().data(),
-                                    static_cast<std::int64_t>(impl->output().size()), ref, o.tolerance);
+      const Verification v = verify(impl->output(), ref, o.tolerance);
       r.max_rel_error = v.max_rel_error;
       if (!v.ok) r.error = "wrong result: " + v.message;
     } catch (const Error& e) {  // an implementation that cannot run this input: a row, not a stop
@@ -177,6 +176,9 @@ int bench(const Options& o) {
   if (o.impls.empty() && o.schedules.empty())
     throw Error("bench needs at least one --impl or --schedule");
   if (!o.save.empty()) check_writable(o.save);
+  if (o.roofline && o.read.dtype != Dtype::F32)
+    throw Error("--roofline compares with the single-precision peak only",
+                "leave out --roofline, or bench with --dtype f32");
   const int threads = resolve_threads(o.threads);
   const std::string busy = busy_machine_warning(threads);
   if (!busy.empty()) std::cerr << "warning: " << busy << "\n";
@@ -199,6 +201,7 @@ int bench(const Options& o) {
                           {"retake_disturbed", o.retake_disturbed},
                           {"warmup", o.warmup}, {"settle", o.settle}, {"repeats", o.repeat}, {"interleaved", true},
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
+                          {"dtype", std::string(dtype_name(o.read.dtype))},
                           {"results", nlohmann::json::array()},
                           {"context", context_json(threads, "none")}};
   for (const Row& r : rows) {
@@ -270,6 +273,7 @@ Command make_bench_command() {
                          "Measure the machine's fp32 peak and memory bandwidth first (info --peaks, "
                          "about 1 s) and report each implementation's fraction of them");
             add_read_options(sub, o->read);
+            add_dtype_option(sub, o->read.dtype);
             sub.footer(
                 "Each implementation is verified against the reference before it is timed; one that\n"
                 "cannot run a file, or computes a wrong result, gets a 'failed' row (exit 1 if wrong).\n\n"

@@ -64,6 +64,7 @@ struct Options {
   double compile_timeout = 300.0;
   std::size_t limit = 0;
   std::string cpu_lock;
+  kernels::Dtype dtype = kernels::Dtype::F32;
   bool json = false;
   bool quiet = false;
   bool new_settings = false;
@@ -97,7 +98,9 @@ nlohmann::json collect_settings(const Options& o, KernelKind kind) {
 /// naming each difference; --new-settings accepts them and records the new ones.
 void check_settings(heuristics::ResultsDb& db, const Options& o, KernelKind kind,
                     const std::string& db_path) {
-  const std::string key = "collect_settings." + std::string(kernels::kernel_name(kind));
+  // Per kernel and value type: a collection in double is another collection.
+  const std::string key = "collect_settings." + std::string(kernels::kernel_name(kind)) +
+                          (o.dtype == kernels::Dtype::F64 ? ".f64" : "");
   const nlohmann::json now = collect_settings(o, kind);
   if (const std::optional<std::string> stored = db.meta(key); stored && !o.new_settings) {
     nlohmann::json before;
@@ -243,6 +246,7 @@ int collect(const Options& o) {
   CollectOptions co;
   co.kernel = kind;
   co.dense = o.dense;
+  co.dtype = o.dtype;
   co.schedules = o.schedules;
   co.admissible_share = o.admissible_share;
   co.repeat_share = o.repeat_share;
@@ -374,6 +378,7 @@ Command make_collect_command() {
             sub.add_option("--dense", o->dense,
                            "Dense size: J for spmm and mttkrp, K for sddmm (defaults: spmm 256, mttkrp 16, sddmm 256)")
                 ->check(CLI::Range(1, 1 << 20));
+            add_dtype_option(sub, o->dtype);
             sub.add_option("--schedules", o->schedules, "Sampled schedules per matrix (csr-like "
                            "schedule and baseline come on top)")
                 ->check(CLI::Range(1, 100000))

@@ -1,10 +1,10 @@
 // waco-hybrid db merge OUT IN...: the measurement groups of shard databases (or export files)
 // collected on several machines (`collect --shard i/N`, the Slurm array job) into one database.
-// A group is identified by (matrix fingerprint, kernel, dense size, threads): one already in OUT
-// with the same rows is a duplicate and skipped; one with other rows is a conflict, reported, and
-// the group kept is the first one merged (--prefer last: the last one). Only collect's groups are
-// merged (with their matrices, provenance and repetitions); tune's loose measurements and ablation
-// rows stay in their databases.
+// A group is identified by (matrix fingerprint, kernel, dense size, threads, value type): one
+// already in OUT with the same rows is a duplicate and skipped; one with other rows is a
+// conflict, reported, and the group kept is the first one merged (--prefer last: the last one).
+// Only collect's groups are merged (with their matrices, provenance and repetitions); tune's
+// loose measurements and ablation rows stay in their databases.
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -33,11 +33,12 @@ struct Options {
   bool json = false;
 };
 
-using Identity = std::tuple<std::string, std::string, std::int64_t, std::int64_t>;
+using Identity = std::tuple<std::string, std::string, std::int64_t, std::int64_t, std::string>;
 
 Identity identity_of(const nlohmann::json& g) {
   return {g.at("matrix").at("fingerprint").get<std::string>(), g.at("kernel").get<std::string>(),
-          g.at("dense").get<std::int64_t>(), g.at("threads").get<std::int64_t>()};
+          g.at("dense").get<std::int64_t>(), g.at("threads").get<std::int64_t>(),
+          g.value("dtype", std::string("f32"))};
 }
 
 /// What decides whether two groups are the same measurement (not when or where it was taken).
@@ -162,7 +163,7 @@ Command make_db_command() {
             ->capture_default_str();
         m->add_flag("--json", o->json, "Print JSON (counts and every conflict)");
         sub.footer(
-            "A group (matrix fingerprint, kernel, dense size, threads) already in OUT with the\n"
+            "A group (matrix fingerprint, kernel, dense size, threads, dtype) already in OUT with the\n"
             "same rows is a duplicate; with other rows a conflict, reported. Only collect's\n"
             "groups are merged.\n\n"
             "Examples:\n"

@@ -7,6 +7,7 @@
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "waco/codegen/emitter.hpp"
+#include "waco/codegen/storage.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/error.hpp"
 
@@ -23,6 +24,7 @@ struct Options {
   bool standalone = false;
   std::string name_space = "waco_tuned";
   bool json = false;
+  Dtype dtype = Dtype::F32;
 };
 
 int emit(const Options& o) {
@@ -30,8 +32,10 @@ int emit(const Options& o) {
   const codegen::SuperSchedule s = codegen::schedule_from_string(kind, o.schedule);
   const codegen::RaceStrategy race = *codegen::parse_race_strategy(o.race);
   const std::string source =
-      o.standalone ? codegen::emit_standalone_header(s, race, o.name_space)
-                   : codegen::emit_kernel_source(s, race);
+      o.standalone
+          ? codegen::emit_standalone_header(s, race, o.name_space, {},
+                                           codegen::StorageOptions().max_padding, o.dtype)
+          : codegen::emit_kernel_source(s, race, codegen::SourceForm::SharedObject, o.dtype);
   if (o.json) {
     const std::optional<codegen::RegisterBlock> block = codegen::register_block(s);
     nlohmann::json constants = nlohmann::json::object();
@@ -44,6 +48,7 @@ int emit(const Options& o) {
                 {"schedule_json", codegen::to_json(s)},
                 {"race_free_parallel_loop", codegen::parallel_loop_is_race_free(s)},
                 {"race", o.race},
+                {"dtype", std::string(dtype_name(o.dtype))},
                 {"register_block", block ? nlohmann::json{{"var", std::string(1, block->var)},
                                                           {"size", block->size}}
                                          : nlohmann::json()},
@@ -89,6 +94,7 @@ Command make_emit_command() {
                   return "";
                 });
             sub.add_flag("--json", o->json, "Print JSON with the canonical schedule and the source");
+            add_dtype_option(sub, o->dtype);
             sub.footer(
                 schedule_help() +
                 "\nThe source defines struct WacoArgs and extern \"C\" int waco_kernel(const WacoArgs*)\n"

@@ -111,7 +111,8 @@ int evaluate(const Options& o) {
   if (o.json) {
     print_json({{"model", path}, {"kernel", std::string(kernels::kernel_name(model.config().kind))},
                 {"encoder", learned::encoder_name(model.config().encoder)}, {"split", o.split},
-                {"data", data.described}, {"skipped", data.skipped.size()},
+                {"data", data.described}, {"dtype", std::string(kernels::dtype_name(o.data.dtype))},
+                {"skipped", data.skipped.size()},
                 {"summary", summary}, {"spearman_median", summary["spearman_median"]},
                 {"rows", rows}});
     return kExitOk;

@@ -59,7 +59,7 @@ int run(const Options& o) {
   const int dense = o.dense > 0 ? o.dense : default_dense_size(kind);
 
   const Operand op = load_operand(o.file, o.read, kind);
-  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, o.inputs);
+  const DenseOperands operands = dense_operands(kind, op, dense, o.seed, o.inputs, o.read.dtype);
   const Problem p = make_problem(kind, op.matrix ? &op.matrix->matrix : nullptr,
                                  op.tensor ? &op.tensor->tensor : nullptr, operands);
 
@@ -69,7 +69,7 @@ int run(const Options& o) {
   std::optional<Reference> ref;
   if (!o.no_verify) {
     ref = compute_reference(p);
-    v = verify(impl->output().data(), static_cast<std::int64_t>(impl->output().size()), *ref,
+    v = verify(impl->output(), *ref,
                o.tolerance);
     if (!v.ok)
       throw Error(impl_name + " " + o.kernel + " on " + o.file + ": result differs from the reference: " + v.message,
@@ -85,7 +85,7 @@ int run(const Options& o) {
   const CounterValues counts = counters->stop();
 
   if (o.check && ref) {  // the last timed run must still be right (catches races)
-    v = verify(impl->output().data(), static_cast<std::int64_t>(impl->output().size()), *ref,
+    v = verify(impl->output(), *ref,
                o.tolerance);
     if (!v.ok) {
       std::cerr << "error: --check: " << impl_name << " result after timing differs from the reference: "
@@ -116,6 +116,7 @@ int run(const Options& o) {
                 {"fingerprint", op.matrix ? fingerprint_hex(op.matrix->matrix) : fingerprint_hex(op.tensor->tensor)},
                 {"nnz", p.nnz()},
                 {"dense", p.dense_size()},
+                {"dtype", std::string(dtype_name(p.dtype()))},
                 {"threads", threads},
                 {"warmup", o.warmup},
                 {"repeats", o.repeat},
@@ -137,7 +138,8 @@ int run(const Options& o) {
                 {"context", context_json(threads, counters->backend())}});
   } else {
     std::cout << o.kernel << " " << impl_name << " on " << o.file << " (nnz " << p.nnz() << ", dense "
-              << p.dense_size() << ", " << threads << " threads)\n"
+              << p.dense_size() << (p.dtype() == Dtype::F64 ? ", double precision" : "") << ", "
+              << threads << " threads)\n"
               << "  median " << format_seconds(t.median) << "  (min " << format_seconds(t.min)
               << ", max " << format_seconds(t.max) << ", " << o.repeat << " runs)\n"
               << "  " << gflops << " GFLOP/s, " << gbs << " GB/s effective\n"
@@ -206,6 +208,7 @@ Command make_run_command() {
                 ->capture_default_str();
             sub.add_flag("--json", o->json, "Print JSON (with a context block)");
             add_read_options(sub, o->read);
+            add_dtype_option(sub, o->read.dtype);
             sub.footer(
                 "Every result is verified against a serial double-precision reference before any\n"
                 "time counts. Generated dense operands: entry (i, j) of operand N is\n"

@@ -187,8 +187,7 @@ nlohmann::json exhaustive(const Options& o, const CooMatrix& a, const Problem& p
       g.conversion = conversion;
       impl.set_dense_tile(tk);
       impl.run();  // also the first warm-up run
-      const Verification v = verify(impl.output().data(),
-                                    static_cast<std::int64_t>(impl.output().size()), ref,
+      const Verification v = verify(impl.output(), ref,
                                     o.tolerance);
       if (!v.ok) {
         g.error = "wrong result: " + v.message;

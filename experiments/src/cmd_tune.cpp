@@ -69,9 +69,9 @@ std::string decided_source(const codegen::SuperSchedule& schedule, const std::st
           : codegen::resolve_race(o.req.generated.race, codegen::canonicalize(schedule),
                                   shape.output_size,
                                   static_cast<double>(shape.nnz) * static_cast<double>(shape.dense),
-                                  schedule.threads > 0 ? schedule.threads : threads);
+                                  schedule.threads > 0 ? schedule.threads : threads, o.req.dtype);
   return codegen::emit_standalone_header(schedule, race, "waco_tuned", note,
-                                         o.req.generated.storage.max_padding);
+                                         o.req.generated.storage.max_padding, o.req.dtype);
 }
 
 /// Writes the decided schedule's drop-in header with what it was tuned for (tune -o).
@@ -82,6 +82,7 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
                      " on " + o.file + " (fingerprint " +
                      report.at("fingerprint").get<std::string>() + ", dense " +
                      std::to_string(report.at("dense").get<std::int64_t>()) + ", " +
+                     (o.req.dtype == Dtype::F64 ? "double precision, " : "") +
                      std::to_string(report.at("threads").get<int>()) + " threads)";
   const nlohmann::json& sp = report.at("speedup_over_csr");
   if (sp.is_number()) {
@@ -106,6 +107,7 @@ int run_tune(const Options& given) {
   o.req.file = o.file;
   o.req.started_at = t_start;
   o.req.threads = resolve_threads(o.req.threads);
+  o.req.dtype = o.read.dtype;
   const KernelKind kind = o.req.kind;
   // Made-up timings must not reach the user's results database or tuning cache (a usage error).
   if (!o.req.runner.empty() && o.req.runner != "isolated" &&
@@ -314,6 +316,7 @@ Command make_tune_command() {
                 ->capture_default_str();
             add_pass_options(sub, o->req.params);
             add_read_options(sub, o->read);
+            add_dtype_option(sub, o->read.dtype);
             // Hidden (group ""): tests run the pipeline on scripted timings (experiments/README.md).
             sub.add_option("--runner", o->req.runner,
                            "scripted:FILE: timings and statuses from a script, not measured")

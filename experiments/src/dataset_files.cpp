@@ -16,14 +16,20 @@ namespace fs = std::filesystem;
 
 std::vector<nlohmann::json> load_groups(const std::string& kernel, const std::string& db,
                                         const std::vector<std::string>& files,
-                                        std::string* described) {
+                                        std::string* described, kernels::Dtype dtype) {
   std::vector<nlohmann::json> out;
+  const std::string want(kernels::dtype_name(dtype));
+  const auto keep = [&](const nlohmann::json& g) {
+    return g.value("kernel", std::string()) == kernel && g.value("dtype", std::string("f32")) == want;
+  };
   if (!db.empty()) {
     std::error_code ec;
     if (!fs::exists(db, ec))
       throw Error("no database at " + db, "give the database `waco-hybrid collect` wrote");
     heuristics::ResultsDb r(db);
-    r.for_each_group(kernel, [&](const nlohmann::json& g) { out.push_back(g); });
+    r.for_each_group(kernel, [&](const nlohmann::json& g) {
+      if (keep(g)) out.push_back(g);
+    });
     if (described) *described = db;
     return out;
   }
@@ -34,7 +40,7 @@ std::vector<nlohmann::json> load_groups(const std::string& kernel, const std::st
                 "give --db FILE (from waco-hybrid collect) or export files");
   for (const std::string& f : list)
     learned::for_each_export_group(f, [&](const nlohmann::json& g) {
-      if (g.value("kernel", std::string()) == kernel) out.push_back(g);
+      if (keep(g)) out.push_back(g);
     });
   if (described) *described = std::to_string(list.size()) + " export file(s)";
   return out;

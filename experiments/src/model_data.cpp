@@ -28,6 +28,7 @@ void add_model_data_options(CLI::App& app, ModelDataOptions& o) {
                  "Folders where recipes' source files (.mtx) are looked up by name when their "
                  "stored path does not exist (default: $WACO_DATA_DIR, ../shared/data)");
   add_threads_option(app, o.threads);
+  add_dtype_option(app, o.dtype);
   app.add_flag("-q,--quiet", o.quiet, "No progress on stderr");
 }
 
@@ -48,7 +49,8 @@ LoadedExamples load_examples(const learned::CostModel& model, const ModelDataOpt
   learned::set_threads(resolve_threads(o.threads));
   LoadedExamples out;
   const std::string kernel(kernels::kernel_name(model.config().kind));
-  const std::vector<nlohmann::json> raw = load_groups(kernel, o.db, o.files, &out.described);
+  const std::vector<nlohmann::json> raw =
+      load_groups(kernel, o.db, o.files, &out.described, o.dtype);
   std::vector<std::pair<learned::DatasetGroup, const nlohmann::json*>> chosen;
   for (const auto& j : raw) {
     learned::DatasetGroup g = learned::group_from_json(j);

@@ -18,6 +18,7 @@ struct ModelDataOptions {
   std::string db;                      ///< a results database (collect --db)
   std::vector<std::string> files;      ///< export files; neither: the committed dataset
   std::vector<std::string> data_dirs;  ///< where recipes' source files are looked up
+  kernels::Dtype dtype = kernels::Dtype::F32;  ///< the groups timed in this value type
   int threads = 0;
   bool quiet = false;
 };

@@ -179,9 +179,10 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   const kernels::CooMatrix* a = tensor ? nullptr : &A;
   const kernels::CooTensor* t = tensor ? &T : nullptr;
   const kernels::DenseOperands d = kernels::make_dense_operands(
-      kind, a, t, dense, fingerprint_seed(out.fingerprint, opts.seed));
+      kind, a, t, dense, fingerprint_seed(out.fingerprint, opts.seed), opts.dtype);
   const kernels::Problem p = kernels::make_problem(kind, a, t, d);
-  const MeasurementKey key{out.fingerprint, kind, static_cast<int>(p.dense_size()), opts.measure.repeats};
+  const MeasurementKey key{out.fingerprint, kind, static_cast<int>(p.dense_size()),
+                           opts.measure.repeats, opts.dtype};
   {
     ResultsDb db(db_path);
     if (db.has_group(key, opts.measure.threads)) {

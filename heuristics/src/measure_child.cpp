@@ -121,9 +121,7 @@ Prepared prepare_candidate(const kernels::Problem& p, const MeasureOptions& opts
 /// implementation and returns false.
 bool verify_output(Prepared& c, const kernels::Reference& ref, double tolerance,
                    const char* when) {
-  const kernels::AlignedFloats& out = c.impl->output();
-  const kernels::Verification v =
-      kernels::verify(out.data(), static_cast<std::int64_t>(out.size()), ref, tolerance);
+  const kernels::Verification v = kernels::verify(c.impl->output(), ref, tolerance);
   c.m.max_rel_error = v.max_rel_error;
   if (v.ok) return true;
   c.m = failed(c.m, MeasureStatus::WrongResult, std::string(when) + ": " + v.message);

@@ -12,7 +12,7 @@ namespace waco::heuristics::detail {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x4c4f4157;  // "WAOL" in the bytes of a little-endian machine
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;  // 2: values in double, dense operands typed
 
 // ---- encoding: one template over where the bytes go (counted, sent, kept) --------------------
 
@@ -59,7 +59,9 @@ class Writer {
     value<std::int32_t>(m->rows);
     value<std::int32_t>(m->cols);
     value<std::uint8_t>(static_cast<std::uint8_t>(m->layout));
-    array(m->data);
+    value<std::uint8_t>(static_cast<std::uint8_t>(m->dtype()));
+    value<std::uint64_t>(m->data.size());
+    raw(m->data.raw(), m->data.size() * kernels::dtype_size(m->dtype()));
   }
   bool ok() const { return ok_; }
 
@@ -92,6 +94,7 @@ bool encode(Sink& sink, const kernels::Problem& p, const kernels::Reference& ref
   w.template value<std::uint8_t>(static_cast<std::uint8_t>(o.generated.race));
 
   w.template value<std::uint8_t>(static_cast<std::uint8_t>(p.kind));
+  w.template value<std::uint8_t>(static_cast<std::uint8_t>(p.value_type));
   if (kernels::needs_tensor(p.kind)) {
     w.array(p.T->dims);
     for (const auto& mode : p.T->idx) w.array(mode);
@@ -146,10 +149,19 @@ bool get_dense(FrameSource& in, kernels::DenseMatrix& m, const char* what) {
   check(layout <= static_cast<std::uint8_t>(kernels::Layout::ColMajor),
         std::string(what) + ": unknown layout");
   m.layout = static_cast<kernels::Layout>(layout);
-  get_array(in, m.data, what);
-  check(m.data.size() == static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols),
-        std::string(what) + ": " + std::to_string(m.data.size()) + " values for " +
-            std::to_string(m.rows) + " x " + std::to_string(m.cols));
+  const auto dtype = get<std::uint8_t>(in);
+  check(dtype <= static_cast<std::uint8_t>(kernels::Dtype::F64),
+        std::string(what) + ": unknown value type");
+  const auto d = static_cast<kernels::Dtype>(dtype);
+  const auto n = get<std::uint64_t>(in);
+  check(n == static_cast<std::uint64_t>(m.rows) * static_cast<std::uint64_t>(m.cols),
+        std::string(what) + ": " + std::to_string(n) + " values for " + std::to_string(m.rows) +
+            " x " + std::to_string(m.cols));
+  check(n <= in.left() / kernels::dtype_size(d),
+        std::string(what) + ": " + std::to_string(n) + " values announced, " +
+            std::to_string(in.left()) + " bytes left in the frame");
+  m.data.assign(d, static_cast<std::size_t>(n));
+  in.read(m.data.raw(), n * kernels::dtype_size(d));
   return true;
 }
 
@@ -228,6 +240,9 @@ std::unique_ptr<LoadedProblem> read_load(FrameSource& in) {
   check(kind <= static_cast<std::uint8_t>(kernels::KernelKind::MTTKRP), "unknown kernel");
   kernels::Problem& p = lp->problem;
   p.kind = static_cast<kernels::KernelKind>(kind);
+  const auto value_type = get<std::uint8_t>(in);
+  check(value_type <= static_cast<std::uint8_t>(kernels::Dtype::F64), "unknown value type");
+  p.value_type = static_cast<kernels::Dtype>(value_type);
   try {
     if (kernels::needs_tensor(p.kind)) {
       kernels::CooTensor& t = lp->tensor;

@@ -61,15 +61,9 @@ std::string measurements_table(const std::string& name, bool with_group) {
          std::string(with_group ? ",\n  group_id       INTEGER REFERENCES groups(id));\n" : ");\n");
 }
 
-// Version 3: the dataset tables. A matrix's provenance (how to make it again, where it came from,
-// its split) and the measurement groups (rows timed side by side in one child).
-constexpr const char* kDatasetTables = R"sql(
-CREATE TABLE provenance(
-  matrix_id INTEGER PRIMARY KEY REFERENCES matrices(id),
-  recipe    TEXT NOT NULL,
-  source    TEXT NOT NULL,
-  split     TEXT NOT NULL CHECK(split IN ('train','validation','test')));
-CREATE TABLE groups(
+// The groups table under a given name: version 6 added the column dtype, part of its identity.
+std::string groups_table(const std::string& name, bool with_dtype) {
+  return "CREATE TABLE " + name + R"sql((
   id             INTEGER PRIMARY KEY,
   matrix_id      INTEGER NOT NULL REFERENCES matrices(id),
   kernel         TEXT NOT NULL,
@@ -82,9 +76,27 @@ CREATE TABLE groups(
   pair_agreement REAL,
   seconds        REAL NOT NULL,
   context        TEXT NOT NULL,
-  created        TEXT NOT NULL,
+  created        TEXT NOT NULL,)sql" +
+         std::string(with_dtype ? R"sql(
+  dtype          TEXT NOT NULL DEFAULT 'f32' CHECK(dtype IN ('f32','f64')),
+  UNIQUE(matrix_id, kernel, dense, threads, repetition, dtype));
+)sql"
+                                : R"sql(
   UNIQUE(matrix_id, kernel, dense, threads, repetition));
-)sql";
+)sql");
+}
+
+// Version 3: the dataset tables. A matrix's provenance (how to make it again, where it came from,
+// its split) and the measurement groups (rows timed side by side in one child).
+std::string dataset_tables_sql() {
+  return R"sql(
+CREATE TABLE provenance(
+  matrix_id INTEGER PRIMARY KEY REFERENCES matrices(id),
+  recipe    TEXT NOT NULL,
+  source    TEXT NOT NULL,
+  split     TEXT NOT NULL CHECK(split IN ('train','validation','test')));
+)sql" + groups_table("groups", false);
+}
 
 // Version 4: the software counts of a side-by-side measurement (Measurement::counters).
 constexpr const char* kCountersColumn = "ALTER TABLE measurements ADD COLUMN counters TEXT;\n";
@@ -103,6 +115,26 @@ CREATE TABLE ablation(
   created   TEXT NOT NULL,
   UNIQUE(matrix_id, kernel, dense, threads, config));
 )sql";
+
+// Version 6: the value type a measurement or group computed in (double precision); the
+// identities hold it, so that a matrix timed in both types keeps both. The groups table is
+// rebuilt (SQLite cannot change a UNIQUE constraint; rows keep their ids): with foreign keys off
+// when it holds rows (ResultsDb's constructor).
+std::string dtype_columns_sql() {
+  return R"sql(
+ALTER TABLE measurements ADD COLUMN dtype TEXT NOT NULL DEFAULT 'f32' CHECK(dtype IN ('f32','f64'));
+DROP INDEX measurements_identity;
+CREATE UNIQUE INDEX measurements_identity ON measurements(
+  matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats, dtype);
+)sql" + groups_table("groups_v6", true) + R"sql(
+INSERT INTO groups_v6(id, matrix_id, kernel, dense, threads, rounds, repetition, candidates,
+  csr_spread, pair_agreement, seconds, context, created)
+  SELECT id, matrix_id, kernel, dense, threads, rounds, repetition, candidates, csr_spread,
+  pair_agreement, seconds, context, created FROM groups;
+DROP TABLE groups;
+ALTER TABLE groups_v6 RENAME TO groups;
+)sql";
+}
 
 constexpr const char* kMeasurementsIndex = R"sql(
 CREATE UNIQUE INDEX measurements_identity ON measurements(
@@ -130,8 +162,13 @@ CREATE TABLE schedules(
   text   TEXT NOT NULL,
   json   TEXT NOT NULL,
   UNIQUE(kernel, text));
-)sql" + std::string(kDatasetTables) + measurements_table("measurements", true) + kMeasurementsIndex +
-         kCountersColumn + kAblationTable;
+)sql" + dataset_tables_sql() + measurements_table("measurements", true) + kMeasurementsIndex +
+         kCountersColumn + kAblationTable + dtype_columns_sql();
+}
+
+// Version 5 -> 6: measurements.dtype.
+std::string migrate_v5_to_v6_sql() {
+  return dtype_columns_sql() + "UPDATE meta SET value = '6' WHERE key = 'schema_version';\n";
 }
 
 // Version 4 -> 5: the ablation table.
@@ -158,7 +195,7 @@ std::string migrate_v3_to_v4_sql() {
 
 // Version 2 -> 3: the dataset tables and measurements.group_id (NULL for rows measured alone).
 std::string migrate_v2_to_v3_sql() {
-  return std::string(kDatasetTables) +
+  return dataset_tables_sql() +
          "ALTER TABLE measurements ADD COLUMN group_id INTEGER REFERENCES groups(id);\n"
          "UPDATE meta SET value = '3' WHERE key = 'schema_version';\n";
 }
@@ -504,6 +541,11 @@ ResultsDb::ResultsDb(const std::string& path) : path_(path) {
     migrate(2, migrate_v2_to_v3_sql());
     migrate(3, migrate_v3_to_v4_sql());
     migrate(4, migrate_v4_to_v5_sql());
+    // Version 6 rebuilds the groups table, which measurements reference: foreign keys are off
+    // while it is dropped and its copy renamed (a no-op inside a transaction, so around it).
+    if (version_ == 5) exec("PRAGMA foreign_keys = OFF");
+    migrate(5, migrate_v5_to_v6_sql());
+    exec("PRAGMA foreign_keys = ON");
     if (version_ != kResultsSchemaVersion)
       throw Error("the results database " + path + " has schema version " + text +
                       ", this waco-hybrid reads version " + std::to_string(kResultsSchemaVersion),
@@ -619,9 +661,9 @@ void ResultsDb::insert_measurement(const MeasurementKey& key, const Candidate& c
               "INSERT OR REPLACE INTO measurements(matrix_id, schedule_id, kernel, implementation, "
               "dense, threads, warmup, repeats, median_s, min_s, max_s, times_s, verified, "
               "max_rel_error, status, reason, conversion_s, compile_s, cache_hit, stored_values, "
-              "kernel_source, wall_s, context, created, group_id, counters) VALUES (?1, ?2, ?3, "
-              "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-              "?22, ?23, ?24, ?25, ?26)");
+              "kernel_source, wall_s, context, created, group_id, counters, dtype) VALUES (?1, ?2, "
+              "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
+              "?21, ?22, ?23, ?24, ?25, ?26, ?27)");
   const bool timed = m.status == MeasureStatus::Ok || m.status == MeasureStatus::Abandoned;
   s.bind(1, matrix);
   if (schedule_id) s.bind(2, *schedule_id); else s.bind_null(2);
@@ -637,6 +679,7 @@ void ResultsDb::insert_measurement(const MeasurementKey& key, const Candidate& c
   s.bind(21, m.kernel_source).bind(22, m.wall_s).bind(23, context.dump()).bind(24, kernels::utc_timestamp());
   if (group_id) s.bind(25, *group_id); else s.bind_null(25);
   if (m.counters.is_null()) s.bind_null(26); else s.bind(26, m.counters.dump());
+  s.bind(27, std::string(kernels::dtype_name(key.dtype)));
   s.step();
 }
 
@@ -674,8 +717,9 @@ std::int64_t ResultsDb::record_group(const MeasurementKey& key, const GroupRecor
   std::optional<std::int64_t> earlier;  // an earlier group with this identity goes, with its rows
   {
     Statement old(db_, "SELECT id FROM groups WHERE matrix_id = ?1 AND kernel = ?2 AND dense = ?3 "
-                       "AND threads = ?4 AND repetition = ?5");
+                       "AND threads = ?4 AND repetition = ?5 AND dtype = ?6");
     old.bind(1, matrix).bind(2, kernel).bind(3, key.dense).bind(4, g.threads).bind(5, g.repetition);
+    old.bind(6, std::string(kernels::dtype_name(key.dtype)));
     if (old.step()) earlier = old.int64(0);
   }
   if (earlier) {
@@ -688,13 +732,14 @@ std::int64_t ResultsDb::record_group(const MeasurementKey& key, const GroupRecor
   {
     Statement s(db_, "INSERT INTO groups(matrix_id, kernel, dense, threads, rounds, "
                      "repetition, candidates, csr_spread, pair_agreement, seconds, context, "
-                     "created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
-                     "RETURNING id");
+                     "created, dtype) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                     "?13) RETURNING id");
     s.bind(1, matrix).bind(2, kernel).bind(3, key.dense).bind(4, g.threads).bind(5, g.rounds);
     s.bind(6, g.repetition).bind(7, g.candidates);
     if (g.csr_spread) s.bind(8, *g.csr_spread); else s.bind_null(8);
     if (g.pair_agreement) s.bind(9, *g.pair_agreement); else s.bind_null(9);
     s.bind(10, g.seconds).bind(11, g.context.dump()).bind(12, kernels::utc_timestamp());
+    s.bind(13, std::string(kernels::dtype_name(key.dtype)));
     WACO_ASSERT(s.step(), "INSERT ... RETURNING gave no row");
     id = s.int64(0);
     while (s.step()) {
@@ -714,19 +759,23 @@ std::int64_t ResultsDb::record_group(const MeasurementKey& key, const GroupRecor
 bool ResultsDb::has_group(const MeasurementKey& key, int threads, int repetition) const {
   Statement s(db_, "SELECT count(*) FROM groups g JOIN matrices x ON x.id = g.matrix_id WHERE "
                    "x.fingerprint = ?1 AND g.kernel = ?2 AND g.dense = ?3 AND g.threads = ?4 AND "
-                   "g.repetition = ?5");
+                   "g.repetition = ?5 AND g.dtype = ?6");
   s.bind(1, key.fingerprint).bind(2, std::string(kernels::kernel_name(key.kernel)));
   s.bind(3, key.dense).bind(4, threads).bind(5, repetition);
+  s.bind(6, std::string(kernels::dtype_name(key.dtype)));
   s.step();
   return s.int64(0) > 0;
 }
 
 nlohmann::json ResultsDb::dataset_stats() const {
+  // Per kernel and value type: "spmv", and "spmv f64" for groups timed in double.
+  const std::string label = "(kernel || CASE WHEN dtype = 'f64' THEN ' f64' ELSE '' END)";
+  const std::string glabel = "(g.kernel || CASE WHEN g.dtype = 'f64' THEN ' f64' ELSE '' END)";
   nlohmann::json out = nlohmann::json::object();
   {
-    Statement s(db_, "SELECT kernel, count(DISTINCT matrix_id), count(*), "
-                     "sum(repetition = 1), avg(CASE WHEN repetition = 1 THEN pair_agreement END) "
-                     "FROM groups GROUP BY kernel ORDER BY kernel");
+    Statement s(db_, ("SELECT " + label + ", count(DISTINCT matrix_id), count(*), "
+                      "sum(repetition = 1), avg(CASE WHEN repetition = 1 THEN pair_agreement END) "
+                      "FROM groups GROUP BY 1 ORDER BY 1").c_str());
     while (s.step()) {
       nlohmann::json& k = out[s.text(0)];
       k["matrices"] = s.int64(1);
@@ -739,14 +788,14 @@ nlohmann::json ResultsDb::dataset_stats() const {
     }
   }
   {
-    Statement s(db_, "SELECT kernel, status, count(*) FROM measurements WHERE group_id IS NOT NULL "
-                     "GROUP BY kernel, status");
+    Statement s(db_, ("SELECT " + label + ", status, count(*) FROM measurements WHERE group_id "
+                      "IS NOT NULL GROUP BY 1, status").c_str());
     while (s.step()) out[s.text(0)]["statuses"][s.text(1)] = s.int64(2);
   }
   {
-    Statement s(db_, "SELECT g.kernel, p.source, p.split, count(DISTINCT g.matrix_id) FROM groups g "
-                     "JOIN provenance p ON p.matrix_id = g.matrix_id WHERE g.repetition = 0 "
-                     "GROUP BY g.kernel, p.source, p.split");
+    Statement s(db_, ("SELECT " + glabel + ", p.source, p.split, count(DISTINCT g.matrix_id) "
+                      "FROM groups g JOIN provenance p ON p.matrix_id = g.matrix_id WHERE "
+                      "g.repetition = 0 GROUP BY 1, p.source, p.split").c_str());
     while (s.step()) {
       nlohmann::json& k = out[s.text(0)];
       // A kernel the first query did not list (a damaged file's table and index disagree).
@@ -758,8 +807,8 @@ nlohmann::json ResultsDb::dataset_stats() const {
     }
   }
   for (auto& [kernel, k] : out.items()) {  // the median csr spread, from the sorted values
-    Statement s(db_, "SELECT csr_spread FROM groups WHERE kernel = ?1 AND repetition = 0 AND "
-                     "csr_spread IS NOT NULL ORDER BY csr_spread");
+    Statement s(db_, ("SELECT csr_spread FROM groups WHERE " + label + " = ?1 AND repetition = 0 "
+                      "AND csr_spread IS NOT NULL ORDER BY csr_spread").c_str());
     s.bind(1, kernel);
     std::vector<double> v;
     while (s.step()) v.push_back(s.real(0));
@@ -777,7 +826,8 @@ constexpr const char* kSelectMeasurement =
     "m.counters "
     "FROM measurements m JOIN matrices x ON x.id = m.matrix_id "
     "LEFT JOIN schedules s ON s.id = m.schedule_id "
-    "WHERE x.fingerprint = ?1 AND m.kernel = ?2 AND m.dense = ?3 AND m.repeats = ?4 ";
+    "WHERE x.fingerprint = ?1 AND m.kernel = ?2 AND m.dense = ?3 AND m.repeats = ?4 "
+    "AND m.dtype = ?8 ";
 
 StoredMeasurement read_measurement(const Statement& s) {
   StoredMeasurement r;
@@ -821,7 +871,7 @@ StoredMeasurement read_measurement(const Statement& s) {
 std::vector<StoredMeasurement> ResultsDb::measurements(const MeasurementKey& key) const {
   Statement s(db_, (std::string(kSelectMeasurement) + "ORDER BY m.id").c_str());
   s.bind(1, key.fingerprint).bind(2, std::string(kernels::kernel_name(key.kernel)));
-  s.bind(3, key.dense).bind(4, key.repeats);
+  s.bind(3, key.dense).bind(4, key.repeats).bind(8, std::string(kernels::dtype_name(key.dtype)));
   std::vector<StoredMeasurement> out;
   while (s.step()) out.push_back(read_measurement(s));
   return out;
@@ -836,6 +886,7 @@ std::optional<StoredMeasurement> ResultsDb::find_measurement(const MeasurementKe
                        .c_str());
   s.bind(1, key.fingerprint).bind(2, std::string(kernels::kernel_name(key.kernel)));
   s.bind(3, key.dense).bind(4, key.repeats).bind(5, c.implementation).bind(6, threads);
+  s.bind(8, std::string(kernels::dtype_name(key.dtype)));
   s.bind(7, c.schedule ? codegen::to_text(codegen::canonicalize(*c.schedule)) : std::string());
   if (!s.step()) return std::nullopt;
   return read_measurement(s);
@@ -848,9 +899,10 @@ void ResultsDb::for_each_group(const std::string& kernel,
               "g.seconds, g.context, x.fingerprint, x.rows, x.cols, x.nnz, x.statistics, x.path, "
               "p.recipe, p.source, p.split, (SELECT r.pair_agreement FROM groups r WHERE "
               "r.matrix_id = g.matrix_id AND r.kernel = g.kernel AND r.dense = g.dense AND "
-              "r.threads = g.threads AND r.repetition = 1), "
+              "r.threads = g.threads AND r.dtype = g.dtype AND r.repetition = 1), "
               "EXISTS(SELECT 1 FROM groups r WHERE r.matrix_id = g.matrix_id AND r.kernel = "
-              "g.kernel AND r.dense = g.dense AND r.threads = g.threads AND r.repetition = 1) "
+              "g.kernel AND r.dense = g.dense AND r.threads = g.threads AND r.dtype = g.dtype AND "
+              "r.repetition = 1), g.dtype "
               "FROM groups g JOIN matrices x ON x.id = g.matrix_id "
               "LEFT JOIN provenance p ON p.matrix_id = g.matrix_id "
               "WHERE g.repetition = 0 AND (?1 = '' OR g.kernel = ?1) ORDER BY g.id");
@@ -876,6 +928,9 @@ void ResultsDb::for_each_group(const std::string& kernel,
         {"repeated", g.int64(19) != 0},
         {"pair_agreement", g.is_null(18) ? nlohmann::json() : nlohmann::json(g.real(18))},
         {"rows", nlohmann::json::array()}};
+    // Single precision is what a group without "dtype" holds (exports before double precision
+    // stay byte for byte what they were).
+    if (g.text(20) != "f32") j["dtype"] = g.text(20);
     Statement r(db_, "SELECT m.implementation, s.text, m.status, m.median_s, m.min_s, m.max_s "
                      "FROM measurements m LEFT JOIN schedules s ON s.id = m.schedule_id "
                      "WHERE m.group_id = ?1 ORDER BY m.id");
@@ -921,8 +976,12 @@ void ResultsDb::import_group(const nlohmann::json& g) {
     if (!g.at("csr_spread").is_null()) rec.csr_spread = g.at("csr_spread").get<double>();
     rec.seconds = g.at("seconds");
     rec.context = g.at("context");
+    const std::string dtype_text = g.value("dtype", std::string("f32"));
+    const std::optional<kernels::Dtype> dtype = kernels::parse_dtype(dtype_text);
+    if (!dtype || dtype_text != kernels::dtype_name(*dtype))
+      throw Error("unknown value type \"" + dtype_text + "\" (f32 or f64)");
     const MeasurementKey key{m.fingerprint, *kind, static_cast<int>(export_int(g, "dense", 1, 1 << 30)),
-                             rec.rounds};
+                             rec.rounds, *dtype};
     std::vector<GroupRow> rows;
     for (const nlohmann::json& r : g.at("rows")) {
       const std::string label = r.at(0);

@@ -25,11 +25,13 @@ std::string tuning_cache_checksum(const nlohmann::json& key, const nlohmann::jso
 }
 
 nlohmann::json TuningKey::to_json() const {
-  return {{"fingerprint", fingerprint},
-          {"kernel", std::string(kernels::kernel_name(kind))},
-          {"dense", dense},
-          {"threads", threads},
-          {"machine", machine}};
+  nlohmann::json j = {{"fingerprint", fingerprint},
+                      {"kernel", std::string(kernels::kernel_name(kind))},
+                      {"dense", dense},
+                      {"threads", threads},
+                      {"machine", machine}};
+  if (dtype != kernels::Dtype::F32) j["dtype"] = std::string(kernels::dtype_name(dtype));
+  return j;
 }
 
 std::string TuningKey::hash() const { return kernels::hex16(kernels::fnv1a(to_json().dump())); }

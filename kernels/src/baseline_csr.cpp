@@ -16,6 +16,8 @@ namespace {
 constexpr int kSpmvChunk = 128;
 constexpr int kChunk = 32;
 
+/// V: the problem's value type (float or double).
+template <class V>
 class CsrBaseline final : public Implementation {
  public:
   void prepare(const Problem& p, int threads) override {
@@ -24,9 +26,13 @@ class CsrBaseline final : public Implementation {
     problem_ = p;
     threads_ = std::max(1, threads);
     const double t0 = now_seconds();
-    csr_ = to_csr(*p.A);
+    const CsrMatrix csr = to_csr(*p.A);
+    rows_ = csr.rows;
+    rowptr_ = csr.rowptr;
+    colidx_ = csr.colidx;
+    val_.assign(csr.val.begin(), csr.val.end());
     conversion_seconds_ = now_seconds() - t0;
-    out_.assign(static_cast<std::size_t>(p.output_size()), 0.0f);
+    out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
   }
 
   void run() override {
@@ -38,37 +44,37 @@ class CsrBaseline final : public Implementation {
     }
   }
 
-  const AlignedFloats& output() const override { return out_; }
+  const Values& output() const override { return out_; }
 
  private:
   void spmv() {
-    const index_t* rp = csr_.rowptr.data();
-    const index_t* ci = csr_.colidx.data();
-    const float* v = csr_.val.data();
-    const float* x = problem_.B->data.data();
-    float* y = out_.data();
+    const index_t* rp = rowptr_.data();
+    const index_t* ci = colidx_.data();
+    const V* v = val_.data();
+    const V* x = problem_.B->data.template data<V>();
+    V* y = out_.template data<V>();
 #pragma omp parallel for num_threads(threads_) schedule(dynamic, kSpmvChunk)
-    for (index_t i = 0; i < csr_.rows; ++i) {
-      float s = 0.0f;
+    for (index_t i = 0; i < rows_; ++i) {
+      V s = 0;
       for (index_t p = rp[i]; p < rp[i + 1]; ++p) s += v[p] * x[ci[p]];
       y[i] = s;
     }
   }
 
   void spmm() {
-    const index_t* rp = csr_.rowptr.data();
-    const index_t* ci = csr_.colidx.data();
-    const float* v = csr_.val.data();
+    const index_t* rp = rowptr_.data();
+    const index_t* ci = colidx_.data();
+    const V* v = val_.data();
     const index_t J = problem_.B->cols;
-    const float* B = problem_.B->data.data();
-    float* C = out_.data();
+    const V* B = problem_.B->data.template data<V>();
+    V* C = out_.template data<V>();
 #pragma omp parallel for num_threads(threads_) schedule(dynamic, kChunk)
-    for (index_t i = 0; i < csr_.rows; ++i) {
-      float* c = C + static_cast<std::size_t>(i) * J;
-      for (index_t j = 0; j < J; ++j) c[j] = 0.0f;
+    for (index_t i = 0; i < rows_; ++i) {
+      V* c = C + static_cast<std::size_t>(i) * J;
+      for (index_t j = 0; j < J; ++j) c[j] = 0;
       for (index_t p = rp[i]; p < rp[i + 1]; ++p) {
-        const float a = v[p];
-        const float* b = B + static_cast<std::size_t>(ci[p]) * J;
+        const V a = v[p];
+        const V* b = B + static_cast<std::size_t>(ci[p]) * J;
 #pragma omp simd
         for (index_t j = 0; j < J; ++j) c[j] += a * b[j];
       }
@@ -76,19 +82,19 @@ class CsrBaseline final : public Implementation {
   }
 
   void sddmm() {
-    const index_t* rp = csr_.rowptr.data();
-    const index_t* ci = csr_.colidx.data();
-    const float* v = csr_.val.data();
+    const index_t* rp = rowptr_.data();
+    const index_t* ci = colidx_.data();
+    const V* v = val_.data();
     const index_t K = problem_.B->cols;
-    const float* B = problem_.B->data.data();  // rows x K, row-major
-    const float* C = problem_.C->data.data();  // K x cols, column-major: column j contiguous
-    float* D = out_.data();
+    const V* B = problem_.B->data.template data<V>();  // rows x K, row-major
+    const V* C = problem_.C->data.template data<V>();  // K x cols, column-major: column j contiguous
+    V* D = out_.template data<V>();
 #pragma omp parallel for num_threads(threads_) schedule(dynamic, kChunk)
-    for (index_t i = 0; i < csr_.rows; ++i) {
-      const float* b = B + static_cast<std::size_t>(i) * K;
+    for (index_t i = 0; i < rows_; ++i) {
+      const V* b = B + static_cast<std::size_t>(i) * K;
       for (index_t p = rp[i]; p < rp[i + 1]; ++p) {
-        const float* c = C + static_cast<std::size_t>(ci[p]) * K;
-        float s = 0.0f;
+        const V* c = C + static_cast<std::size_t>(ci[p]) * K;
+        V s = 0;
 #pragma omp simd reduction(+ : s)
         for (index_t k = 0; k < K; ++k) s += b[k] * c[k];
         D[p] = v[p] * s;
@@ -98,24 +104,28 @@ class CsrBaseline final : public Implementation {
 
   Problem problem_;
   int threads_ = 1;
-  CsrMatrix csr_;
-  AlignedFloats out_;
+  index_t rows_ = 0;
+  std::vector<index_t> rowptr_, colidx_;
+  std::vector<V> val_;
+  Values out_;
 };
 
 /// CSF of an order-3 canonical tensor: i level (compressed), k fibres, l entries.
+template <class V>
 struct Csf3 {
   std::vector<index_t> i_crd;               ///< slice coordinates
   std::vector<index_t> k_pos, k_crd;        ///< per slice: fibres [k_pos[s], k_pos[s+1])
   std::vector<index_t> l_pos, l_crd;        ///< per fibre: entries [l_pos[f], l_pos[f+1])
-  std::vector<float> val;
+  std::vector<V> val;
 };
 
-Csf3 build_csf(const CooTensor& t) {
+template <class V>
+Csf3<V> build_csf(const CooTensor& t) {
   WACO_ASSERT(is_canonical(t), "csf needs a canonical tensor");
-  Csf3 c;
+  Csf3<V> c;
   const std::int64_t n = t.nnz();
   c.l_crd = t.idx[2];
-  c.val = t.val;
+  c.val.assign(t.val.begin(), t.val.end());
   for (std::int64_t e = 0; e < n; ++e) {
     const bool new_slice = e == 0 || t.idx[0][e] != t.idx[0][e - 1];
     const bool new_fibre = new_slice || t.idx[1][e] != t.idx[1][e - 1];
@@ -133,6 +143,7 @@ Csf3 build_csf(const CooTensor& t) {
   return c;
 }
 
+template <class V>
 class CsfBaseline final : public Implementation {
  public:
   void prepare(const Problem& p, int threads) override {
@@ -142,34 +153,34 @@ class CsfBaseline final : public Implementation {
     problem_ = p;
     threads_ = std::max(1, threads);
     const double t0 = now_seconds();
-    csf_ = build_csf(*p.T);
+    csf_ = build_csf<V>(*p.T);
     conversion_seconds_ = now_seconds() - t0;
     // Rows of D with no slice stay zero; run() overwrites every row that has one.
-    out_.assign(static_cast<std::size_t>(p.output_size()), 0.0f);
+    out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
   }
 
   void run() override {
     const index_t J = problem_.B->cols;
-    const float* B = problem_.B->data.data();
-    const float* C = problem_.C->data.data();
-    float* D = out_.data();
+    const V* B = problem_.B->data.template data<V>();
+    const V* C = problem_.C->data.template data<V>();
+    V* D = out_.template data<V>();
     const index_t slices = static_cast<index_t>(csf_.i_crd.size());
 #pragma omp parallel num_threads(threads_)
     {
-      std::vector<float> fibre(static_cast<std::size_t>(J));
+      std::vector<V> fibre(static_cast<std::size_t>(J));
 #pragma omp for schedule(dynamic, kChunk)
       for (index_t s = 0; s < slices; ++s) {
-        float* d = D + static_cast<std::size_t>(csf_.i_crd[s]) * J;
-        for (index_t j = 0; j < J; ++j) d[j] = 0.0f;
+        V* d = D + static_cast<std::size_t>(csf_.i_crd[s]) * J;
+        for (index_t j = 0; j < J; ++j) d[j] = 0;
         for (index_t f = csf_.k_pos[s]; f < csf_.k_pos[s + 1]; ++f) {
-          std::fill(fibre.begin(), fibre.end(), 0.0f);
+          std::fill(fibre.begin(), fibre.end(), V(0));
           for (index_t e = csf_.l_pos[f]; e < csf_.l_pos[f + 1]; ++e) {
-            const float a = csf_.val[e];
-            const float* c = C + static_cast<std::size_t>(csf_.l_crd[e]) * J;
+            const V a = csf_.val[e];
+            const V* c = C + static_cast<std::size_t>(csf_.l_crd[e]) * J;
 #pragma omp simd
             for (index_t j = 0; j < J; ++j) fibre[j] += a * c[j];
           }
-          const float* b = B + static_cast<std::size_t>(csf_.k_crd[f]) * J;
+          const V* b = B + static_cast<std::size_t>(csf_.k_crd[f]) * J;
 #pragma omp simd
           for (index_t j = 0; j < J; ++j) d[j] += fibre[j] * b[j];
         }
@@ -177,18 +188,18 @@ class CsfBaseline final : public Implementation {
     }
   }
 
-  const AlignedFloats& output() const override { return out_; }
+  const Values& output() const override { return out_; }
 
  private:
   Problem problem_;
   int threads_ = 1;
-  Csf3 csf_;
-  AlignedFloats out_;
+  Csf3<V> csf_;
+  Values out_;
 };
 
 }  // namespace
 
-std::unique_ptr<Implementation> make_csr() { return std::make_unique<CsrBaseline>(); }
-std::unique_ptr<Implementation> make_csf() { return std::make_unique<CsfBaseline>(); }
+std::unique_ptr<Implementation> make_csr() { return make_by_value_type<CsrBaseline>(); }
+std::unique_ptr<Implementation> make_csf() { return make_by_value_type<CsfBaseline>(); }
 
 }  // namespace waco::kernels::detail

@@ -1,5 +1,5 @@
 // The `eigen` baseline: Eigen 3's own sparse x dense products, as an application that already uses
-// Eigen would call them. The operand is an Eigen::SparseMatrix<float, RowMajor, int> (Eigen's CSR),
+// Eigen would call them. The operand is an Eigen::SparseMatrix<V, RowMajor, int> (Eigen's CSR; V the problem's float or double),
 // built directly from the canonical COO in O(nnz + rows) (no sort, no setFromTriplets); the dense
 // operands and the output are wrapped with Eigen::Map, so run() copies nothing.
 //
@@ -21,13 +21,18 @@
 namespace waco::kernels::detail {
 namespace {
 
-using EigenCsr = Eigen::SparseMatrix<float, Eigen::RowMajor, index_t>;
-using RowMajorMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class V>
+using EigenCsr = Eigen::SparseMatrix<V, Eigen::RowMajor, index_t>;
+template <class V>
+using RowMajorMatrix = Eigen::Matrix<V, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class V>
+using Vector = Eigen::Matrix<V, Eigen::Dynamic, 1>;
 
 /// Eigen's CSR of a canonical COO matrix: row counts -> prefix sums; the canonical order is
 /// already the CSR order, so columns and values are copied as they are.
-EigenCsr to_eigen_csr(const CooMatrix& a) {
-  EigenCsr m(a.rows, a.cols);
+template <class V>
+EigenCsr<V> to_eigen_csr(const CooMatrix& a) {
+  EigenCsr<V> m(a.rows, a.cols);
   const std::int64_t nnz = a.nnz();
   m.resizeNonZeros(static_cast<Eigen::Index>(nnz));
   index_t* outer = m.outerIndexPtr();
@@ -39,6 +44,7 @@ EigenCsr to_eigen_csr(const CooMatrix& a) {
   return m;
 }
 
+template <class V>
 class EigenImplementation final : public Implementation {
  public:
   void prepare(const Problem& p, int threads) override {
@@ -61,11 +67,11 @@ class EigenImplementation final : public Implementation {
     dense_ = p.kind == KernelKind::SpMM ? p.dense_size() : 1;
 
     const double t0 = now_seconds();
-    a_ = to_eigen_csr(*p.A);
+    a_ = to_eigen_csr<V>(*p.A);
     conversion_seconds_ = now_seconds() - t0;
     tuning_seconds_ = 0.0;
 
-    out_.assign(static_cast<std::size_t>(p.output_size()), 0.0f);
+    out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
     WACO_ASSERT(
         static_cast<std::int64_t>(out_.size()) == static_cast<std::int64_t>(a_.rows()) * dense_,
         "eigen: output size does not match rows x dense size");
@@ -75,29 +81,29 @@ class EigenImplementation final : public Implementation {
     WACO_ASSERT(b_ != nullptr, "eigen: run() before prepare()");
     Eigen::setNbThreads(threads_);
     if (kind_ == KernelKind::SpMV) {
-      Eigen::Map<const Eigen::VectorXf> x(b_->data.data(), a_.cols());
-      Eigen::Map<Eigen::VectorXf> y(out_.data(), a_.rows());
+      Eigen::Map<const Vector<V>> x(b_->data.template data<V>(), a_.cols());
+      Eigen::Map<Vector<V>> y(out_.template data<V>(), a_.rows());
       y.noalias() = a_ * x;
     } else {
-      Eigen::Map<const RowMajorMatrix> b(b_->data.data(), a_.cols(), dense_);
-      Eigen::Map<RowMajorMatrix> c(out_.data(), a_.rows(), dense_);
+      Eigen::Map<const RowMajorMatrix<V>> b(b_->data.template data<V>(), a_.cols(), dense_);
+      Eigen::Map<RowMajorMatrix<V>> c(out_.template data<V>(), a_.rows(), dense_);
       c.noalias() = a_ * b;
     }
   }
 
-  const AlignedFloats& output() const override { return out_; }
+  const Values& output() const override { return out_; }
 
  private:
   KernelKind kind_ = KernelKind::SpMV;
   int threads_ = 1;
   const DenseMatrix* b_ = nullptr;  // x (SpMV) or B (SpMM), owned by the caller of prepare()
   Eigen::Index dense_ = 1;          // J (SpMM) or 1
-  EigenCsr a_;
-  AlignedFloats out_;
+  EigenCsr<V> a_;
+  Values out_;
 };
 
 }  // namespace
 
-std::unique_ptr<Implementation> make_eigen() { return std::make_unique<EigenImplementation>(); }
+std::unique_ptr<Implementation> make_eigen() { return make_by_value_type<EigenImplementation>(); }
 
 }  // namespace waco::kernels::detail

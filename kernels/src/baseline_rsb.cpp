@@ -2,8 +2,8 @@
 // multithreaded untransposed, transposed or symmetric sparse matrix-vector multiplication with the
 // Recursive Sparse Blocks format", Parallel Computing 2014), SpMV and SpMM only.
 //
-// - rsb: the matrix is assembled from the canonical COO (0-based, single precision, librsb's
-//   default flags) and multiplied with rsb_spmv / rsb_spmm (B and C row-major, ld = J, beta = 0).
+// - rsb: the matrix is assembled from the canonical COO (0-based, in the problem's value type,
+//   float or double; librsb's default flags) and multiplied with rsb_spmv / rsb_spmm (B and C row-major, ld = J, beta = 0).
 // - rsb-tuned: after assembly, librsb's autotuner (rsb_tune_spmm; nrhs = 1 for SpMV) searches for a
 //   better instance of the matrix (a different recursive subdivision) *at the requested thread
 //   count*: the thread count is never tuned, it is an explicit parameter of every measurement. The
@@ -126,7 +126,8 @@ struct RsbMatrixDeleter {
 };
 using RsbMatrixPtr = std::unique_ptr<rsb_mtx_t, RsbMatrixDeleter>;
 
-class RsbImplementation final : public Implementation {
+template <class V>
+class RsbImplementation : public Implementation {
  public:
   explicit RsbImplementation(bool tuned) : tuned_(tuned), name_(tuned ? "rsb-tuned" : "rsb") {}
 
@@ -169,7 +170,7 @@ class RsbImplementation final : public Implementation {
     rows_ = a.rows;
     cols_ = a.cols;
     dense_ = p.kind == KernelKind::SpMM ? p.dense_size() : 1;
-    out_.assign(static_cast<std::size_t>(p.output_size()), 0.0f);
+    out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
     WACO_ASSERT(static_cast<std::int64_t>(out_.size()) == static_cast<std::int64_t>(rows_) * dense_,
                 name_ + ": output size does not match rows x dense size");
 
@@ -177,9 +178,10 @@ class RsbImplementation final : public Implementation {
     const double t0 = now_seconds();
     rsb_err_t status = RSB_ERR_NO_ERROR;
     // Canonical COO: sorted, no duplicates. Block sizes 0: librsb's choice.
+    const std::vector<V> values(a.val.begin(), a.val.end());
     rsb_mtx_t* m = rsb_mtx_alloc_from_coo_const(
-        a.val.data(), a.row.data(), a.col.data(), static_cast<rsb_nnz_idx_t>(a.nnz()),
-        RSB_NUMERICAL_TYPE_FLOAT, a.rows, a.cols, 0, 0, kAssemblyFlags, &status);
+        values.data(), a.row.data(), a.col.data(), static_cast<rsb_nnz_idx_t>(a.nnz()),
+        kType, a.rows, a.cols, 0, 0, kAssemblyFlags, &status);
     conversion_seconds_ = now_seconds() - t0;
     mtx_.reset(m);
     check_rsb(status, name_, "rsb_mtx_alloc_from_coo_const");
@@ -195,30 +197,32 @@ class RsbImplementation final : public Implementation {
     WACO_ASSERT(mtx_ != nullptr, name_ + ": run() before prepare()");
     // Another librsb user in this process may have changed the library-wide count.
     if (rsb_threads(name_) != threads_) set_rsb_threads(threads_, name_);
-    const float alpha = 1.0f;
-    const float beta = 0.0f;
+    const V alpha = 1;
+    const V beta = 0;
     if (kind_ == KernelKind::SpMV) {
-      check_rsb(rsb_spmv(RSB_TRANSPOSITION_N, &alpha, mtx_.get(), b_->data.data(), 1, &beta,
-                         out_.data(), 1),
+      check_rsb(rsb_spmv(RSB_TRANSPOSITION_N, &alpha, mtx_.get(), b_->data.template data<V>(), 1, &beta,
+                         out_.template data<V>(), 1),
                 name_, "rsb_spmv");
     } else {
       check_rsb(
           rsb_spmm(RSB_TRANSPOSITION_N, &alpha, mtx_.get(), dense_, RSB_FLAG_WANT_ROW_MAJOR_ORDER,
-                   b_->data.data(), dense_, &beta, out_.data(), dense_),
+                   b_->data.template data<V>(), dense_, &beta, out_.template data<V>(), dense_),
           name_, "rsb_spmm");
     }
   }
 
-  const AlignedFloats& output() const override { return out_; }
+  const Values& output() const override { return out_; }
 
  private:
   static constexpr rsb_flags_t kAssemblyFlags = RSB_FLAG_NOFLAGS;
+  static constexpr rsb_type_t kType =
+      dtype_of<V>() == Dtype::F32 ? RSB_NUMERICAL_TYPE_FLOAT : RSB_NUMERICAL_TYPE_DOUBLE;
 
   /// librsb's autotuner on this instance's own operands, at the fixed thread count: the matrix
   /// may be replaced by a better-subdivided clone (the old one is freed by librsb).
   void tune() {
-    const float alpha = 1.0f;
-    const float beta = 0.0f;
+    const V alpha = 1;
+    const V beta = 0;
     rsb_real_t speedup = 0.0;
     // SpMV is rsb_spmm with one right-hand side; for nrhs = 1 librsb wants column-major order
     // (unit-stride vectors), leading dimensions being the vector lengths.
@@ -233,7 +237,7 @@ class RsbImplementation final : public Implementation {
     // maxr = 0, maxt = 0: librsb's default rounds and time per round.
     const rsb_err_t status =
         rsb_tune_spmm(&m, &speedup, nullptr, 0, 0.0, RSB_TRANSPOSITION_N, &alpha, nullptr, dense_,
-                      order, b_->data.data(), ld_b, &beta, out_.data(), ld_c);
+                      order, b_->data.template data<V>(), ld_b, &beta, out_.template data<V>(), ld_c);
     tuning_seconds_ = now_seconds() - t0;
     mtx_.reset(m);  // on error librsb leaves the input matrix unaffected
     check_rsb(status, name_, "rsb_tune_spmm");
@@ -251,7 +255,16 @@ class RsbImplementation final : public Implementation {
   rsb_coo_idx_t cols_ = 0;
   rsb_coo_idx_t dense_ = 1;  // J (SpMM) or 1
   RsbMatrixPtr mtx_;
-  AlignedFloats out_;
+  Values out_;
+};
+
+template <class V>
+struct RsbPlain final : RsbImplementation<V> {
+  RsbPlain() : RsbImplementation<V>(false) {}
+};
+template <class V>
+struct RsbTuned final : RsbImplementation<V> {
+  RsbTuned() : RsbImplementation<V>(true) {}
 };
 
 }  // namespace
@@ -259,7 +272,8 @@ class RsbImplementation final : public Implementation {
 bool have_rsb() { return true; }
 
 std::unique_ptr<Implementation> make_rsb(bool tuned) {
-  return std::make_unique<RsbImplementation>(tuned);
+  if (tuned) return make_by_value_type<RsbTuned>();
+  return make_by_value_type<RsbPlain>();
 }
 
 #else  // !WACO_HAVE_RSB

@@ -8,11 +8,40 @@
 
 namespace waco::kernels::detail {
 
+/// An implementation whose value type is chosen by the first problem it prepares: the baselines
+/// are templates over float and double, and a registry entry makes one before it sees a problem.
+template <template <class> class Impl>
+class ByValueType final : public Implementation {
+ public:
+  void prepare(const Problem& p, int threads) override {
+    if (!impl_ || dtype_ != p.dtype()) {
+      impl_ = with_value_type(p.dtype(), [](auto v) -> std::unique_ptr<Implementation> {
+        return std::make_unique<Impl<decltype(v)>>();
+      });
+      dtype_ = p.dtype();
+    }
+    impl_->prepare(p, threads);
+    conversion_seconds_ = impl_->conversion_seconds();
+    tuning_seconds_ = impl_->tuning_seconds();
+  }
+  void run() override { impl_->run(); }
+  const Values& output() const override { return impl_->output(); }
+
+ private:
+  std::unique_ptr<Implementation> impl_;
+  Dtype dtype_ = Dtype::F32;
+};
+
+template <template <class> class Impl>
+std::unique_ptr<Implementation> make_by_value_type() {
+  return std::make_unique<ByValueType<Impl>>();
+}
+
 /// csr: CSR rows in parallel, OpenMP dynamic (chunk 128 SpMV, 32 SpMM/SDDMM); TACO's default.
 std::unique_ptr<Implementation> make_csr();
 /// csf: MTTKRP over CSF (compressed i, k, l), slices in parallel, dynamic chunk 32.
 std::unique_ptr<Implementation> make_csf();
-/// eigen: Eigen::SparseMatrix<float, RowMajor> times a vector / row-major dense matrix.
+/// eigen: Eigen::SparseMatrix<V, RowMajor> (V float or double) times a vector / row-major dense matrix.
 std::unique_ptr<Implementation> make_eigen();
 /// True when this build has librsb.
 bool have_rsb();

@@ -111,13 +111,11 @@ LoadedTensor read_frostt(const std::string& path, const ReadOptions& opts) {
       t.idx[static_cast<std::size_t>(m)].push_back(static_cast<index_t>(v - 1));
     }
     if (!f.next(tok)) fail_entry("missing value", "");
-    float v = 0.0f;
-    const ParseStatus st = io_detail::parse_float(tok, v);
+    double v = 0.0;
+    const ParseStatus st = io_detail::parse_value(tok, opts.dtype, v);
     if (st == ParseStatus::Malformed)
       fail_entry("value " + quote(tok) + " is not a number", "the last field of an entry is its value");
-    if (st == ParseStatus::Overflow)
-      in.fail("value " + quote(tok) + " is outside the single-precision range (|v| > 3.4e38)",
-              "waco-hybrid computes in single precision; rescale the tensor");
+    if (st == ParseStatus::Overflow) io_detail::fail_value_range(in, tok, opts.dtype, "tensor");
     if (!std::isfinite(v) && !opts.allow_nonfinite)
       in.fail("value " + quote(tok) + " is not finite", "remove NaN/Inf values, or allow them explicitly (allow_nonfinite)");
     if (!f.at_end()) fail_entry("unexpected " + quote(f.rest()) + " after the value", "");
@@ -143,7 +141,7 @@ LoadedTensor read_frostt(const std::string& path, const ReadOptions& opts) {
                           false);
   info.stored_entries = t.nnz();
   info.bytes = in.bytes();
-  info.duplicates_summed = canonicalize(t);
+  info.duplicates_summed = canonicalize(t, opts.dtype);
 
   const std::int64_t zeros = std::count(t.val.begin(), t.val.end(), 0.0f);
   if (opts.drop_explicit_zeros && zeros > 0) {
@@ -174,7 +172,7 @@ void write_frostt(const std::string& path, const CooTensor& t) {
       out.put_int(std::int64_t{t.idx[static_cast<std::size_t>(m)][e]} + 1);
       out.put(' ');
     }
-    out.put_float(t.val[e]);
+    out.put_value(t.val[e]);
     out.put('\n');
     out.maybe_flush();
   }

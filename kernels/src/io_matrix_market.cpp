@@ -249,22 +249,21 @@ bool next_data_line(TextReader& in, std::string_view& line) {
   return io_detail::next_content_line(in, line, '%');
 }
 
-// Parses one value token under the file's field rules.
-float parse_value(TextReader& in, std::string_view tok, Field field, const ReadOptions& opts) {
+// Parses one value token under the file's field rules, in the precision opts.dtype asks for.
+double parse_value(TextReader& in, std::string_view tok, Field field, const ReadOptions& opts) {
   if (field == Field::Integer) {
     std::int64_t iv = 0;
     if (!io_detail::parse_int64(tok, iv))
       in.fail("value " + quote(tok) + " is not an integer (the file declares the 'integer' field)",
               "declare the field 'real' or fix the value");
-    return static_cast<float>(iv);
+    return opts.dtype == Dtype::F32 ? static_cast<double>(static_cast<float>(iv))
+                                    : static_cast<double>(iv);
   }
-  float v = 0.0f;
-  const ParseStatus st = io_detail::parse_float(tok, v);
+  double v = 0.0;
+  const ParseStatus st = io_detail::parse_value(tok, opts.dtype, v);
   if (st == ParseStatus::Malformed)
     in.fail("value " + quote(tok) + " is not a number", "entry lines are 'row col value'");
-  if (st == ParseStatus::Overflow)
-    in.fail("value " + quote(tok) + " is outside the single-precision range (|v| > 3.4e38)",
-            "waco-hybrid computes in single precision; rescale the matrix");
+  if (st == ParseStatus::Overflow) io_detail::fail_value_range(in, tok, opts.dtype, "matrix");
   if (!std::isfinite(v) && !opts.allow_nonfinite)
     in.fail("value " + quote(tok) + " is not finite", "remove NaN/Inf values, or allow them explicitly (allow_nonfinite)");
   return v;
@@ -282,14 +281,14 @@ std::int64_t parse_index(TextReader& in, std::string_view tok, const char* what,
 
 // Counts (and optionally removes) stored zeros in a canonical matrix.
 void handle_zeros(CooMatrix& a, SourceInfo& info, const ReadOptions& opts) {
-  const std::int64_t zeros = std::count(a.val.begin(), a.val.end(), 0.0f);
+  const std::int64_t zeros = std::count(a.val.begin(), a.val.end(), 0.0);
   if (!opts.drop_explicit_zeros || zeros == 0) {
     info.explicit_zeros = zeros;
     return;
   }
   std::size_t out = 0;
   for (std::size_t e = 0; e < a.val.size(); ++e) {
-    if (a.val[e] == 0.0f) continue;
+    if (a.val[e] == 0.0) continue;
     a.row[out] = a.row[e];
     a.col[out] = a.col[e];
     a.val[out] = a.val[e];
@@ -306,7 +305,7 @@ void handle_zeros(CooMatrix& a, SourceInfo& info, const ReadOptions& opts) {
 struct Stored {
   std::vector<index_t> row;
   std::vector<index_t> col;
-  std::vector<float> val;
+  std::vector<double> val;
 };
 
 // Builds the matrix sorted by (row, col), expanding symmetric files (`sign` -1 for skew), so that
@@ -314,7 +313,7 @@ struct Stored {
 // scatter pass) does it: Matrix Market files are mostly written column by column, so each row's
 // columns come out ascending, for general files and for both triangles of symmetric ones; a row
 // that does not gets a stable sort of its own. O(nnz + rows) in the common case.
-void assemble(Stored& s, bool mirrored, float sign, CooMatrix& a) {
+void assemble(Stored& s, bool mirrored, double sign, CooMatrix& a) {
   const std::size_t n = s.val.size();
   if (!mirrored) {
     bool sorted = true;
@@ -354,7 +353,7 @@ void assemble(Stored& s, bool mirrored, float sign, CooMatrix& a) {
   const auto total = static_cast<std::size_t>(start[rows]);
   struct ColVal {
     index_t col;
-    float val;
+    double val;
   };
   std::vector<ColVal> cv(total);
   {
@@ -410,13 +409,14 @@ inline bool scan_index(const char*& p, const char* e, std::int64_t size, std::in
   return true;
 }
 
-inline bool fast_entry(std::string_view line, const Header& h, std::int64_t& r, std::int64_t& c, float& v) {
+inline bool fast_entry(std::string_view line, const Header& h, Dtype dtype, std::int64_t& r, std::int64_t& c,
+                       double& v) {
   const char* p = line.data();
   const char* e = p + line.size();
   if (!scan_index(p, e, h.rows, r) || !skip_blanks(p, e) || !scan_index(p, e, h.cols, c)) return false;
   const bool sep = skip_blanks(p, e);
   if (h.field == Field::Pattern) {
-    v = 1.0f;
+    v = 1.0;
     return p == e;
   }
   if (!sep || p == e) return false;
@@ -432,7 +432,13 @@ inline bool fast_entry(std::string_view line, const Header& h, std::int64_t& r, 
       ++p;
     }
     if (p == s) return false;
-    v = static_cast<float>(iv);
+    v = dtype == Dtype::F32 ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
+  } else if (dtype == Dtype::F32) {
+    float f = 0.0f;
+    auto [end, ec] = std::from_chars(p, q, f);
+    if (ec != std::errc() || end != q || !std::isfinite(f)) return false;
+    v = f;
+    p = q;
   } else {
     auto [end, ec] = std::from_chars(p, q, v);
     if (ec != std::errc() || end != q || !std::isfinite(v)) return false;
@@ -475,7 +481,7 @@ LoadedMatrix read_matrix_market(const std::string& path, const ReadOptions& opts
   st.col.reserve(want);
   st.val.reserve(want);
 
-  const float sign = h.symmetry == Symmetry::SkewSymmetric ? -1.0f : 1.0f;
+  const double sign = h.symmetry == Symmetry::SkewSymmetric ? -1.0 : 1.0;
   int triangle = 0;  // symmetric files: -1 lower, +1 upper, 0 not yet seen
   std::int64_t triangle_line = 0;
   std::int64_t seen = 0;
@@ -489,8 +495,8 @@ LoadedMatrix read_matrix_market(const std::string& path, const ReadOptions& opts
     ++seen;
     std::int64_t r = 0;
     std::int64_t c = 0;
-    float v = 1.0f;
-    if (!fast_entry(line, h, r, c, v)) {
+    double v = 1.0;
+    if (!fast_entry(line, h, opts.dtype, r, c, v)) {
       Tokens t(line);
       t.next(tok);  // non-empty: next_data_line skipped blank lines
       r = parse_index(in, tok, "row", h.rows);
@@ -541,7 +547,7 @@ LoadedMatrix read_matrix_market(const std::string& path, const ReadOptions& opts
   info.stored_entries = seen;
   info.bytes = in.bytes();
   assemble(st, mirrored, sign, a);
-  info.duplicates_summed = canonicalize(a);
+  info.duplicates_summed = canonicalize(a, opts.dtype);
   handle_zeros(a, info, opts);
   info.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
@@ -555,7 +561,7 @@ DenseMatrix read_matrix_market_dense(const std::string& path, Layout layout, con
             "write the dense operand as '%%MatrixMarket matrix array real general'");
   // Values arrive column by column; collect them before allocating the matrix so that a header
   // declaring a huge size cannot allocate memory the file does not back.
-  std::vector<float> values;
+  std::vector<double> values;
   values.reserve(reservation(in, h.entries));
   std::string_view line;
   std::string_view tok;
@@ -574,18 +580,10 @@ DenseMatrix read_matrix_market_dense(const std::string& path, Layout layout, con
     in.fail("the file ends after " + std::to_string(values.size()) + " of the " + std::to_string(h.entries) +
                 " values (" + std::to_string(h.rows) + " x " + std::to_string(h.cols) + ") declared on the size line",
             "the file is truncated, or the size line is wrong");
-  DenseMatrix m;
-  m.rows = static_cast<index_t>(h.rows);
-  m.cols = static_cast<index_t>(h.cols);
-  m.layout = layout;
-  if (layout == Layout::ColMajor) {
-    m.data.assign(values.begin(), values.end());
-  } else {
-    m.data.resize(values.size());
-    std::size_t k = 0;
-    for (index_t j = 0; j < m.cols; ++j)
-      for (index_t i = 0; i < m.rows; ++i) m.data[m.offset(i, j)] = values[k++];
-  }
+  DenseMatrix m(static_cast<index_t>(h.rows), static_cast<index_t>(h.cols), layout, opts.dtype);
+  std::size_t k = 0;
+  for (index_t j = 0; j < m.cols; ++j)
+    for (index_t i = 0; i < m.rows; ++i) m.set(i, j, values[k++]);
   return m;
 }
 
@@ -606,7 +604,7 @@ void write_matrix_market(const std::string& path, const CooMatrix& a, const std:
     out.put(' ');
     out.put_int(std::int64_t{a.col[e]} + 1);
     out.put(' ');
-    out.put_float(a.val[e]);
+    out.put_value(a.val[e]);
     out.put('\n');
     out.maybe_flush();
   }
@@ -625,7 +623,7 @@ void write_matrix_market_dense(const std::string& path, const DenseMatrix& m, co
   out.put('\n');
   for (index_t j = 0; j < m.cols; ++j)
     for (index_t i = 0; i < m.rows; ++i) {
-      out.put_float(m(i, j));
+      out.put_value(m.at(i, j));
       out.put('\n');
       out.maybe_flush();
     }

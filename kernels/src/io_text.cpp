@@ -229,7 +229,8 @@ bool TextReader::next_line(std::string_view& line) {
   }
 }
 
-ParseStatus parse_float(std::string_view tok, float& out) {
+template <class V>
+ParseStatus parse_real(std::string_view tok, V& out) {
   const char* b = tok.data();
   const char* e = b + tok.size();
   if (b < e && *b == '+') ++b;
@@ -242,22 +243,42 @@ ParseStatus parse_float(std::string_view tok, float& out) {
     const std::size_t n = static_cast<std::size_t>(e - b);
     std::memcpy(local, b, n);
     local[p - b] = 'e';
-    return parse_float(std::string_view(local, n), out);
+    return parse_real(std::string_view(local, n), out);
   }
   if (ec == std::errc::result_out_of_range && p == e) {
-    // Below FLT_MIN's subnormal range rounds to zero; beyond FLT_MAX is an overflow.
+    // Below the type's subnormal range rounds to zero; beyond its largest value is an overflow.
     if (static_cast<std::size_t>(e - b) >= sizeof(local)) return ParseStatus::Overflow;
     const std::size_t n = static_cast<std::size_t>(e - b);
     std::memcpy(local, b, n);
     local[n] = '\0';
     const double d = std::strtod(local, nullptr);
     if (std::fabs(d) < 1.0) {
-      out = static_cast<float>(d);
+      out = static_cast<V>(d);
       return ParseStatus::Ok;
     }
     return ParseStatus::Overflow;
   }
   return ParseStatus::Malformed;
+}
+
+template ParseStatus parse_real<float>(std::string_view, float&);
+template ParseStatus parse_real<double>(std::string_view, double&);
+
+ParseStatus parse_value(std::string_view tok, Dtype dtype, double& out) {
+  if (dtype == Dtype::F64) return parse_real(tok, out);
+  float f = 0.0f;
+  const ParseStatus st = parse_real(tok, f);
+  out = f;
+  return st;
+}
+
+void fail_value_range(const TextReader& in, std::string_view tok, Dtype dtype,
+                      const std::string& what) {
+  if (dtype == Dtype::F32)
+    in.fail("value " + quote(tok) + " is outside the single-precision range (|v| > 3.4e38)",
+            "compute in double precision (--dtype f64), or rescale the " + what);
+  in.fail("value " + quote(tok) + " is outside the double-precision range (|v| > 1.8e308)",
+          "rescale the " + what);
 }
 
 OutputFile::OutputFile(const std::string& path) : path_(path) {
@@ -306,6 +327,15 @@ void OutputFile::put_float(float v) {
   char tmp[48];
   auto r = std::to_chars(tmp, tmp + sizeof(tmp), v);
   WACO_ASSERT(r.ec == std::errc(), "to_chars(float) failed");
+  buf_.append(tmp, r.ptr);
+}
+
+void OutputFile::put_value(double v) {
+  const auto f = static_cast<float>(v);
+  if (static_cast<double>(f) == v || std::isnan(v)) return put_float(f);
+  char tmp[48];
+  auto r = std::to_chars(tmp, tmp + sizeof(tmp), v);
+  WACO_ASSERT(r.ec == std::errc(), "to_chars(double) failed");
   buf_.append(tmp, r.ptr);
 }
 

@@ -149,10 +149,16 @@ inline bool parse_int64(std::string_view tok, std::int64_t& out) {
 
 enum class ParseStatus { Ok, Malformed, Overflow };
 
-/// Parses a whole token as a float (decimal or exponent form, "nan", "inf"; optional leading '+';
-/// a Fortran 'd'/'D' exponent is accepted). Values below the smallest float round to zero;
-/// finite values beyond the float range give Overflow.
-ParseStatus parse_float(std::string_view tok, float& out);
+/// Parses a whole token as a float or double V (decimal or exponent form, "nan", "inf"; optional
+/// leading '+'; a Fortran 'd'/'D' exponent is accepted), correctly rounded to V. Values below
+/// V's smallest subnormal round to zero; finite values beyond V's range give Overflow.
+template <class V>
+ParseStatus parse_real(std::string_view tok, V& out);
+/// parse_real in the precision `dtype` names, widened to double.
+ParseStatus parse_value(std::string_view tok, Dtype dtype, double& out);
+/// Fails `in` for a value parse_value reported as Overflow (`what`: "matrix", "tensor").
+[[noreturn]] void fail_value_range(const TextReader& in, std::string_view tok, Dtype dtype,
+                                   const std::string& what);
 
 /// A file being written: bytes go to a temporary file in the target's directory (gzip-compressed
 /// when the target's name ends in ".gz"), which commit() renames into place. Destroying an
@@ -178,6 +184,9 @@ class OutputFile {
   }
   /// Appends the shortest decimal form that reads back as exactly the same float.
   void put_float(float v);
+  /// A value kept in double: a float's shortest form when v is exactly a float (what every
+  /// single-precision value is), else the shortest form that reads back as the same double.
+  void put_value(double v);
   /// Writes a block of '%'-prefixed (or other `prefix`) comment lines, one per line of `text`.
   void put_comment(const std::string& text, const char* prefix);
   /// Call after each line or so: flushes the buffer when it is large.

@@ -1,5 +1,7 @@
 #include "waco/kernels/kernel.hpp"
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "waco/kernels/error.hpp"
@@ -69,6 +71,8 @@ double Problem::flops() const {
 void Problem::validate() const {
   const std::string k(kernel_name(kind));
   WACO_ASSERT(B != nullptr, k + ": missing dense operand B");
+  WACO_ASSERT(B->dtype() == value_type && (C == nullptr || C->dtype() == value_type),
+              k + ": the dense operands are not of the problem's value type");
   if (needs_tensor(kind)) {
     WACO_ASSERT(T != nullptr && T->order() == 3, k + ": needs a 3-D sparse tensor");
     WACO_ASSERT(C != nullptr, k + ": missing dense operand C");
@@ -99,7 +103,7 @@ void Problem::validate() const {
 }
 
 DenseOperands make_dense_operands(KernelKind k, const CooMatrix* A, const CooTensor* T,
-                                  int dense, std::uint64_t seed) {
+                                  int dense, std::uint64_t seed, Dtype dtype) {
   if (dense < 1)
     throw Error("dense size must be at least 1 (got " + std::to_string(dense) + ")",
                 "use --dense N with N >= 1");
@@ -113,18 +117,29 @@ DenseOperands make_dense_operands(KernelKind k, const CooMatrix* A, const CooTen
   }
   DenseOperands d;
   switch (k) {
-    case KernelKind::SpMV: d.B = random_dense(A->cols, 1, Layout::RowMajor, seed, "x"); break;
-    case KernelKind::SpMM: d.B = random_dense(A->cols, dense, Layout::RowMajor, seed, "B"); break;
+    case KernelKind::SpMV: d.B = random_dense(A->cols, 1, Layout::RowMajor, seed, "x", dtype); break;
+    case KernelKind::SpMM: d.B = random_dense(A->cols, dense, Layout::RowMajor, seed, "B", dtype); break;
     case KernelKind::SDDMM:
-      d.B = random_dense(A->rows, dense, Layout::RowMajor, seed, "B");
-      d.C = random_dense(dense, A->cols, Layout::ColMajor, seed, "C");
+      d.B = random_dense(A->rows, dense, Layout::RowMajor, seed, "B", dtype);
+      d.C = random_dense(dense, A->cols, Layout::ColMajor, seed, "C", dtype);
       break;
     case KernelKind::MTTKRP:
-      d.B = random_dense(T->dims[1], dense, Layout::RowMajor, seed, "B");
-      d.C = random_dense(T->dims[2], dense, Layout::RowMajor, seed, "C");
+      d.B = random_dense(T->dims[1], dense, Layout::RowMajor, seed, "B", dtype);
+      d.C = random_dense(T->dims[2], dense, Layout::RowMajor, seed, "C", dtype);
       break;
   }
   return d;
+}
+
+void check_value_range(const Problem& p) {
+  if (p.value_type != Dtype::F32) return;
+  const std::vector<double>& v = needs_tensor(p.kind) ? p.T->val : p.A->val;
+  constexpr double kMax = std::numeric_limits<float>::max();
+  for (double x : v)
+    if (std::fabs(x) > kMax && std::isfinite(x))
+      throw Error("the sparse operand holds the value " + std::to_string(x) +
+                      ", outside the single-precision range (|v| > 3.4e38)",
+                  "compute in double precision (dtype f64), or rescale the operand");
 }
 
 Problem make_problem(KernelKind k, const CooMatrix* A, const CooTensor* T,
@@ -135,6 +150,8 @@ Problem make_problem(KernelKind k, const CooMatrix* A, const CooTensor* T,
   p.T = T;
   p.B = &operands.B;
   p.C = (k == KernelKind::SDDMM || k == KernelKind::MTTKRP) ? &operands.C : nullptr;
+  p.value_type = operands.B.dtype();
+  check_value_range(p);
   p.validate();
   return p;
 }

@@ -25,7 +25,7 @@ void add(Reference& r, std::size_t at, double term) {
 Reference spmv(const CooMatrix& A, const DenseMatrix& x) {
   Reference r = sized(A.rows);
   for (std::int64_t e = 0; e < A.nnz(); ++e)
-    add(r, A.row[e], static_cast<double>(A.val[e]) * x(A.col[e], 0));
+    add(r, A.row[e], A.val[e] * x.at(A.col[e], 0));
   return r;
 }
 
@@ -35,7 +35,7 @@ Reference spmm(const CooMatrix& A, const DenseMatrix& B) {
   for (std::int64_t e = 0; e < A.nnz(); ++e)
     for (index_t j = 0; j < J; ++j)
       add(r, static_cast<std::size_t>(A.row[e]) * J + j,
-          static_cast<double>(A.val[e]) * B(A.col[e], j));
+          A.val[e] * B.at(A.col[e], j));
   return r;
 }
 
@@ -44,7 +44,7 @@ Reference sddmm(const CooMatrix& A, const DenseMatrix& B, const DenseMatrix& C) 
   Reference r = sized(A.nnz());
   for (std::int64_t e = 0; e < A.nnz(); ++e)
     for (index_t k = 0; k < K; ++k)
-      add(r, e, static_cast<double>(A.val[e]) * B(A.row[e], k) * C(k, A.col[e]));
+      add(r, e, A.val[e] * B.at(A.row[e], k) * C.at(k, A.col[e]));
   return r;
 }
 
@@ -54,7 +54,7 @@ Reference mttkrp(const CooTensor& T, const DenseMatrix& B, const DenseMatrix& C)
   for (std::int64_t e = 0; e < T.nnz(); ++e)
     for (index_t j = 0; j < J; ++j)
       add(r, static_cast<std::size_t>(T.idx[0][e]) * J + j,
-          static_cast<double>(T.val[e]) * B(T.idx[1][e], j) * C(T.idx[2][e], j));
+          T.val[e] * B.at(T.idx[1][e], j) * C.at(T.idx[2][e], j));
   return r;
 }
 
@@ -71,7 +71,10 @@ Reference compute_reference(const Problem& p) {
   WACO_ASSERT(false, "unknown kernel");
 }
 
-Verification verify(const float* out, std::int64_t size, const Reference& ref, double tolerance) {
+namespace {
+
+template <class V>
+Verification verify_typed(const V* out, std::int64_t size, const Reference& ref, double tolerance) {
   Verification v;
   v.tolerance = tolerance;
   if (size != static_cast<std::int64_t>(ref.value.size())) {
@@ -104,6 +107,23 @@ Verification verify(const float* out, std::int64_t size, const Reference& ref, d
     v.message = msg.str();
   }
   return v;
+}
+
+}  // namespace
+
+Verification verify(const float* out, std::int64_t size, const Reference& ref, double tolerance) {
+  return verify_typed(out, size, ref, tolerance);
+}
+
+Verification verify(const double* out, std::int64_t size, const Reference& ref, double tolerance) {
+  return verify_typed(out, size, ref, tolerance);
+}
+
+Verification verify(const Values& out, const Reference& ref, double tolerance) {
+  return with_value_type(out.dtype(), [&](auto v) {
+    using V = decltype(v);
+    return verify(out.data<V>(), static_cast<std::int64_t>(out.size()), ref, tolerance);
+  });
 }
 
 }  // namespace waco::kernels

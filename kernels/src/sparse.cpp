@@ -90,7 +90,17 @@ bool is_canonical(const CooTensor& t) {
   return true;
 }
 
-std::int64_t canonicalize(CooMatrix& a) {
+namespace {
+
+/// a + b rounded to the type duplicates are summed in.
+double add_in(Dtype sum_in, double a, double b) {
+  return sum_in == Dtype::F32 ? static_cast<double>(static_cast<float>(a) + static_cast<float>(b))
+                              : a + b;
+}
+
+}  // namespace
+
+std::int64_t canonicalize(CooMatrix& a, Dtype sum_in) {
   check_bounds(a);
   if (is_canonical(a)) return 0;
   std::vector<std::int64_t> order = counting_order(a.col, a.cols, identity(a.nnz()));
@@ -102,7 +112,7 @@ std::int64_t canonicalize(CooMatrix& a) {
   std::size_t out = 0;
   for (std::size_t e = 0; e < a.val.size(); ++e) {
     if (out > 0 && a.row[out - 1] == a.row[e] && a.col[out - 1] == a.col[e]) {
-      a.val[out - 1] += a.val[e];
+      a.val[out - 1] = add_in(sum_in, a.val[out - 1], a.val[e]);
       continue;
     }
     a.row[out] = a.row[e];
@@ -117,7 +127,7 @@ std::int64_t canonicalize(CooMatrix& a) {
   return merged;
 }
 
-std::int64_t canonicalize(CooTensor& t) {
+std::int64_t canonicalize(CooTensor& t, Dtype sum_in) {
   check_bounds(t);
   const int order_n = t.order();
   if (!is_canonical(t)) {
@@ -135,7 +145,7 @@ std::int64_t canonicalize(CooTensor& t) {
   std::size_t out = 0;
   for (std::size_t e = 0; e < t.val.size(); ++e) {
     if (out > 0 && same(out - 1, e)) {
-      t.val[out - 1] += t.val[e];
+      t.val[out - 1] = add_in(sum_in, t.val[out - 1], t.val[e]);
       continue;
     }
     for (int m = 0; m < order_n; ++m) t.idx[m][out] = t.idx[m][e];
@@ -187,7 +197,7 @@ std::uint64_t fingerprint(const CooMatrix& a) {
   h.add(static_cast<std::uint64_t>(a.cols));
   for (std::size_t e = 0; e < a.val.size(); ++e) {
     h.add((static_cast<std::uint64_t>(a.row[e]) << 32) | static_cast<std::uint32_t>(a.col[e]));
-    h.add_float(a.val[e]);
+    h.add_float(static_cast<float>(a.val[e]));
   }
   return h.value();
 }
@@ -207,7 +217,7 @@ std::uint64_t fingerprint(const CooTensor& t) {
   for (index_t d : t.dims) h.add(static_cast<std::uint64_t>(d));
   for (std::size_t e = 0; e < t.val.size(); ++e) {
     for (const auto& mode : t.idx) h.add(static_cast<std::uint64_t>(mode[e]));
-    h.add_float(t.val[e]);
+    h.add_float(static_cast<float>(t.val[e]));
   }
   return h.value();
 }

@@ -102,6 +102,10 @@ void JStream::prepare(const kernels::Problem& p, int threads) {
     throw Error("jstream computes spmm and sddmm, not " + std::string(kernels::kernel_name(p.kind)),
                 "use another --impl for this kernel");
   p.validate();
+  if (p.dtype() != kernels::Dtype::F32)
+    throw Error("jstream computes in single precision only (the problem is " +
+                    std::string(kernels::dtype_name(p.dtype())) + ")",
+                "for double precision use --impl csr, eigen or rsb-tuned, or a generated schedule");
   if (threads < 1) throw Error("thread count must be >= 1", "pass --threads N with N >= 1");
   problem_ = p;
   threads_ = threads;
@@ -132,7 +136,7 @@ void JStream::prepare(const kernels::Problem& p, int threads) {
   const double t1 = kernels::now_seconds();
   panels_ = build_panels(a, tiles_.T_i);
   if (p.kind == KernelKind::SDDMM) acc_.assign(static_cast<std::size_t>(a.nnz()), 0.0f);
-  out_.assign(static_cast<std::size_t>(p.output_size()), 0.0f);
+  out_.assign(kernels::Dtype::F32, static_cast<std::size_t>(p.output_size()));
   conversion_seconds_ = kernels::now_seconds() - t1;
 }
 
@@ -187,8 +191,8 @@ void JStream::run_spmm() {
   const std::int64_t J = problem_.dense_size();
   const std::int64_t rows = problem_.A->rows;
   const std::int64_t Tk = tiles_.T_k;
-  const float* B = problem_.B->data.data();
-  float* C = out_.data();
+  const float* B = problem_.B->data.data<float>();
+  float* C = out_.data<float>();
   const std::int64_t panels = s.panels();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
   for (std::int64_t p = 0; p < panels; ++p) {
@@ -213,10 +217,10 @@ void JStream::run_sddmm() {
   const PanelStructure& s = panels_;
   const std::int64_t K = problem_.dense_size();
   const std::int64_t Tk = tiles_.T_k;
-  const float* B = problem_.B->data.data();
-  const float* C = problem_.C->data.data();
+  const float* B = problem_.B->data.data<float>();
+  const float* C = problem_.C->data.data<float>();
   float* acc = acc_.data();
-  float* out = out_.data();
+  float* out = out_.data<float>();
   const std::int64_t panels = s.panels();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
   for (std::int64_t p = 0; p < panels; ++p) {

@@ -52,9 +52,26 @@ CooMatrix from_triplets(index_t rows, index_t cols, const std::vector<index_t>& 
   a.cols = cols;
   a.row = r;
   a.col = c;
-  a.val = v;
+  a.val.assign(v.begin(), v.end());
   canonicalize(a);
   return a;
+}
+
+namespace {
+void perturb(std::vector<double>& val) {
+  for (std::size_t e = 0; e < val.size(); ++e)
+    val[e] *= 1.0 + std::ldexp(1.0, -30) * (static_cast<double>(e % 7) - 3.0);
+}
+}  // namespace
+
+CooMatrix with_double_values(CooMatrix a) {
+  perturb(a.val);
+  return a;
+}
+
+CooTensor with_double_values(CooTensor t) {
+  perturb(t.val);
+  return t;
 }
 
 std::vector<NamedMatrix> edge_case_matrices() {

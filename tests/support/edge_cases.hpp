@@ -31,6 +31,15 @@ kernels::CooMatrix from_triplets(kernels::index_t rows, kernels::index_t cols,
                                  const std::vector<kernels::index_t>& c,
                                  const std::vector<float>& v);
 
+/// The values of `a` perturbed in their 30th bit (v * (1 + 2^-30 * ((e % 7) - 3))): not
+/// representable in float, so a kernel that stores or sums them in single precision misses the
+/// double-precision reference by ~1e-8 relative, a million times the double tolerance.
+kernels::CooMatrix with_double_values(kernels::CooMatrix a);
+kernels::CooTensor with_double_values(kernels::CooTensor t);
+
+/// Tolerance of verify() for double-precision kernels (relative to the sum of |products|).
+inline constexpr double kDoubleTolerance = 1e-12;
+
 /// An n x n band (`half` entries either side of the diagonal) plus one scattered entry per row
 /// off the band: small, but every thread of a row-parallel kernel has work (the measuring tests).
 kernels::CooMatrix band_matrix(int n, int half);

@@ -27,6 +27,7 @@ TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, cons
   TuneOutcome out;
   out.report = hit.report;
   out.report["from_cache"] = true;
+  out.report["dtype"] = std::string(kernels::dtype_name(key.dtype));  // older entries lack it
   out.report["plan_cache"] = {{"path", hit.path}, {"saved_at", hit.saved_at}, {"key", key.to_json()}};
   out.report["decided_for_file"] = out.report.value("file", std::string());
   out.report["file"] = o.file;
@@ -332,7 +333,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
     plan_cache.emplace(o.plan_cache);
     const std::int64_t dense_key = kind == KernelKind::SpMV ? 1 : dense;
     tuning_key = TuningKey{rec.fingerprint, kind, static_cast<int>(dense_key), threads,
-                           machine_identity(o.generated.compiler)};
+                           machine_identity(o.generated.compiler), o.dtype};
     if (!o.refresh) {
       const CacheLookup found = plan_cache->find(tuning_key);
       if (found.hit) return cached_outcome(o, *found.hit, tuning_key, t_run, obs);
@@ -341,7 +342,8 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   }
 
   // The dense operands (not needed for a cache hit) and the reference.
-  const DenseOperands operands = make_dense_operands(kind, operand.matrix, operand.tensor, dense, o.seed);
+  const DenseOperands operands =
+      make_dense_operands(kind, operand.matrix, operand.tensor, dense, o.seed, o.dtype);
   const Problem p = make_problem(kind, operand.matrix, operand.tensor, operands);
   const Reference ref = compute_reference(p);
 
@@ -358,7 +360,8 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   Runner& measurer = *runner;
 
   // 3. The measurement key (the database was opened before the tuning cache was asked).
-  const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat};
+  const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat,
+                           o.dtype};
   const nlohmann::json context = context_json(threads, "none");
 
   // 4. The candidates.

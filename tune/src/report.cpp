@@ -218,6 +218,7 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
       {"fingerprint", in.rec->fingerprint},
       {"nnz", t.p.nnz()},
       {"dense", t.p.dense_size()},
+      {"dtype", std::string(kernels::dtype_name(t.p.dtype()))},
       {"threads", in.threads},
       {"search", t.search},
       {"search_info", in.choice->search_info},

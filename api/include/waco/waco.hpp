@@ -30,6 +30,7 @@
 // hint. No third-party type appears in this header.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -64,8 +65,15 @@ enum class Kernel {
 /// "spmv", "spmm", "sddmm", "mttkrp".
 WACO_API const char* kernel_name(Kernel k);
 
+/// The value type a matrix holds and a plan computes in: single or double precision.
+enum class Dtype { F32, F64 };
+/// "f32", "f64".
+WACO_API const char* dtype_name(Dtype d);
+
 /// A sparse matrix or 3-D tensor handle: the operand canonicalized (sorted, one entry per
 /// coordinate) and owned (the caller's arrays may be freed after construction). Cheap to copy.
+/// Its value type is that of the values it was made from (float: Dtype::F32, double:
+/// Dtype::F64), and plans of it compute in that type.
 class WACO_API Matrix {
  public:
   /// From CSR arrays: rowptr has rows + 1 entries starting at 0; the column indices of each row
@@ -75,17 +83,36 @@ class WACO_API Matrix {
                          const std::int32_t* colind, const float* values);
   static Matrix from_csr(std::int64_t rows, std::int64_t cols, const std::int32_t* rowptr,
                          const std::int32_t* colind, const float* values);
-  /// From coordinates (0-based, any order; repeated coordinates are summed). values may be null
-  /// (a pattern: every value 1).
+  static Matrix from_csr(std::int64_t rows, std::int64_t cols, const std::int64_t* rowptr,
+                         const std::int32_t* colind, const double* values);
+  static Matrix from_csr(std::int64_t rows, std::int64_t cols, const std::int32_t* rowptr,
+                         const std::int32_t* colind, const double* values);
+  /// From coordinates (0-based, any order; repeated coordinates are summed in the values'
+  /// type). values may be null (a pattern: every value 1; a literal nullptr makes an F32
+  /// pattern, a null `const double*` an F64 one).
   static Matrix from_coo(std::int64_t rows, std::int64_t cols, std::int64_t nnz,
                          const std::int32_t* row, const std::int32_t* col, const float* values);
+  static Matrix from_coo(std::int64_t rows, std::int64_t cols, std::int64_t nnz,
+                         const std::int32_t* row, const std::int32_t* col, const double* values);
+  static Matrix from_coo(std::int64_t rows, std::int64_t cols, std::int64_t nnz,
+                         const std::int32_t* row, const std::int32_t* col, std::nullptr_t) {
+    return from_coo(rows, cols, nnz, row, col, static_cast<const float*>(nullptr));
+  }
   /// A 3-D tensor (for MTTKRP) from coordinates, as from_coo.
   static Matrix tensor_from_coo(const std::int64_t dims[3], std::int64_t nnz,
                                 const std::int32_t* i, const std::int32_t* k,
                                 const std::int32_t* l, const float* values);
+  static Matrix tensor_from_coo(const std::int64_t dims[3], std::int64_t nnz,
+                                const std::int32_t* i, const std::int32_t* k,
+                                const std::int32_t* l, const double* values);
+  static Matrix tensor_from_coo(const std::int64_t dims[3], std::int64_t nnz,
+                                const std::int32_t* i, const std::int32_t* k,
+                                const std::int32_t* l, std::nullptr_t) {
+    return tensor_from_coo(dims, nnz, i, k, l, static_cast<const float*>(nullptr));
+  }
   /// A Matrix Market file (.mtx, .mtx.gz; symmetric ones expanded) or a FROSTT tensor (.tns,
-  /// .tns.gz).
-  static Matrix from_file(const std::string& path);
+  /// .tns.gz), its values read in `dtype` (F64: exactly as written, to double's precision).
+  static Matrix from_file(const std::string& path, Dtype dtype = Dtype::F32);
 
   int order() const;            ///< 2 for a matrix, 3 for a tensor
   std::int64_t rows() const;    ///< dims(0)
@@ -95,8 +122,12 @@ class WACO_API Matrix {
   /// The content fingerprint (16 hex digits) that names the matrix in the tuning cache, the
   /// results database and the CLI's output.
   std::string fingerprint() const;
-  /// The matrix as CSR arrays (canonical order), e.g. to run a reference next to a plan.
+  /// F32 or F64: the values' type, and so the type its plans compute in.
+  Dtype dtype() const;
+  /// The matrix as CSR arrays (canonical order), e.g. to run a reference next to a plan. The
+  /// values of an F64 matrix into float are rounded.
   void csr(std::int64_t* rowptr, std::int32_t* colind, float* values) const;
+  void csr(std::int64_t* rowptr, std::int32_t* colind, double* values) const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
@@ -172,6 +203,9 @@ class WACO_API Plan {
   bool from_cache() const;
   int threads() const;
   int dense() const;               ///< the dense size the plan was tuned for
+  /// The type it computes in (its matrix's): its calls take arrays of that type (float for F32,
+  /// double for F64); the other type's arrays are refused (Error).
+  Dtype dtype() const;
   /// The whole report of the tune that decided (`waco-hybrid tune --json`), as JSON text; for an
   /// adaptive plan its state: calls, nominees, timings, cost, budget, decision.
   std::string report_json() const;
@@ -181,19 +215,25 @@ class WACO_API Plan {
   std::int64_t calls() const;
   std::int64_t exploring_calls() const;
 
-  /// y = A x. x: cols floats, y: rows floats (overwritten).
+  /// y = A x. x: cols values, y: rows values (overwritten).
   void spmv(const float* x, float* y) const;
+  void spmv(const double* x, double* y) const;
   /// C = A B for n columns: B is cols x n row-major with leading dimension ldb >= n, C is rows x n
   /// row-major with ldc >= n (overwritten).
   void spmm(std::int64_t n, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) const;
+  void spmm(std::int64_t n, const double* B, std::int64_t ldb, double* C, std::int64_t ldc) const;
   /// out[e] = a_e * dot(U[row_e, :], V[col_e, :]) over the nonzeros e in CSR order: U is rows x k
-  /// (ldu >= k), V is cols x k (ldv >= k), both row-major; out holds nnz floats.
+  /// (ldu >= k), V is cols x k (ldv >= k), both row-major; out holds nnz values.
   void sddmm(std::int64_t k, const float* U, std::int64_t ldu, const float* V, std::int64_t ldv,
              float* out) const;
+  void sddmm(std::int64_t k, const double* U, std::int64_t ldu, const double* V, std::int64_t ldv,
+             double* out) const;
   /// out(i, j) = sum over T(i, k, l) of T(i, k, l) B(k, j) C(l, j) for n columns: B is dim(1) x n,
   /// C is dim(2) x n, out is dim(0) x n (overwritten), all row-major with their leading dimensions.
   void mttkrp(std::int64_t n, const float* B, std::int64_t ldb, const float* C, std::int64_t ldc,
               float* out, std::int64_t ldo) const;
+  void mttkrp(std::int64_t n, const double* B, std::int64_t ldb, const double* C, std::int64_t ldc,
+              double* out, std::int64_t ldo) const;
 
   /// Writes the plan's decision (schedule, report, matrix fingerprint, machine) as JSON, atomically.
   void save(const std::string& path) const;

@@ -19,12 +19,14 @@
 #include <string>
 
 #include "waco/codegen/super_schedule.hpp"
+#include "waco/kernels/values.hpp"
 
 namespace waco::codegen {
 
 /// Version of the WacoArgs layout; part of every generated source (and so of its cache key).
-/// 2: waco_kernel returns a status and exports waco_constant_split.
-inline constexpr int kAbiVersion = 2;
+/// 2: waco_kernel returns a status and exports waco_constant_split. 3: values of the source's
+/// waco_value_t (float or double; void on the host side, which passes the caller's arrays).
+inline constexpr int kAbiVersion = 3;
 inline constexpr int kMaxLevels = 8;
 inline constexpr int kMaxVars = 4;
 
@@ -34,9 +36,9 @@ inline constexpr int kMaxVars = 4;
   const int* pos[8];                                                                       \
   const int* crd[8];                                                                       \
   long long level_dim[8];                                                                  \
-  const float* vals;                                                                       \
-  const float* in[2];                                                                      \
-  float* out;                                                                              \
+  const waco_value_t* vals;                                                                \
+  const waco_value_t* in[2];                                                               \
+  waco_value_t* out;                                                                       \
   long long out_size;                                                                      \
   long long extent[4];                                                                     \
   long long split[4];                                                                      \
@@ -44,6 +46,10 @@ inline constexpr int kMaxVars = 4;
   int chunk;
 #define WACO_STRINGIFY_FIELDS(...) #__VA_ARGS__
 #define WACO_STRINGIFY(x) WACO_STRINGIFY_FIELDS(x)
+
+/// The host's view of the values' type: untyped pointers to arrays of the kernel's type (each
+/// generated source defines waco_value_t as float or double).
+typedef void waco_value_t;
 
 /// The argument block of a generated kernel.
 struct WacoArgs {
@@ -58,7 +64,8 @@ inline constexpr const char* kWacoArgsFields = WACO_STRINGIFY(WACO_ARGS_FIELDS);
 /// Largest split size that split_is_constant() bakes into the source.
 inline constexpr int kMaxConstantSplit = 32;
 
-/// Largest register block (floats; 64 floats are 8 AVX2 or 4 AVX-512 registers).
+/// Largest register block (values; 64 floats are 8 AVX2 or 4 AVX-512 registers, 64 doubles
+/// twice as many).
 inline constexpr int kMaxRegisterBlock = 64;
 /// Most rows of a two-dimensional register block.
 inline constexpr int kMaxRegisterRows = 8;
@@ -113,8 +120,11 @@ std::optional<RaceStrategy> parse_race_strategy(const std::string& name);
 /// functions and constants, to be placed inside a namespace of a header (no #include lines:
 /// the enclosing header includes <cstdlib> and <omp.h>); see emit_standalone_header.
 enum class SourceForm : std::uint8_t { SharedObject, Header };
+/// `dtype`: the value type of the stored values, the dense operands and the output (the
+/// source's waco_value_t, so part of the kernel's cache key).
 std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceStrategy::Atomic,
-                               SourceForm form = SourceForm::SharedObject);
+                               SourceForm form = SourceForm::SharedObject,
+                               kernels::Dtype dtype = kernels::Dtype::F32);
 
 /// A drop-in header for a canonical, valid schedule: one self-contained file (C++17, OpenMP, no
 /// waco-hybrid header or library) with, in namespace `name_space`, the kernel (emit_kernel_source's
@@ -124,9 +134,11 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceS
 ///   spmv(f, x, y);  spmm(f, n, B, C);  sddmm(f, k, U, V, out);  mttkrp(f, n, B, C, out);
 /// `note` (may be empty) is put in the leading comment, e.g. what the schedule was tuned for.
 /// The builder refuses (std::length_error) formats storing more than `max_padding` values per
-/// nonzero, with the same bounds as build_storage.
+/// nonzero, with the same bounds as build_storage. Values, dense arrays and outputs are of
+/// `dtype` (`name_space::waco_value_t`).
 std::string emit_standalone_header(const SuperSchedule& s, RaceStrategy race,
                                    const std::string& name_space = "waco_tuned",
-                                   const std::string& note = {}, double max_padding = 20.0);
+                                   const std::string& note = {}, double max_padding = 20.0,
+                                   kernels::Dtype dtype = kernels::Dtype::F32);
 
 }  // namespace waco::codegen

@@ -31,8 +31,10 @@ struct GeneratedOptions {
 /// values x the extents of the dense-only variables) on `threads` threads: Atomic or Private,
 /// never Auto. Auto is Private when the copies are no more entries than there are updates,
 /// (threads - 1) x output_size <= updates, and take at most kMaxPrivateCopyBytes; else Atomic.
+/// `dtype` sizes the copies.
 RaceStrategy resolve_race(RaceStrategy requested, const SuperSchedule& s, std::int64_t output_size,
-                          double updates, int threads);
+                          double updates, int threads,
+                          kernels::Dtype dtype = kernels::Dtype::F32);
 
 /// A schedule made ready to run on one sparse operand: its format built, its kernel compiled (or
 /// found in the cache) and loaded, the argument block filled but for the dense operands and the
@@ -42,16 +44,18 @@ struct BoundKernel {
   std::shared_ptr<const Storage> storage;
   CompileResult compile;               ///< holds the loaded library
   RaceStrategy race = RaceStrategy::Atomic;
+  kernels::Dtype dtype = kernels::Dtype::F32;  ///< of the stored values and the arrays run() takes
   int (*fn)(const WacoArgs*) = nullptr;
   WacoArgs args{};                     ///< in, out and the dense-only extents unset
-  std::int64_t out_size = 0;           ///< floats the kernel writes (SDDMM: stored values)
+  std::int64_t out_size = 0;           ///< values the kernel writes (SDDMM: stored values)
   std::string source;                  ///< the kernel's C++ source (emitter.hpp)
 
   /// Runs the kernel: `in0`, `in1` (null when the kernel has one dense input) and `out` as the
-  /// Problem lays them out (kernels/kernel.hpp), `dense` the extent of the dense-only variable
-  /// (J or K; ignored by SpMV); out must hold out_size floats for this dense size. Throws
-  /// kernels::Error when the per-thread copies of RaceStrategy::Private cannot be allocated.
-  void run(const float* in0, const float* in1, float* out, std::int64_t dense) const;
+  /// Problem lays them out (kernels/kernel.hpp), arrays of `dtype` (the caller checks it),
+  /// `dense` the extent of the dense-only variable (J or K; ignored by SpMV); out must hold
+  /// out_size values for this dense size. Throws kernels::Error when the per-thread copies of
+  /// RaceStrategy::Private cannot be allocated.
+  void run(const void* in0, const void* in1, void* out, std::int64_t dense) const;
 };
 
 /// Builds the format of `s` for p's sparse operand (p's dense operands may be absent), resolves
@@ -79,7 +83,7 @@ class GeneratedKernel final : public kernels::Implementation {
   /// Throws kernels::Error when the per-thread output copies of RaceStrategy::Private cannot be
   /// allocated.
   void run() override;
-  const kernels::AlignedFloats& output() const override;
+  const kernels::Values& output() const override;
 
   const SuperSchedule& schedule() const { return schedule_; }
   const Storage& storage() const { return *bound_.storage; }
@@ -98,8 +102,8 @@ class GeneratedKernel final : public kernels::Implementation {
   GeneratedOptions opts_;
   kernels::Problem problem_;
   BoundKernel bound_;
-  kernels::AlignedFloats out_;                 ///< what the kernel writes
-  mutable kernels::AlignedFloats canonical_;   ///< SDDMM: out_ gathered into A's canonical order
+  kernels::Values out_;                 ///< what the kernel writes
+  mutable kernels::Values canonical_;   ///< SDDMM: out_ gathered into A's canonical order
 };
 
 }  // namespace waco::codegen

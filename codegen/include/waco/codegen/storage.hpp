@@ -27,7 +27,7 @@ struct Level {
 
 struct Storage {
   std::vector<Level> levels;
-  std::vector<float> vals;                     ///< one per leaf position, explicit zeros included
+  kernels::Values vals;  ///< one per leaf position, explicit zeros included; the problem's type
   std::vector<kernels::index_t> entry_position;  ///< canonical nonzero e -> its leaf position
   std::int64_t nnz = 0;
   double build_seconds = 0.0;

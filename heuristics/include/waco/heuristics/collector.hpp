@@ -31,6 +31,7 @@ namespace waco::heuristics {
 struct CollectOptions {
   kernels::KernelKind kernel = kernels::KernelKind::SpMV;
   int dense = 0;                  ///< 0: the kernel's default (spmm 256, mttkrp 16, sddmm 256)
+  kernels::Dtype dtype = kernels::Dtype::F32;  ///< the value type the group is timed in
   int schedules = 100;            ///< sampled schedules per matrix (csr-like and baseline extra)
   double admissible_share = 0.5;  ///< of them from the admissible set, the rest from the legal space
   double repeat_share = 0.05;     ///< groups measured a second time (pair-order stability)

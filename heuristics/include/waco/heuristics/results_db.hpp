@@ -47,7 +47,7 @@ namespace waco::heuristics {
 /// adds the dataset tables (provenance, groups) and measurements.group_id; version 4
 /// measurements.counters; version 5 the ablation table. Older files are migrated on open, in
 /// place, one version at a time.
-inline constexpr int kResultsSchemaVersion = 5;
+inline constexpr int kResultsSchemaVersion = 6;
 /// Version of the dataset export format (ResultsDb::for_each_group).
 inline constexpr int kDatasetExportVersion = 1;
 
@@ -80,6 +80,8 @@ struct MeasurementKey {
   kernels::KernelKind kernel = kernels::KernelKind::SpMV;
   int dense = 1;            ///< J, K or 1 (Problem::dense_size())
   int repeats = 10;
+  /// The value type the kernel computed in; rows of older databases are single precision.
+  kernels::Dtype dtype = kernels::Dtype::F32;
 };
 
 /// Where a dataset matrix came from.
@@ -195,7 +197,7 @@ class ResultsDb {
   /// source). Replaces an earlier group with the same identity. Returns the group's id.
   std::int64_t record_group(const MeasurementKey& key, const GroupRecord& g,
                             const std::vector<GroupRow>& rows);
-  /// Whether a group (matrix, kernel, dense, threads, repetition) is stored.
+  /// Whether a group (matrix, kernel, dense, threads, dtype, repetition) is stored.
   bool has_group(const MeasurementKey& key, int threads, int repetition = 0) const;
   /// Per kernel: matrices, groups, measurements by status, matrices by source and split, the
   /// median csr spread and the mean pair agreement of repetitions (`dataset stats`).

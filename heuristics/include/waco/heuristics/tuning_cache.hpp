@@ -33,6 +33,9 @@ struct TuningKey {
   int dense = 1;            ///< J, K, or 1 for SpMV
   int threads = 1;
   nlohmann::json machine;   ///< machine_identity()
+  /// The value type (in the key's JSON only when double: single-precision entries written
+  /// before double precision keep their names).
+  kernels::Dtype dtype = kernels::Dtype::F32;
 
   nlohmann::json to_json() const;
   /// 16 hex digits naming the entry's file: a hash of to_json().

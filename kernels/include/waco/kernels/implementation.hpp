@@ -18,13 +18,14 @@ class Implementation {
  public:
   virtual ~Implementation() = default;
 
-  /// Builds the implementation's data structures for `p` using `threads` threads. Throws Error
-  /// when the implementation cannot handle this problem (with the reason).
+  /// Builds the implementation's data structures for `p` (in p.dtype()) using `threads` threads.
+  /// Throws Error when the implementation cannot handle this problem (with the reason).
   virtual void prepare(const Problem& p, int threads) = 0;
   /// Computes the kernel into output(). Precondition: prepare() succeeded.
   virtual void run() = 0;
-  /// The result of the last run, in the canonical layout of kernel.hpp.
-  virtual const AlignedFloats& output() const = 0;
+  /// The result of the last run, in the canonical layout of kernel.hpp and the problem's value
+  /// type.
+  virtual const Values& output() const = 0;
 
   /// Seconds prepare() spent converting the operand into the implementation's format.
   double conversion_seconds() const { return conversion_seconds_; }

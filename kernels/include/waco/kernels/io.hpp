@@ -25,6 +25,10 @@ std::string_view symmetry_name(Symmetry s);  ///< "general", "symmetric", "skew-
 struct ReadOptions {
   bool drop_explicit_zeros = false;  ///< drop stored zeros (default: keep them as entries)
   bool allow_nonfinite = false;      ///< accept NaN / Inf values (default: refuse)
+  /// The precision values are read in. F32: each value correctly rounded to float (what the
+  /// single-precision kernels compute with; finite values beyond float's range are refused),
+  /// duplicates summed in float. F64: each value as a double, exactly as the file gives it.
+  Dtype dtype = Dtype::F32;
   /// Bytes one operand may need (input_memory_limit's estimate); 0: input_memory_limit().
   std::int64_t max_memory = 0;
 };

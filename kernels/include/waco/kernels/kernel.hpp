@@ -42,10 +42,14 @@ struct Problem {
   const CooTensor* T = nullptr;    ///< MTTKRP (canonical, order 3)
   const DenseMatrix* B = nullptr;  ///< x for SpMV; B otherwise
   const DenseMatrix* C = nullptr;  ///< SDDMM and MTTKRP only
+  /// The value type of the dense operands, the output and the kernel's stored values (set even
+  /// when the dense operands are absent, as when only a format is built).
+  Dtype value_type = Dtype::F32;
 
   /// J (SpMM, MTTKRP), K (SDDMM) or 1 (SpMV), taken from the dense operands.
   index_t dense_size() const;
-  /// Number of floats in the canonical output.
+  Dtype dtype() const { return value_type; }
+  /// Number of values in the canonical output.
   std::int64_t output_size() const;
   /// Nonzeros of the sparse operand.
   std::int64_t nnz() const;
@@ -62,12 +66,17 @@ struct DenseOperands {
   DenseMatrix C;
 };
 
-/// Seeded dense operands of the right shapes and layouts (see random_dense for the generator).
-/// `dense` is J, K or ignored for SpMV; must be >= 1.
+/// Seeded dense operands of the right shapes, layouts and value type (see random_dense for the
+/// generator: the same numbers in both types). `dense` is J, K or ignored for SpMV; must be >= 1.
 DenseOperands make_dense_operands(KernelKind k, const CooMatrix* A, const CooTensor* T, int dense,
-                                  std::uint64_t seed);
+                                  std::uint64_t seed, Dtype dtype = Dtype::F32);
 
-/// Builds a Problem over the given operands and validates it.
+/// Throws Error when p is single precision and its sparse operand holds a finite value beyond
+/// float's range (a file read in double, then computed in float). O(nnz).
+void check_value_range(const Problem& p);
+
+/// Builds a Problem over the given operands, in their value type, and validates it (and
+/// check_value_range).
 Problem make_problem(KernelKind k, const CooMatrix* A, const CooTensor* T,
                      const DenseOperands& operands);
 

@@ -32,8 +32,12 @@ struct Verification {
   std::string message;
 };
 
-/// Compares a kernel's output with the reference. NaN or Inf in the output fails.
+/// Compares a kernel's output with the reference. NaN or Inf in the output fails. The
+/// tolerance is the same for both value types (a double kernel meets it with room to spare).
 Verification verify(const float* out, std::int64_t size, const Reference& ref,
                     double tolerance = kDefaultTolerance);
+Verification verify(const double* out, std::int64_t size, const Reference& ref,
+                    double tolerance = kDefaultTolerance);
+Verification verify(const Values& out, const Reference& ref, double tolerance = kDefaultTolerance);
 
 }  // namespace waco::kernels

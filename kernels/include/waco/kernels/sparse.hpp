@@ -1,7 +1,8 @@
 // Sparse operands: COO and CSR matrices and COO tensors, the currency of every stage.
 //
 // Indices are 32-bit (index_t); readers parse 64-bit and refuse inputs that do not fit.
-// Values are single precision (the kernels' precision); references accumulate in double.
+// Values are kept in double, exactly as read or generated; each implementation stores them in its
+// problem's value type (values.hpp: float or double). References accumulate in double.
 // A CooMatrix / CooTensor is *canonical* when its entries are sorted lexicographically by
 // coordinate (row-major for matrices) with no repeated coordinate. Readers and generators return
 // canonical operands, so the order of a canonical COO is also the order of its CSR / CSF.
@@ -11,6 +12,8 @@
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "waco/kernels/values.hpp"
 
 namespace waco::kernels {
 
@@ -24,7 +27,7 @@ struct CooMatrix {
   index_t cols = 0;
   std::vector<index_t> row;
   std::vector<index_t> col;
-  std::vector<float> val;
+  std::vector<double> val;
 
   std::int64_t nnz() const { return static_cast<std::int64_t>(val.size()); }
 };
@@ -33,7 +36,7 @@ struct CooMatrix {
 struct CooTensor {
   std::vector<index_t> dims;
   std::vector<std::vector<index_t>> idx;
-  std::vector<float> val;
+  std::vector<double> val;
 
   int order() const { return static_cast<int>(dims.size()); }
   std::int64_t nnz() const { return static_cast<std::int64_t>(val.size()); }
@@ -45,16 +48,18 @@ struct CsrMatrix {
   index_t cols = 0;
   std::vector<index_t> rowptr;  ///< rows + 1 entries
   std::vector<index_t> colidx;
-  std::vector<float> val;
+  std::vector<double> val;
 
   std::int64_t nnz() const { return static_cast<std::int64_t>(val.size()); }
 };
 
-/// Sorts the entries by (row, col) and sums repeated coordinates. Returns how many entries were
-/// merged into an earlier one (0 when there were no duplicates). O(nnz + rows) (counting sort).
-std::int64_t canonicalize(CooMatrix& a);
+/// Sorts the entries by (row, col) and sums repeated coordinates, each addition rounded to
+/// `sum_in` (F32: as single-precision values always were, so the fingerprints of such operands
+/// did not change when values moved to double). Returns how many entries were merged into an
+/// earlier one (0 when there were no duplicates). O(nnz + rows) (counting sort).
+std::int64_t canonicalize(CooMatrix& a, Dtype sum_in = Dtype::F32);
 /// Same for a tensor (lexicographic order over the modes). Returns the number of merged entries.
-std::int64_t canonicalize(CooTensor& t);
+std::int64_t canonicalize(CooTensor& t, Dtype sum_in = Dtype::F32);
 
 /// True when sorted by coordinate with no repeats.
 bool is_canonical(const CooMatrix& a);
@@ -67,8 +72,11 @@ void check_bounds(const CooTensor& t);
 /// CSR of a canonical COO matrix, in O(nnz + rows). Precondition: is_canonical(a).
 CsrMatrix to_csr(const CooMatrix& a);
 
-/// A 64-bit content fingerprint of a canonical operand (dimensions, coordinates and value bits),
-/// stable across runs and platforms: two files with the same canonical content match.
+/// A 64-bit content fingerprint of a canonical operand (dimensions, coordinates and the bits of
+/// the values rounded to float), stable across runs and platforms: two files with the same
+/// canonical content match. Values that differ only beyond float's precision share a
+/// fingerprint (it names the matrix for results and caches, whose timings do not depend on them;
+/// before values were kept in double it was the same hash of the float values).
 std::uint64_t fingerprint(const CooMatrix& a);
 std::uint64_t fingerprint(const CooTensor& t);
 /// A 64-bit hash as 16 lower-case hex digits.

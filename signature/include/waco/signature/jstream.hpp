@@ -63,7 +63,7 @@ class JStream : public kernels::Implementation {
 
   void prepare(const kernels::Problem& p, int threads) override;
   void run() override;
-  const kernels::AlignedFloats& output() const override { return out_; }
+  const kernels::Values& output() const override { return out_; }
 
   /// The tiles in use (after prepare()).
   const JStreamTiles& tiles() const { return tiles_; }
@@ -84,7 +84,7 @@ class JStream : public kernels::Implementation {
   int threads_ = 1;
   PanelStructure panels_;
   std::vector<float> acc_;  ///< SDDMM partial dot products, in panel order
-  kernels::AlignedFloats out_;
+  kernels::Values out_;
 };
 
 /// The implementations of this library, for `--impl`: "jstream" (spmm, sddmm).

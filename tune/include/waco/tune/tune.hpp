@@ -44,6 +44,8 @@ struct TuneRequest {
   bool db_default = true;        ///< an empty `db` means the user's default database
   std::uint64_t seed = 1;
   int dense = 0;                 ///< J or K (0: the kernel's default)
+  /// The value type of the kernels (the operand's values, the dense operands, the output).
+  kernels::Dtype dtype = kernels::Dtype::F32;
   int threads = 0;               ///< 0: every available core
   int repeat = 10;
   int warmup = 2;
