@@ -3,10 +3,11 @@
 // conversion, the option defaults and the readers of the results live in the Python package
 // (waco_hybrid/*.py).
 //
-// Arrays are never converted here: a dense operand must already be a C-contiguous float32
-// ndarray of the right shape (else TypeError for the dtype, ValueError for shape and order), so
-// no call copies a large array behind the caller's back. The GIL is released while a matrix is
-// built, while tuning, and while a kernel runs.
+// Arrays are never converted here: a matrix's values are float32 or float64 (a waco::Matrix of
+// Dtype::F32 or F64), and a dense operand must already be a C-contiguous ndarray of the plan's
+// dtype (its matrix's) and of the right shape (else TypeError for the dtype, ValueError for shape
+// and order), so no call copies a large array behind the caller's back. The GIL is released
+// while a matrix is built, while tuning, and while a kernel runs.
 #include <dlfcn.h>
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
@@ -47,27 +48,58 @@ std::vector<std::int64_t> shape_of(const py::array& a) {
   return std::vector<std::int64_t>(a.shape(), a.shape() + a.ndim());
 }
 
-/// The dtype check of every array: float32 only, float64 named as not supported yet.
-void check_float32(const py::array& a, const std::string& what) {
-  if (a.dtype().is(py::dtype::of<float>())) return;
-  const std::string dt = py::str(a.dtype());
-  if (a.dtype().is(py::dtype::of<double>()))
-    throw py::type_error(what + " is float64: float64 is not supported yet (waco-hybrid runs "
-                                "float32 only; double precision is issue 37); pass " +
-                         what + ".astype(numpy.float32), a float32 copy");
-  throw py::type_error(what + " has dtype " + dt + ", waco-hybrid runs float32: pass " + what +
-                       ".astype(numpy.float32)");
+/// NumPy's name of a waco dtype: "float32" or "float64".
+const char* numpy_name(waco::Dtype d) { return d == waco::Dtype::F64 ? "float64" : "float32"; }
+
+/// "float32"/"f32" or "float64"/"f64" (the Python side passes NumPy's names).
+waco::Dtype parse_dtype(const std::string& name) {
+  if (name == "float32" || name == "f32") return waco::Dtype::F32;
+  if (name == "float64" || name == "f64") return waco::Dtype::F64;
+  throw py::type_error("dtype '" + name + "' is not supported: pass float32 or float64");
 }
 
-/// The checks of a dense operand: an ndarray, float32, C-contiguous, aligned, of this shape
+/// Whether a's elements are T in the machine's byte order (NumPy's equivalence, not the identity
+/// of the dtype object: an equal descriptor that is not NumPy's cached one is accepted).
+template <typename T>
+bool has_dtype(const py::array& a) {
+  return py::detail::npy_api::get().PyArray_EquivTypes_(a.dtype().ptr(),
+                                                         py::dtype::of<T>().ptr());
+}
+
+/// Calls f(float{}) or f(double{}) for F32 or F64: the typed body of a dtype-generic call.
+template <class F>
+decltype(auto) by_dtype(waco::Dtype d, F&& f) {
+  if (d == waco::Dtype::F64) return f(double{});
+  return f(float{});
+}
+
+/// The dtype check of every dense array: the plan's dtype (its matrix's) and nothing else; the
+/// other float type is named with how to convert it (nothing is converted here).
+void check_dtype(const py::array& a, const std::string& what, waco::Dtype want) {
+  const bool f64 = want == waco::Dtype::F64;
+  if (f64 ? has_dtype<double>(a) : has_dtype<float>(a)) return;
+  const std::string name = numpy_name(want);
+  if (f64 ? has_dtype<float>(a) : has_dtype<double>(a)) {
+    const std::string other = numpy_name(f64 ? waco::Dtype::F32 : waco::Dtype::F64);
+    throw py::type_error(what + " is " + other + ", this plan computes in " + name +
+                         " (its matrix holds " + name + " values): pass " + what +
+                         ".astype(numpy." + name + "), a " + name +
+                         " copy, or use a plan of a matrix of " + other + " values");
+  }
+  throw py::type_error(what + " has dtype " + std::string(py::str(a.dtype())) +
+                       ", this plan computes in " + name + ": pass " + what + ".astype(numpy." +
+                       name + ")");
+}
+
+/// The checks of a dense operand: an ndarray of this dtype, C-contiguous, aligned, of this shape
 /// (-1: any size). Returns it as a py::array (never a converted copy).
 py::array dense(const py::handle& obj, const std::string& what,
-                const std::vector<std::int64_t>& want, bool writable = false) {
+                const std::vector<std::int64_t>& want, waco::Dtype dtype, bool writable = false) {
   if (!py::isinstance<py::array>(obj))
-    throw py::type_error(what + " must be a numpy.ndarray of float32, not " +
+    throw py::type_error(what + " must be a numpy.ndarray of " + numpy_name(dtype) + ", not " +
                          std::string(py::str(obj.get_type().attr("__name__"))));
   py::array a = py::reinterpret_borrow<py::array>(obj);
-  check_float32(a, what);
+  check_dtype(a, what, dtype);
   const std::vector<std::int64_t> got = shape_of(a);
   bool ok = got.size() == want.size();
   for (std::size_t i = 0; ok && i < want.size(); ++i) ok = want[i] < 0 || want[i] == got[i];
@@ -103,19 +135,22 @@ void check_disjoint(const py::array& out, const std::vector<const py::array*>& i
   }
 }
 
-/// out when given (checked), else a new array of that shape.
-py::array output(const py::object& out, const std::vector<std::int64_t>& shape) {
-  if (out.is_none()) return py::array_t<float>(shape);
-  return dense(out, "out", shape, /*writable=*/true);
+/// out when given (checked: the plan's dtype), else a new array of that shape and dtype.
+py::array output(const py::object& out, const std::vector<std::int64_t>& shape, waco::Dtype dtype) {
+  if (out.is_none())
+    return by_dtype(dtype, [&](auto v) -> py::array { return py::array_t<decltype(v)>(shape); });
+  return dense(out, "out", shape, dtype, /*writable=*/true);
 }
 
-float* fdata(py::array& a) { return static_cast<float*>(a.mutable_data()); }
-const float* fdata(const py::array& a) { return static_cast<const float*>(a.data()); }
+template <class V>
+V* vdata(py::array& a) { return static_cast<V*>(a.mutable_data()); }
+template <class V>
+const V* vdata(const py::array& a) { return static_cast<const V*>(a.data()); }
 
 /// A 1-D index array of exactly this dtype, contiguous, n entries (the sparse arrays).
 template <typename T>
 const T* index_array(const py::array& a, const char* what, std::int64_t n) {
-  if (!a.dtype().is(py::dtype::of<T>()))
+  if (!has_dtype<T>(a))
     throw py::type_error(std::string(what) + " has dtype " + std::string(py::str(a.dtype())) +
                          ", expected " + std::string(py::str(py::dtype::of<T>())));
   if (a.ndim() != 1 || a.shape(0) != n)
@@ -125,9 +160,27 @@ const T* index_array(const py::array& a, const char* what, std::int64_t n) {
   return static_cast<const T*>(a.data());
 }
 
-const float* values_array(const py::object& v, std::int64_t nnz) {
-  if (v.is_none()) return nullptr;
-  return fdata(dense(v, "values", {nnz}));
+/// A matrix's values: None (a pattern, every value 1, of the dtype `pattern`) or a 1-D ndarray of
+/// nnz float32 or float64 values, whose dtype the matrix takes. Calls make(values) with a
+/// `const float*` or `const double*` (null for a pattern).
+template <class F>
+waco::Matrix with_values(const py::object& v, const std::string& what, std::int64_t nnz,
+                         waco::Dtype pattern, F&& make) {
+  if (v.is_none())
+    return by_dtype(pattern,
+                    [&](auto z) { return make(static_cast<const decltype(z)*>(nullptr)); });
+  if (!py::isinstance<py::array>(v))
+    throw py::type_error(what + " must be a numpy.ndarray of float32 or float64, not " +
+                         std::string(py::str(v.get_type().attr("__name__"))));
+  const py::array a = py::reinterpret_borrow<py::array>(v);
+  waco::Dtype d = waco::Dtype::F32;
+  if (has_dtype<double>(a)) d = waco::Dtype::F64;
+  else if (!has_dtype<float>(a))
+    throw py::type_error(what + " has dtype " + std::string(py::str(a.dtype())) +
+                         ", waco-hybrid holds float32 or float64 values: pass " + what +
+                         ".astype(numpy.float32) or " + what + ".astype(numpy.float64)");
+  const py::array checked = dense(v, what, {nnz}, d);
+  return by_dtype(d, [&](auto z) { return make(vdata<decltype(z)>(checked)); });
 }
 
 waco::Matrix from_csr(std::int64_t rows, std::int64_t cols, const py::array& indptr,
@@ -135,46 +188,48 @@ waco::Matrix from_csr(std::int64_t rows, std::int64_t cols, const py::array& ind
   if (rows < 0) throw py::value_error("rows is negative");
   const std::int64_t nnz = indices.ndim() == 1 ? indices.shape(0) : -1;
   const std::int32_t* col = index_array<std::int32_t>(indices, "indices", nnz);
-  const float* val = fdata(dense(data, "data", {nnz}));
+  if (data.is_none()) throw py::type_error("data must be a numpy.ndarray of float32 or float64");
   if (indptr.ndim() != 1 || indptr.shape(0) != rows + 1)
     throw py::value_error("indptr must be 1-D with rows + 1 = " + std::to_string(rows + 1) +
                           " entries");
-  if (indptr.dtype().is(py::dtype::of<std::int64_t>())) {
-    const auto* ptr = index_array<std::int64_t>(indptr, "indptr", rows + 1);
+  const auto build = [&](const auto* ptr) {
     if (ptr[rows] != nnz) throw py::value_error("indptr[rows] is not the length of indices");
-    py::gil_scoped_release nogil;
-    return waco::Matrix::from_csr(rows, cols, ptr, col, val);
-  }
-  const auto* ptr = index_array<std::int32_t>(indptr, "indptr", rows + 1);
-  if (ptr[rows] != nnz) throw py::value_error("indptr[rows] is not the length of indices");
-  py::gil_scoped_release nogil;
-  return waco::Matrix::from_csr(rows, cols, ptr, col, val);
+    return with_values(data, "data", nnz, waco::Dtype::F32, [&](const auto* val) {
+      py::gil_scoped_release nogil;
+      return waco::Matrix::from_csr(rows, cols, ptr, col, val);
+    });
+  };
+  if (has_dtype<std::int64_t>(indptr))
+    return build(index_array<std::int64_t>(indptr, "indptr", rows + 1));
+  return build(index_array<std::int32_t>(indptr, "indptr", rows + 1));
 }
 
 waco::Matrix from_coo(std::int64_t rows, std::int64_t cols, const py::array& row,
-                      const py::array& col, const py::object& data) {
+                      const py::array& col, const py::object& data, const std::string& dtype) {
   const std::int64_t nnz = row.ndim() == 1 ? row.shape(0) : -1;
   const auto* r = index_array<std::int32_t>(row, "row", nnz);
   const auto* c = index_array<std::int32_t>(col, "col", nnz);
-  const float* v = values_array(data, nnz);
-  py::gil_scoped_release nogil;
-  return waco::Matrix::from_coo(rows, cols, nnz, r, c, v);
+  return with_values(data, "data", nnz, parse_dtype(dtype), [&](const auto* v) {
+    py::gil_scoped_release nogil;
+    return waco::Matrix::from_coo(rows, cols, nnz, r, c, v);
+  });
 }
 
 waco::Matrix tensor_from_coo(const std::vector<std::int64_t>& dims, const py::array& coords,
-                             const py::object& values) {
+                             const py::object& values, const std::string& dtype) {
   if (dims.size() != 3) throw py::value_error("a tensor has 3 dimensions, shape has " +
                                               std::to_string(dims.size()));
-  if (!coords.dtype().is(py::dtype::of<std::int32_t>()))
+  if (!has_dtype<std::int32_t>(coords))
     throw py::type_error("coords has dtype " + std::string(py::str(coords.dtype())) +
                          ", expected int32");
   if (coords.ndim() != 2 || coords.shape(0) != 3 || !(coords.flags() & py::array::c_style))
     throw py::value_error("coords must be a C-contiguous 3 x nnz int32 array (one row a mode)");
   const std::int64_t nnz = coords.shape(1);
   const auto* idx = static_cast<const std::int32_t*>(coords.data());
-  const float* v = values_array(values, nnz);
-  py::gil_scoped_release nogil;
-  return waco::Matrix::tensor_from_coo(dims.data(), nnz, idx, idx + nnz, idx + 2 * nnz, v);
+  return with_values(values, "values", nnz, parse_dtype(dtype), [&](const auto* v) {
+    py::gil_scoped_release nogil;
+    return waco::Matrix::tensor_from_coo(dims.data(), nnz, idx, idx + nnz, idx + 2 * nnz, v);
+  });
 }
 
 py::tuple matrix_shape(const waco::Matrix& A) {
@@ -256,63 +311,72 @@ void check_kernel(const PyPlan& p, waco::Kernel k, const char* use) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The kernels. Each checks its arrays against the plan's operand and runs with the GIL released.
+// The kernels. Each checks its arrays against the plan's operand and dtype (the arrays' pointers
+// are then of the plan's value type V) and runs with the GIL released.
 
 py::array run_spmv(const PyPlan& p, const py::handle& x_obj, const py::object& out) {
   check_kernel(p, waco::Kernel::SpMV, "");
-  const py::array x = dense(x_obj, "x", {p.A.cols()});
-  py::array y = output(out, {p.A.rows()});
+  const waco::Dtype dt = p.plan.dtype();
+  const py::array x = dense(x_obj, "x", {p.A.cols()}, dt);
+  py::array y = output(out, {p.A.rows()}, dt);
   check_disjoint(y, {&x});
-  {
+  by_dtype(dt, [&](auto z) {
+    using V = decltype(z);
     py::gil_scoped_release nogil;
-    p.plan.spmv(fdata(x), fdata(y));
-  }
+    p.plan.spmv(vdata<V>(x), vdata<V>(y));
+  });
   return y;
 }
 
 py::array run_spmm(const PyPlan& p, const py::handle& b_obj, const py::object& out) {
   check_kernel(p, waco::Kernel::SpMM, "");
-  const py::array B = dense(b_obj, "B", {p.A.cols(), -1});
+  const waco::Dtype dt = p.plan.dtype();
+  const py::array B = dense(b_obj, "B", {p.A.cols(), -1}, dt);
   const std::int64_t n = B.shape(1);
   if (n < 1) throw py::value_error("B has 0 columns; at least 1");
-  py::array C = output(out, {p.A.rows(), n});
+  py::array C = output(out, {p.A.rows(), n}, dt);
   check_disjoint(C, {&B});
-  {
+  by_dtype(dt, [&](auto z) {
+    using V = decltype(z);
     py::gil_scoped_release nogil;
-    p.plan.spmm(n, fdata(B), n, fdata(C), n);
-  }
+    p.plan.spmm(n, vdata<V>(B), n, vdata<V>(C), n);
+  });
   return C;
 }
 
 py::array run_sddmm(const PyPlan& p, const py::handle& u_obj, const py::handle& v_obj,
                     const py::object& out) {
   check_kernel(p, waco::Kernel::SDDMM, "");
-  const py::array U = dense(u_obj, "U", {p.A.rows(), -1});
+  const waco::Dtype dt = p.plan.dtype();
+  const py::array U = dense(u_obj, "U", {p.A.rows(), -1}, dt);
   const std::int64_t k = U.shape(1);
   if (k < 1) throw py::value_error("U has 0 columns; at least 1");
-  const py::array V = dense(v_obj, "V", {p.A.cols(), k});
-  py::array o = output(out, {p.A.nnz()});
+  const py::array V = dense(v_obj, "V", {p.A.cols(), k}, dt);
+  py::array o = output(out, {p.A.nnz()}, dt);
   check_disjoint(o, {&U, &V});
-  {
+  by_dtype(dt, [&](auto z) {
+    using T = decltype(z);
     py::gil_scoped_release nogil;
-    p.plan.sddmm(k, fdata(U), k, fdata(V), k, fdata(o));
-  }
+    p.plan.sddmm(k, vdata<T>(U), k, vdata<T>(V), k, vdata<T>(o));
+  });
   return o;
 }
 
 py::array run_mttkrp(const PyPlan& p, const py::handle& b_obj, const py::handle& c_obj,
                      const py::object& out) {
   check_kernel(p, waco::Kernel::MTTKRP, "");
-  const py::array B = dense(b_obj, "B", {p.A.dim(1), -1});
+  const waco::Dtype dt = p.plan.dtype();
+  const py::array B = dense(b_obj, "B", {p.A.dim(1), -1}, dt);
   const std::int64_t n = B.shape(1);
   if (n < 1) throw py::value_error("B has 0 columns; at least 1");
-  const py::array C = dense(c_obj, "C", {p.A.dim(2), n});
-  py::array o = output(out, {p.A.dim(0), n});
+  const py::array C = dense(c_obj, "C", {p.A.dim(2), n}, dt);
+  py::array o = output(out, {p.A.dim(0), n}, dt);
   check_disjoint(o, {&B, &C});
-  {
+  by_dtype(dt, [&](auto z) {
+    using V = decltype(z);
     py::gil_scoped_release nogil;
-    p.plan.mttkrp(n, fdata(B), n, fdata(C), n, fdata(o), n);
-  }
+    p.plan.mttkrp(n, vdata<V>(B), n, vdata<V>(C), n, vdata<V>(o), n);
+  });
   return o;
 }
 
@@ -350,37 +414,44 @@ PYBIND11_MODULE(_waco, m) {
       .def_static("_from_csr", &from_csr, py::arg("rows"), py::arg("cols"), py::arg("indptr"),
                   py::arg("indices"), py::arg("data"))
       .def_static("_from_coo", &from_coo, py::arg("rows"), py::arg("cols"), py::arg("row"),
-                  py::arg("col"), py::arg("data"))
+                  py::arg("col"), py::arg("data"), py::arg("dtype") = "float32")
       .def_static("_tensor", &tensor_from_coo, py::arg("shape"), py::arg("coords"),
-                  py::arg("values"))
+                  py::arg("values"), py::arg("dtype") = "float32")
       .def_static(
           "_from_file",
-          [](const fs::path& path) {
+          [](const fs::path& path, const std::string& dtype) {
+            const waco::Dtype d = parse_dtype(dtype);
             py::gil_scoped_release nogil;
-            return waco::Matrix::from_file(path.string());
+            return waco::Matrix::from_file(path.string(), d);
           },
-          py::arg("path"))
+          py::arg("path"), py::arg("dtype") = "float32")
       .def_property_readonly("order", &waco::Matrix::order, "2 for a matrix, 3 for a tensor")
       .def_property_readonly("shape", &matrix_shape)
       .def_property_readonly("nnz", &waco::Matrix::nnz, "stored entries after canonicalization")
       .def_property_readonly("fingerprint", &waco::Matrix::fingerprint,
                              "the content fingerprint naming it in the tuning cache and results")
+      .def_property_readonly(
+          "dtype", [](const waco::Matrix& A) { return numpy_name(A.dtype()); },
+          "\"float32\" or \"float64\": the values' type, and the type its plans compute in")
       .def(
           "csr_arrays",
           [](const waco::Matrix& A) {
             if (A.order() != 2) throw py::value_error("csr_arrays: a 3-D tensor has no CSR form");
             py::array_t<std::int64_t> indptr(A.rows() + 1);
             py::array_t<std::int32_t> indices(A.nnz());
-            py::array_t<float> data(A.nnz());
-            A.csr(indptr.mutable_data(), indices.mutable_data(), data.mutable_data());
-            return py::make_tuple(indptr, indices, data);
+            return by_dtype(A.dtype(), [&](auto z) {
+              py::array_t<decltype(z)> data(A.nnz());
+              A.csr(indptr.mutable_data(), indices.mutable_data(), data.mutable_data());
+              return py::make_tuple(indptr, indices, data);
+            });
           },
-          "(indptr int64, indices int32, data float32): the canonical CSR arrays (copies)")
+          "(indptr int64, indices int32, data of the matrix's dtype): the canonical CSR arrays "
+          "(copies)")
       .def("__repr__", [](const waco::Matrix& A) {
         std::string dims;
         for (int d = 0; d < A.order(); ++d) dims += (d ? " x " : "") + std::to_string(A.dim(d));
         return "<waco_hybrid.Matrix " + dims + ", " + std::to_string(A.nnz()) + " nonzeros, " +
-               A.fingerprint() + ">";
+               numpy_name(A.dtype()) + ", " + A.fingerprint() + ">";
       });
 
   m.def(
@@ -413,9 +484,12 @@ PYBIND11_MODULE(_waco, m) {
 
   py::class_<PyPlan>(m, "Plan",
                      "A tuned kernel for one matrix (waco_hybrid.tune or make_plan): the matrix "
-                     "in the winning format and the compiled kernel, run on NumPy float32 arrays "
-                     "with the GIL released.")
+                     "in the winning format and the compiled kernel, run on NumPy arrays of its "
+                     "dtype (its matrix's: float32 or float64) with the GIL released.")
       .def_property_readonly("kernel", [](const PyPlan& p) { return waco::kernel_name(p.plan.kernel()); })
+      .def_property_readonly("dtype", [](const PyPlan& p) { return numpy_name(p.plan.dtype()); },
+                             "\"float32\" or \"float64\" (its matrix's): the dtype of the "
+                             "arrays it takes and returns")
       .def_property_readonly("schedule", [](const PyPlan& p) { return p.plan.schedule(); },
                              "the winning schedule (waco-hybrid run --schedule text form)")
       .def_property_readonly("verdict", [](const PyPlan& p) { return p.plan.verdict(); },
@@ -442,9 +516,9 @@ PYBIND11_MODULE(_waco, m) {
       .def("save", [](const PyPlan& p, const fs::path& path) { p.plan.save(path.string()); },
            py::arg("path"), "writes the decision as JSON (Plan.load reads it)")
       .def("spmv", &run_spmv, py::arg("x"), py::arg("out") = py::none(),
-           "y = A x: x float32 (cols,), returns out (rows,) (new when None)")
+           "y = A x: x (cols,) of the plan's dtype, returns out (rows,) (new when None)")
       .def("spmm", &run_spmm, py::arg("B"), py::arg("out") = py::none(),
-           "C = A B: B float32 (cols, n), returns out (rows, n) (new when None)")
+           "C = A B: B (cols, n) of the plan's dtype, returns out (rows, n) (new when None)")
       .def("sddmm", &run_sddmm, py::arg("U"), py::arg("V"), py::arg("out") = py::none(),
            "A .* (U V^T) at A's nonzeros: U (rows, k), V (cols, k); returns the nnz values in "
            "the canonical CSR order of A (A.matrix.csr_arrays())")
@@ -461,7 +535,8 @@ PYBIND11_MODULE(_waco, m) {
              return run_spmv(p, x, py::none());
            })
       .def("__repr__", [](const PyPlan& p) {
-        return "<waco_hybrid.Plan " + std::string(waco::kernel_name(p.plan.kernel())) + " '" +
-               p.plan.schedule() + "' " + p.plan.verdict() + ">";
+        return "<waco_hybrid.Plan " + std::string(waco::kernel_name(p.plan.kernel())) + " " +
+               numpy_name(p.plan.dtype()) + " '" + p.plan.schedule() + "' " + p.plan.verdict() +
+               ">";
       });
 }

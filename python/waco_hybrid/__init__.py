@@ -6,17 +6,18 @@ sparse matrices and NumPy arrays.
     plan = waco_hybrid.tune(A, "spmv", expected_calls=5000)
     y = plan @ np.ones(10000, dtype=np.float32)        # y = A x, the tuned kernel
 
-float32 only (float64 is issue 37: a TypeError says so). Dense operands must be C-contiguous
-float32 ndarrays of the right shape: nothing is converted behind your back (TypeError for the
-dtype, ValueError for shape and order). Errors of waco-hybrid itself are waco_hybrid.Error,
-with the message of the waco-hybrid CLI and a hint (e.hint).
+Single or double precision: a float32 matrix makes float32 plans, a float64 one float64 plans
+(plan.dtype); other dtypes are a TypeError. Dense operands must be C-contiguous ndarrays of the
+plan's dtype and the right shape, and results come in that dtype: nothing is converted behind
+your back (TypeError for the dtype, ValueError for shape and order). Errors of waco-hybrid itself
+are waco_hybrid.Error, with the message of the waco-hybrid CLI and a hint (e.hint).
 """
 
 import numpy as np
 
 from . import _waco
 from ._waco import Error, Matrix, Plan, version
-from ._convert import _index32, as_matrix, check_values_dtype
+from ._convert import _index32, as_matrix, check_values_dtype, dtype_name
 from ._data import dataset, results
 
 __all__ = ["Error", "Matrix", "Plan", "version", "matrix", "tensor", "load", "tune", "make_plan",
@@ -25,24 +26,36 @@ __version__ = version()
 
 
 def matrix(A):
-    """A waco_hybrid.Matrix for a SciPy sparse matrix or array (see tune for the conversion):
-    convert once, then tune, make plans and load plans of it without converting again."""
+    """A waco_hybrid.Matrix for a SciPy sparse matrix or array of float32 or float64 (see tune
+    for the conversion; the Matrix's dtype is A's): convert once, then tune, make plans and load
+    plans of it without converting again."""
     return as_matrix(A)
 
 
-def tensor(shape, coords, values=None):
+def tensor(shape, coords, values=None, dtype=None):
     """A 3-D sparse tensor (MTTKRP's operand) from coordinates: shape (I, K, L), coords a
     3 x nnz int32 array (one row a mode, 0-based, any order; repeats are summed), values nnz
-    float32 (None: every value 1)."""
+    float32 or float64 (None: every value 1). The tensor's dtype is the values' (dtype, when
+    given, must agree: nothing is converted); of a pattern (values None) dtype, else float32."""
     coords = _index32(coords, "coords")
-    if values is not None:
-        check_values_dtype(np.asarray(values).dtype, "values")
-    return Matrix._tensor([int(n) for n in shape], coords, values)
+    want = None if dtype is None else dtype_name(dtype)
+    if values is None:
+        return Matrix._tensor([int(n) for n in shape], coords, None, want or "float32")
+    if not isinstance(values, np.ndarray):
+        raise TypeError("values must be a numpy.ndarray of float32 or float64, not "
+                        f"{type(values).__name__}")
+    have = check_values_dtype(values.dtype, "values")
+    if want is not None and want != have:
+        raise TypeError(f"values are {have} but dtype is {want}: pass "
+                        f"values.astype(numpy.{want}), or leave dtype out")
+    return Matrix._tensor([int(n) for n in shape], coords, values, have)
 
 
-def load(path):
-    """A Matrix Market file (.mtx, .mtx.gz) as a Matrix, or a FROSTT tensor (.tns, .tns.gz)."""
-    return Matrix._from_file(path)
+def load(path, dtype="float32"):
+    """A Matrix Market file (.mtx, .mtx.gz) as a Matrix, or a FROSTT tensor (.tns, .tns.gz), its
+    values read in dtype: float32 (default) or float64 (exactly as written, to double's
+    precision; also "f32", "f64" as the CLI's --dtype)."""
+    return Matrix._from_file(path, dtype_name(dtype))
 
 
 def _options(**kw):
@@ -56,9 +69,11 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
          tuning_share=0.1, progress=None, verbose=False, adaptive=False, nominees=4):
     """Tunes kernel ("spmv", "spmm", "sddmm", "mttkrp") for A and returns the Plan.
 
-    A: a SciPy sparse matrix or array of float32 (converted to waco-hybrid's CSR: without a copy
-    on the Python side when it is canonical CSR with int32 indices, else once through its
-    coordinates), or a Matrix (waco_hybrid.matrix, tensor, load; a tensor for mttkrp).
+    A: a SciPy sparse matrix or array of float32 or float64 (converted to waco-hybrid's CSR:
+    without a copy on the Python side when it is canonical CSR with int32 indices, else once
+    through its coordinates), or a Matrix (waco_hybrid.matrix, tensor, load; a tensor for
+    mttkrp). The plan computes in A's dtype (plan.dtype, "float32" or "float64"): its calls take
+    arrays of that dtype and return results in it; the other dtype is a TypeError.
     The decision comes from the tuning cache (cache_dir; default ~/.cache/waco-hybrid/plans,
     shared with `waco-hybrid tune`) when it holds one for this matrix, kernel, dense size,
     threads and machine; else the tune pipeline runs in this process (candidates measured in

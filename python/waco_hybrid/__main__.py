@@ -1,12 +1,24 @@
 """python3 -m waco_hybrid tune FILE: `waco-hybrid tune` through the library (waco_hybrid.tune in
 this process), sharing its tuning cache; --json prints the same report as `waco-hybrid tune
---json` (the deciding tune's report: verdict, best, speedup_over_csr, ...)."""
+--json` (the deciding tune's report: verdict, best, speedup_over_csr, dtype, ...). --dtype f64
+reads the file's values in double precision and tunes a float64 plan, as the CLI's --dtype."""
 
 import argparse
 import json
 import sys
 
 import waco_hybrid
+
+# `waco-hybrid tune --dtype` takes these names (case-insensitive): the same here.
+_DTYPES = {"f32": "float32", "float32": "float32", "float": "float32",
+           "f64": "float64", "float64": "float64", "double": "float64"}
+
+
+def _dtype(text):
+    try:
+        return _DTYPES[text.lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a value type: f32 or f64") from None
 
 
 def _parser():
@@ -28,6 +40,9 @@ def _parser():
     t.add_argument("--db", default=None, help="results database (default: none)")
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--dense", type=int, default=None, help="J of spmm/mttkrp, K of sddmm")
+    t.add_argument("--dtype", type=_dtype, default="float32", metavar="f32|f64",
+                   help="value type: f32 (single precision, default) or f64 (double: the file's "
+                        "values, the dense operands and the kernel in double)")
     t.add_argument("--threads", type=int, default=0, help="0: every available core")
     t.add_argument("--confirm", type=int, default=None)
     t.add_argument("--expected-calls", type=int, default=None)
@@ -43,7 +58,7 @@ def _parser():
 
 
 def _tune(a):
-    A = waco_hybrid.load(a.file)
+    A = waco_hybrid.load(a.file, dtype=a.dtype)
     plan = waco_hybrid.tune(
         A, a.kernel, threads=a.threads, expected_calls=a.expected_calls, dense=a.dense,
         search=a.search, budget=a.budget, budget_seconds=a.budget_seconds,
@@ -57,7 +72,8 @@ def _tune(a):
     shape = " x ".join(str(n) for n in plan.shape)
     print(f"{a.file}: {shape}, {A.nnz} nonzeros, fingerprint {A.fingerprint}")
     print(f"kernel:    {plan.kernel} ({plan.threads} threads"
-          + (f", dense {plan.dense})" if plan.kernel != "spmv" else ")"))
+          + (f", dense {plan.dense}" if plan.kernel != "spmv" else "")
+          + f", {plan.dtype})")
     print(f"schedule:  {plan.schedule}")
     print(f"verdict:   {plan.verdict}")
     if plan.speedup > 0:

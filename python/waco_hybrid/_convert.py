@@ -1,26 +1,42 @@
 """SciPy sparse matrices and arrays into waco_hybrid.Matrix: no copy on the Python side when A is
-canonical CSR (sorted indices, no repeats) with int32 indices and float32 data, else one
-conversion to coordinates (waco-hybrid sorts them and sums repeats). Never a dtype conversion of
-the values: float64 and other dtypes are a TypeError saying what to pass."""
+canonical CSR (sorted indices, no repeats) with int32 indices and float32 or float64 data, else
+one conversion to coordinates (waco-hybrid sorts them and sums repeats). Never a dtype conversion
+of the values: float32 values make a single-precision Matrix, float64 ones a double-precision
+Matrix, and other dtypes (integers, bool, float16, complex) are a TypeError saying what to pass."""
 
 import numpy as np
 
 from ._waco import Matrix
 
 _INT32_MAX = np.iinfo(np.int32).max
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+# The CLI's names of the value types (`waco-hybrid tune --dtype`), beside NumPy's.
+_CLI_NAMES = {"f32": "float32", "f64": "float64"}
 
 
 def check_values_dtype(dtype, what):
-    """TypeError unless float32; float64 (issue 37) is named as not supported yet."""
+    """The NumPy name ("float32" or "float64") of a matrix's values' dtype; TypeError for any
+    other dtype, saying to pass float32 or float64 (nothing is converted here)."""
     dtype = np.dtype(dtype)
-    if dtype == np.float32:
-        return
-    if dtype == np.float64:
-        raise TypeError(
-            f"{what} is float64: float64 is not supported yet (waco-hybrid runs float32 only; "
-            f"double precision is issue 37); pass {what}.astype(numpy.float32), a float32 copy")
-    raise TypeError(f"{what} has dtype {dtype}, waco-hybrid runs float32: "
-                    f"pass {what}.astype(numpy.float32)")
+    if dtype in _FLOATS:
+        return dtype.name
+    raise TypeError(f"{what} has dtype {dtype}, waco-hybrid holds float32 or float64 values: "
+                    f"pass {what}.astype(numpy.float32) or {what}.astype(numpy.float64)")
+
+
+def dtype_name(dtype):
+    """A dtype argument (numpy.float32, numpy.float64, their numpy.dtype or names, or the CLI's
+    "f32", "f64") as "float32" or "float64"; TypeError for anything else."""
+    if isinstance(dtype, str) and dtype.lower() in _CLI_NAMES:
+        return _CLI_NAMES[dtype.lower()]
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        d = None
+    if d is None or d not in _FLOATS:
+        raise TypeError(f"dtype {dtype!r} is not supported: pass float32 or float64 "
+                        "(numpy.float32, numpy.float64, \"f32\", \"f64\")")
+    return d.name
 
 
 def _index32(a, what):
@@ -57,7 +73,7 @@ def as_matrix(A):
                         f"coo_array, csc_matrix, ...) or a waco_hybrid.Matrix, not {kind}{hint}")
     if len(A.shape) != 2:
         raise ValueError(f"A has {len(A.shape)} dimensions; a 3-D tensor is waco_hybrid.tensor()")
-    check_values_dtype(A.dtype, "A")
+    check_values_dtype(A.dtype, "A")  # float32 or float64: the Matrix's dtype is A's
     rows, cols = (int(n) for n in A.shape)
     if A.format == "csr" and A.has_canonical_format:
         # The arrays themselves (waco::Matrix::from_csr checks and copies them once).

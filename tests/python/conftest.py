@@ -20,22 +20,23 @@ def scratch(tmp_path):
     return tmp_path
 
 
-def random_csr(rows, cols, density, seed, empty_rows=(1,)):
-    """A seeded float32 CSR matrix (canonical, int32 indices) with some empty rows."""
+def random_csr(rows, cols, density, seed, empty_rows=(1,), dtype=np.float32):
+    """A seeded CSR matrix (canonical, int32 indices) with some empty rows, its values uniform in
+    [-1, 1) drawn in dtype (float64: values of full double precision, most not representable in
+    float32)."""
     rng = np.random.default_rng(seed)
     A = sp.random(rows, cols, density=density, format="lil", dtype=np.float32, random_state=rng)
     for r in empty_rows:
         A[r, :] = 0
     A = sp.csr_matrix(A)
-    A.data = (rng.random(A.nnz, dtype=np.float32) * 2 - 1).astype(np.float32)
+    A.data = (rng.random(A.nnz, dtype=dtype) * 2 - 1).astype(dtype)
     A.sort_indices()
     return A
 
 
-def vector(n, seed):
-    return (np.random.default_rng(seed).random(n, dtype=np.float32) * 2 - 1).astype(np.float32)
+def vector(n, seed, dtype=np.float32):
+    return (np.random.default_rng(seed).random(n, dtype=dtype) * 2 - 1).astype(dtype)
 
 
-def matrix(rows, cols, seed):
-    return (np.random.default_rng(seed).random((rows, cols), dtype=np.float32) * 2 - 1).astype(
-        np.float32)
+def matrix(rows, cols, seed, dtype=np.float32):
+    return (np.random.default_rng(seed).random((rows, cols), dtype=dtype) * 2 - 1).astype(dtype)

@@ -1,6 +1,6 @@
 """What the waco-hybrid CLI wrote, read from Python: results(db) on databases of `tune --db` and
 `ablate --db`, dataset(kernel) on the committed exports, and `python3 -m waco_hybrid tune`
-against `waco-hybrid tune --json` on the same tuning cache."""
+against `waco-hybrid tune --json` on the same tuning cache, in float32 and with --dtype f64."""
 
 import json
 import os
@@ -43,13 +43,39 @@ def test_module_tune_agrees_with_the_cli_from_the_tuning_cache(cli_tune, work):
     assert "from the tuning cache" in text, text  # the CLI's decision, not a tune of its own
     assert f"verdict:   {cli_tune['verdict']}" in text
     assert f"schedule:  {cli_tune['best']['schedule']}" in text
+    assert cli_tune["dtype"] == "f32"
     mine = json.loads(run(module + ["--json"]).stdout)
-    for key in ("verdict", "speedup_over_csr", "kernel", "fingerprint", "threads", "nnz"):
+    for key in ("verdict", "speedup_over_csr", "kernel", "fingerprint", "threads", "nnz", "dtype"):
         assert mine[key] == cli_tune[key], key
     assert mine["best"]["schedule"] == cli_tune["best"]["schedule"]
     bad = subprocess.run([sys.executable, "-m", "waco_hybrid", "tune", str(work / "missing.mtx")],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.startswith("error: "), bad.stderr
+
+
+def test_module_tune_dtype_f64_agrees_with_the_cli(cli_tune, work):
+    """`--dtype f64` on both sides: the CLI's double-precision decision (an entry of its own
+    beside the float32 one) is what the module reads, and both reports say "dtype": "f64"."""
+    plans = str(work / "plans")
+    module = [sys.executable, "-m", "waco_hybrid", "tune", "--kernel", "spmv", "--plan-cache",
+              plans, "--threads", "2", "--dtype", "f64", str(EXAMPLE)]
+    cli = json.loads(run([CLI, "tune", "--kernel", "spmv", "--search", "random", "--budget", "2",
+                          "--plan-cache", plans, "--threads", "2", "--dtype", "f64", "--json",
+                          "-q", str(EXAMPLE)]).stdout)
+    assert cli["dtype"] == "f64"
+    text = run(module).stdout
+    assert "from the tuning cache" in text, text
+    assert ", float64)" in text, text
+    mine = json.loads(run(module + ["--json"]).stdout)
+    assert mine["dtype"] == "f64"
+    for key in ("verdict", "speedup_over_csr", "kernel", "fingerprint", "threads", "nnz"):
+        assert mine[key] == cli[key], key
+    assert mine["best"]["schedule"] == cli["best"]["schedule"]
+    single = json.loads(run(module[:-3] + ["--json", str(EXAMPLE)]).stdout)  # no --dtype
+    assert single["dtype"] == "f32" and single["fingerprint"] == mine["fingerprint"]
+    bad = subprocess.run(module[:-3] + ["--dtype", "f16", str(EXAMPLE)], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "f32 or f64" in bad.stderr, bad.stderr
 
 
 def test_results_reads_the_measurements_of_a_cli_tune(cli_tune, work):

@@ -1,6 +1,6 @@
 """Bad inputs raise a clear TypeError, ValueError or waco_hybrid.Error (the C++ message and its
-hint), never crash and never convert silently: float64, other dtypes, shapes, order, NaN,
-overlapping output, the wrong kernel."""
+hint), never crash and never convert silently: float64 arrays to a float32 plan and float32 ones
+to a float64 plan, other dtypes, shapes, order, NaN, overlapping output, the wrong kernel."""
 
 import numpy as np
 import pytest
@@ -15,21 +15,79 @@ def plan():
     return waco_hybrid.make_plan(random_csr(12, 9, 0.3, 1), "spmv", "csr")
 
 
-def test_float64_is_not_supported_yet_and_says_how_to_pass_float32(plan):
-    A64 = random_csr(12, 9, 0.3, 1).astype(np.float64)
-    for call in (lambda: waco_hybrid.tune(A64), lambda: waco_hybrid.make_plan(A64, "spmv"),
-                 lambda: waco_hybrid.matrix(A64)):
-        with pytest.raises(TypeError, match=r"float64 is not supported yet.*astype\(numpy.float32\)"):
-            call()
-    with pytest.raises(TypeError, match=r"x is float64: float64 is not supported yet.*float32"):
+def test_float64_arrays_to_a_float32_plan_are_a_type_error_saying_how_to_convert(plan):
+    assert plan.dtype == "float32"
+    with pytest.raises(TypeError, match=r"x is float64, this plan computes in float32 .*"
+                                        r"pass x\.astype\(numpy\.float32\)"):
         plan.spmv(np.ones(9))
-    with pytest.raises(TypeError, match="float64 is not supported yet"):
+    with pytest.raises(TypeError, match="x is float64, this plan computes in float32"):
         plan @ np.ones(9)
+    with pytest.raises(TypeError, match=r"out is float64, this plan computes in float32"):
+        plan.spmv(np.ones(9, np.float32), out=np.empty(12))
+    spmm = waco_hybrid.make_plan(plan.matrix, "spmm", "csr")
+    with pytest.raises(TypeError, match=r"B is float64.*B\.astype\(numpy\.float32\)"):
+        spmm @ np.ones((9, 2))
 
 
-def test_wrong_dtypes_and_types():
+def test_float32_arrays_to_a_float64_plan_are_a_type_error_saying_how_to_convert():
+    A64 = random_csr(12, 9, 0.3, 1, dtype=np.float64)
+    for make in (lambda: waco_hybrid.make_plan(A64, "spmv"),
+                 lambda: waco_hybrid.make_plan(waco_hybrid.matrix(A64), "spmv")):
+        p = make()
+        assert p.dtype == "float64" and p.matrix.dtype == "float64"
+        with pytest.raises(TypeError, match=r"x is float32, this plan computes in float64 .*"
+                                            r"pass x\.astype\(numpy\.float64\)"):
+            p.spmv(np.ones(9, np.float32))
+        with pytest.raises(TypeError, match="x is float32, this plan computes in float64"):
+            p @ np.ones(9, np.float32)
+        with pytest.raises(TypeError, match="out is float32, this plan computes in float64"):
+            p.spmv(np.ones(9), out=np.empty(12, np.float32))
+        with pytest.raises(TypeError, match="x has dtype int64, this plan computes in float64"):
+            p.spmv(np.ones(9, np.int64))
+        with pytest.raises(TypeError, match="numpy.ndarray of float64, not list"):
+            p.spmv([1.0] * 9)
+        assert p.spmv(np.ones(9)).dtype == np.float64  # the right dtype still runs
+    sddmm = waco_hybrid.make_plan(A64, "sddmm", "csr")
+    with pytest.raises(TypeError, match=r"V is float32.*V\.astype\(numpy\.float64\)"):
+        sddmm.sddmm(np.ones((12, 2)), np.ones((9, 2), np.float32))
+    rng = np.random.default_rng(3)
+    coords = np.stack([rng.integers(0, 4, 10) for _ in range(3)]).astype(np.int32)
+    mttkrp = waco_hybrid.make_plan(waco_hybrid.tensor((4, 4, 4), coords, rng.random(10)),
+                                   "mttkrp", "csf")
+    with pytest.raises(TypeError, match="C is float32, this plan computes in float64"):
+        mttkrp.mttkrp(np.ones((4, 2)), np.ones((4, 2), np.float32))
+
+
+def test_a_plan_file_of_one_dtype_does_not_load_with_a_matrix_of_the_other(scratch):
+    A = random_csr(12, 9, 0.3, 1)
+    path = scratch / "f32.plan"
+    waco_hybrid.make_plan(A, "spmv", "csr").save(path)
+    with pytest.raises(waco_hybrid.Error, match="single precision") as e:
+        waco_hybrid.load_plan(path, A.astype(np.float64))
+    assert e.value.hint
+
+
+def test_wrong_dtypes_and_types(scratch):
+    for dtype in (np.int64, np.int32, np.float16, np.complex128, np.complex64, bool):
+        B = sp.coo_array(np.eye(3, dtype=dtype))  # (csr_matrix makes float16 float32 itself)
+        assert B.dtype == dtype
+        with pytest.raises(TypeError, match=rf"A has dtype {np.dtype(dtype)}, .*float32 or "
+                                            r"float64.*astype\(numpy.float32\) or "
+                                            r"A\.astype\(numpy\.float64\)"):
+            waco_hybrid.matrix(B)
+        with pytest.raises(TypeError, match="float32 or float64"):
+            waco_hybrid.make_plan(B, "spmv")
     with pytest.raises(TypeError, match=r"dtype int64.*astype\(numpy.float32\)"):
         waco_hybrid.matrix(sp.csr_matrix(np.eye(3, dtype=np.int64)))
+    coords = np.zeros((3, 2), np.int32)
+    with pytest.raises(TypeError, match="values has dtype float16.*float32 or float64"):
+        waco_hybrid.tensor((2, 2, 2), coords, np.ones(2, np.float16))
+    with pytest.raises(TypeError, match=r"values are float32 but dtype is float64"):
+        waco_hybrid.tensor((2, 2, 2), coords, np.ones(2, np.float32), dtype=np.float64)
+    with pytest.raises(TypeError, match="numpy.ndarray of float32 or float64, not list"):
+        waco_hybrid.tensor((2, 2, 2), coords, [1.0, 2.0])
+    with pytest.raises(TypeError, match="not supported: pass float32 or float64"):
+        waco_hybrid.load(scratch / "any.mtx", dtype=np.int32)
     with pytest.raises(TypeError, match=r"scipy.sparse.csr_array\(A\)"):
         waco_hybrid.matrix(np.eye(3, dtype=np.float32))
     with pytest.raises(TypeError, match="SciPy sparse matrix"):

@@ -1,6 +1,7 @@
 """waco_hybrid.tune end to end on the bundled matrix (a small random search): the plan equals
-SciPy, its report, the tuning cache, save/load, not-worth-it, and the GIL released while tuning
-and while a kernel runs (a second Python thread makes progress meanwhile)."""
+SciPy, its report, the tuning cache, save/load (float32 and float64), not-worth-it, and the GIL
+released while tuning and while a kernel runs (a second Python thread makes progress
+meanwhile)."""
 
 import threading
 import time
@@ -63,6 +64,7 @@ def tuned(example, tmp_path_factory):
 def test_tune_equals_scipy_with_a_report(example, tuned):
     plan, _, _, lines = tuned
     assert plan.verdict in ("gain", "no-gain")
+    assert plan.dtype == "float32" and plan.report["dtype"] == "f32"
     assert not plan.from_cache and plan.threads == 2 and plan.speedup >= 1.0
     assert plan.report["verdict"] == plan.verdict
     assert plan.report["fingerprint"] == waco_hybrid.matrix(example).fingerprint
@@ -107,6 +109,39 @@ def test_cache_save_and_load(example, tuned, scratch):
     with pytest.raises(waco_hybrid.Error, match="made for the matrix with fingerprint") as e:
         waco_hybrid.load_plan(path, random_csr(20, 20, 0.3, 12))
     assert "load it with the matrix it was tuned for" in e.value.hint
+
+
+def test_float64_tune_cache_save_and_load(example, tuned, scratch):
+    """A float64 tune of the example: its own tuning cache entry beside the float32 decision (the
+    same fingerprint), results to double precision, and a save/load round trip in float64."""
+    _, cache, _, _ = tuned
+    A64 = sp.csr_array(scipy.io.mmread(str(EXAMPLE)))  # float64, as written in the file
+    A64.sum_duplicates()
+    assert A64.dtype == np.float64
+    assert waco_hybrid.matrix(A64).fingerprint == waco_hybrid.matrix(example).fingerprint
+    plan = waco_hybrid.tune(A64, "spmv", threads=2, search="random", budget=2, cache_dir=cache)
+    assert plan.dtype == "float64" and not plan.from_cache  # not the float32 decision
+    assert plan.verdict in ("gain", "no-gain") and plan.report["dtype"] == "f64"
+    x = vector(A64.shape[1], 5, np.float64)
+    want = A64 @ x
+    y = plan @ x
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+    again = waco_hybrid.tune(A64, "spmv", threads=2, search="random", budget=2, cache_dir=cache)
+    assert again.from_cache and again.dtype == "float64" and again.schedule == plan.schedule
+    single = waco_hybrid.tune(example, "spmv", threads=2, search="random", budget=2,
+                              cache_dir=cache)
+    assert single.from_cache and single.dtype == "float32"  # the float32 entry is still its own
+
+    path = scratch / "example64.plan"
+    plan.save(path)
+    loaded = waco_hybrid.load_plan(path, A64)
+    assert loaded.dtype == "float64" and loaded.schedule == plan.schedule
+    assert loaded.verdict == plan.verdict
+    np.testing.assert_array_equal(loaded @ x, y)
+    with pytest.raises(waco_hybrid.Error, match="double precision"):
+        waco_hybrid.load_plan(path, example)  # the float32 matrix of the same fingerprint
 
 
 def test_few_expected_calls_are_not_worth_tuning(scratch):
