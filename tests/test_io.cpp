@@ -703,24 +703,24 @@ TEST_CASE("io: sizes beyond the 32-bit limit, the file or the memory limit are r
     require_error_at(error_of([&] { read_matrix_market(g, big); }), g, 4, "the file ends after 2 of the 2000000000 entries");
   }
   SECTION("the memory limit: its estimate and its message, for every kind of file") {
-    // 50,000 entries x 24 bytes + (1000 + 1000) x 8 = 1.16 MiB > 1 MiB.
+    // 50,000 entries x 36 bytes + (1000 + 1000) x 8 = 1.73 MiB > 1 MiB.
     const std::string p = at("mem", "%%MatrixMarket matrix coordinate real general\n1000 1000 50000\n1 1 1\n", true);
     require_error_at(error_of([&] { read_matrix_market(p, small); }), p, 2,
-                     "a 1000 x 1000 matrix of 50000 entries needs about 1.16 MiB of memory, more than the "
+                     "a 1000 x 1000 matrix of 50000 entries needs about 1.73 MiB of memory, more than the "
                      "input memory limit of 1 MiB (ReadOptions::max_memory)");
     // Symmetric files count both triangles: 25,000 stored entries are 50,000.
     const std::string s = at("mem_sym", "%%MatrixMarket matrix coordinate real symmetric\n1000 1000 25000\n1 1 1\n", true);
-    require_error_at(error_of([&] { read_matrix_market(s, small); }), s, 2, "(both triangles) needs about 1.16 MiB");
-    // 43,000 entries fit.
-    const std::string ok = at("mem_ok", "%%MatrixMarket matrix coordinate real general\n1000 1000 43000\n1 1 1\n", true);
-    require_error_at(error_of([&] { read_matrix_market(ok, small); }), ok, 3, "the file ends after 1 of the 43000");
+    require_error_at(error_of([&] { read_matrix_market(s, small); }), s, 2, "(both triangles) needs about 1.73 MiB");
+    // 28,000 entries fit.
+    const std::string ok = at("mem_ok", "%%MatrixMarket matrix coordinate real general\n1000 1000 28000\n1 1 1\n", true);
+    require_error_at(error_of([&] { read_matrix_market(ok, small); }), ok, 3, "the file ends after 1 of the 28000");
     // Dimensions count: an empty 2^31 x 2^31 matrix needs 32 GiB of positions and vectors.
     const std::string d = at("dims", "%%MatrixMarket matrix coordinate real general\n2147483647 2147483647 0\n", false);
     require_error_at(error_of([&] { read_matrix_market(d, small); }), d, 2, "a 2147483647 x 2147483647 matrix of 0 entries needs about 32 GiB");
-    // Array files: 8 bytes a value.
+    // Array files: 12 bytes a value in single precision (8 as read, 4 stored).
     const std::string a = at("dense", "%%MatrixMarket matrix array real general\n1000 200\n1\n", true);
     require_error_at(error_of([&] { read_matrix_market_dense(a, Layout::RowMajor, small); }), a, 2,
-                     "a 1000 x 200 array needs about 1.53 MiB");
+                     "a 1000 x 200 array needs about 2.29 MiB");
   }
   SECTION("WACO_MAX_INPUT_MEMORY sets the default limit; a malformed value is an error") {
     const std::string p = at("env", "%%MatrixMarket matrix coordinate real general\n1000 1000 50000\n1 1 1\n", true);
@@ -742,14 +742,14 @@ TEST_CASE("io: sizes beyond the 32-bit limit, the file or the memory limit are r
     CHECK(input_memory_limit(small) == std::int64_t{1} << 20);
   }
   SECTION("a gzip bomb of FROSTT entries stops at the memory limit, at its line") {
-    // No header to check: the limit is checked as entries arrive. 1 MiB / 48 bytes an entry of
-    // order 3 (4 x 4 twice, and 16) = 21845 entries; the next line is refused.
+    // No header to check: the limit is checked as entries arrive. 1 MiB / 56 bytes an entry of
+    // order 3 (8 x 4 and 24) = 18724 entries; the next line is refused.
     std::string text;
     for (int k = 0; k < 100000; ++k) text += "1 2 3 1.5\n";
     const std::string p = dir + "/bomb.tns.gz";
     write_gz(p, text);
-    require_error_at(error_of([&] { read_frostt(p, small); }), p, 21846,
-                     "a tensor of order 3 with more than 21845 entries needs about 1 MiB of memory, more "
+    require_error_at(error_of([&] { read_frostt(p, small); }), p, 18725,
+                     "a tensor of order 3 with more than 18724 entries needs about 1 MiB of memory, more "
                      "than the input memory limit of 1 MiB");
   }
   SECTION("a tensor of 2^40 positions reads in O(nnz) memory, and its dimensions count") {

@@ -79,7 +79,7 @@ LoadedTensor read_frostt(const std::string& path, const ReadOptions& opts) {
   // check first): each entry's indices and value, twice while canonicalize() permutes them, and
   // the permutation; at the end 8 bytes per index of every mode as well.
   const io_detail::MemoryLimit limit = io_detail::memory_limit(opts);
-  const double per_entry = 8.0 * (order + 1) + 16.0;
+  const double per_entry = 8.0 * (order + 1) + 24.0;  // values in double (+8 since float)
   const auto max_entries = static_cast<std::int64_t>(static_cast<double>(limit.bytes) / per_entry);
   std::vector<std::int64_t> maxi(static_cast<std::size_t>(order), 0);
   std::string_view tok;

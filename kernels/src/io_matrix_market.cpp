@@ -221,8 +221,10 @@ Header read_header(TextReader& in, const ReadOptions& opts) {
               "write the dense operand with all entries, column by column");
     h.entries = cells;
     check_room(cells, 2, "values (rows x columns)");
-    // The values as read, then the dense matrix: 8 bytes a value.
-    io_detail::check_memory(in, 8.0 * static_cast<double>(cells), "a " + shape + " array", limit);
+    // The values as read (double), then the dense matrix (float or double).
+    io_detail::check_memory(in, (8.0 + static_cast<double>(dtype_size(opts.dtype))) *
+                                    static_cast<double>(cells),
+                            "a " + shape + " array", limit);
     return h;
   }
   // Duplicates are summed (canonicalize), so the entry count may exceed what the shape holds
@@ -234,10 +236,11 @@ Header read_header(TextReader& in, const ReadOptions& opts) {
                 " are not supported",
             "waco-hybrid stores 32-bit indices; split the matrix");
   check_room(h.entries, h.field == Field::Pattern ? 4 : 6, "entries");
-  // 24 bytes an entry after symmetric expansion (the parsed triplets, the per-row scatter and the
-  // assembled matrix), 8 a row and a column (CSR positions, a dense vector, per-row counts).
+  // 36 bytes an entry after symmetric expansion (the parsed triplets, the per-row scatter and the
+  // assembled matrix, values in double: 24 when they were float), 8 a row and a column (CSR
+  // positions, a dense vector, per-row counts).
   const double expanded = static_cast<double>(h.entries) * (h.symmetry == Symmetry::General ? 1.0 : 2.0);
-  io_detail::check_memory(in, 24.0 * expanded + 8.0 * static_cast<double>(h.rows + h.cols),
+  io_detail::check_memory(in, 36.0 * expanded + 8.0 * static_cast<double>(h.rows + h.cols),
                           "a " + shape + " matrix of " + std::to_string(h.entries) + " entries" +
                               (h.symmetry == Symmetry::General ? "" : " (both triangles)"),
                           limit);
