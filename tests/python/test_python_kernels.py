@@ -24,6 +24,17 @@ def close64(got, want):
                                atol=1e-12 * max(1.0, np.abs(want).max(initial=0)))
 
 
+
+def reversed_rows(A):
+    """A copy of CSR A with each row's entries in reverse (unsorted) column order."""
+    unsorted = A.copy()
+    for r in range(unsorted.shape[0]):
+        s, e = unsorted.indptr[r], unsorted.indptr[r + 1]
+        unsorted.indices[s:e] = unsorted.indices[s:e][::-1].copy()
+        unsorted.data[s:e] = unsorted.data[s:e][::-1].copy()
+    unsorted.has_sorted_indices = False
+    return unsorted
+
 def test_spmv_equals_scipy_for_given_schedules():
     A = random_csr(37, 29, 0.15, 3, empty_rows=(1, 20))
     x = vector(29, 4)
@@ -47,12 +58,7 @@ def test_every_scipy_format_and_non_canonical_input():
     formats = [sp.csr_array(A), A.tocoo(), sp.coo_array(A), A.tocsc(), sp.csc_array(A),
                A.tolil(), A.todok(), A.tobsr(), A.todia()]
     # Unsorted columns in each row, and repeated coordinates (summed, as SciPy does).
-    unsorted = A.copy()
-    for r in range(unsorted.shape[0]):
-        s, e = unsorted.indptr[r], unsorted.indptr[r + 1]
-        unsorted.indices[s:e] = unsorted.indices[s:e][::-1].copy()
-        unsorted.data[s:e] = unsorted.data[s:e][::-1].copy()
-    unsorted.has_sorted_indices = False
+    unsorted = reversed_rows(A)
     coo = A.tocoo()
     half = coo.data / 2
     dupes = sp.coo_matrix((np.concatenate([half, half]).astype(np.float32),
@@ -225,12 +231,7 @@ def test_float64_conversions_keep_double_precision(scratch):
     x = vector(33, 6, np.float64)
     want = A @ x
     fingerprint = waco_hybrid.matrix(A).fingerprint
-    unsorted = A.copy()
-    for r in range(unsorted.shape[0]):
-        s, e = unsorted.indptr[r], unsorted.indptr[r + 1]
-        unsorted.indices[s:e] = unsorted.indices[s:e][::-1].copy()
-        unsorted.data[s:e] = unsorted.data[s:e][::-1].copy()
-    unsorted.has_sorted_indices = False
+    unsorted = reversed_rows(A)
     for B in (sp.csr_array(A), A.tocoo(), A.tocsc(), A.todok(), unsorted):
         M = waco_hybrid.matrix(B)
         assert M.dtype == "float64" and M.nnz == A.nnz and M.fingerprint == fingerprint, type(B)
