@@ -39,8 +39,9 @@ namespace d = waco::heuristics::detail;
 namespace {
 
 struct Fixture {
-  explicit Fixture(kernels::KernelKind k = kernels::KernelKind::SpMV, int dense = 1)
-      : ops(kernels::make_dense_operands(k, &a, nullptr, dense, 11)),
+  explicit Fixture(kernels::KernelKind k = kernels::KernelKind::SpMV, int dense = 1,
+                   kernels::Dtype dtype = kernels::Dtype::F32)
+      : ops(kernels::make_dense_operands(k, &a, nullptr, dense, 11, dtype)),
         p(kernels::make_problem(k, &a, nullptr, ops)),
         ref(kernels::compute_reference(p)) {}
   kernels::CooMatrix a = test::band_matrix(300, 1);
@@ -161,6 +162,16 @@ TEST_CASE("measure_worker: one worker serves a second problem") {
   m.load(spmm.p, wrong);
   CHECK(m.measure(Candidate::baseline("csr")).status == MeasureStatus::WrongResult);
   CHECK(m.worker_pid() == worker);
+  // A problem in double precision: the worker builds and verifies double kernels.
+  Fixture spmm64(kernels::KernelKind::SpMM, 4, kernels::Dtype::F64);
+  m.load(spmm64.p, spmm64.ref);
+  for (const Candidate& c : {csr_schedule(kernels::KernelKind::SpMM), Candidate::baseline("csr")}) {
+    const Measurement s64 = m.measure(c);
+    INFO(s64.reason);
+    CHECK(s64.status == MeasureStatus::Ok);
+    CHECK(s64.verified);
+  }
+  CHECK(m.worker_pid() == worker);
 }
 
 TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are refused") {
@@ -186,6 +197,16 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   CHECK(lp->options.compare_race_factor == 2.5);
   CHECK(lp->options.generated.compiler.flags == o.generated.compiler.flags);
   CHECK(lp->options.generated.compiler.cache_dir == o.generated.compiler.cache_dir);
+  CHECK(lp->problem.dtype() == kernels::Dtype::F32);
+  {  // in double: the value type and the dense operands' bytes
+    Fixture g(kernels::KernelKind::SDDMM, 3, kernels::Dtype::F64);
+    d::FrameSource in64(d::encode_load(g.p, g.ref, o, 1));
+    const auto lp64 = d::read_load(in64);
+    CHECK(lp64->problem.dtype() == kernels::Dtype::F64);
+    CHECK(lp64->dense.B.data == g.ops.B.data);
+    CHECK(lp64->dense.C.data == g.ops.C.data);
+    CHECK(lp64->dense.B.dtype() == kernels::Dtype::F64);
+  }
 
   const auto refused = [](const std::string& b) {
     d::FrameSource s(b);
