@@ -616,6 +616,17 @@ TEST_CASE("api: double precision: matrices of double values make plans that comp
   CHECK(l.dtype() == waco::Dtype::F64);
   CHECK(l.schedule() == t.schedule());
   CHECK_THROWS_WITH(waco::Plan::load(file, m32, o), Catch::Contains("computes in double"));
+  // An adaptive plan in double: every call (csr, or a nominee it tries and verifies) in double.
+  waco::Options ad = scratch_options(dir);
+  ad.adaptive = true;
+  const waco::Plan a = waco::tune(m, waco::Kernel::SpMV, ad);
+  CHECK(a.dtype() == waco::Dtype::F64);
+  for (int call = 0; call < 300; ++call) {
+    std::vector<double> ya(41, -1.0);
+    a.spmv(x.data(), ya.data());
+    close(ref, ya);
+  }
+  CHECK(a.report_json().find("\"dtype\": \"f64\"") != std::string::npos);
   // A file read in double keeps its values.
   const waco::Matrix fm =
       waco::Matrix::from_file(waco::test::examples_dir() + "/bcsstk13.mtx.gz", waco::Dtype::F64);

@@ -355,6 +355,7 @@ nlohmann::json AdaptiveRun::report() const {
           {"best", nullptr},                // no search's best: see "adaptive"
           {"threads", now->bound.args.threads},
           {"dense", setup_.request.kind == kernels::KernelKind::SpMV ? 1 : setup_.request.dense},
+          {"dtype", std::string(kernels::dtype_name(setup_.request.dtype))},
           {"verdict", policy_.verdict()},
           {"schedule", codegen::to_text(now->bound.schedule)},
           {"speedup_over_csr", sp ? nlohmann::json(*sp) : nlohmann::json()},
