@@ -91,6 +91,34 @@ TEST_CASE("train: the shipped default models load and rank, a kernel without one
   CHECK(n.err.find("no shipped cost model") != std::string::npos);
 }
 
+TEST_CASE("train: double precision ranks with the kernel's f64 model where one is shipped") {
+  // SpMV ships one (trained on f64 timings: data/dtype/README.md), SpMM does not: its f32 model.
+  const std::string dir = test::scratch_dir("train-f64-model");
+  for (const char* k : {"spmv", "spmm"}) {
+    const auto t = test::run_cli(std::string("tune --kernel ") + k + " --dtype f64 --budget 2 "
+                                 "--no-plan-cache --json --db " + dir + "/r.sqlite --dense 8 " +
+                                 example());
+    INFO(t.err);
+    REQUIRE(t.status == 0);
+    const std::string model = nlohmann::json::parse(t.out).at("search_info").at("model");
+    CHECK(model.find(std::string(k) + (std::string(k) == "spmv" ? "-f64.model" : ".model")) !=
+          std::string::npos);
+    const auto f = test::run_cli(std::string("tune --kernel ") + k + " --budget 2 --no-plan-cache "
+                                 "--json --db " + dir + "/r.sqlite --dense 8 " + example());
+    REQUIRE(f.status == 0);
+    CHECK(nlohmann::json::parse(f.out).at("search_info").at("model").get<std::string>().find(
+              std::string(k) + ".model") != std::string::npos);
+  }
+  // evaluate --dtype f64 takes the f64 model too (and the groups of that type).
+  const auto e = test::run_cli("evaluate --kernel spmv --dtype f64 --split test --json -q " +
+                               std::string(WACO_SOURCE_DIR) + "/data/dtype/spmv-zen5.jsonl.gz");
+  INFO(e.err);
+  REQUIRE(e.status == 0);
+  const nlohmann::json ej = nlohmann::json::parse(e.out);
+  CHECK(ej.at("model").get<std::string>().find("spmv-f64.model") != std::string::npos);
+  CHECK(ej.at("summary").at("matrices").get<int>() > 50);
+}
+
 TEST_CASE("train: waco-hybrid ranks without LibTorch as waco-hybrid-torch does, and hands it training") {
   const std::string lite = test::cli_binary();
   const std::string torch = lite + "-torch";

@@ -43,7 +43,7 @@ int evaluate(const Options& o) {
   if (!o.kernel.empty()) kind = kernel_from_option(o.kernel);
   if (path.empty()) {
     if (!kind) throw Error("evaluate needs --model or --kernel (for the shipped model)");
-    path = learned::model_path_or_default(path, *kind);
+    path = learned::model_path_or_default(path, *kind, o.data.dtype);
   }
   const learned::CostModel model = learned::CostModel::load(path, kind);
   const LoadedExamples data = load_examples(model, o.data, [&](const learned::DatasetGroup& g) {

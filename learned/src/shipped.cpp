@@ -43,13 +43,21 @@ std::string models_dir() {
   return shipped_dir("models", WACO_MODELS_DIR);
 }
 
-std::string default_model_path(kernels::KernelKind k) {
-  return (fs::path(models_dir()) / (std::string(kernels::kernel_name(k)) + ".model")).string();
+std::string default_model_path(kernels::KernelKind k, kernels::Dtype dtype) {
+  const fs::path dir = models_dir();
+  const std::string name(kernels::kernel_name(k));
+  if (dtype == kernels::Dtype::F64) {
+    const fs::path f64 = dir / (name + "-f64.model");
+    std::error_code ec;
+    if (fs::exists(f64, ec)) return f64.string();
+  }
+  return (dir / (name + ".model")).string();
 }
 
-std::string model_path_or_default(const std::string& path, kernels::KernelKind k) {
+std::string model_path_or_default(const std::string& path, kernels::KernelKind k,
+                                  kernels::Dtype dtype) {
   if (!path.empty()) return path;
-  const std::string d = default_model_path(k);
+  const std::string d = default_model_path(k, dtype);
   std::error_code ec;
   if (!fs::exists(d, ec)) {
     const std::string name(kernels::kernel_name(k));

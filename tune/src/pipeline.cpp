@@ -251,7 +251,8 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
 void check_request(const TuneRequest& o) {
   find_searcher(o.search);  // a typo fails before any work
   // A model that needs LibTorch: TorchRequired (the lite CLI runs waco-hybrid-torch instead).
-  if (ranks_with_model(o)) learned::CostModel::check_backend(learned::model_path_or_default(o.model, o.kind));
+  if (ranks_with_model(o)) learned::CostModel::check_backend(
+      learned::model_path_or_default(o.model, o.kind, o.dtype));
   parse_pipeline(o.passes);
   // Made-up timings must not reach the user's results database or tuning cache.
   if (!o.runner.empty() && o.runner != "isolated" &&
@@ -275,6 +276,7 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
   p.kind = o.kind;
   p.A = operand.matrix;
   p.T = operand.tensor;
+  p.value_type = o.dtype;  // the model of the value type
   CandidateChoice c = choose_candidates(o, o.kind, threads, dense, p, parse_pipeline(o.passes),
                                         find_searcher(o.search), {}, obs);
   Nomination n;

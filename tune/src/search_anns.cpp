@@ -167,7 +167,7 @@ SearchChoice search_anns(const SearchRequest& r) {
     return exact_choice(r, "the admissible set (" + std::to_string(r.admissible) +
                                ") is at most " + std::to_string(kExactBelow) +
                                ": scoring all of it is exact and cheaper");
-  const std::string path = learned::model_path_or_default(r.model, kind);
+  const std::string path = learned::model_path_or_default(r.model, kind, r.problem->dtype());
   const double t0 = kernels::now_seconds();
   const learned::CostModel model = learned::CostModel::load(path, kind);
   SearchChoice c;

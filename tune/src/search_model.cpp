@@ -28,7 +28,7 @@ SearchChoice search_model(const SearchRequest& r) {
                              " schedules, more than the model search scores (" +
                              std::to_string(kScoreLimit) + ")",
                          "trim more with --passes, or use --search random");
-  const std::string path = learned::model_path_or_default(r.model, kind);
+  const std::string path = learned::model_path_or_default(r.model, kind, r.problem->dtype());
   const double t0 = kernels::now_seconds();
   // The model of this process (loaded once per file), and the matrix's signature from the
   // space's facts (computed there for the passes; the model's features read the same one).

@@ -22,11 +22,14 @@ std::string shipped_dir(const std::string& name, const std::string& source_dir);
 
 /// The folder of the shipped models and a kernel's default model in it: $WACO_MODELS_DIR when
 /// set, else the installed copy (shipped_dir), else <source>/data/models.
+/// In double precision the kernel's f64 model (<kernel>-f64.model, trained on double timings)
+/// where one is shipped, else the kernel's model.
 std::string models_dir();
-std::string default_model_path(kernels::KernelKind k);
-/// `path`, or when empty the shipped model of kernel k; a missing shipped model is a clear error
-/// saying how to train one.
-std::string model_path_or_default(const std::string& path, kernels::KernelKind k);
+std::string default_model_path(kernels::KernelKind k, kernels::Dtype dtype = kernels::Dtype::F32);
+/// `path`, or when empty the shipped model of kernel k for `dtype`; a missing shipped model is a
+/// clear error saying how to train one.
+std::string model_path_or_default(const std::string& path, kernels::KernelKind k,
+                                  kernels::Dtype dtype = kernels::Dtype::F32);
 /// The schedules as the model is asked about them: on `cores` threads, the setting of its
 /// training data (collect times every schedule on all cores). A serial schedule (threads = 1,
 /// which parallelize-one keeps for tiny kernels) is scored as its all-core twin, so that a search
