@@ -1,11 +1,11 @@
 #include "cli_common.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <sstream>
 
 #include "waco/kernels/context.hpp"
@@ -42,13 +42,17 @@ void add_read_options(CLI::App& app, ReadOptions& opts) {
 }
 
 void add_dtype_option(CLI::App& app, Dtype& dtype) {
-  const std::map<std::string, Dtype> names{{"f32", Dtype::F32},     {"float32", Dtype::F32},
-                                           {"float", Dtype::F32},   {"f64", Dtype::F64},
-                                           {"float64", Dtype::F64}, {"double", Dtype::F64}};
-  app.add_option("--dtype", dtype,
-                 "Value type: f32 (single precision) or f64 (double: the file's values, the "
-                 "dense operands, the stored values and the output in double)")
-      ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
+  app.add_option_function<std::string>(
+         "--dtype",
+         [&dtype](const std::string& name) {
+           std::string lower = name;
+           for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+           dtype = *parse_dtype(lower);  // checked below
+         },
+         "Value type: f32 (single precision) or f64 (double: the file's values, the dense "
+         "operands, the stored values and the output in double); also float32/float64")
+      ->check(CLI::IsMember({"f32", "f64", "float32", "float64", "float", "double"},
+                            CLI::ignore_case))
       ->default_str("f32");
 }
 

@@ -218,6 +218,7 @@ Command make_run_command() {
                 "  waco-hybrid run --kernel spmv --impl csr examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid run --kernel spmm --impl eigen --dense 128 --threads 2 --json examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid run --kernel sddmm --inputs ops/ --output D.mtx --check A.mtx\n"
+                "  waco-hybrid run --kernel spmv --impl rsb-tuned --dtype f64 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid run --kernel spmv --schedule bcsr4x4 --json examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid run --kernel spmm --schedule \"order=i,k,j format=UC parallel=i chunk=16\" A.mtx\n");
             return [o] { return run(*o); };

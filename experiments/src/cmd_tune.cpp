@@ -359,6 +359,7 @@ Command make_tune_command() {
                 "  waco-hybrid tune --kernel spmv --search model examples/bcsstk13.mtx.gz   # learned model, best 20 side by side\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive --passes all --json A.mtx\n"
                 "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.hpp A.mtx\n"
+                "  waco-hybrid tune --kernel spmv --dtype f64 -o tuned_double.hpp A.mtx   # in double\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n"                "  waco-hybrid tune --kernel spmv --search model --expected-calls 5000 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmv --search model --refresh examples/bcsstk13.mtx.gz\n"
