@@ -769,8 +769,10 @@ bool ResultsDb::has_group(const MeasurementKey& key, int threads, int repetition
 
 nlohmann::json ResultsDb::dataset_stats() const {
   // Per kernel and value type: "spmv", and "spmv f64" for groups timed in double.
-  const std::string label = "(kernel || CASE WHEN dtype = 'f64' THEN ' f64' ELSE '' END)";
-  const std::string glabel = "(g.kernel || CASE WHEN g.dtype = 'f64' THEN ' f64' ELSE '' END)";
+  const auto label_of = [](const std::string& t) {
+    return "(" + t + "kernel || CASE WHEN " + t + "dtype = 'f64' THEN ' f64' ELSE '' END)";
+  };
+  const std::string label = label_of(""), glabel = label_of("g.");
   nlohmann::json out = nlohmann::json::object();
   {
     Statement s(db_, ("SELECT " + label + ", count(DISTINCT matrix_id), count(*), "
