@@ -316,7 +316,9 @@ TEST_CASE("api: tune gives a plan that equals the reference, cached, saved and l
   CHECK(l.verdict() == p.verdict());
   std::vector<float> y2(m.rows());
   l.spmv(x.data(), y2.data());
-  CHECK(y2 == y);
+  // Not bitwise y: a schedule with atomic updates sums a row in whatever order its threads reach it
+  // (CI's machine tuned to one and the two results differed in the last bits).
+  check_close(ref, y2.data(), scale * 100);
   // Another matrix, a corrupt file, not a plan.
   const Csr other = random_csr(20, 20, 0.3, 12);
   CHECK_THROWS_WITH(waco::Plan::load(file, matrix_of(other), o),
