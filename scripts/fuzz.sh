@@ -9,8 +9,10 @@
 # Findings (crash-*, leak-*, timeout-*, oom-* files) go to build-fuzz/fuzz-findings/<target>/;
 # replay one with `build/fuzz/fuzz_replay <target> FILE`, and once fixed keep it in
 # tests/corpus/<target>/ (the test suite replays that folder). Every run appends a line to
-# build-fuzz/fuzz-runs.tsv: target, seconds, executions, coverage (cov: edges), features,
-# corpus size, findings. Exit status 1 when a run left a new finding.
+# build-fuzz/fuzz-runs.tsv: time, target, seconds asked, executions, coverage (cov: edges),
+# features, corpus size, findings, and the CPU seconds (user + system) the fuzzer process used (on
+# a busy machine fewer than the seconds asked, which are wall-clock time). Exit status 1 when a run
+# left a new finding.
 # Environment: WACO_FUZZ_BUILD_DIR (build-fuzz), WACO_PEER_DIR (../shared/peer), CXX (clang++-14),
 # FUZZ_ARGS (more libFuzzer options).
 set -euo pipefail
@@ -82,17 +84,21 @@ for t in "${targets[@]}"; do
   # The readers' scratch files go to a RAM disk when there is one.
   tmp=${TMPDIR:-/tmp}; [ -d /dev/shm ] && tmp=/dev/shm
   rc=0
-  TMPDIR=$tmp ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$found/" "${dict[@]}" ${FUZZ_ARGS:-} "$corpus" "$seed_dir" "tests/corpus/$t" >"$log" 2>&1 || rc=$?
+  TIMEFORMAT='%U %S'
+  { time TMPDIR=$tmp ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
+      UBSAN_OPTIONS=print_stacktrace=1 \
+      "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$found/" "${dict[@]}" ${FUZZ_ARGS:-} "$corpus" "$seed_dir" "tests/corpus/$t" \
+      >"$log" 2>&1; } 2>"$log.cpu" || rc=$?
+  cpu=$(awk 'NF == 2 { printf "%.1f", $1 + $2 }' "$log.cpu")
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
   after=$(find "$found" -type f | wc -l)
   size=$(find "$corpus" -type f | wc -l)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$seconds" "${execs:-0}" "${cov:-0}" \
-    "${ft:-0}" "$size" "$((after - before))" >>"$build/fuzz-runs.tsv"
-  echo "fuzz: $t: ${execs:-0} executions, cov ${cov:-0}, ft ${ft:-0}, corpus $size, new findings $((after - before)) (exit $rc)"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$seconds" "${execs:-0}" \
+    "${cov:-0}" "${ft:-0}" "$size" "$((after - before))" "${cpu:-0}" >>"$build/fuzz-runs.tsv"
+  echo "fuzz: $t: ${execs:-0} executions, cov ${cov:-0}, ft ${ft:-0}, corpus $size, new findings $((after - before)), CPU ${cpu:-0} s (exit $rc)"
   if [ "$after" -gt "$before" ] || [ "$rc" -ne 0 ]; then
     status=1
     grep -m1 -A3 -E 'ERROR|FUZZ FINDING|runtime error|deadly signal' "$log" || true
