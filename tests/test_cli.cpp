@@ -180,6 +180,13 @@ TEST_CASE("cli: info --peaks and bench --roofline report the machine's roofline 
   const auto p = nlohmann::json::parse(peaks.out);
   CHECK(p.at("threads") == 1);
   CHECK(p.at("fp32_gflops").get<double>() > 1.0);     // any CPU of this century
+  CHECK(p.at("fp64_gflops").get<double>() > 0.5);
+  CHECK(p.at("isa").is_string());
+  const Result sse = cli("info --peaks --threads 1 --isa sse2 --json");
+  REQUIRE(sse.status == 0);
+  CHECK(nlohmann::json::parse(sse.out).at("vector_bits") == 128);
+  CHECK(cli("info --peaks --isa avx3").status == 2);
+  CHECK(cli("info --isa sse2 " + example()).status == 2);  // --isa needs --peaks
   CHECK(p.at("bandwidth_gbs").get<double>() > 0.5);
   CHECK(cli("info --peaks --caches").status == 2);    // one thing at a time
   const Result b = cli("bench --kernel spmv --impl csr --roofline --repeat 3 --threads 1 --json " + example());
@@ -194,6 +201,14 @@ TEST_CASE("cli: info --peaks and bench --roofline report the machine's roofline 
   const Result text = cli("bench --kernel spmv --impl csr --roofline --repeat 3 --threads 1 " + example());
   REQUIRE(text.status == 0);
   CHECK(text.out.find("%peak") != std::string::npos);
+  const Result f64 = cli("bench --kernel spmv --impl csr --roofline --repeat 3 --threads 1 --dtype f64 --json " +
+                         example());
+  INFO(f64.err);
+  REQUIRE(f64.status == 0);
+  const auto j64 = nlohmann::json::parse(f64.out);
+  const auto& row64 = j64.at("results")[0];
+  CHECK(row64.at("fraction_of_fp64_peak").get<double>() ==
+        Approx(row64.at("gflops").get<double>() / j64.at("roofline").at("fp64_gflops").get<double>()));
   CHECK(cli("bench --kernel spmv --impl csr --repeat 3 --json " + example()).out.find("\"roofline\": null") !=
         std::string::npos);
 }

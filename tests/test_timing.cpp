@@ -1,4 +1,5 @@
-// Unit "timing": summary statistics, the repeat loop, software counts and disturbed runs.
+// Unit "timing": summary statistics, the repeat loop, software counts and disturbed runs; the
+// roofline's peak probes (which vector ISA they run on).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -11,6 +12,7 @@
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/peaks.hpp"
 #include "waco/kernels/timing.hpp"
 
 using namespace waco::kernels;
@@ -139,4 +141,34 @@ TEST_CASE("timing: software counts flag disturbed runs, which are taken again") 
   CHECK(retaken.retaken > 0);
   CHECK(retaken.seconds.size() == 10);
   if (retaken.disturbed_kept == 0) CHECK(retaken.counts.involuntary_switches == 0);
+}
+
+TEST_CASE("peaks: the probe runs on the widest vector ISA the CPU has, each supported one measures") {
+  using waco::kernels::IsaFeatures;
+  using waco::kernels::VectorIsa;
+  // The selection: AVX2 counts only with FMA; AVX-512 wins wherever it is.
+  CHECK(waco::kernels::widest_isa(IsaFeatures{}) == VectorIsa::Sse2);
+  CHECK(waco::kernels::widest_isa(IsaFeatures{true, false, false}) == VectorIsa::Sse2);
+  CHECK(waco::kernels::widest_isa(IsaFeatures{true, true, false}) == VectorIsa::Avx2Fma);
+  CHECK(waco::kernels::widest_isa(IsaFeatures{true, true, true}) == VectorIsa::Avx512);
+  CHECK(std::string(waco::kernels::isa_name(VectorIsa::Avx2Fma)) == "avx2+fma");
+  CHECK(waco::kernels::isa_vector_bits(VectorIsa::Avx512) == 512);
+
+  // This CPU: the list ends with the widest, which measure_peaks picks; every one runs.
+  const auto isas = waco::kernels::supported_isas();
+  REQUIRE(!isas.empty());
+  CHECK(isas.front() == VectorIsa::Sse2);
+  CHECK(isas.back() == waco::kernels::widest_isa(waco::kernels::cpu_isa_features()));
+  for (VectorIsa isa : isas) {
+    INFO(waco::kernels::isa_name(isa));
+    const auto p = waco::kernels::measure_peaks(1, isa);
+    CHECK(p.isa == isa);
+    CHECK(p.fp32_gflops > 0.5);
+    CHECK(p.fp64_gflops > 0.25);
+    CHECK(p.bandwidth_gbs > 0.1);
+    CHECK(p.to_json().at("isa") == waco::kernels::isa_name(isa));
+  }
+  // An ISA this CPU lacks is an error, not an illegal instruction.
+  if (isas.back() != VectorIsa::Avx512)
+    CHECK_THROWS_AS(waco::kernels::measure_peaks(1, VectorIsa::Avx512), waco::kernels::Error);
 }

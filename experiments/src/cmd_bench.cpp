@@ -105,15 +105,21 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   return rows;
 }
 
+/// The machine's arithmetic peak in the problem's value type.
+double peak_gflops(const MachinePeaks& p, Dtype dtype) {
+  return dtype == Dtype::F64 ? p.fp64_gflops : p.fp32_gflops;
+}
+
 void print_table(const std::vector<Row>& rows, const Options& o, int threads,
                  const std::optional<MachinePeaks>& peaks) {
   std::printf("%s, dense %d, %d threads, %d warm-up + %d timed runs, interleaved; ratio = median / median of %s\n",
               o.kernel.c_str(), o.dense > 0 ? o.dense : default_dense_size(*parse_kernel(o.kernel)),
               threads, o.warmup, o.repeat, rows.empty() ? "-" : rows.front().impl.c_str());
   if (peaks)
-    std::printf("roofline (%d threads): fp32 peak %.1f GFLOP/s, bandwidth %.1f GB/s (STREAM triad); "
-                "%%peak and %%bw are each row's fractions of them\n",
-                peaks->threads, peaks->fp32_gflops, peaks->bandwidth_gbs);
+    std::printf("roofline (%d threads): %s peak %.1f GFLOP/s (%s), bandwidth %.1f GB/s (STREAM "
+                "triad); %%peak and %%bw are each row's fractions of them\n",
+                peaks->threads, std::string(dtype_name(o.read.dtype)).c_str(), peak_gflops(*peaks, o.read.dtype),
+                isa_name(peaks->isa), peaks->bandwidth_gbs);
   std::printf("%-28s %-14s %12s %12s %12s %9s %8s %7s%s\n", "file", "impl", "median", "min", "max",
               "GFLOP/s", "GB/s", "ratio", peaks ? "  %peak    %bw" : "");
   for (const Row& r : rows) {
@@ -127,7 +133,7 @@ void print_table(const std::vector<Row>& rows, const Options& o, int threads,
                 format_seconds(r.t.median).c_str(), format_seconds(r.t.min).c_str(),
                 format_seconds(r.t.max).c_str(), r.gflops, r.gbs, r.ratio);
     if (peaks)
-      std::printf(" %6.2f%% %6.1f%%", 100.0 * r.gflops / peaks->fp32_gflops,
+      std::printf(" %6.2f%% %6.1f%%", 100.0 * r.gflops / peak_gflops(*peaks, o.read.dtype),
                   100.0 * r.gbs / peaks->bandwidth_gbs);
     std::printf("\n");
   }
@@ -176,9 +182,6 @@ int bench(const Options& o) {
   if (o.impls.empty() && o.schedules.empty())
     throw Error("bench needs at least one --impl or --schedule");
   if (!o.save.empty()) check_writable(o.save);
-  if (o.roofline && o.read.dtype != Dtype::F32)
-    throw Error("--roofline compares with the single-precision peak only",
-                "leave out --roofline, or bench with --dtype f32");
   const int threads = resolve_threads(o.threads);
   const std::string busy = busy_machine_warning(threads);
   if (!busy.empty()) std::cerr << "warning: " << busy << "\n";
@@ -207,7 +210,10 @@ int bench(const Options& o) {
   for (const Row& r : rows) {
     nlohmann::json j = row_json(r);
     if (peaks && r.error.empty()) {
-      j["fraction_of_fp32_peak"] = r.gflops / peaks->fp32_gflops;
+      // Of the peak in the problem's value type (and under the type's own name).
+      j["fraction_of_peak"] = r.gflops / peak_gflops(*peaks, o.read.dtype);
+      j[std::string("fraction_of_") + (o.read.dtype == Dtype::F64 ? "fp64" : "fp32") + "_peak"] =
+          j["fraction_of_peak"];
       j["fraction_of_bandwidth"] = r.gbs / peaks->bandwidth_gbs;
     }
     out["results"].push_back(j);
@@ -270,8 +276,9 @@ Command make_bench_command() {
             sub.add_flag("--csv", o->csv, "Print CSV")->excludes(json);
             sub.add_option("--save", o->save, "Also write the JSON results to FILE");
             sub.add_flag("--roofline", o->roofline,
-                         "Measure the machine's fp32 peak and memory bandwidth first (info --peaks, "
-                         "about 1 s) and report each implementation's fraction of them");
+                         "Measure the machine's arithmetic peak (in --dtype) and memory bandwidth "
+                         "first (info --peaks, about 0.5 s) and report each implementation's "
+                         "fraction of them");
             add_read_options(sub, o->read);
             add_dtype_option(sub, o->read.dtype);
             sub.footer(

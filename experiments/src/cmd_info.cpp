@@ -20,6 +20,7 @@ struct Options {
   bool caches = false;
   bool probe = false;
   bool peaks = false;
+  std::string isa;  ///< --isa: the probe's vector instructions (empty: the widest supported)
   int threads = 0;
   ReadOptions read;
 };
@@ -217,8 +218,14 @@ Command make_info_command() {
                 ->needs(caches);
             auto* peaks = sub.add_flag(
                 "--peaks", o->peaks,
-                "Instead of a file: measure this machine's fp32 peak and memory bandwidth on "
-                "--threads (about 1 s), the roofline bench --roofline reports against");
+                "Instead of a file: measure this machine's fp32 and fp64 peaks and memory "
+                "bandwidth on --threads (about 0.5 s), the roofline bench --roofline reports "
+                "against");
+            sub.add_option("--isa", o->isa,
+                           "With --peaks: the vector instructions of the arithmetic probe "
+                           "(default: the widest this CPU supports)")
+                ->check(CLI::IsMember({"sse2", "avx2+fma", "avx512f"}))
+                ->needs(peaks);
             add_threads_option(sub, o->threads);
             file->excludes(caches);
             file->excludes(peaks);
@@ -230,21 +237,32 @@ Command make_info_command() {
                 "  waco-hybrid info --json data/tensor.tns.gz\n"
                 "  waco-hybrid info --caches\n"
                 "  waco-hybrid info --peaks --threads 2\n"
+                "  waco-hybrid info --peaks --threads 1 --isa avx2+fma\n"
                 "nnz counts both triangles of symmetric files; duplicates are summed.");
             return [o] {
               if (o->caches) return print_caches(o->json, o->probe);
               if (o->peaks) {
                 const int threads = resolve_threads(o->threads);
-                const MachinePeaks p = measure_peaks(threads);
+                VectorIsa isa = widest_isa(cpu_isa_features());
+                for (VectorIsa i : {VectorIsa::Sse2, VectorIsa::Avx2Fma, VectorIsa::Avx512})
+                  if (o->isa == isa_name(i)) isa = i;
+                const MachinePeaks p = measure_peaks(threads, isa);
                 if (o->json) {
                   nlohmann::json j = p.to_json();
                   j["context"] = context_json(threads, "none");
                   print_json(j);
                 } else {
-                  std::printf("fp32 peak  %8.1f GFLOP/s  (%d threads; vector FMA chains in registers)\n"
-                              "bandwidth  %8.1f GB/s     (STREAM triad, 3 x 128 MiB)\n"
-                              "measured in %.2f s\n",
-                              p.fp32_gflops, threads, p.bandwidth_gbs, p.seconds);
+                  std::printf("fp32 peak  %8.1f GFLOP/s  (%d threads; %s vector FMA chains in registers)\n"
+                              "fp64 peak  %8.1f GFLOP/s\n"
+                              "bandwidth  %8.1f GB/s     (STREAM triad, 3 x 128 MiB)\n",
+                              p.fp32_gflops, threads, isa_name(p.isa), p.fp64_gflops,
+                              p.bandwidth_gbs);
+                  if (p.reported_mhz > 0)
+                    std::printf("           %.2f vector FMAs a cycle a thread at the reported "
+                                "%.0f MHz (2 FMA units a core deliver 2; more: the cores ran "
+                                "above it)\n",
+                                p.fma_per_cycle(), p.reported_mhz);
+                  std::printf("measured in %.2f s\n", p.seconds);
                 }
                 return kExitOk;
               }
