@@ -61,7 +61,7 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
       "--config \"bandit5=--search bandit --budget 5\" --db " +
       dir + "/a.sqlite --work " + dir + "/work --cache-dir " + dir +
       "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
-      "--bench-repeat 5 --final-runs-max 3 --threads 2 --json " +
+      "--bench-repeat 5 --final-runs-max 3 --threads 2 --roofline --json " +
       example();
   const Result r = waco::test::run_cli(args);
   INFO(r.err);
@@ -106,6 +106,13 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
   // The csr schedule beside the csr baseline; the run replicated in fresh processes.
   CHECK(bench.at("version") == 2);
   CHECK(bench.at("csr_schedule").at("median_s").get<double>() > 0);
+  CHECK(bench.at("csr_schedule").at("effective_gbs").get<double>() > 0);
+  // The working set against the last-level cache; STREAM measured beside the runs (--roofline).
+  const auto& ws = bench.at("working_set");
+  CHECK(ws.at("traffic_bytes").get<double>() > 8.0 * bench.at("nnz").get<double>());  // ~0.7 MB
+  CHECK(ws.at("traffic_bytes").get<double>() < 4e6);
+  if (ws.at("llc_bytes").is_number()) CHECK(ws.at("beyond_llc") == false);
+  CHECK(ws.at("stream_gbs").get<double>() > 0.1);
   CHECK(bench.at("retake_disturbed") == 5);
   const int final_runs = bench.at("final_runs");
   CHECK(final_runs >= 2);

@@ -751,3 +751,74 @@ TEST_CASE("report: claimed against delivered in the page, the CSV and the JSON")
     }
   CHECK(seen);
 }
+
+TEST_CASE("report: matrices beyond the LLC are a report of their own, with a roofline table") {
+  const std::string path = test::scratch_dir("report-llc") + "/l.sqlite";
+  {
+    heuristics::ResultsDb db(path);
+    auto rec = [&](const std::string& file, int n, const std::string& config, const json& row) {
+      const auto m = heuristics::matrix_record(diagonal(n), "/data/" + file);
+      db.record_matrix(m);
+      db.record_ablation(m.fingerprint, "spmv", 1, 2, config, row);
+    };
+    const json iv = {{"lo", 1.05}, {"hi", 1.35}, {"level", 0.9}};
+    // Small.mtx: 1 MiB against a 32 MiB LLC; Big.mtx: 320 MiB, STREAM 40 GB/s beside it.
+    const double mib = 1024.0 * 1024.0;
+    rec("Small.mtx", 70, "hybrid", claim_row("hybrid", "Small.mtx", 1.2, iv));
+    json small = bench_row_v2("Small.mtx", {{"hybrid", delivered(0.8e-3, 1.12, 1.1, 1.15)}});
+    small["working_set"] = {{"traffic_bytes", 1 * mib}, {"llc_bytes", 32 * mib},
+                            {"beyond_llc", false}, {"stream_gbs", nullptr}};
+    rec("Small.mtx", 70, "side-by-side", small);
+    rec("Big.mtx", 80, "hybrid", claim_row("hybrid", "Big.mtx", 2.0, iv));
+    json big = bench_row_v2("Big.mtx", {{"hybrid", delivered(0.5e-3, 1.8, 1.7, 1.9)}});
+    big["working_set"] = {{"traffic_bytes", 320 * mib}, {"llc_bytes", 32 * mib},
+                          {"beyond_llc", true}, {"stream_gbs", 40.0}};
+    rec("Big.mtx", 80, "side-by-side", big);
+  }
+  cli::ReportOptions o;
+  o.db_path = path;
+  o.oracle = "hybrid";
+  const cli::ReportData d = cli::compute_report(heuristics::ResultsDb(path).ablation_rows(), o);
+  REQUIRE(d.kernels.size() == 2);
+  const cli::KernelReport& small = d.kernels[0];
+  const cli::KernelReport& big = d.kernels[1];
+  CHECK(small.label == "spmv, cache-resident");
+  CHECK_FALSE(small.beyond_llc);
+  CHECK(small.matrices == std::vector<std::string>{"Small.mtx"});
+  CHECK(big.label == "spmv, beyond the LLC");
+  CHECK(big.beyond_llc);
+  CHECK(big.matrices == std::vector<std::string>{"Big.mtx"});
+  // The summaries are apart: each holds its own matrix only.
+  CHECK(small.summaries.at(0).delivered_count == 1);
+  CHECK(*small.summaries.at(0).delivered_geomean == exact(1.12));
+  CHECK(*big.summaries.at(0).delivered_geomean == exact(1.8));
+  // The roofline: csr 1 ms, eigen 1.2 ms, the csr schedule 0.9 ms, the hybrid 0.5 ms on 320 MiB.
+  REQUIRE(big.roofline.size() == 1);
+  const cli::RooflineRow& r = big.roofline[0];
+  CHECK(*r.stream_gbs == exact(40.0));
+  std::map<std::string, const cli::RooflineEntry*> by;
+  for (const auto& e : r.entries) by[e.name] = &e;
+  REQUIRE(by.count("csr"));
+  REQUIRE(by.count("csr schedule"));
+  REQUIRE(by.count("hybrid"));
+  const double gb = 320.0 * 1024 * 1024 * 1e-9;
+  CHECK(*by["csr"]->effective_gbs == exact(gb / 1.0e-3));
+  CHECK(*by["hybrid"]->effective_gbs == exact(gb / 0.5e-3));
+  CHECK(*by["hybrid"]->share_of_stream == exact(gb / 0.5e-3 / 40.0));
+  CHECK(by["hybrid"]->schedule == "csr");
+  CHECK_FALSE(small.roofline.at(0).entries.at(0).share_of_stream.has_value());  // no STREAM
+
+  const std::string text = cli::report_text(d);
+  CHECK(text.find("spmv, beyond the LLC: 1 matrix") != std::string::npos);
+  CHECK(text.find("working set 320.0 MiB, LLC 32.0 MiB, STREAM 40.0 GB/s") != std::string::npos);
+  const json j = cli::report_json(d);
+  CHECK(j["kernels"][1]["beyond_llc"] == true);
+  CHECK(j["kernels"][1]["roofline"][0]["stream_gbs"].get<double>() == exact(40.0));
+  const std::vector<cli::PlotPlan> plans = {cli::plan_plots(d.kernels[0], "hybrid"),
+                                            cli::plan_plots(d.kernels[1], "hybrid")};
+  const std::vector<std::vector<std::string>> svgs = {cli::draw_plots(plans[0].plots),
+                                                      cli::draw_plots(plans[1].plots)};
+  const std::string html = cli::render_html(d, plans, svgs);
+  CHECK(html.find("<h3>Roofline</h3>") != std::string::npos);
+  CHECK(html.find("320.0 MiB") != std::string::npos);
+}

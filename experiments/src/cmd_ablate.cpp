@@ -117,6 +117,7 @@ struct Options {
   bool quiet = false;
   bool redo = false;
   bool redo_busy = false;  ///< run stored rows marked busy again
+  bool roofline = false;   ///< the side-by-side runs measure the machine's peaks beside them
   ReadOptions read;
 };
 
@@ -460,7 +461,7 @@ SideBySidePlan plan_side_by_side(const MatrixRun& m,
 /// the largest maximum; its error when no run timed it.
 nlohmann::json timing_over_runs(const std::vector<const nlohmann::json*>& outs, int index) {
   if (index < 0) return {{"error", "not timed"}};
-  std::vector<double> medians, gflops;
+  std::vector<double> medians, gflops, gbs;
   double lo = HUGE_VAL, hi = 0;
   nlohmann::json error = "no time in the side-by-side runs";
   for (const nlohmann::json* out : outs) {
@@ -471,14 +472,17 @@ nlohmann::json timing_over_runs(const std::vector<const nlohmann::json*>& outs, 
     }
     medians.push_back(x.at("median_s").get<double>());
     gflops.push_back(x.value("gflops", 0.0));
+    gbs.push_back(x.value("effective_gbs", 0.0));
     lo = std::min(lo, x.at("min_s").get<double>());
     hi = std::max(hi, x.at("max_s").get<double>());
   }
   if (medians.empty()) return {{"error", error}};
   std::sort(medians.begin(), medians.end());
   std::sort(gflops.begin(), gflops.end());
+  std::sort(gbs.begin(), gbs.end());
   return {{"median_s", quantile(medians, 0.5)}, {"min_s", lo}, {"max_s", hi},
-          {"gflops", quantile(gflops, 0.5)}, {"runs", medians.size()}};
+          {"gflops", quantile(gflops, 0.5)}, {"effective_gbs", quantile(gbs, 0.5)},
+          {"runs", medians.size()}};
 }
 
 nlohmann::json interval_json(const Interval& i) {
@@ -503,6 +507,35 @@ nlohmann::json final_run_json(const FinalRun& f, double seconds) {
           {"speedups", speedups}};
 }
 
+/// The problem's working set against the last-level cache, from the side-by-side runs' JSON:
+/// {"traffic_bytes" (CSR-equivalent bytes, as bench counts GB/s), "llc_bytes" (the largest cache
+/// level of the runs' context), "beyond_llc" (traffic_bytes > llc_bytes), "stream_gbs" (the median
+/// STREAM triad bandwidth measured beside the runs, null without --roofline)}. Report tables a
+/// kernel's matrices beyond the LLC apart from the cache-resident ones.
+nlohmann::json working_set_json(const std::vector<const nlohmann::json*>& outs) {
+  double traffic = 0;
+  std::int64_t llc = 0;
+  std::vector<double> stream;
+  for (const nlohmann::json* out : outs) {
+    for (const nlohmann::json& x : out->at("results"))
+      traffic = std::max(traffic, x.value("traffic_bytes", 0.0));
+    const nlohmann::json cb = out->value("context", nlohmann::json::object())
+                                  .value("cache_bytes", nlohmann::json::object());
+    for (const char* level : {"l1d", "l2", "l3"})
+      if (cb.contains(level) && cb.at(level).is_number_integer())
+        llc = std::max(llc, cb.at(level).get<std::int64_t>());
+    const nlohmann::json roof = out->value("roofline", nlohmann::json());
+    if (roof.is_object()) stream.push_back(roof.value("bandwidth_gbs", 0.0));
+  }
+  std::sort(stream.begin(), stream.end());
+  nlohmann::json j = {{"traffic_bytes", traffic > 0 ? nlohmann::json(traffic) : nlohmann::json()},
+                      {"llc_bytes", llc > 0 ? nlohmann::json(llc) : nlohmann::json()},
+                      {"stream_gbs", stream.empty() ? nlohmann::json() : nlohmann::json(quantile(stream, 0.5))}};
+  j["beyond_llc"] = traffic > 0 && llc > 0 ? nlohmann::json(traffic > static_cast<double>(llc))
+                                           : nlohmann::json();
+  return j;
+}
+
 /// The final side-by-side run: every distinct winner, the csr schedule and the library baselines
 /// interleaved in one bench child, replicated in fresh children until two consecutive
 /// undisturbed runs agree (final_runs.hpp) or --final-runs-max runs were made. Null when
@@ -516,6 +549,7 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
   std::vector<std::string> argv = child_argv("bench", m);
   argv.insert(argv.end(), {"--impl", impl_list, "--json", "--repeat", std::to_string(o.bench_repeat),
                            "--warmup", "2", "--retake-disturbed", std::to_string(kRetakeDisturbed)});
+  if (o.roofline) argv.push_back("--roofline");
   if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
   for (const std::string& text : plan.schedules) argv.insert(argv.end(), {"--schedule", text});
   argv.push_back(m.file);
@@ -595,6 +629,7 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
               {"baselines", baselines},
               {"csr_schedule", timing_over_runs(used, plan.layout.schedule)},
               {"runs", runs},
+              {"working_set", working_set_json(used)},
               {"seconds", total_s},
               {"context", used.back()->value("context", nlohmann::json(nullptr))}});
   return row;
@@ -849,6 +884,10 @@ Command make_ablate_command() {
         sub.add_flag("--redo-busy", o->redo_busy,
                      "Run the stored rows marked busy again (a tune or side-by-side run that other "
                      "processes disturbed)");
+        sub.add_flag("--roofline", o->roofline,
+                     "The side-by-side runs measure the machine's peak and STREAM bandwidth beside "
+                     "them (bench --roofline, about 0.5 s a run): report gives each "
+                     "implementation's share of STREAM");
         sub.add_flag("--json", o->json, "Print JSON (every row)");
         sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
         add_read_options(sub, o->read);

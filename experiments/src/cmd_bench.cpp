@@ -50,6 +50,9 @@ struct Row {
   std::string error;  ///< why this implementation has no time on this file (empty if none)
   TimingStats t;
   double gflops = 0, gbs = 0, ratio = 0, conversion = 0, tuning = 0, max_rel_error = 0;
+  /// The problem's least memory traffic (CSR-equivalent bytes: cli_common's min_traffic_bytes),
+  /// which GB/s counts, and its working set against the caches.
+  double traffic_bytes = 0;
   std::int64_t nnz = 0;
 };
 
@@ -70,6 +73,7 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
     r.file = file;
     r.impl = name;
     r.nnz = p.nnz();
+    r.traffic_bytes = min_traffic_bytes(p);
     std::unique_ptr<Implementation> impl =
         name.rfind("gen:", 0) == 0 ? std::unique_ptr<Implementation>(make_generated(kind, name.substr(4), o.generated))
                                    : make_implementation(all_implementations(), name, kind);
@@ -140,7 +144,8 @@ void print_table(const std::vector<Row>& rows, const Options& o, int threads,
 }
 
 nlohmann::json row_json(const Row& r) {
-  nlohmann::json j = {{"file", r.file}, {"impl", r.impl}, {"nnz", r.nnz}};
+  nlohmann::json j = {{"file", r.file}, {"impl", r.impl}, {"nnz", r.nnz},
+                      {"traffic_bytes", r.traffic_bytes}};
   if (!r.error.empty()) {
     j["error"] = r.error;
     return j;

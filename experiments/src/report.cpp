@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "cli_common.hpp"
@@ -263,6 +264,36 @@ void read_delivered(const json& bench, const json& c, const std::string& shortcu
     m.delivered_over_claimed = *m.delivered_speedup / *m.claimed_speedup;
 }
 
+/// A matrix's roofline row from its side-by-side row: every timed implementation's bandwidth and
+/// share of the STREAM bandwidth measured beside it.
+RooflineRow roofline_row(const json& bench, const std::string& name, std::int64_t nnz,
+                         const std::string& shortcut, bool busy) {
+  RooflineRow r;
+  r.matrix = name;
+  r.nnz = nnz;
+  r.busy = busy;
+  const json& ws = member(bench, "working_set");
+  r.traffic_bytes = number(ws, "traffic_bytes");
+  r.llc_bytes = number(ws, "llc_bytes");
+  r.stream_gbs = number(ws, "stream_gbs");
+  const auto add = [&](const std::string& label, const json& t, const std::string& schedule) {
+    const opt median = t.contains("error") ? std::nullopt : seconds(t, "median_s");
+    if (!median) return;
+    RooflineEntry e;
+    e.name = label;
+    e.schedule = schedule;
+    e.median_s = *median;
+    if (r.traffic_bytes) e.effective_gbs = *r.traffic_bytes / *median * 1e-9;
+    if (e.effective_gbs && r.stream_gbs && *r.stream_gbs > 0)
+      e.share_of_stream = *e.effective_gbs / *r.stream_gbs;
+    r.entries.push_back(std::move(e));
+  };
+  for (const auto& [lib, t] : member(bench, "baselines").items()) add(lib, t, "");
+  add(shortcut + " schedule", member(bench, "csr_schedule"), "");
+  for (const auto& [config, t] : member(bench, "configs").items()) add(config, t, text(t, "schedule"));
+  return r;
+}
+
 }  // namespace
 
 bool within_noise(const opt& lo, const opt& hi) { return lo && hi && *lo <= 1.0 && 1.0 <= *hi; }
@@ -311,19 +342,27 @@ ReportData compute_report(const std::vector<heuristics::AblationRow>& all_rows,
     }
   }
 
-  // Groups: (kernel, dense, threads), in the database's order.
+  // Groups: (kernel, dense, threads, working set beyond the LLC), in the database's order. A
+  // matrix is beyond the LLC when its side-by-side row says so (ablate records the working set).
+  std::set<std::tuple<std::string, std::string, int, int>> beyond;  // (fp, kernel, dense, threads)
+  for (const auto* r : rows)
+    if (r->config == kSideBySide && member(member(r->row, "working_set"), "beyond_llc") == json(true))
+      beyond.insert({r->fingerprint, r->kernel, r->dense, r->threads});
   struct Group {
     std::string kernel;
     int dense, threads;
+    bool beyond_llc;
     std::vector<const heuristics::AblationRow*> rows;
   };
   std::vector<Group> groups;
   for (const auto* r : rows) {
+    const bool b = beyond.count({r->fingerprint, r->kernel, r->dense, r->threads}) > 0;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.kernel == r->kernel && g.dense == r->dense && g.threads == r->threads;
+      return g.kernel == r->kernel && g.dense == r->dense && g.threads == r->threads &&
+             g.beyond_llc == b;
     });
     if (it == groups.end()) {
-      groups.push_back({r->kernel, r->dense, r->threads, {}});
+      groups.push_back({r->kernel, r->dense, r->threads, b, {}});
       it = groups.end() - 1;
     }
     it->rows.push_back(r);
@@ -336,11 +375,19 @@ ReportData compute_report(const std::vector<heuristics::AblationRow>& all_rows,
     k.kernel = g.kernel;
     k.dense = g.dense;
     k.threads = g.threads;
-    const auto same_kernel = std::count_if(groups.begin(), groups.end(),
-                                           [&](const Group& o) { return o.kernel == g.kernel; });
+    k.beyond_llc = g.beyond_llc;
+    const auto same_kernel = std::count_if(groups.begin(), groups.end(), [&](const Group& o) {
+      return o.kernel == g.kernel && o.beyond_llc == g.beyond_llc;
+    });
+    const bool both_regimes = std::any_of(groups.begin(), groups.end(), [&](const Group& o) {
+      return o.kernel == g.kernel && o.dense == g.dense && o.threads == g.threads &&
+             o.beyond_llc != g.beyond_llc;
+    });
     k.label = same_kernel > 1 ? g.kernel + " (dense " + std::to_string(g.dense) + ", " +
                                     plural(g.threads, "thread", "threads") + ")"
                               : g.kernel;
+    if (g.beyond_llc) k.label += ", beyond the LLC";
+    else if (both_regimes) k.label += ", cache-resident";
 
     std::vector<std::string> fingerprints;
     std::map<std::string, const heuristics::AblationRow*> bench;                          // fp ->
@@ -421,6 +468,7 @@ ReportData compute_report(const std::vector<heuristics::AblationRow>& all_rows,
       }
       const bool busy_matrix = b && member(*b, "busy") == json(true);
       if (busy_matrix) ++k.busy_matrices;
+      if (b) k.roofline.push_back(roofline_row(*b, name, nnz, shortcut, busy_matrix));
       static const json kNone;
       const json& bench_configs = b ? member(*b, "configs") : kNone;
       const opt oracle_t = b ? seconds(member(bench_configs, options.oracle.c_str()), "median_s")
@@ -1108,6 +1156,54 @@ std::string speedup_cell(const opt& v, const opt& lo, const opt& hi) {
   return t;
 }
 
+/// Whether a kernel report has a roofline table: its matrices are beyond the LLC, or ablate
+/// measured the STREAM bandwidth beside them (--roofline).
+bool has_roofline(const KernelReport& k) {
+  if (k.beyond_llc) return true;
+  return std::any_of(k.roofline.begin(), k.roofline.end(),
+                     [](const RooflineRow& r) { return r.stream_gbs.has_value(); });
+}
+
+std::string mib_text(const opt& bytes) {
+  return bytes ? fmt("%.1f MiB", *bytes / (1024.0 * 1024.0)) : "-";
+}
+
+void roofline_table(std::ostringstream& h, const KernelReport& k) {
+  h << "<p>Working set: the bytes one call must move at least (CSR-equivalent: index and value of "
+       "each nonzero, the row pointers, the dense operands once), against the largest cache of "
+       "the machine. GB/s = those bytes / the side-by-side median; share of STREAM = that over "
+       "the STREAM triad bandwidth measured beside the runs (ablate --roofline). Above 100% is "
+       "possible only where a format moves fewer bytes, or the working set stays in a cache.</p>\n"
+       "<table class=\"matrices\">\n<thead><tr><th>matrix</th><th>nnz</th><th>working set</th>"
+       "<th>LLC</th><th>STREAM</th><th>implementation</th><th>median</th><th>GB/s</th>"
+       "<th>of STREAM</th></tr></thead>\n<tbody>\n";
+  for (const RooflineRow& r : k.roofline) {
+    const std::size_t n = std::max<std::size_t>(1, r.entries.size());
+    for (std::size_t i = 0; i < n; ++i) {
+      h << "<tr" << (r.busy ? " class=\"busy\"" : "") << ">";
+      if (i == 0) {
+        const std::string span = " rowspan=\"" + std::to_string(n) + "\"";
+        h << "<td" << span << ">" << html_escape(r.matrix) << (r.busy ? " <i>(busy)</i>" : "")
+          << "</td><td" << span << ">" << r.nnz << "</td><td" << span << ">"
+          << mib_text(r.traffic_bytes) << "</td><td" << span << ">" << mib_text(r.llc_bytes)
+          << "</td><td" << span << ">"
+          << (r.stream_gbs ? fmt("%.1f GB/s", *r.stream_gbs) : std::string("-")) << "</td>";
+      }
+      if (r.entries.empty()) {
+        h << "<td colspan=\"4\">no time</td></tr>\n";
+        continue;
+      }
+      const RooflineEntry& e = r.entries[i];
+      h << "<td>" << html_escape(e.name)
+        << (e.schedule.empty() ? "" : " <code>" + html_escape(e.schedule) + "</code>") << "</td><td>"
+        << html_escape(format_seconds(e.median_s)) << "</td><td>"
+        << (e.effective_gbs ? fmt("%.1f", *e.effective_gbs) : std::string("-")) << "</td><td>"
+        << plain_pct(e.share_of_stream) << "</td></tr>\n";
+    }
+  }
+  h << "</tbody>\n</table>\n";
+}
+
 void matrix_table(std::ostringstream& h, const KernelReport& k) {
   h << "<table class=\"matrices\">\n<thead><tr><th>Matrix</th><th>Configuration</th>"
        "<th>Status</th><th>Winner</th><th>Side-by-side time</th><th>&times; csr</th>"
@@ -1273,6 +1369,10 @@ std::string render_html(const ReportData& data, const std::vector<PlotPlan>& pla
         << html_escape(reason) << ".</p>\n";
     h << "<h3>Per matrix</h3>\n";
     matrix_table(h, k);
+    if (has_roofline(k)) {
+      h << "<h3>Roofline</h3>\n";
+      roofline_table(h, k);
+    }
     h << "</section>\n";
   }
   h << "<p id=\"selfcheck\">Self-check of the plots: did not run (JavaScript is off?)</p>\n"
@@ -1390,8 +1490,23 @@ nlohmann::json report_json(const ReportData& data, const std::vector<PlotPlan>& 
       for (const auto& [name, reason] : plans[ki].omitted) omitted[name] = reason;
       total += plans[ki].plots.size();
     }
+    json roofline = json::array();
+    for (const RooflineRow& r : k.roofline) {
+      json entries = json::array();
+      for (const RooflineEntry& e : r.entries)
+        entries.push_back({{"name", e.name},
+                           {"schedule", e.schedule.empty() ? json() : json(e.schedule)},
+                           {"median_s", e.median_s},
+                           {"effective_gbs", jnum(e.effective_gbs)},
+                           {"share_of_stream", jnum(e.share_of_stream)}});
+      roofline.push_back({{"matrix", r.matrix}, {"nnz", r.nnz},
+                          {"traffic_bytes", jnum(r.traffic_bytes)},
+                          {"llc_bytes", jnum(r.llc_bytes)}, {"stream_gbs", jnum(r.stream_gbs)},
+                          {"busy", r.busy}, {"entries", entries}});
+    }
     kernels.push_back({{"kernel", k.kernel}, {"dense", k.dense}, {"threads", k.threads},
-                       {"label", k.label}, {"matrices", k.matrices.size()},
+                       {"label", k.label}, {"beyond_llc", k.beyond_llc},
+                       {"roofline", roofline}, {"matrices", k.matrices.size()},
                        {"matrix_names", k.matrices}, {"configs", k.configs},
                        {"baselines", k.baselines}, {"oracle_present", k.oracle_present},
                        {"matrices_without_oracle", k.matrices_without_oracle},
@@ -1446,6 +1561,22 @@ std::string report_text(const ReportData& data) {
     t << "  (delivered: geomean of the speedups over the faster of csr and the csr schedule; "
          "<0.97x: matrices delivered below 0.97x; d/c med: median of delivered / claimed; dev95: "
          "95th percentile of |delivered / claimed - 1|)\n";
+    if (!has_roofline(k)) continue;
+    t << "  roofline (working set against the LLC; GB/s: CSR-equivalent bytes / side-by-side "
+         "median; % of the STREAM triad measured beside the runs):\n";
+    for (const RooflineRow& r : k.roofline) {
+      t << "  " << r.matrix << (r.busy ? " (busy)" : "") << ": " << r.nnz << " nnz, working set "
+        << mib_text(r.traffic_bytes) << ", LLC " << mib_text(r.llc_bytes) << ", STREAM "
+        << (r.stream_gbs ? fmt("%.1f GB/s", *r.stream_gbs) : std::string("-")) << "\n";
+      for (const RooflineEntry& e : r.entries) {
+        char line[320];
+        std::snprintf(line, sizeof line, "    %-24.24s %12s %8s GB/s %7s\n", e.name.c_str(),
+                      format_seconds(e.median_s).c_str(),
+                      e.effective_gbs ? fmt("%.1f", *e.effective_gbs).c_str() : "-",
+                      plain_pct(e.share_of_stream).c_str());
+        t << line;
+      }
+    }
   }
   return t.str();
 }

@@ -123,12 +123,38 @@ struct ConfigSummary {
   std::optional<double> delivered_over_claimed_dev95;  ///< 95th percentile of |d/c - 1|
 };
 
+/// One implementation's side-by-side time on one matrix, against the memory bandwidth.
+struct RooflineEntry {
+  std::string name;  ///< a library baseline, "<shortcut> schedule", or a configuration
+  std::string schedule;  ///< a configuration's winner (empty for the others)
+  double median_s = 0;
+  std::optional<double> effective_gbs;    ///< CSR-equivalent bytes / median (bench's GB/s)
+  std::optional<double> share_of_stream;  ///< effective_gbs / the STREAM bandwidth beside it
+};
+
+/// A matrix's working set against the last-level cache and its implementations' bandwidth
+/// (ablate's side-by-side row; the STREAM bandwidth with ablate --roofline).
+struct RooflineRow {
+  std::string matrix;
+  std::int64_t nnz = 0;
+  std::optional<double> traffic_bytes;  ///< CSR-equivalent bytes of one kernel call
+  std::optional<double> llc_bytes;      ///< the largest cache level of the run's machine
+  std::optional<double> stream_gbs;     ///< STREAM triad measured beside the runs
+  bool busy = false;
+  std::vector<RooflineEntry> entries;   ///< baselines, the csr schedule, then configurations
+};
+
 /// One kernel (with one dense size and thread count) of the database.
 struct KernelReport {
   std::string kernel;
   int dense = 0;
   int threads = 0;
   std::string label;  ///< "spmv", or "spmv (dense 32, 2 threads)" when a kernel has several
+  /// The matrices' working set (ablate's side-by-side rows): beyond the last-level cache, or
+  /// within it (and rows of an older ablate, which did not record it). A kernel with matrices of
+  /// both is two reports, labelled ", beyond the LLC" and ", cache-resident".
+  bool beyond_llc = false;
+  std::vector<RooflineRow> roofline;  ///< one per matrix with a side-by-side row
   std::vector<std::string> matrices;      ///< file names, in the database's order
   std::vector<std::string> configs;       ///< in the database's order
   std::vector<std::string> baselines;     ///< library baselines seen in side-by-side rows
