@@ -3,6 +3,9 @@
 // caller's arrays against a reference computed here, tune with the tuning cache, save and load,
 // and the errors a caller gets for bad input.
 #include <catch2/catch.hpp>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -635,4 +639,83 @@ TEST_CASE("api: double precision: matrices of double values make plans that comp
   CHECK(fm.dtype() == waco::Dtype::F64);
   CHECK(fm.fingerprint() ==
         waco::Matrix::from_file(waco::test::examples_dir() + "/bcsstk13.mtx.gz").fingerprint());
+}
+
+namespace {
+
+/// This process's live children (zombies are reaped here), as "pid command".
+std::vector<std::string> live_children() {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  std::vector<std::string> out;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "children");
+    std::string pid;
+    while (in >> pid) {
+      std::ifstream cmd("/proc/" + pid + "/cmdline");
+      std::string line;
+      std::getline(cmd, line, '\0');
+      out.push_back(pid + " " + line);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("api: Options::interrupt stops a tune at once: Interrupted, its processes ended, nothing "
+          "cached, and the same call again completes") {
+  // Orphans of the killed worker (its measuring child, a compiler) come here instead of to init,
+  // so that a process left running would show among this process's children.
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+  const std::string dir = waco::test::scratch_dir("api-interrupt");
+  waco::Options o = scratch_options(dir);  // a cold kernel cache: every candidate compiles
+  o.search = "random";
+  o.budget = 8;
+  o.results_db = dir + "/results.sqlite";
+  const waco::Matrix m = matrix_of(random_csr(600, 600, 0.02, 31));
+  using Clock = std::chrono::steady_clock;
+
+  // Asked at once: nothing is done.
+  int asked = 0;
+  o.interrupt = [&] { return ++asked > 0; };
+  CHECK_THROWS_AS(waco::tune(m, waco::Kernel::SpMV, o), waco::Interrupted);
+  CHECK(asked == 1);
+
+  // Asked 0.3 s into the search (candidates compiling and measuring, one child at a time).
+  std::optional<Clock::time_point> searching, stopped;
+  o.progress = [&](const std::string& line) {
+    if (line.find("8 candidates") != std::string::npos) searching = Clock::now();
+  };
+  o.interrupt = [&] {
+    if (!stopped && searching && Clock::now() - *searching > std::chrono::milliseconds(300))
+      stopped = Clock::now();
+    return stopped.has_value();
+  };
+  try {
+    waco::tune(m, waco::Kernel::SpMV, o);
+    FAIL("the tune was not interrupted");
+  } catch (const waco::Interrupted& e) {
+    CHECK(std::string(e.what()).find("caller's request") != std::string::npos);
+    CHECK_FALSE(e.hint().empty());
+  }
+  REQUIRE(stopped);
+  const double took = std::chrono::duration<double>(Clock::now() - *stopped).count();
+  INFO("Interrupted came " << took << " s after interrupt() said so");
+  CHECK(took < 1.0);
+  std::vector<std::string> left;
+  for (int i = 0; i < 20 && !(left = live_children()).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (const std::string& c : left) INFO("left running: " << c);
+  CHECK(left.empty());
+  CHECK((!fs::exists(o.cache_dir) || fs::is_empty(o.cache_dir)));  // no decision cached
+
+  // The same call again, uninterrupted: it completes, reusing what the database kept.
+  o.interrupt = nullptr;
+  o.progress = nullptr;
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK((p.verdict() == "gain" || p.verdict() == "no-gain"));
+  CHECK(p.report_json().find("\"complete\": true") != std::string::npos);
+  CHECK_FALSE(fs::is_empty(o.cache_dir));
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 0) == 0);
 }

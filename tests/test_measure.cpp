@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -422,6 +423,52 @@ TEST_CASE("measure: children run OpenMP after the caller used OpenMP") {
     if (g.status != MeasureStatus::Ok || g.threads != 2) return 1;
     const Measurement b = m.measure(Candidate::baseline("csr"));
     return b.status == MeasureStatus::Ok ? 0 : 2;
+  });
+  CHECK(code == 0);
+}
+
+TEST_CASE("measure: cancel kills the worker and everything under it, also in another group") {
+  // In a child of the test: it becomes a subreaper, so that the killed worker's orphans (the
+  // measuring child, the "compiler" in a process group of its own) become its children and one
+  // left running would show.
+  const int code = in_child([] {
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return 10;
+    Fixture f;
+    MeasureOptions o = quick_options(cache_dir());
+    o.child_hook = [](const Candidate&) {
+      const pid_t g = fork();  // as the compiler: a process group of its own
+      if (g == 0) {
+        setpgid(0, 0);
+        execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+    };
+    double asked_at = 0, stopped_at = 0;
+    o.cancel = [&] {
+      if (asked_at == 0) asked_at = kernels::now_seconds();
+      if (stopped_at == 0 && kernels::now_seconds() - asked_at > 0.5)
+        stopped_at = kernels::now_seconds();
+      return stopped_at > 0;
+    };
+    Measurer m(f.p, f.ref, o);
+    asked_at = kernels::now_seconds();
+    try {
+      m.measure(schedule("order=i,k format=UC parallel=i chunk=4"));
+      return 11;  // not cancelled
+    } catch (const kernels::Cancelled&) {
+    }
+    if (stopped_at == 0 || kernels::now_seconds() - stopped_at > 1.0) return 12;
+    // Nothing left but zombies (reaped here): the worker, its measuring child and the sleep.
+    for (int i = 0; i < 100; ++i) {
+      while (waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+      std::ifstream in("/proc/self/task/" + std::to_string(getpid()) + "/children");
+      std::string pid;
+      if (!(in >> pid)) return 0;
+      usleep(20000);
+    }
+    return 13;  // a process still running 2 s after
   });
   CHECK(code == 0);
 }

@@ -39,6 +39,9 @@ template <typename F>
 auto translate_errors(F&& f) -> decltype(f()) {
   try {
     return f();
+  } catch (const kernels::Cancelled& e) {
+    throw Interrupted(e.what(), "run the same call again to tune (a results database keeps the "
+                                "measurements finished before)");
   } catch (const kernels::Error& e) {
     throw Error(e.what(), e.hint());
   } catch (const kernels::InternalError& e) {

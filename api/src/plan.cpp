@@ -192,6 +192,7 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.expected_calls = o.expected_calls;
   r.tuning_share = o.tuning_share;
   r.generated = generated_options(o);
+  r.cancel = o.interrupt;
   return r;
 }
 
@@ -209,6 +210,8 @@ Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::Tu
   std::shared_ptr<Plan::Impl> impl =
       bind(A, k, *codegen::schedule_shortcut(kind, kernels::needs_tensor(kind) ? "csf" : "csr"), o);
   api::AdaptiveSetup setup{A, request, o.nominees, {}, std::nullopt, o.cache_dir};
+  // The background thread must not call the caller's interrupt (it is the calling thread's).
+  setup.request.cancel = nullptr;
   setup.policy.expected_calls = o.expected_calls;
   setup.policy.share = o.tuning_share;
   if (o.use_cache)

@@ -115,6 +115,11 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
 bool die_with_parent(pid_t expected_parent);
 /// Waits up to `seconds` for the child to exit, then kills it; returns its wait status.
 int reap_child(pid_t pid, double seconds);
+/// Kills the worker `worker` (a child of this process, leader of its own process group) and every
+/// process under it at once: its group (the worker and its measuring child) is stopped first so
+/// that nothing new starts, then the descendants in other groups (a compiler runs in a group of
+/// its own) are killed with their groups, then the worker's group; the worker is reaped.
+void kill_worker_tree(pid_t worker);
 
 /// Measurements as a JSON array and back (the 'R' frames' payload).
 nlohmann::json to_json(const std::vector<Measurement>& ms);

@@ -3,11 +3,13 @@
 // request per measure() or compare() call (measure_internal.hpp has the protocol).
 #include "waco/heuristics/measure.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "framing.hpp"
@@ -84,7 +86,9 @@ Measurer::Measurer(const kernels::Problem& p, const kernels::Reference& ref, Mea
   // Its hello: started, and speaking this build's protocol.
   char type = 0;
   std::string hello;
-  const ReadStatus st = read_frame(sock_, now_seconds() + 60.0, type, hello);
+  const double hello_deadline = now_seconds() + 60.0;
+  await_worker(hello_deadline);
+  const ReadStatus st = read_frame(sock_, hello_deadline, type, hello);
   if (st != ReadStatus::Ok || type != 'H' || hello != detail::kWorkerHello) {
     const pid_t w = worker_;
     stop();
@@ -113,8 +117,11 @@ void Measurer::load(const kernels::Problem& p, const kernels::Reference& ref) {
   std::string payload;
   ReadStatus st = ReadStatus::Eof;
   // The worker validates what it reads (O(nnz)): a minute, and a second per 100 MB.
-  if (detail::write_load_frame(sock_, p, ref, opts_, run_threads_))
-    st = read_frame(sock_, t0 + 60.0 + static_cast<double>(bytes) / 1e8, type, payload);
+  if (detail::write_load_frame(sock_, p, ref, opts_, run_threads_)) {
+    const double deadline = t0 + 60.0 + static_cast<double>(bytes) / 1e8;
+    await_worker(deadline);
+    st = read_frame(sock_, deadline, type, payload);
+  }
   if (st == ReadStatus::Ok && type == 'K') return;
   const pid_t w = worker_;
   stop();
@@ -125,6 +132,33 @@ void Measurer::load(const kernels::Problem& p, const kernels::Reference& ref) {
 }
 
 Measurer::~Measurer() { stop(); }
+
+void Measurer::await_worker(double deadline) {
+  if (!opts_.cancel) return;
+  for (;;) {
+    if (opts_.cancel()) cancelled();
+    const double left = deadline - now_seconds();
+    if (left <= 0) return;
+    pollfd pfd{sock_, POLLIN, 0};
+    const int wait_ms =
+        static_cast<int>(std::ceil(std::min(left, kCancelPollSeconds) * 1000.0));
+    const int pr = ::poll(&pfd, 1, wait_ms);
+    if (pr > 0 || (pr < 0 && errno != EINTR)) return;  // a frame, EOF or an error: read_frame's
+  }
+}
+
+void Measurer::cancelled() {
+  if (sock_ >= 0) {
+    ::close(sock_);
+    sock_ = -1;
+  }
+  if (worker_ > 0) {
+    detail::kill_worker_tree(worker_);
+    worker_ = -1;
+  }
+  throw kernels::Cancelled("stopped at the caller's request (the measurement worker and its "
+                           "processes were ended; nothing of the measurement in progress is kept)");
+}
 
 void Measurer::stop() {
   if (sock_ >= 0) {
@@ -156,8 +190,10 @@ std::vector<Measurement> Measurer::request(char type, const std::vector<Candidat
   char type_back = 0;
   std::string payload;
   ReadStatus st = ReadStatus::Eof;
-  if (write_frame(sock_, type, request.dump()))
+  if (write_frame(sock_, type, request.dump())) {
+    await_worker(t0 + limit_s + 60.0);
     st = read_frame(sock_, t0 + limit_s + 60.0, type_back, payload);
+  }
   std::vector<Measurement> ms;
   if (st == ReadStatus::Ok && type_back == 'R') ms = from_json(nlohmann::json::parse(payload));
   if (st == ReadStatus::Ok && type_back == 'E') throw_worker_error(payload);

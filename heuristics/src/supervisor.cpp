@@ -1,6 +1,7 @@
 // The supervisor (measure_internal.hpp): forks a measuring child per request and holds it to
 // its time limits, turning a crash, a hang or an overrun into a Measurement; the worker uses it
-// for every request, the Measurer to reap the worker.
+// for every request, the Measurer to reap the worker (or to kill it with everything under it).
+#include <dirent.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -9,7 +10,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "framing.hpp"
 #include "measure_internal.hpp"
@@ -49,6 +52,71 @@ int reap_child(pid_t pid, double seconds) {
     }
     ::usleep(2000);
   }
+}
+
+namespace {
+
+/// A process of this machine as /proc/PID/stat tells it.
+struct ProcessEntry {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  pid_t pgrp = 0;
+};
+
+/// Every process /proc lists now (those that vanish while it is read are left out).
+std::vector<ProcessEntry> processes() {
+  std::vector<ProcessEntry> out;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return out;
+  while (const dirent* e = ::readdir(dir)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || pid <= 0) continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    std::FILE* f = std::fopen(path, "re");
+    if (f == nullptr) continue;
+    char buf[512];
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+    const char* close = std::strrchr(buf, ')');
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    if (close == nullptr || std::sscanf(close + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
+    out.push_back({static_cast<pid_t>(pid), static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp)});
+  }
+  ::closedir(dir);
+  return out;
+}
+
+}  // namespace
+
+void kill_worker_tree(pid_t worker) {
+  if (worker <= 0) return;
+  // Frozen first, so that neither the worker nor its measuring child starts another process
+  // while the tree is read (a forked worker may not lead its group yet: it is stopped alone).
+  ::kill(-worker, SIGSTOP);
+  ::kill(worker, SIGSTOP);
+  const std::vector<ProcessEntry> all = processes();
+  std::vector<ProcessEntry> tree;  // the worker's descendants, parents before children
+  std::vector<pid_t> parents{worker};
+  for (std::size_t i = 0; i < parents.size(); ++i)
+    for (const ProcessEntry& p : all)
+      if (p.ppid == parents[i]) {
+        tree.push_back(p);
+        parents.push_back(p.pid);
+      }
+  const pid_t own_group = ::getpgrp();
+  for (const ProcessEntry& p : tree) {
+    // A compiler leads a group of its own (the driver's cc1plus, as and ld are in it).
+    if (p.pgrp > 1 && p.pgrp != worker && p.pgrp != own_group) ::kill(-p.pgrp, SIGKILL);
+    ::kill(p.pid, SIGKILL);
+  }
+  ::kill(-worker, SIGKILL);
+  ::kill(worker, SIGKILL);
+  wait_child(worker, true);
 }
 
 namespace {

@@ -21,6 +21,12 @@ using namespace detail;
 
 namespace {
 
+/// Throws kernels::Cancelled when the caller asked to stop (TuneRequest::cancel).
+void check_cancel(const TuneRequest& o) {
+  if (o.cancel && o.cancel())
+    throw kernels::Cancelled("tune stopped at the caller's request; nothing more was stored");
+}
+
 /// A tuning cache hit: the stored report, marked as such.
 TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, const TuningKey& key,
                            double t_run, TuneObserver& obs) {
@@ -343,11 +349,13 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
     }
   }
 
+  check_cancel(o);
   // The dense operands (not needed for a cache hit) and the reference.
   const DenseOperands operands =
       make_dense_operands(kind, operand.matrix, operand.tensor, dense, o.seed, o.dtype);
   const Problem p = make_problem(kind, operand.matrix, operand.tensor, operands);
   const Reference ref = compute_reference(p);
+  check_cancel(o);
 
   // 2. The measurement worker (spawned: heuristics/README.md, "The measurement processes").
   MeasureOptions mo;
@@ -358,6 +366,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   mo.prepare_timeout_s = o.compile_timeout;
   mo.run_timeout_s = o.timeout;
   mo.generated = o.generated;
+  mo.cancel = o.cancel;
   const std::unique_ptr<Runner> runner = make_runner(o.runner, p, ref, mo);
   Runner& measurer = *runner;
 
@@ -380,6 +389,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   CandidateChoice choice =
       choose_candidates(o, kind, threads, dense, p, pipeline, searcher, measure_one, obs);
   std::vector<Candidate>& candidates = choice.candidates;
+  check_cancel(o);
   const nlohmann::json cache_json = tile_cache_json(o.params, threads);
   const TuneRun run{o, obs, kind, p, measurer, db, key, needs_tensor(kind) ? "csf" : "csr",
                     choice.search, side_by_side, db_path};
@@ -429,6 +439,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   // 6-7. The search's measurements and the side-by-side confirmation; the decision.
   const Measured measured = measure_and_confirm(run, candidates, to, csr_schedule, csr_baseline,
                                                 references_first, not_worth_it, csr_s, busy);
+  check_cancel(o);  // nothing is cached after a request to stop
   const TuneResult& r = measured.result;
   const Decision decision = decide(measured, csr_schedule, run.shortcut, not_worth_it, o.rule);
   const TuneEntry* best = decision.best;

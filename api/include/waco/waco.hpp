@@ -55,6 +55,14 @@ class WACO_API Error : public std::runtime_error {
   std::string hint_;
 };
 
+/// tune() stopped because Options::interrupt asked it to: not a failure of the input. The
+/// measuring processes were ended, nothing unfinished was stored, no decision was cached; the
+/// same call again tunes (reusing what a results database kept).
+class WACO_API Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
 enum class Kernel {
   SpMV,   ///< y = A x
   SpMM,   ///< C = A B (B: cols x n, C: rows x n)
@@ -171,6 +179,14 @@ struct Options {
   /// Called with each line of what tuning does and warns of (from the calling thread; none
   /// during a kernel call). Unset: `verbose` decides whether they go to stderr.
   std::function<void(const std::string& line)> progress;
+  /// Asked by tune() whether to stop, from the calling thread: between its steps and about every
+  /// 0.1 s while candidates are measured (unset: never). Returning true stops the tune within
+  /// about that time: the measuring processes (worker, measuring child, compiler) are killed, the
+  /// measurement in progress is not stored in results_db (the ones finished before are, whole),
+  /// no decision is cached, and tune() throws Interrupted. For Ctrl-C, return a flag your SIGINT
+  /// handler sets (the Python module calls PyErr_CheckSignals here). A kernel compiled for the
+  /// returned plan after the search (usually cached already) is not interrupted.
+  std::function<bool()> interrupt;
   /// Tune on your own calls instead of before returning: tune() returns at once with a plan
   /// that serves csr while a background thread (low priority) prepares the cost model's best
   /// `nominees` schedules; the plan then tries them on your calls (each verified against csr on

@@ -54,7 +54,8 @@ class Measurer : public Runner {
 
   /// Measures one candidate in a fresh child. Expected failures (refused, compile error, wrong
   /// result, crash, timeout) come back as the status with a reason. Throws kernels::Error only
-  /// when the worker itself is gone (e.g. killed from outside). Racing (see RaceBound; a tuner
+  /// when the worker itself is gone (e.g. killed from outside), kernels::Cancelled when
+  /// options().cancel asked to stop while it waited (the worker's processes are then ended). Racing (see RaceBound; a tuner
   /// passes a factor times the best median so far): a verified candidate found hopeless stops
   /// there, status Abandoned, with the runs made as its times.
   Measurement measure(const Candidate& c, const RaceBound& race = {}) override;
@@ -85,6 +86,11 @@ class Measurer : public Runner {
  private:
   /// Closes the socket (the worker exits on EOF) and reaps the worker; idempotent.
   void stop();
+  /// Waits until the worker's next frame arrives or `deadline` passes (read_frame then reads it
+  /// or reports the timeout), polling options().cancel; when the caller cancels, cancelled().
+  void await_worker(double deadline);
+  /// Kills the worker and everything under it, stops this Measurer and throws kernels::Cancelled.
+  [[noreturn]] void cancelled();
   /// Sends one request ('M': measure cs[0]; 'C': compare) and waits up to limit_s (+ slack).
   std::vector<Measurement> request(char type, const std::vector<Candidate>& cs, int rounds,
                                    double limit_s, const RaceBound& race,

@@ -63,7 +63,16 @@ struct MeasureOptions {
   /// run. It may crash, hang or throw to exercise the isolation; leave empty in production.
   /// A Measurer with a hook forks its worker instead of spawning it (measure.hpp).
   std::function<void(const Candidate&)> child_hook;
+  /// The caller's request to stop (the library's Options::interrupt): polled from the calling
+  /// thread about every kCancelPollSeconds while a Measurer waits for its worker. When it returns
+  /// true the worker and every process under it (measuring child, compiler) are killed, the call
+  /// throws kernels::Cancelled and the Measurer is stopped; nothing of the request is measured.
+  /// Empty: never polled. Not sent to the worker.
+  std::function<bool()> cancel;
 };
+
+/// How often MeasureOptions::cancel is polled while waiting (seconds).
+inline constexpr double kCancelPollSeconds = 0.1;
 
 /// Racing (Measurer::measure): when to stop timing a hopeless candidate.
 struct RaceBound {

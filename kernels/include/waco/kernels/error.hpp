@@ -3,6 +3,8 @@
 // - waco::kernels::Error: a user error (bad input file, bad option, unwritable path). Thrown from
 //   library code, caught only in main(), printed as "error: <what> (hint: <hint>)", exit status 1.
 // - WACO_ASSERT: an internal invariant; when it fails it is a bug in waco-hybrid, never the user's.
+// - waco::kernels::Cancelled: the caller's request to stop (the library's interrupt callback),
+//   passed up unchanged.
 // - Expected failures inside a search (an illegal schedule, a timeout) are values, not exceptions;
 //   they live with the search code.
 #pragma once
@@ -22,6 +24,14 @@ class Error : public std::runtime_error {
 
  private:
   std::string hint_;
+};
+
+/// The caller asked the work to stop (a library caller's interrupt callback, e.g. Python's
+/// Ctrl-C): not an error of the input. Thrown where the request is seen; the processes the work
+/// started are ended first and nothing unfinished is stored.
+class Cancelled : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 /// Thrown by WACO_ASSERT: a broken internal invariant (a bug), reported as such.

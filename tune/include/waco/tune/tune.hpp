@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,12 @@ struct TuneRequest {
   /// Set (e.g. by a SIGINT handler) to stop before the next candidate: the report says
   /// "interrupted" and the results so far are in the database.
   const volatile std::sig_atomic_t* stop = nullptr;
+  /// The library caller's request to stop at once (waco::Options::interrupt): polled between
+  /// the steps and about every 0.1 s while candidates are measured (from the calling thread).
+  /// When it returns true, the measuring processes are killed and run() throws
+  /// kernels::Cancelled: the measurement in progress is not stored, no decision is cached.
+  /// Empty: never polled (the CLI uses `stop`, which finishes a report).
+  std::function<bool()> cancel;
   /// When the caller's work began (the CLI: before reading the file), for the report's time_s;
   /// 0: when run() starts.
   double started_at = 0.0;
@@ -107,7 +114,8 @@ struct TuneOutcome {
 
 /// Tunes `operand` for `request`. Throws kernels::Error for a request it cannot serve (an
 /// unknown search, an unreadable list, a pipeline with no admissible schedule, an unusable
-/// database); every measurement failure is in the report instead.
+/// database), kernels::Cancelled when request.cancel asked to stop; every measurement failure
+/// is in the report instead.
 TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObserver& observer);
 
 /// The checks run() makes before any work, for a caller that wants them before reading its
