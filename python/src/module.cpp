@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -237,9 +238,19 @@ py::tuple matrix_shape(const waco::Matrix& A) {
                         : py::make_tuple(A.rows(), A.cols());
 }
 
+/// A Python exception that stops a tune (Ctrl-C): what PyErr_CheckSignals raised while the tune
+/// asked Options::interrupt (KeyboardInterrupt, or what the program's own signal handler
+/// raised), or a KeyboardInterrupt or SystemExit that came out of the progress callback (Python
+/// runs its signal handlers in whatever Python code runs, the callback too). Raised once tune
+/// returns; it is touched with the GIL held only.
+struct Pending {
+  std::optional<py::error_already_set> error;
+};
+
 /// waco::Options from the keyword arguments of waco_hybrid.tune / make_plan (already defaulted
-/// by the Python side); an unknown key is a TypeError.
-waco::Options options_from(const py::dict& kw) {
+/// by the Python side); an unknown key is a TypeError. `pending`: where the progress callback
+/// puts a KeyboardInterrupt or SystemExit raised in it (tune; null: reported as unraisable).
+waco::Options options_from(const py::dict& kw, Pending* pending = nullptr) {
   waco::Options o;
   for (const auto& item : kw) {
     const std::string key = py::str(item.first);
@@ -266,14 +277,19 @@ waco::Options options_from(const py::dict& kw) {
       if (v.is_none()) continue;
       if (!PyCallable_Check(v.ptr())) throw py::type_error("progress must be callable or None");
       // Called from the tuning thread (the caller's, GIL released): take the GIL for the call;
-      // an exception in it is reported as unraisable and tuning goes on. The object outlives
-      // the call (it is an argument of it), so a borrowed pointer is safe.
+      // an exception in it is reported as unraisable and tuning goes on, except a
+      // KeyboardInterrupt or SystemExit (not an Exception), which stops the tune (Pending). The
+      // object outlives the call (it is an argument of it), so a borrowed pointer is safe.
       PyObject* fn = v.ptr();
-      o.progress = [fn](const std::string& line) {
+      o.progress = [fn, pending](const std::string& line) {
         py::gil_scoped_acquire gil;
         try {
           py::reinterpret_borrow<py::object>(fn)(line);
         } catch (py::error_already_set& e) {
+          if (pending != nullptr && !e.matches(PyExc_Exception)) {
+            if (!pending->error) pending->error = std::move(e);
+            return;
+          }
           e.discard_as_unraisable("waco_hybrid progress callback");
         }
       };
@@ -458,9 +474,26 @@ PYBIND11_MODULE(_waco, m) {
       "_tune",
       [](const waco::Matrix& A, const std::string& kernel, const py::dict& kw) {
         const waco::Kernel k = parse_kernel(kernel);
-        const waco::Options o = options_from(kw);
-        py::gil_scoped_release nogil;
-        return PyPlan{waco::tune(A, k, o), A};
+        Pending pending;
+        waco::Options o = options_from(kw, &pending);
+        // Ctrl-C: tune asks this about every 0.1 s from this thread (GIL released); Python's
+        // signal handlers run here for a moment with the GIL, and an exception one raises
+        // stops the tune (its processes killed, nothing half-stored) and is raised below. In a
+        // thread other than the main one PyErr_CheckSignals does nothing, as Python's signals.
+        o.interrupt = [&pending] {
+          py::gil_scoped_acquire gil;
+          if (!pending.error && PyErr_CheckSignals() != 0) pending.error.emplace();  // fetched
+          return pending.error.has_value();
+        };
+        std::optional<waco::Plan> plan;
+        try {
+          py::gil_scoped_release nogil;
+          plan = waco::tune(A, k, o);
+        } catch (const waco::Interrupted&) {
+          if (!pending.error) throw;
+        }
+        if (pending.error) throw py::error_already_set(*pending.error);
+        return PyPlan{*plan, A};
       },
       py::arg("A"), py::arg("kernel"), py::arg("options"));
   m.def(

@@ -89,6 +89,12 @@ def main(argv=None):
     a = _parser().parse_args(argv)
     try:
         return _tune(a)
+    except KeyboardInterrupt:
+        # As `waco-hybrid tune` after Ctrl-C: a line, status 1. The library stopped at once
+        # (its processes ended, nothing half-stored, no decision cached).
+        kept = f" (the measurements finished before are in {a.db})" if a.db else ""
+        print(f"tune: interrupted; run the same command again to tune{kept}", file=sys.stderr)
+        return 1
     except waco_hybrid.Error as e:
         print(f"error: {e}", file=sys.stderr)
         if e.hint:
