@@ -18,10 +18,10 @@ import numpy as np
 from . import _waco
 from ._waco import Error, Matrix, Plan, version
 from ._convert import _index32, as_matrix, check_values_dtype, dtype_name
-from ._data import dataset, results
+from ._data import dataset, results, to_structured
 
 __all__ = ["Error", "Matrix", "Plan", "version", "matrix", "tensor", "load", "tune", "make_plan",
-           "load_plan", "results", "dataset"]
+           "load_plan", "results", "dataset", "to_structured"]
 __version__ = version()
 
 

@@ -1,13 +1,16 @@
-"""The research data as lists of dicts (no pandas): a results database's measurements and
-ablation rows (`waco-hybrid tune --db`, `collect`, `ablate`), and the committed dataset
-(data/dataset/<kernel>.jsonl.gz, the exports of `waco-hybrid dataset export`).
+"""The research data as lists of dicts or NumPy structured arrays (no pandas): a results
+database's measurements and ablation rows (`waco-hybrid tune --db`, `collect`, `ablate`), and the
+committed dataset (data/dataset/<kernel>.jsonl.gz, the exports of `waco-hybrid dataset export`).
 
 pandas users: pandas.DataFrame(waco_hybrid.results(db)) makes a table of them."""
 
 import gzip
 import json
+import numbers
 import os
 import sqlite3
+
+import numpy as np
 
 from . import _waco
 
@@ -30,6 +33,60 @@ def _connect(db):
 
 def _table_columns(con, table):
     return [r["name"] for r in con.execute(f"PRAGMA table_info({table})")]
+
+
+def _column_type(values):
+    """The dtype of a column of Python values (None: missing): bool (none missing), int64 (none
+    missing, within its range), float64 (numbers, missing as NaN), else object (strings, lists,
+    dicts, mixed; missing as None)."""
+    kinds = set(map(type, values))
+    missing = type(None) in kinds
+    kinds.discard(type(None))
+    if not kinds:
+        return np.dtype(object)
+    booleans = {k for k in kinds if issubclass(k, (bool, np.bool_))}
+    if booleans:
+        return np.dtype(bool) if booleans == kinds and not missing else np.dtype(object)
+    if all(issubclass(k, numbers.Integral) for k in kinds) and not missing:
+        if -2**63 <= min(values) and max(values) < 2**63:
+            return np.dtype(np.int64)
+        return np.dtype(object)  # beyond int64: kept exact
+    if all(issubclass(k, numbers.Real) for k in kinds):
+        return np.dtype(np.float64)
+    return np.dtype(object)
+
+
+def to_structured(rows, columns=None):
+    """A list of dicts (as results() and dataset() give) as a NumPy structured array, one record
+    a dict, one field a key (the keys in the order they first appear, or `columns`).
+
+    Field dtypes follow the values: bool; int64 for integers; float64 for numbers (integers with
+    a value missing, and floats), a missing value NaN; object for everything else (strings, the
+    parsed JSON columns such as times_s and context, mixed columns), a missing value None. A key
+    a dict lacks is a missing value. Select with arr["status"] == "ok", arr["median_s"][mask],
+    numpy.unique(arr["fingerprint"]); pandas.DataFrame(arr) makes a table of it."""
+    rows = list(rows)
+    if columns is None:
+        seen = {}
+        for r in rows:
+            for k in r:
+                seen.setdefault(k, None)
+        columns = list(seen)
+    columns = [str(c) for c in columns]
+    if len(set(columns)) != len(columns):
+        raise ValueError("to_structured: a column is named twice")
+    data = {c: [r.get(c) for r in rows] for c in columns}
+    types = [(c, _column_type(data[c])) for c in columns]
+    out = np.empty(len(rows), dtype=types)
+    for c, t in types:
+        values = data[c]
+        if t == object:
+            out[c] = np.fromiter(values, dtype=object, count=len(values))
+        elif t == np.float64:
+            out[c] = np.array(values, dtype=np.float64)  # None: NaN
+        else:
+            out[c] = np.array(values, dtype=t)
+    return out
 
 
 def _measurements(con):
@@ -66,9 +123,17 @@ def _ablation(con):
     return out
 
 
-def results(db, table="measurements"):
+def _measurement_columns(con):
+    """The keys of results()'s measurement dicts, for an array of no rows."""
+    own = [c for c in _table_columns(con, "measurements") if c not in ("matrix_id", "schedule_id")]
+    return ["fingerprint", "matrix", "rows", "cols", "nnz", "schedule"] + own
+
+
+def results(db, table="measurements", as_array=False):
     """The rows of a results database (SQLite, as `waco-hybrid tune --db`, `collect --db` and
-    `ablate --db` write it) as a list of dicts, oldest first.
+    `ablate --db` write it) as a list of dicts, oldest first; as_array=True: as a NumPy
+    structured array of the same fields (to_structured: numbers float64/int64 with NaN for a
+    missing number, strings and JSON values as objects with None).
 
     table="measurements": one dict a measurement, with the matrix (fingerprint, matrix path, rows,
     cols, nnz) and the schedule's text form (None for a library baseline: see implementation)
@@ -81,7 +146,12 @@ def results(db, table="measurements"):
         raise ValueError(f"unknown table '{table}': measurements or ablation")
     con = _connect(db)
     try:
-        return readers[table](con)
+        rows = readers[table](con)
+        if not as_array:
+            return rows
+        # The measurements' fields are known without rows; an ablation row's are its JSON's.
+        columns = _measurement_columns(con) if table == "measurements" and not rows else None
+        return to_structured(rows, columns)
     except sqlite3.DatabaseError as e:
         raise _waco.Error(f"{os.fspath(db)}: not a readable results database ({e})") from e
     finally:
@@ -95,9 +165,9 @@ def dataset_path(kernel):
     return os.path.join(_waco._dataset_dir(), kernel + ".jsonl.gz")
 
 
-def dataset(kernel, groups=False):
+def dataset(kernel, groups=False, as_array=False):
     """The committed training dataset of a kernel (data/dataset/<kernel>.jsonl.gz) as a list of
-    dicts.
+    dicts, or with as_array=True a NumPy structured array of the same fields (to_structured).
 
     Default: one dict a measured schedule, flat: the matrix (fingerprint, matrix path, rows,
     cols, nnz, source, split), the group (kernel, dense, threads, rounds), the schedule's text
@@ -129,4 +199,4 @@ def dataset(kernel, groups=False):
                 d.update(schedule=schedule, status=status, median_s=median_s, min_s=min_s,
                          max_s=max_s)
                 out.append(d)
-    return out
+    return to_structured(out) if as_array else out

@@ -1,12 +1,17 @@
 """What the waco-hybrid CLI wrote, read from Python: results(db) on databases of `tune --db` and
-`ablate --db`, dataset(kernel) on the committed exports, and `python3 -m waco_hybrid tune`
-against `waco-hybrid tune --json` on the same tuning cache, in float32 and with --dtype f64."""
+`ablate --db`, dataset(kernel) on the committed exports, as lists of dicts and as NumPy
+structured arrays (to_structured), and `python3 -m waco_hybrid tune` against `waco-hybrid tune
+--json` on the same tuning cache, in float32 and with --dtype f64."""
 
 import json
+import math
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import waco_hybrid
@@ -97,6 +102,43 @@ def test_results_reads_the_measurements_of_a_cli_tune(cli_tune, work):
         waco_hybrid.results(work / "missing.sqlite")
 
 
+def test_results_as_a_structured_array(cli_tune, work):
+    rows = waco_hybrid.results(work / "tune.sqlite")
+    arr = waco_hybrid.results(work / "tune.sqlite", as_array=True)
+    assert isinstance(arr, np.ndarray) and arr.dtype.names is not None
+    assert len(arr) == len(rows) and list(arr.dtype.names) == list(rows[0])
+    kinds = {name: arr.dtype[name] for name in arr.dtype.names}
+    for name in ("median_s", "min_s", "max_s", "conversion_s", "wall_s"):
+        assert kinds[name] == np.float64, name
+    for name in ("rows", "cols", "nnz", "repeats", "warmup", "threads", "id"):
+        assert kinds[name] == np.int64, name
+    assert kinds["verified"] == np.bool_ and kinds["cache_hit"] == np.bool_
+    for name in ("fingerprint", "status", "kernel", "schedule", "times_s", "context"):
+        assert kinds[name] == object, name
+    for r, a in zip(rows, arr):
+        assert a["fingerprint"] == r["fingerprint"] and a["status"] == r["status"]
+        assert a["times_s"] == r["times_s"] and a["context"] == r["context"]
+        for name in ("median_s", "max_rel_error", "compile_s"):
+            if r[name] is None:
+                assert math.isnan(a[name]), name
+            else:
+                assert a[name] == r[name], name
+        assert (a["schedule"] is None) == (r["schedule"] is None)  # a baseline has none
+    ok = arr["status"] == "ok"
+    assert ok.any() and (arr["median_s"][ok] > 0).all()
+    # Ablation rows have the fields of their JSON: none in a tune's database, an empty array.
+    assert len(waco_hybrid.results(work / "tune.sqlite", "ablation", as_array=True)) == 0
+    # A database without measurements: no rows, but the fields are the table's.
+    empty = work / "empty.sqlite"
+    shutil.copy(work / "tune.sqlite", empty)
+    con = sqlite3.connect(empty)
+    con.execute("DELETE FROM measurements")
+    con.commit()
+    con.close()
+    none = waco_hybrid.results(empty, as_array=True)
+    assert len(none) == 0 and none.dtype.names == arr.dtype.names
+
+
 def test_results_reads_the_rows_of_a_cli_ablate(work):
     run([CLI, "ablate", "--kernel", "spmv", "--configs", "few", "--config",
          "few=--search random --budget 2",
@@ -110,6 +152,11 @@ def test_results_reads_the_rows_of_a_cli_ablate(work):
     assert few["kernel"] == "spmv" and few["threads"] == 2 and few["status"] == "ok"
     assert few["fingerprint"] == waco_hybrid.load(EXAMPLE).fingerprint
     assert "winner" in few and "claimed_speedup" in few
+    arr = waco_hybrid.results(work / "ablate.sqlite", table="ablation", as_array=True)
+    assert len(arr) == len(rows)
+    assert arr.dtype["config"] == object and arr.dtype["threads"] == np.int64
+    assert arr.dtype["claimed_speedup"] == np.float64
+    assert list(arr["config"]) == [r["config"] for r in rows]
 
 
 def test_dataset_reads_the_committed_exports():
@@ -126,3 +173,52 @@ def test_dataset_reads_the_committed_exports():
     assert sum(len(g["rows"]) for g in groups) == len(rows)
     with pytest.raises(ValueError, match="unknown kernel"):
         waco_hybrid.dataset("spmx")
+
+
+def test_dataset_as_a_structured_array():
+    rows = waco_hybrid.dataset("sddmm")
+    arr = waco_hybrid.dataset("sddmm", as_array=True)
+    assert len(arr) == len(rows) and list(arr.dtype.names) == list(rows[0])
+    assert arr.dtype["median_s"] == np.float64 and arr.dtype["nnz"] == np.int64
+    assert arr.dtype["split"] == object and arr.dtype["schedule"] == object
+    assert (arr["kernel"] == "sddmm").all()
+    assert np.array_equal(arr["median_s"], np.array([r["median_s"] for r in rows], dtype=float),
+                          equal_nan=True)
+    # One matrix's group: its fastest schedule, as a notebook would ask.
+    first = arr[arr["fingerprint"] == arr["fingerprint"][0]]
+    ok = first[first["status"] == "ok"]
+    best = ok[np.argmin(ok["median_s"])]
+    assert best["median_s"] == min(r["median_s"] for r in rows
+                                   if r["fingerprint"] == rows[0]["fingerprint"]
+                                   and r["status"] == "ok")
+    groups = waco_hybrid.dataset("sddmm", groups=True, as_array=True)
+    assert groups.dtype["rows"] == object and groups.dtype["matrix"] == object
+    assert sum(len(g) for g in groups["rows"]) == len(rows)
+
+
+def test_to_structured_types_and_missing_values():
+    rows = [{"name": "a", "n": 1, "x": 1.5, "flag": True, "maybe": 3, "list": [1, 2]},
+            {"name": None, "n": 2, "x": None, "flag": False, "list": []},
+            {"name": "ccc", "n": 3, "x": 2, "flag": True, "maybe": None, "extra": "e"}]
+    arr = waco_hybrid.to_structured(rows)
+    assert arr.dtype.names == ("name", "n", "x", "flag", "maybe", "list", "extra")
+    assert arr.dtype["name"] == object and list(arr["name"]) == ["a", None, "ccc"]
+    assert arr.dtype["n"] == np.int64 and list(arr["n"]) == [1, 2, 3]
+    assert arr.dtype["x"] == np.float64
+    assert arr["x"][0] == 1.5 and math.isnan(arr["x"][1]) and arr["x"][2] == 2.0
+    assert arr.dtype["flag"] == np.bool_ and list(arr["flag"]) == [True, False, True]
+    # An integer column with a value missing (None, or a key a row lacks): float64 with NaN.
+    assert arr.dtype["maybe"] == np.float64
+    assert arr["maybe"][0] == 3 and np.isnan(arr["maybe"][1:]).all()
+    assert arr.dtype["list"] == object and arr["list"][0] == [1, 2] and arr["list"][1] == []
+    assert list(arr["extra"]) == [None, None, "e"]
+    # A bool with a value missing, and a column of mixed kinds: objects.
+    mixed = waco_hybrid.to_structured([{"b": True, "m": 1}, {"b": None, "m": "one"}])
+    assert mixed.dtype["b"] == object and mixed.dtype["m"] == object
+    # Given columns: that order, only those; no rows: an empty array of those fields.
+    assert waco_hybrid.to_structured(rows, ["x", "name"]).dtype.names == ("x", "name")
+    empty = waco_hybrid.to_structured([], ["a", "b"])
+    assert len(empty) == 0 and empty.dtype.names == ("a", "b")
+    assert len(waco_hybrid.to_structured([])) == 0
+    with pytest.raises(ValueError, match="twice"):
+        waco_hybrid.to_structured(rows, ["x", "x"])
