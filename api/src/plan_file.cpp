@@ -2,6 +2,7 @@
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/json_fields.hpp"
 
 namespace waco::api {
 
@@ -37,14 +38,9 @@ PlanFile parse_plan_file(const std::string& path, const std::string& text) {
     if (!kind) throw Error(path + ": unknown kernel " + j.at("kernel").dump());
     p.kind = *kind;
     p.fingerprint = j.at("fingerprint").get<std::string>();
-    // Integers in range (nlohmann's get<int> of a float outside int's range is undefined).
     const auto small_int = [&](const char* key) {
-      const nlohmann::json& v = j.at(key);
-      if (!(v.is_number_integer() || v.is_number_unsigned()) || v.get<std::int64_t>() < 0 ||
-          v.get<std::int64_t>() > (1 << 30))
-        throw Error(path + ": the plan file is corrupt ('" + key + "' is " + v.dump() + ")",
-                    "tune again");
-      return static_cast<int>(v.get<std::int64_t>());
+      return static_cast<int>(kernels::json_int_field(j, key, 0, 1 << 30,
+                                                      path + ": the plan file is corrupt", "tune again"));
     };
     p.threads = small_int("threads");
     p.dense = p.kind == kernels::KernelKind::SpMV ? 0 : small_int("dense");

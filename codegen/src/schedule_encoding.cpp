@@ -11,6 +11,7 @@
 #include <string>
 
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/json_fields.hpp"
 
 namespace waco::codegen {
 
@@ -295,8 +296,8 @@ ScheduleCode schedule_code_from_json(const nlohmann::json& j) {
   if (!k) fail({"unknown kernel " + kernel.dump() + " (expected spmv, spmm, sddmm or mttkrp)"});
   c.kind = *k;
   auto as_int = [&](const nlohmann::json& v, const std::string& what, int& out) {
-    if (v.is_number_integer() && v.get<long long>() >= INT_MIN && v.get<long long>() <= INT_MAX)
-      out = static_cast<int>(v.get<long long>());
+    if (const auto n = kernels::json_integer(v, INT_MIN, INT_MAX))
+      out = static_cast<int>(*n);
     else
       errors.push_back(what + " " + v.dump() + " is not an integer");
   };

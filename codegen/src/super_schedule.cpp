@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/json_fields.hpp"
 
 namespace waco::codegen {
 
@@ -583,8 +584,7 @@ SuperSchedule schedule_from_json(const nlohmann::json& j) {
   s.split.assign(spec.vars.size(), 1);
   std::vector<bool> unit_pairs(spec.vars.size(), false);
   auto as_int = [&](const nlohmann::json& v, const std::string& what) -> std::optional<int> {
-    if (v.is_number_integer() && v.get<long long>() >= INT_MIN && v.get<long long>() <= INT_MAX)
-      return static_cast<int>(v.get<long long>());
+    if (const auto n = kernels::json_integer(v, INT_MIN, INT_MAX)) return static_cast<int>(*n);
     errors.push_back(what + " " + v.dump() + " is not an integer");
     return std::nullopt;
   };

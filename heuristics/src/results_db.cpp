@@ -17,6 +17,7 @@
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/json_fields.hpp"
 
 namespace waco::heuristics {
 
@@ -227,21 +228,9 @@ auto reading(const char* what, F&& f) -> decltype(f()) {
   }
 }
 
-/// An integer field of an export object in [lo, hi]; Error otherwise (nlohmann's conversion of a
-/// float outside the target's range is undefined behaviour).
+/// An integer field of an export object in [lo, hi]; Error otherwise.
 std::int64_t export_int(const nlohmann::json& o, const char* key, std::int64_t lo, std::int64_t hi) {
-  const nlohmann::json& v = o.at(key);
-  const bool integer = v.is_number_integer() || v.is_number_unsigned();
-  const bool in_range =
-      integer && (v.is_number_unsigned()
-                      ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
-                            static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
-                      : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi);
-  if (!in_range)
-    throw Error("dataset export object: '" + std::string(key) + "' must be an integer in [" +
-                std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")");
-  return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
-                                : v.get<std::int64_t>();
+  return kernels::json_int_field(o, key, lo, hi, "dataset export object");
 }
 
 /// A prepared statement, finalized on destruction. Binds are 1-based as in SQLite.

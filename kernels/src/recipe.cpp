@@ -22,6 +22,7 @@
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/io.hpp"
+#include "waco/kernels/json_fields.hpp"
 
 namespace waco::kernels {
 namespace {
@@ -179,15 +180,10 @@ class Fields {
   }
   std::int64_t integer(const std::string& key, std::int64_t lo, std::int64_t hi) {
     const json& v = need(key);
-    std::int64_t x = 0;
-    if (v.is_number_unsigned()) {
-      if (v.get<u64>() > static_cast<u64>(INT64_MAX)) bad(key, "is out of range");
-      x = static_cast<std::int64_t>(v.get<u64>());
-    } else if (v.is_number_integer()) {
-      x = v.get<std::int64_t>();
-    } else {
-      bad(key, "must be an integer (got " + v.dump() + ")");
-    }
+    const std::optional<std::int64_t> n = json_integer(v);
+    if (!n && v.is_number_unsigned()) bad(key, "is out of range");
+    if (!n) bad(key, "must be an integer (got " + v.dump() + ")");
+    const std::int64_t x = *n;
     if (x < lo || x > hi) {
       bad(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
                    std::to_string(x) + ")");
@@ -196,8 +192,7 @@ class Fields {
   }
   u64 seed(const std::string& key) {
     const json& v = need(key);
-    if (v.is_number_unsigned()) return v.get<u64>();
-    if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return v.get<u64>();
+    if (const std::optional<u64> s = json_unsigned(v)) return *s;
     bad(key, "must be an integer in [0, 2^64) (got " + v.dump() + ")");
   }
   double number(const std::string& key) {
@@ -665,8 +660,7 @@ Recipe Recipe::from_json(const nlohmann::json& j) {
       f.bad("dims", "must be an array of 1 to 4 mode sizes (got " + dims.dump() + ")");
     }
     for (const json& d : dims) {
-      if (!d.is_number_integer() || d.get<std::int64_t>() < 1 ||
-          d.get<std::int64_t>() > kMaxIndex) {
+      if (!json_integer(d, 1, kMaxIndex)) {
         f.bad("dims", "must hold integers in [1, " + std::to_string(kMaxIndex) + "] (got " +
                           dims.dump() + ")");
       }

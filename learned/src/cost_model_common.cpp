@@ -11,6 +11,7 @@
 #include "tensor_reader.hpp"
 #include "waco/codegen/schedule_encoding.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/json_fields.hpp"
 #include "waco/learned/backend.hpp"
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/ranking_metrics.hpp"
@@ -79,17 +80,13 @@ CostModelConfig CostModelConfig::from_json(const nlohmann::json& j) {
     c.kind = *kind;
     c.encoder = parse_encoder(j.at("encoder").get<std::string>());
     c.waconet_variant = j.at("waconet_variant").get<std::string>();
-    // Integers in range (nlohmann's get<int> of a float outside int's range is undefined).
     const auto small_int = [&](const char* key) {
-      const nlohmann::json& v = j.at(key);
-      if (!(v.is_number_integer() || v.is_number_unsigned()) || v.get<std::int64_t>() < 0 ||
-          v.get<std::int64_t>() > (1 << 30))
-        throw Error(std::string("malformed cost model configuration: '") + key + "' is " + v.dump());
-      return static_cast<int>(v.get<std::int64_t>());
+      return static_cast<int>(
+          kernels::json_int_field(j, key, 0, 1 << 30, "malformed cost model configuration"));
     };
     c.width = small_int("width");
     c.table_width = small_int("table_width");
-    c.seed = j.at("seed").get<std::uint64_t>();
+    c.seed = kernels::json_unsigned_field(j, "seed", "malformed cost model configuration");
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("malformed cost model configuration: ") + e.what());

@@ -24,6 +24,7 @@
 
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/json_fields.hpp"
 #include "waco/kernels/sparse.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -317,19 +318,11 @@ void ScheduleIndex::save(const std::string& path) const {
 }
 
 namespace {
-/// An integer field of the index header in [lo, hi]; Error otherwise (nlohmann's get<int> of a
-/// float or of a larger integer is undefined behaviour or a silent wrap).
+/// An integer field of the index header in [lo, hi]; Error otherwise.
 std::int64_t header_int(const nlohmann::json& h, const char* key, std::int64_t lo, std::int64_t hi,
                         const std::string& path) {
-  const nlohmann::json& v = h.at(key);
-  if (!(v.is_number_integer() || v.is_number_unsigned()) ||
-      (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
-      (!v.is_number_unsigned() && (v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)))
-    throw Error(path + ".json: index header field '" + key + "' must be an integer in [" +
-                    std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")",
-                "build the index again");
-  return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
-                                : v.get<std::int64_t>();
+  return kernels::json_int_field(h, key, lo, hi, path + ".json: index header field",
+                                 "build the index again");
 }
 }  // namespace
 
@@ -360,9 +353,8 @@ ScheduleIndex ScheduleIndex::load(const std::string& path, const CostModel& mode
     impl->kind = *kind;
     impl->options.M = static_cast<int>(header_int(h, "M", 2, 10000, path));
     impl->options.ef_construction = static_cast<int>(header_int(h, "ef_construction", 1, 1 << 30, path));
-    if (!h.at("seed").is_number_unsigned() && !h.at("seed").is_number_integer())
-      throw Error(path + ".json: index header field 'seed' must be an integer", "build the index again");
-    impl->options.seed = h.at("seed").get<std::uint64_t>();
+    impl->options.seed = kernels::json_unsigned_field(h, "seed", path + ".json: index header field",
+                                                      "build the index again");
     impl->texts = h.at("templates").get<std::vector<std::string>>();
     impl->templates.resize(impl->texts.size());
     impl->parsed.assign(impl->texts.size(), 0);

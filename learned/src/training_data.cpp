@@ -4,6 +4,7 @@
 
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/json_fields.hpp"
 
 namespace waco::learned {
 namespace {
@@ -67,21 +68,10 @@ std::string split_of_family(const std::string& family) {
 }
 
 namespace {
-/// An integer field in [lo, hi]; Error otherwise (nlohmann's get<int> of a float outside int's
-/// range is undefined behaviour).
+/// An integer field in [lo, hi]; Error otherwise.
 std::int64_t group_int(const nlohmann::json& o, const char* key, std::int64_t lo, std::int64_t hi) {
-  const nlohmann::json& v = o.at(key);
-  const bool ok = v.is_number_unsigned()
-                      ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
-                            static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
-                      : v.is_number_integer() && v.get<std::int64_t>() >= lo &&
-                            v.get<std::int64_t>() <= hi;
-  if (!ok)
-    throw Error("malformed measurement group: '" + std::string(key) + "' must be an integer in [" +
-                    std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")",
-                "the file is not a `waco-hybrid dataset export` file or is corrupt");
-  return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
-                                : v.get<std::int64_t>();
+  return kernels::json_int_field(o, key, lo, hi, "malformed measurement group",
+                                 "the file is not a `waco-hybrid dataset export` file or is corrupt");
 }
 }  // namespace
 
