@@ -47,7 +47,8 @@ struct SourceInfo {
   Field field = Field::Real;
   Symmetry symmetry = Symmetry::General;
   std::int64_t stored_entries = 0;     ///< entry lines in the file
-  std::int64_t duplicates_summed = 0;  ///< entries merged into an earlier identical coordinate
+  std::int64_t duplicates_summed = 0;  ///< entry lines merged into an earlier line of the same
+                                       ///< position (a symmetric file's mirrors not counted again)
   std::int64_t explicit_zeros = 0;     ///< zero-valued entries kept (after expansion)
   std::int64_t zeros_dropped = 0;      ///< zero-valued entries dropped (drop_explicit_zeros)
   std::int64_t bytes = 0;              ///< uncompressed bytes parsed
