@@ -6,6 +6,7 @@
 //   the candidate's, and a rerun with space completes with no row lost or repeated;
 // - the compiler missing, killed, or rejecting the source: the first two are the machine's
 //   failures (the tune stops, nothing stored for the candidate), the last the candidate's (stored);
+//   and the measuring child killed (SIGKILL) while it compiles: no compiler process outlives it;
 // - SIGTERM and SIGINT to a running tune, collect and ablate: the command ends, no process of it
 //   is left (this test adopts orphans: PR_SET_CHILD_SUBREAPER), nothing half-stored, and a rerun
 //   completes with no row lost or repeated;
@@ -322,6 +323,27 @@ void check_no_leftovers(double grace) {
   CHECK(left.empty());
 }
 
+/// The parent of pid from /proc/<pid>/stat; 0 when it is gone.
+pid_t parent_of(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string state;
+  long ppid = 0;
+  rest >> state >> ppid;
+  return static_cast<pid_t>(ppid);
+}
+
+/// Whether pid runs (a zombie not yet reaped by whoever inherited it counts as gone).
+bool running(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return false;
+  const char state = close + 2 < stat.size() ? stat[close + 2] : 'X';
+  return state != 'Z' && state != 'X';
+}
+
 }  // namespace
 
 // ---- disk full ---------------------------------------------------------------------------------
@@ -469,6 +491,55 @@ TEST_CASE("faults: a compiler that rejects the source is the candidate's failure
   INFO(r.err);
   CHECK(r.err.find("internal") == std::string::npos);
   CHECK(count_status(measurement_rows(db), "compile-error") >= 3);
+}
+
+TEST_CASE("faults: the measuring child killed while it compiles takes the compiler with it") {
+  adopt_orphans();
+  const std::string dir = test::scratch_dir("faults-compiler-orphan");
+  fs::remove_all(dir + "/cache");  // a cold cache: the tune compiles
+  fs::remove(dir + "/slowed");
+  fs::remove(dir + "/compiler.pids");
+  // A compiler whose first compile is slow: the driver (this script) waits for a child of its own,
+  // as gcc's driver waits for cc1plus, and says both pids; later compiles are the real compiler's.
+  const std::string slow = dir + "/slow-cc";
+  std::ofstream(slow) << "#!/bin/sh\ncase \"$*\" in *--version*) exec c++ \"$@\";; esac\n"
+                         "if [ ! -e " << dir << "/slowed ]; then\n"
+                         "  : > " << dir << "/slowed\n"
+                         "  sleep 60 &\n"
+                         "  echo \"$$ $!\" > " << dir << "/compiler.pids.tmp\n"
+                         "  mv " << dir << "/compiler.pids.tmp " << dir << "/compiler.pids\n"
+                         "  wait\n"
+                         "fi\n"
+                         "exec c++ \"$@\"\n";
+  fs::permissions(slow, fs::perms::owner_all);
+  const pid_t tune = start_cli(tune_args(dir + "/r.sqlite", dir + "/cache", 2) + " --compiler " + slow,
+                               dir + "/out.json", dir + "/err.txt");
+  REQUIRE(wait_for([&] { return fs::exists(dir + "/compiler.pids"); }, 120));
+  pid_t driver = 0, cc1 = 0;
+  std::istringstream(read_file(dir + "/compiler.pids")) >> driver >> cc1;
+  REQUIRE(driver > 0);
+  REQUIRE(cc1 > 0);
+  // The measuring child is the compiler's ancestor whose parent is the measuring worker, a child
+  // of the tune (tune -> worker -> measuring child -> ... -> the compiler's driver).
+  pid_t child = driver;
+  while (child > 1 && parent_of(parent_of(child)) != tune) child = parent_of(child);
+  INFO("compiler driver " << driver << ", its child " << cc1 << ", measuring child " << child);
+  REQUIRE(child > 1);
+  REQUIRE(running(driver));
+  REQUIRE(::kill(child, SIGKILL) == 0);
+  const bool gone = wait_for([&] { return !running(driver) && !running(cc1); }, 5.0);
+  CHECK(gone);
+  if (!gone) {  // the failure's leftovers, ended here
+    ::kill(cc1, SIGKILL);
+    ::kill(driver, SIGKILL);
+  }
+  // The tune goes on (the candidate crashed; later compiles are the real compiler's) and ends
+  // with nothing of it left running.
+  const int st = wait_exit(tune, 120);
+  INFO(read_file(dir + "/err.txt"));
+  CHECK(WIFEXITED(st));
+  CHECK_FALSE(file_has(dir + "/err.txt", "internal"));
+  check_no_leftovers(5.0);
 }
 
 // ---- signals -------------------------------------------------------------------------------------

@@ -2,9 +2,13 @@
 // guarantees). Implementation notes:
 // - The key is SHA-256 (FIPS 180-4, implemented below: ~50 lines, no dependency) over a
 //   length-prefixed record of everything that changes the produced code; 128 bits are kept.
-// - The compiler runs via posix_spawnp (no shell, so no quoting problems or injection), in a new
-//   process group so that a timeout can SIGKILL the driver together with cc1plus/as/ld. Its output
-//   is read through a pipe with poll(), which also implements the timeout.
+// - The compiler runs without a shell (no quoting problems or injection), in a new process group
+//   so that a timeout can SIGKILL the driver together with cc1plus/as/ld. Its output is read
+//   through a pipe with poll(), which also implements the timeout. The group is led by a small
+//   guard process (a fork of the caller that never returns to its code) which starts the compiler
+//   and waits for it: when the caller dies, even by SIGKILL (a measuring child ended by its
+//   supervisor while it compiles), the guard is sent SIGTERM (PR_SET_PDEATHSIG) and kills its
+//   whole group, so that no compiler process outlives the process that wanted its output.
 // - Installation: source and object are written to mkstemp names in the cache directory and
 //   rename()d into place; rename is atomic within a filesystem, so readers see either no file or a
 //   complete one. Two processes racing on one key both compile and the last rename wins; the
@@ -16,8 +20,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -284,54 +290,149 @@ void make_directories(const std::string& dir) {
 // Running a process without a shell.
 
 struct ProcessResult {
-  int spawn_error = 0;  ///< errno of posix_spawnp; 0 when the process started
+  int spawn_error = 0;  ///< errno of fork or of the compiler's exec; 0 when it started
   bool timed_out = false;
   int status = 0;  ///< waitpid status
   std::string output;
 };
 
+/// The guard's SIGTERM handler.
+void compiler_guard_on_term(int) {
+  ::kill(0, SIGKILL);  // the guard's own process group: the compiler's processes and the guard
+}
+
+/// Writes errno to fd (the exec-error pipe) and exits; async-signal-safe.
+[[noreturn]] void report_errno_and_exit(int fd, int err) {
+  while (::write(fd, &err, sizeof err) < 0 && errno == EINTR) {
+  }
+  ::_exit(127);
+}
+
+/// The guard, in a child forked from run_process: everything it calls is async-signal-safe (the
+/// caller may have other threads). It leads a new process group, dies with the caller's thread
+/// (PR_SET_PDEATHSIG: SIGTERM, whose handler kills the group), starts the compiler with stdin from
+/// /dev/null and stdout + stderr into `out_fd`, waits for it and ends as it ended (its exit
+/// status, or the same signal), so that the caller sees the compiler's outcome. An exec failure's
+/// errno goes to `err_fd` (close-on-exec: at a successful exec the caller reads end of file). All
+/// signals are blocked on entry.
+[[noreturn]] void compiler_guard(pid_t caller, char* const* argv, int out_fd, int err_fd) {
+  ::setpgid(0, 0);
+  struct sigaction on_term {};
+  on_term.sa_handler = compiler_guard_on_term;
+  ::sigemptyset(&on_term.sa_mask);
+  ::sigaction(SIGTERM, &on_term, nullptr);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != caller) ::_exit(127);  // the caller ended before the line above
+  // The descriptors: 0 /dev/null, 1 and 2 the output pipe, 3 the exec-error pipe; no other (the
+  // caller's descriptors, close-on-exec ones too, are not kept open by a process that does not exec).
+  const int out = ::fcntl(out_fd, F_DUPFD, 10);
+  const int err = ::fcntl(err_fd, F_DUPFD, 10);
+  const int null = ::open("/dev/null", O_RDONLY);
+  if (out < 0 || err < 0 || null < 0) {
+    const int e = errno;
+    report_errno_and_exit(err < 0 ? err_fd : err, e);
+  }
+  ::dup2(null, 0);
+  ::dup2(out, 1);
+  ::dup2(out, 2);
+  ::dup2(err, 3);
+  ::fcntl(3, F_SETFD, FD_CLOEXEC);
+  if (::syscall(SYS_close_range, 4u, ~0u, 0u) != 0) {
+    struct rlimit files {};
+    ::getrlimit(RLIMIT_NOFILE, &files);
+    const int limit = files.rlim_cur == RLIM_INFINITY || files.rlim_cur > 65536
+                          ? 65536 : static_cast<int>(files.rlim_cur);
+    for (int fd = 4; fd < limit; ++fd) ::close(fd);
+  }
+  const pid_t compiler = ::fork();
+  if (compiler < 0) report_errno_and_exit(3, errno);
+  if (compiler == 0) {
+    // The compiler: default dispositions (an ignored SIGPIPE or SIGINT of the caller would stay
+    // ignored across exec), no signal blocked; it dies if the guard does (even by SIGKILL).
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    for (const int sig : {SIGPIPE, SIGINT, SIGTERM}) ::sigaction(sig, &dfl, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvp(argv[0], argv);
+    report_errno_and_exit(3, errno);
+  }
+  for (const int fd : {0, 1, 2, 3}) ::close(fd);
+  sigset_t term;
+  ::sigemptyset(&term);
+  ::sigaddset(&term, SIGTERM);
+  ::sigprocmask(SIG_UNBLOCK, &term, nullptr);  // from here the caller's end kills the group
+  int status = 0;
+  while (::waitpid(compiler, &status, 0) != compiler)
+    if (errno != EINTR) ::_exit(127);
+  if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+  // Killed by a signal: end by the same signal (without a core file).
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  const struct rlimit no_core {0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  sigset_t only;
+  ::sigemptyset(&only);
+  ::sigaddset(&only, sig);
+  ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  ::kill(::getpid(), sig);
+  ::_exit(128 + sig);
+}
+
 /// Runs argv[0] (PATH lookup) with stdin from /dev/null and stdout+stderr captured, in its own
-/// process group; kills the group after `timeout_seconds`. Output beyond 4 MiB is discarded.
+/// process group (led by compiler_guard, which dies with the calling thread and takes the group
+/// with it); kills the group after `timeout_seconds`. Output beyond 4 MiB is discarded.
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds) {
   WACO_ASSERT(!argv.empty(), "run_process needs a program");
   constexpr std::size_t kMaxOutput = std::size_t{4} << 20;
   ProcessResult result;
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
+  int fds[2] = {-1, -1}, errs[2] = {-1, -1};
+  if (::pipe2(fds, O_CLOEXEC) != 0 || ::pipe2(errs, O_CLOEXEC) != 0) {
     const int err = errno;
+    for (const int fd : {fds[0], fds[1]})
+      if (fd >= 0) ::close(fd);
     throw BuildEnvironmentError("cannot create a pipe to run '" + argv[0] + "': " + errno_text(err),
                 "the process may be out of file descriptors");
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGPIPE);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  const pid_t caller = ::getpid();
+  // No handler of the caller may run in the guard before it has its own: every signal blocked
+  // across the fork (the guard unblocks what it needs).
+  sigset_t all, old;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) compiler_guard(caller, cargv.data(), fds[1], errs[1]);
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::close(fds[1]);
-  if (rc != 0) {
+  ::close(errs[1]);
+  if (pid < 0) {
     ::close(fds[0]);
-    result.spawn_error = rc;
+    ::close(errs[0]);
+    result.spawn_error = fork_errno;
+    return result;
+  }
+  ::setpgid(pid, pid);  // as the guard does: the group exists before any kill(-pid) below
+  // End of file at the compiler's exec; an errno when it could not start.
+  int exec_errno = 0;
+  ssize_t got = 0;
+  do got = ::read(errs[0], &exec_errno, sizeof exec_errno);
+  while (got < 0 && errno == EINTR);
+  ::close(errs[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    ::close(fds[0]);
+    while (::waitpid(pid, &result.status, 0) < 0 && errno == EINTR) {
+    }
+    result.spawn_error = exec_errno != 0 ? exec_errno : ENOEXEC;
     return result;
   }
 

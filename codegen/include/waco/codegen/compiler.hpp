@@ -13,8 +13,11 @@
 // unique temporary (<key>.so.tmp.<pid>.XXXXXX) and rename()s it into place, which is atomic on one
 // filesystem, so nobody ever dlopens a partially written file.
 //
-// The compiler is run without a shell (posix_spawnp with an argv), in its own process group, with
-// its stdout+stderr captured and a timeout that kills the whole group. Any failure (non-zero exit,
+// The compiler is run without a shell (execvp with an argv), in its own process group, with
+// its stdout+stderr captured and a timeout that kills the whole group. The group is led by a guard
+// process that dies with the calling thread (PR_SET_PDEATHSIG) and kills the group as it does, so
+// that no compiler outlives a caller that was killed, even by SIGKILL (a measuring child whose
+// supervisor ended it while it compiled). Any failure (non-zero exit,
 // signal, timeout, compiler not found, unusable cache directory, dlopen/dlsym error) throws
 // waco::kernels::Error with the full command line and the compiler's log.
 #pragma once
