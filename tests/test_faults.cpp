@@ -1,9 +1,11 @@
 // Unit "faults": the measuring path under faults (issue 39, "hardening"), end to end through the
 // waco-hybrid binary. Each case fails when data is lost:
-// - the disk filling up under the results database and under the kernel cache (a small tmpfs;
-//   without the right to mount one, a file size limit, RLIMIT_FSIZE, through prlimit; skipped when
-//   neither is possible): a clean `error:`, every row stored before intact, no failure stored as
-//   the candidate's, and a rerun with space completes with no row lost or repeated;
+// - the disk filling up under the results database and under the kernel cache, each case once per
+//   way of filling it that works here: a small tmpfs (needs the right to mount), a file size limit
+//   (RLIMIT_FSIZE) set by util-linux's prlimit (when installed), and the same limit set by the
+//   shell's own `ulimit -f` (always there): a clean `error:`, every row stored before intact, no
+//   failure stored as the candidate's, and a rerun with space completes with no row lost or
+//   repeated;
 // - the compiler missing, killed, or rejecting the source: the first two are the machine's
 //   failures (the tune stops, nothing stored for the candidate), the last the candidate's (stored);
 //   and the measuring child killed (SIGKILL) while it compiles: no compiler process outlives it;
@@ -173,18 +175,30 @@ std::int64_t count_status(const std::vector<Row>& rows, const std::string& statu
 
 // ---- a disk that fills up ---------------------------------------------------------------------
 
-/// A folder on a small file system that can be filled: a tmpfs mounted there, or, where this
-/// process may not mount, a plain folder whose commands run with a file size limit (prlimit).
+/// A folder whose writes can be made to fail as on a full disk, in one of three modes:
+/// - "tmpfs": an 8 MiB tmpfs mounted there, filled by a file (unusable where this process may not
+///   mount);
+/// - "prlimit": a plain folder, the commands writing to it run with a file size limit
+///   (RLIMIT_FSIZE) set by util-linux's `prlimit` (unusable when it is not installed);
+/// - "ulimit": the same limit set by the shell's `ulimit -f`, which every POSIX shell has.
+/// In the last two, every file the limited process writes is limited, not only those in the
+/// folder: the kernel cache's case limits the compiler alone (compiler_option), so that the
+/// results database stays writable as on a real disk of its own.
 class FullDisk {
  public:
-  explicit FullDisk(const std::string& dir) : dir_(dir) {
+  static std::vector<std::string> modes() { return {"tmpfs", "prlimit", "ulimit"}; }
+
+  FullDisk(const std::string& dir, const std::string& mode) : dir_(dir), mode_(mode) {
     fs::create_directories(dir_);
-    if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=8m") == 0) {
-      mode_ = "tmpfs";
-      return;
+    if (mode_ == "tmpfs") {
+      if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=8m") == 0) return;
+      why_ = std::string("mount -t tmpfs: ") + std::strerror(errno);
+      mode_.clear();
+    } else if (mode_ == "prlimit") {
+      if (test::run_command("command -v prlimit").status == 0) return;
+      why_ = "prlimit not found";
+      mode_.clear();
     }
-    why_ = std::string("mount -t tmpfs: ") + std::strerror(errno);
-    if (test::run_command("command -v prlimit").status == 0) mode_ = "fsize";
   }
   ~FullDisk() {
     if (mode_ == "tmpfs") ::umount2(dir_.c_str(), MNT_DETACH);
@@ -193,12 +207,12 @@ class FullDisk {
   FullDisk& operator=(const FullDisk&) = delete;
 
   bool usable() const { return !mode_.empty(); }
-  std::string why_not() const { return why_ + "; prlimit not found either"; }
+  const std::string& why_not() const { return why_; }
   const std::string& dir() const { return dir_; }
   /// Text a write error says on this disk (strerror of ENOSPC or EFBIG).
   std::string full_text() const { return mode_ == "tmpfs" ? "No space left" : "too large"; }
 
-  /// Fills the disk (tmpfs: a file as large as the space left; fsize: the limit is set by prefix).
+  /// Fills the disk (tmpfs: a file as large as the space left; else the limit is set by prefix).
   void fill() {
     filling_ = true;
     if (mode_ != "tmpfs") return;
@@ -215,11 +229,21 @@ class FullDisk {
     filling_ = false;
     fs::remove(dir_ + "/filler");
   }
-  /// What a command line writing to the disk starts with: a file size limit of `limit` bytes
-  /// while full in fsize mode (SIGXFSZ ignored, so that writes fail with EFBIG), else nothing.
+  /// What a command line writing to the disk starts with: while full in a file-size mode, a limit
+  /// of `limit` bytes (SIGXFSZ ignored, so that writes fail with EFBIG); else nothing. `ulimit -f`
+  /// counts blocks of 512 bytes (POSIX), rounded up here.
   std::string prefix(std::int64_t limit) const {
-    if (mode_ != "fsize" || !filling_) return {};
-    return "trap '' XFSZ; exec prlimit --fsize=" + std::to_string(limit) + " ";
+    if (!filling_ || mode_ == "tmpfs") return {};
+    if (mode_ == "prlimit") return "trap '' XFSZ; exec prlimit --fsize=" + std::to_string(limit) + " ";
+    return "trap '' XFSZ; ulimit -f " + std::to_string((limit + 511) / 512) + " && exec ";
+  }
+  /// A `--compiler` option for a command whose compiles write to the disk: while full in a
+  /// file-size mode, a wrapper (written to `script`) that runs c++ under the limit; else nothing.
+  std::string compiler_option(std::int64_t limit, const std::string& script) const {
+    if (!filling_ || mode_ == "tmpfs") return {};
+    std::ofstream(script) << "#!/bin/sh\n" << prefix(limit) << "c++ \"$@\"\n";
+    fs::permissions(script, fs::perms::owner_all);
+    return " --compiler " + script;
   }
 
  private:
@@ -348,11 +372,14 @@ bool running(pid_t pid) {
 
 // ---- disk full ---------------------------------------------------------------------------------
 
-TEST_CASE("faults: the results database's disk fills up during a tune") {
-  const std::string dir = fresh_scratch("faults-db-full");
-  FullDisk disk(dir + "/fs");
+namespace {
+
+/// The results database's disk fills up during a tune, the disk filled in `mode` (FullDisk).
+void database_disk_fills_up(const std::string& mode) {
+  const std::string dir = fresh_scratch("faults-db-full-" + mode);
+  FullDisk disk(dir + "/fs", mode);
   if (!disk.usable()) {
-    WARN("no small file system to fill (" << disk.why_not() << "): skipped");
+    WARN("cannot fill a disk by " << mode << " (" << disk.why_not() << "): skipped");
     return;
   }
   const std::string db = disk.dir() + "/r.sqlite";
@@ -385,17 +412,27 @@ TEST_CASE("faults: the results database's disk fills up during a tune") {
   CHECK(count_status(after, "compile-error") == 0);
 }
 
-TEST_CASE("faults: the kernel cache's disk fills up during a tune") {
-  const std::string dir = fresh_scratch("faults-cache-full");
-  FullDisk disk(dir + "/fs");
+}  // namespace
+
+TEST_CASE("faults: the results database's disk fills up during a tune") {
+  for (const std::string& mode : FullDisk::modes())
+    DYNAMIC_SECTION("disk filled by " << mode) { database_disk_fills_up(mode); }
+}
+
+namespace {
+
+/// The kernel cache's disk fills up during a tune, the disk filled in `mode` (FullDisk).
+void cache_disk_fills_up(const std::string& mode) {
+  const std::string dir = fresh_scratch("faults-cache-full-" + mode);
+  FullDisk disk(dir + "/fs", mode);
   if (!disk.usable()) {
-    WARN("no small file system to fill (" << disk.why_not() << "): skipped");
+    WARN("cannot fill a disk by " << mode << " (" << disk.why_not() << "): skipped");
     return;
   }
   const std::string db = dir + "/r.sqlite";
   const std::string cache = disk.dir() + "/kernels";
   disk.fill();
-  const Result full = cli(tune_args(db, cache, 3), disk.prefix(4096));
+  const Result full = cli(tune_args(db, cache, 3) + disk.compiler_option(4096, dir + "/limited-cc"));
   INFO(full.err);
   // The machine's failure, not the candidates': the tune stops, and nothing is stored as their
   // result (a compile-error row would be reused by every later tune, the schedule lost).
@@ -421,6 +458,13 @@ TEST_CASE("faults: the kernel cache's disk fills up during a tune") {
   const std::vector<Row> after = measurement_rows(db);
   check_kept(before, after);
   CHECK(count_status(after, "compile-error") == 0);
+}
+
+}  // namespace
+
+TEST_CASE("faults: the kernel cache's disk fills up during a tune") {
+  for (const std::string& mode : FullDisk::modes())
+    DYNAMIC_SECTION("disk filled by " << mode) { cache_disk_fills_up(mode); }
 }
 
 // ---- the compiler ------------------------------------------------------------------------------
