@@ -719,3 +719,43 @@ TEST_CASE("api: Options::interrupt stops a tune at once: Interrupted, its proces
   CHECK_FALSE(fs::is_empty(o.cache_dir));
   REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 0) == 0);
 }
+
+TEST_CASE("api: tune's settings as the CLI's options, checked against the CLI's ranges") {
+  const std::string dir = waco::test::scratch_dir("api-settings");
+  waco::Options o = scratch_options(dir);
+  o.search = "random";
+  o.budget = 2;
+  o.repeat = 3;
+  o.warmup = 1;
+  o.confirm_rounds = 4;
+  o.decide_rounds = 4;
+  o.explain = true;
+  o.abandon_factor = 0.0;
+  o.tile_window = 1;
+  o.cache_level = "l2";
+  const waco::Matrix m = matrix_of(random_csr(300, 300, 0.02, 41));
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  const std::string r = p.report_json();
+  CHECK(r.find("\"repeats\": 3") != std::string::npos);
+  CHECK(r.find("\"warmup\": 1") != std::string::npos);
+  CHECK(r.find("\"abandon_factor\": 0.0") != std::string::npos);
+  CHECK(r.find("\"tile_window\": 1") != std::string::npos);
+  CHECK(r.find("\"cache_level\": \"l2\"") != std::string::npos);
+  CHECK(r.find("\"explain\": null") == std::string::npos);
+
+  // Out of the CLI's ranges: an Error naming the setting, before the tuning cache is asked (the
+  // decision above is cached for this matrix).
+  waco::Options bad = o;
+  bad.repeat = 0;
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("repeat = 0"));
+  bad = o;
+  bad.decide_runs = 101;
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_runs"));
+  bad = o;
+  bad.race = "fast";
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("not a strategy"));
+  bad = o;
+  bad.cache_fraction = 2.0;
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("cache_fraction"));
+  CHECK(waco::tune(m, waco::Kernel::SpMV, o).from_cache());
+}

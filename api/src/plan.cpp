@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "adaptive.hpp"
 #include "api_internal.hpp"
 #include "plan_file.hpp"
+#include "waco/codegen/emitter.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/context.hpp"
@@ -105,9 +108,36 @@ int resolved_dense(const Options& o, Kernel k) {
   return o.dense > 0 ? o.dense : kernels::default_dense_size(kind_of(k));
 }
 
+/// A setting in [lo, hi] (the CLI's range of the option of that name), else an Error naming it.
+template <typename T>
+T in_range(const std::optional<T>& v, T fallback, const char* name, T lo, T hi) {
+  if (!v) return fallback;
+  if (!(*v >= lo && *v <= hi)) {
+    std::ostringstream text;
+    text << "Options::" << name << " = " << *v << " is out of range: [" << lo << ", " << hi << "]";
+    throw Error(text.str(), "leave it unset for the default of `waco-hybrid tune`");
+  }
+  return *v;
+}
+/// Above 0 (a limit, a tolerance, a padding bound).
+double positive(const std::optional<double>& v, double fallback, const char* name) {
+  if (v && !(*v > 0.0))
+    throw Error("Options::" + std::string(name) + " must be positive",
+                "leave it unset for the default of `waco-hybrid tune`");
+  return v.value_or(fallback);
+}
+
 codegen::GeneratedOptions generated_options(const Options& o) {
   codegen::GeneratedOptions g;
   g.compiler.cache_dir = o.kernel_cache_dir;
+  if (!o.compiler.empty()) g.compiler.compiler = o.compiler;
+  g.storage.max_padding = positive(o.max_padding, g.storage.max_padding, "max_padding");
+  if (!o.race.empty()) {
+    const std::optional<codegen::RaceStrategy> race = codegen::parse_race_strategy(o.race);
+    if (!race)
+      throw Error("Options::race = \"" + o.race + "\" is not a strategy: atomic, private or auto");
+    g.race = *race;
+  }
   return g;
 }
 
@@ -193,6 +223,48 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.tuning_share = o.tuning_share;
   r.generated = generated_options(o);
   r.cancel = o.interrupt;
+  // The rest of tune's settings (Options' last group): the CLI's defaults when unset.
+  r.model = o.model;
+  r.index = o.index;
+  r.check_recall = o.check_recall;
+  r.explain = o.explain;
+  r.schedules = o.schedules;
+  r.measure_first = o.measure_first;
+  r.repeat = in_range(o.repeat, r.repeat, "repeat", 1, 1000000);
+  r.warmup = in_range(o.warmup, r.warmup, "warmup", 0, 1000000);
+  r.confirm_rounds = in_range(o.confirm_rounds, r.confirm_rounds, "confirm_rounds", 1, 1000000);
+  r.decide_runs = in_range(o.decide_runs, r.decide_runs, "decide_runs", 1, 100);
+  r.decide_rounds = in_range(o.decide_rounds, r.decide_rounds, "decide_rounds", 1, 1000000);
+  r.decide_leaders = in_range(o.decide_leaders, r.decide_leaders, "decide_leaders", 1, 1000);
+  r.decide_always = o.decide_always;
+  r.rule.min_gain = in_range(o.min_gain, r.rule.min_gain, "min_gain", 0.0, 0.9);
+  r.rule.level = in_range(o.verdict_level, r.rule.level, "verdict_level", 0.5, 0.999);
+  r.rule.max_disturbed = in_range(o.max_disturbed, r.rule.max_disturbed, "max_disturbed", 0.0, 1.0);
+  r.timeout = positive(o.timeout, r.timeout, "timeout");
+  r.compile_timeout = positive(o.compile_timeout, r.compile_timeout, "compile_timeout");
+  r.tolerance = positive(o.tolerance, r.tolerance, "tolerance");
+  if (o.abandon_factor && !(*o.abandon_factor == 0.0 || *o.abandon_factor >= 1.0))
+    throw Error("Options::abandon_factor must be 0 (off) or at least 1");
+  r.abandon_factor = o.abandon_factor.value_or(r.abandon_factor);
+  r.retry_failed = o.retry_failed;
+  heuristics::PassParams& pp = r.params;
+  pp.tile_window = in_range(o.tile_window, pp.tile_window, "tile_window", 0, 1 << 30);
+  pp.max_block_padding = positive(o.max_block_padding, pp.max_block_padding, "max_block_padding");
+  pp.min_chunks_per_thread =
+      in_range(o.min_chunks_per_thread, pp.min_chunks_per_thread, "min_chunks_per_thread", 1, 1 << 30);
+  pp.chunk_window = in_range(o.chunk_window, pp.chunk_window, "chunk_window", 0, 1 << 30);
+  pp.max_serial_work = in_range(o.max_serial_work, pp.max_serial_work, "max_serial_work",
+                                std::int64_t{0}, std::numeric_limits<std::int64_t>::max());
+  if (!o.cache_level.empty()) {
+    if (o.cache_level != "llc-core" && o.cache_level != "l1" && o.cache_level != "l2" &&
+        o.cache_level != "l3")
+      throw Error("Options::cache_level = \"" + o.cache_level +
+                  "\" is not a cache level: llc-core, l1, l2 or l3");
+    pp.cache_level = o.cache_level;
+  }
+  pp.cache_bytes = in_range(o.cache_bytes, pp.cache_bytes, "cache_bytes", std::int64_t{64},
+                            std::int64_t{1} << 40);
+  pp.cache_fraction = in_range(o.cache_fraction, pp.cache_fraction, "cache_fraction", 0.001, 1.0);
   return r;
 }
 
@@ -396,8 +468,11 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
     const int dense = resolved_dense(o, k);
     if (o.tuning_share <= 0 || o.tuning_share > 1)
       throw Error("Options::tuning_share must be in (0, 1]");
-    // The tuning cache first, here: a hit builds the plan without starting the CLI.
-    if (o.use_cache && !o.refresh) {
+    // Every setting is checked before the tuning cache is asked.
+    const tuning::TuneRequest request = tune_request(o, k, threads, dense, A.impl().dtype);
+    // The tuning cache first, here: a hit builds the plan without starting the CLI (a list of
+    // schedules is measured, never a decision: tuning::run does not ask the cache for one).
+    if (o.use_cache && !o.refresh && o.schedules.empty()) {
       const heuristics::TuningCache cache(o.cache_dir);
       const heuristics::TuningKey key{A.fingerprint(), kind_of(k), dense, threads,
                                       heuristics::machine_identity(generated_options(o).compiler),
@@ -412,7 +487,6 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
       }
       // A corrupt entry: tuning::run reports it (a warning) and replaces it.
     }
-    const tuning::TuneRequest request = tune_request(o, k, threads, dense, A.impl().dtype);
     const auto torch_required = [](const learned::TorchRequired& e) {
       return Error(std::string("this model needs LibTorch, which libwaco never loads: ") + e.what(),
                    "use a model with the stats or signature encoder (the shipped ones), or tune "

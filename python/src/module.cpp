@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "waco/waco.hpp"
@@ -247,6 +248,73 @@ struct Pending {
   std::optional<py::error_already_set> error;
 };
 
+/// The settings of waco::Options' last group (`waco-hybrid tune`'s options of the same names):
+/// false when `key` is none of them. Paths may be str or os.PathLike.
+bool set_setting(waco::Options& o, const std::string& key, const py::handle& v) {
+  const std::pair<const char*, std::string waco::Options::*> paths[] = {
+      {"model", &waco::Options::model}, {"index", &waco::Options::index},
+      {"schedules", &waco::Options::schedules}, {"compiler", &waco::Options::compiler}};
+  const std::pair<const char*, std::string waco::Options::*> names[] = {
+      {"race", &waco::Options::race}, {"cache_level", &waco::Options::cache_level}};
+  const std::pair<const char*, bool waco::Options::*> flags[] = {
+      {"check_recall", &waco::Options::check_recall}, {"explain", &waco::Options::explain},
+      {"measure_first", &waco::Options::measure_first},
+      {"decide_always", &waco::Options::decide_always},
+      {"retry_failed", &waco::Options::retry_failed}};
+  const std::pair<const char*, std::optional<int> waco::Options::*> ints[] = {
+      {"repeat", &waco::Options::repeat}, {"warmup", &waco::Options::warmup},
+      {"confirm_rounds", &waco::Options::confirm_rounds},
+      {"decide_runs", &waco::Options::decide_runs},
+      {"decide_rounds", &waco::Options::decide_rounds},
+      {"decide_leaders", &waco::Options::decide_leaders},
+      {"tile_window", &waco::Options::tile_window},
+      {"min_chunks_per_thread", &waco::Options::min_chunks_per_thread},
+      {"chunk_window", &waco::Options::chunk_window}};
+  const std::pair<const char*, std::optional<std::int64_t> waco::Options::*> longs[] = {
+      {"max_serial_work", &waco::Options::max_serial_work},
+      {"cache_bytes", &waco::Options::cache_bytes}};
+  const std::pair<const char*, std::optional<double> waco::Options::*> reals[] = {
+      {"min_gain", &waco::Options::min_gain}, {"verdict_level", &waco::Options::verdict_level},
+      {"max_disturbed", &waco::Options::max_disturbed}, {"timeout", &waco::Options::timeout},
+      {"compile_timeout", &waco::Options::compile_timeout},
+      {"tolerance", &waco::Options::tolerance},
+      {"abandon_factor", &waco::Options::abandon_factor},
+      {"max_padding", &waco::Options::max_padding},
+      {"max_block_padding", &waco::Options::max_block_padding},
+      {"cache_fraction", &waco::Options::cache_fraction}};
+  for (const auto& [name, field] : paths)
+    if (key == name) {
+      o.*field = v.cast<fs::path>().string();
+      return true;
+    }
+  for (const auto& [name, field] : names)
+    if (key == name) {
+      o.*field = v.cast<std::string>();
+      return true;
+    }
+  for (const auto& [name, field] : flags)
+    if (key == name) {
+      o.*field = v.cast<bool>();
+      return true;
+    }
+  for (const auto& [name, field] : ints)
+    if (key == name) {
+      o.*field = v.cast<int>();
+      return true;
+    }
+  for (const auto& [name, field] : longs)
+    if (key == name) {
+      o.*field = v.cast<std::int64_t>();
+      return true;
+    }
+  for (const auto& [name, field] : reals)
+    if (key == name) {
+      o.*field = v.cast<double>();
+      return true;
+    }
+  return false;
+}
+
 /// waco::Options from the keyword arguments of waco_hybrid.tune / make_plan (already defaulted
 /// by the Python side); an unknown key is a TypeError. `pending`: where the progress callback
 /// puts a KeyboardInterrupt or SystemExit raised in it (tune; null: reported as unraisable).
@@ -273,6 +341,7 @@ waco::Options options_from(const py::dict& kw, Pending* pending = nullptr) {
     else if (key == "results_db") o.results_db = v.cast<fs::path>().string();
     else if (key == "adaptive") o.adaptive = v.cast<bool>();
     else if (key == "nominees") o.nominees = v.cast<int>();
+    else if (set_setting(o, key, v)) continue;
     else if (key == "progress") {
       if (v.is_none()) continue;
       if (!PyCallable_Check(v.ptr())) throw py::type_error("progress must be callable or None");

@@ -21,7 +21,7 @@ from ._convert import _index32, as_matrix, check_values_dtype, dtype_name
 from ._data import dataset, results, to_structured
 
 __all__ = ["Error", "Matrix", "Plan", "version", "matrix", "tensor", "load", "tune", "make_plan",
-           "load_plan", "results", "dataset", "to_structured"]
+           "load_plan", "results", "dataset", "to_structured", "TUNE_SETTINGS"]
 __version__ = version()
 
 
@@ -63,10 +63,23 @@ def _options(**kw):
     return {key: value for key, value in kw.items() if value is not None}
 
 
+# The rest of `waco-hybrid tune`'s settings, as keyword arguments of tune (waco::Options' last
+# group): the CLI option of the same name with underscores for dashes; None or absent: the CLI's
+# default. Paths (model, index, schedules) may be str or os.PathLike.
+TUNE_SETTINGS = (
+    "model", "index", "check_recall", "explain", "schedules", "measure_first", "repeat",
+    "warmup", "confirm_rounds", "decide_runs", "decide_rounds", "decide_leaders", "decide_always",
+    "min_gain", "verdict_level", "max_disturbed", "timeout", "compile_timeout", "tolerance",
+    "abandon_factor", "retry_failed", "compiler", "max_padding", "race", "tile_window",
+    "max_block_padding", "min_chunks_per_thread", "chunk_window", "max_serial_work",
+    "cache_level", "cache_bytes", "cache_fraction")
+
+
 def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search="model",
          budget=0, budget_seconds=0.0, cache_dir=None, use_cache=True, refresh=False,
          kernel_cache_dir=None, passes="all", confirm=None, seed=1, results_db=None,
-         tuning_share=0.1, progress=None, verbose=False, adaptive=False, nominees=4):
+         tuning_share=0.1, progress=None, verbose=False, adaptive=False, nominees=4,
+         **settings):
     """Tunes kernel ("spmv", "spmm", "sddmm", "mttkrp") for A and returns the Plan.
 
     A: a SciPy sparse matrix or array of float32 or float64 (converted to waco-hybrid's CSR:
@@ -88,27 +101,45 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
     adaptive: return at once with a plan that serves csr and tries the model's best `nominees`
     schedules on your own calls (each verified against csr first), settling on the fastest or
     csr; plan.verdict is "exploring" until then, plan.calls and plan.exploring_calls count.
+
+    settings: the rest of `waco-hybrid tune`'s options (TUNE_SETTINGS), each named as the CLI
+    option with underscores (repeat=3, decide_runs=1, model="my.model", explain=True,
+    compiler="clang++", schedules="list.txt", cache_bytes=4 << 20, ...; see `waco-hybrid tune
+    --help`); unset: the CLI's default; out of the CLI's range: Error.
+
+    Ctrl-C (SIGINT) stops the tune within about 0.1 s with KeyboardInterrupt: its processes
+    ended, nothing half-stored, no decision cached (Python's signal handlers run while it tunes).
     """
+    unknown = sorted(set(settings) - set(TUNE_SETTINGS))
+    if unknown:
+        raise TypeError(f"tune() got unknown keyword arguments {', '.join(unknown)} (settings: "
+                        "waco_hybrid.TUNE_SETTINGS)")
     opts = _options(threads=threads, expected_calls=expected_calls, dense=dense, search=search,
                     budget=budget, budget_seconds=budget_seconds, cache_dir=cache_dir,
                     use_cache=use_cache, refresh=refresh, kernel_cache_dir=kernel_cache_dir,
                     passes=passes, confirm=confirm, seed=seed, results_db=results_db,
                     tuning_share=tuning_share, progress=progress, verbose=verbose,
-                    adaptive=adaptive, nominees=nominees)
+                    adaptive=adaptive, nominees=nominees, **_options(**settings))
     return _waco._tune(as_matrix(A), kernel, opts)
 
 
-def make_plan(A, kernel="spmv", schedule="csr", *, threads=0, dense=None, kernel_cache_dir=None):
+def make_plan(A, kernel="spmv", schedule="csr", *, threads=0, dense=None, kernel_cache_dir=None,
+              compiler=None, max_padding=None, race=None):
     """A Plan of a given schedule, no tuning: "csr" (what every tune is measured against),
-    another shortcut ("dcsr", "csc", "bcsr4x4", "csf") or a schedule's text form."""
-    opts = _options(threads=threads, dense=dense, kernel_cache_dir=kernel_cache_dir)
+    another shortcut ("dcsr", "csc", "bcsr4x4", "csf") or a schedule's text form. compiler,
+    max_padding, race: as tune's (`waco-hybrid run --compiler/--max-padding/--race`)."""
+    opts = _options(threads=threads, dense=dense, kernel_cache_dir=kernel_cache_dir,
+                    compiler=compiler, max_padding=max_padding, race=race)
     return _waco._make_plan(as_matrix(A), kernel, schedule, opts)
 
 
-def load_plan(path, A, *, kernel_cache_dir=None):
+def load_plan(path, A, *, kernel_cache_dir=None, compiler=None, max_padding=None, race=None):
     """A plan saved by Plan.save for the same matrix (its fingerprint must match) on this
-    machine: the format is built again and the kernel loaded. Same as Plan.load(path, A)."""
-    return _waco._load_plan(path, as_matrix(A), _options(kernel_cache_dir=kernel_cache_dir))
+    machine: the format is built again and the kernel loaded. Same as Plan.load(path, A).
+    compiler, max_padding, race: as the tune's that made it."""
+    return _waco._load_plan(path, as_matrix(A),
+                            _options(kernel_cache_dir=kernel_cache_dir, compiler=compiler,
+                                     max_padding=max_padding, race=race))
 
 
 Plan.load = staticmethod(load_plan)

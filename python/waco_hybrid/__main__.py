@@ -1,7 +1,9 @@
 """python3 -m waco_hybrid tune FILE: `waco-hybrid tune` through the library (waco_hybrid.tune in
 this process), sharing its tuning cache; --json prints the same report as `waco-hybrid tune
 --json` (the deciding tune's report: verdict, best, speedup_over_csr, dtype, ...). --dtype f64
-reads the file's values in double precision and tunes a float64 plan, as the CLI's --dtype."""
+reads the file's values in double precision and tunes a float64 plan, as the CLI's --dtype.
+Every option of `waco-hybrid tune` is here under its name but those of CLI_ONLY, which the
+library cannot express (each with the reason); --save FILE is this entry point's own."""
 
 import argparse
 import json
@@ -21,12 +23,91 @@ def _dtype(text):
         raise argparse.ArgumentTypeError(f"'{text}' is not a value type: f32 or f64") from None
 
 
+# `waco-hybrid tune` options that the library (waco::Options, waco::Matrix::from_file) cannot
+# express, and why; tests/python/test_python_cli.py checks that every other option of the CLI's
+# --help is an option here.
+CLI_ONLY = {
+    "--output": "the drop-in header (emit --standalone) is the CLI's code generation, not part of "
+                "the library, which gives a Plan that runs in this process instead: --save FILE "
+                "keeps its decision (waco_hybrid.load_plan)",
+    "--drop-zeros": "waco::Matrix::from_file reads with the CLI's default (explicit zeros kept as "
+                    "entries); in Python read with SciPy and call A.eliminate_zeros()",
+    "--allow-nonfinite": "the library refuses NaN and Inf values (waco_hybrid.Error naming the "
+                         "entry); there is no option to accept them",
+}
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+
+
+def _size(text):
+    """--cache-bytes as the CLI reads it: a number with an optional binary K/M/G/T suffix."""
+    t = text.strip().lower()
+    digits = t.rstrip("kmgtb")
+    try:
+        return int(float(digits) * _SIZE_UNITS[t[len(digits):]])
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size (e.g. 4M, 512K)") from None
+
+
+def _add_settings(t):
+    """The options of waco_hybrid.TUNE_SETTINGS, named and typed as `waco-hybrid tune`'s (None
+    or False: the CLI's default, left to the library)."""
+    t.add_argument("--model", help="cost model of --search model (default: the shipped one)")
+    t.add_argument("--index", help="HNSW graph of --search anns")
+    t.add_argument("--explain", action="store_true", help="the report says why the winner won")
+    t.add_argument("--check-recall", action="store_true", help="--search anns: recall_at_10")
+    t.add_argument("--schedules", metavar="FILE", help="measure this list instead of a search")
+    t.add_argument("--measure-first", action="store_true",
+                   help="model searches: the nominees one by one first")
+    for name, kind, what in (
+            ("repeat", int, "timed runs per candidate (10)"),
+            ("warmup", int, "untimed runs per candidate (2)"),
+            ("confirm-rounds", int, "rounds of the side-by-side measurement (20)"),
+            ("decide-runs", int, "fresh decision runs (3)"),
+            ("decide-rounds", int, "rounds of each fresh decision run (20)"),
+            ("decide-leaders", int, "nominees timed in the decision runs (1)"),
+            ("min-gain", float, "smallest gain reported (0.02)"),
+            ("verdict-level", float, "confidence level of the ratio's interval (0.9)"),
+            ("max-disturbed", float, "share of disturbed decision rounds tolerated (0.1)"),
+            ("timeout", float, "seconds to verify and time a candidate (60)"),
+            ("compile-timeout", float, "seconds to build and compile a candidate (300)"),
+            ("tolerance", float, "max |out - ref| / sum|products| per entry (1e-4)"),
+            ("abandon-factor", float, "racing factor (3; 0: off)"),
+            ("max-padding", float, "formats storing more values per nonzero are refused (20)"),
+            ("tile-window", int, "tile-window pass (0)"),
+            ("max-block-padding", float, "block-fill pass (2)"),
+            ("min-chunks-per-thread", int, "chunk-rows pass (1)"),
+            ("chunk-window", int, "chunk-rows pass (2)"),
+            ("max-serial-work", int, "parallelize-one pass (16384)"),
+            ("cache-fraction", float, "share of the cache level for the tile model (0.5)")):
+        t.add_argument("--" + name, type=kind, default=None, help=what)
+    t.add_argument("--decide-always", action="store_true",
+                   help="fresh decision runs even without a selection gain")
+    t.add_argument("--retry-failed", action="store_true",
+                   help="measure again candidates stored with a status other than ok")
+    t.add_argument("--compiler", help="C++ compiler of generated kernels (c++)")
+    t.add_argument("--race", choices=["atomic", "private", "auto"])
+    t.add_argument("--cache-level", choices=["llc-core", "l1", "l2", "l3"])
+    t.add_argument("--cache-bytes", type=_size, help="cache bytes per thread, K/M/G suffixes")
+
+
+def _settings(a):
+    """The TUNE_SETTINGS given on the command line."""
+    out = {}
+    for name in waco_hybrid.TUNE_SETTINGS:
+        value = getattr(a, name)
+        if value is not None and value is not False:
+            out[name] = value
+    return out
+
+
 def _parser():
     p = argparse.ArgumentParser(
         prog="python3 -m waco_hybrid",
-        description="waco-hybrid through its Python module. The measurement options of the "
-                    "waco-hybrid CLI that the library does not take (--repeat, --warmup, "
-                    "--decide-*, --schedules, --model, ...) are left to `waco-hybrid tune`.")
+        description="waco-hybrid through its Python module: `tune` takes the options of "
+                    "`waco-hybrid tune` (see its --help), but "
+                    + ", ".join(CLI_ONLY) + " (python -m waco_hybrid tune --help says why).")
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("tune", help="tune a kernel for a matrix file, as `waco-hybrid tune`")
     t.add_argument("file", metavar="FILE",
@@ -54,6 +135,10 @@ def _parser():
     t.add_argument("--cache-dir", default=None, help="compiled kernels' folder")
     t.add_argument("--json", action="store_true", help="print the tune report as JSON")
     t.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    t.add_argument("--save", metavar="FILE", help="save the plan (waco_hybrid.load_plan reads it)")
+    _add_settings(t)
+    t.epilog = "Not here (the library cannot express them): " + "; ".join(
+        f"{flag}: {why}" for flag, why in CLI_ONLY.items())
     return p
 
 
@@ -65,7 +150,10 @@ def _tune(a):
         cache_dir=a.plan_cache, use_cache=not a.no_plan_cache, refresh=a.refresh,
         kernel_cache_dir=a.cache_dir, passes=a.passes, confirm=a.confirm, seed=a.seed,
         results_db=a.db, tuning_share=a.tuning_share,
-        progress=None if a.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
+        progress=None if a.quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
+        **_settings(a))
+    if a.save:
+        plan.save(a.save)
     if a.json:
         print(json.dumps(plan.report, indent=2))
         return 0

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import waco_hybrid
-from conftest import EXAMPLE
+from conftest import EXAMPLE, SOURCE_DIR
 
 CLI = os.environ.get("WACO_HYBRID", "waco-hybrid")
 
@@ -81,6 +81,119 @@ def test_module_tune_dtype_f64_agrees_with_the_cli(cli_tune, work):
     bad = subprocess.run(module[:-3] + ["--dtype", "f16", str(EXAMPLE)], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "f32 or f64" in bad.stderr, bad.stderr
+
+
+def long_options(help_text):
+    """The long options (--name) a --help text lists at the start of its option lines."""
+    names = set()
+    for line in help_text.splitlines():
+        for word in line.strip().replace(",", " ").split():
+            if not word.startswith("-"):
+                break
+            if word.startswith("--"):
+                names.add(word.split("=")[0].split(":")[0])
+    return names
+
+
+def test_module_tune_has_every_option_of_the_cli_tune():
+    """Every option of `waco-hybrid tune --help` is an option of `python3 -m waco_hybrid tune`,
+    but those the library cannot express (CLI_ONLY, each with its reason, in the module's --help);
+    CLI_ONLY names only options the CLI has."""
+    from waco_hybrid.__main__ import CLI_ONLY
+    cli = long_options(run([CLI, "tune", "--help"]).stdout)
+    module_help = run([sys.executable, "-m", "waco_hybrid", "tune", "--help"]).stdout
+    module = long_options(module_help)
+    assert {"--repeat", "--decide-runs", "--schedules", "--model", "--compiler"} <= cli
+    missing = cli - module - set(CLI_ONLY) - {"--help"}
+    assert not missing, f"options of waco-hybrid tune missing from python -m waco_hybrid tune: {missing}"
+    assert set(CLI_ONLY) <= cli, set(CLI_ONLY) - cli
+    for flag in CLI_ONLY:
+        assert flag not in module, flag
+        assert flag in " ".join(module_help.split()), flag  # its reason is in the --help
+    assert set(waco_hybrid.TUNE_SETTINGS) <= {o[2:].replace("-", "_") for o in module}
+
+
+SETTINGS = ["--search", "random", "--budget", "2", "--threads", "2", "--repeat", "3", "--warmup",
+            "1", "--confirm-rounds", "4", "--decide-always", "--decide-runs", "1",
+            "--decide-rounds", "2", "--decide-leaders", "1", "--min-gain", "0.05",
+            "--verdict-level", "0.8", "--max-disturbed", "0.5", "--abandon-factor", "0",
+            "--tolerance", "1e-3", "--timeout", "30", "--compile-timeout", "100", "--compiler",
+            "c++", "--max-padding", "10", "--race", "atomic", "--explain", "--tile-window", "1",
+            "--max-block-padding", "3", "--min-chunks-per-thread", "2", "--chunk-window", "1",
+            "--max-serial-work", "100", "--cache-level", "l2", "--cache-fraction", "0.25",
+            "--json", "-q"]
+
+
+def test_module_tune_takes_the_cli_settings(work):
+    """The same settings to `waco-hybrid tune` and to `python3 -m waco_hybrid tune`: both
+    reports echo them alike (rounds, runs, the verdict rule, racing, the passes' parameters, the
+    tile model's cache), the measurements are stored with them, and --save writes a plan that
+    loads."""
+    def tune(program, name):
+        where = ["--db", str(work / f"{name}.sqlite"), "--plan-cache", str(work / f"{name}-plans")]
+        return json.loads(run(program + SETTINGS + where + [str(EXAMPLE)]).stdout)
+
+    saved = work / "settings.plan"
+    mine = tune([sys.executable, "-m", "waco_hybrid", "tune", "--save", str(saved)], "module")
+    cli = tune([CLI, "tune", "--kernel", "spmv"], "cli")
+    for report in (mine, cli):
+        assert report["warmup"] == 1 and report["repeats"] == 3
+        assert report["confirm"]["rounds"] == 4 and report["confirm"]["warmup"] == 1
+        assert report["decision"]["fresh"] is True  # --decide-always
+        detail = report["verdict_detail"]
+        assert detail["level"] == 0.8 and detail["min_gain"] == 0.05
+        assert detail["runs"] == 1 and detail["rounds"] == 2
+        assert report["abandon_factor"] == 0
+        assert report["explain"] is not None
+        assert report["cache"]["fraction"] == 0.25 and report["cache"]["level"] == "L2"
+    assert mine["pass_params"] == cli["pass_params"]
+    assert mine["pass_params"]["tile_window"] == 1 and mine["pass_params"]["max_serial_work"] == 100
+    assert mine["space"]["admissible_count"] == cli["space"]["admissible_count"]
+    rows = waco_hybrid.results(work / "module.sqlite", as_array=True)
+    assert len(rows) and set(rows["repeats"]) == {3} and set(rows["warmup"]) == {1}
+    plan = waco_hybrid.load_plan(saved, waco_hybrid.load(EXAMPLE), race="atomic")
+    assert plan.schedule == mine["best"]["schedule"]
+
+
+def test_module_tune_model_and_schedules_list(work):
+    """--model names the cost model the search used; --schedules measures a list, which is no
+    decision: nothing is cached, and the same call measures it again."""
+    model = SOURCE_DIR / "data" / "models" / "spmv.model"
+    base = [sys.executable, "-m", "waco_hybrid", "tune", "--threads", "2", "--json", "-q",
+            "--no-plan-cache", "--repeat", "3", "--confirm-rounds", "4", "--decide-rounds", "4"]
+    r = json.loads(run(base + ["--model", str(model), "--budget", "2", str(EXAMPLE)]).stdout)
+    assert r["search"] == "model" and r["search_info"]["model"] == str(model)
+    listing = work / "list.txt"
+    listing.write_text("# two schedules\ncsr\norder=i,k format=UC parallel=i threads=2 chunk=64\n")
+    plans = work / "list-plans"
+    with_list = [sys.executable, "-m", "waco_hybrid", "tune", "--threads", "2", "--json", "-q",
+                 "--plan-cache", str(plans), "--schedules", str(listing), "--repeat", "3",
+                 "--confirm-rounds", "4", "--decide-rounds", "4", str(EXAMPLE)]
+    for _ in range(2):
+        r = json.loads(run(with_list).stdout)
+        assert r["search"] == "list" and r["candidates"] == 2 and r["from_cache"] is False
+    assert not plans.exists() or not any(plans.iterdir())
+
+
+def test_settings_out_of_range_are_errors():
+    A = waco_hybrid.load(EXAMPLE)
+    for bad, words in ((dict(repeat=0), "repeat = 0 is out of range"),
+                       (dict(verdict_level=1.0), "verdict_level"),
+                       (dict(abandon_factor=0.5), r"0 \(off\) or at least 1"),
+                       (dict(timeout=0.0), "timeout must be positive"),
+                       (dict(cache_level="l4"), "not a cache level"),
+                       (dict(race="bogus"), "not a strategy")):
+        with pytest.raises(waco_hybrid.Error, match=words):
+            waco_hybrid.tune(A, "spmv", use_cache=False, **bad)
+    with pytest.raises(TypeError, match="TUNE_SETTINGS"):
+        waco_hybrid.tune(A, "spmv", use_cache=False, repeats=3)
+    with pytest.raises(waco_hybrid.Error, match="padding bound of 1"):
+        waco_hybrid.make_plan(A, "spmv", "bcsr4x4", max_padding=1.0)
+    with pytest.raises(waco_hybrid.Error, match="no-such-compiler"):
+        waco_hybrid.make_plan(A, "spmv", "csr", compiler="no-such-compiler")
+    bad = subprocess.run([sys.executable, "-m", "waco_hybrid", "tune", "--race", "fast",
+                          str(EXAMPLE)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--race" in bad.stderr
 
 
 def test_results_reads_the_measurements_of_a_cli_tune(cli_tune, work):

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -197,6 +198,47 @@ struct Options {
   /// calls can pay for it. Needs a search that ranks with the model ("model", "anns").
   bool adaptive = false;
   int nominees = 4;  ///< adaptive: the model's best schedules tried on your calls
+
+  // The rest of `waco-hybrid tune`'s settings, for studies and reproductions: each is the CLI
+  // option of the same name (dashes as underscores; `waco-hybrid tune --help` says what it does,
+  // and gives its range and default), and an unset one (empty, false) is the CLI's default. An
+  // application needs none of them. A value out of the CLI's range is an Error.
+  std::string model;                ///< --model: a cost model file (empty: the shipped one)
+  std::string index;                ///< --index: the HNSW graph of search "anns"
+  bool check_recall = false;        ///< --check-recall (search "anns")
+  bool explain = false;             ///< --explain: the report's "explain"
+  /// --schedules: a file of schedules (one a line) measured instead of a search; not a decision:
+  /// the tuning cache is neither asked nor written.
+  std::string schedules;
+  bool measure_first = false;       ///< --measure-first (model searches)
+  std::optional<int> repeat;        ///< --repeat: timed runs per candidate (10)
+  std::optional<int> warmup;        ///< --warmup (2)
+  std::optional<int> confirm_rounds;  ///< --confirm-rounds (20)
+  std::optional<int> decide_runs;     ///< --decide-runs (3)
+  std::optional<int> decide_rounds;   ///< --decide-rounds (20)
+  std::optional<int> decide_leaders;  ///< --decide-leaders (1)
+  bool decide_always = false;         ///< --decide-always
+  std::optional<double> min_gain;       ///< --min-gain (0.02)
+  std::optional<double> verdict_level;  ///< --verdict-level (0.9)
+  std::optional<double> max_disturbed;  ///< --max-disturbed (0.1)
+  std::optional<double> timeout;          ///< --timeout: seconds to verify and time (60)
+  std::optional<double> compile_timeout;  ///< --compile-timeout (300)
+  std::optional<double> tolerance;        ///< --tolerance (1e-4)
+  std::optional<double> abandon_factor;   ///< --abandon-factor (3; 0: off)
+  bool retry_failed = false;              ///< --retry-failed (with results_db)
+  /// --compiler: the C++ compiler of generated kernels (empty: c++); part of the tuning cache's
+  /// key (the machine), and used for the plan's kernel too.
+  std::string compiler;
+  std::optional<double> max_padding;  ///< --max-padding (20)
+  std::string race;                   ///< --race: "atomic", "private" or "auto" (empty: auto)
+  std::optional<int> tile_window;            ///< --tile-window (0)
+  std::optional<double> max_block_padding;   ///< --max-block-padding (2)
+  std::optional<int> min_chunks_per_thread;  ///< --min-chunks-per-thread (1)
+  std::optional<int> chunk_window;           ///< --chunk-window (2)
+  std::optional<std::int64_t> max_serial_work;  ///< --max-serial-work (16384)
+  std::string cache_level;                   ///< --cache-level: llc-core, l1, l2, l3 (llc-core)
+  std::optional<std::int64_t> cache_bytes;   ///< --cache-bytes (overrides cache_level)
+  std::optional<double> cache_fraction;      ///< --cache-fraction (0.5)
 };
 
 /// A tuned kernel for one matrix: the matrix in the winning format and the compiled kernel.
