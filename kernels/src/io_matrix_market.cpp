@@ -598,8 +598,9 @@ DenseMatrix read_matrix_market_dense(const std::string& path, Layout layout, con
             "the file is truncated, or the size line is wrong");
   DenseMatrix m(static_cast<index_t>(h.rows), static_cast<index_t>(h.cols), layout, opts.dtype);
   std::size_t k = 0;
-  for (index_t j = 0; j < m.cols; ++j)
-    for (index_t i = 0; i < m.rows; ++i) m.set(i, j, values[k++]);
+  if (m.rows > 0)  // a 0 x 2^31-1 array has no value: no pass over its empty columns
+    for (index_t j = 0; j < m.cols; ++j)
+      for (index_t i = 0; i < m.rows; ++i) m.set(i, j, values[k++]);
   return m;
 }
 
@@ -637,7 +638,7 @@ void write_matrix_market_dense(const std::string& path, const DenseMatrix& m, co
   out.put(' ');
   out.put_int(m.cols);
   out.put('\n');
-  for (index_t j = 0; j < m.cols; ++j)
+  for (index_t j = 0; j < (m.rows > 0 ? m.cols : 0); ++j)
     for (index_t i = 0; i < m.rows; ++i) {
       out.put_value(m.at(i, j));
       out.put('\n');
