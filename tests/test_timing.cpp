@@ -128,6 +128,9 @@ TEST_CASE("timing: software counts flag disturbed runs, which are taken again") 
   }
   const TimingStats kept = time_interleaved({busy}, {0, 20, now_seconds, 0}).front();
   const TimingStats retaken = time_interleaved({busy}, {0, 10, now_seconds, 200}).front();
+  // The thread count known: processes competing for the CPU take whole time slices, far more
+  // than the 3% of the run's thread time that the rule lets pass.
+  const TimingStats known = time_interleaved({busy}, {0, 20, now_seconds, 0, 1}).front();
   for (const pid_t pid : spinners) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
@@ -141,6 +144,35 @@ TEST_CASE("timing: software counts flag disturbed runs, which are taken again") 
   CHECK(retaken.retaken > 0);
   CHECK(retaken.seconds.size() == 10);
   if (retaken.disturbed_kept == 0) CHECK(retaken.counts.involuntary_switches == 0);
+  CHECK(known.disturbed_kept > 0);
+}
+
+TEST_CASE("timing: an involuntary switch disturbs a run when it costs the run's threads time") {
+  CHECK(process_run_delay_s() >= 0);  // Linux with schedstat (every kernel we run on)
+  SoftwareCounts c;
+  c.involuntary_switches = 3;
+  c.cpu_s = 0.0299;  // 15 ms on 2 threads: 0.1 ms of 30 lost (a quiet machine's kernel threads)
+  CHECK_FALSE(run_disturbed(c, 0.015, 2));
+  CHECK(run_disturbed(c, 0.015, 0));  // threads unknown: any switch disturbs
+  c.cpu_s = 0.027;                    // 3 ms lost: a time slice given to another process
+  CHECK(run_disturbed(c, 0.015, 2));
+  c.involuntary_switches = 0;  // no switch: CPU time missing is the threads' own waiting
+  CHECK_FALSE(run_disturbed(c, 0.015, 2));
+  c.involuntary_switches = 1;
+  c.cpu_s = 0.03 * (1 - kMaxLostShare) + 1e-9;  // just within the share
+  CHECK_FALSE(run_disturbed(c, 0.015, 2));
+  c.cpu_s = 0.03 * (1 - kMaxLostShare) - 1e-6;
+  CHECK(run_disturbed(c, 0.015, 2));
+  // With the scheduler's run_delay: only the time the threads waited for a CPU counts (a thread
+  // asleep at a barrier lowers cpu_s but did not wait).
+  c.cpu_s = 0.02;
+  c.run_delay_s = 0.0002;
+  CHECK_FALSE(run_disturbed(c, 0.015, 2));
+  c.run_delay_s = 0.003;
+  CHECK(run_disturbed(c, 0.015, 2));
+  CHECK(run_disturbed(c, 0.015, 0));  // 3 ms of a 15 ms run on one thread
+  c.involuntary_switches = 0;
+  CHECK_FALSE(run_disturbed(c, 0.015, 2));
 }
 
 TEST_CASE("peaks: the probe runs on the widest vector ISA the CPU has, each supported one measures") {

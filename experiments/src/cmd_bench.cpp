@@ -97,7 +97,7 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   for (std::size_t i = 0; i < impls.size(); ++i)
     if (impls[i]) runs[i] = [impl = impls[i].get()] { impl->run(); };
   const std::vector<TimingStats> stats = time_interleaved(
-      runs, {o.warmup, o.repeat, now_seconds, o.retake_disturbed}, o.settle);
+      runs, {o.warmup, o.repeat, now_seconds, o.retake_disturbed, threads}, o.settle);
   const double flops = p.flops(), bytes = min_traffic_bytes(p);
   for (std::size_t i = 0; i < impls.size(); ++i) {
     if (!impls[i]) continue;
@@ -154,6 +154,9 @@ nlohmann::json row_json(const Row& r) {
             {"times_s", r.t.seconds}, {"retaken", r.t.retaken},
             {"disturbed_kept", r.t.disturbed_kept},
             {"involuntary_switches", r.t.counts.involuntary_switches},
+            {"cpu_s", r.t.counts.cpu_s},
+            {"run_delay_s", r.t.counts.run_delay_s >= 0 ? nlohmann::json(r.t.counts.run_delay_s)
+                                                        : nlohmann::json(nullptr)},
             {"gflops", r.gflops}, {"effective_gbs", r.gbs},
             {"ratio_to_first", r.ratio == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.ratio)},
             {"verified", true}, {"max_rel_error", r.max_rel_error},

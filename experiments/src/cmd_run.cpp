@@ -78,6 +78,7 @@ int run(const Options& o) {
 
   std::unique_ptr<Counters> counters = open_counters(*backend, {}, &std::cerr);
   TimingOptions topts{o.warmup, o.repeat};
+  topts.threads = threads;
   for (int i = 0; i < topts.warmup; ++i) impl->run();
   topts.warmup = 0;
   counters->start();

@@ -379,7 +379,8 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
   for (std::size_t i = 0; i < cs.size(); ++i)
     if (runs[i] && hopeless(i)) abandon(i);
   const std::vector<kernels::TimingStats> t = kernels::time_interleaved(
-      runs, {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed}, opts.settle);
+      runs, {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed, run_threads},
+      opts.settle);
   // Hardware counters where the machine exposes them (KVM guests without a PMU do not: the
   // backend is then "none"), around extra runs after the timed rounds.
   std::unique_ptr<kernels::Counters> hw;

@@ -1,6 +1,9 @@
 #include "waco/kernels/timing.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +32,7 @@ SoftwareCounts SoftwareCounts::operator-(const SoftwareCounts& o) const {
 }
 
 SoftwareCounts& SoftwareCounts::operator+=(const SoftwareCounts& o) {
+  if (o.run_delay_s >= 0) run_delay_s = std::max(0.0, run_delay_s) + o.run_delay_s;
   cpu_s += o.cpu_s;
   involuntary_switches += o.involuntary_switches;
   voluntary_switches += o.voluntary_switches;
@@ -43,6 +47,38 @@ SoftwareCounts software_counts() {
     return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
   };
   return {sec(u.ru_utime) + sec(u.ru_stime), u.ru_nivcsw, u.ru_nvcsw, u.ru_minflt + u.ru_majflt};
+}
+
+double process_run_delay_s() {
+  DIR* dir = ::opendir("/proc/self/task");
+  if (!dir) return -1.0;
+  long long total_ns = 0;
+  bool any = false;
+  char path[320], buf[128];
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // the thread ended, or no schedstat
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    long long on_cpu = 0, waiting = 0;  // "<ns on the CPU> <ns runnable, waiting> <slices>"
+    if (std::sscanf(buf, "%lld %lld", &on_cpu, &waiting) != 2) continue;
+    total_ns += waiting;
+    any = true;
+  }
+  ::closedir(dir);
+  return any ? 1e-9 * static_cast<double>(total_ns) : -1.0;
+}
+
+bool run_disturbed(const SoftwareCounts& c, double seconds, int threads) {
+  if (c.involuntary_switches <= 0) return false;
+  const double thread_time = std::max(1, threads) * seconds;
+  if (c.run_delay_s >= 0) return c.run_delay_s > kMaxLostShare * thread_time;
+  if (threads <= 0) return true;
+  return thread_time - c.cpu_s > kMaxLostShare * thread_time;
 }
 
 double quantile(const std::vector<double>& sorted, double q) {
@@ -84,13 +120,18 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
       if (!fns[i]) continue;
       for (;;) {
         for (int w = 0; w < settle; ++w) fns[i]();
+        const double delay0 = process_run_delay_s();
         const SoftwareCounts c0 = software_counts();
         const double t0 = opts.clock();
         fns[i]();
         const double dt = opts.clock() - t0;
-        const SoftwareCounts c = software_counts() - c0;
+        SoftwareCounts c = software_counts() - c0;
+        if (c.involuntary_switches > 0 && delay0 >= 0) {
+          const double delay1 = process_run_delay_s();
+          if (delay1 >= 0) c.run_delay_s = std::max(0.0, delay1 - delay0);  // a thread may end
+        }
         if (round < opts.warmup) break;
-        if (c.involuntary_switches > 0) {
+        if (run_disturbed(c, dt, opts.threads)) {
           if (retaken[i] < opts.retake_disturbed) {
             ++retaken[i];
             continue;

@@ -18,12 +18,19 @@ struct SoftwareCounts {
   std::int64_t involuntary_switches = 0;  ///< preempted (another runnable task took the CPU)
   std::int64_t voluntary_switches = 0;    ///< blocked or yielded (e.g. a thread sleeping at a barrier)
   std::int64_t page_faults = 0;           ///< minor + major
+  /// Seconds the process's threads spent runnable but waiting for a CPU (the scheduler's
+  /// run_delay, /proc/self/task/*/schedstat): what other tasks took from them. Negative when
+  /// not read (software_counts() does not; time_interleaved reads it around a run with an
+  /// involuntary switch) or not available.
+  double run_delay_s = -1.0;
 
   SoftwareCounts operator-(const SoftwareCounts& o) const;
   SoftwareCounts& operator+=(const SoftwareCounts& o);
 };
-/// The counts now.
+/// The counts now (run_delay_s not read).
 SoftwareCounts software_counts();
+/// The process's threads' summed run_delay now (seconds); negative when /proc has no schedstat.
+double process_run_delay_s();
 
 /// Monotonic wall-clock seconds.
 double now_seconds();
@@ -40,9 +47,27 @@ struct TimingOptions {
   int repeats = 10;  ///< timed runs (>= 1)
   double (*clock)() = now_seconds;  ///< what the timed runs are measured with
   /// Per function, timed runs that may be taken again because they were disturbed (an
-  /// involuntary context switch of this process during the run); 0: keep every run.
+  /// involuntary context switch of this process during the run; see `threads`); 0: keep every run.
   int retake_disturbed = 0;
+  /// The threads each function runs on, when known (0: unknown, taken as 1). A run with
+  /// involuntary switches counts as disturbed only when its threads waited for a CPU (run_delay)
+  /// more than kMaxLostShare of their time: with every core busy, the kernel's own threads (a
+  /// timer tick's work, memory reclaim) preempt a long run several times (a 15 ms SpMV on 2
+  /// threads of a quiet 2-core VM: 2-5 switches a run, every run) at a cost of microseconds,
+  /// while a process that competes for a core takes whole time slices. Without schedstat: the
+  /// CPU seconds missing from threads x wall seconds (which counts a thread asleep at a barrier
+  /// too), and without a thread count any involuntary switch disturbs.
+  int threads = 0;
 };
+
+/// The share of a run's thread time that involuntary switches may cost before the run counts as
+/// disturbed (TimingOptions::threads). A process that competes for a core takes a time slice of
+/// milliseconds, 10% and more of a 15 ms run and all of a short one.
+inline constexpr double kMaxLostShare = 0.03;
+
+/// Whether a timed run was disturbed: `c` its software counts (run_delay_s read around it, or
+/// negative), `seconds` its wall time, `threads` the threads it ran on (0: unknown).
+bool run_disturbed(const SoftwareCounts& c, double seconds, int threads);
 
 struct TimingStats {
   std::vector<double> seconds;  ///< every timed run, in order
