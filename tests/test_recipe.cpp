@@ -694,3 +694,49 @@ TEST_CASE("recipe: labels are short and name the source, parameters and seed", "
   t.seed = 7;
   CHECK(t.label() == "tensor 300x200x100 nnz=50000 seed=7");
 }
+
+TEST_CASE("recipe: estimated_nnz of any parameters a recipe file holds is never negative nor slow",
+          "[recipe]") {
+  // A recipe file's generator parameters are any int64 until the generator checks them; the
+  // estimate (used to cap and balance collections before generating) must still be a count.
+  // fuzz_recipe: blocks -155 estimated -13,000 nonzeros.
+  Recipe r;
+  r.source = Recipe::Source::Generator;
+  r.generator.kind = "blocks";
+  r.generator.rows = 12418;
+  r.generator.block = 32;
+  r.generator.blocks = -155;
+  r.generator.fill = 0.65;
+  CHECK(estimated_nnz(r) == 0);
+  r.generator.blocks = 5;
+  r.generator.block = std::int64_t{1} << 40;  // block * block overflowed int64 (undefined)
+  CHECK(estimated_nnz(r) == INT64_MAX);
+
+  // The band's positions in closed form equal the count of cells with |i - j| <= bandwidth.
+  r.generator.kind = "banded";
+  r.generator.fill = 1.0;
+  for (const std::int64_t rows : {1, 3, 7, 10})
+    for (const std::int64_t cols : {0, 1, 4, 12})
+      for (const std::int64_t bw : {0, 1, 2, 5, 20}) {
+        r.generator.rows = rows;
+        r.generator.cols = cols;
+        r.generator.bandwidth = bw;
+        const std::int64_t c = cols == 0 ? rows : cols;
+        std::int64_t cells = 0;
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t j = 0; j < c; ++j) cells += std::abs(i - j) <= bw;
+        INFO(rows << " x " << c << ", bandwidth " << bw);
+        CHECK(estimated_nnz(r) == cells);
+      }
+  // A bandwidth of 2^62 on 2^62 rows: the loop over the diagonals would never end.
+  r.generator.rows = std::int64_t{1} << 62;
+  r.generator.cols = 0;
+  r.generator.bandwidth = std::int64_t{1} << 62;
+  CHECK(estimated_nnz(r) == INT64_MAX);
+  r.generator.bandwidth = -3;
+  CHECK(estimated_nnz(r) == 0);
+
+  r.generator.kind = "stencil3d";  // nx * ny * nz overflowed int64 (undefined)
+  r.generator.nx = r.generator.ny = r.generator.nz = std::int64_t{1} << 40;
+  CHECK(estimated_nnz(r) == INT64_MAX);
+}

@@ -553,23 +553,36 @@ double powerlaw_estimate(const GeneratorSpec& s) {
   return static_cast<double>(n) + extra;
 }
 
-/// Expected (or bounding) nonzeros of a generator spec; see estimated_nnz.
+/// Positions on the diagonals 0..D (D <= C - 1) of an R x C matrix: sum over d of min(R, C - d).
+double upper_diagonal_positions(double R, double C, double D) {
+  if (R <= 0 || C <= 0 || D < 0) return 0.0;
+  const double k = C - R;  // diagonals d <= k hold R positions, the later ones C - d
+  const double full = k < 0 ? 0.0 : std::min(D, k) + 1.0;
+  const double a = std::max(0.0, k + 1.0);
+  const double rest = a <= D ? (D - a + 1.0) * C - (a + D) * (D - a + 1.0) / 2.0 : 0.0;
+  return R * full + rest;
+}
+
+/// Positions within `bandwidth` of the diagonal of a rows x cols matrix, in closed form (a loop
+/// over the diagonals ran 2 * bandwidth + 1 times, whatever the matrix: a hang for a recipe file's
+/// bandwidth of 2^62, which the generator refuses only when it runs).
+double band_positions(double rows, double cols, double bandwidth) {
+  if (rows <= 0 || cols <= 0 || bandwidth < 0) return 0.0;
+  return upper_diagonal_positions(rows, cols, std::min(bandwidth, cols - 1.0)) +
+         upper_diagonal_positions(cols, rows, std::min(bandwidth, rows - 1.0)) - std::min(rows, cols);
+}
+
+/// Expected (or bounding) nonzeros of a generator spec; see estimated_nnz. In double throughout:
+/// a recipe file's parameters are any int64 until the generator checks them.
 double generator_estimate(const GeneratorSpec& s) {
   const double rows = static_cast<double>(s.rows);
   const double cols = static_cast<double>(s.cols == 0 ? s.rows : s.cols);
   const std::string& k = s.kind;
   if (k == "uniform") return static_cast<double>(s.nnz);
-  if (k == "banded") {
-    double positions = 0.0;
-    for (std::int64_t off = -s.bandwidth; off <= s.bandwidth; ++off) {
-      const double first = std::max(0.0, -static_cast<double>(off));
-      const double last = std::min(rows, cols - static_cast<double>(off));
-      if (last > first) positions += last - first;
-    }
-    return positions * s.fill;
-  }
+  if (k == "banded") return band_positions(rows, cols, static_cast<double>(s.bandwidth)) * s.fill;
   if (k == "blocks") {
-    return static_cast<double>(s.blocks) * static_cast<double>(s.block * s.block) * s.fill;
+    const double b = static_cast<double>(s.block);
+    return static_cast<double>(s.blocks) * b * b * s.fill;
   }
   if (k == "stencil2d") {
     const double nx = static_cast<double>(s.nx), ny = static_cast<double>(s.ny);
@@ -588,8 +601,9 @@ double generator_estimate(const GeneratorSpec& s) {
 }
 
 double matrix_dim_rows(const GeneratorSpec& s) {
-  if (s.kind == "stencil2d") return static_cast<double>(s.nx * s.ny);
-  if (s.kind == "stencil3d") return static_cast<double>(s.nx * s.ny * s.nz);
+  const double nx = static_cast<double>(s.nx), ny = static_cast<double>(s.ny);
+  if (s.kind == "stencil2d") return nx * ny;
+  if (s.kind == "stencil3d") return nx * ny * static_cast<double>(s.nz);
   if (s.kind == "rmat") return std::ldexp(1.0, s.scale);
   return static_cast<double>(s.rows);
 }
@@ -831,10 +845,11 @@ std::int64_t estimated_nnz(const Recipe& r) {
     }
   }
   // Saturated: an estimate beyond int64 (or not a number) is "more than any bound" (casting it
-  // was undefined behaviour).
+  // was undefined behaviour); one below 0 (negative blocks, nnz or fill in a recipe file, which
+  // the generator refuses when it runs) is 0.
   const double e = std::ceil(augmented_estimate(base, rows, cols, r.augment));
   if (!(e < 9.2e18)) return std::numeric_limits<std::int64_t>::max();
-  return static_cast<std::int64_t>(e);
+  return e > 0 ? static_cast<std::int64_t>(e) : 0;
 }
 
 // ---- the default mixes -----------------------------------------------------------------------
