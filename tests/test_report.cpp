@@ -138,6 +138,15 @@ json bench_row_v2(const std::string& name, json configs, bool busy = false) {
   return b;
 }
 
+/// An SpMV ablation row of an n x n diagonal matrix named `file` into db: rec(file, n, config, row).
+auto recorder(heuristics::ResultsDb& db) {
+  return [&db](const std::string& file, int n, const std::string& config, const json& row) {
+    const auto m = heuristics::matrix_record(diagonal(n), "/data/" + file);
+    db.record_matrix(m);
+    db.record_ablation(m.fingerprint, "spmv", 1, 2, config, row);
+  };
+}
+
 /// Three matrices of version 2, two configurations. C.mtx: hybrid claimed 1.2 [1.05, 1.35] and
 /// delivered 0.9 (below 0.97); exhaustive claimed 1.3, delivered 1.25. D.mtx: its side-by-side
 /// runs were busy (left out). E.mtx: hybrid's tune was busy (left out); exhaustive claimed 1.0
@@ -145,11 +154,7 @@ json bench_row_v2(const std::string& name, json configs, bool busy = false) {
 std::string claims_db(const std::string& name) {
   const std::string path = test::scratch_dir(name) + "/c.sqlite";
   heuristics::ResultsDb db(path);
-  auto rec = [&](const std::string& file, int n, const std::string& config, const json& row) {
-    const auto m = heuristics::matrix_record(diagonal(n), "/data/" + file);
-    db.record_matrix(m);
-    db.record_ablation(m.fingerprint, "spmv", 1, 2, config, row);
-  };
+  const auto rec = recorder(db);
   const json iv = {{"lo", 1.05}, {"hi", 1.35}, {"level", 0.9}};
   rec("C.mtx", 70, "exhaustive", claim_row("exhaustive", "C.mtx", 1.3, iv));
   rec("C.mtx", 70, "hybrid", claim_row("hybrid", "C.mtx", 1.2, iv));
@@ -756,11 +761,7 @@ TEST_CASE("report: matrices beyond the LLC are a report of their own, with a roo
   const std::string path = test::scratch_dir("report-llc") + "/l.sqlite";
   {
     heuristics::ResultsDb db(path);
-    auto rec = [&](const std::string& file, int n, const std::string& config, const json& row) {
-      const auto m = heuristics::matrix_record(diagonal(n), "/data/" + file);
-      db.record_matrix(m);
-      db.record_ablation(m.fingerprint, "spmv", 1, 2, config, row);
-    };
+    const auto rec = recorder(db);
     const json iv = {{"lo", 1.05}, {"hi", 1.35}, {"level", 0.9}};
     // Small.mtx: 1 MiB against a 32 MiB LLC; Big.mtx: 320 MiB, STREAM 40 GB/s beside it.
     const double mib = 1024.0 * 1024.0;
