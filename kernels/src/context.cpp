@@ -333,11 +333,11 @@ std::string user_cache_dir() {
   return "/tmp/waco-hybrid-" + std::to_string(::getuid());
 }
 
-std::string cpu_model() {
+std::string cpuinfo_field(const std::string& key) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
+    if (line.rfind(key, 0) == 0) {
       const auto colon = line.find(':');
       if (colon != std::string::npos) {
         std::string v = line.substr(colon + 1);
@@ -346,7 +346,12 @@ std::string cpu_model() {
       }
     }
   }
-  return "unknown";
+  return {};
+}
+
+std::string cpu_model() {
+  const std::string v = cpuinfo_field("model name");
+  return v.empty() ? "unknown" : v;
 }
 
 int available_cpus() {

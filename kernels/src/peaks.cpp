@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -84,19 +85,11 @@ double arithmetic_peak(VectorIsa isa, int threads, bool f64) {
 }
 
 double cpuinfo_mhz() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("cpu MHz", 0) != 0) continue;
-    const std::size_t colon = line.find(':');
-    if (colon == std::string::npos) return 0.0;
-    try {
-      return std::max(0.0, std::stod(line.substr(colon + 1)));
-    } catch (const std::exception&) {
-      return 0.0;
-    }
+  try {
+    return std::max(0.0, std::stod(cpuinfo_field("cpu MHz")));
+  } catch (const std::exception&) {  // no such line, or not a number
+    return 0.0;
   }
-  return 0.0;
 }
 
 }  // namespace

@@ -98,6 +98,9 @@ std::string user_cache_dir();
 
 /// CPU model name from /proc/cpuinfo ("unknown" when absent).
 std::string cpu_model();
+/// The value of the first /proc/cpuinfo line that starts with `key` (after its colon, leading
+/// blanks dropped); empty when there is none.
+std::string cpuinfo_field(const std::string& key);
 
 /// Logical CPUs available to this process.
 int available_cpus();
