@@ -90,6 +90,8 @@ class GeneratedKernel final : public kernels::Implementation {
   /// Seconds spent compiling (0 on a cache hit), and whether the cache had the kernel.
   double compile_seconds() const { return bound_.compile.compile_seconds; }
   bool cache_hit() const { return bound_.compile.cache_hit; }
+  /// The kernel came compiled ahead of time (a shipped folder: shipped_kernel_dirs()).
+  bool shipped() const { return bound_.compile.shipped; }
   const std::string& source_path() const { return bound_.compile.source_path; }
   /// Threads the kernel runs on (the schedule's, or prepare()'s when the schedule says 0).
   int threads() const { return bound_.args.threads; }
