@@ -152,8 +152,11 @@ std::shared_ptr<Plan::Impl> bind(const Matrix& A, Kernel k, const codegen::Super
   impl->fingerprint = A.fingerprint();
   for (int m = 0; m < A.order(); ++m) impl->dims.push_back(A.dim(m));
   impl->nnz = A.nnz();
+  // A compile for the plan (on the calling thread) stops when the caller's interrupt asks.
+  codegen::GeneratedOptions g = generated_options(o);
+  g.compiler.cancelled = o.interrupt;
   impl->arm = std::make_shared<const api::Arm>(
-      api::make_arm(A, kind_of(k), s, impl->dense, impl->threads, generated_options(o)));
+      api::make_arm(A, kind_of(k), s, impl->dense, impl->threads, g));
   return impl;
 }
 
