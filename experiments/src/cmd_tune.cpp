@@ -106,6 +106,7 @@ int run_tune(const Options& given) {
   o.req.kind = kernel_from_option(o.kernel);
   o.req.file = o.file;
   o.req.started_at = t_start;
+  o.req.reset_peak_per_stage = true;  // this process is the tune's: per-stage peaks in "memory"
   o.req.threads = resolve_threads(o.req.threads);
   o.req.dtype = o.read.dtype;
   const KernelKind kind = o.req.kind;

@@ -22,7 +22,7 @@ def walk_keys: if type == "object" then
                               else .value |= walk_keys end)
                elif type == "array" then map(walk_keys)
                else sig end;
-del(.context)
+del(.context, .memory)
 | if .plan_cache | type == "object" then
     .plan_cache |= (if has("path") then .path = "<entry>" else . end
                     | if has("saved_at") then .saved_at = "<date>" else . end
