@@ -20,6 +20,7 @@
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/generated_kernel.hpp"
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/counters.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/implementation.hpp"
@@ -221,6 +222,19 @@ class Watchdog {
   std::thread thread_;
 };
 
+/// Whether compare's candidates share the formats they store alike (codegen::StorageCache): when
+/// the least a format of the operand holds (a value and a coordinate a nonzero) is over twice the
+/// last-level cache (sysfs, else CPUID), no candidate's runs leave its format in the cache for
+/// another's, so sharing changes no timing; it saves a copy of the operand per candidate that
+/// only differs in its loops (chunk, threads, parallel loop). Smaller operands keep a format each,
+/// so that their timings stay those of separate formats.
+bool share_formats(const kernels::Problem& p) {
+  std::int64_t llc = kernels::read_sysfs_cache_sizes(kernels::sysfs_root()).llc();
+  if (llc <= 0) llc = kernels::read_cpuid_cache_sizes().llc();
+  const double least = static_cast<double>(p.nnz()) * static_cast<double>(4 + kernels::dtype_size(p.dtype()));
+  return llc > 0 && least > 2.0 * static_cast<double>(llc);
+}
+
 }  // namespace
 
 std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::Reference& ref,
@@ -277,6 +291,8 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
                                       const std::vector<Candidate>& cs,
                                       const std::vector<char>& keep, int rounds,
                                       Screening screening, int sock) {
+  MeasureOptions shared = opts;
+  if (share_formats(p)) shared.generated.storages = std::make_shared<codegen::StorageCache>();
   const bool racing = opts.compare_race_factor > 0;
   screening.probes.resize(cs.size());
   screening.prepared.resize(cs.size());
@@ -320,7 +336,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
       deferred.push_back(i);
       continue;
     }
-    ready[i] = prepare_candidate(p, opts, run_threads, cs[i]);
+    ready[i] = prepare_candidate(p, shared, run_threads, cs[i]);
     Prepared& r = ready[i];
     if (!r.impl) {
       failed_here.push_back(i);
@@ -369,7 +385,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
       abandon(i);
       continue;
     }
-    ready[i] = prepare_candidate(p, opts, run_threads, cs[i]);
+    ready[i] = prepare_candidate(p, shared, run_threads, cs[i]);
     Prepared& r = ready[i];
     if (!r.impl) continue;
     r.impl->run();
