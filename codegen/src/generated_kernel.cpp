@@ -147,23 +147,25 @@ void GeneratedKernel::prepare(const kernels::Problem& p, int threads) {
   bound_ = bind_schedule(schedule_, p, p.kind == kernels::KernelKind::SpMV ? 1 : p.dense_size(),
                          threads, opts_);
   conversion_seconds_ = bound_.storage->build_seconds;
-  out_.assign(p.dtype(), static_cast<std::size_t>(bound_.out_size));
+  const bool shared = opts_.output && !kernel_spec(p.kind).sparse_output();
+  out_ = shared ? opts_.output : std::make_shared<kernels::Values>();
+  out_->assign(p.dtype(), static_cast<std::size_t>(bound_.out_size));
 }
 
 void GeneratedKernel::run() {
   WACO_ASSERT(bound_.fn != nullptr, "run() before prepare()");
   const KernelSpec& spec = kernel_spec(schedule_.kind);
   bound_.run(problem_.B->data.raw(), spec.inputs.size() > 1 ? problem_.C->data.raw() : nullptr,
-             out_.raw(), schedule_.kind == kernels::KernelKind::SpMV ? 1 : problem_.dense_size());
+             out_->raw(), schedule_.kind == kernels::KernelKind::SpMV ? 1 : problem_.dense_size());
 }
 
 const kernels::Values& GeneratedKernel::output() const {
-  if (!kernel_spec(schedule_.kind).sparse_output()) return out_;
+  if (!kernel_spec(schedule_.kind).sparse_output()) return *out_;
   const Storage& st = *bound_.storage;
-  canonical_.assign(out_.dtype(), st.entry_position.size());
-  kernels::with_value_type(out_.dtype(), [&](auto v) {
+  canonical_.assign(out_->dtype(), st.entry_position.size());
+  kernels::with_value_type(out_->dtype(), [&](auto v) {
     using V = decltype(v);
-    const V* from = out_.data<V>();
+    const V* from = out_->data<V>();
     V* to = canonical_.data<V>();
     for (std::size_t e = 0; e < canonical_.size(); ++e) to[e] = from[st.entry_position[e]];
   });

@@ -20,6 +20,7 @@
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/generated_kernel.hpp"
+#include "waco/codegen/kernel_spec.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/counters.hpp"
 #include "waco/kernels/error.hpp"
@@ -222,17 +223,28 @@ class Watchdog {
   std::thread thread_;
 };
 
-/// Whether compare's candidates share the formats they store alike (codegen::StorageCache): when
-/// the least a format of the operand holds (a value and a coordinate a nonzero) is over twice the
-/// last-level cache (sysfs, else CPUID), no candidate's runs leave its format in the cache for
-/// another's, so sharing changes no timing; it saves a copy of the operand per candidate that
-/// only differs in its loops (chunk, threads, parallel loop). Smaller operands keep a format each,
-/// so that their timings stay those of separate formats.
-bool share_formats(const kernels::Problem& p) {
+/// What compare's candidates share (set in `opts`), and so hold once instead of once each, where
+/// it changes no timing: data over twice the last-level cache (sysfs, else CPUID), of which no
+/// candidate's runs leave anything in the cache for another's. Smaller data stays each
+/// candidate's own, so that their timings stay those of separate copies.
+/// - The formats they store alike (codegen::StorageCache; candidates that differ only in their
+///   loops: chunk, threads, parallel loop), when the least a format holds (a value and a
+///   coordinate a nonzero) is that large.
+/// - Their output (GeneratedOptions::output; each run writes all of it), when it is that large:
+///   a candidate is then run once more before its output is verified after the rounds.
+/// Returns whether the output is shared.
+bool share_large_data(const kernels::Problem& p, MeasureOptions& opts) {
   std::int64_t llc = kernels::read_sysfs_cache_sizes(kernels::sysfs_root()).llc();
   if (llc <= 0) llc = kernels::read_cpuid_cache_sizes().llc();
-  const double least = static_cast<double>(p.nnz()) * static_cast<double>(4 + kernels::dtype_size(p.dtype()));
-  return llc > 0 && least > 2.0 * static_cast<double>(llc);
+  if (llc <= 0) return false;
+  const auto large = [llc](double bytes) { return bytes > 2.0 * static_cast<double>(llc); };
+  const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
+  if (large(static_cast<double>(p.nnz()) * (4 + value)))
+    opts.generated.storages = std::make_shared<codegen::StorageCache>();
+  if (codegen::kernel_spec(p.kind).sparse_output() || !large(static_cast<double>(p.output_size()) * value))
+    return false;
+  opts.generated.output = std::make_shared<kernels::Values>();
+  return true;
 }
 
 }  // namespace
@@ -292,7 +304,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
                                       const std::vector<char>& keep, int rounds,
                                       Screening screening, int sock) {
   MeasureOptions shared = opts;
-  if (share_formats(p)) shared.generated.storages = std::make_shared<codegen::StorageCache>();
+  const bool shared_output = share_large_data(p, shared);
   const bool racing = opts.compare_race_factor > 0;
   screening.probes.resize(cs.size());
   screening.prepared.resize(cs.size());
@@ -414,6 +426,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
   out.reserve(cs.size());
   for (std::size_t i = 0; i < cs.size(); ++i) {
     Prepared& r = ready[i];
+    if (runs[i] && shared_output) runs[i]();  // its own output, not the last candidate's
     if (runs[i] && verify_output(r, ref, opts.tolerance, "after timing")) {
       set_times(r.m, t[i]);
       const kernels::SoftwareCounts& c = t[i].counts;

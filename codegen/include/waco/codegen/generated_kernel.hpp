@@ -42,6 +42,10 @@ struct GeneratedOptions {
   RaceStrategy race = RaceStrategy::Auto;
   /// Null: every prepare builds its format. Else formats are shared through it (one operand).
   std::shared_ptr<StorageCache> storages;
+  /// Null: the kernel writes an output of its own. Else, for a dense output (not SDDMM's), the
+  /// buffer it writes, shared by kernels that run one after another (every run writes the whole
+  /// output): a kernel's output() is its own only when it ran last; prepare() clears it.
+  std::shared_ptr<kernels::Values> output;
 };
 
 /// The strategy `requested` resolves to for schedule s on a problem whose output has
@@ -120,7 +124,7 @@ class GeneratedKernel final : public kernels::Implementation {
   GeneratedOptions opts_;
   kernels::Problem problem_;
   BoundKernel bound_;
-  kernels::Values out_;                 ///< what the kernel writes
+  std::shared_ptr<kernels::Values> out_;  ///< what the kernel writes (GeneratedOptions::output)
   mutable kernels::Values canonical_;   ///< SDDMM: out_ gathered into A's canonical order
 };
 
