@@ -44,22 +44,18 @@ struct Options {
   double minutes = 5.0;
   std::string recipes;
   std::int64_t max_nnz = 200000;
-  int schedules = 40;
-  int rounds = 10;
-  int warmup = 1;
-  int threads = 0;
-  std::uint64_t seed = 1;
-  double busy_wait = 60.0;
-  double timeout = 60.0;
-  double compile_timeout = 300.0;
-  std::string cpu_lock;
+  /// How each group is measured (collect's options; fewer schedules a matrix, for more matrices).
+  GroupOptions g = [] {
+    GroupOptions g;
+    g.schedules = 40;
+    return g;
+  }();
   int epochs = 60;
   double lr = 3e-4;
   int patience = 10;
   bool restart = false;
   bool keep_fine_tuned = false;
   bool json = false;
-  codegen::GeneratedOptions generated;
   ModelDataOptions data;  ///< --data-dir, --threads, -q (the groups come from the calibration's db)
 };
 
@@ -196,7 +192,7 @@ int calibrate(const Options& o) {
   learned::require_torch("calibrate (it fine-tunes the cost model)");
   const KernelKind kind = kernel_from_option(o.kernel);
   const std::string k(kernels::kernel_name(kind));
-  const nlohmann::json identity = tuning::calibration_identity(o.generated.compiler);
+  const nlohmann::json identity = tuning::calibration_identity(o.g.generated.compiler);
   const tuning::CalibrationPaths paths = tuning::calibration_paths(kind, identity);
   const std::string shipped = learned::model_path_or_default("", kind);
   std::error_code ec;
@@ -210,7 +206,7 @@ int calibrate(const Options& o) {
       fs::remove(f, ec);
 
   std::string described;
-  const std::vector<Planned> plan = stratified_plan(candidates(o, kind, &described), o.seed);
+  const std::vector<Planned> plan = stratified_plan(candidates(o, kind, &described), o.g.seed);
   if (plan.empty())
     throw Error("no recipes to calibrate " + k + " with in " + described,
                 "raise --max-nnz or give --recipes FILE");
@@ -222,17 +218,8 @@ int calibrate(const Options& o) {
   const std::unique_ptr<FileLock> lock = lock_collection(paths.db);
   heuristics::CollectOptions co;
   co.kernel = kind;
-  co.schedules = o.schedules;
+  apply_group_options(o.g, resolve_threads(o.data.threads), co);
   co.repeat_share = 0.0;  // the minutes go to more matrices, not to repetitions
-  co.seed = o.seed;
-  co.measure.repeats = o.rounds;
-  co.measure.warmup = o.warmup;
-  co.measure.threads = resolve_threads(o.data.threads);
-  co.measure.prepare_timeout_s = o.compile_timeout;
-  co.measure.run_timeout_s = o.timeout;
-  co.measure.generated = o.generated;
-  co.busy_wait_s = o.busy_wait;
-  co.cpu_lock = o.cpu_lock;
   co.context = kernels::context_json(co.measure.threads, "none");
   const std::string spent_key = "calibrate.spent_s", order_key = "calibrate.order";
   double spent = 0.0;
@@ -241,8 +228,8 @@ int calibrate(const Options& o) {
     heuristics::ResultsDb db(paths.db);
     check_settings(db, "calibrate_settings." + k,
                    {{"recipes", described}, {"plan_size", plan.size()}, {"max_nnz", o.max_nnz},
-                    {"schedules", o.schedules}, {"rounds", o.rounds}, {"warmup", o.warmup},
-                    {"threads", co.measure.threads}, {"seed", o.seed}},
+                    {"schedules", o.g.schedules}, {"rounds", o.g.rounds}, {"warmup", o.g.warmup},
+                    {"threads", co.measure.threads}, {"seed", o.g.seed}},
                    false, paths.db, k + " calibration",
                    "calibrate with the same settings to resume, or pass --restart to begin again");
     spent = meta_number(db, spent_key);
@@ -447,26 +434,7 @@ Command make_calibrate_command() {
             sub.add_option("--max-nnz", o->max_nnz, "Leave out recipes estimated above N nonzeros")
                 ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
                 ->capture_default_str();
-            sub.add_option("--schedules", o->schedules, "Sampled schedules per matrix (collect --schedules)")
-                ->check(CLI::Range(2, 100000))
-                ->capture_default_str();
-            sub.add_option("--rounds", o->rounds, "Interleaved timed rounds of a group")
-                ->check(CLI::Range(1, 100000))
-                ->capture_default_str();
-            sub.add_option("--warmup", o->warmup, "Untimed rounds first")
-                ->check(CLI::Range(0, 100000))
-                ->capture_default_str();
-            sub.add_option("--seed", o->seed, "Seed of the plan, the sampling and the dense operands")
-                ->capture_default_str();
-            sub.add_option("--busy-wait", o->busy_wait,
-                           "Seconds to wait for other processes to leave the CPUs before a group "
-                           "(0: do not check)")
-                ->check(CLI::Range(0.0, 86400.0))
-                ->capture_default_str();
-            add_limit_options(sub, o->timeout, o->compile_timeout);
-            sub.add_option("--cpu-lock", o->cpu_lock,
-                           "Hold an exclusive flock on FILE while measuring each matrix (collect "
-                           "--cpu-lock)");
+            add_group_options(sub, o->g);  // --seed also orders the plan
             sub.add_option("--epochs", o->epochs, "Fine-tuning epochs at most")
                 ->check(CLI::Range(1, 100000))
                 ->capture_default_str();
@@ -487,7 +455,6 @@ Command make_calibrate_command() {
             add_threads_option(sub, o->data.threads);
             sub.add_flag("-q,--quiet", o->data.quiet, "No progress on stderr");
             sub.add_flag("--json", o->json, "Print JSON (the sidecar, and what was measured now)");
-            add_codegen_options(sub, o->generated);
             sub.footer(
                 "Measures a stratified sample of the committed dataset's training recipes on this\n"
                 "machine (round robin over generators, real files' families and tensor sizes; as\n"

@@ -48,26 +48,18 @@ struct Options {
   std::string exclude;
   std::string db;
   int dense = 0;
-  int schedules = 100;
   double admissible_share = 0.5;
-  int rounds = 10;
-  int warmup = 1;
   int threads = 0;
   double repeat_share = 0.05;
   double abandon_factor = 4.0;
   double screen_margin = 4.0;
   double screen_min = 0.05;
-  std::uint64_t seed = 1;
-  double busy_wait = 60.0;
-  double timeout = 60.0;
-  double compile_timeout = 300.0;
   std::size_t limit = 0;
-  std::string cpu_lock;
   kernels::Dtype dtype = kernels::Dtype::F32;
   bool json = false;
   bool quiet = false;
   bool new_settings = false;
-  codegen::GeneratedOptions generated;
+  GroupOptions g;  ///< --schedules, --rounds, --warmup, --seed, limits, --cpu-lock, codegen
   heuristics::PassParams params;
 };
 
@@ -82,12 +74,12 @@ nlohmann::json collect_settings(const Options& o, KernelKind kind) {
           {"mix_seed", o.mix_seed},
           {"max_nnz", o.max_nnz},
           {"real", real},
-          {"schedules", o.schedules},
+          {"schedules", o.g.schedules},
           {"admissible_share", o.admissible_share},
-          {"rounds", o.rounds},
-          {"warmup", o.warmup},
+          {"rounds", o.g.rounds},
+          {"warmup", o.g.warmup},
           {"threads", resolve_threads(o.threads)},
-          {"seed", o.seed},
+          {"seed", o.g.seed},
           {"abandon_factor", o.abandon_factor},
           {"pass_params", o.params.to_json()}};
 }
@@ -193,22 +185,13 @@ int collect(const Options& o) {
   co.kernel = kind;
   co.dense = o.dense;
   co.dtype = o.dtype;
-  co.schedules = o.schedules;
+  apply_group_options(o.g, resolve_threads(o.threads), co);
   co.admissible_share = o.admissible_share;
   co.repeat_share = o.repeat_share;
-  co.seed = o.seed;
-  co.measure.repeats = o.rounds;
-  co.measure.warmup = o.warmup;
-  co.measure.threads = resolve_threads(o.threads);
   co.measure.compare_race_factor = o.abandon_factor;
   co.measure.compare_screen_margin = o.screen_margin;
   co.measure.compare_screen_min_s = o.screen_min;
-  co.measure.prepare_timeout_s = o.compile_timeout;
-  co.measure.run_timeout_s = o.timeout;
-  co.measure.generated = o.generated;
   co.params = o.params;
-  co.busy_wait_s = o.busy_wait;
-  co.cpu_lock = o.cpu_lock;
   if (!o.exclude.empty()) co.exclude = read_exclusions(o.exclude, kind);
   co.context = kernels::context_json(co.measure.threads, "none");
 
@@ -300,20 +283,11 @@ Command make_collect_command() {
                            "Dense size: J for spmm and mttkrp, K for sddmm (defaults: spmm 256, mttkrp 16, sddmm 256)")
                 ->check(CLI::Range(1, 1 << 20));
             add_dtype_option(sub, o->dtype);
-            sub.add_option("--schedules", o->schedules, "Sampled schedules per matrix (csr-like "
-                           "schedule and baseline come on top)")
-                ->check(CLI::Range(1, 100000))
-                ->capture_default_str();
+            add_group_options(sub, o->g);
             sub.add_option("--admissible-share", o->admissible_share,
                            "Share of the sample drawn from the admissible set (the rest from the "
                            "legal space)")
                 ->check(CLI::Range(0.0, 1.0))
-                ->capture_default_str();
-            sub.add_option("--rounds", o->rounds, "Interleaved timed rounds of a matrix's group")
-                ->check(CLI::Range(1, 100000))
-                ->capture_default_str();
-            sub.add_option("--warmup", o->warmup, "Untimed rounds first")
-                ->check(CLI::Range(0, 100000))
                 ->capture_default_str();
             add_threads_option(sub, o->threads);
             sub.add_option("--repeat-share", o->repeat_share,
@@ -337,22 +311,9 @@ Command make_collect_command() {
                            "Seconds a screened run is always given (a floor for cold first runs)")
                 ->check(CLI::Range(0.0, 3600.0))
                 ->capture_default_str();
-            sub.add_option("--seed", o->seed, "Seed of the sampling and the dense operands")
-                ->capture_default_str();
-            sub.add_option("--busy-wait", o->busy_wait,
-                           "Seconds to wait for other processes to leave the CPUs before a group "
-                           "(0: do not check)")
-                ->check(CLI::Range(0.0, 86400.0))
-                ->capture_default_str();
-            add_limit_options(sub, o->timeout, o->compile_timeout);
             sub.add_option("--limit", o->limit, "Collect at most N matrices of this shard");
-            sub.add_option("--cpu-lock", o->cpu_lock,
-                           "Hold an exclusive flock on FILE while measuring (and compiling for) "
-                           "each matrix, so that builds and benchmarks that take the same lock "
-                           "never run beside a measurement (e.g. flock -s FILE make)");
             sub.add_flag("--json", o->json, "Print JSON (outcomes, measurements per hour, time breakdown)");
             sub.add_flag("-q,--quiet", o->quiet, "No progress on stderr");
-            add_codegen_options(sub, o->generated);
             add_pass_options(sub, o->params);
             sub.footer(
                 "Each matrix is one group: the csr-like schedule, the hand-written baseline and\n"

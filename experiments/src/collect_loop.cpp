@@ -16,6 +16,44 @@ namespace waco::cli {
 
 using kernels::Error;
 
+void add_group_options(CLI::App& sub, GroupOptions& g) {
+  sub.add_option("--schedules", g.schedules, "Sampled schedules per matrix (csr-like "
+                 "schedule and baseline come on top)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  sub.add_option("--rounds", g.rounds, "Interleaved timed rounds of a matrix's group")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  sub.add_option("--warmup", g.warmup, "Untimed rounds first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  sub.add_option("--seed", g.seed, "Seed of the sampling and the dense operands")->capture_default_str();
+  sub.add_option("--busy-wait", g.busy_wait,
+                 "Seconds to wait for other processes to leave the CPUs before a group "
+                 "(0: do not check)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  add_limit_options(sub, g.timeout, g.compile_timeout);
+  sub.add_option("--cpu-lock", g.cpu_lock,
+                 "Hold an exclusive flock on FILE while measuring (and compiling for) "
+                 "each matrix, so that builds and benchmarks that take the same lock "
+                 "never run beside a measurement (e.g. flock -s FILE make)");
+  add_codegen_options(sub, g.generated);
+}
+
+void apply_group_options(const GroupOptions& g, int threads, heuristics::CollectOptions& co) {
+  co.schedules = g.schedules;
+  co.seed = g.seed;
+  co.measure.repeats = g.rounds;
+  co.measure.warmup = g.warmup;
+  co.measure.threads = threads;
+  co.measure.prepare_timeout_s = g.compile_timeout;
+  co.measure.run_timeout_s = g.timeout;
+  co.measure.generated = g.generated;
+  co.busy_wait_s = g.busy_wait;
+  co.cpu_lock = g.cpu_lock;
+}
+
 FileLock::FileLock(const std::string& path, const std::string& busy, const std::string& hint)
     : path_(path) {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

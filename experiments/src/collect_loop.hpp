@@ -10,13 +10,33 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "waco/codegen/generated_kernel.hpp"
 #include "waco/heuristics/collector.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/kernels/recipe.hpp"
 
 namespace waco::cli {
+
+/// How each matrix's group is sampled and measured, as collect and calibrate take it.
+struct GroupOptions {
+  int schedules = 100;
+  int rounds = 10;
+  int warmup = 1;
+  std::uint64_t seed = 1;
+  double busy_wait = 60.0;
+  double timeout = 60.0;
+  double compile_timeout = 300.0;
+  std::string cpu_lock;
+  codegen::GeneratedOptions generated;
+};
+/// --schedules, --rounds, --warmup, --seed, --busy-wait, --timeout, --compile-timeout,
+/// --cpu-lock and the generated kernels' options (defaults: the fields' values).
+void add_group_options(CLI::App& sub, GroupOptions& g);
+/// Copies them into `co`, its groups measured on `threads` (resolved, >= 1).
+void apply_group_options(const GroupOptions& g, int threads, heuristics::CollectOptions& co);
 
 /// An exclusive flock on a file for the life of the object; a lock held elsewhere throws
 /// `busy` (with `hint`).
