@@ -253,10 +253,6 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
 }
 
 
-}  // namespace
-
-namespace {
-
 /// The model a ranking search of `o` uses (calibration.hpp), written into o.model so that every
 /// search loads that one; a calibration that cannot be used is a warning.
 ModelChoice resolve_model(TuneRequest& o, TuneObserver& obs) {
@@ -328,8 +324,6 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
                 needs_tensor(kind) ? "give a FROSTT .tns file" : "give a Matrix Market file");
   const bool model_search = ranks_with_model(o);
   const bool model_alone = model_search && o.confirm == 0;
-  const std::optional<ModelChoice> model =
-      model_search ? std::optional(resolve_model(o, obs)) : std::nullopt;
   if (model_alone) {
     o.budget = 1;
     o.confirm = 1;
@@ -367,6 +361,9 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
       if (!found.problem.empty()) obs.warning(found.problem);
     }
   }
+  // The model to rank with (not needed for a cached decision, which says what it was made with).
+  const std::optional<ModelChoice> model =
+      model_search ? std::optional(resolve_model(o, obs)) : std::nullopt;
 
   check_cancel(o);
   // The dense operands (not needed for a cache hit) and the reference.
