@@ -64,6 +64,7 @@ struct Planned {
   Recipe recipe;
   std::string stratum;
   std::string family;
+  std::int64_t nnz = -1;  ///< the dataset group's, else -1
 };
 
 std::string stratum_of(const Recipe& r) {
@@ -73,8 +74,11 @@ std::string stratum_of(const Recipe& r) {
     case Recipe::Source::File:
       return kernels::is_tensor_path(r.path) ? "tensor-file" : "real";
     case Recipe::Source::Tensor: {
+      // By shape (a short third mode, like time, or not) and size.
+      const bool short_mode = r.dims.size() == 3 && r.dims[2] * 10 < std::min(r.dims[0], r.dims[1]);
       const double n = static_cast<double>(std::max<std::int64_t>(1, r.nnz));
-      return "tensor:nnz~1e" + std::to_string(static_cast<int>(std::floor(std::log10(n))));
+      return std::string("tensor:") + (short_mode ? "short-mode" : "even") + ":nnz~1e" +
+             std::to_string(static_cast<int>(std::floor(std::log10(n))));
     }
   }
   return "other";
@@ -87,7 +91,7 @@ std::vector<Planned> candidates(const Options& o, KernelKind kind, std::string* 
   if (!o.recipes.empty()) {
     for (Recipe& r : kernels::read_recipes(o.recipes)) {
       const std::string f = learned::family_of(r, kernels::hex16(kernels::fnv1a(r.to_json().dump())));
-      out.push_back({std::move(r), "", f});
+      out.push_back({std::move(r), "", f, -1});
     }
     *described = o.recipes;
   } else {
@@ -98,7 +102,7 @@ std::vector<Planned> candidates(const Options& o, KernelKind kind, std::string* 
       if (g.split != "train" || !g.recipe) continue;
       if (g.dense != (kind == KernelKind::SpMV ? 1 : kernels::default_dense_size(kind))) continue;
       try {
-        out.push_back({learned::resolved_recipe(g, dirs), "", g.family});
+        out.push_back({learned::resolved_recipe(g, dirs), "", g.family, g.nnz});
       } catch (const Error&) {  // a real file absent here: not a candidate
       }
     }
@@ -109,7 +113,11 @@ std::vector<Planned> candidates(const Options& o, KernelKind kind, std::string* 
                                         (p.recipe.source == Recipe::Source::File &&
                                          kernels::is_tensor_path(p.recipe.path))))
       continue;
-    if (kernels::estimated_nnz(p.recipe) > o.max_nnz) continue;
+    // The recipe's estimate, as collect --max-nnz reads it; a tensor file has none (it reads
+    // matrices): its group's count when known, else it is kept.
+    const bool tensor_file = p.recipe.source == Recipe::Source::File && kernels::is_tensor_path(p.recipe.path);
+    const std::int64_t nnz = tensor_file ? std::max<std::int64_t>(0, p.nnz) : kernels::estimated_nnz(p.recipe);
+    if (nnz > o.max_nnz) continue;
     p.stratum = stratum_of(p.recipe);
     kept.push_back(std::move(p));
   }
