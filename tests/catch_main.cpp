@@ -1,3 +1,13 @@
 // The one Catch2 main shared by every test executable.
-#define CATCH_CONFIG_MAIN
+#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+int main(int argc, char* argv[]) {
+  // No test reads the kernels compiled ahead of time unless it says so (what a test compiles
+  // must not depend on the shipped lists, data/aot): set here because catch_discover_tests
+  // passes one ENVIRONMENT variable only (tests/CMakeLists.txt). An explicit value wins.
+  ::setenv("WACO_SHIPPED_KERNELS", "none", 0);
+  return Catch::Session().run(argc, argv);
+}

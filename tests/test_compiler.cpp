@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -339,4 +341,101 @@ TEST_CASE("compiler: compiler_version is the first line of --version and is stab
   CHECK(v.find('\n') == std::string::npos);
   CHECK(v.find_first_of("0123456789") != std::string::npos);
   CHECK(waco::codegen::compiler_version("c++") == v);
+}
+
+// Kernels compiled ahead of time (issue 35): a shipped folder is a compile cache of its own that
+// compile_and_load reads before running the compiler, and never writes.
+namespace {
+
+/// Sets an environment variable for the life of the object (the previous value restored).
+class EnvVar {
+ public:
+  EnvVar(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~EnvVar() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+TEST_CASE("compiler: a kernel in a shipped folder is loaded from it without compiling", "[compiler]") {
+  const std::string shipped = waco::test::scratch_dir("compiler-shipped");
+  const std::string cache = waco::test::scratch_dir("compiler-shipped-cache");
+  const std::string source = kSource + "// shipped variant\n";
+  {
+    EnvVar none("WACO_SHIPPED_KERNELS", "none");
+    REQUIRE_FALSE(compile_and_load(source, options_in(shipped)).cache_hit);  // fills the folder
+    CHECK_FALSE(waco::codegen::in_cache(source, options_in(cache)));
+  }
+  EnvVar env("WACO_SHIPPED_KERNELS", "/nonexistent/folder:" + shipped);
+  CHECK(waco::codegen::shipped_kernel_dirs() ==
+        std::vector<std::string>{"/nonexistent/folder", shipped});
+  CHECK(waco::codegen::in_cache(source, options_in(cache)));
+  const std::int64_t before = compiler_invocations();
+  const auto r = compile_and_load(source, options_in(cache));
+  CHECK(compiler_invocations() == before);
+  CHECK(r.cache_hit);
+  CHECK(r.shipped);
+  CHECK(r.library_path.rfind(shipped, 0) == 0);
+  CHECK(call_f(r, 20) == 41);
+  CHECK(listing(cache).empty());  // nothing copied into the user's cache
+
+  // "none" turns them off: the same source is compiled into the cache.
+  EnvVar none("WACO_SHIPPED_KERNELS", "none");
+  CHECK(waco::codegen::shipped_kernel_dirs().empty());
+  const auto own = compile_and_load(source, options_in(cache));
+  CHECK_FALSE(own.cache_hit);
+  CHECK_FALSE(own.shipped);
+  CHECK(compiler_invocations() == before + 1);
+}
+
+TEST_CASE("compiler: a damaged shipped kernel is compiled again into the cache", "[compiler]") {
+  const std::string shipped = waco::test::scratch_dir("compiler-shipped-bad");
+  const std::string cache = waco::test::scratch_dir("compiler-shipped-bad-cache");
+  const std::string source = kSource + "// damaged shipped variant\n";
+  // The key without compiling (a path this process loaded once is never read again by dlopen).
+  const std::string key = waco::codegen::cache_key(source, options_in(shipped));
+  {
+    std::ofstream f(shipped + "/" + key + ".so");
+    f << "not an ELF file";
+  }
+  EnvVar env("WACO_SHIPPED_KERNELS", shipped);
+  const std::int64_t before = compiler_invocations();
+  const auto r = compile_and_load(source, options_in(cache));
+  CHECK_FALSE(r.shipped);
+  CHECK_FALSE(r.cache_hit);
+  CHECK(compiler_invocations() == before + 1);
+  CHECK(r.library_path.rfind(cache, 0) == 0);
+  CHECK(call_f(r, 1) == 3);
+}
+
+TEST_CASE("compiler: a compile is stopped when its caller asks, and nothing is installed",
+          "[compiler]") {
+  const std::string dir = waco::test::scratch_dir("compiler-cancel");
+  CompilerOptions opts = options_in(dir);
+  opts.timeout_seconds = 60;
+  const auto t0 = std::chrono::steady_clock::now();
+  int asked = 0;
+  opts.cancelled = [&] { return ++asked > 0; };  // at the first question (<= 0.1 s in)
+  const std::int64_t before = compiler_invocations();
+  CHECK_THROWS_AS(compile_and_load(kSource + "// cancelled\n", opts), waco::kernels::Cancelled);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(compiler_invocations() == before + 1);
+  CHECK(asked == 1);
+  CHECK(took < 2.0);
+  CHECK(count_with(listing(dir), ".so") == 0);
+  CHECK(count_with(listing(dir), ".tmp.") == 0);
+  // Never asking to stop changes nothing.
+  opts.cancelled = [] { return false; };
+  const auto r = compile_and_load(kSource + "// cancelled\n", opts);
+  CHECK(call_f(r, 3) == 7);
 }

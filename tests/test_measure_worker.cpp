@@ -26,6 +26,7 @@
 #include "measure_internal.hpp"
 #include "problem_wire.hpp"
 #include "support/edge_cases.hpp"
+#include "support/test_paths.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/kernels/error.hpp"
@@ -372,4 +373,49 @@ TEST_CASE("measure_worker: an MTTKRP tensor goes over in binary and is measured"
   INFO(g.reason);
   CHECK(g.status == MeasureStatus::Ok);
   CHECK(m.measure(Candidate::baseline("csf")).status == MeasureStatus::Ok);
+}
+
+TEST_CASE("measure_worker: candidates beyond the LLC share formats and an output and are each "
+          "verified and the worker reports its memory") {
+  // A last-level cache of 1 KiB (a fake sysfs tree, read by the spawned worker): the 300-row
+  // band's formats and SpMM output (4 columns) are over twice that, so compare's candidates
+  // share the formats they store alike and one output (measure_child.cpp, share_large_data).
+  const std::filesystem::path root = test::scratch_dir("measure-worker-tiny-llc");
+  const std::filesystem::path l3 = root / "devices/system/cpu/cpu0/cache/index0";
+  std::filesystem::create_directories(l3);
+  std::ofstream(l3 / "level") << "3\n";
+  std::ofstream(l3 / "type") << "Unified\n";
+  std::ofstream(l3 / "size") << "1K\n";
+  const char* before = std::getenv("WACO_SYSFS_ROOT");
+  const std::string saved = before ? before : "";
+  ::setenv("WACO_SYSFS_ROOT", root.c_str(), 1);
+  Fixture f(kernels::KernelKind::SpMM, 4);
+  Measurer m(f.p, f.ref, quick());
+  if (before) ::setenv("WACO_SYSFS_ROOT", saved.c_str(), 1); else ::unsetenv("WACO_SYSFS_ROOT");
+  const nlohmann::json loaded = m.memory();  // the load: no measuring child yet
+  REQUIRE(loaded.is_object());
+  CHECK(loaded.at("worker_peak_bytes").get<std::int64_t>() > 0);
+  CHECK(loaded.at("worker_rss_bytes").get<std::int64_t>() > 0);
+  CHECK(loaded.at("children_peak_bytes").get<std::int64_t>() == 0);
+  // Three schedules of one format (csr with other chunks) and one of another (csc), beside the
+  // csr baseline: every one verified after its first run and again after the rounds, though
+  // the last one timed wrote the shared output last.
+  std::vector<Candidate> cs{Candidate::baseline("csr")};
+  for (const char* s : {"order=i,k,j format=UC parallel=i threads=2 chunk=8",
+                        "order=i,k,j format=UC parallel=i threads=2 chunk=32",
+                        "order=k,i,j format=UC parallel=k threads=2 chunk=8",
+                        "order=i,k,j format=UC parallel=i threads=1 chunk=8"})
+    cs.push_back(Candidate::generated(codegen::schedule_from_string(kernels::KernelKind::SpMM, s)));
+  const std::vector<Measurement> ms = m.compare(cs, 3);
+  REQUIRE(ms.size() == cs.size());
+  for (const Measurement& x : ms) {
+    INFO(x.reason);
+    CHECK(x.status == MeasureStatus::Ok);
+    CHECK(x.verified);
+    CHECK(x.max_rel_error < 1e-5);
+  }
+  const nlohmann::json measured = m.memory();
+  REQUIRE(measured.is_object());
+  CHECK(measured.at("children_peak_bytes").get<std::int64_t>() > 0);
+  CHECK(m.memory().at("children_peak_bytes").get<std::int64_t>() == 0);  // since the last ask
 }

@@ -103,6 +103,9 @@ AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
 }
 
 AdaptiveRun::~AdaptiveRun() {
+  // A background compile is for a later plan: the plan's end does not wait for it (the compiler
+  // is killed within ~0.1 s; the kernel is compiled again by a later plan that needs it).
+  stop_compiling_.store(true);
   if (compiler_.joinable()) compiler_.join();
 }
 
@@ -208,7 +211,9 @@ void AdaptiveRun::nominee_step(std::size_t k) {
   policy_.charge(kCompileEstimateS, "compile of nominee " + std::to_string(arm) + " (estimated)");
   compiling_ = true;
   if (compiler_.joinable()) compiler_.join();
-  compiler_ = std::thread([this, source = a->bound.source, opts = r.generated.compiler] {
+  codegen::CompilerOptions copts = r.generated.compiler;
+  copts.cancelled = [this] { return stop_compiling_.load(); };
+  compiler_ = std::thread([this, source = a->bound.source, opts = std::move(copts)] {
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
     try {
       codegen::compile_and_load(source, opts);

@@ -101,6 +101,7 @@ class AdaptiveRun {
   nlohmann::json cache_result_ = nullptr;
   std::thread compiler_;          ///< a background compilation (one at a time)
   bool compiling_ = false;
+  std::atomic<bool> stop_compiling_{false};  ///< set by the destructor: the compiler is killed
 };
 
 }  // namespace waco::api

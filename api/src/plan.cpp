@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -29,6 +28,7 @@
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/backend.hpp"
+#include "waco/tune/settings.hpp"
 #include "waco/tune/tune.hpp"
 
 namespace waco {
@@ -69,6 +69,8 @@ struct Plan::Impl {
 
 namespace {
 
+namespace settings = tuning::settings;
+
 KernelKind kind_of(Kernel k) {
   switch (k) {
     case Kernel::SpMV: return KernelKind::SpMV;
@@ -108,13 +110,15 @@ int resolved_dense(const Options& o, Kernel k) {
   return o.dense > 0 ? o.dense : kernels::default_dense_size(kind_of(k));
 }
 
-/// A setting in [lo, hi] (the CLI's range of the option of that name), else an Error naming it.
+/// A setting in its range (tune/settings.hpp, which the CLI's option checks too), else an Error
+/// naming it.
 template <typename T>
-T in_range(const std::optional<T>& v, T fallback, const char* name, T lo, T hi) {
+T in_range(const std::optional<T>& v, T fallback, const tuning::SettingRange<T>& range) {
   if (!v) return fallback;
-  if (!(*v >= lo && *v <= hi)) {
+  if (!(*v >= range.lo && *v <= range.hi)) {
     std::ostringstream text;
-    text << "Options::" << name << " = " << *v << " is out of range: [" << lo << ", " << hi << "]";
+    text << "Options::" << range.name << " = " << *v << " is out of range: [" << range.lo << ", "
+         << range.hi << "]";
     throw Error(text.str(), "leave it unset for the default of `waco-hybrid tune`");
   }
   return *v;
@@ -152,8 +156,11 @@ std::shared_ptr<Plan::Impl> bind(const Matrix& A, Kernel k, const codegen::Super
   impl->fingerprint = A.fingerprint();
   for (int m = 0; m < A.order(); ++m) impl->dims.push_back(A.dim(m));
   impl->nnz = A.nnz();
+  // A compile for the plan (on the calling thread) stops when the caller's interrupt asks.
+  codegen::GeneratedOptions g = generated_options(o);
+  g.compiler.cancelled = o.interrupt;
   impl->arm = std::make_shared<const api::Arm>(
-      api::make_arm(A, kind_of(k), s, impl->dense, impl->threads, generated_options(o)));
+      api::make_arm(A, kind_of(k), s, impl->dense, impl->threads, g));
   return impl;
 }
 
@@ -231,16 +238,16 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.explain = o.explain;
   r.schedules = o.schedules;
   r.measure_first = o.measure_first;
-  r.repeat = in_range(o.repeat, r.repeat, "repeat", 1, 1000000);
-  r.warmup = in_range(o.warmup, r.warmup, "warmup", 0, 1000000);
-  r.confirm_rounds = in_range(o.confirm_rounds, r.confirm_rounds, "confirm_rounds", 1, 1000000);
-  r.decide_runs = in_range(o.decide_runs, r.decide_runs, "decide_runs", 1, 100);
-  r.decide_rounds = in_range(o.decide_rounds, r.decide_rounds, "decide_rounds", 1, 1000000);
-  r.decide_leaders = in_range(o.decide_leaders, r.decide_leaders, "decide_leaders", 1, 1000);
+  r.repeat = in_range(o.repeat, r.repeat, settings::kRepeat);
+  r.warmup = in_range(o.warmup, r.warmup, settings::kWarmup);
+  r.confirm_rounds = in_range(o.confirm_rounds, r.confirm_rounds, settings::kConfirmRounds);
+  r.decide_runs = in_range(o.decide_runs, r.decide_runs, settings::kDecideRuns);
+  r.decide_rounds = in_range(o.decide_rounds, r.decide_rounds, settings::kDecideRounds);
+  r.decide_leaders = in_range(o.decide_leaders, r.decide_leaders, settings::kDecideLeaders);
   r.decide_always = o.decide_always;
-  r.rule.min_gain = in_range(o.min_gain, r.rule.min_gain, "min_gain", 0.0, 0.9);
-  r.rule.level = in_range(o.verdict_level, r.rule.level, "verdict_level", 0.5, 0.999);
-  r.rule.max_disturbed = in_range(o.max_disturbed, r.rule.max_disturbed, "max_disturbed", 0.0, 1.0);
+  r.rule.min_gain = in_range(o.min_gain, r.rule.min_gain, settings::kMinGain);
+  r.rule.level = in_range(o.verdict_level, r.rule.level, settings::kVerdictLevel);
+  r.rule.max_disturbed = in_range(o.max_disturbed, r.rule.max_disturbed, settings::kMaxDisturbed);
   r.timeout = positive(o.timeout, r.timeout, "timeout");
   r.compile_timeout = positive(o.compile_timeout, r.compile_timeout, "compile_timeout");
   r.tolerance = positive(o.tolerance, r.tolerance, "tolerance");
@@ -249,13 +256,12 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.abandon_factor = o.abandon_factor.value_or(r.abandon_factor);
   r.retry_failed = o.retry_failed;
   heuristics::PassParams& pp = r.params;
-  pp.tile_window = in_range(o.tile_window, pp.tile_window, "tile_window", 0, 1 << 30);
+  pp.tile_window = in_range(o.tile_window, pp.tile_window, settings::kTileWindow);
   pp.max_block_padding = positive(o.max_block_padding, pp.max_block_padding, "max_block_padding");
   pp.min_chunks_per_thread =
-      in_range(o.min_chunks_per_thread, pp.min_chunks_per_thread, "min_chunks_per_thread", 1, 1 << 30);
-  pp.chunk_window = in_range(o.chunk_window, pp.chunk_window, "chunk_window", 0, 1 << 30);
-  pp.max_serial_work = in_range(o.max_serial_work, pp.max_serial_work, "max_serial_work",
-                                std::int64_t{0}, std::numeric_limits<std::int64_t>::max());
+      in_range(o.min_chunks_per_thread, pp.min_chunks_per_thread, settings::kMinChunksPerThread);
+  pp.chunk_window = in_range(o.chunk_window, pp.chunk_window, settings::kChunkWindow);
+  pp.max_serial_work = in_range(o.max_serial_work, pp.max_serial_work, settings::kMaxSerialWork);
   if (!o.cache_level.empty()) {
     if (o.cache_level != "llc-core" && o.cache_level != "l1" && o.cache_level != "l2" &&
         o.cache_level != "l3")
@@ -263,9 +269,8 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
                   "\" is not a cache level: llc-core, l1, l2 or l3");
     pp.cache_level = o.cache_level;
   }
-  pp.cache_bytes = in_range(o.cache_bytes, pp.cache_bytes, "cache_bytes", std::int64_t{64},
-                            std::int64_t{1} << 40);
-  pp.cache_fraction = in_range(o.cache_fraction, pp.cache_fraction, "cache_fraction", 0.001, 1.0);
+  pp.cache_bytes = in_range(o.cache_bytes, pp.cache_bytes, settings::kCacheBytes);
+  pp.cache_fraction = in_range(o.cache_fraction, pp.cache_fraction, settings::kCacheFraction);
   return r;
 }
 

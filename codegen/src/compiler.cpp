@@ -37,6 +37,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -45,6 +46,11 @@
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/process.hpp"
+
+#ifndef WACO_SHIPPED_KERNELS_DIR
+#define WACO_SHIPPED_KERNELS_DIR ""
+#endif
 
 extern char** environ;
 
@@ -292,6 +298,7 @@ void make_directories(const std::string& dir) {
 struct ProcessResult {
   int spawn_error = 0;  ///< errno of fork or of the compiler's exec; 0 when it started
   bool timed_out = false;
+  bool cancelled = false;  ///< killed because `cancelled` asked for it
   int status = 0;  ///< waitpid status
   std::string output;
 };
@@ -388,7 +395,11 @@ void compiler_guard_on_term(int) {
 /// Runs argv[0] (PATH lookup) with stdin from /dev/null and stdout+stderr captured, in its own
 /// process group (led by compiler_guard, which dies with the calling thread and takes the group
 /// with it); kills the group after `timeout_seconds`. Output beyond 4 MiB is discarded.
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds) {
+/// How often a running compiler's caller is asked whether to stop (CompilerOptions::cancelled).
+constexpr int kCancelPollMs = 100;
+
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds,
+                          const std::function<bool()>& cancelled = {}) {
   WACO_ASSERT(!argv.empty(), "run_process needs a program");
   constexpr std::size_t kMaxOutput = std::size_t{4} << 20;
   ProcessResult result;
@@ -452,9 +463,14 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
       break;
     }
     pollfd p{fds[0], POLLIN, 0};
-    const int pr = ::poll(&p, 1, wait_ms);
+    const int pr = ::poll(&p, 1, cancelled ? std::min(wait_ms, kCancelPollMs) : wait_ms);
+    if (cancelled && cancelled()) {
+      result.cancelled = true;
+      break;
+    }
     if (pr < 0 && errno == EINTR) continue;
     if (pr == 0) {
+      if (cancelled && remaining_ms() > 0) continue;
       result.timed_out = true;
       break;
     }
@@ -469,8 +485,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
 
   // The pipe is closed, or time is up; reap the process (waiting for the rest of the deadline).
   for (;;) {
-    if (result.timed_out) ::kill(-pid, SIGKILL);
-    const pid_t w = ::waitpid(pid, &result.status, result.timed_out ? 0 : WNOHANG);
+    const bool kill_now = result.timed_out || result.cancelled;
+    if (kill_now) ::kill(-pid, SIGKILL);
+    const pid_t w = ::waitpid(pid, &result.status, kill_now ? 0 : WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) {
@@ -690,8 +707,35 @@ std::string cache_key(const std::string& source, const CompilerOptions& opts) {
   return key;
 }
 
+std::vector<std::string> shipped_kernel_dirs() {
+  if (const char* env = std::getenv("WACO_SHIPPED_KERNELS"); env != nullptr && *env != '\0') {
+    std::vector<std::string> dirs;
+    if (std::string(env) == "none") return dirs;
+    std::stringstream ss(env);
+    for (std::string d; std::getline(ss, d, ':');)
+      if (!d.empty()) dirs.push_back(d);
+    return dirs;
+  }
+  return {kernels::shipped_dir("kernels", WACO_SHIPPED_KERNELS_DIR)};
+}
+
+namespace {
+
+/// <dir>/<key>.so of the first shipped folder holding the key, or "".
+std::string shipped_library(const std::string& key) {
+  for (const std::string& dir : shipped_kernel_dirs()) {
+    const std::string path = join_path(dir, key + ".so");
+    if (is_regular_file(path)) return path;
+  }
+  return {};
+}
+
+}  // namespace
+
 bool in_cache(const std::string& source, const CompilerOptions& opts) {
-  return is_regular_file(join_path(resolve_cache_dir(opts), cache_key(source, opts) + ".so"));
+  const std::string key = cache_key(source, opts);
+  return is_regular_file(join_path(resolve_cache_dir(opts), key + ".so")) ||
+         !shipped_library(key).empty();
 }
 
 CompileResult compile_and_load(const std::string& source, const CompilerOptions& opts) {
@@ -714,6 +758,18 @@ CompileResult compile_and_load(const std::string& source, const CompilerOptions&
       // is thrown.
     }
   }
+  // Compiled ahead of time: loaded where it is (a refused one is compiled below, as above).
+  if (const std::string shipped = shipped_library(result.key); !shipped.empty()) {
+    try {
+      result.library = load(shipped, result.load_seconds);
+      result.cache_hit = true;
+      result.shipped = true;
+      result.library_path = shipped;
+      result.source_path = shipped.substr(0, shipped.size() - 3) + ".cpp";
+      return result;
+    } catch (const Error&) {
+    }
+  }
 
   make_directories(dir);
   check_tmp_fallback(dir);
@@ -734,7 +790,8 @@ CompileResult compile_and_load(const std::string& source, const CompilerOptions&
 
   ++g_compiler_invocations;
   const auto t0 = std::chrono::steady_clock::now();
-  const ProcessResult r = run_process(argv, opts.timeout_seconds);
+  const ProcessResult r = run_process(argv, opts.timeout_seconds, opts.cancelled);
+  if (r.cancelled) throw kernels::Cancelled("compiling a kernel was stopped (asked to stop)");
   result.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r.spawn_error != 0) throw_spawn_error(opts.compiler, r.spawn_error, argv);
   if (!succeeded(r)) {

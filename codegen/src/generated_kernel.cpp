@@ -22,6 +22,25 @@ RaceStrategy resolve_race(RaceStrategy requested, const SuperSchedule& s, std::i
   return copies <= updates ? RaceStrategy::Private : RaceStrategy::Atomic;
 }
 
+std::string StorageCache::key(const SuperSchedule& s) {
+  std::string k(kernels::kernel_name(s.kind));
+  for (const int x : s.split) k += "," + std::to_string(x);
+  k += ";";
+  for (const Loop& l : s.levels()) k += l.name() + ",";
+  k += ";";
+  for (const LevelFormat f : s.formats) k += static_cast<char>('0' + static_cast<int>(f));
+  return k;
+}
+
+std::shared_ptr<const Storage> StorageCache::find(const SuperSchedule& s) const {
+  const auto it = formats_.find(key(s));
+  return it == formats_.end() ? nullptr : it->second.lock();
+}
+
+void StorageCache::keep(const SuperSchedule& s, const std::shared_ptr<const Storage>& storage) {
+  formats_[key(s)] = storage;
+}
+
 GeneratedKernel::GeneratedKernel(SuperSchedule schedule, GeneratedOptions opts)
     : schedule_(canonicalize(schedule)), opts_(std::move(opts)) {}
 
@@ -37,10 +56,17 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
 
   BoundKernel b;
   b.schedule = s;
-  StorageResult built = build_storage(s, p, opts.storage);
-  if (!built.storage)
-    throw kernels::Error(built.refused, "choose another format, or raise the bound with --max-padding");
-  b.storage = std::make_shared<const Storage>(std::move(*built.storage));
+  if (opts.storages) b.storage = opts.storages->find(s);
+  if (!b.storage) {
+    StorageResult built = build_storage(s, p, opts.storage);
+    if (!built.storage)
+      throw kernels::Error(built.refused, "choose another format, or raise the bound with --max-padding");
+    // Only a sparse output is gathered back through the entry positions (SDDMM): 4 bytes a
+    // nonzero that no other kernel reads.
+    if (!spec.sparse_output()) std::vector<kernels::index_t>().swap(built.storage->entry_position);
+    b.storage = std::make_shared<const Storage>(std::move(*built.storage));
+    if (opts.storages) opts.storages->keep(s, b.storage);
+  }
   const Storage& st = *b.storage;
   WACO_ASSERT(st.levels.size() <= static_cast<std::size_t>(kMaxLevels), "too many levels");
 
@@ -121,23 +147,25 @@ void GeneratedKernel::prepare(const kernels::Problem& p, int threads) {
   bound_ = bind_schedule(schedule_, p, p.kind == kernels::KernelKind::SpMV ? 1 : p.dense_size(),
                          threads, opts_);
   conversion_seconds_ = bound_.storage->build_seconds;
-  out_.assign(p.dtype(), static_cast<std::size_t>(bound_.out_size));
+  const bool shared = opts_.output && !kernel_spec(p.kind).sparse_output();
+  out_ = shared ? opts_.output : std::make_shared<kernels::Values>();
+  out_->assign(p.dtype(), static_cast<std::size_t>(bound_.out_size));
 }
 
 void GeneratedKernel::run() {
   WACO_ASSERT(bound_.fn != nullptr, "run() before prepare()");
   const KernelSpec& spec = kernel_spec(schedule_.kind);
   bound_.run(problem_.B->data.raw(), spec.inputs.size() > 1 ? problem_.C->data.raw() : nullptr,
-             out_.raw(), schedule_.kind == kernels::KernelKind::SpMV ? 1 : problem_.dense_size());
+             out_->raw(), schedule_.kind == kernels::KernelKind::SpMV ? 1 : problem_.dense_size());
 }
 
 const kernels::Values& GeneratedKernel::output() const {
-  if (!kernel_spec(schedule_.kind).sparse_output()) return out_;
+  if (!kernel_spec(schedule_.kind).sparse_output()) return *out_;
   const Storage& st = *bound_.storage;
-  canonical_.assign(out_.dtype(), st.entry_position.size());
-  kernels::with_value_type(out_.dtype(), [&](auto v) {
+  canonical_.assign(out_->dtype(), st.entry_position.size());
+  kernels::with_value_type(out_->dtype(), [&](auto v) {
     using V = decltype(v);
-    const V* from = out_.data<V>();
+    const V* from = out_->data<V>();
     V* to = canonical_.data<V>();
     for (std::size_t e = 0; e < canonical_.size(); ++e) to[e] = from[st.entry_position[e]];
   });

@@ -96,10 +96,10 @@ void add_cache_options(CLI::App& app, std::string& level, std::int64_t& bytes, d
                  "Usable cache bytes per thread for the tile model, K/M/G suffixes binary "
                  "(overrides --cache-level and --cache-fraction)")
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::int64_t{64}, std::int64_t{1} << 40));
+      ->check(setting_range(tuning::settings::kCacheBytes));
   app.add_option("--cache-fraction", fraction,
                  "Share of the cache level the tile model's footprint may use")
-      ->check(CLI::Range(0.001, 1.0))
+      ->check(setting_range(tuning::settings::kCacheFraction))
       ->capture_default_str();
 }
 
@@ -115,7 +115,7 @@ void apply_cache_options(Implementation& impl, const CacheOptions& opts) {
 void add_pass_options(CLI::App& app, heuristics::PassParams& params) {
   app.add_option("--tile-window", params.tile_window,
                  "tile-window pass: log2 distance kept around the model's tiles")
-      ->check(CLI::NonNegativeNumber)
+      ->check(setting_range(tuning::settings::kTileWindow))
       ->capture_default_str();
   app.add_option("--max-block-padding", params.max_block_padding,
                  "block-fill pass: stored values per nonzero kept (1 / minimum fill)")
@@ -123,16 +123,16 @@ void add_pass_options(CLI::App& app, heuristics::PassParams& params) {
       ->capture_default_str();
   app.add_option("--min-chunks-per-thread", params.min_chunks_per_thread,
                  "chunk-rows pass: chunks every thread should get")
-      ->check(CLI::PositiveNumber)
+      ->check(setting_range(tuning::settings::kMinChunksPerThread))
       ->capture_default_str();
   app.add_option("--chunk-window", params.chunk_window,
                  "chunk-rows pass: smaller powers of two kept below the largest chunk")
-      ->check(CLI::NonNegativeNumber)
+      ->check(setting_range(tuning::settings::kChunkWindow))
       ->capture_default_str();
   app.add_option("--max-serial-work", params.max_serial_work,
                  "parallelize-one pass: kernels of at most this many multiply-adds (nonzeros x "
                  "dense size) also keep threads=1, serial, no OpenMP region")
-      ->check(CLI::NonNegativeNumber)
+      ->check(setting_range(tuning::settings::kMaxSerialWork))
       ->capture_default_str();
   add_cache_options(app, params.cache_level, params.cache_bytes, params.cache_fraction);
 }

@@ -21,6 +21,7 @@
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/signature/model.hpp"
+#include "waco/tune/settings.hpp"
 
 namespace waco::cli {
 
@@ -66,6 +67,13 @@ void apply_cache_options(kernels::Implementation& impl, const CacheOptions& opts
 /// --tile-window, --max-block-padding, --min-chunks-per-thread, --chunk-window and the cache
 /// options above.
 void add_pass_options(CLI::App& app, heuristics::PassParams& params);
+
+/// The CLI11 check of one of tune's settings: its range in tune/settings.hpp (the C++ API checks
+/// the same table).
+template <typename T>
+CLI::Range setting_range(const tuning::SettingRange<T>& r) {
+  return CLI::Range(r.lo, r.hi);
+}
 
 /// --timeout and --compile-timeout: the limits of one candidate's isolated measurement (tune,
 /// collect), in seconds.

@@ -15,7 +15,7 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/feature_extractor.hpp"
-#include "waco/learned/peak_memory.hpp"
+#include "waco/kernels/process_memory.hpp"
 
 namespace waco::cli {
 using namespace waco::kernels;
@@ -110,7 +110,7 @@ int run_batch(const Options& o, int threads) {
                       {"batch", patterns.size()},
                       {"files", files},
                       {"times_seconds", {{"kernel_maps", maps}, {"batched_forward", batched_s}}},
-                      {"peak_rss_bytes", learned::peak_rss_bytes()}};
+                      {"peak_rss_bytes", kernels::peak_rss_bytes()}};
   if (o.compare) {
     j["times_seconds"]["separate_forward"] = separate_s;
     j["max_abs_difference"] = max_diff;
@@ -152,7 +152,7 @@ int run_features(const Options& o) {
   f.times.total = f.times.kernel_maps + f.times.forward + f.times.backward;
   double layers = 0.0;
   for (double t : f.times.layers) layers += t;
-  const std::int64_t peak = learned::peak_rss_bytes();
+  const std::int64_t peak = kernels::peak_rss_bytes();
 
   nlohmann::json j;
   j["file"] = o.file;

@@ -108,6 +108,7 @@ int run(const Options& o) {
                   {"schedule_json", codegen::to_json(generated->schedule())},
                   {"compile_s", generated->compile_seconds()},
                   {"cache_hit", generated->cache_hit()},
+                  {"shipped", generated->shipped()},
                   {"kernel_source", generated->source_path()},
                   {"stored_values", generated->storage().stored_values()},
                   {"storage_bytes", generated->storage().bytes()}};
@@ -149,7 +150,9 @@ int run(const Options& o) {
     if (generated)
       std::cout << "\n  schedule: " << codegen::to_text(generated->schedule()) << "\n  kernel: "
                 << generated->source_path() << " ("
-                << (generated->cache_hit() ? "cached" : "compiled in " + format_seconds(generated->compile_seconds()))
+                << (generated->shipped()     ? "shipped, compiled ahead of time"
+                    : generated->cache_hit() ? "cached"
+                                             : "compiled in " + format_seconds(generated->compile_seconds()))
                 << "), " << generated->storage().stored_values() << " stored values";
     std::cout << "\n  conversion " << format_seconds(impl->conversion_seconds());
     if (impl->tuning_seconds() > 0) std::cout << ", tuning " << format_seconds(impl->tuning_seconds());

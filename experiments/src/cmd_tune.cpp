@@ -106,6 +106,7 @@ int run_tune(const Options& given) {
   o.req.kind = kernel_from_option(o.kernel);
   o.req.file = o.file;
   o.req.started_at = t_start;
+  o.req.reset_peak_per_stage = true;  // this process is the tune's: per-stage peaks in "memory"
   o.req.threads = resolve_threads(o.req.threads);
   o.req.dtype = o.read.dtype;
   const KernelKind kind = o.req.kind;
@@ -215,10 +216,10 @@ Command make_tune_command() {
                 ->check(CLI::Range(1, 1 << 20));
             add_threads_option(sub, o->req.threads);
             sub.add_option("--repeat", o->req.repeat, "Timed runs per candidate (median reported)")
-                ->check(CLI::Range(1, 1000000))
+                ->check(setting_range(tuning::settings::kRepeat))
                 ->capture_default_str();
             sub.add_option("--warmup", o->req.warmup, "Untimed runs per candidate after verification")
-                ->check(CLI::Range(0, 1000000))
+                ->check(setting_range(tuning::settings::kWarmup))
                 ->capture_default_str();
             auto* confirm = sub.add_option(
                 "--confirm", o->req.confirm,
@@ -235,23 +236,23 @@ Command make_tune_command() {
                          "other searches do");
             sub.add_option("--confirm-rounds", o->req.confirm_rounds,
                            "Interleaved timed rounds of the side-by-side measurement")
-                ->check(CLI::Range(1, 1000000))
+                ->check(setting_range(tuning::settings::kConfirmRounds))
                 ->capture_default_str();
             sub.add_option("--decide-runs", o->req.decide_runs,
                            "A gain in the side-by-side (selection) run is decided on this many "
                            "fresh side-by-side children that time the best --decide-leaders and "
                            "both references again; only their rounds count (the selection's "
                            "winner looks faster on the rounds that chose it)")
-                ->check(CLI::Range(1, 100))
+                ->check(setting_range(tuning::settings::kDecideRuns))
                 ->capture_default_str();
             sub.add_option("--decide-rounds", o->req.decide_rounds,
                            "Timed interleaved rounds of each fresh decision run")
-                ->check(CLI::Range(1, 1000000))
+                ->check(setting_range(tuning::settings::kDecideRounds))
                 ->capture_default_str();
             sub.add_option("--decide-leaders", o->req.decide_leaders,
                            "Nominees of the selection timed in the fresh decision runs (the "
                            "fastest of them there is judged)")
-                ->check(CLI::Range(1, 1000))
+                ->check(setting_range(tuning::settings::kDecideLeaders))
                 ->capture_default_str();
             sub.add_flag("--decide-always", o->req.decide_always,
                          "Time the fresh decision runs even when the selection shows no gain "
@@ -261,17 +262,17 @@ Command make_tune_command() {
                            "Smallest gain reported: the winner's median per-round time ratio to "
                            "the faster csr reference must be at most 1 - this, and the ratio's "
                            "interval (--verdict-level) wholly below 1")
-                ->check(CLI::Range(0.0, 0.9))
+                ->check(setting_range(tuning::settings::kMinGain))
                 ->capture_default_str();
             sub.add_option("--verdict-level", o->req.rule.level,
                            "Two-sided confidence level of the ratio's interval")
-                ->check(CLI::Range(0.5, 0.999))
+                ->check(setting_range(tuning::settings::kVerdictLevel))
                 ->capture_default_str();
             sub.add_option("--max-disturbed", o->req.rule.max_disturbed,
                            "A gain whose fresh decision runs kept more than this share of "
                            "disturbed rounds (another process preempted them; retaken runs are "
                            "clean and do not count) is verdict undecided")
-                ->check(CLI::Range(0.0, 1.0))
+                ->check(setting_range(tuning::settings::kMaxDisturbed))
                 ->capture_default_str();
             add_limit_options(sub, o->req.timeout, o->req.compile_timeout);
             sub.add_option("--tolerance", o->req.tolerance, "Max |out - ref| / sum|products| per entry")

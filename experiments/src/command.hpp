@@ -42,5 +42,6 @@ Command make_predict_command();
 Command make_report_command();
 Command make_ablate_command();
 Command make_db_command();
+Command make_precompile_command();
 
 }  // namespace waco::cli

@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
       make_predict_command(),
       make_ablate_command(),
       make_report_command(),
+      make_precompile_command(),
   };
 
   CLI::App app{

@@ -20,6 +20,8 @@
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/generated_kernel.hpp"
+#include "waco/codegen/kernel_spec.hpp"
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/counters.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/implementation.hpp"
@@ -221,6 +223,30 @@ class Watchdog {
   std::thread thread_;
 };
 
+/// What compare's candidates share (set in `opts`), and so hold once instead of once each, where
+/// it changes no timing: data over twice the last-level cache (sysfs, else CPUID), of which no
+/// candidate's runs leave anything in the cache for another's. Smaller data stays each
+/// candidate's own, so that their timings stay those of separate copies.
+/// - The formats they store alike (codegen::StorageCache; candidates that differ only in their
+///   loops: chunk, threads, parallel loop), when the least a format holds (a value and a
+///   coordinate a nonzero) is that large.
+/// - Their output (GeneratedOptions::output; each run writes all of it), when it is that large:
+///   a candidate is then run once more before its output is verified after the rounds.
+/// Returns whether the output is shared.
+bool share_large_data(const kernels::Problem& p, MeasureOptions& opts) {
+  std::int64_t llc = kernels::read_sysfs_cache_sizes(kernels::sysfs_root()).llc();
+  if (llc <= 0) llc = kernels::read_cpuid_cache_sizes().llc();
+  if (llc <= 0) return false;
+  const auto large = [llc](double bytes) { return bytes > 2.0 * static_cast<double>(llc); };
+  const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
+  if (large(static_cast<double>(p.nnz()) * (4 + value)))
+    opts.generated.storages = std::make_shared<codegen::StorageCache>();
+  if (codegen::kernel_spec(p.kind).sparse_output() || !large(static_cast<double>(p.output_size()) * value))
+    return false;
+  opts.generated.output = std::make_shared<kernels::Values>();
+  return true;
+}
+
 }  // namespace
 
 std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::Reference& ref,
@@ -277,6 +303,8 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
                                       const std::vector<Candidate>& cs,
                                       const std::vector<char>& keep, int rounds,
                                       Screening screening, int sock) {
+  MeasureOptions shared = opts;
+  const bool shared_output = share_large_data(p, shared);
   const bool racing = opts.compare_race_factor > 0;
   screening.probes.resize(cs.size());
   screening.prepared.resize(cs.size());
@@ -320,7 +348,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
       deferred.push_back(i);
       continue;
     }
-    ready[i] = prepare_candidate(p, opts, run_threads, cs[i]);
+    ready[i] = prepare_candidate(p, shared, run_threads, cs[i]);
     Prepared& r = ready[i];
     if (!r.impl) {
       failed_here.push_back(i);
@@ -369,7 +397,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
       abandon(i);
       continue;
     }
-    ready[i] = prepare_candidate(p, opts, run_threads, cs[i]);
+    ready[i] = prepare_candidate(p, shared, run_threads, cs[i]);
     Prepared& r = ready[i];
     if (!r.impl) continue;
     r.impl->run();
@@ -398,6 +426,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
   out.reserve(cs.size());
   for (std::size_t i = 0; i < cs.size(); ++i) {
     Prepared& r = ready[i];
+    if (runs[i] && shared_output) runs[i]();  // its own output, not the last candidate's
     if (runs[i] && verify_output(r, ref, opts.tolerance, "after timing")) {
       set_times(r.m, t[i]);
       const kernels::SoftwareCounts& c = t[i].counts;

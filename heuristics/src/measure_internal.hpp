@@ -35,6 +35,9 @@
 //   child   --'R' [Measurement...]---------->  worker  --'R' [Measurement...]-->  parent
 //   worker  --'E' {error, hint, internal}--->  parent  (a request failed as a whole: malformed,
 //                                                       no problem loaded, a bug)
+//   child   --'S' peak bytes---------------->  worker  (its peak resident memory, before its 'R')
+//   parent  --'S'--------------------------->  worker  --'S' {worker_peak_bytes, ...}-->  parent
+//                                                       (memory since the last 'S': memory_json)
 #pragma once
 
 #include <sys/types.h>
@@ -134,7 +137,17 @@ std::vector<Measurement> supervise(double prepare_limit, double run_limit,
                                    const std::function<std::vector<Measurement>(int)>& body,
                                    nlohmann::json* overrun = nullptr);
 
+/// The largest peak resident memory a measuring child of this process reported ('S' frames)
+/// since the last call, in bytes (0: none); starts again from 0.
+std::int64_t take_children_peak();
+
 // ---- worker.cpp -----------------------------------------------------------------------------
+
+/// The payload of the worker's 'S' answer: {"worker_peak_bytes", "worker_rss_bytes",
+/// "children_peak_bytes"}, the worker's own peak since the last 'S' request (or its start) and
+/// its resident memory now, and the largest peak of the measuring children it forked meanwhile.
+/// Starts both peaks again.
+nlohmann::json memory_json();
 
 /// The stand-in for a candidate whose verification or probe run overran its deadline `limit` in
 /// compare's screening: its prepared Measurement m, Abandoned, the race bound as its times (a
@@ -145,7 +158,7 @@ Measurement overran_screening(Measurement m, double limit, double bound);
 nlohmann::json candidates_to_json(const std::vector<Candidate>& cs);
 
 /// The 'H' frame's payload: the worker's name and protocol version (both ends must agree).
-inline constexpr const char* kWorkerHello = "waco-measure-worker 1";
+inline constexpr const char* kWorkerHello = "waco-measure-worker 2";  // 2: 'S' frames
 
 /// The worker's loop: says hello, then answers frames on `sock` until EOF and exits; dies with
 /// `parent`. `child_hook` (a fork of the caller only) becomes every loaded problem's

@@ -223,6 +223,19 @@ std::vector<Measurement> Measurer::request(char type, const std::vector<Candidat
   return ms;
 }
 
+nlohmann::json Measurer::memory() {
+  if (sock_ < 0) return nullptr;
+  const double deadline = now_seconds() + 60.0;
+  char type = 0;
+  std::string payload;
+  if (!write_frame(sock_, 'S', {})) return nullptr;
+  await_worker(deadline);
+  if (read_frame(sock_, deadline, type, payload) != ReadStatus::Ok) return nullptr;
+  if (type == 'E') throw_worker_error(payload);
+  WACO_ASSERT(type == 'S', "unexpected frame from the measurement worker");
+  return nlohmann::json::parse(payload);
+}
+
 Measurement Measurer::measure(const Candidate& c, const RaceBound& race) {
   return request('M', {c}, opts_.repeats, opts_.prepare_timeout_s + opts_.run_timeout_s, race)
       .front();

@@ -32,6 +32,23 @@ using Histogram = std::array<std::int64_t, 34>;
 /// costs more than it saves).
 constexpr std::size_t kParallelMinTuples = 1 << 15;
 
+/// Sorted distinct (head, mid, last) tuples as Levels::build reads them: a list made for them.
+struct TupleList {
+  const std::vector<Tuple>& t;
+  index_t head(std::size_t e) const { return t[e][0]; }
+  index_t mid(std::size_t e) const { return t[e][1]; }
+  index_t last(std::size_t e) const { return t[e][2]; }
+};
+/// ... or a canonical matrix's own coordinates, read in place (head 0): no copy of the operand
+/// (12 bytes a nonzero).
+struct MatrixCoordinates {
+  const index_t* row;
+  const index_t* col;
+  index_t head(std::size_t) const { return 0; }
+  index_t mid(std::size_t e) const { return row[e]; }
+  index_t last(std::size_t e) const { return col[e]; }
+};
+
 /// The groups of one level b: key (head, mid >> b), each with its sorted distinct last
 /// coordinates (a flat list), and the histogram of the level. Two sets of buffers, swapped at
 /// every level (no allocation once they have grown).
@@ -42,22 +59,23 @@ class Levels {
 
   /// Level 0 of the sorted distinct tuples [lo, hi) of t: one group per (head, mid); the
   /// histogram is taken while the groups are built (and so at every level while merging).
-  void build(const std::vector<Tuple>& t, std::size_t lo, std::size_t hi) {
+  template <class Tuples>
+  void build(const Tuples& t, std::size_t lo, std::size_t hi) {
     key_h_.clear();
     key_m_.clear();
     start_.clear();
     last_.resize(hi - lo);
     hist = {};
     for (std::size_t e = lo; e < hi; ++e) {
-      if (e == lo || t[e][0] != t[e - 1][0] || t[e][1] != t[e - 1][1]) {
-        key_h_.push_back(t[e][0]);
-        key_m_.push_back(t[e][1]);
+      if (e == lo || t.head(e) != t.head(e - 1) || t.mid(e) != t.mid(e - 1)) {
+        key_h_.push_back(t.head(e));
+        key_m_.push_back(t.mid(e));
         start_.push_back(e - lo);
       } else {
-        ++hist[static_cast<std::size_t>(bit_width_u64(static_cast<std::uint64_t>(t[e - 1][2]) ^
-                                                      static_cast<std::uint64_t>(t[e][2])))];
+        ++hist[static_cast<std::size_t>(bit_width_u64(static_cast<std::uint64_t>(t.last(e - 1)) ^
+                                                      static_cast<std::uint64_t>(t.last(e))))];
       }
-      last_[e - lo] = t[e][2];
+      last_[e - lo] = t.last(e);
     }
     start_.push_back(hi - lo);
   }
@@ -173,16 +191,28 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
   const std::size_t nnz = static_cast<std::size_t>(pc.nnz_);
 
   // Distinct (head, mid, last), sorted; a canonical operand's coordinates already are (one check
-  // instead of a sort). Going from head shift a to a + 1 merges the runs of heads 2h and 2h + 1.
-  std::vector<Tuple> t(nnz), t_next;
-  for (std::size_t e = 0; e < nnz; ++e)
-    t[e] = {n == 3 ? (*coords[0])[e] : 0, (*coords[n - 2])[e], (*coords[n - 1])[e]};
-  if (std::adjacent_find(t.begin(), t.end(), [](const Tuple& x, const Tuple& y) {
-        return !(x < y);
-      }) != t.end()) {
-    std::sort(t.begin(), t.end());
-    t.erase(std::unique(t.begin(), t.end()), t.end());
+  // instead of a sort), and a canonical matrix's are read where they are. Going from head shift
+  // a to a + 1 merges the runs of heads 2h and 2h + 1.
+  const MatrixCoordinates matrix{coords[0]->data(), n == 2 ? coords[1]->data() : nullptr};
+  bool in_place = n == 2;
+  for (std::size_t e = 1; in_place && e < nnz; ++e)
+    in_place = matrix.row[e - 1] < matrix.row[e] ||
+               (matrix.row[e - 1] == matrix.row[e] && matrix.col[e - 1] < matrix.col[e]);
+  std::vector<Tuple> t, t_next;
+  if (!in_place) {
+    t.resize(nnz);
+    for (std::size_t e = 0; e < nnz; ++e)
+      t[e] = {n == 3 ? (*coords[0])[e] : 0, (*coords[n - 2])[e], (*coords[n - 1])[e]};
+    if (std::adjacent_find(t.begin(), t.end(), [](const Tuple& x, const Tuple& y) {
+          return !(x < y);
+        }) != t.end()) {
+      std::sort(t.begin(), t.end());
+      t.erase(std::unique(t.begin(), t.end()), t.end());
+    }
   }
+  const TupleList list{t};
+  const std::size_t tuples = in_place ? nnz : t.size();
+  const auto mid_at = [&](std::size_t e) { return in_place ? matrix.mid(e) : list.mid(e); };
   const auto tail_less = [](const Tuple& x, const Tuple& y) {
     return x[1] < y[1] || (x[1] == y[1] && x[2] < y[2]);
   };
@@ -224,33 +254,36 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
     // 0 .. k: the two sides go through them on two threads and join for the levels above. The
     // cut is the median row rounded to a multiple of 2^k, for the largest k that leaves each
     // side at least a third of the entries (or the best balance).
-    const bool halves = n == 2 && mid_bits >= 2 && t.size() >= kParallelMinTuples &&
+    const bool halves = n == 2 && mid_bits >= 2 && tuples >= kParallelMinTuples &&
                         (threads == 0 ? omp_get_max_threads() : threads) >= 2;
     int b = 0;
     if (halves) {
-      const auto cut_at = [&](index_t row) {
-        return static_cast<std::size_t>(
-            std::lower_bound(t.begin(), t.end(), row,
-                             [](const Tuple& x, index_t m) { return x[1] < m; }) -
-            t.begin());
+      const auto cut_at = [&](index_t row) {  // the first tuple of that row or after
+        std::size_t lo = 0, hi = tuples;
+        while (lo < hi) {
+          const std::size_t m = lo + (hi - lo) / 2;
+          if (mid_at(m) < row) lo = m + 1; else hi = m;
+        }
+        return lo;
       };
-      const index_t median = t[t.size() / 2][1];
+      const index_t median = mid_at(tuples / 2);
       int k = 0;
       std::size_t cut = 0, best = 0;
       for (int kk = mid_bits - 1; kk >= 1; --kk) {
         const index_t step = index_t{1} << kk;
         const index_t row = std::max<index_t>(step, (median + step / 2) / step * step);
         const std::size_t c = cut_at(row);
-        const std::size_t side = std::min(c, t.size() - c);
+        const std::size_t side = std::min(c, tuples - c);
         if (side > best) best = side, cut = c, k = kk;
-        if (3 * side >= t.size()) break;
+        if (3 * side >= tuples) break;
       }
       std::array<Levels, 2> part;
       std::array<std::vector<std::size_t>, 2> groups;
       std::array<std::vector<Histogram>, 2> hists;
 #pragma omp parallel for num_threads(2) schedule(static, 1)
       for (int q = 0; q < 2; ++q) {
-        part[q].build(t, q == 0 ? 0 : cut, q == 0 ? cut : t.size());
+        const std::size_t lo = q == 0 ? 0 : cut, hi = q == 0 ? cut : tuples;
+        if (in_place) part[q].build(matrix, lo, hi); else part[q].build(list, lo, hi);
         for (int lb = 0; lb <= k; ++lb) {
           groups[q].push_back(part[q].groups());
           hists[q].push_back(part[q].hist);
@@ -266,8 +299,10 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
       levels.append(part[1]);
       b = k + 1;
       if (b <= mid_bits) levels.merge();
+    } else if (in_place) {
+      levels.build(matrix, 0, tuples);
     } else {
-      levels.build(t, 0, t.size());
+      levels.build(list, 0, t.size());
     }
     for (;; ++b) {
       write_level(a, b, levels.groups(), levels.hist);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -17,11 +18,22 @@
 #include "framing.hpp"
 #include "measure_internal.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/process_memory.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::heuristics::detail {
 
 using kernels::now_seconds;
+
+namespace {
+std::int64_t children_peak = 0;  // see take_children_peak
+}  // namespace
+
+std::int64_t take_children_peak() {
+  const std::int64_t peak = children_peak;
+  children_peak = 0;
+  return peak;
+}
 
 bool die_with_parent(pid_t expected_parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -181,7 +193,9 @@ std::vector<Measurement> supervise(double prepare_limit, double run_limit,
       ms = {failed(Measurement{}, MeasureStatus::Crashed,
                    std::string("uncaught exception in the measuring child: ") + e.what())};
     }
-    write_frame(fds[1], 'R', to_json(ms).dump());
+    const std::string results = to_json(ms).dump();
+    write_frame(fds[1], 'S', std::to_string(kernels::peak_rss_bytes()));
+    write_frame(fds[1], 'R', results);
     ::_exit(0);
   }
   ::close(fds[1]);
@@ -212,6 +226,10 @@ std::vector<Measurement> supervise(double prepare_limit, double run_limit,
       *overrun = nlohmann::json::parse(payload);
       reap_child(child, 10.0);
       break;
+    }
+    if (type == 'S') {
+      children_peak = std::max<std::int64_t>(children_peak, std::atoll(payload.c_str()));
+      continue;
     }
     if (type == 'P') {
       limit = run_limit;

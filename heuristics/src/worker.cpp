@@ -20,6 +20,7 @@
 #include "waco/codegen/kernel_spec.hpp"
 #include "waco/heuristics/prefix_counts.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/process_memory.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::heuristics::detail {
@@ -160,6 +161,14 @@ nlohmann::json candidates_to_json(const std::vector<Candidate>& cs) {
   return j;
 }
 
+
+nlohmann::json memory_json() {
+  nlohmann::json j = {{"worker_peak_bytes", kernels::peak_rss_bytes()},
+                      {"worker_rss_bytes", kernels::current_rss_bytes()},
+                      {"children_peak_bytes", take_children_peak()}};
+  kernels::reset_peak_rss();
+  return j;
+}
 
 namespace {
 
@@ -308,7 +317,9 @@ std::uint64_t physical_memory() {
     if (length > 0 && read_bytes(sock, payload.data(), payload.size(), -1.0) != ReadStatus::Ok)
       ::_exit(0);
     bool sent = false;
-    if (type != 'M' && type != 'C') {
+    if (type == 'S') {
+      sent = write_frame(sock, 'S', memory_json().dump());
+    } else if (type != 'M' && type != 'C') {
       sent = send_error(sock, std::string("unknown request '") + type + "' to the measurement worker",
                         "", true);
     } else if (!current) {

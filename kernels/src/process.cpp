@@ -1,5 +1,6 @@
 #include "waco/kernels/process.hpp"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -112,6 +113,25 @@ void FileLock::lock() {
 
 void FileLock::unlock() {
   if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+}
+
+std::string shipped_dir(const std::string& name, const std::string& fallback) {
+  // The module holding this function: the waco-hybrid executable, or libwaco.so inside an
+  // application (whose /proc/self/exe is the application's).
+  namespace fs = std::filesystem;
+  Dl_info info{};
+  std::error_code ec;
+  if (::dladdr(reinterpret_cast<void*>(&shipped_dir), &info) != 0 && info.dli_fname != nullptr) {
+    fs::path module = fs::canonical(fs::path(info.dli_fname), ec);
+    if (ec) module = fs::read_symlink("/proc/self/exe", ec);
+    // <prefix>/bin/x, <prefix>/lib/libwaco.so, or <prefix>/libexec/waco-hybrid/worker.
+    fs::path root = module.parent_path().parent_path();
+    for (int up = 0; !ec && up < 2; ++up, root = root.parent_path()) {
+      const fs::path installed = root / "share" / "waco-hybrid" / name;
+      if (fs::is_directory(installed, ec)) return installed.string();
+    }
+  }
+  return fallback;
 }
 
 std::string self_executable() {

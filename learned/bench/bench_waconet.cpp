@@ -40,7 +40,7 @@
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/feature_extractor.hpp"
-#include "waco/learned/peak_memory.hpp"
+#include "waco/kernels/process_memory.hpp"
 
 namespace {
 
@@ -99,7 +99,7 @@ int run_one(const Options& o) {
   learned::set_threads(o.thread_count);
   auto loaded = kernels::read_matrix_market(o.one);
   const auto& a = loaded.matrix;
-  const double rss_loaded = static_cast<double>(learned::current_rss_bytes()) / (1 << 20);
+  const double rss_loaded = static_cast<double>(kernels::current_rss_bytes()) / (1 << 20);
   auto fx = learned::FeatureExtractor::create(learned::waconet_variant(o.variant, 2), 1);
   fx.set_conv_impl(learned::parse_conv_impl(o.impl));
   std::vector<double> maps, fwd, fb, maps_cpu, fwd_cpu, fb_cpu;
@@ -118,7 +118,7 @@ int run_one(const Options& o) {
     fwd_cpu.push_back(cpu_now() - c0);
   }
   // Peak so far: the inference path (kernel maps + forward), before any backward pass.
-  const double peak_fwd = static_cast<double>(learned::peak_rss_bytes()) / (1 << 20);
+  const double peak_fwd = static_cast<double>(kernels::peak_rss_bytes()) / (1 << 20);
   fx.forward_backward(p);  // warm-up
   for (int r = 0; r < o.repeats; ++r) {
     const double c0 = cpu_now();
@@ -130,7 +130,7 @@ int run_one(const Options& o) {
   for (auto v : p.stats().pairs) pairs += v;
   const std::int64_t sites_l1 = p.stats().sites.at(1);
   const double maps_mib = static_cast<double>(p.stats().bytes) / (1 << 20);
-  const double peak = static_cast<double>(learned::peak_rss_bytes()) / (1 << 20);
+  const double peak = static_cast<double>(kernels::peak_rss_bytes()) / (1 << 20);
   p = learned::PreparedPattern();
   const double spmv = csr_seconds(a, kernels::KernelKind::SpMV, o.thread_count);
   const double spmm = csr_seconds(a, kernels::KernelKind::SpMM, o.thread_count);
@@ -243,7 +243,7 @@ int run_profile(const Options& o) {
                   tb * 1e3, bflop / tb * 1e-9, bbytes / tb * 1e-9);
     }
   }
-  std::printf("# peak RSS %.0f MiB\n", static_cast<double>(learned::peak_rss_bytes()) / (1 << 20));
+  std::printf("# peak RSS %.0f MiB\n", static_cast<double>(kernels::peak_rss_bytes()) / (1 << 20));
   return 0;
 }
 

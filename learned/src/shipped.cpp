@@ -1,7 +1,6 @@
 // The shipped models and dataset (shipped.hpp).
 #include "waco/learned/shipped.hpp"
 
-#include <dlfcn.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <filesystem>
 
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/process.hpp"
 
 #ifndef WACO_MODELS_DIR
 #define WACO_MODELS_DIR ""
@@ -23,19 +23,7 @@ using kernels::Error;
 namespace fs = std::filesystem;
 
 std::string shipped_dir(const std::string& name, const std::string& source_dir) {
-  // The module holding this function: the waco-hybrid executable, or libwaco.so inside an
-  // application (whose /proc/self/exe is the application's).
-  Dl_info info{};
-  std::error_code ec;
-  if (::dladdr(reinterpret_cast<void*>(&shipped_dir), &info) != 0 && info.dli_fname != nullptr) {
-    fs::path module = fs::canonical(fs::path(info.dli_fname), ec);
-    if (ec) module = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-      const fs::path installed = module.parent_path().parent_path() / "share" / "waco-hybrid" / name;
-      if (fs::is_directory(installed, ec)) return installed.string();
-    }
-  }
-  return source_dir;
+  return kernels::shipped_dir(name, source_dir);
 }
 
 std::string models_dir() {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "memory_record.hpp"
 #include "pipeline.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/space.hpp"
@@ -227,6 +228,7 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
       m.confirmation =
           confirm_top(o, t.obs, t.p, t.measurer, r, csr_schedule, csr_baseline, t.shortcut);
   }
+  if (t.memory) t.memory->stage("selection", &t.measurer);
   // 7b. Select on one run, decide on another: a gain in the selection run is timed again in
   // fresh side-by-side children, and only their rounds decide (FreshOptions says why). A
   // selection without a gain needs no second opinion: the selection favours its winner.
@@ -313,6 +315,10 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   WACO_ASSERT((operand.matrix != nullptr) != (operand.tensor != nullptr),
               "tuning::run needs a matrix or a tensor");
   check_request(request);
+  // The memory record (report "memory"): the first stage is what the caller's reading of the
+  // operand left (the CLI: the file parsed and canonicalized).
+  MemoryRecord memory(request.reset_peak_per_stage);
+  memory.stage("operand");
   // --confirm 0 with a model search: the model decides alone. Its best-predicted schedule is the
   // only candidate, and one side-by-side run against the csr references guards it (a tuned
   // kernel is never slower than csr).
@@ -365,12 +371,14 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   const std::optional<ModelChoice> model =
       model_search ? std::optional(resolve_model(o, obs)) : std::nullopt;
 
+  memory.stage("fingerprint");
   check_cancel(o);
   // The dense operands (not needed for a cache hit) and the reference.
   const DenseOperands operands =
       make_dense_operands(kind, operand.matrix, operand.tensor, dense, o.seed, o.dtype);
   const Problem p = make_problem(kind, operand.matrix, operand.tensor, operands);
-  const Reference ref = compute_reference(p);
+  std::optional<Reference> ref(compute_reference(p));
+  memory.stage("dense_and_reference");
   check_cancel(o);
 
   // 2. The measurement worker (spawned: heuristics/README.md, "The measurement processes").
@@ -383,8 +391,12 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   mo.run_timeout_s = o.timeout;
   mo.generated = o.generated;
   mo.cancel = o.cancel;
-  const std::unique_ptr<Runner> runner = make_runner(o.runner, p, ref, mo);
+  const std::unique_ptr<Runner> runner = make_runner(o.runner, p, *ref, mo);
   Runner& measurer = *runner;
+  // The worker keeps its own copy of the reference; none is needed here (two doubles an output
+  // entry: 1 GiB for SpMM with J = 16 on a 4M-row matrix).
+  ref.reset();
+  memory.stage("worker_load", &measurer);
 
   // 3. The measurement key (the database was opened before the tuning cache was asked).
   const MeasurementKey key{rec.fingerprint, kind, static_cast<int>(p.dense_size()), o.repeat,
@@ -405,10 +417,11 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   CandidateChoice choice =
       choose_candidates(o, kind, threads, dense, p, pipeline, searcher, measure_one, obs);
   std::vector<Candidate>& candidates = choice.candidates;
+  memory.stage("choice", &measurer);
   check_cancel(o);
   const nlohmann::json cache_json = tile_cache_json(o.params, threads);
   const TuneRun run{o, obs, kind, p, measurer, db, key, needs_tensor(kind) ? "csf" : "csr",
-                    choice.search, side_by_side, db_path};
+                    choice.search, side_by_side, db_path, &memory};
 
   // 5. The references: the csr schedule and the baseline implementation, measured alike.
   // Checked before the search: a busy machine makes every multi-threaded timing wait for
@@ -451,6 +464,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   const std::optional<CallsBudget> calls_budget =
       apply_calls_budget(o, obs, candidates, to, csr_schedule.measurement, now_seconds() - t_start);
   const bool not_worth_it = calls_budget && !calls_budget->worth_it;
+  memory.stage("references", &measurer);
 
   // 6-7. The search's measurements and the side-by-side confirmation; the decision.
   const Measured measured = measure_and_confirm(run, candidates, to, csr_schedule, csr_baseline,
@@ -459,6 +473,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   const TuneResult& r = measured.result;
   const Decision decision = decide(measured, csr_schedule, run.shortcut, not_worth_it, o.rule);
   const TuneEntry* best = decision.best;
+  memory.stage("decide", &measurer);
 
   // 8. The report: one JSON object, printed as it is (--json) or as text read off it (below).
   ReportInput in;
@@ -489,6 +504,8 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
       obs.warning(std::string("the decision was not cached: ") + e.what());
     }
   }
+  memory.stage("report");
+  report["memory"] = memory.to_json();
   TuneOutcome out;
   out.report = std::move(report);
   if (best && best->candidate.schedule) out.schedule = *best->candidate.schedule;

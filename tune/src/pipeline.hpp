@@ -16,6 +16,8 @@
 
 namespace waco::tuning::detail {
 
+class MemoryRecord;
+
 using namespace waco::kernels;
 using namespace waco::heuristics;
 
@@ -41,6 +43,7 @@ struct TuneRun {
   std::string search;    ///< the search's name, or "list"
   bool side_by_side;     ///< a model search: its nominees are measured side by side at once
   std::string db_path;   ///< the results database (--db or the default)
+  MemoryRecord* memory = nullptr;  ///< the report's memory record (stages of measuring)
 };
 
 /// Steps 6-7 of tune: what was measured, what the side-by-side run selected, and the fresh runs

@@ -186,7 +186,7 @@ struct Options {
   /// measurement in progress is not stored in results_db (the ones finished before are, whole),
   /// no decision is cached, and tune() throws Interrupted. For Ctrl-C, return a flag your SIGINT
   /// handler sets (the Python module calls PyErr_CheckSignals here). A kernel compiled for the
-  /// returned plan after the search (usually cached already) is not interrupted.
+  /// returned plan after the search (usually cached or shipped already) is stopped too.
   std::function<bool()> interrupt;
   /// Tune on your own calls instead of before returning: tune() returns at once with a plan
   /// that serves csr while a background thread (low priority) prepares the cost model's best

@@ -6,7 +6,7 @@
 # - the calls budget's figures that depend on the time already spent (left_s, search_s,
 #   candidates, the numbers in its reason);
 # - paths become their file names; the tuning cache's entry name, date and machine go; the
-#   context block (machine, build, date) goes;
+#   context block (machine, build, date) and the memory record (resident sizes) go;
 # - other non-integer numbers are rounded to 9 significant digits, so that a last-bit
 #   difference (e.g. a fused multiply-add on another CPU) does not fail a golden.
 def time_key: test("^(time_s|search_s|read_s|cached_call_s|abandoned_s|seconds|choice_s|measure_s|confirm_s|decide_s|total_s|break_even_calls)$") or test("_seconds$");
@@ -22,7 +22,7 @@ def walk_keys: if type == "object" then
                               else .value |= walk_keys end)
                elif type == "array" then map(walk_keys)
                else sig end;
-del(.context)
+del(.context, .memory)
 | if .plan_cache | type == "object" then
     .plan_cache |= (if has("path") then .path = "<entry>" else . end
                     | if has("saved_at") then .saved_at = "<date>" else . end

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,7 +54,20 @@ struct CompilerOptions {
   /// Wall-clock limit of one compiler run, in seconds; on expiry the compiler is killed and
   /// compile_and_load throws.
   double timeout_seconds = 120.0;
+  /// Asked about every 0.1 s while the compiler runs (not part of the key; unset: never): once
+  /// it returns true the compiler is killed and compile_and_load throws kernels::Cancelled.
+  std::function<bool()> cancelled;
 };
+
+/// Read-only folders of kernels compiled ahead of time, consulted by compile_and_load and in_cache
+/// after the cache directory: a kernel whose <key>.so is in one is loaded from there, with
+/// nothing compiled or copied (the key holds the compiler, flags and CPU, so a folder built for
+/// another machine or compiler simply never matches). `waco-hybrid precompile` fills one at
+/// build time (<build>/share/waco-hybrid/kernels, installed as <prefix>/share/waco-hybrid/kernels):
+/// the schedules the tool nominates most often, so that a tune or an adaptive plan mostly never
+/// waits for a compiler. $WACO_SHIPPED_KERNELS replaces the default (kernels::shipped_dir
+/// ("kernels"), found beside the module): ':'-separated folders, or "none" for none.
+std::vector<std::string> shipped_kernel_dirs();
 
 /// The per-user default cache directory: $XDG_CACHE_HOME/waco-hybrid/kernels, else
 /// $HOME/.cache/waco-hybrid/kernels, else /tmp/waco-hybrid-<uid>/kernels (empty variables count
@@ -95,10 +109,11 @@ class BuildEnvironmentError : public kernels::Error {
 struct CompileResult {
   std::shared_ptr<LoadedLibrary> library;
   bool cache_hit = false;        ///< true: <key>.so was present and only loaded
+  bool shipped = false;          ///< the hit came from a shipped folder (shipped_kernel_dirs)
   double compile_seconds = 0.0;  ///< wall time of the compiler run; 0 on a cache hit
   double load_seconds = 0.0;     ///< wall time of dlopen
   std::string key;               ///< the cache key (32 hex digits)
-  std::string library_path;      ///< <cache_dir>/<key>.so
+  std::string library_path;      ///< <cache_dir>/<key>.so, or the shipped folder's
   std::string source_path;       ///< <cache_dir>/<key>.cpp (absent on a hit from a cache that
                                  ///< lost it; the .so alone is enough)
 };
@@ -107,7 +122,8 @@ struct CompileResult {
 /// per process). Throws kernels::Error when the compiler cannot be run.
 std::string cache_key(const std::string& source, const CompilerOptions& opts = {});
 
-/// Whether the cache holds `source` compiled with `opts` (compile_and_load would only load it).
+/// Whether the cache or a shipped folder holds `source` compiled with `opts` (compile_and_load
+/// would only load it).
 /// Throws kernels::Error when the compiler cannot be run (the key names its version).
 bool in_cache(const std::string& source, const CompilerOptions& opts = {});
 

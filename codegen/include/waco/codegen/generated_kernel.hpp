@@ -3,6 +3,7 @@
 // prepare() also resolves RaceStrategy::Auto, which needs the problem (see GeneratedOptions).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,11 +20,32 @@ namespace waco::codegen {
 /// bound, not a measured optimum).
 inline constexpr double kMaxPrivateCopyBytes = 1024.0 * 1024.0 * 1024.0;
 
+/// Formats of one sparse operand built once and shared by the kernels whose schedules store it
+/// alike: the same kernel, splits, sparse levels and level formats (what build_storage reads; the
+/// parallel loop, threads, chunk and the dense loops do not change a format). Held weakly: a
+/// format goes with the last kernel that uses it. For one operand only (the key does not name it).
+class StorageCache {
+ public:
+  /// The format kept for canonical schedule s, or null.
+  std::shared_ptr<const Storage> find(const SuperSchedule& s) const;
+  void keep(const SuperSchedule& s, const std::shared_ptr<const Storage>& storage);
+
+ private:
+  static std::string key(const SuperSchedule& s);
+  std::map<std::string, std::weak_ptr<const Storage>> formats_;
+};
+
 struct GeneratedOptions {
   StorageOptions storage;
   CompilerOptions compiler;
   /// How a parallel loop that does not index the output stays race-free. Auto: see resolve_race.
   RaceStrategy race = RaceStrategy::Auto;
+  /// Null: every prepare builds its format. Else formats are shared through it (one operand).
+  std::shared_ptr<StorageCache> storages;
+  /// Null: the kernel writes an output of its own. Else, for a dense output (not SDDMM's), the
+  /// buffer it writes, shared by kernels that run one after another (every run writes the whole
+  /// output): a kernel's output() is its own only when it ran last; prepare() clears it.
+  std::shared_ptr<kernels::Values> output;
 };
 
 /// The strategy `requested` resolves to for schedule s on a problem whose output has
@@ -90,6 +112,8 @@ class GeneratedKernel final : public kernels::Implementation {
   /// Seconds spent compiling (0 on a cache hit), and whether the cache had the kernel.
   double compile_seconds() const { return bound_.compile.compile_seconds; }
   bool cache_hit() const { return bound_.compile.cache_hit; }
+  /// The kernel came compiled ahead of time (a shipped folder: shipped_kernel_dirs()).
+  bool shipped() const { return bound_.compile.shipped; }
   const std::string& source_path() const { return bound_.compile.source_path; }
   /// Threads the kernel runs on (the schedule's, or prepare()'s when the schedule says 0).
   int threads() const { return bound_.args.threads; }
@@ -102,7 +126,7 @@ class GeneratedKernel final : public kernels::Implementation {
   GeneratedOptions opts_;
   kernels::Problem problem_;
   BoundKernel bound_;
-  kernels::Values out_;                 ///< what the kernel writes
+  std::shared_ptr<kernels::Values> out_;  ///< what the kernel writes (GeneratedOptions::output)
   mutable kernels::Values canonical_;   ///< SDDMM: out_ gathered into A's canonical order
 };
 

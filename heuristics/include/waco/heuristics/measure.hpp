@@ -80,6 +80,7 @@ class Measurer : public Runner {
   const MeasureOptions& options() const override { return opts_; }
   /// Threads a candidate with threads = 0 runs on (options().threads resolved).
   int run_threads() const override { return run_threads_; }
+  nlohmann::json memory() override;
   /// The worker's process id (for tests and diagnostics).
   pid_t worker_pid() const { return worker_; }
 

@@ -129,6 +129,11 @@ class Runner {
   /// Whether the timings come from this machine, so that its load matters to them (false for a
   /// ScriptedRunner: tune then skips its busy-machine check).
   virtual bool times_this_machine() const { return true; }
+  /// The measuring processes' resident memory since the last call (or the start), for the
+  /// memory record of a tune: {"worker_peak_bytes", "worker_rss_bytes", "children_peak_bytes"}
+  /// (the worker's peak and its size now, the largest peak of a measuring child); null when the
+  /// runner has no such process (a ScriptedRunner) or the worker did not answer.
+  virtual nlohmann::json memory() { return nullptr; }
 };
 
 /// The Runner named by `spec`: "" or "isolated" a Measurer (measure.hpp: it forks its worker

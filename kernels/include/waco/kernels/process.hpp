@@ -35,6 +35,13 @@ void die_with_parent_from_environment();
 /// The path of the running executable (/proc/self/exe); throws Error when unreadable.
 std::string self_executable();
 
+/// What the tool ships under `name` (models, dataset, kernels) where the module holding this
+/// code was installed: <prefix>/share/waco-hybrid/<name> for <prefix>/bin/waco-hybrid,
+/// <prefix>/lib/libwaco.so or <prefix>/libexec/waco-hybrid/waco-measure-worker (found with dladdr, so a moved prefix still finds it; inside an
+/// application linking libwaco.so it is the library's prefix, not the application's), when that
+/// folder exists; else `fallback` (e.g. the source tree's copy, for a build tree).
+std::string shipped_dir(const std::string& name, const std::string& fallback);
+
 /// An exclusive advisory lock on a file (flock), e.g. the CPU lock that measuring programs share
 /// (`collect --cpu-lock`, `ablate --cpu-lock`) so that two timing runs never share the cores. An
 /// empty path makes a lock that does nothing. The file is created when missing.

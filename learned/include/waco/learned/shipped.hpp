@@ -15,9 +15,9 @@
 
 namespace waco::learned {
 
-/// A folder installed with the tool: <prefix>/share/waco-hybrid/<name>, the prefix found from
-/// the module holding this code (the executable, or libwaco.so: dladdr) so that a moved prefix
-/// still finds it; else `source_dir` (the build tree's source folder).
+/// A folder installed with the tool: kernels::shipped_dir (<prefix>/share/waco-hybrid/<name>, the
+/// prefix found from the module holding this code), else `source_dir` (the build tree's source
+/// folder).
 std::string shipped_dir(const std::string& name, const std::string& source_dir);
 
 /// The folder of the shipped models and a kernel's default model in it: $WACO_MODELS_DIR when

@@ -94,6 +94,11 @@ struct TuneRequest {
   /// When the caller's work began (the CLI: before reading the file), for the report's time_s;
   /// 0: when run() starts.
   double started_at = 0.0;
+  /// The report's memory record (report "memory"): whether the tuning process's peak may be
+  /// started again at each stage (kernels::reset_peak_rss), so that each stage's own peak is
+  /// reported. The CLI's process is the tune's; a library caller's is the application's, whose
+  /// peak is left alone (its stages then report the peak since the process began).
+  bool reset_peak_per_stage = false;
 };
 
 /// The sparse operand: a canonical matrix (SpMV, SpMM, SDDMM) or 3-D tensor (MTTKRP).

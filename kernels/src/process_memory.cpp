@@ -1,13 +1,15 @@
 // Peak and current resident memory from /proc/self/status (Linux), with a getrusage fallback.
-#include "waco/learned/peak_memory.hpp"
+#include "waco/kernels/process_memory.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
 
-namespace waco::learned {
+namespace waco::kernels {
 namespace {
 
 // The value in kB of a "Key:   123 kB" line of /proc/self/status, -1 when absent.
@@ -41,4 +43,12 @@ std::int64_t current_rss_bytes() {
   return kb >= 0 ? kb * 1024 : 0;
 }
 
-}  // namespace waco::learned
+bool reset_peak_rss() {
+  const int fd = ::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, "5", 1) == 1;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace waco::kernels

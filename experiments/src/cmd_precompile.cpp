@@ -1,0 +1,363 @@
+// waco-hybrid precompile: kernels compiled ahead of time into a folder that compile_and_load
+// consults before running a compiler (codegen::shipped_kernel_dirs). The build runs it on the
+// committed lists (data/aot/<kernel>.txt) so that the schedules the tool nominates most often are
+// ready when a tune or an adaptive plan needs them; `--from-dataset` makes such a list from the
+// committed dataset's winners and reports what share of held-out groups it covers.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "cli_common.hpp"
+#include "command.hpp"
+#include "waco/codegen/compiler.hpp"
+#include "waco/codegen/emitter.hpp"
+#include "waco/codegen/super_schedule.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/io.hpp"
+#include "waco/kernels/timing.hpp"
+#include "waco/learned/shipped.hpp"
+#include "waco/learned/training_data.hpp"
+
+namespace waco::cli {
+using namespace waco::kernels;
+
+namespace {
+
+/// A candidate within this share of its group's fastest counts as a near-winner (coverage).
+constexpr double kNearShare = 0.03;
+
+struct Options {
+  std::string kernel;
+  std::string list;
+  bool from_dataset = false;
+  std::vector<std::string> dataset_files;
+  int top = 0;
+  double coverage = 0.0;
+  std::string write_list;
+  std::string out;
+  std::vector<std::string> dtypes = {"f32"};
+  std::string compiler = "c++";
+  double compile_timeout = 300.0;
+  int jobs = 0;
+  bool json = false;
+  bool quiet = false;
+};
+
+/// One kernel source (what the compile cache keys), with a schedule that emits it.
+struct Template {
+  std::string schedule;  ///< text form of the first schedule seen with this source
+  std::int64_t winners = 0;  ///< groups whose fastest candidate has this source
+  std::int64_t near = 0;     ///< groups with a candidate of this source within kNearShare
+};
+
+/// The source a schedule's kernel is keyed by (float, atomic updates: the other variants of one
+/// template are compiled beside it).
+std::string template_source(const codegen::SuperSchedule& s) {
+  return codegen::emit_kernel_source(s, codegen::RaceStrategy::Atomic,
+                                     codegen::SourceForm::SharedObject, Dtype::F32);
+}
+
+struct DatasetTemplates {
+  std::vector<Template> templates;  ///< by winners, then near-winners, then text
+  /// Per group: its split, its winner's template index, and the templates within kNearShare.
+  struct Group {
+    std::string split;
+    std::size_t winner = 0;
+    std::vector<std::size_t> near;
+  };
+  std::vector<Group> groups;
+};
+
+DatasetTemplates dataset_templates(KernelKind kind, const std::vector<std::string>& files) {
+  std::unordered_map<std::string, std::size_t> by_source;  // source -> template index
+  std::unordered_map<std::string, std::size_t> by_text;    // schedule text -> template index
+  DatasetTemplates out;
+  const auto index_of = [&](const codegen::SuperSchedule& s) {
+    const std::string text = codegen::to_text(s);
+    if (auto it = by_text.find(text); it != by_text.end()) return it->second;
+    const std::string source = template_source(s);
+    auto [it, fresh] = by_source.emplace(source, out.templates.size());
+    if (fresh) out.templates.push_back(Template{text, 0, 0});
+    by_text.emplace(text, it->second);
+    return it->second;
+  };
+  for (const std::string& f : files)
+    learned::for_each_export_group(f, [&](const nlohmann::json& j) {
+      const learned::DatasetGroup g = learned::group_from_json(j);
+      if (g.kind != kind) return;
+      const learned::MeasuredCandidate* best = nullptr;
+      for (const learned::MeasuredCandidate& c : g.candidates)
+        if (!c.lower_bound && c.seconds > 0 && (!best || c.seconds < best->seconds)) best = &c;
+      if (!best) return;
+      DatasetTemplates::Group row;
+      row.split = g.split;
+      row.winner = index_of(best->schedule);
+      std::set<std::size_t> near;
+      for (const learned::MeasuredCandidate& c : g.candidates)
+        if (!c.lower_bound && c.seconds > 0 && c.seconds <= best->seconds * (1 + kNearShare))
+          near.insert(index_of(c.schedule));
+      row.near.assign(near.begin(), near.end());
+      ++out.templates[row.winner].winners;
+      for (std::size_t t : row.near) ++out.templates[t].near;
+      out.groups.push_back(std::move(row));
+    });
+  return out;
+}
+
+/// Shares of groups per split whose winner / some near-winner is among `chosen` (indices).
+nlohmann::json coverage_json(const DatasetTemplates& d, const std::set<std::size_t>& chosen) {
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> win, near;  // covered, total
+  for (const DatasetTemplates::Group& g : d.groups) {
+    for (const std::string& split : {g.split, std::string("all")}) {
+      win[split].second += 1;
+      near[split].second += 1;
+      win[split].first += chosen.count(g.winner);
+      near[split].first += std::any_of(g.near.begin(), g.near.end(),
+                                       [&](std::size_t t) { return chosen.count(t) > 0; });
+    }
+  }
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [split, counts] : win)
+    j[split] = {{"groups", counts.second},
+                {"winner_covered", static_cast<double>(counts.first) / counts.second},
+                {"near_winner_covered",
+                 static_cast<double>(near[split].first) / near[split].second}};
+  return j;
+}
+
+std::vector<std::string> read_list(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the schedule list " + path, "give a file with one schedule a line");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    const std::size_t a = line.find_first_not_of(" \t\r");
+    if (a == std::string::npos) continue;
+    out.push_back(line.substr(a, line.find_last_not_of(" \t\r") + 1 - a));
+  }
+  return out;
+}
+
+int precompile(const Options& o) {
+  const KernelKind kind = kernel_from_option(o.kernel);
+  if (o.list.empty() == !o.from_dataset)
+    throw Error("precompile takes either --list FILE or --from-dataset",
+                "e.g. waco-hybrid precompile --kernel spmv --from-dataset --top 40");
+  std::vector<Dtype> dtypes;
+  for (const std::string& d : o.dtypes) {
+    const auto dt = parse_dtype(d);
+    if (!dt) throw Error("unknown --dtype '" + d + "'", "use f32 or f64");
+    dtypes.push_back(*dt);
+  }
+  nlohmann::json report = {{"kernel", o.kernel}};
+  std::vector<std::string> schedules;  // text forms, one per template
+  if (o.from_dataset) {
+    std::vector<std::string> files = o.dataset_files;
+    if (files.empty())
+      for (const std::string& f : learned::committed_exports())
+        if (f.find("/" + std::string(kernel_name(kind)) + ".") != std::string::npos) files.push_back(f);
+    if (files.empty()) throw Error("no dataset export for " + o.kernel, "pass --dataset FILE");
+    const DatasetTemplates d = dataset_templates(kind, files);
+    // Most frequent winners first; near-winners break ties (a template that is often within 3%
+    // of the winner serves as well as the winner).
+    std::vector<std::size_t> order(d.templates.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const Template& x = d.templates[a];
+      const Template& y = d.templates[b];
+      if (x.winners != y.winners) return x.winners > y.winners;
+      if (x.near != y.near) return x.near > y.near;
+      return x.schedule < y.schedule;
+    });
+    std::set<std::size_t> chosen;
+    std::int64_t train_groups = 0, covered = 0;
+    for (const DatasetTemplates::Group& g : d.groups) train_groups += g.split == "train";
+    for (std::size_t t : order) {
+      if (o.top > 0 && static_cast<int>(chosen.size()) >= o.top) break;
+      if (o.top == 0 && o.coverage > 0 && covered >= o.coverage * train_groups) break;
+      if (d.templates[t].winners == 0 && o.top == 0) break;
+      chosen.insert(t);
+      covered = 0;
+      for (const DatasetTemplates::Group& g : d.groups)
+        covered += g.split == "train" && chosen.count(g.winner);
+    }
+    std::ostringstream list;
+    list << "# " << o.kernel << ": " << chosen.size() << " kernel templates of the committed "
+         << "dataset's group winners (waco-hybrid precompile --from-dataset";
+    if (o.top > 0) list << " --top " << o.top;
+    if (o.coverage > 0) list << " --coverage " << o.coverage;
+    list << "); per line: the schedule, then how many groups it won and was within 3% of the "
+            "fastest in\n";
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t t : order) {
+      if (!chosen.count(t)) continue;
+      const Template& x = d.templates[t];
+      schedules.push_back(x.schedule);
+      list << x.schedule << "  # won " << x.winners << ", near " << x.near << "\n";
+      rows.push_back({{"schedule", x.schedule}, {"winners", x.winners}, {"near", x.near}});
+    }
+    report["templates_in_dataset"] = d.templates.size();
+    report["chosen"] = rows;
+    report["coverage"] = coverage_json(d, chosen);
+    if (!o.write_list.empty()) {
+      write_text_file(o.write_list, list.str());
+      if (!o.quiet) std::cerr << "wrote " << o.write_list << "\n";
+    }
+  } else {
+    schedules = read_list(o.list);
+  }
+
+  // The sources to compile: each template in each dtype, and with private output copies too
+  // when its parallel loop does not own the output (tune's auto picks either).
+  std::vector<std::pair<std::string, std::string>> sources;  // label, source
+  std::set<std::string> seen;
+  for (const std::string& text : schedules) {
+    const codegen::SuperSchedule s = codegen::schedule_from_string(kind, text);
+    std::vector<codegen::RaceStrategy> races = {codegen::RaceStrategy::Atomic};
+    if (!codegen::parallel_loop_is_race_free(s)) races.push_back(codegen::RaceStrategy::Private);
+    for (Dtype dt : dtypes)
+      for (codegen::RaceStrategy r : races) {
+        std::string src = codegen::emit_kernel_source(s, r, codegen::SourceForm::SharedObject, dt);
+        if (!seen.insert(src).second) continue;
+        sources.emplace_back(text + " [" + std::string(dtype_name(dt)) + ", " +
+                                 race_strategy_name(r) + "]",
+                             std::move(src));
+      }
+  }
+  report["schedules"] = schedules.size();
+  report["kernels"] = sources.size();
+  if (o.out.empty()) {
+    if (o.json) print_json(report);
+    else if (!o.from_dataset || o.write_list.empty())
+      std::cout << schedules.size() << " schedules, " << sources.size()
+                << " kernels (no --out: nothing compiled)\n";
+    if (!o.json && report.contains("coverage"))
+      for (const auto& [split, c] : report["coverage"].items())
+        std::printf("%s: %lld groups, winner covered %.1f%%, a kernel within 3%% of the winner "
+                    "covered %.1f%%\n",
+                    split.c_str(), c["groups"].get<long long>(),
+                    100 * c["winner_covered"].get<double>(),
+                    100 * c["near_winner_covered"].get<double>());
+    return kExitOk;
+  }
+  codegen::CompilerOptions copts;
+  copts.compiler = o.compiler;
+  copts.cache_dir = o.out;
+  copts.timeout_seconds = o.compile_timeout;
+  // The folder is the compile cache of `--out` alone: what another folder holds is not taken
+  // for done here.
+  ::setenv("WACO_SHIPPED_KERNELS", "none", 1);
+  const int jobs = o.jobs > 0 ? o.jobs : resolve_threads(0);
+  const double t0 = now_seconds();
+  int compiled = 0, cached = 0;
+  double compile_s = 0;
+  std::size_t next = 0, finished = 0;
+  std::string failure;
+  std::mutex mu;
+  const auto work = [&] {
+    for (;;) {
+      std::size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (next >= sources.size() || !failure.empty() || interrupt_flag()) return;
+        i = next++;
+      }
+      try {
+        const codegen::CompileResult r = codegen::compile_and_load(sources[i].second, copts);
+        std::lock_guard<std::mutex> lock(mu);
+        ++finished;
+        (r.cache_hit ? cached : compiled) += 1;
+        compile_s += r.compile_seconds;
+        if (!o.quiet && !r.cache_hit) {
+          const double done = now_seconds() - t0;
+          const double eta = done / static_cast<double>(finished) *
+                             static_cast<double>(sources.size() - finished);
+          std::fprintf(stderr, "[%zu/%zu] %s (%.2f s), ETA %s\n", finished, sources.size(),
+                       sources[i].first.c_str(), r.compile_seconds, format_seconds(eta).c_str());
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failure.empty()) failure = sources[i].first + ": " + e.what();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 0; j < jobs; ++j) pool.emplace_back(work);
+  for (std::thread& t : pool) t.join();
+  if (!failure.empty()) throw Error("precompile: " + failure, "compiled kernels are kept; run it again");
+  if (interrupt_flag()) throw Error("interrupted", "run it again: compiled kernels are kept");
+  report.update({{"out", o.out}, {"compiled", compiled}, {"cached", cached},
+                 {"compile_s", compile_s}, {"seconds", now_seconds() - t0}});
+  if (o.json) print_json(report);
+  else if (!o.quiet)
+    std::cout << o.kernel << ": " << sources.size() << " kernels in " << o.out << " (" << compiled
+              << " compiled in " << format_seconds(compile_s) << ", " << cached
+              << " already there)\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+Command make_precompile_command() {
+  return {"precompile", "Compile the kernels of chosen schedules ahead of time (shipped kernels)",
+          [](CLI::App& sub) -> std::function<int()> {
+            auto o = std::make_shared<Options>();
+            add_kernel_option(sub, o->kernel);
+            sub.add_option("--list", o->list,
+                           "Schedules to compile: one text form or shortcut a line, '#' comments");
+            sub.add_flag("--from-dataset", o->from_dataset,
+                         "Choose the schedules from a dataset's group winners (the committed one "
+                         "by default) and report the share of groups per split they cover");
+            sub.add_option("--dataset", o->dataset_files,
+                           "Dataset export files for --from-dataset (default: the committed one)");
+            sub.add_option("--top", o->top, "With --from-dataset: the N most frequent winners")
+                ->check(CLI::Range(1, 100000));
+            sub.add_option("--coverage", o->coverage,
+                           "With --from-dataset: the fewest winners covering this share of the "
+                           "training groups' winners")
+                ->check(CLI::Range(0.0, 1.0));
+            sub.add_option("--write-list", o->write_list,
+                           "Write the chosen schedules as a --list file");
+            sub.add_option("--out", o->out,
+                           "Compile into this folder (a compile cache: <key>.so, <key>.cpp); "
+                           "without it nothing is compiled");
+            sub.add_option("--dtype", o->dtypes, "Value types to compile each schedule in")
+                ->delimiter(',')
+                ->capture_default_str();
+            sub.add_option("--compiler", o->compiler, "C++ compiler for generated kernels")
+                ->capture_default_str();
+            sub.add_option("--compile-timeout", o->compile_timeout,
+                           "Seconds a compile may take")
+                ->check(CLI::PositiveNumber)
+                ->capture_default_str();
+            sub.add_option("--jobs,-j", o->jobs, "Compilers run at once (0: the available cores)")
+                ->check(CLI::Range(0, 256))
+                ->capture_default_str();
+            sub.add_flag("--json", o->json, "Print JSON (coverage, kernels compiled)");
+            sub.add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+            sub.footer(
+                "Kernels are keyed as the compile cache keys them (source, compiler version,\n"
+                "flags, CPU): a folder built here serves this machine and this compiler only;\n"
+                "elsewhere its kernels are simply not found and get compiled as usual. The build\n"
+                "compiles data/aot/<kernel>.txt into <build>/share/waco-hybrid/kernels, installed\n"
+                "as <prefix>/share/waco-hybrid/kernels; $WACO_SHIPPED_KERNELS (folders separated\n"
+                "by ':', or none) replaces where they are looked up.\n\n"
+                "Examples:\n"
+                "  waco-hybrid precompile --kernel spmv --from-dataset --top 40      # coverage\n"
+                "  waco-hybrid precompile --kernel spmv --from-dataset --top 40 --write-list spmv.txt\n"
+                "  waco-hybrid precompile --kernel spmv --list spmv.txt --dtype f32,f64 --out DIR\n");
+            return [o] { return precompile(*o); };
+          }};
+}
+
+}  // namespace waco::cli

@@ -1,0 +1,142 @@
+// Unit "precompile": `waco-hybrid precompile` (kernels compiled ahead of time) end to end, and the
+// build's shipped folder found without configuration (issue 35, "no compiler on the hot path").
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_runner.hpp"
+#include "support/test_paths.hpp"
+
+namespace fs = std::filesystem;
+using waco::test::run_cli;
+
+namespace {
+
+std::string example() { return waco::test::examples_dir() + "/bcsstk13.mtx.gz"; }
+
+int count_ext(const std::string& dir, const std::string& ext) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) n += e.path().extension() == ext;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("precompile: a list is compiled once into a folder that run then loads from", "[cli]") {
+  const std::string dir = waco::test::scratch_dir("precompile-list");
+  const std::string out = dir + "/kernels";
+  const std::string list = dir + "/spmv.txt";
+  {
+    std::ofstream f(list);
+    f << "# two schedules, one of them twice\n"
+      << "csr\n\n"
+      << "split=i:4 order=i1,k,i0 format=UCU parallel=i1 threads=2 chunk=8  # a comment\n"
+      << "order=i,k format=UC parallel=i threads=4 chunk=64\n";  // csr's source: run-time sizes
+  }
+  const auto first = run_cli("precompile --kernel spmv --list " + list + " --dtype f32,f64 --out " +
+                             out + " --json -q");
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  const auto j = nlohmann::json::parse(first.out);
+  CHECK(j["schedules"] == 3);
+  CHECK(j["kernels"] == 4);  // two sources x two dtypes
+  CHECK(j["compiled"] == 4);
+  CHECK(count_ext(out, ".so") == 4);
+
+  const auto again = run_cli("precompile --kernel spmv --list " + list + " --dtype f32,f64 --out " +
+                             out + " --json -q");
+  REQUIRE(again.status == 0);
+  const auto j2 = nlohmann::json::parse(again.out);
+  CHECK(j2["compiled"] == 0);
+  CHECK(j2["cached"] == 4);
+
+  // A run in a fresh kernel cache takes the kernel from the folder: nothing compiled.
+  const std::string xdg = "XDG_CACHE_HOME=" + dir + "/xdg ";
+  const auto run = run_cli("run --kernel spmv --schedule csr --repeat 2 --json " + example(),
+                           xdg + "WACO_SHIPPED_KERNELS=" + out);
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const auto rj = nlohmann::json::parse(run.out);
+  CHECK(rj["generated"]["shipped"] == true);
+  CHECK(rj["generated"]["compile_s"] == 0.0);
+  CHECK((!fs::exists(dir + "/xdg/waco-hybrid/kernels") ||
+         count_ext(dir + "/xdg/waco-hybrid/kernels", ".so") == 0));
+  // f64 too; a schedule not in the folder is compiled as before.
+  const auto f64 = run_cli("run --kernel spmv --schedule csr --dtype f64 --repeat 2 --json " + example(),
+                           xdg + "WACO_SHIPPED_KERNELS=" + out);
+  REQUIRE(f64.status == 0);
+  CHECK(nlohmann::json::parse(f64.out)["generated"]["shipped"] == true);
+  const auto other = run_cli("run --kernel spmv --schedule bcsr4x4 --repeat 2 --json " + example(),
+                             xdg + "WACO_SHIPPED_KERNELS=" + out);
+  REQUIRE(other.status == 0);
+  CHECK(nlohmann::json::parse(other.out)["generated"]["shipped"] == false);
+}
+
+TEST_CASE("precompile: bad lists and options are clear errors", "[cli]") {
+  const std::string dir = waco::test::scratch_dir("precompile-errors");
+  {
+    std::ofstream f(dir + "/bad.txt");
+    f << "csr\norder=i,q format=UC\n";
+  }
+  const auto bad = run_cli("precompile --kernel spmv --list " + dir + "/bad.txt --out " + dir + "/k");
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("error:") != std::string::npos);
+  const auto missing = run_cli("precompile --kernel spmv --list " + dir + "/absent.txt");
+  CHECK(missing.status == 1);
+  CHECK(missing.err.find("cannot read the schedule list") != std::string::npos);
+  const auto neither = run_cli("precompile --kernel spmv");
+  CHECK(neither.status == 1);
+  CHECK(neither.err.find("either --list FILE or --from-dataset") != std::string::npos);
+}
+
+TEST_CASE("precompile: the committed dataset's winners and what share of held-out groups they cover",
+          "[cli]") {
+  const std::string dir = waco::test::scratch_dir("precompile-dataset");
+  const auto r = run_cli("precompile --kernel spmm --from-dataset --top 5 --json --write-list " +
+                         dir + "/spmm.txt -q");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["chosen"].size() == 5);
+  // Most frequent winners first.
+  for (std::size_t i = 1; i < j["chosen"].size(); ++i)
+    CHECK(j["chosen"][i]["winners"].get<int>() <= j["chosen"][i - 1]["winners"].get<int>());
+  for (const char* split : {"train", "validation", "test", "all"}) {
+    INFO(split);
+    REQUIRE(j["coverage"].contains(split));
+    const double w = j["coverage"][split]["winner_covered"];
+    const double n = j["coverage"][split]["near_winner_covered"];
+    CHECK(w > 0.0);
+    CHECK(w <= n);
+    CHECK(n <= 1.0);
+  }
+  // More templates never cover less.
+  const auto r10 = run_cli("precompile --kernel spmm --from-dataset --top 10 --json -q");
+  REQUIRE(r10.status == 0);
+  CHECK(nlohmann::json::parse(r10.out)["coverage"]["all"]["winner_covered"].get<double>() >=
+        j["coverage"]["all"]["winner_covered"].get<double>());
+  // The written list is a --list file of the same schedules.
+  const auto listed = run_cli("precompile --kernel spmm --list " + dir + "/spmm.txt --json");
+  REQUIRE(listed.status == 0);
+  CHECK(nlohmann::json::parse(listed.out)["schedules"] == 5);
+}
+
+TEST_CASE("precompile: the build's shipped kernels serve the csr schedule without a compiler",
+          "[cli]") {
+  const std::string shipped = std::string(WACO_BINARY_DIR) + "/share/waco-hybrid/kernels";
+  if (!fs::exists(shipped + "/.complete")) {
+    WARN("no shipped kernels in the build tree (WACO_PRECOMPILE_KERNELS=OFF): skipped");
+    return;
+  }
+  const std::string dir = waco::test::scratch_dir("precompile-default");
+  // WACO_SHIPPED_KERNELS empty: the default folder, found beside the executable.
+  const auto run = run_cli("run --kernel spmm --schedule csr --repeat 2 --json " + example(),
+                           "XDG_CACHE_HOME=" + dir + "/xdg WACO_SHIPPED_KERNELS=");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  CHECK(nlohmann::json::parse(run.out)["generated"]["shipped"] == true);
+}
