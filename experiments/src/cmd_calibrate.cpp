@@ -209,10 +209,6 @@ int calibrate(const Options& o) {
     throw Error("cannot create the calibration folder " + paths.dir + ": " + ec.message(),
                 "set XDG_DATA_HOME to a writable folder");
   kernels::write_text_file(paths.dir + "/identity.json", identity.dump(2) + "\n");
-  if (o.restart)
-    for (const std::string& f : {paths.db, paths.db + "-wal", paths.db + "-shm", paths.model, paths.sidecar})
-      fs::remove(f, ec);
-
   std::string described;
   const std::vector<Planned> plan = stratified_plan(candidates(o, kind, &described), o.g.seed);
   if (plan.empty())
@@ -224,6 +220,9 @@ int calibrate(const Options& o) {
   for (const Planned& p : plan) ++strata[p.stratum];
 
   const std::unique_ptr<FileLock> lock = lock_collection(paths.db);
+  if (o.restart)  // under the lock: never under another calibrate's feet
+    for (const std::string& f : {paths.db, paths.db + "-wal", paths.db + "-shm", paths.model, paths.sidecar})
+      fs::remove(f, ec);
   heuristics::CollectOptions co;
   co.kernel = kind;
   apply_group_options(o.g, resolve_threads(o.data.threads), co);
@@ -246,8 +245,7 @@ int calibrate(const Options& o) {
   }
   const double budget_s = std::max(0.0, o.minutes * 60.0 * kMeasureShare);
   const double spent_before = spent;
-  int measured_before = 0;
-  for (const auto& [fp, idx] : order.items()) (void)fp, (void)idx, ++measured_before;
+  const std::size_t measured_before = order.size();
   const bool quiet = o.data.quiet;
   if (!quiet)
     std::fprintf(stderr,
