@@ -53,7 +53,10 @@ std::string calibrate_args(const std::string& recipes, double minutes) {
          " --cache-dir " + std::string(WACO_BINARY_DIR) + "/test-kernel-cache";
 }
 
-std::string env_for(const std::string& dir) { return "XDG_DATA_HOME=" + dir + "/data"; }
+/// The tests' data folder, and calibration on (catch_main.cpp turns it off for every other test).
+std::string env_for(const std::string& dir) {
+  return "XDG_DATA_HOME=" + dir + "/data WACO_NO_CALIBRATION=0";
+}
 
 nlohmann::json parse(const test::CliResult& r) {
   INFO(r.err);
@@ -117,8 +120,8 @@ TEST_CASE("calibrate: end to end in under a minute, then predict and tune use th
       parse(test::run_cli("predict --kernel spmv --top 3 --json --no-calibration " + example(), env));
   CHECK(off.at("model_choice").at("source") == "shipped");
   CHECK(off.at("model") == learned::default_model_path(kernels::KernelKind::SpMV));
-  const nlohmann::json env_off = parse(
-      test::run_cli("predict --kernel spmv --top 3 --json " + example(), env + " WACO_NO_CALIBRATION=1"));
+  const nlohmann::json env_off = parse(test::run_cli(
+      "predict --kernel spmv --top 3 --json " + example(), "XDG_DATA_HOME=" + dir + "/data WACO_NO_CALIBRATION=1"));
   CHECK(env_off.at("model_choice").at("source") == "shipped");
   const std::string shipped = learned::default_model_path(kernels::KernelKind::SpMV);
   const nlohmann::json expl =
@@ -196,6 +199,7 @@ TEST_CASE("calibrate: choose_model uses this identity's sound calibration only")
   const std::string shipped = learned::default_model_path(kind);
   const nlohmann::json id = tuning::calibration_identity(cc);
   const tuning::CalibrationPaths p = tuning::calibration_paths(kind, id, root);
+  ::setenv("WACO_NO_CALIBRATION", "0", 1);  // on ("0"; catch_main.cpp turns it off)
 
   // No calibration: the shipped model, no warning.
   tuning::ModelChoice c = tuning::choose_model("", kind, f32, cc, true, root);
@@ -227,7 +231,7 @@ TEST_CASE("calibrate: choose_model uses this identity's sound calibration only")
   CHECK(tuning::choose_model("", kernels::KernelKind::SpMM, f32, cc, true, root).source == "shipped");
   ::setenv("WACO_NO_CALIBRATION", "1", 1);
   CHECK(tuning::choose_model("", kind, f32, cc, true, root).source == "shipped");
-  ::unsetenv("WACO_NO_CALIBRATION");
+  ::setenv("WACO_NO_CALIBRATION", "0", 1);
 
   // Another identity (another kernel compiler): its folder is another one; this one's
   // calibration is not found there, and another identity's sidecar copied here is refused.
@@ -303,6 +307,7 @@ TEST_CASE("calibrate: the model search of the library (tuning::nominate) ranks w
       {"model", {{"hash", tuning::file_hash(p.model)}}}}.dump();
   const std::string old = std::getenv("XDG_DATA_HOME") ? std::getenv("XDG_DATA_HOME") : "";
   ::setenv("XDG_DATA_HOME", (dir + "/data").c_str(), 1);
+  ::setenv("WACO_NO_CALIBRATION", "0", 1);  // on ("0"; catch_main.cpp turns it off)
   kernels::CooMatrix a;
   a.rows = a.cols = 64;
   for (kernels::index_t i = 0; i < 64; ++i) {
