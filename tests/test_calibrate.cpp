@@ -327,3 +327,17 @@ TEST_CASE("calibrate: the model search of the library (tuning::nominate) ranks w
   CHECK(tuning::nominate(op, req, 3, obs).info.at("model").at("source") == "shipped");
   if (old.empty()) ::unsetenv("XDG_DATA_HOME"); else ::setenv("XDG_DATA_HOME", old.c_str(), 1);
 }
+
+TEST_CASE("calibrate: train --init refuses a model of another kernel or encoder, naming both") {
+  const std::string dir = test::scratch_dir("calibrate-init");
+  const std::string spmm = learned::default_model_path(kernels::KernelKind::SpMM);
+  const test::CliResult k = test::run_cli("train --kernel spmv --init " + spmm + " -o " + dir + "/x.model -q");
+  CHECK(k.status == 1);
+  CHECK(k.err.find("spmm") != std::string::npos);
+  const std::string spmv = learned::default_model_path(kernels::KernelKind::SpMV);
+  const test::CliResult e =
+      test::run_cli("train --kernel spmv --encoder stats --init " + spmv + " -o " + dir + "/x.model -q");
+  CHECK(e.status == 1);
+  CHECK(e.err.find("stats") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/x.model"));
+}
