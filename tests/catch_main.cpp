@@ -9,5 +9,9 @@ int main(int argc, char* argv[]) {
   // must not depend on the shipped lists, data/aot): set here because catch_discover_tests
   // passes one ENVIRONMENT variable only (tests/CMakeLists.txt). An explicit value wins.
   ::setenv("WACO_SHIPPED_KERNELS", "none", 0);
+  // Nor does a tune or predict rank with a model `waco-hybrid calibrate` left in the user's data
+  // folder (tune/calibration.hpp): the shipped models, unless a test says otherwise
+  // (test_calibrate sets WACO_NO_CALIBRATION=0).
+  ::setenv("WACO_NO_CALIBRATION", "1", 0);
   return Catch::Session().run(argc, argv);
 }

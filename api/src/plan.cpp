@@ -232,6 +232,7 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.cancel = o.interrupt;
   // The rest of tune's settings (Options' last group): the CLI's defaults when unset.
   r.model = o.model;
+  r.use_calibration = !o.no_calibration;
   r.index = o.index;
   r.check_recall = o.check_recall;
   r.explain = o.explain;

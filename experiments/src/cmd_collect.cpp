@@ -2,7 +2,6 @@
 // mix (kernels/recipe.hpp); each is collected as one measurement group in its own process
 // (heuristics/collector.hpp). A second collector on the same database is refused; a killed run
 // resumes where it stopped (collected groups are skipped), losing at most the group in flight.
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,6 +18,7 @@
 #include <optional>
 
 #include "cli_common.hpp"
+#include "collect_loop.hpp"
 #include "command.hpp"
 #include "waco/heuristics/collector.hpp"
 #include "waco/heuristics/results_db.hpp"
@@ -49,26 +48,18 @@ struct Options {
   std::string exclude;
   std::string db;
   int dense = 0;
-  int schedules = 100;
   double admissible_share = 0.5;
-  int rounds = 10;
-  int warmup = 1;
   int threads = 0;
   double repeat_share = 0.05;
   double abandon_factor = 4.0;
   double screen_margin = 4.0;
   double screen_min = 0.05;
-  std::uint64_t seed = 1;
-  double busy_wait = 60.0;
-  double timeout = 60.0;
-  double compile_timeout = 300.0;
   std::size_t limit = 0;
-  std::string cpu_lock;
   kernels::Dtype dtype = kernels::Dtype::F32;
   bool json = false;
   bool quiet = false;
   bool new_settings = false;
-  codegen::GeneratedOptions generated;
+  GroupOptions g;  ///< --schedules, --rounds, --warmup, --seed, limits, --cpu-lock, codegen
   heuristics::PassParams params;
 };
 
@@ -83,12 +74,12 @@ nlohmann::json collect_settings(const Options& o, KernelKind kind) {
           {"mix_seed", o.mix_seed},
           {"max_nnz", o.max_nnz},
           {"real", real},
-          {"schedules", o.schedules},
+          {"schedules", o.g.schedules},
           {"admissible_share", o.admissible_share},
-          {"rounds", o.rounds},
-          {"warmup", o.warmup},
+          {"rounds", o.g.rounds},
+          {"warmup", o.g.warmup},
           {"threads", resolve_threads(o.threads)},
-          {"seed", o.seed},
+          {"seed", o.g.seed},
           {"abandon_factor", o.abandon_factor},
           {"pass_params", o.params.to_json()}};
 }
@@ -96,33 +87,15 @@ nlohmann::json collect_settings(const Options& o, KernelKind kind) {
 /// Refuses a run whose settings differ from the ones the database was collected with (a resume
 /// with another --max-nnz measures other recipes; another --rounds times groups differently),
 /// naming each difference; --new-settings accepts them and records the new ones.
-void check_settings(heuristics::ResultsDb& db, const Options& o, KernelKind kind,
-                    const std::string& db_path) {
+void check_collect_settings(heuristics::ResultsDb& db, const Options& o, KernelKind kind,
+                            const std::string& db_path) {
   // Per kernel and value type: a collection in double is another collection.
   const std::string key = "collect_settings." + std::string(kernels::kernel_name(kind)) +
                           (o.dtype == kernels::Dtype::F64 ? ".f64" : "");
-  const nlohmann::json now = collect_settings(o, kind);
-  if (const std::optional<std::string> stored = db.meta(key); stored && !o.new_settings) {
-    nlohmann::json before;
-    try {
-      before = nlohmann::json::parse(*stored);
-    } catch (const nlohmann::json::exception&) {
-      before = nlohmann::json::object();
-    }
-    std::string diff;
-    for (const auto& [name, value] : now.items()) {
-      const nlohmann::json was = before.contains(name) ? before.at(name) : nlohmann::json();
-      if (was != value)
-        diff += (diff.empty() ? "" : "; ") + name + " " + was.dump() + " then, " + value.dump() +
-                " now";
-    }
-    if (diff.empty()) return;
-    throw Error(db_path + " holds a " + std::string(kernels::kernel_name(kind)) +
-                    " collection made with other settings (" + diff + ")",
-                "resume with the same settings (only --mix N may grow), collect into another "
-                "--db, or pass --new-settings to accept the change");
-  }
-  db.set_meta(key, now.dump());
+  check_settings(db, key, collect_settings(o, kind), o.new_settings, db_path,
+                 std::string(kernels::kernel_name(kind)) + " collection",
+                 "resume with the same settings (only --mix N may grow), collect into another "
+                 "--db, or pass --new-settings to accept the change");
 }
 
 /// The exclusion list: one fingerprint (16 hex digits) or operand file per line, '#' comments.
@@ -187,31 +160,6 @@ std::vector<Recipe> gather_recipes(const Options& o, KernelKind kind) {
   return out;
 }
 
-/// An exclusive flock on a file for the life of the object; a lock held elsewhere throws
-/// `busy` (with `hint`).
-class FileLock {
- public:
-  FileLock(const std::string& path, const std::string& busy, const std::string& hint)
-      : path_(path) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error("cannot create the lock file " + path_ + ": " + std::strerror(errno));
-    int rc;
-    while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
-    }
-    if (rc != 0) {
-      ::close(fd_);
-      throw Error(busy, hint);
-    }
-  }
-  ~FileLock() { ::close(fd_); }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
 int collect(const Options& o) {
   const KernelKind kind = kernel_from_option(o.kernel);
   int shard_i = 0, shard_n = 1;
@@ -222,20 +170,10 @@ int collect(const Options& o) {
       throw Error("bad --shard '" + o.shard + "'", "give i/N with 0 <= i < N, e.g. --shard 0/4");
   }
   const std::string db_path = o.db.empty() ? heuristics::default_results_path() : o.db;
-  { heuristics::ResultsDb check(db_path); }  // a bad file fails here, before any work
-  // The lock beside the database's real file: two collects given one database by different
-  // names (a symbolic link, a relative path) exclude each other too.
-  std::string real_db = db_path;
-  if (char* r = ::realpath(db_path.c_str(), nullptr)) {
-    real_db = r;
-    std::free(r);
-  }
-  FileLock lock(real_db + ".collect-lock",
-                "another collect is writing " + db_path + " (it holds " + real_db + ".collect-lock)",
-                "wait for it to finish, or collect into another --db and merge");
+  const std::unique_ptr<FileLock> lock = lock_collection(db_path);
   {
     heuristics::ResultsDb db(db_path);
-    check_settings(db, o, kind, db_path);
+    check_collect_settings(db, o, kind, db_path);
   }
   std::vector<Recipe> recipes = gather_recipes(o, kind);
   std::vector<Recipe> mine;
@@ -247,22 +185,13 @@ int collect(const Options& o) {
   co.kernel = kind;
   co.dense = o.dense;
   co.dtype = o.dtype;
-  co.schedules = o.schedules;
+  apply_group_options(o.g, resolve_threads(o.threads), co);
   co.admissible_share = o.admissible_share;
   co.repeat_share = o.repeat_share;
-  co.seed = o.seed;
-  co.measure.repeats = o.rounds;
-  co.measure.warmup = o.warmup;
-  co.measure.threads = resolve_threads(o.threads);
   co.measure.compare_race_factor = o.abandon_factor;
   co.measure.compare_screen_margin = o.screen_margin;
   co.measure.compare_screen_min_s = o.screen_min;
-  co.measure.prepare_timeout_s = o.compile_timeout;
-  co.measure.run_timeout_s = o.timeout;
-  co.measure.generated = o.generated;
   co.params = o.params;
-  co.busy_wait_s = o.busy_wait;
-  co.cpu_lock = o.cpu_lock;
   if (!o.exclude.empty()) co.exclude = read_exclusions(o.exclude, kind);
   co.context = kernels::context_json(co.measure.threads, "none");
 
@@ -270,49 +199,24 @@ int collect(const Options& o) {
   // run, which a rerun resumes; a second signal stops at once.
   InterruptGuard interrupt_guard;
   co.stop = &interrupt_flag();
-  bool interrupted = false;
-  const double t0 = kernels::now_seconds();
-  std::map<std::string, int> outcomes;
-  std::int64_t measurements = 0, measured_ok = 0;
-  nlohmann::json breakdown = nlohmann::json::object();
-  nlohmann::json items = nlohmann::json::array();
-  double collected_s = 0;
-  int collected = 0;
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    if (interrupt_flag()) {
-      interrupted = true;
-      break;
-    }
-    const CollectOutcome r = heuristics::collect_one(db_path, mine[i], co);
-    if (r.kind == CollectOutcome::Kind::Interrupted) {
-      interrupted = true;
-      break;
-    }
-    ++outcomes[heuristics::outcome_name(r.kind)];
-    if (r.kind == CollectOutcome::Kind::Measured) {
-      measurements += r.candidates;
-      measured_ok += r.ok;
-      collected_s += r.seconds;
-      ++collected;
-      for (auto& [k, v] : r.breakdown.items())
-        breakdown[k] = breakdown.value(k, 0.0) + v.get<double>();
-    }
-    items.push_back(r.to_json());
-    if (!o.quiet) {
-      const double elapsed = kernels::now_seconds() - t0;
-      const double per_item = collected > 0 ? collected_s / collected : -1;
-      const double eta = per_item < 0 ? -1 : per_item * static_cast<double>(mine.size() - i - 1);
-      std::fprintf(stderr, "[%zu/%zu] %s: %s%s%s (%.1f s)  %.0f measurements/h, ETA %s\n", i + 1,
-                   mine.size(), r.label.c_str(), heuristics::outcome_name(r.kind),
-                   r.message.empty() ? "" : ": ", r.message.c_str(), r.seconds,
-                   elapsed > 0 ? 3600.0 * static_cast<double>(measurements) / elapsed : 0.0,
-                   duration_text(eta).c_str());
-    }
-  }
-  const double seconds = kernels::now_seconds() - t0;
+  const CollectTally t = collect_recipes(
+      db_path, mine, co, {}, [&](std::size_t i, const CollectOutcome& r, const CollectTally& t) {
+        if (o.quiet) return;
+        const double per_item = t.seconds_per_group();
+        const double eta = per_item < 0 ? -1 : per_item * static_cast<double>(mine.size() - i - 1);
+        std::fprintf(stderr, "[%zu/%zu] %s: %s%s%s (%.1f s)  %.0f measurements/h, ETA %s\n", i + 1,
+                     mine.size(), r.label.c_str(), heuristics::outcome_name(r.kind),
+                     r.message.empty() ? "" : ": ", r.message.c_str(), r.seconds,
+                     t.seconds > 0 ? 3600.0 * static_cast<double>(t.measurements) / t.seconds : 0.0,
+                     duration_text(eta).c_str());
+      });
+  const bool interrupted = t.interrupted;
+  const std::map<std::string, int>& outcomes = t.outcomes;
+  const std::int64_t measurements = t.measurements, measured_ok = t.measured_ok;
+  const double seconds = t.seconds;
   if (interrupted)
     std::fprintf(stderr, "interrupted: %zu of %zu matrices done; run the same command again to "
-                 "resume (the matrix being collected was not stored)\n", items.size(), mine.size());
+                 "resume (the matrix being collected was not stored)\n", t.done, mine.size());
   if (o.json) {
     print_json({{"kernel", o.kernel},
                 {"db", db_path},
@@ -324,8 +228,8 @@ int collect(const Options& o) {
                 {"measurements_ok", measured_ok},
                 {"seconds", seconds},
                 {"measurements_per_hour", seconds > 0 ? 3600.0 * static_cast<double>(measurements) / seconds : 0.0},
-                {"breakdown_s", breakdown},
-                {"items", items},
+                {"breakdown_s", t.breakdown},
+                {"items", t.items},
                 {"complete", !interrupted},
                 {"stopped_by", interrupted ? "interrupted" : ""},
                 {"context", co.context}});
@@ -379,20 +283,11 @@ Command make_collect_command() {
                            "Dense size: J for spmm and mttkrp, K for sddmm (defaults: spmm 256, mttkrp 16, sddmm 256)")
                 ->check(CLI::Range(1, 1 << 20));
             add_dtype_option(sub, o->dtype);
-            sub.add_option("--schedules", o->schedules, "Sampled schedules per matrix (csr-like "
-                           "schedule and baseline come on top)")
-                ->check(CLI::Range(1, 100000))
-                ->capture_default_str();
+            add_group_options(sub, o->g);
             sub.add_option("--admissible-share", o->admissible_share,
                            "Share of the sample drawn from the admissible set (the rest from the "
                            "legal space)")
                 ->check(CLI::Range(0.0, 1.0))
-                ->capture_default_str();
-            sub.add_option("--rounds", o->rounds, "Interleaved timed rounds of a matrix's group")
-                ->check(CLI::Range(1, 100000))
-                ->capture_default_str();
-            sub.add_option("--warmup", o->warmup, "Untimed rounds first")
-                ->check(CLI::Range(0, 100000))
                 ->capture_default_str();
             add_threads_option(sub, o->threads);
             sub.add_option("--repeat-share", o->repeat_share,
@@ -416,22 +311,9 @@ Command make_collect_command() {
                            "Seconds a screened run is always given (a floor for cold first runs)")
                 ->check(CLI::Range(0.0, 3600.0))
                 ->capture_default_str();
-            sub.add_option("--seed", o->seed, "Seed of the sampling and the dense operands")
-                ->capture_default_str();
-            sub.add_option("--busy-wait", o->busy_wait,
-                           "Seconds to wait for other processes to leave the CPUs before a group "
-                           "(0: do not check)")
-                ->check(CLI::Range(0.0, 86400.0))
-                ->capture_default_str();
-            add_limit_options(sub, o->timeout, o->compile_timeout);
             sub.add_option("--limit", o->limit, "Collect at most N matrices of this shard");
-            sub.add_option("--cpu-lock", o->cpu_lock,
-                           "Hold an exclusive flock on FILE while measuring (and compiling for) "
-                           "each matrix, so that builds and benchmarks that take the same lock "
-                           "never run beside a measurement (e.g. flock -s FILE make)");
             sub.add_flag("--json", o->json, "Print JSON (outcomes, measurements per hour, time breakdown)");
             sub.add_flag("-q,--quiet", o->quiet, "No progress on stderr");
-            add_codegen_options(sub, o->generated);
             add_pass_options(sub, o->params);
             sub.footer(
                 "Each matrix is one group: the csr-like schedule, the hand-written baseline and\n"

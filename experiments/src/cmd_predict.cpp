@@ -10,6 +10,7 @@
 #include "command.hpp"
 #include "model_data.hpp"
 #include "stderr_observer.hpp"
+#include "waco/tune/calibration.hpp"
 #include "waco/tune/searcher.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/space.hpp"
@@ -23,6 +24,7 @@ using kernels::Error;
 
 struct Options {
   std::string model;
+  bool no_calibration = false;
   std::string kernel;
   std::string file;
   std::string schedules;
@@ -40,8 +42,8 @@ struct Options {
 
 /// --search / --passes: a search of tune's registry (model or anns) over the space the passes
 /// leave, without measuring; its --top best and what it reports about itself.
-int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand& op, int threads,
-                      double t0) {
+int predict_by_search(const Options& o, const tuning::ModelChoice& model, kernels::KernelKind kind,
+                      const Operand& op, int threads, double t0) {
   const tuning::Searcher& searcher = tuning::find_searcher(o.search);
   if (!searcher.by_model)
     throw Error("predict ranks with the cost model: --search model or anns, not " + o.search);
@@ -64,7 +66,7 @@ int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand&
   req.admissible = pr.final_count;
   req.problem = &p;
   req.budget = static_cast<std::uint64_t>(o.top > 0 ? o.top : 10);
-  req.model = o.model;
+  req.model = model.path;
   req.index = o.index;
   req.check_recall = o.check_recall;
   StderrObserver observer(o.json);
@@ -74,11 +76,13 @@ int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand&
     nlohmann::json ranked = nlohmann::json::array();
     for (std::size_t r = 0; r < c.schedules.size(); ++r)
       ranked.push_back({{"rank", r + 1}, {"schedule", codegen::to_text(c.schedules[r])}});
-    print_json({{"file", o.file}, {"search", o.search}, {"passes", o.passes},
+    print_json({{"file", o.file}, {"model", model.path}, {"model_choice", model.to_json()},
+                {"search", o.search}, {"passes", o.passes},
                 {"admissible", pr.final_count}, {"search_info", c.info},
                 {"seconds", kernels::now_seconds() - t0}, {"ranked", ranked}});
     return kExitOk;
   }
+  std::printf("model: %s\n", model.note.c_str());
   std::printf("%llu admissible schedules (passes %s); %s search: %s\n",
               static_cast<unsigned long long>(pr.final_count), o.passes.c_str(), o.search.c_str(),
               c.info.dump().c_str());
@@ -90,7 +94,12 @@ int predict_by_search(const Options& o, kernels::KernelKind kind, const Operand&
 int predict(const Options& o) {
   const double t0 = kernels::now_seconds();
   const kernels::KernelKind kind = kernel_from_option(o.kernel);
-  const std::string path = learned::model_path_or_default(o.model, kind);
+  // This machine's calibrated model unless --model, --no-calibration or WACO_NO_CALIBRATION.
+  const tuning::ModelChoice choice =
+      tuning::choose_model(o.model, kind, kernels::Dtype::F32, codegen::CompilerOptions{},
+                           !o.no_calibration);
+  if (!choice.warning.empty()) std::fprintf(stderr, "warning: %s\n", choice.warning.c_str());
+  const std::string& path = choice.path;
   const learned::CostModel model = learned::CostModel::load(path, kind);
   const Operand op = load_operand(o.file, o.read, kind);
   const int threads = resolve_threads(o.threads);
@@ -100,7 +109,7 @@ int predict(const Options& o) {
   if (o.search != "model" || o.passes != "all") {
     if (!o.schedules.empty())
       throw Error("--schedules ranks a list with the model; it takes neither --search nor --passes");
-    return predict_by_search(o, kind, op, threads, t0);
+    return predict_by_search(o, choice, kind, op, threads, t0);
   }
   if (!o.schedules.empty()) {
     list = read_schedule_list(kind, o.schedules);
@@ -141,12 +150,14 @@ int predict(const Options& o) {
     for (std::size_t r = 0; r < shown; ++r)
       ranked.push_back({{"rank", r + 1}, {"schedule", codegen::to_text(list[idx[r]])},
                         {"score", scores[idx[r]]}});
-    print_json({{"model", path}, {"encoder", learned::encoder_name(model.config().encoder)},
+    print_json({{"model", path}, {"model_choice", choice.to_json()},
+                {"encoder", learned::encoder_name(model.config().encoder)},
                 {"file", o.file}, {"candidates", list.size()}, {"from", from},
                 {"prepare_seconds", in.prepare_seconds()}, {"model_seconds", model_s},
                 {"seconds", kernels::now_seconds() - t0}, {"ranked", ranked}});
     return kExitOk;
   }
+  std::printf("model: %s\n", choice.note.c_str());
   std::printf("%zu candidates from %s; model %s (%s encoder): %s\n", list.size(), from.c_str(),
               path.c_str(), learned::encoder_name(model.config().encoder).c_str(),
               format_seconds(model_s).c_str());
@@ -165,7 +176,12 @@ Command make_predict_command() {
             sub.add_option("FILE", o->file, "Matrix Market file (or FROSTT tensor for mttkrp)")
                 ->required();
             sub.add_option("--model", o->model,
-                           "Model file (default: the shipped model of the kernel, " + learned::models_dir() + ")");
+                           "Model file (default: this machine's calibrated model when `waco-hybrid "
+                           "calibrate` made one, else the shipped model of the kernel, " +
+                               learned::models_dir() + ")");
+            sub.add_flag("--no-calibration", o->no_calibration,
+                         "Rank with the shipped model even when this machine has a calibrated "
+                         "one (also: WACO_NO_CALIBRATION=1)");
             sub.add_option("--schedules", o->schedules,
                            "Rank the schedules of this file (one per line) instead of the "
                            "admissible set");

@@ -22,6 +22,8 @@ struct Options {
   std::string kernel;
   std::string encoder = "signature";
   std::string waconet_variant = "small";
+  bool encoder_given = false;  ///< --encoder was on the command line
+  std::string init;            ///< --init MODEL: fine-tune this model's weights
   std::string output;
   std::string checkpoint;
   bool resume = false;
@@ -32,9 +34,10 @@ struct Options {
 };
 
 /// The command that trains this model again (the data source as given).
-std::string command_of(const Options& o, const learned::TrainOptions& t) {
-  std::string c = "waco-hybrid train --kernel " + o.kernel + " --encoder " + o.encoder;
-  if (o.encoder.find("waconet") != std::string::npos) c += " --waconet " + o.waconet_variant;
+std::string command_of(const Options& o, const learned::TrainOptions& t, const std::string& encoder) {
+  std::string c = "waco-hybrid train --kernel " + o.kernel + " --encoder " + encoder;
+  if (!o.init.empty()) c += " --init " + o.init;
+  if (encoder.find("waconet") != std::string::npos) c += " --waconet " + o.waconet_variant;
   c += " --epochs " + std::to_string(t.epochs) + " --lr " + std::to_string(t.learning_rate) +
        " --batch " + std::to_string(t.schedules_per_matrix) + " --matrices-per-step " +
        std::to_string(t.matrices_per_step) + " --patience " + std::to_string(t.patience) +
@@ -51,12 +54,21 @@ int train(const Options& o) {
   const kernels::KernelKind kind = kernel_from_option(o.kernel);
   if (o.output.empty()) throw Error("train needs -o MODEL", "name the model file to write");
   kernels::check_writable(o.output);
-  learned::CostModelConfig config;
-  config.kind = kind;
-  config.encoder = learned::parse_encoder(o.encoder);
-  config.waconet_variant = o.waconet_variant;
-  config.seed = o.seed;
-  learned::CostModel model = learned::CostModel::create(config);
+  learned::CostModel model = [&] {
+    if (!o.init.empty()) {
+      // The model's own kernel and encoder (checked against --kernel and a given --encoder).
+      return learned::CostModel::load(
+          o.init, kind,
+          o.encoder_given ? std::optional(learned::parse_encoder(o.encoder)) : std::nullopt);
+    }
+    learned::CostModelConfig config;
+    config.kind = kind;
+    config.encoder = learned::parse_encoder(o.encoder);
+    config.waconet_variant = o.waconet_variant;
+    config.seed = o.seed;
+    return learned::CostModel::create(config);
+  }();
+  const std::string encoder = learned::encoder_name(model.config().encoder);
 
   const LoadedExamples data = load_examples(model, o.data, [](const learned::DatasetGroup&) { return true; });
   std::vector<learned::RankingExample> tr, va;
@@ -74,13 +86,17 @@ int train(const Options& o) {
     std::fprintf(stderr,
                  "%s: %zu train, %zu validation matrices (%d test held back), encoder %s, %lld "
                  "parameters, %d threads\n",
-                 data.described.c_str(), tr.size(), va.size(), counts["test"], o.encoder.c_str(),
+                 data.described.c_str(), tr.size(), va.size(), counts["test"], encoder.c_str(),
                  static_cast<long long>(model.parameter_count()), resolve_threads(o.data.threads));
+  if (!o.init.empty() && !o.data.quiet)
+    std::fprintf(stderr, "fine-tuning %s: its standardization kept, its weights epoch 0's candidate\n",
+                 o.init.c_str());
 
   learned::TrainOptions to = o.train;
   to.threads = resolve_threads(o.data.threads);
   to.checkpoint = o.checkpoint.empty() ? o.output + ".checkpoint" : o.checkpoint;
   to.resume = o.resume;
+  to.fine_tune = !o.init.empty();
   if (o.resume && !o.data.quiet && !std::filesystem::exists(to.checkpoint))
     std::fprintf(stderr, "--resume: no checkpoint at %s yet, starting from epoch 1\n",
                  to.checkpoint.c_str());
@@ -98,7 +114,8 @@ int train(const Options& o) {
   rec["data"] = {{"source", data.described}, {"hash", data.data_hash},
                  {"matrices", {{"train", tr.size()}, {"validation", va.size()}, {"test", counts["test"]}}},
                  {"skipped", data.skipped.size()}};
-  rec["command"] = command_of(o, to);
+  if (!o.init.empty()) rec["fine_tuned_from"] = o.init;
+  rec["command"] = command_of(o, to, encoder);
   rec["train_options"] = {{"epochs", to.epochs}, {"schedules_per_matrix", to.schedules_per_matrix},
                           {"matrices_per_step", to.matrices_per_step},
                           {"learning_rate", to.learning_rate}, {"margin", to.margin},
@@ -114,7 +131,7 @@ int train(const Options& o) {
                  duration_text(seconds).c_str(), s.stopped_early ? " (stopped early)" : "");
   if (o.json) {
     nlohmann::json hist = rec.value("history", nlohmann::json::array());
-    print_json({{"model", o.output}, {"kernel", o.kernel}, {"encoder", o.encoder},
+    print_json({{"model", o.output}, {"kernel", o.kernel}, {"encoder", encoder},
                 {"best_epoch", s.best_epoch}, {"best_val_spearman", finite_or_null(s.best_val_spearman)},
                 {"epochs_run", s.history.size()}, {"stopped_early", s.stopped_early},
                 {"resumed", s.resumed}, {"train_seconds", seconds}, {"data", rec["data"]},
@@ -133,7 +150,12 @@ Command make_train_command() {
             sub.add_option("--encoder", o->encoder,
                            "Matrix encoder: stats, signature, waconet or signature+waconet")
                 ->capture_default_str()
-                ->check(CLI::IsMember(learned::encoder_names()));
+                ->check(CLI::IsMember(learned::encoder_names()))
+                ->each([o](const std::string&) { o->encoder_given = true; });
+            sub.add_option("--init", o->init,
+                           "Fine-tune this model (e.g. a shipped one): start from its weights and "
+                           "feature standardization; it must be of --kernel (and of --encoder when "
+                           "given). Its weights stay unless an epoch validates better");
             sub.add_option("--waconet", o->waconet_variant,
                            "WACONet variant for the waconet encoders: full, small, tiny")
                 ->capture_default_str();
@@ -170,7 +192,9 @@ Command make_train_command() {
                 "count.\n\nExamples:\n"
                 "  waco-hybrid train --kernel spmv -o spmv.model            # committed dataset\n"
                 "  waco-hybrid train --kernel spmm --db results.sqlite --encoder stats -o m.model\n"
-                "  waco-hybrid train --kernel spmv -o spmv.model --resume   # after an interruption");
+                "  waco-hybrid train --kernel spmv -o spmv.model --resume   # after an interruption\n"
+                "  waco-hybrid train --kernel spmv --init data/models/spmv.model --db here.sqlite "
+                "--lr 0.0003 -o tuned.model");
             return [o] { return train(*o); };
           }};
 }

@@ -172,8 +172,12 @@ Command make_tune_command() {
                 ->check(CLI::IsMember(tuning::searcher_names()))
                 ->capture_default_str();
             sub.add_option("--model", o->req.model,
-                           "Cost model of --search model (default: the shipped model of the "
-                           "kernel, " + learned::models_dir() + ")");
+                           "Cost model of --search model (default: this machine's calibrated "
+                           "model when `waco-hybrid calibrate` made one, else the shipped model "
+                           "of the kernel, " + learned::models_dir() + ")");
+            sub.add_flag("--no-calibration", [o](std::int64_t) { o->req.use_calibration = false; },
+                         "Rank with the shipped model even when this machine has a calibrated "
+                         "one (also: WACO_NO_CALIBRATION=1)");
             sub.add_option("--index", o->req.index,
                            "HNSW graph of --search anns: loaded from FILE (and FILE.json), or "
                            "built and kept there (default: the user cache, per model)");

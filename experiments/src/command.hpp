@@ -36,6 +36,7 @@ Command make_tune_command();
 Command make_collect_command();
 Command make_dataset_command();
 Command make_train_command();
+Command make_calibrate_command();
 Command make_evaluate_command();
 Command make_predict_command();
 Command make_report_command();

@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
       make_dataset_command(),
       make_db_command(),
       make_train_command(),
+      make_calibrate_command(),
       make_evaluate_command(),
       make_predict_command(),
       make_ablate_command(),

@@ -32,16 +32,12 @@ void add_model_data_options(CLI::App& app, ModelDataOptions& o) {
   app.add_flag("-q,--quiet", o.quiet, "No progress on stderr");
 }
 
-namespace {
-
-std::vector<std::string> data_dirs(const ModelDataOptions& o) {
+std::vector<std::string> recipe_data_dirs(const ModelDataOptions& o) {
   std::vector<std::string> d = o.data_dirs;
   if (const char* env = std::getenv("WACO_DATA_DIR"); env && *env) d.emplace_back(env);
   d.push_back((fs::path(learned::committed_dataset_dir()) / ".." / ".." / ".." / "shared" / "data").string());
   return d;
 }
-
-}  // namespace
 
 LoadedExamples load_examples(const learned::CostModel& model, const ModelDataOptions& o,
                              const std::function<bool(const learned::DatasetGroup&)>& keep) {
@@ -62,7 +58,7 @@ LoadedExamples load_examples(const learned::CostModel& model, const ModelDataOpt
     return a.first.fingerprint < b.first.fingerprint;
   });
   std::uint64_t h = 0x9E3779B97F4A7C15ull;
-  const std::vector<std::string> dirs = data_dirs(o);
+  const std::vector<std::string> dirs = recipe_data_dirs(o);
   for (std::size_t i = 0; i < chosen.size(); ++i) {
     auto& [g, j] = chosen[i];
     try {

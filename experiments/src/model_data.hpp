@@ -25,6 +25,10 @@ struct ModelDataOptions {
 /// --db, FILES, --data-dir, --threads, -q.
 void add_model_data_options(CLI::App& app, ModelDataOptions& o);
 
+/// Where recipes' source files are looked up by base name: --data-dir, $WACO_DATA_DIR, then
+/// ../shared/data beside the source tree.
+std::vector<std::string> recipe_data_dirs(const ModelDataOptions& o);
+
 struct LoadedExamples {
   std::vector<learned::DatasetGroup> groups;      ///< the groups kept, same order as examples
   std::vector<learned::RankingExample> examples;

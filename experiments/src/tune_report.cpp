@@ -116,6 +116,9 @@ void print_tune_text(const nlohmann::json& j) {
                 format_seconds(j.value("cached_call_s", 0.0)).c_str(),
                 format_seconds(j.value("read_s", 0.0)).c_str());
   }
+  // The cost model a ranking search used: this machine's calibrated model or the shipped one.
+  if (j.contains("model") && j["model"].is_object())
+    std::printf("  model: %s\n", j["model"].value("note", std::string()).c_str());
   const nlohmann::json& space = j.at("space");
   if (!space.is_null())
     std::printf("  space: legal %llu, admissible %llu (--passes %s)\n",

@@ -196,9 +196,11 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   // Only making the operand (its fingerprint says whether it is collected already) comes first:
   // collected and excluded matrices never wait for the lock.
   {
+    const double t_lock = now_s();
     kernels::FileLock cpu(opts.cpu_lock);  // an empty path: no lock
     cpu.lock();
     cpu.hold_until_exit();
+    out.breakdown["lock_wait_s"] = now_s() - t_lock;
   }
   const kernels::Reference ref = kernels::compute_reference(p);
   Measurer measurer(p, ref, opts.measure);
@@ -211,14 +213,19 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
 
   const double t2 = now_s();
   auto busy = [&] { return opts.busy_wait_s > 0 && !kernels::busy_machine_warning(opts.measure.threads).empty(); };
+  double calm_wait = now_s();
   const bool calm = wait_until_calm(opts.measure.threads, opts.busy_wait_s);
+  calm_wait = now_s() - calm_wait;
   std::vector<Measurement> ms = measure_group(measurer, cs, opts.measure.repeats);
   bool disturbed = busy();
+  const double t_again = now_s();
   if (disturbed && wait_until_calm(opts.measure.threads, opts.busy_wait_s)) {
+    calm_wait += now_s() - t_again;
     ms = measure_group(measurer, cs, opts.measure.repeats);  // measured again once the machine is calm
     disturbed = busy();
   }
-  out.breakdown["group_s"] = now_s() - t2;
+  out.breakdown["group_s"] = now_s() - t2;  // with the waits for a calm machine
+  out.breakdown["calm_wait_s"] = calm_wait;
 
   GroupRecord g;
   g.threads = opts.measure.threads;

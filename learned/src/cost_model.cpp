@@ -323,22 +323,8 @@ namespace {
 /// Validation: median Spearman (exact candidates only) and pooled pair accuracy.
 std::pair<double, double> validate(const CostModel& model, const std::vector<RankingExample>& val,
                                    double min_gap) {
-  std::vector<double> rho;
-  PairCount pc;
-  for (const auto& ex : val) {
-    const std::vector<double> s = model.scores(ex.input, ex.schedules);
-    std::vector<double> ps, ms;
-    for (std::size_t i = 0; i < s.size(); ++i)
-      if (!ex.lower_bound[i]) {
-        ps.push_back(s[i]);
-        ms.push_back(ex.seconds[i]);
-      }
-    rho.push_back(spearman(ps, ms));
-    const PairCount c = pairwise_agreement(s, ex.seconds, ex.lower_bound, min_gap);
-    pc.agree2 += c.agree2;
-    pc.pairs += c.pairs;
-  }
-  return {median_finite(rho), pc.accuracy()};
+  const RankingQuality q = ranking_quality(model, val, min_gap);
+  return {q.spearman_median, q.pair_accuracy};
 }
 
 void save_optimizer(const torch::optim::Adam& opt, int epoch, const std::string& path) {
@@ -439,6 +425,13 @@ TrainSummary CostModel::train(const std::vector<RankingExample>& train,
       std::fprintf(stderr, "warning: %s does not match the checkpoint's epoch %d: Adam's moments "
                            "restart\n", ck_adam.c_str(), start_epoch);
     summary.resumed = true;
+  } else if (o.fine_tune) {
+    // The trained model's standardization stays; its weights as they are are epoch 0's
+    // candidate, kept unless an epoch validates better.
+    if (!validation.empty()) {
+      const double v0 = validate(*this, validation, o.min_gap).first;
+      summary.best_val_spearman = std::isfinite(v0) ? v0 : -1.0;
+    }
   } else if (net->feat1) {
     // Standardize the features on the training matrices.
     const std::int64_t n = net->feat_mean.size(0);

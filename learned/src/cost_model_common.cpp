@@ -106,6 +106,26 @@ double pairwise_hinge(const std::vector<double>& scores, const std::vector<doubl
   return pairs ? sum / static_cast<double>(pairs) : 0.0;
 }
 
+RankingQuality ranking_quality(const CostModel& model, const std::vector<RankingExample>& examples,
+                               double min_gap) {
+  std::vector<double> rho;
+  PairCount pc;
+  for (const auto& ex : examples) {
+    const std::vector<double> s = model.scores(ex.input, ex.schedules);
+    std::vector<double> ps, ms;
+    for (std::size_t i = 0; i < s.size(); ++i)
+      if (!ex.lower_bound[i]) {
+        ps.push_back(s[i]);
+        ms.push_back(ex.seconds[i]);
+      }
+    rho.push_back(spearman(ps, ms));
+    const PairCount c = pairwise_agreement(s, ex.seconds, ex.lower_bound, min_gap);
+    pc.agree2 += c.agree2;
+    pc.pairs += c.pairs;
+  }
+  return {median_finite(rho), pc.accuracy(), examples.size()};
+}
+
 double CostModel::loss(const std::vector<RankingExample>& examples, double margin,
                        double min_gap) const {
   double sum = 0.0;

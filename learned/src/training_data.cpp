@@ -12,8 +12,18 @@ namespace {
 using kernels::Error;
 namespace fs = std::filesystem;
 
-/// The recipe with its file path replaced by one that exists (as stored, else by base name in
-/// one of data_dirs).
+template <typename Operand>
+Operand checked(const DatasetGroup& g, Operand op) {
+  const std::string fp = kernels::fingerprint_hex(op);
+  if (fp != g.fingerprint)
+    throw Error("group " + g.label() + ": its recipe made an operand with fingerprint " + fp +
+                    ", not " + g.fingerprint,
+                "the source file changed since the data was collected");
+  return op;
+}
+
+}  // namespace
+
 kernels::Recipe resolved_recipe(const DatasetGroup& g, const std::vector<std::string>& data_dirs) {
   if (!g.recipe)
     throw Error("group " + g.label() + " has no recipe: its operand cannot be made again",
@@ -35,17 +45,6 @@ kernels::Recipe resolved_recipe(const DatasetGroup& g, const std::vector<std::st
               "pass the folder holding it with --data-dir");
 }
 
-template <typename Operand>
-Operand checked(const DatasetGroup& g, Operand op) {
-  const std::string fp = kernels::fingerprint_hex(op);
-  if (fp != g.fingerprint)
-    throw Error("group " + g.label() + ": its recipe made an operand with fingerprint " + fp +
-                    ", not " + g.fingerprint,
-                "the source file changed since the data was collected");
-  return op;
-}
-
-}  // namespace
 
 std::string DatasetGroup::label() const {
   if (recipe && recipe->source == kernels::Recipe::Source::File)

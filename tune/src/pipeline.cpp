@@ -14,6 +14,7 @@
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/shipped.hpp"
+#include "waco/tune/calibration.hpp"
 #include "waco/tune/searcher.hpp"
 
 namespace waco::tuning {
@@ -254,6 +255,16 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
 }
 
 
+/// The model a ranking search of `o` uses (calibration.hpp), written into o.model so that every
+/// search loads that one; a calibration that cannot be used is a warning.
+ModelChoice resolve_model(TuneRequest& o, TuneObserver& obs) {
+  ModelChoice c = choose_model(o.model, o.kind, o.dtype, o.generated.compiler, o.use_calibration);
+  if (!c.warning.empty()) obs.warning(c.warning);
+  obs.note("tune: ranking with the " + c.note);
+  o.model = c.path;
+  return c;
+}
+
 }  // namespace
 
 void check_request(const TuneRequest& o) {
@@ -278,6 +289,7 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
   o.budget = count;
   WACO_ASSERT(ranks_with_model(o), "tuning::nominate needs a search that ranks with the model");
   check_request(o);
+  const ModelChoice model = resolve_model(o, obs);
   const int threads = o.threads > 0 ? o.threads : available_cpus();
   const int dense = o.dense > 0 ? o.dense : default_dense_size(o.kind);
   Problem p;  // the sparse operand alone: a search by the model needs no dense operand
@@ -289,7 +301,8 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
                                         find_searcher(o.search), {}, obs);
   Nomination n;
   for (const Candidate& cand : c.candidates) n.schedules.push_back(*cand.schedule);
-  n.info = {{"space", c.space}, {"search", c.search}, {"search_info", c.search_info}};
+  n.info = {{"space", c.space}, {"search", c.search}, {"search_info", c.search_info},
+            {"model", model.to_json()}};
   n.seconds = now_seconds() - t0;
   return n;
 }
@@ -354,6 +367,9 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
       if (!found.problem.empty()) obs.warning(found.problem);
     }
   }
+  // The model to rank with (not needed for a cached decision, which says what it was made with).
+  const std::optional<ModelChoice> model =
+      model_search ? std::optional(resolve_model(o, obs)) : std::nullopt;
 
   memory.stage("fingerprint");
   check_cancel(o);
@@ -475,6 +491,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   in.model_alone = model_alone;
   in.t_start = t_start;
   nlohmann::json report = tune_report(run, in);
+  report["model"] = model ? model->to_json() : nlohmann::json();
 
   // 9. The decision into the tuning cache: a verdict from side-by-side timings only (not an
   // interrupted or unconfirmed run, nor a not-worth-it answer, which depends on the calls; a

@@ -203,7 +203,10 @@ struct Options {
   // option of the same name (dashes as underscores; `waco-hybrid tune --help` says what it does,
   // and gives its range and default), and an unset one (empty, false) is the CLI's default. An
   // application needs none of them. A value out of the CLI's range is an Error.
-  std::string model;                ///< --model: a cost model file (empty: the shipped one)
+  /// --model: a cost model file (empty: this machine's calibrated model when `waco-hybrid
+  /// calibrate` made one, else the shipped one; the report's "model" says which).
+  std::string model;
+  bool no_calibration = false;      ///< --no-calibration (also: WACO_NO_CALIBRATION=1)
   std::string index;                ///< --index: the HNSW graph of search "anns"
   bool check_recall = false;        ///< --check-recall (search "anns")
   bool explain = false;             ///< --explain: the report's "explain"

@@ -5,7 +5,8 @@
 #   the economy's stage times and break_even_calls (total time over a scripted gain);
 # - the calls budget's figures that depend on the time already spent (left_s, search_s,
 #   candidates, the numbers in its reason);
-# - paths become their file names; the tuning cache's entry name, date and machine go; the
+# - paths become their file names (also in the ranking model's record and note); the tuning
+#   cache's entry name, date and machine go; the
 #   context block (machine, build, date) and the memory record (resident sizes) go;
 # - other non-integer numbers are rounded to 9 significant digits, so that a last-bit
 #   difference (e.g. a fused multiply-add on another CPU) does not fail a golden.
@@ -32,5 +33,8 @@ del(.context, .memory)
     .economy.calls_budget |= (.left_s |= blank | .search_s |= blank | .candidates |= blank
                               | if .reason | type == "string"
                                 then .reason |= gsub("[0-9][0-9.e+-]* s"; "<t> s") else . end)
+  else . end
+| if .model | type == "object" then
+    .model |= (.path |= basename | if .note | type == "string" then .note |= gsub("/[^ ]*/"; "") else . end)
   else . end
 | walk_keys

@@ -78,7 +78,9 @@ struct CollectOutcome {
   int ok = 0;          ///< of them verified and timed
   bool repeated = false;
   double seconds = 0.0;
-  /// Where the time went (measured): making the matrix, sampling, the group, the repetition.
+  /// Where the time went (measured): making the matrix, sampling, the group, the repetition
+  /// (make_s, sample_s, group_s, repetition_s), and waiting: for the CPU lock (lock_wait_s,
+  /// before sampling) and for a calm machine (calm_wait_s, a part of group_s).
   nlohmann::json breakdown = nlohmann::json::object();
   nlohmann::json to_json() const;
 };

@@ -99,6 +99,19 @@ struct TrainOptions {
   int threads = 0;                 ///< LibTorch threads (0: every available core)
   std::string checkpoint;          ///< written after every epoch when not empty
   bool resume = false;             ///< continue from `checkpoint` when it exists
+  /// Fine-tuning a trained model (train --init, calibrate): its feature standardization is kept
+  /// (not fitted again on `train`, which may be a few matrices), and its weights before training
+  /// are epoch 0's candidate: they stay unless an epoch validates better.
+  bool fine_tune = false;
+};
+
+/// How well a model orders measured groups: the median over matrices of Spearman's rho over the
+/// candidates timed to the end, and the pair accuracy pooled over all matrices (pairs known by
+/// ranking_metrics.hpp's rules, min_gap apart). NaN without matrices or pairs.
+struct RankingQuality {
+  double spearman_median = 0.0;
+  double pair_accuracy = 0.0;
+  std::size_t matrices = 0;
 };
 
 /// One epoch's record.
@@ -210,6 +223,10 @@ class CostModel {
   explicit CostModel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+/// The model's RankingQuality on `examples` (train's validation, calibrate's held-out groups).
+RankingQuality ranking_quality(const CostModel& model, const std::vector<RankingExample>& examples,
+                               double min_gap = 0.02);
 
 /// Pairwise hinge loss of one matrix's scores, mean over the known pairs (i known faster than j
 /// by more than min_gap: max(0, margin - (s_j - s_i))); 0 without pairs. Torch-free reference

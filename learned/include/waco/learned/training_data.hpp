@@ -68,6 +68,11 @@ std::string family_of(const std::optional<kernels::Recipe>& recipe, const std::s
 /// "train", "validation" or "test" from a hash of the family name (80 / 10 / 10).
 std::string split_of_family(const std::string& family);
 
+/// The group's recipe with a file recipe's path replaced by one that exists: as stored, else its
+/// base name in one of `data_dirs` (or their matrices/ and tensors/ subfolders). Throws
+/// kernels::Error when the group has no recipe or the file is found nowhere.
+kernels::Recipe resolved_recipe(const DatasetGroup& g, const std::vector<std::string>& data_dirs);
+
 /// Makes the group's matrix again from its recipe. A file recipe's path is tried as stored, then
 /// its base name in each of `data_dirs`. The result's fingerprint must be the group's. Throws
 /// kernels::Error when there is no recipe, the file is not found, or the fingerprint differs.

@@ -32,7 +32,10 @@ struct TuneRequest {
   kernels::KernelKind kind = kernels::KernelKind::SpMV;
   std::string file;              ///< the operand's file, as reported ("" for one in memory)
   std::string search = "model";  ///< the hybrid: the model's nominees side by side
-  std::string model;             ///< --model (empty: the shipped model)
+  std::string model;             ///< --model (empty: this machine's calibrated model, else the shipped one)
+  /// Rank with this machine's calibrated model when `model` is empty and one is sound
+  /// (calibration.hpp); false (--no-calibration) or WACO_NO_CALIBRATION: the shipped model.
+  bool use_calibration = true;
   std::string index;             ///< --index (anns; empty: the user cache)
   bool check_recall = false;
   std::string schedules;         ///< --schedules FILE: a list instead of a search
@@ -131,7 +134,9 @@ void check_request(const TuneRequest& request);
 /// The cost model's best schedules for an operand, measured nowhere: an adaptive plan's nominees.
 struct Nomination {
   std::vector<codegen::SuperSchedule> schedules;  ///< best predicted first
-  nlohmann::json info;   ///< {"space": tune --json's "space", "search", "search_info"}
+  /// {"space": tune --json's "space", "search", "search_info", "model": the model ranked with
+  /// (ModelChoice::to_json)}
+  nlohmann::json info;
   double seconds = 0.0;  ///< the space, the passes and the scoring
 };
 

@@ -1,0 +1,171 @@
+// Calibration to this machine: see calibration.hpp.
+#include "waco/tune/calibration.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "waco/heuristics/results_db.hpp"
+#include "waco/heuristics/tuning_cache.hpp"
+#include "waco/kernels/dense.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/io.hpp"
+#include "waco/kernels/sparse.hpp"
+#include "waco/learned/cost_model.hpp"
+#include "waco/learned/shipped.hpp"
+
+namespace waco::tuning {
+
+namespace fs = std::filesystem;
+
+std::string calibration_root() {
+  return (fs::path(heuristics::default_results_path()).parent_path() / "calibration").string();
+}
+
+nlohmann::json calibration_identity(const codegen::CompilerOptions& kernel_compiler) {
+  nlohmann::json id = heuristics::machine_identity(kernel_compiler);
+  id.erase("waco_version");
+  id.erase("git_revision");
+  return id;
+}
+
+CalibrationPaths calibration_paths(kernels::KernelKind kind, const nlohmann::json& identity,
+                                   const std::string& root) {
+  const std::string dir =
+      (root.empty() ? calibration_root() : root) + "/" + kernels::hex16(kernels::fnv1a(identity.dump()));
+  const std::string k(kernels::kernel_name(kind));
+  return {dir, dir + "/" + k + ".sqlite", dir + "/" + k + ".model", dir + "/" + k + ".json"};
+}
+
+std::string file_hash(const std::string& path) {
+  // Kept per path while the file's size and modification time stay (every tune and adaptive plan
+  // asks: the two model files are ~0.5 MB each).
+  struct Stamp {
+    std::uintmax_t size = 0;
+    fs::file_time_type mtime;
+    std::string hash;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Stamp> known;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return "";
+  const std::uintmax_t size = fs::file_size(path, ec);
+  const fs::file_time_type mtime = fs::last_write_time(path, ec);
+  if (ec) return "";
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = known.find(path);
+    if (it != known.end() && it->second.size == size && it->second.mtime == mtime) return it->second.hash;
+  }
+  const std::string hash = kernels::hex16(kernels::fnv1a(kernels::read_text_file(path)));
+  const std::lock_guard<std::mutex> lock(mutex);
+  known[path] = {size, mtime, hash};
+  return hash;
+}
+
+nlohmann::json ModelChoice::to_json() const {
+  return {{"path", path}, {"source", source}, {"note", note},
+          {"warning", warning.empty() ? nlohmann::json() : nlohmann::json(warning)},
+          {"calibration", calibration}};
+}
+
+bool calibration_disabled_by_env() {
+  const char* v = std::getenv("WACO_NO_CALIBRATION");
+  return v && *v && std::string(v) != "0";
+}
+
+namespace {
+
+std::string number(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", j[key].get<double>());
+  return b;
+}
+
+/// "held-out Spearman 0.801 -> 0.853, pair accuracy 0.90 -> 0.93 on N groups" from a sidecar.
+std::string held_out_text(const nlohmann::json& s) {
+  const nlohmann::json v = s.value("validation", nlohmann::json::object());
+  const nlohmann::json before = v.value("shipped", nlohmann::json::object());
+  const nlohmann::json after = v.value("calibrated", nlohmann::json::object());
+  return "held-out Spearman " + number(before, "spearman_median") + " -> " +
+         number(after, "spearman_median") + ", pair accuracy " + number(before, "pair_accuracy") +
+         " -> " + number(after, "pair_accuracy") + " on " + v.value("groups", nlohmann::json(0)).dump() +
+         " groups";
+}
+
+}  // namespace
+
+ModelChoice choose_model(const std::string& explicit_path, kernels::KernelKind kind,
+                         kernels::Dtype dtype, const codegen::CompilerOptions& kernel_compiler,
+                         bool use_calibration, const std::string& root) {
+  ModelChoice c;
+  if (!explicit_path.empty()) {
+    c.path = explicit_path;
+    c.source = "explicit";
+    c.note = "model " + explicit_path + " (--model)";
+    return c;
+  }
+  c.path = learned::model_path_or_default("", kind, dtype);
+  c.source = "shipped";
+  c.note = "shipped model " + c.path;
+  if (dtype != kernels::Dtype::F32) return c;  // calibrate times f32 kernels only
+  if (!use_calibration || calibration_disabled_by_env()) {
+    c.note += " (calibration not used: " +
+              std::string(use_calibration ? "WACO_NO_CALIBRATION" : "--no-calibration") + ")";
+    return c;
+  }
+  const nlohmann::json identity = calibration_identity(kernel_compiler);
+  const CalibrationPaths p = calibration_paths(kind, identity, root);
+  const std::string k(kernels::kernel_name(kind));
+  const auto fallback = [&](const std::string& why) {
+    c.warning = "the calibration " + p.sidecar + " is not used (" + why + "); ranking with the " +
+                "shipped model (hint: run 'waco-hybrid calibrate --kernel " + k + "' again)";
+    c.note += " (calibration not used: " + why + ")";
+    c.calibration = nullptr;
+    return c;
+  };
+  std::error_code ec;
+  if (!fs::exists(p.sidecar, ec)) {
+    if (fs::exists(p.model, ec)) return fallback("a model file without its sidecar");
+    c.note += " (no calibration for this machine: waco-hybrid calibrate --kernel " + k + ")";
+    return c;
+  }
+  nlohmann::json s;
+  try {
+    s = nlohmann::json::parse(kernels::read_text_file(p.sidecar));
+  } catch (const nlohmann::json::exception& e) {
+    return fallback(std::string("corrupt sidecar: not JSON: ") + e.what());
+  }
+  if (!s.is_object() || s.value("format", std::string()) != kCalibrationFormat)
+    return fallback("corrupt sidecar: not a calibration sidecar");
+  if (s.value("version", 0) != kCalibrationVersion) return fallback("a sidecar of another layout version");
+  if (!s.contains("identity") || s["identity"] != identity)
+    return fallback("it was made for another machine identity");
+  if (s.value("kernel", std::string()) != k) return fallback("corrupt sidecar: another kernel");
+  const nlohmann::json base = s.value("base_model", nlohmann::json::object());
+  if (!base.is_object() || base.value("hash", std::string()) != file_hash(c.path))
+    return fallback("it fine-tuned another shipped model than " + c.path);
+  c.calibration = s;
+  const std::string decision = s.value("decision", std::string());
+  if (decision == "shipped") {
+    c.note += " (calibration on this machine kept it: " + held_out_text(s) + ")";
+    return c;
+  }
+  if (decision != "calibrated") return fallback("corrupt sidecar: no decision");
+  const nlohmann::json model = s.value("model", nlohmann::json::object());
+  if (!model.is_object() || model.value("hash", std::string()) != file_hash(p.model))
+    return fallback("the model file is missing or does not match its sidecar's hash");
+  try {
+    learned::CostModel::load_shared(p.model, kind);
+  } catch (const kernels::Error& e) {
+    return fallback(std::string("corrupt model: ") + e.what());
+  }
+  c.path = p.model;
+  c.source = "calibrated";
+  c.note = "calibrated model for this machine " + p.model + " (" + held_out_text(s) + ")";
+  return c;
+}
+
+}  // namespace waco::tuning
