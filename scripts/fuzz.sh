@@ -74,7 +74,7 @@ for t in "${targets[@]}"; do
     matrix_market|matrix_market_gz) dict=(-dict=fuzz/dicts/matrix_market.dict) ;;
     frostt) dict=(-dict=fuzz/dicts/frostt.dict) ;;
     schedule_text) dict=(-dict=fuzz/dicts/schedule_text.dict) ;;
-    schedule_json|recipe|tuning_cache|plan_file|dataset_export|hnsw_index) dict=(-dict=fuzz/dicts/json.dict) ;;
+    schedule_json|recipe|tuning_cache|plan_file|dataset_export|hnsw_index|cache_probe) dict=(-dict=fuzz/dicts/json.dict) ;;
     cost_model) dict=(-dict=fuzz/dicts/cost_model.dict) ;;
   esac
   before=$(find "$found" -type f | wc -l)
