@@ -85,7 +85,10 @@ for t in "${targets[@]}"; do
   tmp=${TMPDIR:-/tmp}; [ -d /dev/shm ] && tmp=/dev/shm
   rc=0
   TIMEFORMAT='%U %S'
-  { time TMPDIR=$tmp ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
+  # One OpenMP thread: the fuzzer's CPU seconds are then one thread's fuzzing (with the default
+  # team, hnsw_index's signature computation ran a second thread, and libomp's idle worker spins:
+  # 1.8-1.9 CPU-s a wall second, on both cores of a shared machine).
+  { time TMPDIR=$tmp OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
       UBSAN_OPTIONS=print_stacktrace=1 \
       "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$found/" "${dict[@]}" ${FUZZ_ARGS:-} "$corpus" "$seed_dir" "tests/corpus/$t" \
