@@ -27,6 +27,7 @@
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
+#include "waco/kernels/cache_probe.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/recipe.hpp"
@@ -580,6 +581,61 @@ void results_db(const std::uint8_t* data, std::size_t size) {
   }
 }
 
+// ---- the cache-probe file -------------------------------------------------------------------
+
+/// The key the input is read under (the seeds are stored under it, so that the fuzzer starts past
+/// load_cache_probe's comparison of the keys).
+const nlohmann::json& probe_key() {
+  static const nlohmann::json key = {{"cpu", "fuzz"}, {"cpus", 2}, {"machine", "fuzz"}};
+  return key;
+}
+
+/// A probe's result as cache_probe() would store it: detected on a three-level synthetic curve.
+kernels::CacheProbeResult probe_seed_result() {
+  kernels::CacheProbeResult r;
+  for (int i = 0; i <= 56; ++i) {  // 16 KiB to 256 MiB, four sizes an octave
+    const auto bytes = static_cast<std::int64_t>(std::llround(16384.0 * std::pow(2.0, i / 4.0))) / 256 * 256;
+    const double gbps = bytes <= (48 << 10) ? 180.0 : bytes <= (1 << 20) ? 90.0 : bytes <= (32 << 20) ? 45.0 : 15.0;
+    r.curve.push_back({bytes, gbps});
+  }
+  kernels::detect_cache_levels(r);
+  r.seconds = 0.75;
+  r.passes = 4;
+  return r;
+}
+
+// The input is the file cache_probe() keeps (cache-probe.json). load_cache_probe never throws:
+// a file it cannot use is measured again. Its "result" read directly refuses with an Error only.
+void cache_probe(const std::uint8_t* data, std::size_t size) {
+  const std::string path = put("cache-probe.json", data, size);
+  const std::optional<kernels::CacheProbeResult> loaded = kernels::load_cache_probe(path, probe_key());
+  const nlohmann::json j = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(data), size),
+                                                 nullptr, false);
+  std::optional<kernels::CacheProbeResult> direct;
+  if (j.is_object() && j.contains("result")) {
+    try {
+      direct = kernels::CacheProbeResult::from_json(j.at("result"));
+    } catch (const Error&) {
+    }
+  }
+  if (!loaded) return;
+  FUZZ_CHECK(direct.has_value(), "a file loaded whose result is refused");
+  const nlohmann::json back = loaded->to_json();
+  FUZZ_CHECK(back == direct->to_json(), "the loaded and the direct result differ");
+  for (std::size_t i = 0; i < loaded->curve.size(); ++i)
+    FUZZ_CHECK(loaded->curve[i].bytes > 0 && loaded->curve[i].gbps > 0 &&
+                   (i == 0 || loaded->curve[i].bytes > loaded->curve[i - 1].bytes),
+               "a curve of sizes not ascending or bandwidths not positive");
+  FUZZ_CHECK(loaded->l1d >= 0 && loaded->l2 >= 0 && loaded->l3 >= 0, "a negative capacity");
+  FUZZ_CHECK(loaded->passes >= 0 && loaded->seconds >= 0, "negative passes or time");
+  FUZZ_CHECK(must("the result's JSON", [&] { return kernels::CacheProbeResult::from_json(back); }).to_json() == back,
+             "the result's JSON does not read back");
+  const std::string again = scratch() + "/probe-again/cache-probe.json";
+  FUZZ_CHECK(kernels::store_cache_probe(again, probe_key(), *loaded), "cannot store the result");
+  const std::optional<kernels::CacheProbeResult> stored = kernels::load_cache_probe(again, probe_key());
+  FUZZ_CHECK(stored && stored->to_json() == back, "the stored result does not load back");
+}
+
 // ---- the table ----------------------------------------------------------------------------
 
 const std::vector<Target>& targets() {
@@ -596,6 +652,7 @@ const std::vector<Target>& targets() {
       {"cost_model", cost_model, "a cost model file (header and weights)"},
       {"hnsw_index", hnsw_index, "a flag byte, a schedule index header line, then its HNSW graph"},
       {"results_db", results_db, "a results database file (SQLite)"},
+      {"cache_probe", cache_probe, "a cache-probe file (the bandwidth curve and capacities cache_probe() keeps)"},
   };
   return all;
 }
@@ -799,6 +856,17 @@ int write_generated_seeds(const std::string& target, const std::string& dir) {
         write(kn + "-fixed.plan", std::string(1, '\1') + plan.dump(1));
       }
     }
+  } else if (target == "cache_probe") {
+    const kernels::CacheProbeResult r = probe_seed_result();
+    const auto stored = [&](const std::string& name, const kernels::CacheProbeResult& result) {
+      const std::string path = dir + "/" + name;
+      if (!kernels::store_cache_probe(path, probe_key(), result)) throw Error("cannot write " + path);
+      ++n;
+    };
+    stored("three-levels.json", r);
+    kernels::CacheProbeResult none;  // what a probe that could not allocate its buffer gives
+    none.note = "cannot allocate 256 MiB";
+    stored("empty.json", none);
   }
   return n;
 }

@@ -50,5 +50,6 @@ void dataset_export(const std::uint8_t* data, std::size_t size);    ///< export 
 void cost_model(const std::uint8_t* data, std::size_t size);        ///< a cost model file
 void hnsw_index(const std::uint8_t* data, std::size_t size);        ///< flag + index header + graph
 void results_db(const std::uint8_t* data, std::size_t size);        ///< a results database file
+void cache_probe(const std::uint8_t* data, std::size_t size);       ///< a cache-probe file (JSON)
 
 }  // namespace waco::fuzz

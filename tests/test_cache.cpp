@@ -571,6 +571,56 @@ TEST_CASE("cache: the probe's result file") {
     CHECK_FALSE(load_cache_probe(path, key).has_value());
     CHECK_THROWS_AS(CacheProbeResult::from_json(nlohmann::json::array()), Error);
   }
+  SECTION("a hostile file: integers out of range or not integers are refused, never converted") {
+    // Each field replaced in a valid file; the reader once converted them unchecked
+    // (get<int64_t>() of 1e300 is undefined; 4.5 passes became 4; 2^63 - 1 bytes of L3 passed).
+    const nlohmann::json big = 1e300;
+    const nlohmann::json wrap = std::uint64_t{18446744073709551615u};
+    const nlohmann::json huge = std::int64_t{9223372036854775807};
+    const std::vector<std::pair<std::string, nlohmann::json>> fields = {
+        {"l1d", big},      {"l2", wrap},        {"l3", huge},    {"l3", -1},
+        {"l3", 16.0 * MiB}, {"passes", 4.5},     {"passes", big}, {"passes", 3000000000LL},
+        {"passes", -1},    {"passes", 9},       {"seconds", -1}, {"seconds", "0.75"},
+        {"note", 5}};
+    for (const auto& [field, value] : fields) {
+      INFO(field << " = " << value.dump());
+      nlohmann::json result = r.to_json();
+      result[field] = value;
+      CHECK_THROWS_AS(CacheProbeResult::from_json(result), Error);
+      write_file(path, nlohmann::json{{"format", 1}, {"key", key}, {"result", result}}.dump());
+      CHECK_FALSE(load_cache_probe(path, key).has_value());
+    }
+    for (const nlohmann::json& point :
+         {nlohmann::json{big, 1.0}, nlohmann::json{wrap, 1.0}, nlohmann::json{16.0 * KiB, 1.0},
+          nlohmann::json{0, 1.0}, nlohmann::json{std::int64_t{1} << 41, 1.0},
+          nlohmann::json{16 * KiB, "fast"}, nlohmann::json{16 * KiB, -1.0}}) {
+      INFO("curve point " << point.dump());
+      nlohmann::json result = r.to_json();
+      result["curve"] = nlohmann::json::array({point});
+      CHECK_THROWS_AS(CacheProbeResult::from_json(result), Error);
+    }
+    for (const nlohmann::json& format : {nlohmann::json(1e300), nlohmann::json(1.0),
+                                         nlohmann::json("1"), nlohmann::json(wrap)}) {
+      INFO("format " << format.dump());
+      write_file(path, nlohmann::json{{"format", format}, {"key", key}, {"result", r.to_json()}}.dump());
+      CHECK_FALSE(load_cache_probe(path, key).has_value());
+    }
+    // The limits themselves are read: 1 TiB sizes and capacities, 0 to kMaxProbePasses passes.
+    nlohmann::json result = r.to_json();
+    result["curve"] = {{16 * KiB, 1.0}, {std::int64_t{1} << 40, 0.5}};
+    result["l3"] = std::int64_t{1} << 40;
+    result["passes"] = kMaxProbePasses;
+    CHECK(CacheProbeResult::from_json(result).l3 == std::int64_t{1} << 40);
+    result["passes"] = 0;
+    CHECK(CacheProbeResult::from_json(result).passes == 0);
+    try {
+      result["l2"] = big;
+      CacheProbeResult::from_json(result);
+      FAIL("l2 = 1e300 read");
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("'l2' must be an integer in [0, 1099511627776]"));
+    }
+  }
   SECTION("an unwritable directory is not an error") {
     write_file(dir + "/file", "x");
     CHECK_FALSE(store_cache_probe(dir + "/file/cache-probe.json", key, r));

@@ -30,11 +30,15 @@
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/json_fields.hpp"
 
 namespace waco::kernels {
 namespace {
 
 constexpr int kProbeFormatVersion = 1;
+/// The largest working set and capacity a stored probe may hold (1 TiB; the probe measures at
+/// most 256 MiB by default), so that a damaged file cannot hand cache_sizes() an absurd L3.
+constexpr std::int64_t kMaxStoredProbeBytes = std::int64_t{1} << 40;
 constexpr std::int64_t kKiB = 1024;
 constexpr std::int64_t kMiB = 1024 * 1024;
 /// Bytes read per sample at least (small working sets are re-read this often).
@@ -82,29 +86,34 @@ nlohmann::json CacheProbeResult::to_json() const {
 }
 
 CacheProbeResult CacheProbeResult::from_json(const nlohmann::json& j) {
-  const auto bad = [](const std::string& what) {
-    return Error("the stored cache probe is malformed: " + what, "delete the file");
-  };
+  const std::string what = "the stored cache probe is malformed";
+  const std::string hint = "delete the file";
+  const auto bad = [&](const std::string& why) { return Error(what + ": " + why, hint); };
   if (!j.is_object()) throw bad("not an object");
+  // Integers through json_fields.hpp: get<int64_t>() of a float such as 1e300 is undefined.
+  constexpr std::int64_t kMax = kMaxStoredProbeBytes;  // of sizes and capacities
   CacheProbeResult r;
   try {
     for (const auto& p : j.at("curve")) {
       if (!p.is_array() || p.size() != 2) throw bad("a curve point is not [bytes, gbps]");
-      r.curve.push_back({p.at(0).get<std::int64_t>(), p.at(1).get<double>()});
+      const std::optional<std::int64_t> bytes = json_integer(p.at(0), 1, kMaxStoredProbeBytes);
+      if (!bytes || !p.at(1).is_number())
+        throw bad("a curve point is not [bytes in [1, 2^40], gbps] (got " + p.dump() + ")");
+      r.curve.push_back({*bytes, p.at(1).get<double>()});
     }
-    r.l1d = j.at("l1d").get<std::int64_t>();
-    r.l2 = j.at("l2").get<std::int64_t>();
-    r.l3 = j.at("l3").get<std::int64_t>();
+    r.l1d = json_int_field(j, "l1d", 0, kMax, what, hint);
+    r.l2 = json_int_field(j, "l2", 0, kMax, what, hint);
+    r.l3 = json_int_field(j, "l3", 0, kMax, what, hint);
+    if (!j.at("seconds").is_number()) throw bad("'seconds' is not a number");
     r.seconds = j.at("seconds").get<double>();
-    r.passes = j.at("passes").get<int>();
+    r.passes = static_cast<int>(json_int_field(j, "passes", 0, kMaxProbePasses, what, hint));
     r.note = j.at("note").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw bad(e.what());
   }
-  if (r.l1d < 0 || r.l2 < 0 || r.l3 < 0) throw bad("a negative capacity");
+  if (!(r.seconds >= 0)) throw bad("a negative time");
   for (std::size_t i = 0; i < r.curve.size(); ++i)
-    if (r.curve[i].bytes <= 0 || !(r.curve[i].gbps > 0) ||
-        (i > 0 && r.curve[i].bytes <= r.curve[i - 1].bytes))
+    if (!(r.curve[i].gbps > 0) || (i > 0 && r.curve[i].bytes <= r.curve[i - 1].bytes))
       throw bad("the curve is not ascending positive sizes with positive bandwidths");
   return r;
 }
@@ -337,7 +346,8 @@ std::optional<CacheProbeResult> load_cache_probe(const std::string& path,
     std::ostringstream text;
     text << in.rdbuf();
     const nlohmann::json j = nlohmann::json::parse(text.str());
-    if (!j.is_object() || j.value("format", 0) != kProbeFormatVersion || !j.contains("key") ||
+    if (!j.is_object() || !j.contains("format") ||
+        json_integer(j.at("format")) != kProbeFormatVersion || !j.contains("key") ||
         j.at("key") != key || !j.contains("result"))
       return std::nullopt;
     return CacheProbeResult::from_json(j.at("result"));
