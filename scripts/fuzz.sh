@@ -86,8 +86,8 @@ for t in "${targets[@]}"; do
   rc=0
   TIMEFORMAT='%U %S'
   # One OpenMP thread: the fuzzer's CPU seconds are then one thread's fuzzing (with the default
-  # team, hnsw_index's signature computation ran a second thread, and libomp's idle worker spins:
-  # 1.8-1.9 CPU-s a wall second, on both cores of a shared machine).
+  # team, two of hnsw_index's runs recorded 1.8-1.9 CPU-s a wall second, on both cores of a shared
+  # machine, and did a quarter of the executions of a one-thread run).
   { time TMPDIR=$tmp OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
       UBSAN_OPTIONS=print_stacktrace=1 \
       "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
