@@ -392,12 +392,13 @@ void compiler_guard_on_term(int) {
   ::_exit(128 + sig);
 }
 
-/// Runs argv[0] (PATH lookup) with stdin from /dev/null and stdout+stderr captured, in its own
-/// process group (led by compiler_guard, which dies with the calling thread and takes the group
-/// with it); kills the group after `timeout_seconds`. Output beyond 4 MiB is discarded.
 /// How often a running compiler's caller is asked whether to stop (CompilerOptions::cancelled).
 constexpr int kCancelPollMs = 100;
 
+/// Runs argv[0] (PATH lookup) with stdin from /dev/null and stdout+stderr captured, in its own
+/// process group (led by compiler_guard, which dies with the calling thread and takes the group
+/// with it); kills the group after `timeout_seconds`, or once `cancelled` (asked every
+/// kCancelPollMs) returns true. Output beyond 4 MiB is discarded.
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds,
                           const std::function<bool()>& cancelled = {}) {
   WACO_ASSERT(!argv.empty(), "run_process needs a program");
