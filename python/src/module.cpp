@@ -260,7 +260,8 @@ bool set_setting(waco::Options& o, const std::string& key, const py::handle& v) 
       {"check_recall", &waco::Options::check_recall}, {"explain", &waco::Options::explain},
       {"measure_first", &waco::Options::measure_first},
       {"decide_always", &waco::Options::decide_always},
-      {"retry_failed", &waco::Options::retry_failed}};
+      {"retry_failed", &waco::Options::retry_failed},
+      {"no_calibration", &waco::Options::no_calibration}};
   const std::pair<const char*, std::optional<int> waco::Options::*> ints[] = {
       {"repeat", &waco::Options::repeat}, {"warmup", &waco::Options::warmup},
       {"confirm_rounds", &waco::Options::confirm_rounds},

@@ -86,6 +86,8 @@ def _add_settings(t):
                    help="fresh decision runs even without a selection gain")
     t.add_argument("--retry-failed", action="store_true",
                    help="measure again candidates stored with a status other than ok")
+    t.add_argument("--no-calibration", action="store_true",
+                   help="rank with the shipped model even where `waco-hybrid calibrate` made one")
     t.add_argument("--compiler", help="C++ compiler of generated kernels (c++)")
     t.add_argument("--race", choices=["atomic", "private", "auto"])
     t.add_argument("--cache-level", choices=["llc-core", "l1", "l2", "l3"])
