@@ -713,8 +713,9 @@ std::vector<SuperSchedule> read_schedule_list(KernelKind kind, const std::string
   int number = 0;
   while (std::getline(in, line)) {
     ++number;
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
+    if (first == std::string::npos) continue;
     const auto last = line.find_last_not_of(" \t\r");
     const std::string text = line.substr(first, last - first + 1);
     try {

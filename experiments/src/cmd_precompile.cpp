@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -56,6 +55,7 @@ struct Options {
 struct Template {
   std::string schedule;  ///< text form of the first schedule seen with this source
   std::int64_t winners = 0;  ///< groups whose fastest candidate has this source
+  std::int64_t train_winners = 0;  ///< of them, groups of the training split
   std::int64_t near = 0;     ///< groups with a candidate of this source within kNearShare
 };
 
@@ -107,6 +107,7 @@ DatasetTemplates dataset_templates(KernelKind kind, const std::vector<std::strin
           near.insert(index_of(c.schedule));
       row.near.assign(near.begin(), near.end());
       ++out.templates[row.winner].winners;
+      out.templates[row.winner].train_winners += g.split == "train";
       for (std::size_t t : row.near) ++out.templates[t].near;
       out.groups.push_back(std::move(row));
     });
@@ -134,20 +135,6 @@ nlohmann::json coverage_json(const DatasetTemplates& d, const std::set<std::size
   return j;
 }
 
-std::vector<std::string> read_list(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the schedule list " + path, "give a file with one schedule a line");
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    const std::size_t hash = line.find('#');
-    if (hash != std::string::npos) line.resize(hash);
-    const std::size_t a = line.find_first_not_of(" \t\r");
-    if (a == std::string::npos) continue;
-    out.push_back(line.substr(a, line.find_last_not_of(" \t\r") + 1 - a));
-  }
-  return out;
-}
-
 int precompile(const Options& o) {
   const KernelKind kind = kernel_from_option(o.kernel);
   if (o.list.empty() == !o.from_dataset)
@@ -160,7 +147,7 @@ int precompile(const Options& o) {
     dtypes.push_back(*dt);
   }
   nlohmann::json report = {{"kernel", o.kernel}};
-  std::vector<std::string> schedules;  // text forms, one per template
+  std::vector<codegen::SuperSchedule> schedules;  // one per template
   if (o.from_dataset) {
     std::vector<std::string> files = o.dataset_files;
     if (files.empty())
@@ -187,9 +174,7 @@ int precompile(const Options& o) {
       if (o.top == 0 && o.coverage > 0 && covered >= o.coverage * train_groups) break;
       if (d.templates[t].winners == 0 && o.top == 0) break;
       chosen.insert(t);
-      covered = 0;
-      for (const DatasetTemplates::Group& g : d.groups)
-        covered += g.split == "train" && chosen.count(g.winner);
+      covered += d.templates[t].train_winners;
     }
     std::ostringstream list;
     list << "# " << o.kernel << ": " << chosen.size() << " kernel templates of the committed "
@@ -202,7 +187,7 @@ int precompile(const Options& o) {
     for (std::size_t t : order) {
       if (!chosen.count(t)) continue;
       const Template& x = d.templates[t];
-      schedules.push_back(x.schedule);
+      schedules.push_back(codegen::schedule_from_string(kind, x.schedule));
       list << x.schedule << "  # won " << x.winners << ", near " << x.near << "\n";
       rows.push_back({{"schedule", x.schedule}, {"winners", x.winners}, {"near", x.near}});
     }
@@ -214,15 +199,15 @@ int precompile(const Options& o) {
       if (!o.quiet) std::cerr << "wrote " << o.write_list << "\n";
     }
   } else {
-    schedules = read_list(o.list);
+    schedules = codegen::read_schedule_list(kind, o.list);
   }
 
   // The sources to compile: each template in each dtype, and with private output copies too
   // when its parallel loop does not own the output (tune's auto picks either).
   std::vector<std::pair<std::string, std::string>> sources;  // label, source
   std::set<std::string> seen;
-  for (const std::string& text : schedules) {
-    const codegen::SuperSchedule s = codegen::schedule_from_string(kind, text);
+  for (const codegen::SuperSchedule& s : schedules) {
+    const std::string text = codegen::to_text(s);
     std::vector<codegen::RaceStrategy> races = {codegen::RaceStrategy::Atomic};
     if (!codegen::parallel_loop_is_race_free(s)) races.push_back(codegen::RaceStrategy::Private);
     for (Dtype dt : dtypes)

@@ -17,11 +17,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/shipped.hpp"
+#include "waco/tune/calibration.hpp"
 #include "waco/tune/searcher.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/kernels/context.hpp"
@@ -47,10 +46,12 @@ constexpr const char* kTemplatePasses =
     "legality,sparse-iteration,parallelize-one,parallelize-outer,no-useless-partition,"
     "concordant-dense,vectorizable-inner";
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw kernels::Error("cannot read " + path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+/// 16 hex digits of a file's bytes: file_hash (calibration.hpp), kept per process while the file
+/// stays, so that a tune does not read the model and every dataset export again to name the graph.
+std::string file_digest(const std::string& path) {
+  std::string h = file_hash(path);
+  if (h.empty()) throw kernels::Error("cannot read " + path);
+  return h;
 }
 
 /// The committed dataset's export files of kernel k (named "<kernel>.*").
@@ -71,7 +72,7 @@ std::string template_definition(const SearchRequest& r) {
   for (int c : heuristics::chunk_choices()) d += std::to_string(c) + ",";
   d += " dataset=";
   for (const std::string& f : kernel_exports(r.problem->kind))
-    d += kernels::hex16(kernels::fnv1a(file_bytes(f))) + ",";
+    d += file_digest(f) + ",";
   return d;
 }
 
@@ -115,7 +116,7 @@ std::vector<codegen::SuperSchedule> make_templates(const SearchRequest& r, nlohm
 /// built and saved there. A stale or corrupt file is rebuilt with a message.
 learned::ScheduleIndex index_for(const SearchRequest& r, const learned::CostModel& model,
                                  const std::string& model_path, nlohmann::json& info) {
-  const std::string key = kernels::hex16(kernels::fnv1a(file_bytes(model_path)) ^
+  const std::string key = kernels::hex16(std::stoull(file_digest(model_path), nullptr, 16) ^
                               kernels::splitmix64(kernels::fnv1a(template_definition(r))));
   std::string path = r.index;
   if (path.empty()) {

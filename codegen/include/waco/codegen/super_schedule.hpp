@@ -110,7 +110,7 @@ std::optional<SuperSchedule> schedule_shortcut(kernels::KernelKind k, const std:
 SuperSchedule schedule_from_string(kernels::KernelKind k, const std::string& text);
 
 /// A schedule list file: one schedule a line (text form or shortcut), blank lines and # comments
-/// skipped. Error "<path>:<line>: ..." for a line that does not parse, and for a list with none.
+/// (whole lines, or after a schedule: `precompile --write-list` notes counts there) skipped. Error "<path>:<line>: ..." for a line that does not parse, and for a list with none.
 std::vector<SuperSchedule> read_schedule_list(kernels::KernelKind k, const std::string& path);
 
 }  // namespace waco::codegen
