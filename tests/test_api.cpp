@@ -354,6 +354,52 @@ TEST_CASE("api: tune gives a plan that equals the reference, cached, saved and l
   CHECK_THROWS_WITH(p.save(dir + "/no/such/dir/x.plan"), Catch::Contains("does not exist"));
 }
 
+TEST_CASE("api: a decision for the hand-written csr serves that baseline, equal to the reference") {
+  const std::string dir = waco::test::scratch_dir("api-csr-baseline");
+  const std::string file = waco::test::examples_dir() + "/bcsstk13.mtx.gz";
+  // A scripted tune (the csr schedule 20% slower than everything else) decides for the
+  // hand-written csr and caches it; the library's tune of the same matrix reads that decision.
+  {
+    std::ofstream(dir + "/script.json")
+        << R"({"seed": 3, "default": {"median_s": 1e-4, "jitter": 0.02},
+               "rules": [{"contains": "threads=0", "median_s": 1.2e-4}]})";
+  }
+  const waco::test::CliResult cli = waco::test::run_cli(
+      "tune --kernel spmv --json --quiet --threads 2 --db " + dir + "/results.sqlite --plan-cache " +
+      dir + "/plans --runner scripted:" + dir + "/script.json " + file);
+  INFO(cli.err);
+  REQUIRE(cli.status == 0);
+  REQUIRE(cli.out.find("\"implementation\": \"csr\"") != std::string::npos);
+  const waco::Options o = scratch_options(dir);
+  const waco::Matrix m = waco::Matrix::from_file(file);
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK(p.from_cache());
+  CHECK(p.verdict() == "no-gain");
+  CHECK(p.report_json().find("\"implementation\": \"csr\"") != std::string::npos);
+  // Nothing compiled: the baseline is compiled into the library.
+  CHECK((!fs::exists(o.kernel_cache_dir) || fs::is_empty(o.kernel_cache_dir)));
+  std::vector<std::int64_t> rp(m.rows() + 1);
+  std::vector<std::int32_t> ci(m.nnz());
+  std::vector<float> val(m.nnz());
+  m.csr(rp.data(), ci.data(), val.data());
+  const std::vector<float> x = random_vector(m.cols(), 5);
+  std::vector<double> ref(m.rows(), 0.0);
+  for (std::int64_t r = 0; r < m.rows(); ++r)
+    for (std::int64_t e = rp[r]; e < rp[r + 1]; ++e) ref[r] += val[e] * x[ci[e]];
+  double scale = 0;
+  for (float f : val) scale = std::max(scale, static_cast<double>(std::abs(f)));
+  std::vector<float> y(m.rows());
+  p.spmv(x.data(), y.data());
+  check_close(ref, y.data(), scale * 100);
+  // Saved and loaded: still the baseline.
+  p.save(dir + "/p.plan");
+  const waco::Plan l = waco::Plan::load(dir + "/p.plan", m, o);
+  std::vector<float> y2(m.rows());
+  l.spmv(x.data(), y2.data());
+  check_close(ref, y2.data(), scale * 100);
+  CHECK((!fs::exists(o.kernel_cache_dir) || fs::is_empty(o.kernel_cache_dir)));
+}
+
 TEST_CASE("api: with few expected calls tuning is not worth it and the plan runs csr") {
   const std::string dir = waco::test::scratch_dir("api-expected-calls");
   waco::Options o = scratch_options(dir);

@@ -2,8 +2,9 @@
 // pipeline's decisions on it. Timings come from a script and a seed, so every branch is reached
 // without timing noise: determinism, racing and screening as the Measurer does them, statuses,
 // then `tune --runner scripted:FILE` end to end: a clear gain decided on fresh runs, 20 equal
-// kernels giving no gain, a failing candidate, --expected-calls not worth it, --confirm 0 (the
-// model alone), --measure-first and a tuning-cache hit.
+// kernels giving no gain, no gain returning the faster csr reference (the hand-written csr
+// too), a failing candidate, --expected-calls not worth it, --confirm 0 (the model alone),
+// --measure-first and a tuning-cache hit.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -306,8 +307,52 @@ TEST_CASE("scripted tune: 20 equal kernels give no gain") {
   const json j = parsed(tune(dir, write_script(dir, equal_kernels()), ""));
   CHECK(j.at("confirm").at("ranking").size() == 20);
   CHECK(j.at("verdict") == "no-gain");
-  CHECK(j.at("best").at("schedule") == j.at("csr").at("schedule"));
+  // A csr reference, the faster of the two by the median ratio (here a tie within noise).
+  const json& result = j.at("best").at("schedule");
+  CHECK((result == j.at("csr").at("schedule") || result == j.at("csr_baseline").at("schedule")));
   CHECK(j.at("decision").at("fresh") == false);  // no selection gain: nothing timed again
+}
+
+TEST_CASE("scripted tune: no gain returns the faster csr reference, the hand-written csr too") {
+  const std::string dir = waco::test::scratch_dir("scripted-faster-reference");
+  // The csr schedule (threads=0) 20% slower than the csr baseline and every nominee (100 us).
+  const std::string slow_schedule = write_script(dir, equal_kernels("threads=0", 1.2e-4));
+  const json j = parsed(tune(dir, slow_schedule, "-o " + dir + "/k.hpp"));
+  CHECK(j.at("verdict") == "no-gain");
+  CHECK(j.at("decision").at("faster_reference") == "baseline");
+  CHECK(j.at("best").at("schedule") == "impl=csr");
+  CHECK(j.at("best").at("schedule") == j.at("csr_baseline").at("schedule"));
+  CHECK(j.at("implementation") == "csr");
+  CHECK(j.at("claimed_speedup").get<double>() == 1.0);
+  CHECK(j.at("speedup_over_csr").get<double>() > 1.1);  // the baseline over the csr schedule
+  CHECK(j.at("plan_cache").is_object());  // a decision: cached (with the csr schedule)
+  // The drop-in header holds the csr schedule's kernel and says why.
+  std::ifstream header(dir + "/k.hpp");
+  const std::string text((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
+  CHECK(text.find("the hand-written csr baseline ran faster") != std::string::npos);
+  CHECK(text.find("waco_tuned") != std::string::npos);
+  // From the tuning cache: the same result.
+  const json again = parsed(tune(dir, slow_schedule, ""));
+  CHECK(again.at("from_cache") == true);
+  CHECK(again.at("implementation") == "csr");
+  CHECK(again.at("best").at("schedule") == "impl=csr");
+  // The text report names it.
+  const waco::test::CliResult t = waco::test::run_cli(
+      "tune --kernel spmv --threads 2 --cache-bytes 1M --db " + dir + "/results.sqlite " +
+      "--plan-cache " + dir + "/plans --refresh --runner scripted:" + slow_schedule + " " +
+      example());
+  INFO(t.err);
+  CHECK(t.status == 0);
+  CHECK(t.out.find("the result is the hand-written csr baseline") != std::string::npos);
+
+  // The baseline 20% slower: the csr schedule is the result.
+  json slow_baseline = equal_kernels();
+  slow_baseline["rules"].push_back({{"label", "impl=csr"}, {"median_s", 1.2e-4}});
+  const json k = parsed(tune(dir, write_script(dir, slow_baseline), "--refresh"));
+  CHECK(k.at("verdict") == "no-gain");
+  CHECK(k.at("decision").at("faster_reference") == "schedule");
+  CHECK(k.at("best").at("schedule") == k.at("csr").at("schedule"));
+  CHECK(k.at("implementation") == "generated");
 }
 
 TEST_CASE("scripted tune: a failing candidate is reported and does not stop the decision") {

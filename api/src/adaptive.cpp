@@ -83,9 +83,16 @@ class QuietObserver : public tuning::TuneObserver {
 }  // namespace
 
 Arm make_arm(const Matrix& A, kernels::KernelKind kind, const codegen::SuperSchedule& s,
-             std::int64_t dense, int threads, const codegen::GeneratedOptions& g) {
+             std::int64_t dense, int threads, const codegen::GeneratedOptions& g,
+             const std::string& baseline) {
+  if (!baseline.empty() && baseline != "csr")
+    throw Error("the plan names the implementation \"" + baseline +
+                "\", which this library cannot serve (it serves generated kernels and the csr "
+                "baseline)", "tune again (Options::refresh), or delete the plan or cache entry");
   Arm a;
-  a.bound = codegen::bind_schedule(s, sparse_problem(A, kind), dense, threads, g);
+  a.bound = baseline.empty()
+                ? codegen::bind_schedule(s, sparse_problem(A, kind), dense, threads, g)
+                : codegen::bind_csr_baseline(sparse_problem(A, kind), dense, threads, g);
   finish_arm(a, kind, A.nnz());
   return a;
 }

@@ -34,9 +34,13 @@ struct Arm {
   bool sddmm_in_order = true;  ///< SDDMM: the format stores the nonzeros in CSR order, no padding
 };
 
-/// Binds `s` to A: the format built, the kernel compiled when not cached, and loaded.
+/// Binds `s` to A: the format built, the kernel compiled when not cached, and loaded. With
+/// `baseline` "csr" (a tune's result: tuning::implementation_of), the hand-written csr loops on
+/// the csr schedule's format instead (codegen::bind_csr_baseline; `s` is then the csr
+/// schedule); another name is an Error.
 Arm make_arm(const Matrix& A, kernels::KernelKind kind, const codegen::SuperSchedule& s,
-             std::int64_t dense, int threads, const codegen::GeneratedOptions& g);
+             std::int64_t dense, int threads, const codegen::GeneratedOptions& g,
+             const std::string& baseline = "");
 
 /// Runs one call on an arm, writing the caller's output at `out` (values of the arm's dtype).
 using ArmCall = std::function<void(const Arm& arm, void* out)>;

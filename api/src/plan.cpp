@@ -145,9 +145,10 @@ codegen::GeneratedOptions generated_options(const Options& o) {
   return g;
 }
 
-/// The plan of a decided schedule: the format built and the kernel loaded here.
-std::shared_ptr<Plan::Impl> bind(const Matrix& A, Kernel k, const codegen::SuperSchedule& s,
-                                 const Options& o) {
+/// The plan of a decided schedule: the format built and the kernel loaded here; with `baseline`
+/// (a tune's result that is the hand-written csr, tuning::implementation_of) that baseline.
+std::shared_ptr<Plan::Impl> bind_plan(const Matrix& A, Kernel k, const codegen::SuperSchedule& s,
+                                      const Options& o, const std::string& baseline = "") {
   auto impl = std::make_shared<Plan::Impl>();
   impl->kernel = k;
   impl->threads = resolved_threads(o);
@@ -160,7 +161,7 @@ std::shared_ptr<Plan::Impl> bind(const Matrix& A, Kernel k, const codegen::Super
   codegen::GeneratedOptions g = generated_options(o);
   g.compiler.cancelled = o.interrupt;
   impl->arm = std::make_shared<const api::Arm>(
-      api::make_arm(A, kind_of(k), s, impl->dense, impl->threads, g));
+      api::make_arm(A, kind_of(k), s, impl->dense, impl->threads, g, baseline));
   return impl;
 }
 
@@ -286,7 +287,8 @@ Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::Tu
   tuning::check_request(request);  // the model's backend, the passes: before any work
   const KernelKind kind = kind_of(k);
   std::shared_ptr<Plan::Impl> impl =
-      bind(A, k, *codegen::schedule_shortcut(kind, kernels::needs_tensor(kind) ? "csf" : "csr"), o);
+      bind_plan(A, k, *codegen::schedule_shortcut(kind, kernels::needs_tensor(kind) ? "csf" : "csr"),
+                o);
   api::AdaptiveSetup setup{A, request, o.nominees, {}, std::nullopt, o.cache_dir};
   // The background thread must not call the caller's interrupt (it is the calling thread's).
   setup.request.cancel = nullptr;
@@ -485,7 +487,8 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
                                       A.impl().dtype};
       const heuristics::CacheLookup found = cache.find(key);
       if (found.hit) {
-        std::shared_ptr<Plan::Impl> impl = bind(A, k, found.hit->schedule, o);
+        std::shared_ptr<Plan::Impl> impl = bind_plan(
+            A, k, found.hit->schedule, o, tuning::implementation_of(found.hit->report));
         take_report(*impl, found.hit->report);
         impl->from_cache = true;
         impl->tuning_s = kernels::now_seconds() - t0;
@@ -516,7 +519,8 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
       throw torch_required(e);
     }
     const nlohmann::json& report = outcome.report;
-    std::shared_ptr<Plan::Impl> impl = bind(A, k, decided_schedule(outcome), o);
+    std::shared_ptr<Plan::Impl> impl =
+        bind_plan(A, k, decided_schedule(outcome), o, outcome.implementation);
     take_report(*impl, report);
     impl->from_cache = outcome.from_cache;
     impl->tuning_s = kernels::now_seconds() - t0;
@@ -529,7 +533,7 @@ Plan make_plan(const Matrix& A, Kernel k, const std::string& schedule, const Opt
     const double t0 = kernels::now_seconds();
     check_operand(A, k);
     std::shared_ptr<Plan::Impl> impl =
-        bind(A, k, codegen::schedule_from_string(kind_of(k), schedule), o);
+        bind_plan(A, k, codegen::schedule_from_string(kind_of(k), schedule), o);
     impl->verdict = "given";
     impl->report = nullptr;
     impl->tuning_s = kernels::now_seconds() - t0;
@@ -541,6 +545,10 @@ Plan::Plan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
 Kernel Plan::kernel() const { return impl_->kernel; }
 std::string Plan::schedule() const { return codegen::to_text(impl_->serving()->bound.schedule); }
+std::string Plan::implementation() const {
+  const std::string& b = impl_->serving()->bound.baseline;
+  return b.empty() ? "generated" : b;
+}
 std::string Plan::verdict() const {
   return impl_->adaptive ? impl_->adaptive->verdict() : impl_->verdict;
 }
@@ -647,7 +655,8 @@ Plan Plan::load(const std::string& path, const Matrix& A, const Options& o) {
     Options opts = o;
     opts.threads = f.threads;
     opts.dense = f.dense;
-    std::shared_ptr<Impl> impl = bind(A, k, f.schedule, opts);
+    std::shared_ptr<Impl> impl =
+        bind_plan(A, k, f.schedule, opts, tuning::implementation_of(f.report));
     impl->report = f.report;
     impl->verdict = f.verdict;
     impl->speedup = f.speedup;

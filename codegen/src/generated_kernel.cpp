@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "waco/codegen/emitter.hpp"
+#include "waco/kernels/csr_loops.hpp"
 #include "waco/kernels/error.hpp"
 
 namespace waco::codegen {
@@ -117,6 +118,52 @@ BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem&
                           std::int64_t dense, int threads, const GeneratedOptions& opts) {
   BoundKernel b = prepare_binding(schedule, p, dense, threads, opts);
   load_kernel(b, opts.compiler);
+  return b;
+}
+
+namespace {
+
+/// The hand-written csr loop of kind K in value type V behind the generated kernels' entry point:
+/// the csr schedule's storage is CSR (level 1's pos/crd, the values in row order).
+template <class V, kernels::KernelKind K>
+int csr_baseline_entry(const WacoArgs* a) {
+  const kernels::CsrView<V> A{static_cast<kernels::index_t>(a->extent[0]), a->pos[1], a->crd[1],
+                              static_cast<const V*>(a->vals)};
+  const auto* in0 = static_cast<const V*>(a->in[0]);
+  auto* out = static_cast<V*>(a->out);
+  // The dense-only variable's extent: SpMM's j (i, k, j), SDDMM's k (i, j, k).
+  const auto dense = static_cast<kernels::index_t>(a->extent[2]);
+  if constexpr (K == kernels::KernelKind::SpMV)
+    kernels::csr_spmv(A, in0, out, a->threads);
+  else if constexpr (K == kernels::KernelKind::SpMM)
+    kernels::csr_spmm(A, dense, in0, out, a->threads);
+  else
+    kernels::csr_sddmm(A, dense, in0, static_cast<const V*>(a->in[1]), out, a->threads);
+  return 0;
+}
+
+template <class V>
+int (*csr_baseline_fn(kernels::KernelKind kind))(const WacoArgs*) {
+  switch (kind) {
+    case kernels::KernelKind::SpMV: return &csr_baseline_entry<V, kernels::KernelKind::SpMV>;
+    case kernels::KernelKind::SpMM: return &csr_baseline_entry<V, kernels::KernelKind::SpMM>;
+    case kernels::KernelKind::SDDMM: return &csr_baseline_entry<V, kernels::KernelKind::SDDMM>;
+    case kernels::KernelKind::MTTKRP: break;
+  }
+  throw kernels::Error("the csr baseline runs spmv, spmm and sddmm, not mttkrp");
+}
+
+}  // namespace
+
+BoundKernel bind_csr_baseline(const kernels::Problem& p, std::int64_t dense, int threads,
+                              const GeneratedOptions& opts) {
+  if (kernels::needs_tensor(p.kind))
+    throw kernels::Error("the csr baseline runs spmv, spmm and sddmm, not mttkrp");
+  BoundKernel b = prepare_binding(*schedule_shortcut(p.kind, "csr"), p, dense, threads, opts);
+  b.source.clear();
+  b.baseline = "csr";
+  b.fn = p.dtype() == kernels::Dtype::F64 ? csr_baseline_fn<double>(p.kind)
+                                          : csr_baseline_fn<float>(p.kind);
   return b;
 }
 

@@ -94,10 +94,20 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
                   from_cache ? ", decided earlier (tuning cache)" : "");
     note += buf;
   }
+  // The hand-written csr serves the result (no gain, and it ran faster than the csr schedule):
+  // a header holds generated code, so it holds the csr schedule's kernel, the same loop.
+  const bool baseline = !tuning::implementation_of(report).empty();
+  if (baseline)
+    note += "\nno schedule beat csr, and the hand-written csr baseline ran faster than the csr "
+            "schedule side by side: waco::Plan serves that baseline; this header holds the csr "
+            "schedule's kernel (the same loop, generated)";
   const nlohmann::json best = report.value("best", nlohmann::json());
   const std::string race = best.is_object() ? best.value("race", std::string()) : std::string();
   write_text_file(o.output, decided_source(schedule, race, shape, o, threads, note));
-  if (!o.quiet) std::fprintf(stderr, "tune: wrote the tuned kernel to %s\n", o.output.c_str());
+  if (!o.quiet)
+    std::fprintf(stderr, "tune: wrote the %s kernel to %s\n",
+                 baseline ? "csr schedule's (the hand-written csr baseline ran fastest)" : "tuned",
+                 o.output.c_str());
 }
 
 int run_tune(const Options& given) {
@@ -137,7 +147,8 @@ int run_tune(const Options& given) {
 
   // The decided schedule's drop-in header, with what it was tuned for, where the user asked.
   if (!o.output.empty() && !outcome.interrupted) {
-    if (!outcome.schedule || (!outcome.from_cache && outcome.kernel_source.empty()))
+    if (!outcome.schedule ||
+        (!outcome.from_cache && outcome.kernel_source.empty() && outcome.implementation.empty()))
       throw Error("no schedule was measured successfully, so nothing was written to " + o.output,
                   "see the status counts and reasons in the output (--json: failures)");
     write_decided_source(o, report, *outcome.schedule, shape, o.req.threads, outcome.from_cache);
@@ -339,9 +350,11 @@ Command make_tune_command() {
                 "needs the median per-round time ratio to the faster reference at most\n"
                 "1 - --min-gain and its interval (order statistics at --verdict-level, widened to\n"
                 "every run's own median) wholly below 1; speedup_interval gives it. Otherwise tune\n"
-                "says \"no gain over csr\" and returns the csr schedule (verdict no-gain, exit 0);\n"
-                "a gain timed on a busy machine (over --max-disturbed of the fresh rounds\n"
-                "disturbed) is verdict undecided, csr returned. On a shared\n"
+                "says \"no gain over csr\" and returns the faster csr reference (verdict no-gain,\n"
+                "exit 0): the csr schedule, or the hand-written csr baseline when it ran faster\n"
+                "side by side (\"implementation\": \"csr\"; waco::Plan serves it, -o writes the\n"
+                "csr schedule's kernel); a gain timed on a busy machine (over --max-disturbed of\n"
+                "the fresh rounds disturbed) is verdict undecided, csr returned. On a shared\n"
                 "machine two separate measurements of one kernel can differ by 1.5x: only\n"
                 "side-by-side ratios rank. Racing: a candidate whose fastest run is\n"
                 "--abandon-factor times the best median so far (from the csr schedule's on), also\n"

@@ -152,10 +152,16 @@ void print_tune_text(const nlohmann::json& j) {
                 static_cast<long long>(abandoned), j.at("abandon_factor").get<double>(),
                 format_seconds(j.at("abandoned_s").get<double>()).c_str());
   const nlohmann::json& best = j.at("best");
-  const bool best_is_csr = best.is_object() && best.at("schedule") == j.at("csr").at("schedule");
+  const bool best_is_baseline =
+      best.is_object() && best.at("schedule") == j.at("csr_baseline").at("schedule");
+  const bool best_is_csr =
+      best_is_baseline || (best.is_object() && best.at("schedule") == j.at("csr").at("schedule"));
   const std::string verdict = j.at("verdict").get<std::string>();
   const nlohmann::json& detail = j.at("verdict_detail");
-  const std::string result = "; the result is the " + shortcut + " schedule";
+  const std::string result =
+      best_is_baseline ? "; the result is the hand-written " + shortcut +
+                             " baseline (it ran faster than the " + shortcut + " schedule)"
+                       : "; the result is the " + shortcut + " schedule";
   const nlohmann::json& decision = j.value("decision", nlohmann::json());
   const bool fresh = decision.is_object() && decision.value("fresh", false);
   if (detail.is_object()) {

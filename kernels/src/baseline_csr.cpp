@@ -1,20 +1,82 @@
 // The fixed baselines every tuned kernel is compared with: CSR with rows in parallel (TACO's
 // default schedule, "FixedCSR" in the WACO paper, section 6.1) and, for MTTKRP, the same idea over
 // CSF (compressed i, k, l). OpenMP dynamic scheduling with the chunk sizes of issue 2: 128 rows for
-// SpMV, 32 for SpMM, SDDMM and MTTKRP.
+// SpMV, 32 for SpMM, SDDMM and MTTKRP. The csr loops are public (csr_loops.hpp).
 #include <omp.h>
 
 #include <algorithm>
 
 #include "baselines.hpp"
+#include "waco/kernels/csr_loops.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
-namespace waco::kernels::detail {
-namespace {
+namespace waco::kernels {
 
+namespace {
 constexpr int kSpmvChunk = 128;
 constexpr int kChunk = 32;
+}  // namespace
+
+template <class V>
+void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads) {
+  const index_t* rp = A.rowptr;
+  const index_t* ci = A.colidx;
+  const V* v = A.val;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, kSpmvChunk)
+  for (index_t i = 0; i < A.rows; ++i) {
+    V s = 0;
+    for (index_t p = rp[i]; p < rp[i + 1]; ++p) s += v[p] * x[ci[p]];
+    y[i] = s;
+  }
+}
+
+template <class V>
+void csr_spmm(const CsrView<V>& A, index_t J, const V* B, V* C, int threads) {
+  const index_t* rp = A.rowptr;
+  const index_t* ci = A.colidx;
+  const V* v = A.val;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, kChunk)
+  for (index_t i = 0; i < A.rows; ++i) {
+    V* c = C + static_cast<std::size_t>(i) * J;
+    for (index_t j = 0; j < J; ++j) c[j] = 0;
+    for (index_t p = rp[i]; p < rp[i + 1]; ++p) {
+      const V a = v[p];
+      const V* b = B + static_cast<std::size_t>(ci[p]) * J;
+#pragma omp simd
+      for (index_t j = 0; j < J; ++j) c[j] += a * b[j];
+    }
+  }
+}
+
+template <class V>
+void csr_sddmm(const CsrView<V>& A, index_t K, const V* B, const V* C, V* D, int threads) {
+  const index_t* rp = A.rowptr;
+  const index_t* ci = A.colidx;
+  const V* v = A.val;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, kChunk)
+  for (index_t i = 0; i < A.rows; ++i) {
+    const V* b = B + static_cast<std::size_t>(i) * K;
+    for (index_t p = rp[i]; p < rp[i + 1]; ++p) {
+      const V* c = C + static_cast<std::size_t>(ci[p]) * K;
+      V s = 0;
+#pragma omp simd reduction(+ : s)
+      for (index_t k = 0; k < K; ++k) s += b[k] * c[k];
+      D[p] = v[p] * s;
+    }
+  }
+}
+
+#define WACO_CSR_LOOPS(V)                                                               \
+  template void csr_spmv<V>(const CsrView<V>&, const V*, V*, int);                      \
+  template void csr_spmm<V>(const CsrView<V>&, index_t, const V*, V*, int);             \
+  template void csr_sddmm<V>(const CsrView<V>&, index_t, const V*, const V*, V*, int);
+WACO_CSR_LOOPS(float)
+WACO_CSR_LOOPS(double)
+#undef WACO_CSR_LOOPS
+
+namespace detail {
+namespace {
 
 /// V: the problem's value type (float or double).
 template <class V>
@@ -47,59 +109,20 @@ class CsrBaseline final : public Implementation {
   const Values& output() const override { return out_; }
 
  private:
+  CsrView<V> view() const { return {rows_, rowptr_.data(), colidx_.data(), val_.data()}; }
+
   void spmv() {
-    const index_t* rp = rowptr_.data();
-    const index_t* ci = colidx_.data();
-    const V* v = val_.data();
-    const V* x = problem_.B->data.template data<V>();
-    V* y = out_.template data<V>();
-#pragma omp parallel for num_threads(threads_) schedule(dynamic, kSpmvChunk)
-    for (index_t i = 0; i < rows_; ++i) {
-      V s = 0;
-      for (index_t p = rp[i]; p < rp[i + 1]; ++p) s += v[p] * x[ci[p]];
-      y[i] = s;
-    }
+    csr_spmv(view(), problem_.B->data.template data<V>(), out_.template data<V>(), threads_);
   }
 
   void spmm() {
-    const index_t* rp = rowptr_.data();
-    const index_t* ci = colidx_.data();
-    const V* v = val_.data();
-    const index_t J = problem_.B->cols;
-    const V* B = problem_.B->data.template data<V>();
-    V* C = out_.template data<V>();
-#pragma omp parallel for num_threads(threads_) schedule(dynamic, kChunk)
-    for (index_t i = 0; i < rows_; ++i) {
-      V* c = C + static_cast<std::size_t>(i) * J;
-      for (index_t j = 0; j < J; ++j) c[j] = 0;
-      for (index_t p = rp[i]; p < rp[i + 1]; ++p) {
-        const V a = v[p];
-        const V* b = B + static_cast<std::size_t>(ci[p]) * J;
-#pragma omp simd
-        for (index_t j = 0; j < J; ++j) c[j] += a * b[j];
-      }
-    }
+    csr_spmm(view(), problem_.B->cols, problem_.B->data.template data<V>(),
+             out_.template data<V>(), threads_);
   }
 
   void sddmm() {
-    const index_t* rp = rowptr_.data();
-    const index_t* ci = colidx_.data();
-    const V* v = val_.data();
-    const index_t K = problem_.B->cols;
-    const V* B = problem_.B->data.template data<V>();  // rows x K, row-major
-    const V* C = problem_.C->data.template data<V>();  // K x cols, column-major: column j contiguous
-    V* D = out_.template data<V>();
-#pragma omp parallel for num_threads(threads_) schedule(dynamic, kChunk)
-    for (index_t i = 0; i < rows_; ++i) {
-      const V* b = B + static_cast<std::size_t>(i) * K;
-      for (index_t p = rp[i]; p < rp[i + 1]; ++p) {
-        const V* c = C + static_cast<std::size_t>(ci[p]) * K;
-        V s = 0;
-#pragma omp simd reduction(+ : s)
-        for (index_t k = 0; k < K; ++k) s += b[k] * c[k];
-        D[p] = v[p] * s;
-      }
-    }
+    csr_sddmm(view(), problem_.B->cols, problem_.B->data.template data<V>(),
+              problem_.C->data.template data<V>(), out_.template data<V>(), threads_);
   }
 
   Problem problem_;
@@ -202,4 +225,5 @@ class CsfBaseline final : public Implementation {
 std::unique_ptr<Implementation> make_csr() { return make_by_value_type<CsrBaseline>(); }
 std::unique_ptr<Implementation> make_csf() { return make_by_value_type<CsfBaseline>(); }
 
-}  // namespace waco::kernels::detail
+}  // namespace detail
+}  // namespace waco::kernels

@@ -594,7 +594,12 @@ PYBIND11_MODULE(_waco, m) {
                              "\"float32\" or \"float64\" (its matrix's): the dtype of the "
                              "arrays it takes and returns")
       .def_property_readonly("schedule", [](const PyPlan& p) { return p.plan.schedule(); },
-                             "the winning schedule (waco-hybrid run --schedule text form)")
+                             "the winning schedule (waco-hybrid run --schedule text form; the "
+                             "csr schedule when the hand-written csr serves)")
+      .def_property_readonly(
+          "implementation", [](const PyPlan& p) { return p.plan.implementation(); },
+          "what runs the calls: 'generated' (the schedule's kernel) or 'csr' (no schedule beat "
+          "csr and the hand-written csr baseline ran faster than the csr schedule)")
       .def_property_readonly("verdict", [](const PyPlan& p) { return p.plan.verdict(); },
                              "gain, no-gain, not-worth-it (csr runs) or given (make_plan)")
       .def_property_readonly("speedup", [](const PyPlan& p) { return p.plan.speedup(); },

@@ -164,7 +164,11 @@ def _tune(a):
     print(f"kernel:    {plan.kernel} ({plan.threads} threads"
           + (f", dense {plan.dense}" if plan.kernel != "spmv" else "")
           + f", {plan.dtype})")
-    print(f"schedule:  {plan.schedule}")
+    if plan.implementation == "generated":
+        print(f"schedule:  {plan.schedule}")
+    else:  # as the CLI's report names a baseline
+        print(f"schedule:  impl={plan.implementation} (the hand-written {plan.implementation} "
+              f"baseline: it ran faster than the {plan.schedule} schedule)")
     print(f"verdict:   {plan.verdict}")
     if plan.speedup > 0:
         print(f"speedup:   {plan.speedup:.3f}x over csr")

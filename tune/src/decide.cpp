@@ -6,8 +6,8 @@
 
 namespace waco::tuning::detail {
 
-Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::string& shortcut,
-                bool not_worth_it, const DecisionRule& rule) {
+Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntry& csr_baseline,
+                const std::string& shortcut, bool not_worth_it, const DecisionRule& rule) {
   const TuneResult& r = m.result;
   Decision d;
   d.confirmed = m.confirmation && m.confirmation->best.has_value();
@@ -55,10 +55,17 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::str
       if (d.judged->gain && d.fresh && m.fresh->disturbed_share > rule.max_disturbed)
         d.verdict = "undecided";
     }
-    if (d.verdict != "gain" && d.verdict != "no-reference" &&
-        d.confirm_csr->status == MeasureStatus::Ok) {
-      d.best = &csr_schedule;
-      d.best_side = &*d.confirm_csr;
+    // Without a gain the result is the faster reference: the hand-written baseline when it ran
+    // faster than the csr schedule (by the median of the paired ratios) and a plan can serve it
+    // (codegen::bind_csr_baseline: csr, not csf), else the csr schedule.
+    if (d.verdict != "gain" && d.verdict != "no-reference") {
+      if (ref == &*d.confirm_base && csr_baseline.candidate.implementation == "csr") {
+        d.best = &csr_baseline;
+        d.best_side = &*d.confirm_base;
+      } else if (d.confirm_csr->status == MeasureStatus::Ok) {
+        d.best = &csr_schedule;
+        d.best_side = &*d.confirm_csr;
+      }
     }
   }
   if (not_worth_it && csr_schedule.measurement.status == MeasureStatus::Ok) {
@@ -77,7 +84,8 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::str
 std::string noise_warning(const Decision& d, const TuneEntry& csr_schedule,
                           const std::string& shortcut, TuneObserver& obs) {
   if (!d.confirmed || d.confirm_csr->status != MeasureStatus::Ok ||
-      csr_schedule.measurement.status != MeasureStatus::Ok)
+      csr_schedule.measurement.status != MeasureStatus::Ok || !d.best || !d.best_side ||
+      d.best->measurement.status != MeasureStatus::Ok)
     return {};
   const double drift = d.confirm_csr->median_s / csr_schedule.measurement.median_s;
   const double best_drift = d.best_side->median_s / d.best->measurement.median_s;

@@ -42,6 +42,7 @@ TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, cons
   out.report["output"] = nullptr;
   out.report["cached_call_s"] = now_seconds() - t_run;  // this call, reading the operand aside
   out.schedule = hit.schedule;
+  out.implementation = implementation_of(out.report);
   out.verdict = out.report.value("verdict", std::string());
   out.from_cache = true;
   // An adaptive plan's decision (api/) has no "best": it measured on the application's calls.
@@ -233,7 +234,7 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
   // fresh side-by-side children, and only their rounds decide (FreshOptions says why). A
   // selection without a gain needs no second opinion: the selection favours its winner.
   const Decision selected = m.confirmation && m.result.stopped_by != "interrupted"
-                                ? decide(m, csr_schedule, t.shortcut, not_worth_it, o.rule)
+                                ? decide(m, csr_schedule, csr_baseline, t.shortcut, not_worth_it, o.rule)
                                 : Decision{};
   if (selected.judged &&
       (o.decide_always || selected.judged->ratio_median <= 1.0 - o.rule.min_gain)) {
@@ -305,6 +306,12 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
             {"model", model.to_json()}};
   n.seconds = now_seconds() - t0;
   return n;
+}
+
+std::string implementation_of(const nlohmann::json& report) {
+  const nlohmann::json& i = report.is_object() ? report.value("implementation", nlohmann::json())
+                                               : nlohmann::json();
+  return i.is_string() && i.get<std::string>() != "generated" ? i.get<std::string>() : "";
 }
 
 bool ranks_with_model(const TuneRequest& o) { return o.schedules.empty() && ranks_by_model(o.search); }
@@ -471,7 +478,8 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
                                                 references_first, not_worth_it, csr_s, busy);
   check_cancel(o);  // nothing is cached after a request to stop
   const TuneResult& r = measured.result;
-  const Decision decision = decide(measured, csr_schedule, run.shortcut, not_worth_it, o.rule);
+  const Decision decision = decide(measured, csr_schedule, csr_baseline, run.shortcut, not_worth_it,
+                                   o.rule);
   const TuneEntry* best = decision.best;
   memory.stage("decide", &measurer);
 
@@ -496,10 +504,18 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   // 9. The decision into the tuning cache: a verdict from side-by-side timings only (not an
   // interrupted or unconfirmed run, nor a not-worth-it answer, which depends on the calls; a
   // search that --expected-calls cut short and that found a winner is a decision like another).
-  if (plan_cache && (decision.verdict == "gain" || decision.verdict == "no-gain") && best &&
-      best->candidate.schedule && r.stopped_by != "interrupted") {
+  // The result's schedule: the csr schedule's when the result is the hand-written csr (the
+  // report's "implementation" says which kernel serves it).
+  const TuneEntry* scheduled = best == &csr_baseline ? &csr_schedule : best;
+  report["implementation"] =
+      best == &csr_baseline ? nlohmann::json(csr_baseline.candidate.implementation)
+      : best                ? nlohmann::json("generated")
+                            : nlohmann::json(nullptr);
+  if (plan_cache && (decision.verdict == "gain" || decision.verdict == "no-gain") && scheduled &&
+      scheduled->candidate.schedule && r.stopped_by != "interrupted") {
     try {
-      report["plan_cache"] = {{"path", plan_cache->store(tuning_key, *best->candidate.schedule, report)}};
+      report["plan_cache"] = {
+          {"path", plan_cache->store(tuning_key, *scheduled->candidate.schedule, report)}};
     } catch (const Error& e) {
       obs.warning(std::string("the decision was not cached: ") + e.what());
     }
@@ -508,7 +524,8 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   report["memory"] = memory.to_json();
   TuneOutcome out;
   out.report = std::move(report);
-  if (best && best->candidate.schedule) out.schedule = *best->candidate.schedule;
+  if (scheduled && scheduled->candidate.schedule) out.schedule = *scheduled->candidate.schedule;
+  if (best == &csr_baseline) out.implementation = csr_baseline.candidate.implementation;
   out.verdict = decision.verdict;
   out.interrupted = r.stopped_by == "interrupted";
   if (best) out.kernel_source = best->measurement.kernel_source;

@@ -59,7 +59,7 @@ struct Decision {
   bool confirmed = false;
   const TuneEntry* search_best = nullptr;  ///< the fastest by the search's own timings
   const ConfirmEntry* winner = nullptr;    ///< the side-by-side winner
-  const TuneEntry* best = nullptr;         ///< the result (the csr schedule without a gain)
+  const TuneEntry* best = nullptr;         ///< the result (a csr reference without a gain)
   const Measurement* best_side = nullptr;  ///< the result's side-by-side timing
   std::optional<Measurement> confirm_csr;  ///< the references' side-by-side timings
   std::optional<Measurement> confirm_base;
@@ -74,11 +74,13 @@ struct Decision {
 /// fresh runs' rounds when there are some (m.fresh), else on the selection run's (then only a
 /// no-gain is final: measure_and_confirm times a gain again in fresh runs before it counts).
 /// With several fresh leaders, the fastest over the fresh rounds is judged. Without a gain the
-/// csr schedule is the result ("no gain over csr"): a tuned kernel is never slower than csr; so
-/// too when a gain was measured on a busy machine ("undecided": the rule refuses to decide), when
-/// --expected-calls says tuning does not pay, and when no candidate completed its timing.
-Decision decide(const Measured& m, const TuneEntry& csr_schedule, const std::string& shortcut,
-                bool not_worth_it, const DecisionRule& rule);
+/// faster csr reference is the result ("no gain over csr"): the hand-written csr baseline when it
+/// ran faster side by side than the csr schedule (SpMV, SpMM, SDDMM; a plan serves it through
+/// codegen::bind_csr_baseline), else the csr schedule; so too when a gain was measured on a busy
+/// machine ("undecided": the rule refuses to decide). The csr schedule when --expected-calls says
+/// tuning does not pay, and when no candidate completed its timing.
+Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntry& csr_baseline,
+                const std::string& shortcut, bool not_worth_it, const DecisionRule& rule);
 
 /// Timings that moved a lot between the search and the side-by-side run mean a loaded or
 /// unstable machine: the warning says so (to the observer too), so that nobody reads the

@@ -161,6 +161,8 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
   const TuneEntry& csr_schedule = *in.csr_schedule;
   const TuneEntry& csr_baseline = *in.csr_baseline;
   const std::string noise = noise_warning(d, csr_schedule, t.shortcut, t.obs);
+  // The result is a csr reference (no gain): the csr schedule or the hand-written baseline.
+  const bool reference_result = d.best == &csr_schedule || d.best == &csr_baseline;
   const auto speedup = [&](const TuneEntry& base,
                            const std::optional<Measurement>& again) -> nlohmann::json {
     if (d.confirmed && again->status == MeasureStatus::Ok)
@@ -237,16 +239,16 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
       {"status_counts", status_json(r.status_counts)},
       {"best", best_json},
       {"best_search_rank",
-       d.winner && d.best != &csr_schedule
+       d.winner && !reference_result
            ? nlohmann::json(d.winner->search_rank)
            : (d.best == d.search_best && d.best ? nlohmann::json(1) : nlohmann::json(nullptr))},
       {"verdict", d.verdict},
       {"verdict_detail", verdict_json},
       // What the tune claims for its result over the faster csr reference: the winner's
       // speedup on the fresh runs with its interval for a gain; 1 (nothing) when the result is
-      // the csr schedule; null when nothing was confirmed side by side.
+      // a csr reference; null when nothing was confirmed side by side.
       {"claimed_speedup", d.verdict == "gain" && d.judged ? nlohmann::json(d.judged->speedup)
-                          : d.best == &csr_schedule     ? nlohmann::json(1.0)
+                          : reference_result            ? nlohmann::json(1.0)
                                                         : nlohmann::json(nullptr)},
       {"speedup_interval", d.verdict == "gain" && d.judged
                                 ? nlohmann::json{{"lo", d.judged->speedup_lo},

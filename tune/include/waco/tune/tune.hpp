@@ -114,11 +114,20 @@ struct TuneOutcome {
   nlohmann::json report;
   /// The result's schedule: the winner, the csr schedule without a gain; none when nothing ran.
   std::optional<codegen::SuperSchedule> schedule;
+  /// "" when the result is schedule's generated kernel; "csr" when no schedule beat csr and the
+  /// hand-written csr baseline ran faster than the csr schedule side by side: the result is that
+  /// baseline (codegen::bind_csr_baseline serves it), `schedule` the csr schedule's.
+  std::string implementation;
   std::string verdict;          ///< gain, no-gain, undecided, not-worth-it, no-reference, ...
   bool from_cache = false;      ///< the tuning cache held the decision
   bool interrupted = false;     ///< request.stop was set: the same call again resumes
   std::string kernel_source;    ///< the measured kernel's source file ("" when none)
 };
+
+/// The result's implementation a tune report names (its "implementation": "generated" or a
+/// baseline's name, TuneOutcome::implementation): "" for a generated kernel and for reports
+/// from before the field.
+std::string implementation_of(const nlohmann::json& report);
 
 /// Tunes `operand` for `request`. Throws kernels::Error for a request it cannot serve (an
 /// unknown search, an unreadable list, a pipeline with no admissible schedule, an unusable
