@@ -233,6 +233,51 @@ TEST_CASE("codegen: named shortcuts equal the reference on every edge case") {
       }
 }
 
+TEST_CASE("codegen: the bound baselines (csr, csf) equal the reference on every edge case, in "
+          "both types, writing every output entry, compiling nothing") {
+  const std::vector<std::pair<KernelKind, std::string>> served = {{KernelKind::SpMV, "csr"},
+                                                                  {KernelKind::SpMM, "csr"},
+                                                                  {KernelKind::SDDMM, "csr"},
+                                                                  {KernelKind::MTTKRP, "csf"}};
+  for (const auto& [k, name] : served)
+    for (const Dtype dtype : {Dtype::F32, Dtype::F64})
+      for (const Operands& op : operands_for(k, dtype)) {
+        INFO(kernel_name(k) << " " << name << " " << dtype_name(dtype) << " on " << op.name);
+        const CooMatrix* A = needs_tensor(k) ? nullptr : &op.A;
+        const CooTensor* T = needs_tensor(k) ? &op.T : nullptr;
+        const int dense = k == KernelKind::SpMV ? 1 : 13;
+        const DenseOperands d = make_dense_operands(k, A, T, dense, 3, dtype);
+        const Problem p = make_problem(k, A, T, d);
+        const BoundKernel b = bind_baseline(name, p, dense, 2, test_options());
+        CHECK(b.baseline == name);
+        CHECK(b.source.empty());
+        CHECK(b.compile.library == nullptr);
+        // The caller's output holds anything: NaN everywhere, which every entry must overwrite
+        // (MTTKRP's rows without a slice too).
+        Values out;
+        out.assign(dtype, static_cast<std::size_t>(b.out_size));
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          if (dtype == Dtype::F64)
+            out.data<double>()[i] = std::numeric_limits<double>::quiet_NaN();
+          else
+            out.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+        }
+        b.run(p.B->data.raw(), p.C ? p.C->data.raw() : nullptr, out.raw(), dense);
+        const Verification v = verify(out, compute_reference(p),
+                                      dtype == Dtype::F64 ? waco::test::kDoubleTolerance
+                                                          : kDefaultTolerance);
+        CHECK(v.message == "");
+        CHECK(v.ok);
+      }
+  // A baseline for another kernel, or one that is not served, is a clear error.
+  const std::vector<Operands> ops = operands_for(KernelKind::SpMV);
+  const DenseOperands d = make_dense_operands(KernelKind::SpMV, &ops[0].A, nullptr, 1, 3, Dtype::F32);
+  const Problem p = make_problem(KernelKind::SpMV, &ops[0].A, nullptr, d);
+  CHECK_THROWS_WITH(bind_baseline("csf", p, 1, 2), Catch::Contains("cannot serve spmv"));
+  CHECK_THROWS_WITH(bind_baseline("eigen", p, 1, 2), Catch::Contains("cannot serve"));
+  CHECK_FALSE(servable_baseline("eigen"));
+}
+
 TEST_CASE("codegen: run-time split sizes share one source, constant ones are in it") {
   auto source = [](KernelKind k, const std::string& schedule) {
     return emit_kernel_source(schedule_from_string(k, schedule));

@@ -85,14 +85,15 @@ class QuietObserver : public tuning::TuneObserver {
 Arm make_arm(const Matrix& A, kernels::KernelKind kind, const codegen::SuperSchedule& s,
              std::int64_t dense, int threads, const codegen::GeneratedOptions& g,
              const std::string& baseline) {
-  if (!baseline.empty() && baseline != "csr")
+  if (!baseline.empty() && !codegen::servable_baseline(baseline))
     throw Error("the plan names the implementation \"" + baseline +
                 "\", which this library cannot serve (it serves generated kernels and the csr "
-                "baseline)", "tune again (Options::refresh), or delete the plan or cache entry");
+                "and csf baselines)",
+                "tune again (Options::refresh), or delete the plan or cache entry");
   Arm a;
   a.bound = baseline.empty()
                 ? codegen::bind_schedule(s, sparse_problem(A, kind), dense, threads, g)
-                : codegen::bind_csr_baseline(sparse_problem(A, kind), dense, threads, g);
+                : codegen::bind_baseline(baseline, sparse_problem(A, kind), dense, threads, g);
   finish_arm(a, kind, A.nnz());
   return a;
 }

@@ -35,8 +35,8 @@ struct Arm {
 };
 
 /// Binds `s` to A: the format built, the kernel compiled when not cached, and loaded. With
-/// `baseline` "csr" (a tune's result: tuning::implementation_of), the hand-written csr loops on
-/// the csr schedule's format instead (codegen::bind_csr_baseline; `s` is then the csr
+/// `baseline` "csr" or "csf" (a tune's result: tuning::implementation_of), that hand-written
+/// baseline on its schedule's format instead (codegen::bind_baseline; `s` is then the csr / csf
 /// schedule); another name is an Error.
 Arm make_arm(const Matrix& A, kernels::KernelKind kind, const codegen::SuperSchedule& s,
              std::int64_t dense, int threads, const codegen::GeneratedOptions& g,

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "waco/codegen/emitter.hpp"
-#include "waco/kernels/csr_loops.hpp"
+#include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
 
 namespace waco::codegen {
@@ -123,47 +123,60 @@ BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem&
 
 namespace {
 
-/// The hand-written csr loop of kind K in value type V behind the generated kernels' entry point:
-/// the csr schedule's storage is CSR (level 1's pos/crd, the values in row order).
+/// The hand-written loop of kind K in value type V behind the generated kernels' entry point, on
+/// the csr schedule's storage (CSR: level 1's pos/crd, the values in row order) or the csf
+/// schedule's (CSF: levels i, k, l compressed).
 template <class V, kernels::KernelKind K>
-int csr_baseline_entry(const WacoArgs* a) {
-  const kernels::CsrView<V> A{static_cast<kernels::index_t>(a->extent[0]), a->pos[1], a->crd[1],
-                              static_cast<const V*>(a->vals)};
+int baseline_entry(const WacoArgs* a) {
   const auto* in0 = static_cast<const V*>(a->in[0]);
+  const auto* in1 = static_cast<const V*>(a->in[1]);
   auto* out = static_cast<V*>(a->out);
-  // The dense-only variable's extent: SpMM's j (i, k, j), SDDMM's k (i, j, k).
-  const auto dense = static_cast<kernels::index_t>(a->extent[2]);
-  if constexpr (K == kernels::KernelKind::SpMV)
-    kernels::csr_spmv(A, in0, out, a->threads);
-  else if constexpr (K == kernels::KernelKind::SpMM)
-    kernels::csr_spmm(A, dense, in0, out, a->threads);
-  else
-    kernels::csr_sddmm(A, dense, in0, static_cast<const V*>(a->in[1]), out, a->threads);
+  const auto rows = static_cast<kernels::index_t>(a->extent[0]);
+  if constexpr (K == kernels::KernelKind::MTTKRP) {
+    const kernels::CsfView<V> t{rows,      a->pos[0][1], a->crd[0], a->pos[1], a->crd[1],
+                                a->pos[2], a->crd[2],    static_cast<const V*>(a->vals)};
+    kernels::csf_mttkrp(t, static_cast<kernels::index_t>(a->extent[3]), in0, in1, out, a->threads);
+  } else {
+    const kernels::CsrView<V> A{rows, a->pos[1], a->crd[1], static_cast<const V*>(a->vals)};
+    // The dense-only variable's extent: SpMM's j (i, k, j), SDDMM's k (i, j, k).
+    const auto dense = static_cast<kernels::index_t>(a->extent[2]);
+    if constexpr (K == kernels::KernelKind::SpMV)
+      kernels::csr_spmv(A, in0, out, a->threads);
+    else if constexpr (K == kernels::KernelKind::SpMM)
+      kernels::csr_spmm(A, dense, in0, out, a->threads);
+    else
+      kernels::csr_sddmm(A, dense, in0, in1, out, a->threads);
+  }
   return 0;
 }
 
 template <class V>
-int (*csr_baseline_fn(kernels::KernelKind kind))(const WacoArgs*) {
+int (*baseline_fn(kernels::KernelKind kind))(const WacoArgs*) {
   switch (kind) {
-    case kernels::KernelKind::SpMV: return &csr_baseline_entry<V, kernels::KernelKind::SpMV>;
-    case kernels::KernelKind::SpMM: return &csr_baseline_entry<V, kernels::KernelKind::SpMM>;
-    case kernels::KernelKind::SDDMM: return &csr_baseline_entry<V, kernels::KernelKind::SDDMM>;
-    case kernels::KernelKind::MTTKRP: break;
+    case kernels::KernelKind::SpMV: return &baseline_entry<V, kernels::KernelKind::SpMV>;
+    case kernels::KernelKind::SpMM: return &baseline_entry<V, kernels::KernelKind::SpMM>;
+    case kernels::KernelKind::SDDMM: return &baseline_entry<V, kernels::KernelKind::SDDMM>;
+    case kernels::KernelKind::MTTKRP: return &baseline_entry<V, kernels::KernelKind::MTTKRP>;
   }
-  throw kernels::Error("the csr baseline runs spmv, spmm and sddmm, not mttkrp");
+  return nullptr;
 }
 
 }  // namespace
 
-BoundKernel bind_csr_baseline(const kernels::Problem& p, std::int64_t dense, int threads,
-                              const GeneratedOptions& opts) {
-  if (kernels::needs_tensor(p.kind))
-    throw kernels::Error("the csr baseline runs spmv, spmm and sddmm, not mttkrp");
-  BoundKernel b = prepare_binding(*schedule_shortcut(p.kind, "csr"), p, dense, threads, opts);
+bool servable_baseline(const std::string& name) { return name == "csr" || name == "csf"; }
+
+BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, std::int64_t dense,
+                          int threads, const GeneratedOptions& opts) {
+  const bool tensor = kernels::needs_tensor(p.kind);
+  if (!servable_baseline(name) || (name == "csf") != tensor)
+    throw kernels::Error("the baseline \"" + name + "\" cannot serve " +
+                         std::string(kernels::kernel_name(p.kind)) +
+                         " (served: csr for spmv, spmm and sddmm; csf for mttkrp)");
+  BoundKernel b = prepare_binding(*schedule_shortcut(p.kind, name), p, dense, threads, opts);
   b.source.clear();
-  b.baseline = "csr";
-  b.fn = p.dtype() == kernels::Dtype::F64 ? csr_baseline_fn<double>(p.kind)
-                                          : csr_baseline_fn<float>(p.kind);
+  b.baseline = name;
+  b.fn = p.dtype() == kernels::Dtype::F64 ? baseline_fn<double>(p.kind)
+                                          : baseline_fn<float>(p.kind);
   return b;
 }
 

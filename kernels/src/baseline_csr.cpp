@@ -1,13 +1,14 @@
 // The fixed baselines every tuned kernel is compared with: CSR with rows in parallel (TACO's
 // default schedule, "FixedCSR" in the WACO paper, section 6.1) and, for MTTKRP, the same idea over
 // CSF (compressed i, k, l). OpenMP dynamic scheduling with the chunk sizes of issue 2: 128 rows for
-// SpMV, 32 for SpMM, SDDMM and MTTKRP. The csr loops are public (csr_loops.hpp).
+// SpMV, 32 for SpMM, SDDMM and MTTKRP. The loops are public (baseline_loops.hpp).
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "baselines.hpp"
-#include "waco/kernels/csr_loops.hpp"
+#include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -67,13 +68,48 @@ void csr_sddmm(const CsrView<V>& A, index_t K, const V* B, const V* C, V* D, int
   }
 }
 
-#define WACO_CSR_LOOPS(V)                                                               \
+template <class V>
+void csf_mttkrp(const CsfView<V>& T, index_t J, const V* B, const V* C, V* D, int threads) {
+  const auto zero_rows = [D, J](index_t from, index_t to) {  // rows [from, to)
+    if (from < to)
+      std::fill(D + static_cast<std::size_t>(from) * J, D + static_cast<std::size_t>(to) * J, V(0));
+  };
+  if (T.slices == 0) zero_rows(0, T.rows);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<V> fibre(static_cast<std::size_t>(J));
+#pragma omp for schedule(dynamic, kChunk)
+    for (index_t s = 0; s < T.slices; ++s) {
+      // The rows without a slice: those before this one (after the previous slice), and after
+      // the last slice.
+      zero_rows(s == 0 ? 0 : T.i_crd[s - 1] + 1, T.i_crd[s]);
+      if (s + 1 == T.slices) zero_rows(T.i_crd[s] + 1, T.rows);
+      V* d = D + static_cast<std::size_t>(T.i_crd[s]) * J;
+      for (index_t j = 0; j < J; ++j) d[j] = 0;
+      for (index_t f = T.k_pos[s]; f < T.k_pos[s + 1]; ++f) {
+        std::fill(fibre.begin(), fibre.end(), V(0));
+        for (index_t e = T.l_pos[f]; e < T.l_pos[f + 1]; ++e) {
+          const V a = T.val[e];
+          const V* c = C + static_cast<std::size_t>(T.l_crd[e]) * J;
+#pragma omp simd
+          for (index_t j = 0; j < J; ++j) fibre[j] += a * c[j];
+        }
+        const V* b = B + static_cast<std::size_t>(T.k_crd[f]) * J;
+#pragma omp simd
+        for (index_t j = 0; j < J; ++j) d[j] += fibre[j] * b[j];
+      }
+    }
+  }
+}
+
+#define WACO_BASELINE_LOOPS(V)                                                          \
   template void csr_spmv<V>(const CsrView<V>&, const V*, V*, int);                      \
   template void csr_spmm<V>(const CsrView<V>&, index_t, const V*, V*, int);             \
-  template void csr_sddmm<V>(const CsrView<V>&, index_t, const V*, const V*, V*, int);
-WACO_CSR_LOOPS(float)
-WACO_CSR_LOOPS(double)
-#undef WACO_CSR_LOOPS
+  template void csr_sddmm<V>(const CsrView<V>&, index_t, const V*, const V*, V*, int);  \
+  template void csf_mttkrp<V>(const CsfView<V>&, index_t, const V*, const V*, V*, int);
+WACO_BASELINE_LOOPS(float)
+WACO_BASELINE_LOOPS(double)
+#undef WACO_BASELINE_LOOPS
 
 namespace detail {
 namespace {
@@ -178,37 +214,20 @@ class CsfBaseline final : public Implementation {
     const double t0 = now_seconds();
     csf_ = build_csf<V>(*p.T);
     conversion_seconds_ = now_seconds() - t0;
-    // Rows of D with no slice stay zero; run() overwrites every row that has one.
     out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
   }
 
   void run() override {
-    const index_t J = problem_.B->cols;
-    const V* B = problem_.B->data.template data<V>();
-    const V* C = problem_.C->data.template data<V>();
-    V* D = out_.template data<V>();
-    const index_t slices = static_cast<index_t>(csf_.i_crd.size());
-#pragma omp parallel num_threads(threads_)
-    {
-      std::vector<V> fibre(static_cast<std::size_t>(J));
-#pragma omp for schedule(dynamic, kChunk)
-      for (index_t s = 0; s < slices; ++s) {
-        V* d = D + static_cast<std::size_t>(csf_.i_crd[s]) * J;
-        for (index_t j = 0; j < J; ++j) d[j] = 0;
-        for (index_t f = csf_.k_pos[s]; f < csf_.k_pos[s + 1]; ++f) {
-          std::fill(fibre.begin(), fibre.end(), V(0));
-          for (index_t e = csf_.l_pos[f]; e < csf_.l_pos[f + 1]; ++e) {
-            const V a = csf_.val[e];
-            const V* c = C + static_cast<std::size_t>(csf_.l_crd[e]) * J;
-#pragma omp simd
-            for (index_t j = 0; j < J; ++j) fibre[j] += a * c[j];
-          }
-          const V* b = B + static_cast<std::size_t>(csf_.k_crd[f]) * J;
-#pragma omp simd
-          for (index_t j = 0; j < J; ++j) d[j] += fibre[j] * b[j];
-        }
-      }
-    }
+    const CsfView<V> t{static_cast<index_t>(problem_.T->dims[0]),
+                       static_cast<index_t>(csf_.i_crd.size()),
+                       csf_.i_crd.data(),
+                       csf_.k_pos.data(),
+                       csf_.k_crd.data(),
+                       csf_.l_pos.data(),
+                       csf_.l_crd.data(),
+                       csf_.val.data()};
+    csf_mttkrp(t, problem_.B->cols, problem_.B->data.template data<V>(),
+               problem_.C->data.template data<V>(), out_.template data<V>(), threads_);
   }
 
   const Values& output() const override { return out_; }

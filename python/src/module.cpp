@@ -598,8 +598,8 @@ PYBIND11_MODULE(_waco, m) {
                              "csr schedule when the hand-written csr serves)")
       .def_property_readonly(
           "implementation", [](const PyPlan& p) { return p.plan.implementation(); },
-          "what runs the calls: 'generated' (the schedule's kernel) or 'csr' (no schedule beat "
-          "csr and the hand-written csr baseline ran faster than the csr schedule)")
+          "what runs the calls: 'generated' (the schedule's kernel) or 'csr' ('csf' for mttkrp: "
+          "no schedule beat csr and the hand-written baseline ran faster than the csr schedule)")
       .def_property_readonly("verdict", [](const PyPlan& p) { return p.plan.verdict(); },
                              "gain, no-gain, not-worth-it (csr runs) or given (make_plan)")
       .def_property_readonly("speedup", [](const PyPlan& p) { return p.plan.speedup(); },

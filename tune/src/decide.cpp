@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "pipeline.hpp"
+#include "waco/codegen/generated_kernel.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::tuning::detail {
@@ -57,9 +58,10 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntr
     }
     // Without a gain the result is the faster reference: the hand-written baseline when it ran
     // faster than the csr schedule (by the median of the paired ratios) and a plan can serve it
-    // (codegen::bind_csr_baseline: csr, not csf), else the csr schedule.
+    // (codegen::bind_baseline), else the csr schedule.
     if (d.verdict != "gain" && d.verdict != "no-reference") {
-      if (ref == &*d.confirm_base && csr_baseline.candidate.implementation == "csr") {
+      if (ref == &*d.confirm_base &&
+          codegen::servable_baseline(csr_baseline.candidate.implementation)) {
         d.best = &csr_baseline;
         d.best_side = &*d.confirm_base;
       } else if (d.confirm_csr->status == MeasureStatus::Ok) {

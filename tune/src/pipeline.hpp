@@ -74,9 +74,9 @@ struct Decision {
 /// fresh runs' rounds when there are some (m.fresh), else on the selection run's (then only a
 /// no-gain is final: measure_and_confirm times a gain again in fresh runs before it counts).
 /// With several fresh leaders, the fastest over the fresh rounds is judged. Without a gain the
-/// faster csr reference is the result ("no gain over csr"): the hand-written csr baseline when it
-/// ran faster side by side than the csr schedule (SpMV, SpMM, SDDMM; a plan serves it through
-/// codegen::bind_csr_baseline), else the csr schedule; so too when a gain was measured on a busy
+/// faster csr reference is the result ("no gain over csr"): the hand-written csr (csf) baseline
+/// when it ran faster side by side than the csr (csf) schedule (a plan serves it through
+/// codegen::bind_baseline), else the schedule; so too when a gain was measured on a busy
 /// machine ("undecided": the rule refuses to decide). The csr schedule when --expected-calls says
 /// tuning does not pay, and when no candidate completed its timing.
 Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntry& csr_baseline,

@@ -71,8 +71,8 @@ struct BoundKernel {
   WacoArgs args{};                     ///< in, out and the dense-only extents unset
   std::int64_t out_size = 0;           ///< values the kernel writes (SDDMM: stored values)
   std::string source;                  ///< the kernel's C++ source (emitter.hpp)
-  /// Empty for a generated kernel; "csr" when fn runs the hand-written csr baseline's loops
-  /// (bind_csr_baseline: no source, nothing compiled).
+  /// Empty for a generated kernel; "csr" or "csf" when fn runs that hand-written baseline's loop
+  /// (bind_baseline: no source, nothing compiled).
   std::string baseline;
 
   /// Runs the kernel: `in0`, `in1` (null when the kernel has one dense input) and `out` as the
@@ -98,12 +98,16 @@ BoundKernel prepare_binding(const SuperSchedule& s, const kernels::Problem& p, s
 /// ... then the kernel compiled (or found in the cache) and loaded.
 void load_kernel(BoundKernel& b, const CompilerOptions& opts = {});
 
-/// The `csr` baseline (kernels/csr_loops.hpp: the same compiled loops that its Implementation
-/// times) bound to p's matrix as a BoundKernel: the csr schedule's format (the same CSR arrays)
-/// with fn running the hand-written loop, so that a caller of BoundKernel::run serves the
-/// baseline where a tune found it the fastest. SpMV, SpMM and SDDMM (kernels::Error otherwise).
-BoundKernel bind_csr_baseline(const kernels::Problem& p, std::int64_t dense, int threads,
-                              const GeneratedOptions& opts = {});
+/// Whether bind_baseline serves the Implementation `name`: "csr" and "csf".
+bool servable_baseline(const std::string& name);
+
+/// The `csr` (SpMV, SpMM, SDDMM) or `csf` (MTTKRP) baseline (kernels/baseline_loops.hpp: the same
+/// compiled loops that its Implementation times) bound to p's operand as a BoundKernel: the csr
+/// (csf) schedule's format, the same arrays, with fn running the hand-written loop, so that a
+/// caller of BoundKernel::run serves the baseline where a tune found it the fastest. Throws
+/// kernels::Error for another name or a kernel the baseline does not run.
+BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, std::int64_t dense,
+                          int threads, const GeneratedOptions& opts = {});
 
 class GeneratedKernel final : public kernels::Implementation {
  public:

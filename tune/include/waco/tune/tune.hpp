@@ -114,9 +114,9 @@ struct TuneOutcome {
   nlohmann::json report;
   /// The result's schedule: the winner, the csr schedule without a gain; none when nothing ran.
   std::optional<codegen::SuperSchedule> schedule;
-  /// "" when the result is schedule's generated kernel; "csr" when no schedule beat csr and the
-  /// hand-written csr baseline ran faster than the csr schedule side by side: the result is that
-  /// baseline (codegen::bind_csr_baseline serves it), `schedule` the csr schedule's.
+  /// "" when the result is schedule's generated kernel; "csr" ("csf" for MTTKRP) when no schedule
+  /// beat csr and the hand-written baseline ran faster than the csr schedule side by side: the
+  /// result is that baseline (codegen::bind_baseline serves it), `schedule` the csr schedule.
   std::string implementation;
   std::string verdict;          ///< gain, no-gain, undecided, not-worth-it, no-reference, ...
   bool from_cache = false;      ///< the tuning cache held the decision

@@ -1,0 +1,55 @@
+// The hand-written loops of the `csr` and `csf` baselines, callable on arrays the caller owns.
+// The baselines (Implementations "csr", "csf") run them on their own CSR / CSF; codegen::bind_baseline
+// runs the same compiled code on the csr (csf) schedule's storage, so that a waco::Plan whose tune
+// found the hand-written baseline the fastest (no gain over it) serves the very kernel that was
+// measured. Rows (slices) in parallel, OpenMP dynamic with the chunk sizes of issue 2: 128 rows for
+// SpMV, 32 for SpMM, SDDMM and MTTKRP. Instantiated for float and double (baseline_csr.cpp).
+#pragma once
+
+#include "waco/kernels/sparse.hpp"
+
+namespace waco::kernels {
+
+/// A CSR matrix of value type V held elsewhere: rowptr has rows + 1 entries.
+template <class V>
+struct CsrView {
+  index_t rows = 0;
+  const index_t* rowptr = nullptr;
+  const index_t* colidx = nullptr;
+  const V* val = nullptr;
+};
+
+/// y = A x (y: rows values, each written).
+template <class V>
+void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads);
+
+/// C = A B, B cols x J and C rows x J row-major (C written whole).
+template <class V>
+void csr_spmm(const CsrView<V>& A, index_t J, const V* B, V* C, int threads);
+
+/// D = A .* (B C) at A's nonzeros, in CSR order: B rows x K row-major, C K x cols column-major
+/// (column j contiguous).
+template <class V>
+void csr_sddmm(const CsrView<V>& A, index_t K, const V* B, const V* C, V* D, int threads);
+
+/// An order-3 tensor in CSF (compressed i, k, l) held elsewhere: `slices` slices i_crd[s], slice
+/// s's fibres [k_pos[s], k_pos[s + 1]) with coordinates k_crd, fibre f's entries
+/// [l_pos[f], l_pos[f + 1]) with coordinates l_crd and values val; `rows` the extent of i.
+template <class V>
+struct CsfView {
+  index_t rows = 0;
+  index_t slices = 0;
+  const index_t* i_crd = nullptr;
+  const index_t* k_pos = nullptr;
+  const index_t* k_crd = nullptr;
+  const index_t* l_pos = nullptr;
+  const index_t* l_crd = nullptr;
+  const V* val = nullptr;
+};
+
+/// D(i, j) = sum over T(i, k, l) of T(i, k, l) B(k, j) C(l, j): B, C and D row-major with J
+/// columns (D written whole: the rows without a slice are zeroed by the slice before them).
+template <class V>
+void csf_mttkrp(const CsfView<V>& T, index_t J, const V* B, const V* C, V* D, int threads);
+
+}  // namespace waco::kernels
