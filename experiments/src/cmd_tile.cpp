@@ -546,7 +546,7 @@ Command make_tile_command() {
                 "input dense tile in cache, N the output tile (J-Stream, what --impl jstream runs),\n"
                 "K the sparse tile. Volumes are in bytes; footprints and the capacity in elements\n"
                 "of 4 bytes (an index is one, a value one in f32 and two in f64: --dtype f64\n"
-                "sizes tiles for double precision; --exhaustive runs J-Stream, single only).\n\n"
+                "sizes tiles for, and --exhaustive runs J-Stream in, double precision).\n\n"
                 "Examples:\n"
                 "  waco-hybrid tile --kernel spmm --dense 128 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tile --kernel sddmm --exhaustive --json examples/bcsstk13.mtx.gz");
