@@ -165,6 +165,19 @@ TEST_CASE("api: bad input gives waco::Error with a clear message") {
   CHECK_THROWS_WITH(Matrix::from_coo(2, 2, 2, r, c, v), Contains("is outside the 2 x 2 matrix"));
   CHECK_THROWS_WITH(Matrix::from_coo(2, 2, 2, nullptr, c, v), Contains("row is null"));
   CHECK_THROWS_WITH(Matrix::from_file("/nonexistent/x.mtx"), Contains("/nonexistent/x.mtx"));
+  // More than 2^31 - 1 entries: refused from the count alone, before an entry is read or anything
+  // is allocated (the arrays here hold one entry; reading them would fault).
+  const std::int64_t huge_rp[] = {0, std::int64_t{1} << 31};
+  CHECK_THROWS_WITH(Matrix::from_csr(1, 1, huge_rp, ci, v),
+                    Contains("rowptr[rows] = 2147483648 is not a valid entry count"));
+  CHECK_THROWS_WITH(Matrix::from_coo(2, 2, std::int64_t{1} << 31, r, c, v),
+                    Contains("nnz 2147483648 is out of range [0, 2147483647]"));
+  const std::int64_t dims3[] = {2, 2, 2};
+  CHECK_THROWS_WITH(Matrix::tensor_from_coo(dims3, std::int64_t{1} << 40, r, c, r, v),
+                    Contains("nnz 1099511627776 is out of range [0, 2147483647]"));
+  const std::int64_t wide[] = {2, std::int64_t{1} << 31, 2};
+  CHECK_THROWS_WITH(Matrix::tensor_from_coo(wide, 2, r, c, r, v),
+                    Contains("dimension 2147483648 is out of range"));
   try {
     Matrix::from_csr(2, 2, rp, unsorted, v);
   } catch (const waco::Error& e) {

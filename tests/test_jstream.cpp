@@ -22,31 +22,33 @@ using namespace waco::signature;
 namespace {
 
 void check_tiles(const CooMatrix& a, const std::string& name, KernelKind kind, int dense,
-                 const std::vector<JStreamTiles>& tiles) {
-  const DenseOperands ops = make_dense_operands(kind, &a, nullptr, dense, 5);
+                 const std::vector<JStreamTiles>& tiles, Dtype dtype = Dtype::F32) {
+  const DenseOperands ops = make_dense_operands(kind, &a, nullptr, dense, 5, dtype);
   const Problem p = make_problem(kind, &a, nullptr, ops);
   const Reference ref = compute_reference(p);
+  const double tolerance = dtype == Dtype::F64 ? waco::test::kDoubleTolerance : kDefaultTolerance;
   for (int threads : {1, 2}) {
     for (const JStreamTiles& t : tiles) {
       INFO(kernel_name(kind) << " on '" << name << "' dense " << dense << ", T_i " << t.T_i
-                             << ", T_k " << t.T_k << ", " << threads << " threads");
+                             << ", T_k " << t.T_k << ", " << threads << " threads, "
+                             << dtype_name(dtype));
       JStream impl(t);
       impl.prepare(p, threads);
       for (int rep = 0; rep < 2; ++rep) {
         impl.run();
-        const Verification v =
-            verify(impl.output(), ref);
+        REQUIRE(impl.output().dtype() == dtype);
+        const Verification v = verify(impl.output(), ref, tolerance);
         INFO("run " << rep << ": " << v.message);
         CHECK(v.ok);
       }
     }
     // Model-chosen tiles through the registry.
-    INFO(kernel_name(kind) << " on '" << name << "' with model tiles, " << threads << " threads");
+    INFO(kernel_name(kind) << " on '" << name << "' with model tiles, " << threads << " threads, "
+                           << dtype_name(dtype));
     auto impl = waco::signature::implementations().front().make();
     impl->prepare(p, threads);
     impl->run();
-    const Verification v =
-        verify(impl->output(), ref);
+    const Verification v = verify(impl->output(), ref, tolerance);
     INFO(v.message);
     CHECK(v.ok);
   }
@@ -86,6 +88,33 @@ TEST_CASE("jstream: SpMM and SDDMM equal the reference on real matrices") {
     check_tiles(m.matrix, name, KernelKind::SpMM, 64, {{100, 48}, {1024, 64}});
     check_tiles(m.matrix, name, KernelKind::SDDMM, 64, {{100, 48}, {1024, 64}});
   }
+}
+
+TEST_CASE("jstream: double precision equals the reference to 1e-12, tiles sized for it") {
+  // Values float cannot hold: a kernel that stored or summed them in float would miss by ~1e-8.
+  for (const auto& m : waco::test::edge_case_matrices()) {
+    const CooMatrix a = waco::test::with_double_values(m.matrix);
+    check_tiles(a, m.name, KernelKind::SpMM, 37, kTiles, Dtype::F64);
+    check_tiles(a, m.name, KernelKind::SDDMM, 40, kTiles, Dtype::F64);
+  }
+  // The model's tiles count 8-byte values: at a capacity that binds, the double tile is smaller.
+  const auto cases = waco::test::edge_case_matrices();
+  const auto largest = std::max_element(cases.begin(), cases.end(), [](const auto& x, const auto& y) {
+    return x.matrix.nnz() < y.matrix.nnz();
+  });
+  const CooMatrix a = waco::test::with_double_values(largest->matrix);
+  std::int64_t area[2] = {0, 0};
+  for (Dtype d : {Dtype::F32, Dtype::F64}) {
+    const DenseOperands ops = make_dense_operands(KernelKind::SpMM, &a, nullptr, 256, 5, d);
+    JStream impl;
+    impl.set_cache("l2", 16 * 1024);
+    impl.prepare(make_problem(KernelKind::SpMM, &a, nullptr, ops), 1);
+    REQUIRE(impl.selection().has_value());
+    CHECK(impl.selection()->options.dtype == d);
+    area[d == Dtype::F64] = impl.tiles().T_i * impl.tiles().T_k;
+  }
+  INFO("T_i x T_k: f32 " << area[0] << ", f64 " << area[1]);
+  CHECK(area[1] < area[0]);
 }
 
 TEST_CASE("jstream: the panel structure holds nacs(T_i) active columns") {

@@ -315,6 +315,63 @@ TEST_CASE("passes: tile-window keeps the unsplit loop when the capacity does not
   REQUIRE(cons[0]->check_split(s, panels.split) == nullptr);
 }
 
+TEST_CASE("passes: tile-window sizes its tiles for the problem's value type") {
+  // SpMM, J = 256, 2048 rows, 64 KiB per thread: the model's J-Stream tile is bound by the
+  // cache, so double precision (8-byte values) must centre on a tile half the single one.
+  const kernels::CooMatrix a = generated("uniform", 2048, 11);
+  SpaceOptions so;
+  so.cores = 1;
+  Space s = Space::for_operand(KernelKind::SpMM, &a, nullptr, 256, so);
+  PassParams pp;
+  pp.cache_bytes = 64 * 1024;
+  std::string note32, note64;
+  const auto c32 = make_pass("tile-window", pp)->constraints(s, note32);
+  pp.dtype = kernels::Dtype::F64;
+  const auto c64 = make_pass("tile-window", pp)->constraints(s, note64);
+  REQUIRE(c32.size() == 1);
+  REQUIRE(c64.size() == 1);
+  INFO(note32 << "\n" << note64);
+  CHECK(note32.find("byte values") == std::string::npos);
+  CHECK(note64.find("for 8-byte values") != std::string::npos);
+  // The N-stream centre (s_i, s_k, s_j) of each: the model's choice for the value type.
+  signature::ModelOptions mo;
+  mo.kind = KernelKind::SpMM;
+  mo.dense = 256;
+  mo.threads = 1;
+  mo.panels_per_thread = 4;  // tile-window's centres
+  mo.cache = signature::cache_capacity("llc-core", 1, pp.cache_bytes, pp.cache_fraction);
+  const auto n_center = [&](kernels::Dtype d) {
+    mo.dtype = d;
+    const signature::TileSelection sel = signature::select_tiles(s.facts()->signature, mo);
+    const signature::TileCandidate* best = nullptr;
+    for (const auto& c : sel.candidates)
+      if (c.stream == signature::StreamDim::N && c.fits && (!best || c.volume < best->volume))
+        best = &c;
+    REQUIRE(best != nullptr);
+    return *best;
+  };
+  const signature::TileCandidate t32 = n_center(kernels::Dtype::F32);
+  const signature::TileCandidate t64 = n_center(kernels::Dtype::F64);
+  REQUIRE(t64.T_i * t64.T_k < t32.T_i * t32.T_k);
+  const auto center = [](const signature::TileCandidate& t) {
+    return "N=(" + std::to_string(t.T_i) + ", 1, " + std::to_string(t.T_k) + ")";
+  };
+  CHECK(note32.find(center(t32)) != std::string::npos);
+  CHECK(note64.find(center(t64)) != std::string::npos);
+  // The split vector of each centre (k unsplit: streamed) is kept for its own value type only.
+  const codegen::KernelSpec& spec = s.spec();
+  const auto split_of = [&](const signature::TileCandidate& t) {
+    std::vector<int> split(spec.vars.size(), 1);
+    split[static_cast<std::size_t>(spec.var_index('i'))] = static_cast<int>(t.T_i);
+    split[static_cast<std::size_t>(spec.var_index('j'))] = static_cast<int>(t.T_k);
+    return split;
+  };
+  CHECK(c32[0]->check_split(s, split_of(t32)) == nullptr);
+  CHECK(c64[0]->check_split(s, split_of(t64)) == nullptr);
+  CHECK(c64[0]->check_split(s, split_of(t32)) != nullptr);
+  CHECK(c32[0]->check_split(s, split_of(t64)) != nullptr);
+}
+
 TEST_CASE("passes: tile-window keeps SpMM's register tiles") {
   const kernels::CooMatrix a = generated("uniform", 300, 5);
   SpaceOptions so;

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -585,6 +586,66 @@ TEST_CASE("signature: the model's formulas and candidates") {
   // At least kDefaultPanelsPerThread panels per thread: 200 rows, 2 threads.
   const int parts = 2 * kDefaultPanelsPerThread;
   CHECK(sel.best_jstream.T_i <= (200 + parts - 1) / parts);
+}
+
+TEST_CASE("signature: double-precision tiles fit the same cache budget") {
+  // 4096 rows (the panel cap, 4096 / 32, does not bind before the cache does), J = 256.
+  const CooMatrix a = random_matrix(4096, 2048, 0.002, 7, true);
+  const LocalitySignature s = compute_signature(a);
+  ModelOptions f32;
+  f32.kind = KernelKind::SpMM;
+  f32.dense = 256;
+  f32.threads = 2;
+  const std::int64_t budget_bytes = 64 * 1024;
+  f32.cache = cache_capacity("l2", 2, budget_bytes);  // override: the usable bytes per thread
+  ModelOptions f64 = f32;
+  f64.dtype = Dtype::F64;
+  CHECK(value_words(Dtype::F32) == 1.0);
+  CHECK(value_words(Dtype::F64) == 2.0);
+
+  const double M = 4096, N = 2048, K = 256, nnz = static_cast<double>(a.nnz());
+  const double rho = nnz / (M * N);
+  // The N-stream footprint in bytes: the output tile and the input row in values, each nonzero
+  // a value and a 4-byte index; the model counts it in 4-byte words.
+  const auto jstream_bytes = [&](std::int64_t ti, std::int64_t tk, double value_bytes) {
+    const double Ti = static_cast<double>(ti), Tk = static_cast<double>(tk);
+    return value_bytes * (Ti * Tk + Tk) + (value_bytes + 4) * Ti * rho;
+  };
+  for (auto [ti, tk] : {std::pair<std::int64_t, std::int64_t>{32, 128}, {8, 256}, {100, 96}}) {
+    INFO("T_i " << ti << " T_k " << tk);
+    const TileCandidate c4 = evaluate(s, f32, StreamDim::N, ti, 1, tk);
+    const TileCandidate c8 = evaluate(s, f64, StreamDim::N, ti, 1, tk);
+    CHECK(4 * c4.footprint == Approx(jstream_bytes(ti, tk, 4)));
+    CHECK(4 * c8.footprint == Approx(jstream_bytes(ti, tk, 8)));
+    CHECK(c8.footprint > c4.footprint);
+    // The volume: x/y in values, every nonzero a value and an index per dense tile.
+    const double tiles = std::ceil(K / static_cast<double>(tk));
+    const double nacs = static_cast<double>(s.col_segments.aligned_active_estimate(ti));
+    CHECK(c8.volume == Approx(2 * M * K + 3 * nnz * tiles + 2 * nacs * K));
+    // SDDMM: a nonzero's partial product is read and written in the value type.
+    ModelOptions d = f64;
+    d.kind = KernelKind::SDDMM;
+    const TileCandidate e = evaluate(s, d, StreamDim::N, ti, 1, tk);
+    CHECK(4 * e.footprint ==
+          Approx(8 * (static_cast<double>(ti) * tk + tk) + 20 * static_cast<double>(ti) * rho));
+  }
+
+  const TileSelection s4 = select_tiles(s, f32);
+  const TileSelection s8 = select_tiles(s, f64);
+  REQUIRE(s4.best_jstream.fits);
+  REQUIRE(s8.best_jstream.fits);
+  // Every choice of the double selection fits the budget counted in 8-byte values.
+  const double usable = 4.0 * static_cast<double>(f64.cache.elements());  // the given bytes
+  CHECK(usable == static_cast<double>(budget_bytes));
+  CHECK(jstream_bytes(s8.best_jstream.T_i, s8.best_jstream.T_k, 8) <= usable);
+  for (const TileCandidate& c : s8.candidates) {
+    if (c.stream == StreamDim::N) CHECK(c.fits == (jstream_bytes(c.T_i, c.T_k, 8) <= usable));
+    if (c.fits) CHECK(4 * c.footprint <= usable);
+  }
+  // Single precision's tile would overflow the budget in double: the double tile is smaller.
+  CHECK(jstream_bytes(s4.best_jstream.T_i, s4.best_jstream.T_k, 8) > usable);
+  CHECK_FALSE(evaluate(s, f64, StreamDim::N, s4.best_jstream.T_i, 1, s4.best_jstream.T_k).fits);
+  CHECK(s8.best_jstream.T_i * s8.best_jstream.T_k < s4.best_jstream.T_i * s4.best_jstream.T_k);
 }
 
 TEST_CASE("signature: cache capacity errors name the level") {

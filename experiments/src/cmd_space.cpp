@@ -83,8 +83,10 @@ int run_space(const Options& o) {
   // The legal space: the legality pass's output when the pipeline starts with it (it is not
   // counted twice), else the space restricted by legality alone.
   const bool legality_first = !pipeline.empty() && pipeline.front() == "legality";
-  const std::uint64_t legal_alone = legality_first ? 0 : legal_count(*space, o.params);
-  const PipelineResult r = run_pipeline(*space, pipeline, o.params);
+  PassParams params = o.params;
+  params.dtype = o.read.dtype;  // the tile model's value size
+  const std::uint64_t legal_alone = legality_first ? 0 : legal_count(*space, params);
+  const PipelineResult r = run_pipeline(*space, pipeline, params);
   const std::uint64_t legal = legality_first ? r.passes.front().out : legal_alone;
   const double total_seconds = now_seconds() - t0;
 
@@ -109,7 +111,7 @@ int run_space(const Options& o) {
                         {"full_count", full},
                         {"legal_count", legal},
                         {"pipeline", print_pipeline(pipeline)},
-                        {"pass_params", o.params.to_json()},
+                        {"pass_params", params.to_json()},
                         {"passes", passes},
                         {"admissible_count", r.final_count},
                         {"reduction", r.final_count ? static_cast<double>(legal) /
@@ -176,9 +178,11 @@ Command make_space_command() {
                 ->capture_default_str();
             add_pass_options(sub, o->params);
             add_read_options(sub, o->read);
+            add_dtype_option(sub, o->read.dtype);
             sub.footer(
                 "Counts are exact (64-bit). The legal space is the full space after the legality\n"
-                "pass; the admissible set is what the pipeline keeps.\n\n"
+                "pass; the admissible set is what the pipeline keeps. --dtype f64: the tile model\n"
+                "of tile-window counts 8-byte values (a double tile takes twice the cache).\n\n"
                 "Examples:\n"
                 "  waco-hybrid space --kernel spmm examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid space --kernel spmv FILE --passes legality,parallelize-outer --json\n"

@@ -369,6 +369,7 @@ int run_tile(const Options& o) {
   mopt.panels_per_thread = o.panels_per_thread;
   mopt.min_dense_tile = o.min_dense_tile;
   mopt.cache = cache_capacity(o.cache_level, threads, o.cache_bytes, o.cache_fraction);
+  mopt.dtype = o.read.dtype;
   const TileSelection sel = select_tiles(sig, mopt);
 
   // Best fitting candidate per streaming dimension.
@@ -385,7 +386,7 @@ int run_tile(const Options& o) {
   bool failed = false;
   nlohmann::json ex;
   if (o.exhaustive) {
-    const DenseOperands ops = dense_operands(kind, op, dense, o.seed, "");
+    const DenseOperands ops = dense_operands(kind, op, dense, o.seed, "", o.read.dtype);
     const Problem p = make_problem(kind, &a, nullptr, ops);
     std::vector<ExtraTile> extra;
     for (const std::string& c : o.calibrate) {
@@ -427,14 +428,17 @@ int run_tile(const Options& o) {
         {"candidates", nlohmann::json::array()}};
     for (const TileCandidate& c : per_stream) j["best_per_stream"].push_back(candidate_json(c, kind));
     for (const TileCandidate& c : sel.candidates) j["candidates"].push_back(candidate_json(c, kind));
+    // Single precision's output is what it always was (no key); double says so.
+    if (mopt.dtype != Dtype::F32) j["dtype"] = std::string(dtype_name(mopt.dtype));
     if (o.exhaustive) j["exhaustive"] = ex;
     j["context"] = context_json(threads, "none");
     print_json(j);
     return failed ? kExitFailure : kExitOk;
   }
 
-  std::printf("%s: %s, %d x %d, %lld nonzeros, dense %d, %d threads\n", o.file.c_str(),
-              o.kernel.c_str(), a.rows, a.cols, static_cast<long long>(a.nnz()), dense, threads);
+  std::printf("%s: %s, %d x %d, %lld nonzeros, dense %d, %d threads%s\n", o.file.c_str(),
+              o.kernel.c_str(), a.rows, a.cols, static_cast<long long>(a.nnz()), dense, threads,
+              mopt.dtype == Dtype::F32 ? "" : ", double precision (8-byte values)");
   std::printf("cache: %s (%s, %lld bytes%s) -> capacity %lld elements per thread; "
               ">= %d panels per thread\n",
               mopt.cache.level.c_str(), mopt.cache.rule.c_str(),
@@ -536,10 +540,13 @@ Command make_tile_command() {
                 ->check(CLI::PositiveNumber)
                 ->capture_default_str();
             add_read_options(sub, o->read);
+            add_dtype_option(sub, o->read.dtype);
             sub.footer(
                 "Streams (the paper's letters, sparse matrix M x N, dense width K): M keeps the\n"
                 "input dense tile in cache, N the output tile (J-Stream, what --impl jstream runs),\n"
-                "K the sparse tile. Volumes are in bytes (4-byte elements).\n\n"
+                "K the sparse tile. Volumes are in bytes; footprints and the capacity in elements\n"
+                "of 4 bytes (an index is one, a value one in f32 and two in f64: --dtype f64\n"
+                "sizes tiles for, and --exhaustive runs J-Stream in, double precision).\n\n"
                 "Examples:\n"
                 "  waco-hybrid tile --kernel spmm --dense 128 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tile --kernel sddmm --exhaustive --json examples/bcsstk13.mtx.gz");

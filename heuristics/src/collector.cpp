@@ -90,10 +90,12 @@ std::vector<Candidate> sample_candidates(const kernels::Problem& p, const Collec
   const auto n_adm = static_cast<std::uint64_t>(
       std::llround(opts.schedules * std::clamp(opts.admissible_share, 0.0, 1.0)));
   const std::uint64_t n_legal = static_cast<std::uint64_t>(opts.schedules) - n_adm;
+  PassParams params = opts.params;
+  params.dtype = p.dtype();  // the tile model's value size
   Space admissible = Space::for_problem(p, so);
-  const PipelineResult pa = run_pipeline(admissible, parse_pipeline("all"), opts.params);
+  const PipelineResult pa = run_pipeline(admissible, parse_pipeline("all"), params);
   Space legal = Space::for_problem(p, so);
-  const PipelineResult pl = run_pipeline(legal, parse_pipeline("legality"), opts.params);
+  const PipelineResult pl = run_pipeline(legal, parse_pipeline("legality"), params);
   info["admissible_count"] = pa.final_count;
   info["legal_count"] = pl.final_count;
   if (pa.final_count > 0)

@@ -45,14 +45,16 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 nlohmann::json PassParams::to_json() const {
-  return {{"tile_window", tile_window},
-          {"max_block_padding", max_block_padding},
-          {"min_chunks_per_thread", min_chunks_per_thread},
-          {"chunk_window", chunk_window},
-          {"max_serial_work", max_serial_work},
-          {"cache_level", cache_level},
-          {"cache_bytes", cache_bytes},
-          {"cache_fraction", cache_fraction}};
+  nlohmann::json j = {{"tile_window", tile_window},
+                      {"max_block_padding", max_block_padding},
+                      {"min_chunks_per_thread", min_chunks_per_thread},
+                      {"chunk_window", chunk_window},
+                      {"max_serial_work", max_serial_work},
+                      {"cache_level", cache_level},
+                      {"cache_bytes", cache_bytes},
+                      {"cache_fraction", cache_fraction}};
+  if (dtype != kernels::Dtype::F32) j["dtype"] = std::string(kernels::dtype_name(dtype));
+  return j;
 }
 
 nlohmann::json PassStats::to_json() const {

@@ -37,7 +37,8 @@ std::unique_ptr<Implementation> make_by_value_type() {
   return std::make_unique<ByValueType<Impl>>();
 }
 
-/// csr: CSR rows in parallel, OpenMP dynamic (chunk 128 SpMV, 32 SpMM/SDDMM); TACO's default.
+/// csr: CSR rows in parallel, OpenMP dynamic (chunk 128 SpMV, 32 SpMM/SDDMM); TACO's default. A
+/// small SpMV (kSpmvSerialNnz, baseline_csr.cpp) runs serially.
 std::unique_ptr<Implementation> make_csr();
 /// csf: MTTKRP over CSF (compressed i, k, l), slices in parallel, dynamic chunk 32.
 std::unique_ptr<Implementation> make_csf();

@@ -16,11 +16,12 @@ const std::vector<ImplementationInfo>& implementations() {
   using K = KernelKind;
   static const std::vector<ImplementationInfo> list = [] {
     std::vector<ImplementationInfo> l = {
-        {"csr", "CSR, rows in parallel, OpenMP dynamic (TACO's default schedule)",
+        {"csr",
+         "CSR, rows in parallel, OpenMP dynamic (TACO's default schedule; a tiny SpMV serially)",
          {K::SpMV, K::SpMM, K::SDDMM}, detail::make_csr},
         {"csf", "CSF (compressed i, k, l), slices in parallel, OpenMP dynamic chunk 32",
          {K::MTTKRP}, detail::make_csf},
-        {"eigen", "Eigen SparseMatrix<float, RowMajor> products", {K::SpMV, K::SpMM},
+        {"eigen", "Eigen SparseMatrix<float or double, RowMajor> products", {K::SpMV, K::SpMM},
          detail::make_eigen},
     };
     if (detail::have_rsb()) {

@@ -3,7 +3,8 @@
 //
 // The innermost loop runs over one dense tile of width w; the common widths (multiples of the
 // 16-float vector width up to 256) are compile-time constants so the compiler unrolls and keeps
-// the SDDMM dot product in registers; other widths take a generic loop.
+// the SDDMM dot product in registers; other widths take a generic loop. Values are float or
+// double (V, the problem's type).
 #include "waco/signature/jstream.hpp"
 
 #include <algorithm>
@@ -19,7 +20,7 @@ namespace waco::signature {
 using kernels::Error;
 using kernels::KernelKind;
 
-PanelStructure build_panels(const kernels::CooMatrix& a, std::int64_t T_i) {
+PanelStructure build_panels(const kernels::CooMatrix& a, std::int64_t T_i, kernels::Dtype dtype) {
   WACO_ASSERT(T_i >= 1, "panel height must be >= 1");
   const std::int64_t nnz = a.nnz();
   const index_t rows = a.rows;
@@ -43,7 +44,7 @@ PanelStructure build_panels(const kernels::CooMatrix& a, std::int64_t T_i) {
   PanelStructure s;
   s.T_i = T_i;
   s.entry_row.resize(static_cast<std::size_t>(nnz));
-  s.entry_val.resize(static_cast<std::size_t>(nnz));
+  s.entry_val.assign(dtype, static_cast<std::size_t>(nnz));
   s.entry_pos.resize(static_cast<std::size_t>(nnz));
   std::vector<index_t> entry_col(static_cast<std::size_t>(nnz));
   {
@@ -52,7 +53,7 @@ PanelStructure build_panels(const kernels::CooMatrix& a, std::int64_t T_i) {
       const index_t e = order[o];
       const index_t slot = cursor[a.row[e] / T_i]++;
       s.entry_row[slot] = a.row[e];
-      s.entry_val[slot] = a.val[e];
+      s.entry_val.set(slot, a.val[e]);
       s.entry_pos[slot] = e;
       entry_col[slot] = a.col[e];
     }
@@ -102,10 +103,6 @@ void JStream::prepare(const kernels::Problem& p, int threads) {
     throw Error("jstream computes spmm and sddmm, not " + std::string(kernels::kernel_name(p.kind)),
                 "use another --impl for this kernel");
   p.validate();
-  if (p.dtype() != kernels::Dtype::F32)
-    throw Error("jstream computes in single precision only (the problem is " +
-                    std::string(kernels::dtype_name(p.dtype())) + ")",
-                "for double precision use --impl csr, eigen or rsb-tuned, or a generated schedule");
   if (threads < 1) throw Error("thread count must be >= 1", "pass --threads N with N >= 1");
   problem_ = p;
   threads_ = threads;
@@ -126,6 +123,7 @@ void JStream::prepare(const kernels::Problem& p, int threads) {
     opt.cache = cache_capacity(cache_level_, threads, cache_bytes_, cache_fraction_);
     opt.panels_per_thread = kDefaultPanelsPerThread;
     opt.min_dense_tile = kDefaultMinDenseTile;
+    opt.dtype = p.dtype();
     selection_ = select_tiles(sig, opt);
     tiles_ = {selection_->best_jstream.T_i, selection_->best_jstream.T_k};
     tuning_seconds_ = kernels::now_seconds() - t0;
@@ -134,33 +132,37 @@ void JStream::prepare(const kernels::Problem& p, int threads) {
   tiles_.T_k = std::max<std::int64_t>(1, std::min<std::int64_t>(tiles_.T_k, K));
 
   const double t1 = kernels::now_seconds();
-  panels_ = build_panels(a, tiles_.T_i);
-  if (p.kind == KernelKind::SDDMM) acc_.assign(static_cast<std::size_t>(a.nnz()), 0.0f);
-  out_.assign(kernels::Dtype::F32, static_cast<std::size_t>(p.output_size()));
+  panels_ = build_panels(a, tiles_.T_i, p.dtype());
+  acc_.assign(p.dtype(), p.kind == KernelKind::SDDMM ? static_cast<std::size_t>(a.nnz()) : 0);
+  out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
   conversion_seconds_ = kernels::now_seconds() - t1;
 }
 
 void JStream::run() {
   WACO_ASSERT(problem_.A != nullptr, "jstream: run() before prepare()");
-  if (problem_.kind == KernelKind::SpMM)
-    run_spmm();
-  else
-    run_sddmm();
+  kernels::with_value_type(problem_.dtype(), [this](auto v) {
+    using V = decltype(v);
+    if (problem_.kind == KernelKind::SpMM)
+      run_spmm<V>();
+    else
+      run_sddmm<V>();
+  });
 }
 
 namespace {
 
 // One dense tile of one panel, SpMM: C[i, jj:jj+w] += A[i,k] * B[k, jj:jj+w] for the panel's
 // entries, column by column (the B segment of an active column is read once per tile).
-template <int W>
-void spmm_tile(const PanelStructure& s, std::int64_t p, const float* B, float* C, std::int64_t J,
+template <class V, int W>
+void spmm_tile(const PanelStructure& s, std::int64_t p, const V* B, V* C, std::int64_t J,
                std::int64_t jj, std::int64_t w_dyn) {
   const std::int64_t w = W > 0 ? W : w_dyn;
+  const V* val = s.entry_val.data<V>();
   for (index_t q = s.panel_cols[p]; q < s.panel_cols[p + 1]; ++q) {
-    const float* b = B + static_cast<std::int64_t>(s.col_id[q]) * J + jj;
+    const V* b = B + static_cast<std::int64_t>(s.col_id[q]) * J + jj;
     for (index_t e = s.col_ptr[q]; e < s.col_ptr[q + 1]; ++e) {
-      const float v = s.entry_val[e];
-      float* c = C + static_cast<std::int64_t>(s.entry_row[e]) * J + jj;
+      const V v = val[e];
+      V* c = C + static_cast<std::int64_t>(s.entry_row[e]) * J + jj;
 #pragma omp simd
       for (std::int64_t t = 0; t < w; ++t) c[t] += v * b[t];
     }
@@ -168,15 +170,15 @@ void spmm_tile(const PanelStructure& s, std::int64_t p, const float* B, float* C
 }
 
 // SDDMM: acc[e] += B[i, kk:kk+w] . C[kk:kk+w, j] for the panel's entries, column by column.
-template <int W>
-void sddmm_tile(const PanelStructure& s, std::int64_t p, const float* B, const float* C,
-                float* acc, std::int64_t K, std::int64_t kk, std::int64_t w_dyn) {
+template <class V, int W>
+void sddmm_tile(const PanelStructure& s, std::int64_t p, const V* B, const V* C, V* acc,
+                std::int64_t K, std::int64_t kk, std::int64_t w_dyn) {
   const std::int64_t w = W > 0 ? W : w_dyn;
   for (index_t q = s.panel_cols[p]; q < s.panel_cols[p + 1]; ++q) {
-    const float* c = C + static_cast<std::int64_t>(s.col_id[q]) * K + kk;
+    const V* c = C + static_cast<std::int64_t>(s.col_id[q]) * K + kk;
     for (index_t e = s.col_ptr[q]; e < s.col_ptr[q + 1]; ++e) {
-      const float* b = B + static_cast<std::int64_t>(s.entry_row[e]) * K + kk;
-      float dot = 0.0f;
+      const V* b = B + static_cast<std::int64_t>(s.entry_row[e]) * K + kk;
+      V dot = 0;
 #pragma omp simd reduction(+ : dot)
       for (std::int64_t t = 0; t < w; ++t) dot += b[t] * c[t];
       acc[e] += dot;
@@ -186,59 +188,62 @@ void sddmm_tile(const PanelStructure& s, std::int64_t p, const float* B, const f
 
 }  // namespace
 
+template <class V>
 void JStream::run_spmm() {
   const PanelStructure& s = panels_;
   const std::int64_t J = problem_.dense_size();
   const std::int64_t rows = problem_.A->rows;
   const std::int64_t Tk = tiles_.T_k;
-  const float* B = problem_.B->data.data<float>();
-  float* C = out_.data<float>();
+  const V* B = problem_.B->data.data<V>();
+  V* C = out_.data<V>();
   const std::int64_t panels = s.panels();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
   for (std::int64_t p = 0; p < panels; ++p) {
     const std::int64_t r0 = p * s.T_i;
     const std::int64_t r1 = std::min(rows, r0 + s.T_i);
-    std::fill(C + r0 * J, C + r1 * J, 0.0f);
+    std::fill(C + r0 * J, C + r1 * J, V(0));
     for (std::int64_t jj = 0; jj < J; jj += Tk) {
       const std::int64_t w = std::min(Tk, J - jj);
       switch (w) {
-        case 16: spmm_tile<16>(s, p, B, C, J, jj, w); break;
-        case 32: spmm_tile<32>(s, p, B, C, J, jj, w); break;
-        case 64: spmm_tile<64>(s, p, B, C, J, jj, w); break;
-        case 128: spmm_tile<128>(s, p, B, C, J, jj, w); break;
-        case 256: spmm_tile<256>(s, p, B, C, J, jj, w); break;
-        default: spmm_tile<0>(s, p, B, C, J, jj, w); break;
+        case 16: spmm_tile<V, 16>(s, p, B, C, J, jj, w); break;
+        case 32: spmm_tile<V, 32>(s, p, B, C, J, jj, w); break;
+        case 64: spmm_tile<V, 64>(s, p, B, C, J, jj, w); break;
+        case 128: spmm_tile<V, 128>(s, p, B, C, J, jj, w); break;
+        case 256: spmm_tile<V, 256>(s, p, B, C, J, jj, w); break;
+        default: spmm_tile<V, 0>(s, p, B, C, J, jj, w); break;
       }
     }
   }
 }
 
+template <class V>
 void JStream::run_sddmm() {
   const PanelStructure& s = panels_;
   const std::int64_t K = problem_.dense_size();
   const std::int64_t Tk = tiles_.T_k;
-  const float* B = problem_.B->data.data<float>();
-  const float* C = problem_.C->data.data<float>();
-  float* acc = acc_.data();
-  float* out = out_.data<float>();
+  const V* B = problem_.B->data.data<V>();
+  const V* C = problem_.C->data.data<V>();
+  const V* val = s.entry_val.data<V>();
+  V* acc = acc_.data<V>();
+  V* out = out_.data<V>();
   const std::int64_t panels = s.panels();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
   for (std::int64_t p = 0; p < panels; ++p) {
     const index_t e0 = s.col_ptr[s.panel_cols[p]];
     const index_t e1 = s.col_ptr[s.panel_cols[p + 1]];
-    std::fill(acc + e0, acc + e1, 0.0f);
+    std::fill(acc + e0, acc + e1, V(0));
     for (std::int64_t kk = 0; kk < K; kk += Tk) {
       const std::int64_t w = std::min(Tk, K - kk);
       switch (w) {
-        case 16: sddmm_tile<16>(s, p, B, C, acc, K, kk, w); break;
-        case 32: sddmm_tile<32>(s, p, B, C, acc, K, kk, w); break;
-        case 64: sddmm_tile<64>(s, p, B, C, acc, K, kk, w); break;
-        case 128: sddmm_tile<128>(s, p, B, C, acc, K, kk, w); break;
-        case 256: sddmm_tile<256>(s, p, B, C, acc, K, kk, w); break;
-        default: sddmm_tile<0>(s, p, B, C, acc, K, kk, w); break;
+        case 16: sddmm_tile<V, 16>(s, p, B, C, acc, K, kk, w); break;
+        case 32: sddmm_tile<V, 32>(s, p, B, C, acc, K, kk, w); break;
+        case 64: sddmm_tile<V, 64>(s, p, B, C, acc, K, kk, w); break;
+        case 128: sddmm_tile<V, 128>(s, p, B, C, acc, K, kk, w); break;
+        case 256: sddmm_tile<V, 256>(s, p, B, C, acc, K, kk, w); break;
+        default: sddmm_tile<V, 0>(s, p, B, C, acc, K, kk, w); break;
       }
     }
-    for (index_t e = e0; e < e1; ++e) out[s.entry_pos[e]] = acc[e] * s.entry_val[e];
+    for (index_t e = e0; e < e1; ++e) out[s.entry_pos[e]] = acc[e] * val[e];
   }
 }
 

@@ -131,6 +131,10 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 }  // namespace
 
+double value_words(kernels::Dtype dtype) {
+  return static_cast<double>(kernels::dtype_size(dtype)) / 4.0;
+}
+
 TileCandidate evaluate(const LocalitySignature& sig, const ModelOptions& opt, StreamDim stream,
                        std::int64_t T_i, std::int64_t T_j, std::int64_t T_k) {
   WACO_ASSERT(T_i >= 1 && T_j >= 1 && T_k >= 1 && opt.dense >= 1, "tile sizes must be >= 1");
@@ -142,6 +146,9 @@ TileCandidate evaluate(const LocalitySignature& sig, const ModelOptions& opt, St
   const double tiles_k = static_cast<double>(ceil_div(opt.dense, T_k));
   const double w = kVectorWidth;
   const bool sddmm = opt.kind == KernelKind::SDDMM;
+  // Words of a value (1 in single precision, where every term below is the paper's, bit for bit:
+  // multiplying by 1.0 is exact and each sum keeps its order).
+  const double v = value_words(opt.dtype);
 
   TileCandidate c;
   c.stream = stream;
@@ -156,31 +163,31 @@ TileCandidate evaluate(const LocalitySignature& sig, const ModelOptions& opt, St
     case StreamDim::M:
       c.exact = is_pow2(T_j);
       if (!sddmm) {
-        c.volume = N * K + 2 * nnz * tiles_k + 2 * nars() * K;
-        c.footprint = tj * tk + 2 * tj * rho + tk;
+        c.volume = v * N * K + (1 + v) * nnz * tiles_k + 2 * v * nars() * K;
+        c.footprint = v * tj * tk + (1 + v) * tj * rho + v * tk;
       } else {
-        c.volume = N * K + nars() * K + 3 * nnz * tiles_k + 2 * nnz;
-        c.footprint = tj * tk + 3 * tj * rho + tk;
+        c.volume = v * N * K + v * nars() * K + (1 + 2 * v) * nnz * tiles_k + 2 * v * nnz;
+        c.footprint = v * tj * tk + (1 + 2 * v) * tj * rho + v * tk;
       }
       break;
     case StreamDim::N:
       c.exact = is_pow2(T_i);
       if (!sddmm) {
-        c.volume = M * K + 2 * nnz * tiles_k + nacs() * K;
-        c.footprint = ti * tk + 2 * ti * rho + tk;
+        c.volume = v * M * K + (1 + v) * nnz * tiles_k + v * nacs() * K;
+        c.footprint = v * ti * tk + (1 + v) * ti * rho + v * tk;
       } else {
-        c.volume = M * K + nacs() * K + 3 * nnz * tiles_k + 2 * nnz;
-        c.footprint = ti * tk + 3 * ti * rho + tk;
+        c.volume = v * M * K + v * nacs() * K + (1 + 2 * v) * nnz * tiles_k + 2 * v * nnz;
+        c.footprint = v * ti * tk + (1 + 2 * v) * ti * rho + v * tk;
       }
       break;
     case StreamDim::K:
       c.exact = is_pow2(T_i) && is_pow2(T_j);
       if (!sddmm) {
-        c.volume = 2 * nnz + (2 * nars() + nacs()) * K;
-        c.footprint = 2 * rho * ti * tj + w * (ti + tj);
+        c.volume = (1 + v) * nnz + (2 * nars() + nacs()) * v * K;
+        c.footprint = (1 + v) * rho * ti * tj + v * w * (ti + tj);
       } else {
-        c.volume = 3 * nnz + (nars() + nacs()) * K;
-        c.footprint = 3 * rho * ti * tj + w * (ti + tj);
+        c.volume = (1 + 2 * v) * nnz + (nars() + nacs()) * v * K;
+        c.footprint = (1 + 2 * v) * rho * ti * tj + v * w * (ti + tj);
       }
       break;
   }

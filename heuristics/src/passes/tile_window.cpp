@@ -103,6 +103,7 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
         mo.panels_per_thread = kTileWindowPanelsPerThread;
         mo.cache = signature::cache_capacity(p.cache_level, space.cores(), p.cache_bytes,
                                              p.cache_fraction);
+        mo.dtype = p.dtype;
         const signature::TileSelection sel = signature::select_tiles(space.facts()->signature, mo);
         const int parts = mo.threads * mo.panels_per_thread;
         const codegen::KernelSpec& spec = space.spec();
@@ -147,6 +148,9 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
           note = "the tile model found no fitting tile: nothing removed";
           return c;
         }
+        // Single precision's note is the one it always was; double says its value size.
+        if (p.dtype != kernels::Dtype::F32)
+          msg << " for " << kernels::dtype_size(p.dtype) << "-byte values";
         note = msg.str();
         const int w = std::max(0, p.tile_window);
         // SpMM's and MTTKRP's register tiles: their split vectors (s_i and s_j up to their

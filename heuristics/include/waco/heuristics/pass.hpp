@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "waco/heuristics/space.hpp"
+#include "waco/kernels/values.hpp"
 #include "waco/signature/model.hpp"
 
 namespace waco::heuristics {
@@ -42,9 +43,14 @@ struct PassParams {
   std::string cache_level = signature::kDefaultCacheLevel;
   std::int64_t cache_bytes = 0;
   double cache_fraction = signature::kDefaultCacheFraction;
+  /// tile-window: the problem's value type, whose size the tile model counts (a double tile
+  /// takes twice a float tile's cache). Not an option of its own: the caller copies its
+  /// problem's (tune: TuneRequest::dtype, collect: CollectOptions::dtype, space: --dtype).
+  kernels::Dtype dtype = kernels::Dtype::F32;
 
   /// Every parameter by name (as the CLI options without the dashes, in snake case), so that a
-  /// run can be reproduced from its JSON output.
+  /// run can be reproduced from its JSON output; "dtype" only when it is not f32 (as the
+  /// results database and the tuning cache: what says nothing is single precision).
   nlohmann::json to_json() const;
 };
 

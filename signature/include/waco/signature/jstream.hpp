@@ -32,17 +32,20 @@ struct PanelStructure {
   std::vector<index_t> col_id;      ///< active column of each (panel, column) pair
   std::vector<index_t> col_ptr;     ///< pairs + 1 offsets into the entry arrays
   std::vector<index_t> entry_row;   ///< row of each entry (absolute)
-  std::vector<float> entry_val;
+  kernels::Values entry_val;        ///< in the problem's value type
   std::vector<index_t> entry_pos;   ///< position of the entry in A's canonical order
 
   std::int64_t panels() const { return static_cast<std::int64_t>(panel_cols.size()) - 1; }
 };
 
 /// Builds the panel structure of a canonical matrix with panels of height T_i >= 1 in
-/// O(nnz + rows + cols): a counting sort by column, then a stable bucket by panel.
-PanelStructure build_panels(const kernels::CooMatrix& a, std::int64_t T_i);
+/// O(nnz + rows + cols): a counting sort by column, then a stable bucket by panel; the values in
+/// `dtype`.
+PanelStructure build_panels(const kernels::CooMatrix& a, std::int64_t T_i,
+                            kernels::Dtype dtype = kernels::Dtype::F32);
 
-/// J-Stream as a kernels::Implementation for SpMM and SDDMM.
+/// J-Stream as a kernels::Implementation for SpMM and SDDMM, in the problem's value type (the
+/// model's tiles sized for it).
 class JStream : public kernels::Implementation {
  public:
   /// Tiles chosen by the model at prepare() time (cache level kDefaultCacheLevel unless
@@ -71,7 +74,9 @@ class JStream : public kernels::Implementation {
   const std::optional<TileSelection>& selection() const { return selection_; }
 
  private:
+  template <class V>
   void run_spmm();
+  template <class V>
   void run_sddmm();
 
   std::optional<JStreamTiles> requested_;
@@ -83,7 +88,7 @@ class JStream : public kernels::Implementation {
   kernels::Problem problem_;
   int threads_ = 1;
   PanelStructure panels_;
-  std::vector<float> acc_;  ///< SDDMM partial dot products, in panel order
+  kernels::Values acc_;  ///< SDDMM partial dot products, in panel order
   kernels::Values out_;
 };
 

@@ -11,17 +11,26 @@
 //                    implemented in jstream.hpp;
 //   streaming K (k): the sparse tile T_i x T_j is stationary (T_k is a fixed vector width).
 //
-// Volumes are counted in 4-byte elements (floats and 32-bit indices), from the paper's Section
-// IV.C for SpMM, with ceil(K / T_k) dense tiles so that tiles need not divide K:
-//   M-stream  N K + 2 nnz ceil(K/T_k) + 2 nars(T_j) K    capacity T_j T_k + 2 T_j rho + T_k <= C
-//   N-stream  M K + 2 nnz ceil(K/T_k) + nacs(T_i) K      capacity T_i T_k + 2 T_i rho + T_k <= C
-//   K-stream  2 nnz + (2 nars(T_j) + nacs(T_i)) K        capacity 2 rho T_i T_j + w (T_i + T_j) <= C
+// Volumes and footprints are counted in 4-byte words: a 32-bit index is one word, a value is
+// v = dtype_size / 4 words (ModelOptions::dtype: 1 in single precision, 2 in double), so that a
+// double-precision tile fits the same cache budget as a single-precision one half its size. From
+// the paper's Section IV.C for SpMM (single precision: v = 1, its 4-byte elements), with
+// ceil(K / T_k) dense tiles so that tiles need not divide K; a nonzero is a value and an index:
+//   M-stream  v N K + (1+v) nnz ceil(K/T_k) + 2 v nars(T_j) K
+//             capacity v T_j T_k + (1+v) T_j rho + v T_k <= C
+//   N-stream  v M K + (1+v) nnz ceil(K/T_k) + v nacs(T_i) K
+//             capacity v T_i T_k + (1+v) T_i rho + v T_k <= C
+//   K-stream  (1+v) nnz + (2 nars(T_j) + nacs(T_i)) v K
+//             capacity (1+v) rho T_i T_j + v w (T_i + T_j) <= C
 // (eq. 1/5 is the N-stream capacity; rho = nnz / (M N); w = kVectorWidth). The SDDMM analogue
 // (P = S .* (A B^T), A: M x K, B: N x K) reads A and B, and per dense tile reads a nonzero's row
-// index and reads/writes its partial dot product, then reads S's value and writes P once:
-//   M-stream  N K + nars(T_j) K + 3 nnz ceil(K/T_k) + 2 nnz   capacity T_j T_k + 3 T_j rho + T_k
-//   N-stream  M K + nacs(T_i) K + 3 nnz ceil(K/T_k) + 2 nnz   capacity T_i T_k + 3 T_i rho + T_k
-//   K-stream  3 nnz + (nars(T_j) + nacs(T_i)) K               capacity 3 rho T_i T_j + w (T_i+T_j)
+// index and reads/writes its partial dot product (1 + 2v), then reads S's value and writes P once:
+//   M-stream  v N K + v nars(T_j) K + (1+2v) nnz ceil(K/T_k) + 2 v nnz
+//             capacity v T_j T_k + (1+2v) T_j rho + v T_k
+//   N-stream  v M K + v nacs(T_i) K + (1+2v) nnz ceil(K/T_k) + 2 v nnz
+//             capacity v T_i T_k + (1+2v) T_i rho + v T_k
+//   K-stream  (1+2v) nnz + (nars(T_j) + nacs(T_i)) v K
+//             capacity (1+2v) rho T_i T_j + v w (T_i + T_j)
 //
 // Capacity. Each thread runs its own row panel, so C is what one thread may use of one cache
 // level. Default (kDefaultCacheLevel, "llc-core"): the per-core share of the last-level cache,
@@ -54,6 +63,7 @@
 #include <nlohmann/json.hpp>
 
 #include "waco/kernels/kernel.hpp"
+#include "waco/kernels/values.hpp"
 #include "waco/signature/signature.hpp"
 
 namespace waco::signature {
@@ -101,7 +111,7 @@ struct CacheCapacity {
   /// Where the size came from: "sysfs", "cpuid", "probe" (kernels::CacheSizes), or "given"
   /// (override_bytes).
   std::string source;
-  /// Capacity C of eq. 1/5 in 4-byte elements.
+  /// Capacity C of eq. 1/5 in 4-byte words (the unit of TileCandidate's volume and footprint).
   std::int64_t elements() const {
     return static_cast<std::int64_t>(static_cast<double>(per_thread_bytes) * fraction) / 4;
   }
@@ -127,8 +137,8 @@ struct TileCandidate {
   std::int64_t T_i = 1;  ///< row panel height (1 when streaming M)
   std::int64_t T_j = 1;  ///< column panel width (1 when streaming N)
   std::int64_t T_k = 1;  ///< dense tile width
-  double volume = 0.0;     ///< modeled elements moved
-  double footprint = 0.0;  ///< modeled elements in cache per thread
+  double volume = 0.0;     ///< modeled 4-byte words moved (see the header comment)
+  double footprint = 0.0;  ///< modeled 4-byte words in cache per thread
   bool fits = false;       ///< footprint <= capacity
   bool exact = true;       ///< nacs/nars at these tiles are exact (powers of two)
 };
@@ -140,7 +150,13 @@ struct ModelOptions {
   int panels_per_thread = kDefaultPanelsPerThread;  ///< caps sparse tiles (>= 1)
   int min_dense_tile = kDefaultMinDenseTile;        ///< smallest T_k candidate (>= 1)
   CacheCapacity cache;
+  /// The problem's value type: a value is dtype_size / 4 words of the volumes and footprints
+  /// (indices stay 32-bit, one word), so double-precision tiles fit the same cache budget.
+  kernels::Dtype dtype = kernels::Dtype::F32;
 };
+
+/// Words (4 bytes) a value of `dtype` takes in the model's volumes and footprints: 1 or 2.
+double value_words(kernels::Dtype dtype);
 
 /// Modeled volume and footprint of one configuration (fits/exact filled in too).
 TileCandidate evaluate(const LocalitySignature& sig, const ModelOptions& opt, StreamDim stream,
