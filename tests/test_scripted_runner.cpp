@@ -345,6 +345,17 @@ TEST_CASE("scripted tune: no gain returns the faster csr reference, the hand-wri
   CHECK(t.status == 0);
   CHECK(t.out.find("the result is the hand-written csr baseline") != std::string::npos);
 
+  // Every nominee failing (the model alone, its one nominee a wrong result): still the faster
+  // reference of the side-by-side run that timed them.
+  json failing = equal_kernels("threads=0", 1.2e-4);
+  failing["rules"].push_back(
+      {{"contains", "threads=2"}, {"status", "wrong-result"}, {"reason", "scripted"}});
+  const json f = parsed(tune(dir, write_script(dir, failing), "--confirm 0 --refresh"));
+  CHECK(f.at("verdict") == "no-gain");
+  CHECK(f.at("confirmed") == false);
+  CHECK(f.at("implementation") == "csr");
+  CHECK(f.at("claimed_speedup").get<double>() == 1.0);
+
   // The baseline 20% slower: the csr schedule is the result.
   json slow_baseline = equal_kernels();
   slow_baseline["rules"].push_back({{"label", "impl=csr"}, {"median_s", 1.2e-4}});

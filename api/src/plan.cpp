@@ -257,7 +257,6 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.abandon_factor = o.abandon_factor.value_or(r.abandon_factor);
   r.retry_failed = o.retry_failed;
   heuristics::PassParams& pp = r.params;
-  pp.dtype = dtype;  // the tile model's value size (tile-window)
   pp.tile_window = in_range(o.tile_window, pp.tile_window, settings::kTileWindow);
   pp.max_block_padding = positive(o.max_block_padding, pp.max_block_padding, "max_block_padding");
   pp.min_chunks_per_thread =

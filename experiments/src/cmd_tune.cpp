@@ -119,7 +119,6 @@ int run_tune(const Options& given) {
   o.req.reset_peak_per_stage = true;  // this process is the tune's: per-stage peaks in "memory"
   o.req.threads = resolve_threads(o.req.threads);
   o.req.dtype = o.read.dtype;
-  o.req.params.dtype = o.read.dtype;  // the tile model's value size (tile-window)
   const KernelKind kind = o.req.kind;
   // Made-up timings must not reach the user's results database or tuning cache (a usage error).
   if (!o.req.runner.empty() && o.req.runner != "isolated" &&

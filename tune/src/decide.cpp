@@ -7,6 +7,46 @@
 
 namespace waco::tuning::detail {
 
+namespace {
+
+/// The faster csr reference of a side-by-side run (`refs`: the csr schedule's and the
+/// baseline's timings over `runs` runs) by the paired per-round ratios, as the verdict judges
+/// (the medians of the times can disagree with them when the machine drifts within the rounds):
+/// sets d.confirm_csr, d.confirm_base, d.references_judged and d.verdict_reference; returns the
+/// faster one's timing (null when neither ran).
+const Measurement* faster_reference(Decision& d, const std::vector<Measurement>& refs, int runs,
+                                    const std::string& shortcut, const DecisionRule& rule) {
+  d.confirm_csr = refs[0];
+  d.confirm_base = refs[1];
+  const bool csr_ok = d.confirm_csr->status == MeasureStatus::Ok;
+  const bool base_ok = d.confirm_base->status == MeasureStatus::Ok;
+  if (csr_ok && base_ok)
+    d.references_judged = judge_gain(*d.confirm_csr, *d.confirm_base, rule, runs);
+  if (csr_ok && (!d.references_judged || d.references_judged->ratio_median <= 1.0)) {
+    d.verdict_reference = shortcut + " schedule";
+    return &*d.confirm_csr;
+  }
+  if (!base_ok) return nullptr;
+  d.verdict_reference = shortcut + " baseline";
+  return &*d.confirm_base;
+}
+
+/// The result without a gain: the faster reference `ref` (a baseline a plan can serve:
+/// codegen::bind_baseline), else the csr schedule when it ran.
+void reference_result(Decision& d, const Measurement* ref, const TuneEntry& csr_schedule,
+                      const TuneEntry& csr_baseline) {
+  if (ref && ref == &*d.confirm_base &&
+      codegen::servable_baseline(csr_baseline.candidate.implementation)) {
+    d.best = &csr_baseline;
+    d.best_side = ref;
+  } else if (d.confirm_csr && d.confirm_csr->status == MeasureStatus::Ok) {
+    d.best = &csr_schedule;
+    d.best_side = &*d.confirm_csr;
+  }
+}
+
+}  // namespace
+
 Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntry& csr_baseline,
                 const std::string& shortcut, bool not_worth_it, const DecisionRule& rule) {
   const TuneResult& r = m.result;
@@ -31,21 +71,7 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntr
         d.best_side = nullptr;
       }
     }
-    d.confirm_csr = (*refs)[0];
-    d.confirm_base = (*refs)[1];
-    // The faster reference by the paired per-round ratios, as the verdict judges (the medians
-    // of the times can disagree with them when the machine drifts within the rounds).
-    const Measurement* ref = nullptr;
-    if (d.confirm_csr->status == MeasureStatus::Ok && d.confirm_base->status == MeasureStatus::Ok)
-      d.references_judged = judge_gain(*d.confirm_csr, *d.confirm_base, rule, runs);
-    if (d.confirm_csr->status == MeasureStatus::Ok &&
-        (!d.references_judged || d.references_judged->ratio_median <= 1.0)) {
-      ref = &*d.confirm_csr;
-      d.verdict_reference = shortcut + " schedule";
-    } else if (d.confirm_base->status == MeasureStatus::Ok) {
-      ref = &*d.confirm_base;
-      d.verdict_reference = shortcut + " baseline";
-    }
+    const Measurement* ref = faster_reference(d, *refs, runs, shortcut, rule);
     if (!ref) {
       d.verdict = "no-reference";
     } else if (!d.best_side) {
@@ -57,18 +83,9 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntr
         d.verdict = "undecided";
     }
     // Without a gain the result is the faster reference: the hand-written baseline when it ran
-    // faster than the csr schedule (by the median of the paired ratios) and a plan can serve it
-    // (codegen::bind_baseline), else the csr schedule.
-    if (d.verdict != "gain" && d.verdict != "no-reference") {
-      if (ref == &*d.confirm_base &&
-          codegen::servable_baseline(csr_baseline.candidate.implementation)) {
-        d.best = &csr_baseline;
-        d.best_side = &*d.confirm_base;
-      } else if (d.confirm_csr->status == MeasureStatus::Ok) {
-        d.best = &csr_schedule;
-        d.best_side = &*d.confirm_csr;
-      }
-    }
+    // faster than the csr schedule (by the median of the paired ratios), else the csr schedule.
+    if (d.verdict != "gain" && d.verdict != "no-reference")
+      reference_result(d, ref, csr_schedule, csr_baseline);
   }
   if (not_worth_it && csr_schedule.measurement.status == MeasureStatus::Ok) {
     d.verdict = "not-worth-it";
@@ -78,6 +95,11 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntr
       csr_schedule.measurement.status == MeasureStatus::Ok) {
     d.verdict = "no-gain";
     d.best = &csr_schedule;
+    // No candidate completed its timing, but a side-by-side run timed the references beside
+    // them (every nominee abandoned or failed): the faster of the two, as above.
+    if (m.confirmation && !d.confirmed && m.confirmation->references.size() == 2)
+      reference_result(d, faster_reference(d, m.confirmation->references, 1, shortcut, rule),
+                       csr_schedule, csr_baseline);
   }
   return d;
 }

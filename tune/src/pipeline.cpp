@@ -287,6 +287,7 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
               "tuning::nominate needs a matrix or a tensor");
   const double t0 = now_seconds();
   TuneRequest o = request;
+  o.params.dtype = o.dtype;  // the tile model's value size (tile-window) is the kernels'
   o.budget = count;
   WACO_ASSERT(ranks_with_model(o), "tuning::nominate needs a search that ranks with the model");
   check_request(o);
@@ -330,6 +331,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   // only candidate, and one side-by-side run against the csr references guards it (a tuned
   // kernel is never slower than csr).
   TuneRequest o = request;
+  o.params.dtype = o.dtype;  // the tile model's value size (tile-window) is the kernels'
   const KernelKind kind = o.kind;
   if (needs_tensor(kind) != (operand.tensor != nullptr))
     throw Error(std::string(kernel_name(kind)) + " needs " +
