@@ -223,31 +223,41 @@ class Watchdog {
   std::thread thread_;
 };
 
-/// What compare's candidates share (set in `opts`), and so hold once instead of once each, where
-/// it changes no timing: data over twice the last-level cache (sysfs, else CPUID), of which no
-/// candidate's runs leave anything in the cache for another's. Smaller data stays each
-/// candidate's own, so that their timings stay those of separate copies.
-/// - The formats they store alike (codegen::StorageCache; candidates that differ only in their
-///   loops: chunk, threads, parallel loop), when the least a format holds (a value and a
-///   coordinate a nonzero) is that large.
-/// - Their output (GeneratedOptions::output; each run writes all of it), when it is that large:
-///   a candidate is then run once more before its output is verified after the rounds.
+/// What compare's candidates share (shared_data, measure.hpp), set in `opts`: the formats they
+/// store alike (codegen::StorageCache; candidates that differ only in their loops: chunk,
+/// threads, parallel loop) and their output (GeneratedOptions::output; each run writes all of
+/// it: a candidate is then run once more before its output is verified after the rounds).
+/// Smaller data stays each candidate's own, so that their timings stay those of separate copies.
 /// Returns whether the output is shared.
 bool share_large_data(const kernels::Problem& p, MeasureOptions& opts) {
-  std::int64_t llc = kernels::read_sysfs_cache_sizes(kernels::sysfs_root()).llc();
-  if (llc <= 0) llc = kernels::read_cpuid_cache_sizes().llc();
-  if (llc <= 0) return false;
-  const auto large = [llc](double bytes) { return bytes > 2.0 * static_cast<double>(llc); };
-  const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
-  if (large(static_cast<double>(p.nnz()) * (4 + value)))
-    opts.generated.storages = std::make_shared<codegen::StorageCache>();
-  if (codegen::kernel_spec(p.kind).sparse_output() || !large(static_cast<double>(p.output_size()) * value))
-    return false;
-  opts.generated.output = std::make_shared<kernels::Values>();
-  return true;
+  const SharedData shared = shared_data(p);
+  if (shared.formats) opts.generated.storages = std::make_shared<codegen::StorageCache>();
+  if (shared.output) opts.generated.output = std::make_shared<kernels::Values>();
+  return shared.output;
 }
 
 }  // namespace
+
+}  // namespace waco::heuristics::detail
+
+namespace waco::heuristics {
+
+SharedData shared_data(const kernels::Problem& p) {
+  std::int64_t llc = kernels::read_sysfs_cache_sizes(kernels::sysfs_root()).llc();
+  if (llc <= 0) llc = kernels::read_cpuid_cache_sizes().llc();
+  if (llc <= 0) return {};
+  const auto large = [llc](double bytes) { return bytes > 2.0 * static_cast<double>(llc); };
+  const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
+  SharedData s;
+  s.formats = large(static_cast<double>(p.nnz()) * (4 + value));
+  s.output = !codegen::kernel_spec(p.kind).sparse_output() &&
+             large(static_cast<double>(p.output_size()) * value);
+  return s;
+}
+
+}  // namespace waco::heuristics
+
+namespace waco::heuristics::detail {
 
 std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::Reference& ref,
                                       const MeasureOptions& opts, int run_threads,

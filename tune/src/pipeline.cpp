@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <set>
 
 #include "memory_record.hpp"
 #include "pipeline.hpp"
@@ -20,6 +21,26 @@
 namespace waco::tuning {
 
 using namespace detail;
+
+int detail::candidates_that_fit(const std::vector<Candidate>& candidates, int wanted, double budget,
+                                double format_bytes, double output_bytes,
+                                const SharedData& shared) {
+  budget -= 2 * (format_bytes + output_bytes);  // the references, each with its own
+  if (shared.output) budget -= output_bytes;    // one output for every candidate
+  std::set<std::string> formats;
+  int top = 0;
+  for (int i = 0; i < wanted; ++i) {
+    const Candidate* c = static_cast<std::size_t>(i) < candidates.size() ? &candidates[i] : nullptr;
+    double need = shared.output ? 0.0 : output_bytes;
+    if (!shared.formats || !c || !c->schedule ||
+        formats.insert(codegen::StorageCache::key(*c->schedule)).second)
+      need += format_bytes;
+    if (top > 0 && need > budget) break;
+    budget -= need;
+    ++top;
+  }
+  return std::max(1, top);
+}
 
 namespace {
 
@@ -153,14 +174,17 @@ std::optional<CallsBudget> apply_calls_budget(TuneRequest& o, TuneObserver& obs,
 }
 
 
-/// How many of `wanted` candidates fit in one side-by-side child beside the two references: at
-/// most a quarter of the memory for them (each holds its output and its format, ~12 bytes per
-/// nonzero); says so when that is fewer.
-int side_by_side_fit(const Problem& p, int wanted, TuneObserver& obs) {
-  const double per_candidate = 4.0 * static_cast<double>(p.output_size()) +
-                               12.0 * static_cast<double>(p.nnz());
-  const double fit = physical_memory_bytes() / 4 / per_candidate - 2;  // 2 references
-  const int top = static_cast<int>(std::max(1.0, std::min<double>(wanted, fit)));
+/// How many of `wanted` candidates (the first of `candidates`; unknown ones count as a format
+/// each) fit in one side-by-side child beside the two references: at most a quarter of the
+/// memory for them; says so when that is fewer.
+int side_by_side_fit(const Problem& p, const std::vector<Candidate>& candidates, int wanted,
+                     TuneObserver& obs) {
+  const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
+  // A format: a value, a coordinate and a position or some padding a nonzero (12 bytes in f32).
+  const double format_bytes = (8.0 + value) * static_cast<double>(p.nnz());
+  const double output_bytes = value * static_cast<double>(p.output_size());
+  const int top = candidates_that_fit(candidates, wanted, physical_memory_bytes() / 4,
+                                      format_bytes, output_bytes, shared_data(p));
   if (top < wanted)
     obs.note(format("tune: only %d of %d side by side: more would not fit in a quarter of this "
                     "machine's memory", top, wanted));
@@ -175,7 +199,7 @@ Confirmation confirm_top(const TuneRequest& o, TuneObserver& obs, const Problem&
                          const TuneResult& r, const TuneEntry& csr_schedule,
                          const TuneEntry& csr_baseline, const std::string& shortcut) {
   const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
-  const int top = side_by_side_fit(p, o.confirm, obs);
+  const int top = side_by_side_fit(p, {}, o.confirm, obs);
   obs.note(format("tune: measuring the best %lld side by side with %s (%d rounds)",
                   static_cast<long long>(std::min<std::int64_t>(top, ok)), shortcut.c_str(),
                   o.confirm_rounds));
@@ -205,7 +229,7 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
         candidates.size(), o.confirm_given ? static_cast<std::size_t>(std::max(1, o.confirm))
                                            : candidates.size()));
     if (wanted == 0) return m;
-    const int top = side_by_side_fit(t.p, wanted, t.obs);
+    const int top = side_by_side_fit(t.p, candidates, wanted, t.obs);
     t.obs.note(format("tune: %s %s search: the model's best %d measured side by side with %s "
                       "(%d rounds)",
                       kernel.c_str(), t.search.c_str(), top, t.shortcut.c_str(), o.confirm_rounds));

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "waco/heuristics/economy.hpp"
+#include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/heuristics/runner.hpp"
 #include "waco/heuristics/tuner.hpp"
@@ -87,6 +88,14 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntr
 /// search's own timings as speedups. Empty when they agree.
 std::string noise_warning(const Decision& d, const TuneEntry& csr_schedule,
                           const std::string& shortcut, TuneObserver& obs);
+
+/// How many of the first `wanted` candidates fit in `budget` bytes of one side-by-side child
+/// beside the two csr references (each with a format of `format_bytes` and an output of
+/// `output_bytes`): a candidate adds its output unless the output is shared, and its format
+/// unless formats are shared and an earlier candidate stores the same (codegen::StorageCache::key;
+/// a candidate past the list or without a schedule counts as a format of its own). At least 1.
+int candidates_that_fit(const std::vector<Candidate>& candidates, int wanted, double budget,
+                        double format_bytes, double output_bytes, const SharedData& shared);
 
 /// The parts of tune's report that steps before the report computed.
 struct ReportInput {

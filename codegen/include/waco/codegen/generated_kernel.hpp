@@ -29,9 +29,10 @@ class StorageCache {
   /// The format kept for canonical schedule s, or null.
   std::shared_ptr<const Storage> find(const SuperSchedule& s) const;
   void keep(const SuperSchedule& s, const std::shared_ptr<const Storage>& storage);
+  /// What names canonical schedule s's format here: schedules of equal keys store it alike.
+  static std::string key(const SuperSchedule& s);
 
  private:
-  static std::string key(const SuperSchedule& s);
   std::map<std::string, std::weak_ptr<const Storage>> formats_;
 };
 

@@ -39,6 +39,20 @@
 
 namespace waco::heuristics {
 
+/// What a side-by-side run (Runner::compare in the measuring child) holds once for all its
+/// candidates instead of once each, where that changes no timing: data over twice the
+/// last-level cache (sysfs, else CPUID), of which no candidate's runs leave anything in the
+/// cache for another's.
+struct SharedData {
+  /// The formats candidates store alike (codegen::StorageCache: candidates that differ only in
+  /// their loops), when the least a format holds (a value and a coordinate a nonzero) is that
+  /// large.
+  bool formats = false;
+  /// The output (a dense one: not SDDMM's), when it is that large.
+  bool output = false;
+};
+SharedData shared_data(const kernels::Problem& p);
+
 /// The Runner of this machine: measures candidates of one problem, each in its own child process
 /// (see the file comment). Not copyable; one measurement at a time (not thread-safe).
 class Measurer : public Runner {
