@@ -92,10 +92,13 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
   CHECK(runs.at("few").at("candidates_measured") == 3);
   CHECK(runs.at("bandit5").at("search_method") == "thompson-sampling");
   CHECK(runs.at("bandit5").at("candidates_measured").get<int>() <= 5);
-  // schedule-only keeps csr storage: no split of i or k, formats UC.
+  // schedule-only keeps csr storage: no split of i or k, formats UC (or, without a gain, the
+  // hand-written csr when it ran faster than the csr schedule).
   const std::string so = runs.at("schedule-only").at("winner");
-  CHECK(so.find("format=UC ") != std::string::npos);
-  CHECK(so.find("split=") == std::string::npos);
+  if (so != "impl=csr") {
+    CHECK(so.find("format=UC ") != std::string::npos);
+    CHECK(so.find("split=") == std::string::npos);
+  }
 
   const auto& bench = m.at("side_by_side");
   CHECK(bench.at("format") == "waco-ablation-bench");

@@ -74,6 +74,25 @@ void check_close(const std::vector<double>& ref, const float* got, double scale 
   }
 }
 
+/// A single-precision matrix's y = A x in double, and the largest magnitude of its values (the
+/// scale of the float rounding of a plan's result).
+struct SpmvReference {
+  std::vector<double> y;
+  double scale = 0.0;
+};
+SpmvReference spmv_reference(const waco::Matrix& m, const std::vector<float>& x) {
+  std::vector<std::int64_t> rp(m.rows() + 1);
+  std::vector<std::int32_t> ci(m.nnz());
+  std::vector<float> val(m.nnz());
+  m.csr(rp.data(), ci.data(), val.data());
+  SpmvReference ref;
+  ref.y.assign(m.rows(), 0.0);
+  for (std::int64_t r = 0; r < m.rows(); ++r)
+    for (std::int64_t e = rp[r]; e < rp[r + 1]; ++e) ref.y[r] += val[e] * x[ci[e]];
+  for (float f : val) ref.scale = std::max(ref.scale, static_cast<double>(std::abs(f)));
+  return ref;
+}
+
 /// Options that keep every file of a test in its scratch folder.
 waco::Options scratch_options(const std::string& dir) {
   waco::Options o;
@@ -294,16 +313,8 @@ TEST_CASE("api: tune gives a plan that equals the reference, cached, saved and l
   o.search = "random";
   o.budget = 3;
   const waco::Matrix m = waco::Matrix::from_file(waco::test::examples_dir() + "/bcsstk13.mtx.gz");
-  std::vector<std::int64_t> rp(m.rows() + 1);
-  std::vector<std::int32_t> ci(m.nnz());
-  std::vector<float> val(m.nnz());
-  m.csr(rp.data(), ci.data(), val.data());
   const std::vector<float> x = random_vector(m.cols(), 11);
-  std::vector<double> ref(m.rows(), 0.0);
-  for (std::int64_t r = 0; r < m.rows(); ++r)
-    for (std::int64_t e = rp[r]; e < rp[r + 1]; ++e) ref[r] += val[e] * x[ci[e]];
-  double scale = 0;
-  for (float f : val) scale = std::max(scale, static_cast<double>(std::abs(f)));
+  const auto [ref, scale] = spmv_reference(m, x);
 
   const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
   CHECK((p.verdict() == "gain" || p.verdict() == "no-gain"));
@@ -391,16 +402,8 @@ TEST_CASE("api: a decision for the hand-written csr serves that baseline, equal 
   CHECK(p.report_json().find("\"implementation\": \"csr\"") != std::string::npos);
   // Nothing compiled: the baseline is compiled into the library.
   CHECK((!fs::exists(o.kernel_cache_dir) || fs::is_empty(o.kernel_cache_dir)));
-  std::vector<std::int64_t> rp(m.rows() + 1);
-  std::vector<std::int32_t> ci(m.nnz());
-  std::vector<float> val(m.nnz());
-  m.csr(rp.data(), ci.data(), val.data());
   const std::vector<float> x = random_vector(m.cols(), 5);
-  std::vector<double> ref(m.rows(), 0.0);
-  for (std::int64_t r = 0; r < m.rows(); ++r)
-    for (std::int64_t e = rp[r]; e < rp[r + 1]; ++e) ref[r] += val[e] * x[ci[e]];
-  double scale = 0;
-  for (float f : val) scale = std::max(scale, static_cast<double>(std::abs(f)));
+  const auto [ref, scale] = spmv_reference(m, x);
   std::vector<float> y(m.rows());
   p.spmv(x.data(), y.data());
   check_close(ref, y.data(), scale * 100);
