@@ -31,6 +31,8 @@ constexpr double kChoiceFixedS = 0.008;
 constexpr double kChoicePerNonzeroS = 60e-9;
 constexpr double kFormatFixedS = 0.0005;
 constexpr double kFormatPerNonzeroS = 30e-9;
+/// At most this many calls are served quietly (csr, untimed) before the budget is asked again.
+constexpr std::int64_t kMaxQuietCalls = 4096;
 
 kernels::Problem sparse_problem(const Matrix& A, kernels::KernelKind kind) {
   kernels::Problem p;
@@ -94,7 +96,7 @@ AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
     : setup_(std::move(setup)), policy_(setup_.nominees, setup_.policy) {
   arms_.resize(static_cast<std::size_t>(setup_.nominees) + 1);
   nominee_text_.resize(arms_.size());
-  arms_[0] = std::move(csr);
+  arms_[0] = csr_ = std::move(csr);
   nominee_text_[0] = codegen::to_text(arms_[0]->bound.schedule);
   if (policy_.settled()) {  // no nominee asked for
     chosen_ = arms_[0];
@@ -118,8 +120,13 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   const double estimate = nominated_done_ ? kFormatFixedS + kFormatPerNonzeroS * nnz
                                           : kChoiceFixedS + kChoicePerNonzeroS * nnz;
   if (policy_.cost_seconds() + estimate > policy_.budget_seconds()) {
-    // With expected calls the budget is all there is; without, it grows with the calls.
-    if (setup_.policy.expected_calls <= 0) return;
+    // With expected calls the budget is all there is; without, it grows with the calls, and
+    // until it has grown enough csr serves them untimed.
+    if (setup_.policy.expected_calls <= 0) {
+      quiet_.store(std::min(policy_.calls_until_affordable(estimate), kMaxQuietCalls),
+                   std::memory_order_relaxed);
+      return;
+    }
     if (!nominated_done_) {
       policy_.not_worth_it("choosing nominees would cost more than the expected calls allow");
       return;
@@ -161,7 +168,7 @@ void AdaptiveRun::nominate_step() {
   }
   nomination_ = nom.info;
   nomination_["seconds"] = nom.seconds;
-  policy_.charge(nom.seconds, "choice");
+  policy_.charge(nom.seconds, "choice", tuning::Cost::Choice);
   for (int k = static_cast<int>(nom.schedules.size()) + 1; k <= setup_.nominees; ++k)
     policy_.failed(k, "the admissible set has fewer schedules");
   for (std::size_t k = 0; k < nom.schedules.size(); ++k)
@@ -174,6 +181,7 @@ void AdaptiveRun::nominee_step(std::size_t k) {
   const kernels::KernelKind kind = r.kind;
   const int arm = static_cast<int>(k) + 1;
   const double t0 = kernels::now_seconds();
+  double t1 = 0.0;
   std::optional<Arm> a;
   std::string error;
   bool cached = false;
@@ -183,14 +191,19 @@ void AdaptiveRun::nominee_step(std::size_t k) {
                                         kind == kernels::KernelKind::SpMV ? 1 : r.dense, r.threads,
                                         r.generated);
     finish_arm(*a, kind, setup_.matrix.nnz());
+    t1 = kernels::now_seconds();
     cached = codegen::in_cache(a->bound.source, r.generated.compiler);
     if (cached) codegen::load_kernel(a->bound, r.generated.compiler);
   } catch (const std::exception& e) {
     error = e.what();
   }
-  const double dt = kernels::now_seconds() - t0;
+  const double t2 = kernels::now_seconds();
+  if (t1 == 0.0) t1 = t2;  // the format failed: all of it was the format's
   std::unique_lock<std::mutex> lock(mu_);
-  policy_.charge(dt, "nominee " + std::to_string(arm) + (cached ? ": format, kernel loaded" : ": format"));
+  const std::string name = "nominee " + std::to_string(arm);
+  policy_.charge(t1 - t0, name + ": format", tuning::Cost::Format);
+  policy_.charge(t2 - t1, name + (cached ? ": kernel loaded" : ": kernel looked for"),
+                 tuning::Cost::Load);
   if (!error.empty()) {
     policy_.failed(arm, error);
     return;
@@ -208,7 +221,8 @@ void AdaptiveRun::nominee_step(std::size_t k) {
     return;
   }
   policy_.failed(arm, "its kernel is not compiled: compiling it in the background for the next plan");
-  policy_.charge(kCompileEstimateS, "compile of nominee " + std::to_string(arm) + " (estimated)");
+  policy_.charge(kCompileEstimateS, "compile of nominee " + std::to_string(arm) + " (estimated)",
+                 tuning::Cost::Compile);
   compiling_ = true;
   if (compiler_.joinable()) compiler_.join();
   codegen::CompilerOptions copts = r.generated.compiler;
@@ -231,13 +245,31 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     run(*chosen_, out);
     return;
   }
+  if (quiet_.load(std::memory_order_relaxed) > 0 &&
+      quiet_.fetch_sub(1, std::memory_order_relaxed) > 0) {
+    quiet_served_.fetch_add(1, std::memory_order_relaxed);
+    run(*csr_, out);
+    return;
+  }
+  // Everything of this call but its kernels and a preparation step (charged by the step) is the
+  // exploration's overhead: the lock, the policy, the clock, copying and comparing a verification.
+  const double t_enter = kernels::now_seconds();
   tuning::AdaptivePolicy::Step step;
   std::shared_ptr<const Arm> arm, nominee;
+  double t_prepare = 0.0;
+  bool exploring = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
+    policy_.skip(quiet_served_.exchange(0, std::memory_order_relaxed));
+    const double p0 = kernels::now_seconds();
     maybe_prepare(lock);
+    t_prepare = kernels::now_seconds() - p0;
+    exploring = !policy_.settled();
     step = policy_.next();
     if (policy_.settled()) settle_locked();
+    else if (step.arm == 0 && step.verify == 0 && quiet_.load(std::memory_order_relaxed) <= 0)
+      quiet_.store(std::min(policy_.calls_until_affordable(0.0), kMaxQuietCalls),
+                   std::memory_order_relaxed);  // over budget: wait for the calls to pay
     arm = arms_.at(static_cast<std::size_t>(step.arm));
     if (step.verify) nominee = arms_.at(static_cast<std::size_t>(step.verify));
   }
@@ -275,6 +307,9 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     std::lock_guard<std::mutex> lock(mu_);
     policy_.record(step.arm, t);
     if (step.verify) policy_.verified(step.verify, ok, t_nominee, why);
+    if (exploring)
+      policy_.charge(kernels::now_seconds() - t_enter - t_prepare - t - t_nominee, {},
+                     tuning::Cost::Overhead);
     if (policy_.settled() && !stored_) {
       settle_locked();
       stored_ = true;
@@ -330,7 +365,8 @@ std::optional<double> AdaptiveRun::break_even_calls() const {
 
 std::int64_t AdaptiveRun::calls() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return policy_.calls() + settled_calls_.load(std::memory_order_relaxed);
+  return policy_.calls() + settled_calls_.load(std::memory_order_relaxed) +
+         quiet_served_.load(std::memory_order_relaxed);
 }
 
 std::int64_t AdaptiveRun::exploring_calls() const {

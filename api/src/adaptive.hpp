@@ -95,6 +95,12 @@ class AdaptiveRun {
   std::size_t next_nominee_ = 0;  ///< the next nominee to prepare (0-based)
   bool preparing_ = false;        ///< a caller runs a step now
   std::atomic<std::int64_t> settled_calls_{0};
+  /// Calls csr may serve untimed, without the lock, while the plan waits for the calls to pay
+  /// for its next step (AdaptivePolicy::calls_until_affordable), and those served so (folded
+  /// into the policy's calls by the next call that takes the lock).
+  std::atomic<std::int64_t> quiet_{0};
+  std::atomic<std::int64_t> quiet_served_{0};
+  std::shared_ptr<const Arm> csr_;
   std::shared_ptr<const Arm> chosen_;             ///< set once, before settled_
   std::atomic<bool> settled_{false};
   bool stored_ = false;
