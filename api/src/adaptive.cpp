@@ -154,7 +154,14 @@ void AdaptiveRun::nominate_step() {
     QuietObserver quiet;
     const tuning::TuneOperand operand{setup_.matrix.impl().matrix.get(),
                                       setup_.matrix.impl().tensor.get(), setup_.matrix.fingerprint()};
-    nom = tuning::nominate(operand, setup_.request, static_cast<std::size_t>(setup_.nominees), quiet);
+    // The short list of the shipped kernels when there is one: ranking only what can run
+    // without a compiler costs a fraction of ranking the admissible set (tune/README.md, "The
+    // cost of the choice").
+    const double t0 = kernels::now_seconds();
+    const std::vector<codegen::SuperSchedule> shipped = codegen::shipped_schedules(setup_.request.kind);
+    nom = tuning::nominate(operand, setup_.request, static_cast<std::size_t>(setup_.nominees), quiet,
+                           shipped.empty() ? nullptr : &shipped);
+    nom.seconds = kernels::now_seconds() - t0;
   } catch (const std::exception& e) {
     error = e.what();
   }
