@@ -22,6 +22,7 @@
 
 #include "waco/codegen/generated_kernel.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
+#include "waco/kernels/values.hpp"
 #include "waco/tune/adaptive.hpp"
 #include "waco/tune/tune.hpp"
 #include "waco/waco.hpp"
@@ -90,6 +91,13 @@ class AdaptiveRun {
   std::vector<std::shared_ptr<const Arm>> arms_;  ///< [0] csr, then the nominees once prepared
   std::vector<std::string> nominee_text_;
   std::vector<codegen::SuperSchedule> nominated_;
+  /// Verification buffers, kept for the next verification (one per verification in flight).
+  std::vector<kernels::Values> spare_;
+  /// The formats of csr and the nominees, shared by the nominees that store alike.
+  std::shared_ptr<codegen::StorageCache> storages_ = std::make_shared<codegen::StorageCache>();
+  /// The shipped kernels' schedules the choice ranks (codegen::shipped_schedules; empty: the
+  /// whole admissible set), read before the first step.
+  std::optional<std::vector<codegen::SuperSchedule>> shortlist_;
   nlohmann::json nomination_ = nullptr;
   bool nominated_done_ = false;
   std::size_t next_nominee_ = 0;  ///< the next nominee to prepare (0-based)
