@@ -1,7 +1,10 @@
 // An adaptive plan's run time (api/README.md, "Adaptive plans"): csr serves the caller's calls at
 // once; then, on the caller's own thread between calls and only while the budget of the policy
-// (tune/adaptive.hpp) allows it, one preparation step at a time: the cost model's nominees, a
-// nominee's format, its kernel loaded from the compile cache. A kernel the cache lacks is not
+// (tune/adaptive.hpp) allows it, one preparation step at a time: the cost model's nominees (among
+// the shipped kernels' schedules when their folders list them), a nominee's format (shared with
+// csr's or another nominee's that stores alike), its kernel loaded from the compile cache or a
+// shipped folder. While the budget has not grown enough for the next step, csr serves the calls
+// untimed and without the lock. A kernel the cache lacks is not
 // waited for: it is compiled by a background thread of low priority, when the calls can pay for
 // it, for the next plan of this matrix. The policy tries the prepared nominees on the caller's
 // calls, each verified against csr on a real call before any of its results is returned, and
