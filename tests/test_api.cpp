@@ -567,6 +567,8 @@ TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compi
   CHECK(report.find("\"shortlist\": true") != std::string::npos);  // ranked the short list
   CHECK(report.find("not compiled") == std::string::npos);  // every nominee's kernel was there
   CHECK(report.find("\"cost_breakdown\"") != std::string::npos);
+  // csr's own schedule (with the plan's threads) is never a nominee: it could only tie.
+  CHECK(report.find("order=i,k format=UC parallel=i threads=2 chunk=128\"") == std::string::npos);
   // Nothing compiled: csr and the nominees came from the shipped folder.
   int objects = 0;
   if (fs::exists(o.kernel_cache_dir))

@@ -179,8 +179,22 @@ void AdaptiveRun::nominate_step() {
     // The short list of the shipped kernels when there is one: ranking only what can run
     // without a compiler costs a fraction of ranking the admissible set (tune/README.md, "The
     // cost of the choice").
-    nom = tuning::nominate(operand, setup_.request, static_cast<std::size_t>(setup_.nominees), quiet,
-                           shortlist_->empty() ? nullptr : &*shortlist_);
+    // One more than asked, for csr's own schedule among them (with this plan's threads): it
+    // would be a nominee that can only tie.
+    nom = tuning::nominate(operand, setup_.request, static_cast<std::size_t>(setup_.nominees) + 1,
+                           quiet, shortlist_->empty() ? nullptr : &*shortlist_);
+    const int threads = csr_->bound.args.threads;
+    const auto as_run = [threads](codegen::SuperSchedule s) {
+      if (s.threads <= 0) s.threads = threads;
+      return codegen::to_text(codegen::canonicalize(s));
+    };
+    const std::string csr = as_run(csr_->bound.schedule);
+    std::vector<codegen::SuperSchedule>& v = nom.schedules;
+    v.erase(std::remove_if(v.begin(), v.end(),
+                           [&](const codegen::SuperSchedule& s) { return as_run(s) == csr; }),
+            v.end());
+    if (v.size() > static_cast<std::size_t>(setup_.nominees))
+      v.resize(static_cast<std::size_t>(setup_.nominees));
   } catch (const std::exception& e) {
     error = e.what();
   }
