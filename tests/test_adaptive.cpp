@@ -210,3 +210,53 @@ TEST_CASE("adaptive: a nominee far slower than csr is abandoned after two calls"
   CHECK(j.at("arms").at(1).at("calls") == 2);
   CHECK(j.at("arms").at(1).at("left").get<std::string>().find("abandoned") == 0);
 }
+
+TEST_CASE("adaptive: the cost breakdown adds up to the cost") {
+  AdaptiveOptions o;
+  o.expected_calls = 100000;
+  AdaptivePolicy p(2, o);
+  p.record(0, 10e-6);
+  p.charge(2e-3, "choice", waco::tuning::Cost::Choice);
+  p.charge(1e-4, "nominee 1: format", waco::tuning::Cost::Format);
+  p.charge(5e-5, "nominee 1: kernel loaded", waco::tuning::Cost::Load);
+  p.charge(1e-6, {}, waco::tuning::Cost::Overhead);
+  p.ready(1);
+  p.ready(2);
+  drive(p, [](int arm) { return arm == 0 ? 10e-6 : arm == 1 ? 5e-6 : 12e-6; }, 10000);
+  REQUIRE(p.verdict() == "gain");
+  const nlohmann::json b = p.to_json().at("cost_breakdown");
+  double sum = 0.0;
+  for (const char* k : {"choice", "format", "load", "compile", "verify", "overhead", "other",
+                        "selection", "judgment"})
+    sum += b.at(k).get<double>();
+  CHECK(sum == Approx(p.cost_seconds()).margin(1e-12));
+  CHECK(b.at("total").get<double>() == Approx(p.cost_seconds()));
+  CHECK(b.at("choice").get<double>() == Approx(2e-3));
+  CHECK(b.at("verify").get<double>() == Approx(5e-6 + 12e-6));  // drive's verification runs
+  CHECK(b.at("judgment").get<double>() < 0.0);  // the winner's judged calls gained
+  CHECK(b.at("in_csr_calls").at("choice").get<double>() == Approx(200.0).epsilon(0.05));
+  CHECK(b.at("judgment_calls") >= o.judge_rounds);  // its calls in the judgment, paired or not
+  CHECK(p.to_json().at("settled_at_call") == p.calls());
+}
+
+TEST_CASE("adaptive: without expected calls, the calls until the next step fits") {
+  AdaptiveOptions o;  // share 0.1 of the calls so far
+  AdaptivePolicy p(1, o);
+  CHECK(p.calls_until_affordable(1.0) == 0);  // no csr call timed yet: nothing to say
+  p.next();
+  p.record(0, 10e-6);
+  // 1 ms of work: 100 csr calls, affordable after 1,000 calls; one call served so far.
+  CHECK(p.calls_until_affordable(1e-3) == 999);
+  p.skip(998);  // served by csr untimed
+  CHECK(p.calls() == 999);
+  CHECK(p.calls_until_affordable(1e-3) == 1);
+  p.skip(1);
+  CHECK(p.calls_until_affordable(1e-3) == 0);
+  CHECK(p.cost_seconds() == 0.0);
+  // With expected calls the budget does not grow: nothing to wait for.
+  o.expected_calls = 10;
+  AdaptivePolicy q(1, o);
+  q.next();
+  q.record(0, 10e-6);
+  CHECK(q.calls_until_affordable(1.0) == 0);
+}

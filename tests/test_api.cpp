@@ -590,6 +590,55 @@ TEST_CASE("api: an adaptive plan never compiles a kernel the expected calls cann
   CHECK(objects == 1);
 }
 
+TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compiles nothing") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive-shipped");
+  const std::string shipped = dir + "/shipped";
+  {
+    std::ofstream f(dir + "/list.txt");
+    f << "csr\norder=i,k format=UC parallel=i threads=2 chunk=static\n"
+      << "split=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=4\n";
+  }
+  const waco::test::CliResult pre =
+      waco::test::run_cli("precompile --kernel spmv --list " + dir + "/list.txt --out " + shipped + " -q");
+  INFO(pre.err);
+  REQUIRE(pre.status == 0);
+  ::setenv("WACO_SHIPPED_KERNELS", shipped.c_str(), 1);
+  waco::Options o = scratch_options(dir);  // a kernel cache of its own, empty
+  o.adaptive = true;
+  o.nominees = 3;
+  o.expected_calls = 100000000;
+  const Csr a = random_csr(2000, 1500, 0.01, 41);
+  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  int wrong = 0;
+  for (int c = 0; c < 200000 && p.verdict() == "exploring"; ++c) {
+    const std::vector<float> x = random_vector(1500, static_cast<unsigned>(c % 7));
+    std::vector<float> y(2000, -7.0f);
+    p.spmv(x.data(), y.data());
+    if (c % 16 != 0) continue;
+    for (std::int64_t r = 0; r < 2000; ++r) {
+      double ref = 0.0;
+      for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e) ref += a.val[e] * x[a.colind[e]];
+      wrong += std::abs(y[r] - ref) > 1e-4 * (1.0 + std::abs(ref));
+    }
+  }
+  ::setenv("WACO_SHIPPED_KERNELS", "none", 1);  // as the other tests run (catch_main.cpp)
+  const std::string report = p.report_json();
+  INFO(report);
+  CHECK(wrong == 0);
+  CHECK(p.verdict() != "exploring");
+  CHECK(report.find("\"shortlist\": true") != std::string::npos);  // ranked the short list
+  CHECK(report.find("not compiled") == std::string::npos);  // every nominee's kernel was there
+  CHECK(report.find("\"cost_breakdown\"") != std::string::npos);
+  // csr's own schedule (with the plan's threads) is never a nominee: it could only tie.
+  CHECK(report.find("order=i,k format=UC parallel=i threads=2 chunk=128\"") == std::string::npos);
+  // Nothing compiled: csr and the nominees came from the shipped folder.
+  int objects = 0;
+  if (fs::exists(o.kernel_cache_dir))
+    for (const auto& e : fs::recursive_directory_iterator(o.kernel_cache_dir))
+      objects += e.path().extension() == ".so";
+  CHECK(objects == 0);
+}
+
 TEST_CASE("api: adaptive plans need a model search") {
   waco::Options o;
   o.adaptive = true;

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -251,4 +252,49 @@ TEST_CASE("tune: the model is loaded once per process and file, again when the f
   CHECK(a->config().kind == KernelKind::SpMV);  // a holder of the old one keeps it
   fs::remove(path);
   CHECK_THROWS_AS(learned::CostModel::load_shared(path), kernels::Error);
+}
+
+TEST_CASE("tune: nominate among a short list ranks exactly the list's variants the admissible set "
+          "holds (passes added without their statistics), on every kernel") {
+  for (const Case& c : cases()) {
+    INFO(c.name);
+    const std::string list =
+        std::string(WACO_SOURCE_DIR) + "/data/aot/" + std::string(kernels::kernel_name(c.kind)) + ".txt";
+    const std::vector<codegen::SuperSchedule> among = codegen::read_schedule_list(c.kind, list);
+    // The variants a listed schedule's kernel template serves: this case's threads, every chunk
+    // of the same kind (static or dynamic).
+    std::set<std::string> variants;
+    for (const codegen::SuperSchedule& s : among)
+      for (int chunk : heuristics::chunk_choices()) {
+        if ((chunk == codegen::kStaticChunk) != (s.chunk == codegen::kStaticChunk)) continue;
+        codegen::SuperSchedule v = s;
+        v.threads = c.threads;
+        v.chunk = chunk;
+        variants.insert(codegen::to_text(codegen::canonicalize(v)));
+      }
+    std::set<std::string> want;
+    for (const std::string& t : texts(plain_nominees(c, kAll)))
+      if (variants.count(t)) want.insert(t);
+    tuning::TuneObserver quiet;
+    tuning::TuneOperand op;
+    op.matrix = c.matrix;
+    op.tensor = c.tensor;
+    const tuning::Nomination n = tuning::nominate(op, request_of(c), kAll, quiet, &among);
+    const std::vector<std::string> got = texts(n.schedules);
+    CHECK(std::set<std::string>(got.begin(), got.end()) == want);
+    CHECK(got.size() == want.size());  // no repeats
+    CHECK(n.info.at("space").at("admissible_count") == want.size());
+    // The best few, as the whole set's order has them among the variants (ties aside: chunk
+    // twins the model scores alike may come in either order).
+    const tuning::Nomination top = tuning::nominate(op, request_of(c), 4, quiet, &among);
+    CHECK(top.schedules.size() == std::min<std::size_t>(4, want.size()));
+  }
+  // A list with nothing the space admits (another kernel's schedules): no nominee, no error.
+  const Case c = cases().front();
+  const std::vector<codegen::SuperSchedule> none = {
+      codegen::schedule_from_string(KernelKind::SpMM, "csr")};
+  tuning::TuneObserver quiet;
+  tuning::TuneOperand op;
+  op.matrix = c.matrix;
+  CHECK(tuning::nominate(op, request_of(c), 4, quiet, &none).schedules.empty());
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +54,24 @@ TEST_CASE("precompile: a list is compiled once into a folder that run then loads
   const auto j2 = nlohmann::json::parse(again.out);
   CHECK(j2["compiled"] == 0);
   CHECK(j2["cached"] == 4);
+  // The folder lists what it holds (an adaptive plan's short list): the three schedules once,
+  // each in its text form; another precompile into it adds its own.
+  const auto listed = [&] {
+    std::ifstream in(out + "/spmv.txt");
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] != '#') lines.push_back(line);
+    return lines;
+  };
+  CHECK(listed().size() == 3);
+  CHECK(listed().at(0).find("format=UC") != std::string::npos);  // csr, written out
+  {
+    std::ofstream f(dir + "/more.txt");
+    f << "order=i,k format=UC parallel=i threads=2 chunk=static\ncsr\n";
+  }
+  REQUIRE(run_cli("precompile --kernel spmv --list " + dir + "/more.txt --out " + out + " -q").status == 0);
+  CHECK(listed().size() == 4);
+  CHECK(listed().back() == "order=i,k format=UC parallel=i threads=2 chunk=static");
 
   // A run in a fresh kernel cache takes the kernel from the folder: nothing compiled.
   const std::string xdg = "XDG_CACHE_HOME=" + dir + "/xdg ";

@@ -24,13 +24,20 @@ namespace {
 constexpr double kCompileEstimateS = 0.5;
 /// What the choice (the space, the passes, the model's scores) and a nominee's format are taken
 /// to cost before they run: a fixed part and a part per nonzero, whatever the kernel (a choice
-/// does not depend on how long a call takes). The development VM (SPR, 2 threads, tune/README.md
-/// "The cost of the choice"): SpMV 7.2 ms on bcsstk13 (84k nonzeros), 29.7 ms on delaunay_n16
-/// (393k); SpMM (J=64) 15-39 ms on the same; a format a few csr SpMV calls (~10 ns a nonzero).
+/// does not depend on how long a call takes). Ranking the whole admissible set, the development
+/// VM (SPR, 2 threads, tune/README.md "The cost of the choice"): SpMV 7.2 ms on bcsstk13 (84k
+/// nonzeros), 29.7 ms on delaunay_n16 (393k); SpMM (J=64) 15-39 ms on the same. Ranking the
+/// shipped kernels' short list (AMD EPYC VM, 2 threads, `bench_choice --shortlist`): SpMV
+/// 0.25-1.1 ms, SpMM 0.6-1.5 ms on 438-27k nonzeros. A format: 0.02-0.14 ms there (~4 ns a
+/// nonzero).
 constexpr double kChoiceFixedS = 0.008;
 constexpr double kChoicePerNonzeroS = 60e-9;
-constexpr double kFormatFixedS = 0.0005;
-constexpr double kFormatPerNonzeroS = 30e-9;
+constexpr double kShortChoiceFixedS = 0.0006;
+constexpr double kShortChoicePerNonzeroS = 35e-9;
+constexpr double kFormatFixedS = 0.00005;
+constexpr double kFormatPerNonzeroS = 10e-9;
+/// At most this many calls are served quietly (csr, untimed) before the budget is asked again.
+constexpr std::int64_t kMaxQuietCalls = 4096;
 
 kernels::Problem sparse_problem(const Matrix& A, kernels::KernelKind kind) {
   kernels::Problem p;
@@ -53,22 +60,31 @@ void finish_arm(Arm& a, kernels::KernelKind kind, std::int64_t nnz) {
 /// entry within 1e-3 of the larger magnitude plus 1e-5 of the output's largest (a cancelling sum
 /// is small beside its terms). NaN where csr has NaN is equal (the caller's input had one).
 /// (The same bounds in double: they hold there with room to spare.)
+/// In one pass: the largest excess of |a - b| over 1e-3 of the larger magnitude, against 1e-5 of
+/// the output's largest finite entry (taken in the same pass); the worst entry is named.
 template <class V>
 bool same_output(const V* want, const V* got, std::size_t n, std::string& why) {
-  double scale = 0.0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (std::isfinite(want[i])) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  double scale = 0.0, worst = 0.0;
+  std::size_t at = n;
   for (std::size_t i = 0; i < n; ++i) {
     const double a = want[i], b = got[i];
+    if (std::isfinite(a)) scale = std::max(scale, std::fabs(a));
     if (a == b || (std::isnan(a) && std::isnan(b))) continue;
-    const bool bad = !std::isfinite(a) || !std::isfinite(b) ||
-                     std::fabs(a - b) > 1e-3 * std::max(std::fabs(a), std::fabs(b)) + 1e-5 * scale;
-    if (!bad) continue;
-    why = "entry " + std::to_string(i) + ": csr gives " + std::to_string(a) + ", the nominee " +
-          std::to_string(b);
-    return false;
+    if (!std::isfinite(a) || !std::isfinite(b)) {  // unequal and not both finite: wrong
+      at = i;
+      worst = HUGE_VAL;
+      break;
+    }
+    const double excess = std::fabs(a - b) - 1e-3 * std::max(std::fabs(a), std::fabs(b));
+    if (excess > worst) {
+      worst = excess;
+      at = i;
+    }
   }
-  return true;
+  if (at == n || worst <= 1e-5 * scale) return true;
+  why = "entry " + std::to_string(at) + ": csr gives " + std::to_string(want[at]) +
+        ", the nominee " + std::to_string(got[at]);
+  return false;
 }
 
 /// A tuning observer that keeps nothing: the preparing thread must not print from the
@@ -102,7 +118,8 @@ AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
     : setup_(std::move(setup)), policy_(setup_.nominees, setup_.policy) {
   arms_.resize(static_cast<std::size_t>(setup_.nominees) + 1);
   nominee_text_.resize(arms_.size());
-  arms_[0] = std::move(csr);
+  arms_[0] = csr_ = std::move(csr);
+  storages_->keep(csr_->bound.schedule, csr_->bound.storage);
   nominee_text_[0] = codegen::to_text(arms_[0]->bound.schedule);
   if (policy_.settled()) {  // no nominee asked for
     chosen_ = arms_[0];
@@ -121,13 +138,25 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   if (preparing_ || policy_.settled() || policy_.csr_seconds() <= 0) return;
   const std::size_t total = nominated_.size();
   if (nominated_done_ && next_nominee_ >= total) return;
+  if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
+    const double t0 = kernels::now_seconds();
+    shortlist_ = codegen::shipped_schedules(setup_.request.kind);
+    policy_.charge(kernels::now_seconds() - t0, {}, tuning::Cost::Choice);
+  }
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
   const double nnz = static_cast<double>(setup_.matrix.nnz());
-  const double estimate = nominated_done_ ? kFormatFixedS + kFormatPerNonzeroS * nnz
-                                          : kChoiceFixedS + kChoicePerNonzeroS * nnz;
+  const double estimate =
+      nominated_done_     ? kFormatFixedS + kFormatPerNonzeroS * nnz
+      : shortlist_->empty() ? kChoiceFixedS + kChoicePerNonzeroS * nnz
+                            : kShortChoiceFixedS + kShortChoicePerNonzeroS * nnz;
   if (policy_.cost_seconds() + estimate > policy_.budget_seconds()) {
-    // With expected calls the budget is all there is; without, it grows with the calls.
-    if (setup_.policy.expected_calls <= 0) return;
+    // With expected calls the budget is all there is; without, it grows with the calls, and
+    // until it has grown enough csr serves them untimed.
+    if (setup_.policy.expected_calls <= 0) {
+      quiet_.store(std::min(policy_.calls_until_affordable(estimate), kMaxQuietCalls),
+                   std::memory_order_relaxed);
+      return;
+    }
     if (!nominated_done_) {
       policy_.not_worth_it("choosing nominees would cost more than the expected calls allow");
       return;
@@ -155,7 +184,25 @@ void AdaptiveRun::nominate_step() {
     QuietObserver quiet;
     const tuning::TuneOperand operand{setup_.matrix.impl().matrix.get(),
                                       setup_.matrix.impl().tensor.get(), setup_.matrix.fingerprint()};
-    nom = tuning::nominate(operand, setup_.request, static_cast<std::size_t>(setup_.nominees), quiet);
+    // The short list of the shipped kernels when there is one: ranking only what can run
+    // without a compiler costs a fraction of ranking the admissible set (tune/README.md, "The
+    // cost of the choice").
+    // One more than asked, for csr's own schedule among them (with this plan's threads): it
+    // would be a nominee that can only tie.
+    nom = tuning::nominate(operand, setup_.request, static_cast<std::size_t>(setup_.nominees) + 1,
+                           quiet, shortlist_->empty() ? nullptr : &*shortlist_);
+    const int threads = csr_->bound.args.threads;
+    const auto as_run = [threads](codegen::SuperSchedule s) {
+      if (s.threads <= 0) s.threads = threads;
+      return codegen::to_text(codegen::canonicalize(s));
+    };
+    const std::string csr = as_run(csr_->bound.schedule);
+    std::vector<codegen::SuperSchedule>& v = nom.schedules;
+    v.erase(std::remove_if(v.begin(), v.end(),
+                           [&](const codegen::SuperSchedule& s) { return as_run(s) == csr; }),
+            v.end());
+    if (v.size() > static_cast<std::size_t>(setup_.nominees))
+      v.resize(static_cast<std::size_t>(setup_.nominees));
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -169,7 +216,7 @@ void AdaptiveRun::nominate_step() {
   }
   nomination_ = nom.info;
   nomination_["seconds"] = nom.seconds;
-  policy_.charge(nom.seconds, "choice");
+  policy_.charge(nom.seconds, "choice", tuning::Cost::Choice);
   for (int k = static_cast<int>(nom.schedules.size()) + 1; k <= setup_.nominees; ++k)
     policy_.failed(k, "the admissible set has fewer schedules");
   for (std::size_t k = 0; k < nom.schedules.size(); ++k)
@@ -182,23 +229,41 @@ void AdaptiveRun::nominee_step(std::size_t k) {
   const kernels::KernelKind kind = r.kind;
   const int arm = static_cast<int>(k) + 1;
   const double t0 = kernels::now_seconds();
+  double t1 = 0.0;
   std::optional<Arm> a;
   std::string error;
   bool cached = false;
+  // The arms prepared so far (csr's among them): a nominee takes a format or a kernel they
+  // have (a schedule's chunk twins store one format and run one kernel) instead of building or
+  // loading it again.
+  std::vector<std::shared_ptr<const Arm>> before;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    before.assign(arms_.begin(), arms_.begin() + arm);
+  }
   try {
     a.emplace();
+    codegen::GeneratedOptions g = r.generated;
+    g.storages = storages_;
     a->bound = codegen::prepare_binding(nominated_[k], sparse_problem(setup_.matrix, kind),
                                         kind == kernels::KernelKind::SpMV ? 1 : r.dense, r.threads,
-                                        r.generated);
+                                        g);
     finish_arm(*a, kind, setup_.matrix.nnz());
-    cached = codegen::in_cache(a->bound.source, r.generated.compiler);
-    if (cached) codegen::load_kernel(a->bound, r.generated.compiler);
+    t1 = kernels::now_seconds();
+    for (const std::shared_ptr<const Arm>& b : before)
+      if (b && codegen::reuse_kernel(a->bound, b->bound)) break;
+    cached = a->bound.fn != nullptr || codegen::in_cache(a->bound.source, r.generated.compiler);
+    if (cached && a->bound.fn == nullptr) codegen::load_kernel(a->bound, r.generated.compiler);
   } catch (const std::exception& e) {
     error = e.what();
   }
-  const double dt = kernels::now_seconds() - t0;
+  const double t2 = kernels::now_seconds();
+  if (t1 == 0.0) t1 = t2;  // the format failed: all of it was the format's
   std::unique_lock<std::mutex> lock(mu_);
-  policy_.charge(dt, "nominee " + std::to_string(arm) + (cached ? ": format, kernel loaded" : ": format"));
+  const std::string name = "nominee " + std::to_string(arm);
+  policy_.charge(t1 - t0, name + ": format", tuning::Cost::Format);
+  policy_.charge(t2 - t1, name + (cached ? ": kernel loaded" : ": kernel looked for"),
+                 tuning::Cost::Load);
   if (!error.empty()) {
     policy_.failed(arm, error);
     return;
@@ -216,7 +281,8 @@ void AdaptiveRun::nominee_step(std::size_t k) {
     return;
   }
   policy_.failed(arm, "its kernel is not compiled: compiling it in the background for the next plan");
-  policy_.charge(kCompileEstimateS, "compile of nominee " + std::to_string(arm) + " (estimated)");
+  policy_.charge(kCompileEstimateS, "compile of nominee " + std::to_string(arm) + " (estimated)",
+                 tuning::Cost::Compile);
   compiling_ = true;
   if (compiler_.joinable()) compiler_.join();
   codegen::CompilerOptions copts = r.generated.compiler;
@@ -239,13 +305,31 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     run(*chosen_, out);
     return;
   }
+  if (quiet_.load(std::memory_order_relaxed) > 0 &&
+      quiet_.fetch_sub(1, std::memory_order_relaxed) > 0) {
+    quiet_served_.fetch_add(1, std::memory_order_relaxed);
+    run(*csr_, out);
+    return;
+  }
+  // Everything of this call but its kernels and a preparation step (charged by the step) is the
+  // exploration's overhead: the lock, the policy, the clock, copying and comparing a verification.
+  const double t_enter = kernels::now_seconds();
   tuning::AdaptivePolicy::Step step;
   std::shared_ptr<const Arm> arm, nominee;
+  double t_prepare = 0.0;
+  bool exploring = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
+    policy_.skip(quiet_served_.exchange(0, std::memory_order_relaxed));
+    const double p0 = kernels::now_seconds();
     maybe_prepare(lock);
+    t_prepare = kernels::now_seconds() - p0;
+    exploring = !policy_.settled();
     step = policy_.next();
     if (policy_.settled()) settle_locked();
+    else if (step.arm == 0 && step.verify == 0 && quiet_.load(std::memory_order_relaxed) <= 0)
+      quiet_.store(std::min(policy_.calls_until_affordable(0.0), kMaxQuietCalls),
+                   std::memory_order_relaxed);  // over budget: wait for the calls to pay
     arm = arms_.at(static_cast<std::size_t>(step.arm));
     if (step.verify) nominee = arms_.at(static_cast<std::size_t>(step.verify));
   }
@@ -259,12 +343,21 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
   }
   const double t = kernels::now_seconds() - t0;
   bool ok = true;
-  double t_nominee = 0.0;
+  double t_nominee = 0.0, t_check = 0.0;  // the nominee's run; copying and comparing beside it
   std::string why;
+  kernels::Values mine;  // the nominee's output: a copy of what csr wrote, padding included
   if (nominee) {
+    const double c0 = kernels::now_seconds();
     try {
       const kernels::Dtype dtype = arm->bound.dtype;
-      kernels::Values mine(dtype, out_size);  // what csr wrote, padding included
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!spare_.empty()) {
+          mine = std::move(spare_.back());
+          spare_.pop_back();
+        }
+      }
+      if (mine.dtype() != dtype || mine.size() != out_size) mine.assign(dtype, out_size);
       std::memcpy(mine.raw(), out, out_size * kernels::dtype_size(dtype));
       const double t1 = kernels::now_seconds();
       run(*nominee, mine.raw());
@@ -277,12 +370,20 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
       ok = false;
       why = e.what();
     }
+    t_check = kernels::now_seconds() - c0 - t_nominee;
   }
   bool store = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     policy_.record(step.arm, t);
-    if (step.verify) policy_.verified(step.verify, ok, t_nominee, why);
+    if (step.verify) {
+      policy_.verified(step.verify, ok, t_nominee, why);
+      policy_.charge(t_check, {}, tuning::Cost::Verify);
+      if (!mine.empty()) spare_.push_back(std::move(mine));
+    }
+    if (exploring)
+      policy_.charge(kernels::now_seconds() - t_enter - t_prepare - t - t_nominee - t_check, {},
+                     tuning::Cost::Overhead);
     if (policy_.settled() && !stored_) {
       settle_locked();
       stored_ = true;
@@ -297,6 +398,7 @@ void AdaptiveRun::settle_locked() {
   chosen_ = arms_.at(static_cast<std::size_t>(policy_.choice()));
   for (std::size_t k = 1; k < arms_.size(); ++k)
     if (arms_[k] != chosen_) arms_[k].reset();  // the losers' formats and kernels
+  std::vector<kernels::Values>().swap(spare_);
   settled_.store(true, std::memory_order_release);
 }
 
@@ -338,7 +440,8 @@ std::optional<double> AdaptiveRun::break_even_calls() const {
 
 std::int64_t AdaptiveRun::calls() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return policy_.calls() + settled_calls_.load(std::memory_order_relaxed);
+  return policy_.calls() + settled_calls_.load(std::memory_order_relaxed) +
+         quiet_served_.load(std::memory_order_relaxed);
 }
 
 std::int64_t AdaptiveRun::exploring_calls() const {

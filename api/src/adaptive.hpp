@@ -1,7 +1,10 @@
 // An adaptive plan's run time (api/README.md, "Adaptive plans"): csr serves the caller's calls at
 // once; then, on the caller's own thread between calls and only while the budget of the policy
-// (tune/adaptive.hpp) allows it, one preparation step at a time: the cost model's nominees, a
-// nominee's format, its kernel loaded from the compile cache. A kernel the cache lacks is not
+// (tune/adaptive.hpp) allows it, one preparation step at a time: the cost model's nominees (among
+// the shipped kernels' schedules when their folders list them), a nominee's format (shared with
+// csr's or another nominee's that stores alike), its kernel loaded from the compile cache or a
+// shipped folder. While the budget has not grown enough for the next step, csr serves the calls
+// untimed and without the lock. A kernel the cache lacks is not
 // waited for: it is compiled by a background thread of low priority, when the calls can pay for
 // it, for the next plan of this matrix. The policy tries the prepared nominees on the caller's
 // calls, each verified against csr on a real call before any of its results is returned, and
@@ -22,6 +25,7 @@
 
 #include "waco/codegen/generated_kernel.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
+#include "waco/kernels/values.hpp"
 #include "waco/tune/adaptive.hpp"
 #include "waco/tune/tune.hpp"
 #include "waco/waco.hpp"
@@ -94,11 +98,24 @@ class AdaptiveRun {
   std::vector<std::shared_ptr<const Arm>> arms_;  ///< [0] csr, then the nominees once prepared
   std::vector<std::string> nominee_text_;
   std::vector<codegen::SuperSchedule> nominated_;
+  /// Verification buffers, kept for the next verification (one per verification in flight).
+  std::vector<kernels::Values> spare_;
+  /// The formats of csr and the nominees, shared by the nominees that store alike.
+  std::shared_ptr<codegen::StorageCache> storages_ = std::make_shared<codegen::StorageCache>();
+  /// The shipped kernels' schedules the choice ranks (codegen::shipped_schedules; empty: the
+  /// whole admissible set), read before the first step.
+  std::optional<std::vector<codegen::SuperSchedule>> shortlist_;
   nlohmann::json nomination_ = nullptr;
   bool nominated_done_ = false;
   std::size_t next_nominee_ = 0;  ///< the next nominee to prepare (0-based)
   bool preparing_ = false;        ///< a caller runs a step now
   std::atomic<std::int64_t> settled_calls_{0};
+  /// Calls csr may serve untimed, without the lock, while the plan waits for the calls to pay
+  /// for its next step (AdaptivePolicy::calls_until_affordable), and those served so (folded
+  /// into the policy's calls by the next call that takes the lock).
+  std::atomic<std::int64_t> quiet_{0};
+  std::atomic<std::int64_t> quiet_served_{0};
+  std::shared_ptr<const Arm> csr_;
   std::shared_ptr<const Arm> chosen_;             ///< set once, before settled_
   std::atomic<bool> settled_{false};
   bool stored_ = false;

@@ -114,6 +114,13 @@ void load_kernel(BoundKernel& b, const CompilerOptions& opts) {
                     " is not the schedule's: " + b.compile.library_path);
 }
 
+bool reuse_kernel(BoundKernel& b, const BoundKernel& loaded) {
+  if (loaded.fn == nullptr || b.source != loaded.source) return false;
+  b.compile = loaded.compile;
+  b.fn = loaded.fn;
+  return true;
+}
+
 BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem& p,
                           std::int64_t dense, int threads, const GeneratedOptions& opts) {
   BoundKernel b = prepare_binding(schedule, p, dense, threads, opts);

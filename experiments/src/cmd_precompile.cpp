@@ -281,6 +281,19 @@ int precompile(const Options& o) {
   for (std::thread& t : pool) t.join();
   if (!failure.empty()) throw Error("precompile: " + failure, "compiled kernels are kept; run it again");
   if (interrupt_flag()) throw Error("interrupted", "run it again: compiled kernels are kept");
+  // The folder's list of what it holds for this kernel (codegen::shipped_schedules: an adaptive
+  // plan's short list), with what an earlier precompile into it listed.
+  const std::string list_path = codegen::shipped_list_path(o.out, kind);
+  std::vector<codegen::SuperSchedule> listed = codegen::shipped_list(o.out, kind);
+  std::set<std::string> texts;
+  for (const codegen::SuperSchedule& s : listed) texts.insert(codegen::to_text(s));
+  for (const codegen::SuperSchedule& s : schedules)
+    if (texts.insert(codegen::to_text(s)).second) listed.push_back(s);
+  std::ostringstream list;
+  list << "# " << o.kernel << ": the schedules whose kernels this folder holds (waco-hybrid "
+       << "precompile; an adaptive plan's short list)\n";
+  for (const codegen::SuperSchedule& s : listed) list << codegen::to_text(s) << "\n";
+  write_text_file(list_path, list.str());
   report.update({{"out", o.out}, {"compiled", compiled}, {"cached", cached},
                  {"compile_s", compile_s}, {"seconds", now_seconds() - t0}});
   if (o.json) print_json(report);

@@ -8,9 +8,11 @@
 // its own report (tune --json's "space" and "search_info": each pass, the model's load, prepare
 // and scoring) plus the operand analyses timed alone (prefix counts, locality signature, the
 // model's feature vector). `--list` prints the nominated schedules instead (for comparing two
-// builds).
+// builds). `--shortlist`: nominate among the shipped kernels' schedules (codegen::shipped_schedules,
+// as an adaptive plan does), reading the lists included.
 //
-//   bench_choice --kernel spmv [--dense 64] [--threads 2] [--repeats 15] [--count 8] FILES...
+//   bench_choice --kernel spmv [--dense 64] [--threads 2] [--repeats 15] [--count 8]
+//                [--shortlist] FILES...
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/prefix_counts.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/kernels/error.hpp"
@@ -40,6 +43,7 @@ struct Options {
   int repeats = 15;
   std::size_t count = 8;
   bool list = false;
+  bool shortlist = false;
   std::vector<std::string> files;
 };
 
@@ -81,8 +85,17 @@ int run(const Options& o) {
     req.dense = o.dense;
     tuning::TuneOperand op;
     op.matrix = &a;
+    // As an adaptive plan nominates (api/src/adaptive.cpp): the lists read on every choice.
+    const auto nominate = [&] {
+      const double t0 = kernels::now_seconds();
+      if (!o.shortlist) return tuning::nominate(op, req, o.count, quiet);
+      const std::vector<codegen::SuperSchedule> among = codegen::shipped_schedules(o.kind);
+      tuning::Nomination n = tuning::nominate(op, req, o.count, quiet, &among);
+      n.seconds = kernels::now_seconds() - t0;
+      return n;
+    };
     if (o.list) {
-      const tuning::Nomination n = tuning::nominate(op, req, o.count, quiet);
+      const tuning::Nomination n = nominate();
       std::printf("# %s %s\n", file.c_str(), kernels::kernel_name(o.kind).data());
       for (const auto& s : n.schedules) std::printf("%s\n", codegen::to_text(s).c_str());
       continue;
@@ -91,7 +104,7 @@ int run(const Options& o) {
     std::vector<double> calls;
     tuning::Nomination last;
     for (int r = 0; r < o.repeats; ++r) {
-      last = tuning::nominate(op, req, o.count, quiet);
+      last = nominate();
       calls.push_back(last.seconds);
     }
     const double first = calls.front();
@@ -113,6 +126,7 @@ int run(const Options& o) {
       so.cores = o.threads;
       heuristics::Space::for_operand(o.kind, &a, nullptr, o.dense, so);
     });
+    const double t_lists = time_median(reps, [&] { codegen::shipped_schedules(o.kind); });
     const nlohmann::json& space = last.info.at("space");
     const nlohmann::json& si = last.info.at("search_info");
     std::printf("%s %s rows %lld nnz %lld threads %d: csr call %.1f us; nominate first %.2f ms "
@@ -125,8 +139,12 @@ int run(const Options& o) {
                 "signature %.2f ms), model features %.2f ms (statistics part %.2f ms)\n",
                 t_check * 1e3, t_space * 1e3, t_counts * 1e3, t_sig * 1e3, t_feat * 1e3,
                 t_stats * 1e3);
+    if (o.shortlist)
+      std::printf("  short list: %lld schedules read in %.3f ms, %lld admitted\n",
+                  static_cast<long long>(space.value("shortlist", 0)), t_lists * 1e3,
+                  static_cast<long long>(space.value("admissible_count", 0)));
     std::printf("  passes:");
-    for (const auto& p : space.at("passes"))
+    for (const auto& p : space.value("passes", nlohmann::json::array()))
       std::printf(" %s %.3f", p.at("name").get<std::string>().c_str(),
                   p.at("seconds").get<double>() * 1e3);
     std::printf(" (ms)\n  search: load %.3f ms, prepare %.3f ms, score %.3f ms, %lld scored, "
@@ -170,6 +188,8 @@ int main(int argc, char** argv) {
       o.count = static_cast<std::size_t>(std::max(1, std::atoi(next().c_str())));
     } else if (a == "--list") {
       o.list = true;
+    } else if (a == "--shortlist") {
+      o.shortlist = true;
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "bench_choice: unknown option %s\n", a.c_str());
       return 2;
@@ -179,7 +199,7 @@ int main(int argc, char** argv) {
   }
   if (o.files.empty()) {
     std::fprintf(stderr, "usage: bench_choice --kernel K [--dense J] [--threads T] [--repeats N] "
-                         "[--count N] [--list] FILES...\n");
+                         "[--count N] [--list] [--shortlist] FILES...\n");
     return 2;
   }
   try {

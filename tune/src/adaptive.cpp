@@ -61,6 +61,15 @@ bool AdaptivePolicy::over_budget() const {
   return !csr_all_.empty() && cost_seconds() > budget_seconds();
 }
 
+void AdaptivePolicy::skip(std::int64_t n) { calls_ += n; }
+
+std::int64_t AdaptivePolicy::calls_until_affordable(double more) const {
+  const double per_call = o_.share * csr_seconds();
+  if (o_.expected_calls > 0 || per_call <= 0) return 0;
+  const double short_s = cost_seconds() + more - budget_seconds();
+  return short_s <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(short_s / per_call));
+}
+
 void AdaptivePolicy::ready(int nominee) {
   Arm& a = arms_.at(static_cast<std::size_t>(nominee));
   WACO_ASSERT(nominee > 0, "AdaptivePolicy::ready: csr is always ready");
@@ -136,6 +145,13 @@ void AdaptivePolicy::record(int arm, double seconds) {
   }
   nominee_s_ += seconds;
   ++nominee_calls_;
+  if (phase_ == Phase::Judge && arm == finalist_) {
+    judge_s_ += seconds;
+    ++judge_n_;
+  } else {
+    rungs_s_ += seconds;
+    ++rungs_n_;
+  }
   a.seconds.push_back(seconds);
   if (!a.live) return;
   if (a.seconds.size() >= 2 && o_.abandon_factor > 0) {
@@ -173,6 +189,7 @@ void AdaptivePolicy::record(int arm, double seconds) {
 void AdaptivePolicy::verified(int nominee, bool ok, double seconds, const std::string& reason) {
   Arm& a = arms_.at(static_cast<std::size_t>(nominee));
   extra_s_ += seconds;
+  charged_[static_cast<int>(Cost::Verify)] += seconds;
   a.verifying = false;
   if (ok) {
     a.verified = true;
@@ -199,9 +216,10 @@ void AdaptivePolicy::not_worth_it(const std::string& why) {
   settle(0, "not-worth-it");
 }
 
-void AdaptivePolicy::charge(double seconds, const std::string& what) {
+void AdaptivePolicy::charge(double seconds, const std::string& what, Cost kind) {
   extra_s_ += seconds;
-  events_.push_back({{"charged", what}, {"seconds", seconds}});
+  charged_[static_cast<int>(kind)] += seconds;
+  if (!what.empty()) events_.push_back({{"charged", what}, {"seconds", seconds}});
 }
 
 void AdaptivePolicy::end_rung() {
@@ -259,6 +277,7 @@ void AdaptivePolicy::judge() {
 
 void AdaptivePolicy::settle(int arm, const std::string& verdict) {
   settled_ = true;
+  settled_at_ = calls_;
   phase_ = Phase::Settled;
   settled_arm_ = arm;
   verdict_ = verdict;
@@ -295,6 +314,23 @@ nlohmann::json AdaptivePolicy::to_json() const {
     arms.push_back(j);
   }
   const std::optional<double> sp = speedup(), be = break_even_calls();
+  // The cost in seconds and in csr calls, by where it went; the parts sum to cost_s.
+  const double csr = csr_seconds();
+  nlohmann::json breakdown = nlohmann::json::object(), in_calls = nlohmann::json::object();
+  const auto part = [&](const char* name, double s) {
+    breakdown[name] = s;
+    in_calls[name] = csr > 0 ? nlohmann::json(s / csr) : nlohmann::json();
+  };
+  static const char* const kCostNames[] = {"choice", "format", "load", "compile", "verify",
+                                           "overhead", "other"};
+  static_assert(sizeof kCostNames / sizeof kCostNames[0] == static_cast<int>(Cost::Other) + 1);
+  for (int k = 0; k <= static_cast<int>(Cost::Other); ++k) part(kCostNames[k], charged_[k]);
+  part("selection", rungs_s_ - static_cast<double>(rungs_n_) * csr);
+  part("judgment", judge_s_ - static_cast<double>(judge_n_) * csr);
+  part("total", cost_seconds());
+  breakdown["in_csr_calls"] = in_calls;
+  breakdown["selection_calls"] = rungs_n_;
+  breakdown["judgment_calls"] = judge_n_;
   return {{"verdict", verdict_},
           {"settled", settled_},
           {"choice", choice()},
@@ -306,6 +342,8 @@ nlohmann::json AdaptivePolicy::to_json() const {
           {"expected_calls", o_.expected_calls},
           {"share", o_.share},
           {"rung", rung_},
+          {"settled_at_call", settled_at_},
+          {"cost_breakdown", breakdown},
           {"speedup", sp ? nlohmann::json(*sp) : nlohmann::json()},
           {"break_even_calls", be ? nlohmann::json(*be) : nlohmann::json()},
           {"judged", judged_ ? judged_->to_json() : nlohmann::json()},

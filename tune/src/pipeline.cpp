@@ -73,11 +73,38 @@ TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, cons
   return out;
 }
 
-/// `p` needs its sparse operand only; `dense` is the size tuned for.
+/// The schedules of `listed` that `space` admits, each with `threads` and in every chunk the
+/// space admits for it of the same kind (dynamic chunks share one kernel template; static
+/// scheduling is another), canonical, without repeats.
+std::vector<codegen::SuperSchedule> admitted_variants(const Space& space,
+                                                      const std::vector<codegen::SuperSchedule>& listed,
+                                                      int threads) {
+  std::vector<codegen::SuperSchedule> out;
+  std::set<std::string> seen;
+  const std::vector<int> chunks = heuristics::chunk_choices();
+  for (const codegen::SuperSchedule& s : listed) {
+    if (s.kind != space.kind()) continue;
+    codegen::SuperSchedule v = s;
+    v.threads = threads;
+    for (int chunk : chunks) {
+      if ((chunk == codegen::kStaticChunk) != (s.chunk == codegen::kStaticChunk)) continue;
+      v.chunk = chunk;
+      if (space.admits(v)) continue;
+      codegen::SuperSchedule c = codegen::canonicalize(v);
+      if (seen.insert(codegen::to_text(c)).second) out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+/// `p` needs its sparse operand only; `dense` is the size tuned for. With `among`, the search
+/// ranks the schedules of that short list the space admits (admitted_variants) instead of the
+/// whole admissible set: the passes add their constraints without counting what they remove.
 CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int threads, int dense,
                                   const Problem& p, const Pipeline& pipeline, const Searcher& searcher,
                                   const decltype(SearchRequest::measure)& measure,
-                                  TuneObserver& obs) {
+                                  TuneObserver& obs,
+                                  const std::vector<codegen::SuperSchedule>* among = nullptr) {
   CandidateChoice c;
   c.search = o.search;
   std::vector<Candidate>& candidates = c.candidates;
@@ -95,6 +122,37 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     so.max_padding = o.generated.storage.max_padding;
     const double s0 = now_seconds();
     Space space = Space::for_operand(kind, p.A, p.T, kind == KernelKind::SpMV ? 1 : dense, so);
+    std::vector<codegen::SuperSchedule> listed;
+    if (among) {
+      for (const std::string& name : pipeline) {
+        std::string note;
+        for (const auto& con : make_pass(name, o.params)->constraints(space, note))
+          space.add_constraint(con);
+      }
+      listed = admitted_variants(space, *among, threads);
+      space_json = {{"shortlist", among->size()},
+                    {"admissible_count", listed.size()},
+                    {"pipeline", print_pipeline(pipeline)}};
+      SearchChoice choice;
+      if (!listed.empty()) {  // none admitted: no nominee
+        SearchRequest req;
+        req.space = &space;
+        req.admissible = listed.size();
+        req.among = &listed;
+        req.problem = &p;
+        req.dense = kind == KernelKind::SpMV ? 1 : dense;
+        req.budget = o.budget;
+        req.model = o.model;
+        req.observer = &obs;
+        choice = search_model(req);  // the short list is the model's to rank
+      }
+      c.search = "model";
+      search_info = std::move(choice.info);
+      space_json["seconds"] = now_seconds() - s0;
+      for (const codegen::SuperSchedule& s : choice.schedules)
+        candidates.push_back(Candidate::generated(s));
+      return c;
+    }
     const bool legality_first = !pipeline.empty() && pipeline.front() == "legality";
     const std::uint64_t legal_alone = legality_first ? 0 : legal_count(space, o.params);
     const PipelineResult pr = run_pipeline(space, pipeline, o.params);
@@ -306,7 +364,7 @@ void check_request(const TuneRequest& o) {
 }
 
 Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std::size_t count,
-                     TuneObserver& obs) {
+                     TuneObserver& obs, const std::vector<codegen::SuperSchedule>* among) {
   WACO_ASSERT((operand.matrix != nullptr) != (operand.tensor != nullptr),
               "tuning::nominate needs a matrix or a tensor");
   const double t0 = now_seconds();
@@ -324,7 +382,7 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
   p.T = operand.tensor;
   p.value_type = o.dtype;  // the model of the value type
   CandidateChoice c = choose_candidates(o, o.kind, threads, dense, p, parse_pipeline(o.passes),
-                                        find_searcher(o.search), {}, obs);
+                                        find_searcher(o.search), {}, obs, among);
   Nomination n;
   for (const Candidate& cand : c.candidates) n.schedules.push_back(*cand.schedule);
   n.info = {{"space", c.space}, {"search", c.search}, {"search_info", c.search_info},

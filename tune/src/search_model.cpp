@@ -42,11 +42,15 @@ SearchChoice search_model(const SearchRequest& r) {
                    : model.prepare(*r.problem->T);
   const double t2 = kernels::now_seconds();
   std::vector<codegen::SuperSchedule> all;
-  all.reserve(static_cast<std::size_t>(r.admissible));
-  r.space->for_each([&](const codegen::SuperSchedule& s) {
-    all.push_back(s);
-    return true;
-  });
+  if (r.among) {
+    all = *r.among;
+  } else {
+    all.reserve(static_cast<std::size_t>(r.admissible));
+    r.space->for_each([&](const codegen::SuperSchedule& s) {
+      all.push_back(s);
+      return true;
+    });
+  }
   std::size_t serial = 0;  // scored as their all-core twins (model_data.hpp)
   std::vector<double> scores;
   scores.reserve(all.size());
@@ -76,6 +80,7 @@ SearchChoice search_model(const SearchRequest& r) {
             {"load_seconds", t1 - t0},
             {"prepare_seconds", t2 - t1},
             {"score_seconds", t3 - t2}};
+  if (r.among) c.info["shortlist"] = true;
   r.observer->note(format("model: scored %zu admissible schedules in %.3f s (%s encoder, matrix "
                           "%.3f s), measuring the best %zu",
                           all.size(), t3 - t2,

@@ -98,6 +98,10 @@ BoundKernel prepare_binding(const SuperSchedule& s, const kernels::Problem& p, s
                             int threads, const GeneratedOptions& opts = {});
 /// ... then the kernel compiled (or found in the cache) and loaded.
 void load_kernel(BoundKernel& b, const CompilerOptions& opts = {});
+/// load_kernel without a load: `b` takes the loaded kernel of `loaded` when both emitted the same
+/// source (a schedule's other chunks, thread counts and run-time split sizes). False, b unchanged,
+/// otherwise.
+bool reuse_kernel(BoundKernel& b, const BoundKernel& loaded);
 
 /// Whether bind_baseline serves the Implementation `name`: "csr" and "csf".
 bool servable_baseline(const std::string& name);

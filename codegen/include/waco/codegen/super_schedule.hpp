@@ -113,6 +113,18 @@ SuperSchedule schedule_from_string(kernels::KernelKind k, const std::string& tex
 /// (whole lines, or after a schedule: `precompile --write-list` notes counts there) skipped. Error "<path>:<line>: ..." for a line that does not parse, and for a list with none.
 std::vector<SuperSchedule> read_schedule_list(kernels::KernelKind k, const std::string& path);
 
+/// The list of the schedules whose kernels a shipped folder holds (compiler.hpp,
+/// shipped_kernel_dirs) for kernel k: <dir>/<kernel>.txt, written by `waco-hybrid precompile
+/// --out dir` (a schedule list file).
+std::string shipped_list_path(const std::string& dir, kernels::KernelKind k);
+/// The schedules of `dir`'s list for kernel k (none when it has none or it does not parse).
+std::vector<SuperSchedule> shipped_list(const std::string& dir, kernels::KernelKind k);
+/// The schedules of every shipped folder's list for kernel k, in order, without repeats (none
+/// when no folder has a list or none is readable): an adaptive plan's short list (issue 35,
+/// "cheap choice"). Kernel templates: a schedule's kernel also serves its other chunks, thread
+/// counts and (most) split sizes (codegen/README.md).
+std::vector<SuperSchedule> shipped_schedules(kernels::KernelKind k);
+
 }  // namespace waco::codegen
 
 template <>

@@ -44,6 +44,10 @@ struct AdaptiveOptions {
   heuristics::DecisionRule rule;
 };
 
+/// Where exploration's cost goes (to_json's "cost_breakdown"): the work charged beside the calls,
+/// by kind. The nominees' calls beyond csr's are kept apart, by phase (selection, judgment).
+enum class Cost { Choice, Format, Load, Compile, Verify, Overhead, Other };
+
 class AdaptivePolicy {
  public:
   /// What serves one call: `arm` (0: csr), and for a verification call the nominee `verify`
@@ -72,8 +76,16 @@ class AdaptivePolicy {
   /// The caller cannot afford what is left to prepare within the expected calls: settles on csr
   /// ("not-worth-it").
   void not_worth_it(const std::string& why);
-  /// Tuning work beside the calls (choosing, converting, compiling), charged to the budget.
-  void charge(double seconds, const std::string& what);
+  /// `n` calls served by csr untimed, while the plan waited for the calls to pay for its next
+  /// step (calls_until_affordable): they count as calls, raising the budget, and cost nothing.
+  void skip(std::int64_t n);
+  /// With no expected calls: how many more calls the budget must grow by before `more` seconds
+  /// of work beyond the cost so far fit in it (0 when they fit now, or with expected calls,
+  /// whose budget does not grow).
+  std::int64_t calls_until_affordable(double more) const;
+  /// Tuning work beside the calls (choosing, converting, compiling), charged to the budget as
+  /// `kind`; `what` goes to the events (none: charged silently, e.g. the per-call overhead).
+  void charge(double seconds, const std::string& what, Cost kind = Cost::Other);
 
   bool settled() const { return settled_; }
   /// The arm serving calls once settled (0: csr); while exploring, the best so far.
@@ -94,6 +106,8 @@ class AdaptivePolicy {
   double csr_seconds() const;
   /// The budget of exploration cost now (seconds).
   double budget_seconds() const;
+  /// The call at which it settled (0 while exploring).
+  std::int64_t settled_at() const { return settled_at_; }
   /// Calls after which the tuning paid for itself: cost / (csr - choice) per call, from the
   /// judged timings; nullopt without a gain.
   std::optional<double> break_even_calls() const;
@@ -131,6 +145,10 @@ class AdaptivePolicy {
   std::int64_t calls_ = 0;
   std::int64_t exploring_calls_ = 0;
   double extra_s_ = 0.0;           ///< charged work and verification runs
+  double charged_[static_cast<int>(Cost::Other) + 1] = {};  ///< extra_s_ by Cost
+  double rungs_s_ = 0.0, judge_s_ = 0.0;        ///< the nominees' timed calls, by phase
+  std::int64_t rungs_n_ = 0, judge_n_ = 0;
+  std::int64_t settled_at_ = 0;
   double nominee_s_ = 0.0;         ///< time of the nominees' timed calls
   std::int64_t nominee_calls_ = 0;
   std::vector<double> csr_all_;    ///< the csr calls (the latest few thousand)

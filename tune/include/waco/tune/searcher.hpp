@@ -21,7 +21,10 @@ namespace waco::tuning {
 /// What a search may use.
 struct SearchRequest {
   const heuristics::Space* space = nullptr;  ///< the admissible set (passes applied)
-  std::uint64_t admissible = 0;              ///< space->count()
+  std::uint64_t admissible = 0;              ///< space->count(), or among->size()
+  /// A short list to rank instead of the whole admissible set (schedules the space admits):
+  /// an adaptive plan's shipped kernels (tuning::nominate). Only the model search takes one.
+  const std::vector<codegen::SuperSchedule>* among = nullptr;
   /// The operands: the sparse one, and the dense ones when the caller measures (an adaptive
   /// plan's nomination has none: use `dense`, not problem->dense_size()).
   const kernels::Problem* problem = nullptr;

@@ -151,9 +151,12 @@ struct Nomination {
 
 /// The best `count` admissible schedules of `request`'s model search (its passes, model, threads
 /// and dense size) for `operand`. Throws kernels::Error as run() does for a request it cannot
-/// serve; the request's search must rank with the model (ranks_with_model).
+/// serve; the request's search must rank with the model (ranks_with_model). With `among` (a
+/// short list, e.g. codegen::shipped_schedules), only its schedules the admissible set holds are
+/// ranked, each in every chunk admitted and with the request's threads (none admitted: none).
 Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std::size_t count,
-                    TuneObserver& observer);
+                    TuneObserver& observer,
+                    const std::vector<codegen::SuperSchedule>* among = nullptr);
 
 /// Whether `search` (with no --schedules list) ranks with the cost model: such a tune needs the
 /// model file (learned::CostModel::check_backend says whether this build can run it).
