@@ -33,7 +33,7 @@ int detail::candidates_that_fit(const std::vector<Candidate>& candidates, int wa
     const Candidate* c = static_cast<std::size_t>(i) < candidates.size() ? &candidates[i] : nullptr;
     double need = shared.output ? 0.0 : output_bytes;
     if (!shared.formats || !c || !c->schedule ||
-        formats.insert(codegen::StorageCache::key(*c->schedule)).second)
+        formats.insert(codegen::StorageCache::key(codegen::canonicalize(*c->schedule))).second)
       need += format_bytes;
     if (top > 0 && need > budget) break;
     budget -= need;
