@@ -116,7 +116,10 @@ TEST_CASE("train: double precision ranks with the kernel's f64 model where one i
   REQUIRE(e.status == 0);
   const nlohmann::json ej = nlohmann::json::parse(e.out);
   CHECK(ej.at("model").get<std::string>().find("spmv-f64.model") != std::string::npos);
-  CHECK(ej.at("summary").at("matrices").get<int>() > 50);
+  // The test split's generated matrices, and its real files where ../shared/data is beside the
+  // source tree (a clone elsewhere has the generated ones alone: 44 of 66).
+  const bool real_files = fs::exists(std::string(WACO_SOURCE_DIR) + "/../shared/data/matrices");
+  CHECK(ej.at("summary").at("matrices").get<int>() > (real_files ? 50 : 40));
 }
 
 TEST_CASE("train: waco-hybrid ranks without LibTorch as waco-hybrid-torch does, and hands it training") {
