@@ -584,10 +584,13 @@ TEST_CASE("api: an adaptive plan never compiles a kernel the expected calls cann
   }
   INFO(p.report_json());
   CHECK(p.verdict() != "gain");
-  // Only csr's kernel was compiled.
+  // Nothing was compiled: csr serves as the hand-written baseline, compiled into the library.
+  CHECK(p.implementation() == "csr");
   int objects = 0;
-  for (const auto& e : fs::directory_iterator(o.kernel_cache_dir)) objects += e.path().extension() == ".so";
-  CHECK(objects == 1);
+  if (fs::exists(o.kernel_cache_dir))
+    for (const auto& e : fs::directory_iterator(o.kernel_cache_dir))
+      objects += e.path().extension() == ".so";
+  CHECK(objects == 0);
 }
 
 TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compiles nothing") {

@@ -120,7 +120,10 @@ AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
   nominee_text_.resize(arms_.size());
   arms_[0] = csr_ = std::move(csr);
   storages_->keep(csr_->bound.schedule, csr_->bound.storage);
-  nominee_text_[0] = codegen::to_text(arms_[0]->bound.schedule);
+  // The csr arm is the hand-written baseline (the plan binds it: codegen::bind_baseline), named
+  // as the tune report names one.
+  nominee_text_[0] = arms_[0]->bound.baseline.empty() ? codegen::to_text(arms_[0]->bound.schedule)
+                                                      : "impl=" + arms_[0]->bound.baseline;
   if (policy_.settled()) {  // no nominee asked for
     chosen_ = arms_[0];
     settled_.store(true, std::memory_order_release);
@@ -474,6 +477,8 @@ nlohmann::json AdaptiveRun::report() const {
           {"dtype", std::string(kernels::dtype_name(setup_.request.dtype))},
           {"verdict", policy_.verdict()},
           {"schedule", codegen::to_text(now->bound.schedule)},
+          {"implementation", now->bound.baseline.empty() ? std::string("generated")
+                                                         : now->bound.baseline},
           {"speedup_over_csr", sp ? nlohmann::json(*sp) : nlohmann::json()},
           {"economy", economy},
           {"adaptive", a},

@@ -286,9 +286,11 @@ Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::Tu
   if (o.nominees < 1) throw Error("Options::nominees must be at least 1");
   tuning::check_request(request);  // the model's backend, the passes: before any work
   const KernelKind kind = kind_of(k);
+  // csr (csf) serves first, and whenever no nominee beats it: the hand-written baseline, compiled
+  // into the library (nothing to compile or load), the reference a tune's verdict judges by.
+  const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
   std::shared_ptr<Plan::Impl> impl =
-      bind_plan(A, k, *codegen::schedule_shortcut(kind, kernels::needs_tensor(kind) ? "csf" : "csr"),
-                o);
+      bind_plan(A, k, *codegen::schedule_shortcut(kind, reference), o, reference);
   api::AdaptiveSetup setup{A, request, o.nominees, {}, std::nullopt, o.cache_dir};
   // The background thread must not call the caller's interrupt (it is the calling thread's).
   setup.request.cancel = nullptr;
