@@ -93,6 +93,14 @@ SpmvReference spmv_reference(const waco::Matrix& m, const std::vector<float>& x)
   return ref;
 }
 
+/// Kernels compiled into a compile cache folder (0 when there is none).
+int compiled_objects(const std::string& dir) {
+  int objects = 0;
+  if (fs::exists(dir))
+    for (const auto& e : fs::recursive_directory_iterator(dir)) objects += e.path().extension() == ".so";
+  return objects;
+}
+
 /// Options that keep every file of a test in its scratch folder.
 waco::Options scratch_options(const std::string& dir) {
   waco::Options o;
@@ -586,11 +594,7 @@ TEST_CASE("api: an adaptive plan never compiles a kernel the expected calls cann
   CHECK(p.verdict() != "gain");
   // Nothing was compiled: csr serves as the hand-written baseline, compiled into the library.
   CHECK(p.implementation() == "csr");
-  int objects = 0;
-  if (fs::exists(o.kernel_cache_dir))
-    for (const auto& e : fs::directory_iterator(o.kernel_cache_dir))
-      objects += e.path().extension() == ".so";
-  CHECK(objects == 0);
+  CHECK(compiled_objects(o.kernel_cache_dir) == 0);
 }
 
 TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compiles nothing") {
@@ -634,12 +638,8 @@ TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compi
   CHECK(report.find("\"cost_breakdown\"") != std::string::npos);
   // csr's own schedule (with the plan's threads) is never a nominee: it could only tie.
   CHECK(report.find("order=i,k format=UC parallel=i threads=2 chunk=128\"") == std::string::npos);
-  // Nothing compiled: csr and the nominees came from the shipped folder.
-  int objects = 0;
-  if (fs::exists(o.kernel_cache_dir))
-    for (const auto& e : fs::recursive_directory_iterator(o.kernel_cache_dir))
-      objects += e.path().extension() == ".so";
-  CHECK(objects == 0);
+  // Nothing compiled: csr is the baseline, the nominees came from the shipped folder.
+  CHECK(compiled_objects(o.kernel_cache_dir) == 0);
 }
 
 TEST_CASE("api: adaptive plans need a model search") {
