@@ -12,8 +12,6 @@
 // is still an error naming i1.
 #include "waco/codegen/super_schedule.hpp"
 
-#include <sys/stat.h>
-
 #include "text_util.hpp"
 
 #include <algorithm>
@@ -22,13 +20,12 @@
 #include <charconv>
 #include <climits>
 #include <functional>
-#include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 
 #include "waco/codegen/compiler.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/file_stamp.hpp"
 #include "waco/kernels/json_fields.hpp"
 
 namespace waco::codegen {
@@ -742,34 +739,17 @@ std::string shipped_list_path(const std::string& dir, KernelKind k) {
 }
 
 std::vector<SuperSchedule> shipped_list(const std::string& dir, KernelKind k) {
-  // Kept per path while the file's size and modification time stay: every adaptive plan's
-  // choice asks, and parsing the list costs ~0.1 ms (20 csr calls of a small SpMV).
-  struct Kept {
-    std::int64_t size = -1, mtime_ns = -1;
-    std::vector<SuperSchedule> schedules;
-  };
-  static std::mutex mutex;
-  static std::map<std::string, Kept> known;
+  // Kept while the file stays: every adaptive plan's choice asks, and parsing the list costs
+  // ~0.1 ms (20 csr calls of a small SpMV).
+  static kernels::PerFileCache<std::vector<SuperSchedule>> kept;
   const std::string path = shipped_list_path(dir, k);
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
-  const std::int64_t size = st.st_size,
-                     mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    const auto it = known.find(path);
-    if (it != known.end() && it->second.size == size && it->second.mtime_ns == mtime_ns)
-      return it->second.schedules;
-  }
-  Kept kept{size, mtime_ns, {}};
-  try {
-    kept.schedules = read_schedule_list(k, path);
-  } catch (const Error&) {
-    // A folder without a usable list: its kernels still serve compile_and_load.
-  }
-  const std::lock_guard<std::mutex> lock(mutex);
-  known[path] = kept;
-  return kept.schedules;
+  return kept.get(path, [&]() -> std::vector<SuperSchedule> {
+    try {
+      return read_schedule_list(k, path);
+    } catch (const Error&) {
+      return {};  // a folder without a usable list: its kernels still serve compile_and_load
+    }
+  });
 }
 
 std::vector<SuperSchedule> shipped_schedules(KernelKind k) {

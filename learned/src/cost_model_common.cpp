@@ -1,7 +1,6 @@
 // The torch-free part of cost_model.hpp, built with and without LibTorch: encoder names, the
 // configuration's JSON form, the reference pairwise hinge loss, and the pieces both
 // implementations share (cost_model_internal.hpp).
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
@@ -11,6 +10,7 @@
 #include "tensor_reader.hpp"
 #include "waco/codegen/schedule_encoding.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/file_stamp.hpp"
 #include "waco/kernels/json_fields.hpp"
 #include "waco/learned/backend.hpp"
 #include "waco/learned/cost_model.hpp"
@@ -213,23 +213,7 @@ double ModelInput::prepare_seconds() const { return impl().seconds; }
 
 namespace {
 
-/// A file's identity for the model cache: the same path may be replaced by another file.
-struct FileStamp {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  off_t size = 0;
-  std::int64_t mtime_ns = 0;
-  bool operator==(const FileStamp& o) const {
-    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns;
-  }
-};
-
-std::optional<FileStamp> stamp_of(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return FileStamp{st.st_dev, st.st_ino, st.st_size,
-                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
-}
+using kernels::FileStamp;
 
 struct SharedModels {
   std::mutex mutex;
@@ -254,7 +238,7 @@ std::shared_ptr<const CostModel> kept_model(const std::string& path, const FileS
 
 std::shared_ptr<const CostModel> CostModel::load_shared(
     const std::string& path, std::optional<kernels::KernelKind> expect_kind) {
-  const std::optional<FileStamp> stamp = stamp_of(path);
+  const std::optional<FileStamp> stamp = kernels::file_stamp(path);
   if (!stamp) return std::make_shared<const CostModel>(load(path, expect_kind));  // its error
   std::shared_ptr<const CostModel> model = kept_model(path, *stamp);
   if (!model) {
@@ -272,7 +256,8 @@ std::shared_ptr<const CostModel> CostModel::load_shared(
 void CostModel::check_backend(const std::string& path) {
   if (built_with_torch()) return;
   // A model this process loaded from the same file runs in this build.
-  if (const std::optional<FileStamp> stamp = stamp_of(path); stamp && kept_model(path, *stamp))
+  if (const std::optional<FileStamp> stamp = kernels::file_stamp(path);
+      stamp && kept_model(path, *stamp))
     return;
   std::optional<ModelHeader> h;
   try {

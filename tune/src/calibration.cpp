@@ -3,13 +3,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <map>
-#include <mutex>
 
 #include "waco/heuristics/results_db.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/file_stamp.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/sparse.hpp"
 #include "waco/learned/cost_model.hpp"
@@ -39,29 +38,11 @@ CalibrationPaths calibration_paths(kernels::KernelKind kind, const nlohmann::jso
 }
 
 std::string file_hash(const std::string& path) {
-  // Kept per path while the file's size and modification time stay (every tune and adaptive plan
-  // asks: the two model files are ~0.5 MB each).
-  struct Stamp {
-    std::uintmax_t size = 0;
-    fs::file_time_type mtime;
-    std::string hash;
-  };
-  static std::mutex mutex;
-  static std::map<std::string, Stamp> known;
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return "";
-  const std::uintmax_t size = fs::file_size(path, ec);
-  const fs::file_time_type mtime = fs::last_write_time(path, ec);
-  if (ec) return "";
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    const auto it = known.find(path);
-    if (it != known.end() && it->second.size == size && it->second.mtime == mtime) return it->second.hash;
-  }
-  const std::string hash = kernels::hex16(kernels::fnv1a(kernels::read_text_file(path)));
-  const std::lock_guard<std::mutex> lock(mutex);
-  known[path] = {size, mtime, hash};
-  return hash;
+  // Kept while the file stays (every tune and adaptive plan asks: the two model files are ~0.5 MB
+  // each).
+  static kernels::PerFileCache<std::string> kept;
+  return kept.get(path,
+                  [&] { return kernels::hex16(kernels::fnv1a(kernels::read_text_file(path))); });
 }
 
 nlohmann::json ModelChoice::to_json() const {
