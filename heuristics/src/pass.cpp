@@ -163,10 +163,16 @@ PipelineResult run_pipeline(Space& space, const Pipeline& pipeline, const PassPa
   return r;
 }
 
+void add_pipeline_constraints(Space& space, const Pipeline& pipeline, const PassParams& params) {
+  for (const std::string& name : pipeline) {
+    std::string note;
+    for (const auto& c : make_pass(name, params)->constraints(space, note)) space.add_constraint(c);
+  }
+}
+
 std::uint64_t legal_count(const Space& space, const PassParams& params) {
   Space copy = space;
-  std::string note;
-  for (const auto& c : make_pass("legality", params)->constraints(copy, note)) copy.add_constraint(c);
+  add_pipeline_constraints(copy, {"legality"}, params);
   return copy.count();
 }
 

@@ -122,28 +122,28 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     so.max_padding = o.generated.storage.max_padding;
     const double s0 = now_seconds();
     Space space = Space::for_operand(kind, p.A, p.T, kind == KernelKind::SpMV ? 1 : dense, so);
-    std::vector<codegen::SuperSchedule> listed;
+    // What every search is asked with; the rest is the search's own.
+    const auto request = [&](std::uint64_t admissible_count) {
+      SearchRequest req;
+      req.space = &space;
+      req.admissible = admissible_count;
+      req.problem = &p;
+      req.dense = kind == KernelKind::SpMV ? 1 : dense;
+      req.budget = o.budget;
+      req.model = o.model;
+      req.observer = &obs;
+      return req;
+    };
     if (among) {
-      for (const std::string& name : pipeline) {
-        std::string note;
-        for (const auto& con : make_pass(name, o.params)->constraints(space, note))
-          space.add_constraint(con);
-      }
-      listed = admitted_variants(space, *among, threads);
+      add_pipeline_constraints(space, pipeline, o.params);
+      const std::vector<codegen::SuperSchedule> listed = admitted_variants(space, *among, threads);
       space_json = {{"shortlist", among->size()},
                     {"admissible_count", listed.size()},
                     {"pipeline", print_pipeline(pipeline)}};
       SearchChoice choice;
       if (!listed.empty()) {  // none admitted: no nominee
-        SearchRequest req;
-        req.space = &space;
-        req.admissible = listed.size();
+        SearchRequest req = request(listed.size());
         req.among = &listed;
-        req.problem = &p;
-        req.dense = kind == KernelKind::SpMV ? 1 : dense;
-        req.budget = o.budget;
-        req.model = o.model;
-        req.observer = &obs;
         choice = search_model(req);  // the short list is the model's to rank
       }
       c.search = "model";
@@ -168,19 +168,12 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     if (admissible == 0)
       throw Error("the pipeline '" + print_pipeline(pipeline) + "' leaves no admissible schedule",
                   "use fewer passes (--passes), e.g. --passes legality");
-    SearchRequest req;
-    req.space = &space;
-    req.admissible = admissible;
-    req.problem = &p;
-    req.dense = kind == KernelKind::SpMV ? 1 : dense;
-    req.budget = o.budget;
+    SearchRequest req = request(admissible);
     req.budget_seconds = o.budget_seconds;
     req.seed = o.seed;
-    req.model = o.model;
     req.index = o.index;
     req.check_recall = o.check_recall;
     req.measure = measure;
-    req.observer = &obs;
     SearchChoice choice = searcher.choose(req);
     const std::vector<codegen::SuperSchedule>& chosen = choice.schedules;
     search_info = std::move(choice.info);
