@@ -124,7 +124,8 @@ PipelineResult run_pipeline(Space& space, const Pipeline& pipeline, const PassPa
 
 /// Adds the passes' constraints to `space` in order, without their statistics (nothing is
 /// counted: what a short list is checked against, Space::admits).
-void add_pipeline_constraints(Space& space, const Pipeline& pipeline, const PassParams& params = {});
+void add_pipeline_constraints(Space& space, const Pipeline& pipeline,
+                              const PassParams& params = {});
 
 /// The legal space's size: the space restricted by the legality pass alone.
 std::uint64_t legal_count(const Space& space, const PassParams& params = {});
