@@ -103,9 +103,12 @@ TEST_CASE("timing: software counts flag disturbed runs, which are taken again") 
   CHECK(d.involuntary_switches >= 0);
   CHECK(d.page_faults >= 0);
 
-  // Other processes spinning on every CPU and one more: the timed runs get preempted.
+  // Other processes spinning, two on every CPU and one more: the timed runs get preempted, and
+  // each CPU has at least two competitors for the test's thread, so that no balancing of the
+  // scheduler leaves it a CPU alone (with one spinner a CPU, 1 run in 6 of this test saw no
+  // disturbed run at all on a 2-vCPU VM).
   std::vector<pid_t> spinners;
-  for (int c = 0; c <= available_cpus(); ++c) {
+  for (int c = 0; c <= 2 * available_cpus(); ++c) {
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
@@ -119,12 +122,12 @@ TEST_CASE("timing: software counts flag disturbed runs, which are taken again") 
     volatile double y = 0;
     while (now_seconds() - t0 < 0.005) y = y + 1.0;
   };
-  // Wait (at most 5 s) until the spinners run and preempt this thread: a newly forked process
-  // may not get a CPU for the first tens of milliseconds.
+  // Wait (at most 5 s) until the spinners run and take this thread's CPU for longer than the
+  // rule lets pass: a newly forked process may not get a CPU for the first tens of milliseconds.
   for (const double t0 = now_seconds(); now_seconds() - t0 < 5.0;) {
-    const SoftwareCounts c0 = software_counts();
+    const double d0 = process_run_delay_s();
     busy();
-    if ((software_counts() - c0).involuntary_switches > 0) break;
+    if (process_run_delay_s() - d0 > kMaxLostShare * 0.005) break;
   }
   const TimingStats kept = time_interleaved({busy}, {0, 20, now_seconds, 0}).front();
   const TimingStats retaken = time_interleaved({busy}, {0, 10, now_seconds, 200}).front();
@@ -140,10 +143,15 @@ TEST_CASE("timing: software counts flag disturbed runs, which are taken again") 
   CHECK(kept.disturbed_kept > 0);
   CHECK(kept.counts.involuntary_switches >= kept.disturbed_kept);
   CHECK(kept.seconds.size() == 20);
-  // With retakes they are taken again until undisturbed: the kept runs saw no preemption.
+  // With retakes they are taken again until undisturbed: the runs kept as undisturbed lost at
+  // most the rule's share of their time to other tasks (a short preemption may pass).
   CHECK(retaken.retaken > 0);
   CHECK(retaken.seconds.size() == 10);
-  if (retaken.disturbed_kept == 0) CHECK(retaken.counts.involuntary_switches == 0);
+  if (retaken.disturbed_kept == 0) {
+    double timed = 0;
+    for (const double t : retaken.seconds) timed += t;
+    CHECK(retaken.counts.run_delay_s <= kMaxLostShare * timed);
+  }
   CHECK(known.disturbed_kept > 0);
 }
 
