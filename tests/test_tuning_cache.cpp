@@ -138,6 +138,24 @@ TEST_CASE("tuning cache: a corrupt entry is reported and ignored") {
     entry["version"] = "1";
     write(path, entry.dump());
   }
+  // What serves the decision, stored consistently (checksum matches) but not servable: a plan
+  // would fail to bind it on every later tune of this key instead of tuning again.
+  SECTION("an implementation that is no baseline") {
+    cache.store(key, sample_schedule(), {{"verdict", "no-gain"}, {"implementation", "mkl"}});
+  }
+  SECTION("csf, which serves MTTKRP only, for an SpMM") {
+    cache.store(key, sample_schedule(), {{"verdict", "no-gain"}, {"implementation", "csf"}});
+  }
+  SECTION("an implementation of another JSON type") {
+    cache.store(key, sample_schedule(), {{"implementation", 3}});
+  }
+  SECTION("the servable implementations are hits") {
+    for (const char* impl : {"csr", codegen::kGeneratedImplementation}) {
+      cache.store(key, sample_schedule(), nlohmann::json{{"implementation", impl}});
+      CHECK(cache.find(key).hit);
+    }
+    return;
+  }
   SECTION("saved_at a number") {
     entry["saved_at"] = 5;
     write(path, entry.dump());

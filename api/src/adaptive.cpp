@@ -477,8 +477,7 @@ nlohmann::json AdaptiveRun::report() const {
           {"dtype", std::string(kernels::dtype_name(setup_.request.dtype))},
           {"verdict", policy_.verdict()},
           {"schedule", codegen::to_text(now->bound.schedule)},
-          {"implementation", now->bound.baseline.empty() ? std::string("generated")
-                                                         : now->bound.baseline},
+          {"implementation", now->bound.implementation()},
           {"speedup_over_csr", sp ? nlohmann::json(*sp) : nlohmann::json()},
           {"economy", economy},
           {"adaptive", a},

@@ -548,8 +548,7 @@ Plan::Plan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 Kernel Plan::kernel() const { return impl_->kernel; }
 std::string Plan::schedule() const { return codegen::to_text(impl_->serving()->bound.schedule); }
 std::string Plan::implementation() const {
-  const std::string& b = impl_->serving()->bound.baseline;
-  return b.empty() ? "generated" : b;
+  return impl_->serving()->bound.implementation();
 }
 std::string Plan::verdict() const {
   return impl_->adaptive ? impl_->adaptive->verdict() : impl_->verdict;

@@ -29,7 +29,7 @@ std::optional<MeasureStatus> parse_status(std::string_view name) {
 Candidate Candidate::generated(const codegen::SuperSchedule& s) {
   Candidate c;
   c.schedule = codegen::canonicalize(s);
-  c.implementation = "generated";
+  c.implementation = codegen::kGeneratedImplementation;
   return c;
 }
 

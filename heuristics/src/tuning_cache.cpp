@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "waco/codegen/generated_kernel.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
@@ -96,6 +97,18 @@ CacheLookup TuningCache::find(const TuningKey& key) const {
   const std::vector<std::string> problems = codegen::validate(d.schedule);
   if (!problems.empty()) return corrupt("invalid schedule: " + problems.front());
   if (d.schedule.kind != key.kind) return corrupt("the schedule is for another kernel");
+  // What serves the decision: a generated kernel or a baseline a plan can bind (an entry naming
+  // another would make every later tune of this key fail where it should tune again).
+  const nlohmann::json& impl = j["report"].is_object()
+                                   ? j["report"].value("implementation", nlohmann::json())
+                                   : nlohmann::json();
+  if (!impl.is_null() &&
+      !(impl.is_string() &&
+        (impl == codegen::kGeneratedImplementation ||
+         (codegen::servable_baseline(impl.get<std::string>()) &&
+          (impl == "csf") == kernels::needs_tensor(key.kind)))))
+    return corrupt("its implementation " + impl.dump() +
+                   " is neither a generated kernel nor a baseline of this kernel");
   d.report = j["report"];
   d.saved_at = j.contains("saved_at") && j["saved_at"].is_string() ? j["saved_at"].get<std::string>() : "";
   d.path = out.path;

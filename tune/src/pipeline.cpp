@@ -387,7 +387,7 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
 std::string implementation_of(const nlohmann::json& report) {
   const nlohmann::json& i = report.is_object() ? report.value("implementation", nlohmann::json())
                                                : nlohmann::json();
-  return i.is_string() && i.get<std::string>() != "generated" ? i.get<std::string>() : "";
+  return i.is_string() && i.get<std::string>() != codegen::kGeneratedImplementation ? i.get<std::string>() : "";
 }
 
 bool ranks_with_model(const TuneRequest& o) { return o.schedules.empty() && ranks_by_model(o.search); }
@@ -586,7 +586,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   const TuneEntry* scheduled = best == &csr_baseline ? &csr_schedule : best;
   report["implementation"] =
       best == &csr_baseline ? nlohmann::json(csr_baseline.candidate.implementation)
-      : best                ? nlohmann::json("generated")
+      : best                ? nlohmann::json(codegen::kGeneratedImplementation)
                             : nlohmann::json(nullptr);
   if (plan_cache && (decision.verdict == "gain" || decision.verdict == "no-gain") && scheduled &&
       scheduled->candidate.schedule && r.stopped_by != "interrupted") {

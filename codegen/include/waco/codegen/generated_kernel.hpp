@@ -75,6 +75,8 @@ struct BoundKernel {
   /// Empty for a generated kernel; "csr" or "csf" when fn runs that hand-written baseline's loop
   /// (bind_baseline: no source, nothing compiled).
   std::string baseline;
+  /// kGeneratedImplementation, or the baseline's name.
+  std::string implementation() const { return baseline.empty() ? kGeneratedImplementation : baseline; }
 
   /// Runs the kernel: `in0`, `in1` (null when the kernel has one dense input) and `out` as the
   /// Problem lays them out (kernels/kernel.hpp), arrays of `dtype` (the caller checks it),

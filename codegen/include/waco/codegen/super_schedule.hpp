@@ -101,6 +101,11 @@ nlohmann::json to_json(const SuperSchedule& s);
 /// Inverse of to_json; throws kernels::Error on a wrong version, kernel or content.
 SuperSchedule schedule_from_json(const nlohmann::json& j);
 
+/// The implementation name of a kernel generated from a SuperSchedule, as reports, tuning-cache
+/// entries and plans name what serves a result ("implementation": this, or a hand-written
+/// baseline's name: generated_kernel.hpp, servable_baseline).
+inline constexpr const char* kGeneratedImplementation = "generated";
+
 /// Named schedules that stand wherever a schedule is expected: "csr" (the default schedule),
 /// "dcsr", "csc", "bcsrRxC" (R, C powers of two, e.g. bcsr4x4), and "csf" (MTTKRP). Returns
 /// nullopt when `name` is not a shortcut; throws Error when it is one but not for kernel k.

@@ -37,7 +37,7 @@ std::optional<MeasureStatus> parse_status(std::string_view name);
 /// kernels::implementations() by name (e.g. "csr").
 struct Candidate {
   std::optional<codegen::SuperSchedule> schedule;  ///< set for generated kernels (canonical)
-  std::string implementation = "generated";        ///< "generated" or a baseline's name
+  std::string implementation = codegen::kGeneratedImplementation;  ///< or a baseline's name
 
   static Candidate generated(const codegen::SuperSchedule& s);
   static Candidate baseline(std::string name);
