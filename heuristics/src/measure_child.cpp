@@ -243,8 +243,7 @@ bool share_large_data(const kernels::Problem& p, MeasureOptions& opts) {
 namespace waco::heuristics {
 
 SharedData shared_data(const kernels::Problem& p) {
-  std::int64_t llc = kernels::read_sysfs_cache_sizes(kernels::sysfs_root()).llc();
-  if (llc <= 0) llc = kernels::read_cpuid_cache_sizes().llc();
+  const std::int64_t llc = kernels::cache_sizes().llc();
   if (llc <= 0) return {};
   const auto large = [llc](double bytes) { return bytes > 2.0 * static_cast<double>(llc); };
   const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
