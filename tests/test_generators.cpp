@@ -436,3 +436,34 @@ TEST_CASE("generators: generate_tensor respects dims and nnz", "[generators]") {
   CHECK_THROWS_AS(generate_tensor({2, 2, 2}, 9, 1), Error);
   CHECK_THROWS_AS(generate_tensor({2, 2, 2}, -1, 1), Error);
 }
+
+TEST_CASE("generators: a matrix scaled up is its copies on the block diagonal", "[generators]") {
+  // A real file's shape in small: an empty row, a dense row, a one-entry column, rows != cols.
+  CooMatrix a;
+  a.rows = 4;
+  a.cols = 3;
+  a.row = {0, 0, 0, 2, 3};
+  a.col = {0, 1, 2, 1, 2};
+  a.val = {1.5, -2, 0.25, 3, 7};
+  REQUIRE(is_canonical(a));
+  const CooMatrix m = replicate_diagonal(a, 3);
+  CHECK(m.rows == 12);
+  CHECK(m.cols == 9);
+  REQUIRE(m.nnz() == 15);
+  CHECK(is_canonical(m));
+  for (std::int64_t c = 0; c < 3; ++c)
+    for (std::size_t e = 0; e < a.val.size(); ++e) {
+      const std::size_t k = static_cast<std::size_t>(c) * a.val.size() + e;
+      CHECK(m.row[k] == a.row[e] + c * a.rows);
+      CHECK(m.col[k] == a.col[e] + c * a.cols);
+      CHECK(m.val[k] == a.val[e]);
+    }
+  const CooMatrix one = replicate_diagonal(a, 1);
+  CHECK((one.row == a.row && one.col == a.col && one.val == a.val));
+  CHECK(replicate_diagonal(CooMatrix{}, 5).nnz() == 0);
+  // Refused: no copies, and sizes past the 32-bit index (named).
+  CHECK_THROWS_WITH(replicate_diagonal(a, 0), Catch::Contains("copies"));
+  CooMatrix wide = a;
+  wide.cols = 1 << 30;
+  CHECK_THROWS_WITH(replicate_diagonal(wide, 2), Catch::Contains("columns") && Catch::Contains("32-bit"));
+}

@@ -9,6 +9,7 @@
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/generators.hpp"
+#include "waco/kernels/io.hpp"
 
 namespace waco::cli {
 using namespace waco::kernels;
@@ -19,6 +20,8 @@ struct Options {
   GeneratorSpec spec;
   std::vector<std::int64_t> dims;  ///< --kind tensor
   std::string output;
+  std::string from;            ///< --from: a real matrix scaled up
+  std::int64_t copies = 0;     ///< --copies (with --from)
   bool list = false;
 };
 
@@ -49,6 +52,23 @@ int generate_cmd(const Options& o) {
   }
   if (o.output.empty()) throw Error("generate needs an output file", "add -o FILE");
   check_writable(o.output);
+  if (!o.from.empty()) {
+    if (o.copies < 1) throw Error("generate --from needs --copies K (K >= 1)", "e.g. --copies 100");
+    if (is_tensor_path(o.output)) throw Error(o.output + ": --from writes a matrix", "name the output *.mtx");
+    const LoadedMatrix in = read_matrix_market(o.from);
+    const CooMatrix a = replicate_diagonal(in.matrix, o.copies);
+    write_matrix_market(o.output, a,
+                        std::string("scaled up by waco-hybrid ") + version() + " (" + git_revision() + "): " +
+                            std::to_string(o.copies) + " copies of " + o.from + " (" +
+                            std::to_string(in.matrix.rows) + " x " + std::to_string(in.matrix.cols) + ", " +
+                            std::to_string(in.matrix.nnz()) +
+                            " nonzeros after symmetric expansion) on the block diagonal: generate --from " +
+                            o.from + " --copies " + std::to_string(o.copies));
+    std::cerr << "wrote " << o.output << ": " << a.rows << " x " << a.cols << ", " << a.nnz()
+              << " nonzeros (" << o.copies << " copies of " << o.from << ")\n";
+    return kExitOk;
+  }
+  if (o.spec.kind.empty()) throw Error("generate needs --kind (see --list) or --from FILE --copies K");
   if (o.spec.kind == "tensor") {
     if (o.dims.size() != 3) throw Error("generate tensor needs --dims I,K,L (three sizes)");
     std::vector<index_t> dims;
@@ -77,7 +97,15 @@ Command make_generate_command() {
             auto o = std::make_shared<Options>();
             GeneratorSpec& g = o->spec;
             auto* list = sub.add_flag("--list", o->list, "List the generator kinds and exit");
-            sub.add_option("--kind", g.kind, "Generator kind (see --list)")->excludes(list);
+            auto* kind = sub.add_option("--kind", g.kind, "Generator kind (see --list)")->excludes(list);
+            auto* from = sub.add_option("--from", o->from,
+                                        "A real matrix (Matrix Market) to scale up: --copies copies "
+                                        "of it on the block diagonal, values kept (the large-operand "
+                                        "set's real files; say 'scaled up' wherever one is used)")
+                             ->excludes(list)
+                             ->excludes(kind);
+            sub.add_option("--copies", o->copies, "Copies of --from on the block diagonal (>= 1)")
+                ->needs(from);
             sub.add_option("--output,-o", o->output, "Output file (.mtx, or .tns for --kind tensor)");
             sub.add_option("--seed", g.seed, "Seed")->capture_default_str();
             sub.add_option("--rows", g.rows, "Rows")->capture_default_str();
@@ -104,7 +132,8 @@ Command make_generate_command() {
                        "\nExamples:\n"
                        "  waco-hybrid generate --kind rmat --scale 14 --edge-factor 16 --seed 7 -o rmat14.mtx\n"
                        "  waco-hybrid generate --kind blocks --rows 4096 --block 8 --blocks 2000 --fill 0.7 -o blk.mtx\n"
-                       "  waco-hybrid generate --kind tensor --dims 500,400,300 --nnz 100000 -o t.tns\n");
+                       "  waco-hybrid generate --kind tensor --dims 500,400,300 --nnz 100000 -o t.tns\n"
+                       "  waco-hybrid generate --from bcsstk16.mtx --copies 60 -o bcsstk16-x60.mtx\n");
             return [o] { return generate_cmd(*o); };
           }};
 }

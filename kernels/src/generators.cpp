@@ -674,6 +674,40 @@ CooMatrix generate(const GeneratorSpec& spec) {
   throw Error("generate: unknown kind '" + k + "'", "known kinds: " + names);
 }
 
+CooMatrix replicate_diagonal(const CooMatrix& a, std::int64_t copies) {
+  const std::string kind = "--from";
+  WACO_ASSERT(is_canonical(a), "replicate_diagonal needs a canonical matrix");
+  check_range(kind, "copies", copies, 1, kMaxIndex);
+  const auto fits = [&](const char* what, std::int64_t n) {
+    if (static_cast<double>(n) * static_cast<double>(copies) > static_cast<double>(kMaxIndex))
+      bad(kind,
+          std::string(what) + " times " + std::to_string(copies) + " copies is over the 32-bit limit of " +
+              std::to_string(kMaxIndex),
+          "use fewer copies (at most " + std::to_string(kMaxIndex / std::max<std::int64_t>(1, n)) + ")");
+  };
+  fits("the rows", a.rows);
+  fits("the columns", a.cols);
+  check_nnz_bound(kind, static_cast<double>(a.nnz()) * static_cast<double>(copies), "the nonzeros",
+                  kBytesSorted);
+  CooMatrix m;
+  m.rows = static_cast<index_t>(a.rows * copies);
+  m.cols = static_cast<index_t>(a.cols * copies);
+  const std::size_t n = static_cast<std::size_t>(a.nnz()) * static_cast<std::size_t>(copies);
+  m.row.reserve(n);
+  m.col.reserve(n);
+  m.val.reserve(n);
+  for (std::int64_t c = 0; c < copies; ++c) {  // copy c's rows follow copy c - 1's: canonical
+    const auto dr = static_cast<index_t>(c * a.rows), dc = static_cast<index_t>(c * a.cols);
+    for (std::size_t e = 0; e < a.val.size(); ++e) {
+      m.row.push_back(a.row[e] + dr);
+      m.col.push_back(a.col[e] + dc);
+      m.val.push_back(a.val[e]);
+    }
+  }
+  WACO_ASSERT(is_canonical(m), "replicate_diagonal emitted entries out of canonical order");
+  return m;
+}
+
 CooTensor generate_tensor(const std::vector<index_t>& dims, std::int64_t nnz, std::uint64_t seed) {
   const std::string kind = "tensor";
   if (dims.empty() || dims.size() > 4) {

@@ -44,6 +44,14 @@ const std::vector<GeneratorKind>& generator_kinds();
 /// Generates a matrix. Throws Error for an unknown kind or parameters out of range (naming them).
 CooMatrix generate(const GeneratorSpec& spec);
 
+/// A real matrix scaled up (the large-operand set of issue 36): `copies` copies of the canonical
+/// matrix `a` on the block diagonal, copy c's entry (i, j) at (i + c * rows, j + c * cols), values
+/// kept: rows, columns and nonzeros times `copies`. Each row's pattern, the bandwidth and the
+/// locality of x within a copy stay the original's; only the working set grows (so a result on
+/// one is a result on the file "scaled up", not on a larger real matrix). Throws Error for copies
+/// < 1, or when a dimension or the nonzeros would exceed the 32-bit limit or this machine's memory.
+CooMatrix replicate_diagonal(const CooMatrix& a, std::int64_t copies);
+
 /// A uniform random tensor of order 1 to 4 with exactly nnz distinct entries, values in (-1, 1).
 CooTensor generate_tensor(const std::vector<index_t>& dims, std::int64_t nnz, std::uint64_t seed);
 
