@@ -262,7 +262,8 @@ Command make_tune_command() {
                 ->capture_default_str();
             sub.add_option("--decide-leaders", o->req.decide_leaders,
                            "Nominees of the selection timed in the fresh decision runs (the "
-                           "fastest of them there is judged)")
+                           "fastest of them there is judged, its interval's level raised for "
+                           "their number: 1 - (1 - --verdict-level) / N)")
                 ->check(setting_range(tuning::settings::kDecideLeaders))
                 ->capture_default_str();
             sub.add_flag("--decide-always", o->req.decide_always,

@@ -77,7 +77,13 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntr
     } else if (!d.best_side) {
       d.verdict = "no-gain";
     } else {
-      d.judged = judge_gain(*d.best_side, *ref, rule, runs);
+      // The fastest of several leaders is judged on the rounds that found it the fastest: the
+      // interval's level is raised for their number (Bonferroni), so that k equal kernels report
+      // a gain no more often than one does.
+      DecisionRule judged_rule = rule;
+      if (d.fresh && m.fresh->leaders.size() > 1)
+        judged_rule.level = 1.0 - (1.0 - rule.level) / static_cast<double>(m.fresh->leaders.size());
+      d.judged = judge_gain(*d.best_side, *ref, judged_rule, runs);
       d.verdict = d.judged->gain ? "gain" : "no-gain";
       if (d.judged->gain && d.fresh && m.fresh->disturbed_share > rule.max_disturbed)
         d.verdict = "undecided";

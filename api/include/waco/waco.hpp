@@ -219,7 +219,7 @@ struct Options {
   std::optional<int> confirm_rounds;  ///< --confirm-rounds (20)
   std::optional<int> decide_runs;     ///< --decide-runs (3)
   std::optional<int> decide_rounds;   ///< --decide-rounds (20)
-  std::optional<int> decide_leaders;  ///< --decide-leaders (1)
+  std::optional<int> decide_leaders;  ///< --decide-leaders (3)
   bool decide_always = false;         ///< --decide-always
   std::optional<double> min_gain;       ///< --min-gain (0.02)
   std::optional<double> verdict_level;  ///< --verdict-level (0.9)
