@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <random>
@@ -422,6 +423,23 @@ TEST_CASE("api: a decision for the hand-written csr serves that baseline, equal 
   l.spmv(x.data(), y2.data());
   check_close(ref, y2.data(), scale * 100);
   CHECK((!fs::exists(o.kernel_cache_dir) || fs::is_empty(o.kernel_cache_dir)));
+  // Its drop-in header: the csr schedule's kernel (the same loop), as `tune -o` writes it for the
+  // same decision, all but the leading comment; a namespace that is no identifier is an Error.
+  const std::string header = p.standalone_header();
+  CHECK(header.find("the hand-written csr baseline serves this plan") != std::string::npos);
+  CHECK(p.standalone_header("mine").find("namespace mine {") != std::string::npos);
+  const waco::test::CliResult out = waco::test::run_cli(
+      "tune --kernel spmv --quiet --threads 2 --plan-cache " + dir + "/plans -o " + dir +
+      "/cli.hpp " + file);
+  INFO(out.err);
+  REQUIRE(out.status == 0);
+  std::ifstream in(dir + "/cli.hpp");
+  const std::string cli_header((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t mine_body = header.find("#pragma once"), cli_body = cli_header.find("#pragma once");
+  REQUIRE(mine_body != std::string::npos);
+  REQUIRE(cli_body != std::string::npos);
+  CHECK(header.substr(mine_body) == cli_header.substr(cli_body));
+  CHECK_THROWS_WITH(p.standalone_header("2fast"), Catch::Contains("not a C++ identifier"));
 }
 
 TEST_CASE("api: with few expected calls tuning is not worth it and the plan runs csr") {

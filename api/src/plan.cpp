@@ -3,6 +3,7 @@
 // the kernel loaded here (codegen::bind_schedule).
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -49,6 +50,7 @@ struct Plan::Impl {
   int threads = 1;
   int dense = 1;
   kernels::Dtype dtype = kernels::Dtype::F32;  ///< its matrix's: the type of the arrays it takes
+  double max_padding = 20.0;  ///< the format builder's bound (Options::max_padding), for headers
   std::string fingerprint;
   std::vector<std::int64_t> dims;
   std::int64_t nnz = 0;
@@ -160,6 +162,7 @@ std::shared_ptr<Plan::Impl> bind_plan(const Matrix& A, Kernel k, const codegen::
   // A compile for the plan (on the calling thread) stops when the caller's interrupt asks.
   codegen::GeneratedOptions g = generated_options(o);
   g.compiler.cancelled = o.interrupt;
+  impl->max_padding = g.storage.max_padding;
   impl->arm = std::make_shared<const api::Arm>(
       api::make_arm(A, kind_of(k), s, impl->dense, impl->threads, g, baseline));
   return impl;
@@ -572,6 +575,39 @@ std::string Plan::report_json() const {
 std::int64_t Plan::calls() const { return impl_->adaptive ? impl_->adaptive->calls() : 0; }
 std::int64_t Plan::exploring_calls() const {
   return impl_->adaptive ? impl_->adaptive->exploring_calls() : 0;
+}
+
+std::string Plan::standalone_header(const std::string& name_space) const {
+  const bool identifier =
+      !name_space.empty() && !std::isdigit(static_cast<unsigned char>(name_space[0])) &&
+      std::all_of(name_space.begin(), name_space.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      });
+  if (!identifier)
+    throw Error("namespace \"" + name_space + "\" is not a C++ identifier",
+                "letters, digits and _, not starting with a digit");
+  const std::shared_ptr<const api::Arm> arm = impl_->serving();
+  const std::string kernel = kernel_name(impl_->kernel);
+  std::string note = std::string(impl_->report.is_null() && !impl_->adaptive
+                                     ? "a plan of a given schedule (waco::make_plan)"
+                                     : "tuned by waco::tune") +
+                     " for " + kernel + " (fingerprint " + impl_->fingerprint + ", dense " +
+                     std::to_string(impl_->dense) + ", " +
+                     (impl_->dtype == kernels::Dtype::F64 ? "double precision, " : "") +
+                     std::to_string(threads()) + " threads)";
+  const double sp = speedup();
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "\nverdict %s, speedup over the %s schedule %.3fx",
+                verdict().c_str(), impl_->kernel == Kernel::MTTKRP ? "csf" : "csr", sp);
+  if (sp > 0 && verdict() != "given") note += buf;
+  if (!arm->bound.baseline.empty())
+    note += "\nthe hand-written " + arm->bound.baseline +
+            " baseline serves this plan; this header holds the " + arm->bound.baseline +
+            " schedule's kernel (the same loop, generated)";
+  return api::translate_errors([&] {
+    return codegen::emit_standalone_header(arm->bound.schedule, arm->bound.race, name_space, note,
+                                           impl_->max_padding, impl_->dtype);
+  });
 }
 
 void Plan::spmv(const float* x, float* y) const {

@@ -623,6 +623,13 @@ PYBIND11_MODULE(_waco, m) {
                              "for make_plan")
       .def("save", [](const PyPlan& p, const fs::path& path) { p.plan.save(path.string()); },
            py::arg("path"), "writes the decision as JSON (Plan.load reads it)")
+      .def("standalone_header",
+           [](const PyPlan& p, const std::string& name_space) {
+             return p.plan.standalone_header(name_space);
+           },
+           py::arg("name_space") = "waco_tuned",
+           "the drop-in C++ header of the kernel that serves (waco-hybrid tune -o): the kernel, a "
+           "builder of its format from CSR arrays and the call, nothing of waco-hybrid needed")
       .def("spmv", &run_spmv, py::arg("x"), py::arg("out") = py::none(),
            "y = A x: x (cols,) of the plan's dtype, returns out (rows,) (new when None)")
       .def("spmm", &run_spmm, py::arg("B"), py::arg("out") = py::none(),

@@ -3,11 +3,13 @@ this process), sharing its tuning cache; --json prints the same report as `waco-
 --json` (the deciding tune's report: verdict, best, speedup_over_csr, dtype, ...). --dtype f64
 reads the file's values in double precision and tunes a float64 plan, as the CLI's --dtype.
 Every option of `waco-hybrid tune` is here under its name but those of CLI_ONLY, which the
-library cannot express (each with the reason); --save FILE is this entry point's own."""
+library cannot express (each with the reason); -o FILE writes the plan's drop-in header
+(Plan.standalone_header, waco::Plan::standalone_header); --save FILE is this entry point's own."""
 
 import argparse
 import json
 import sys
+import textwrap
 
 import waco_hybrid
 
@@ -27,9 +29,6 @@ def _dtype(text):
 # express, and why; tests/python/test_python_cli.py checks that every other option of the CLI's
 # --help is an option here.
 CLI_ONLY = {
-    "--output": "the drop-in header (emit --standalone) is the CLI's code generation, not part of "
-                "the library, which gives a Plan that runs in this process instead: --save FILE "
-                "keeps its decision (waco_hybrid.load_plan)",
     "--drop-zeros": "waco::Matrix::from_file reads with the CLI's default (explicit zeros kept as "
                     "entries); in Python read with SciPy and call A.eliminate_zeros()",
     "--allow-nonfinite": "the library refuses NaN and Inf values (waco_hybrid.Error naming the "
@@ -111,7 +110,9 @@ def _parser():
                     "`waco-hybrid tune` (see its --help), but "
                     + ", ".join(CLI_ONLY) + " (python -m waco_hybrid tune --help says why).")
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("tune", help="tune a kernel for a matrix file, as `waco-hybrid tune`")
+    # The epilog keeps its own lines (wrapped below without breaking an option at its hyphens).
+    t = sub.add_parser("tune", help="tune a kernel for a matrix file, as `waco-hybrid tune`",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("file", metavar="FILE",
                    help="Matrix Market (.mtx[.gz]) or, for mttkrp, FROSTT (.tns[.gz])")
     t.add_argument("--kernel", "-k", default="spmv", choices=["spmv", "spmm", "sddmm", "mttkrp"])
@@ -138,13 +139,20 @@ def _parser():
     t.add_argument("--json", action="store_true", help="print the tune report as JSON")
     t.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     t.add_argument("--save", metavar="FILE", help="save the plan (waco_hybrid.load_plan reads it)")
+    t.add_argument("--output", "-o", metavar="FILE",
+                   help="write the plan's drop-in C++ header (the kernel that serves, its format "
+                        "builder from CSR and the call; nothing of waco-hybrid needed)")
     _add_settings(t)
-    t.epilog = "Not here (the library cannot express them): " + "; ".join(
-        f"{flag}: {why}" for flag, why in CLI_ONLY.items())
+    t.epilog = "Not here (the library cannot express them):\n" + "\n".join(
+        textwrap.fill(f"{flag}: {why}", width=78, initial_indent="  * ", subsequent_indent="    ",
+                      break_on_hyphens=False) for flag, why in CLI_ONLY.items())
     return p
 
 
 def _tune(a):
+    if a.output:  # before the search, not after it (as the CLI)
+        with open(a.output, "a"):
+            pass
     A = waco_hybrid.load(a.file, dtype=a.dtype)
     plan = waco_hybrid.tune(
         A, a.kernel, threads=a.threads, expected_calls=a.expected_calls, dense=a.dense,
@@ -156,8 +164,18 @@ def _tune(a):
         **_settings(a))
     if a.save:
         plan.save(a.save)
+    report = plan.report
+    if a.output:
+        with open(a.output, "w") as f:
+            f.write(plan.standalone_header())
+        report["output"] = a.output
+        if not a.quiet:
+            what = ("tuned" if plan.implementation == "generated" else
+                    f"{plan.implementation} schedule's (the hand-written {plan.implementation} "
+                    "baseline ran fastest)")
+            print(f"tune: wrote the {what} kernel to {a.output}", file=sys.stderr)
     if a.json:
-        print(json.dumps(plan.report, indent=2))
+        print(json.dumps(report, indent=2))
         return 0
     shape = " x ".join(str(n) for n in plan.shape)
     print(f"{a.file}: {shape}, {A.nnz} nonzeros, fingerprint {A.fingerprint}")

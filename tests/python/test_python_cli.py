@@ -83,6 +83,65 @@ def test_module_tune_dtype_f64_agrees_with_the_cli(cli_tune, work):
     assert bad.returncode == 2 and "f32 or f64" in bad.stderr, bad.stderr
 
 
+DRIVER = r"""
+#include <cstdio>
+#include <vector>
+#include "tuned.hpp"
+int main() {
+  const std::vector<int> rowptr = {%(indptr)s}, colind = {%(indices)s};
+  const std::vector<waco_tuned::waco_value_t> values = {%(data)s}, x = {%(x)s};
+  std::vector<waco_tuned::waco_value_t> y(%(rows)d, 123);
+  waco_tuned::Format f = waco_tuned::build(%(rows)d, %(cols)d, rowptr.data(), colind.data(),
+                                           values.data());
+  waco_tuned::spmv(f, x.data(), y.data());
+  for (auto v : y) std::printf("%%.17g\n", static_cast<double>(v));
+}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_module_tune_writes_the_cli_drop_in_header(cli_tune, work, tmp_path, dtype):
+    """`python3 -m waco_hybrid tune -o` (Plan.standalone_header, waco::Plan::standalone_header)
+    writes the header `waco-hybrid tune -o` writes for the same decision (the tuning cache's),
+    all but the leading comment; it compiles without waco-hybrid and its SpMV equals SciPy's."""
+    import scipy.sparse as sp
+    from conftest import random_csr, vector
+    plans = str(work / "plans")
+    mine, theirs = tmp_path / "tuned.hpp", tmp_path / "cli.hpp"
+    common = ["--plan-cache", plans, "--threads", "2", "--dtype", dtype, "-q"]
+    run([CLI, "tune", "--kernel", "spmv", "--search", "random", "--budget", "2", "-o",
+         str(theirs)] + common + [str(EXAMPLE)])
+    run([sys.executable, "-m", "waco_hybrid", "tune", "-o", str(mine)] + common + [str(EXAMPLE)])
+    text = mine.read_text()
+    assert text.startswith("// waco-hybrid drop-in kernel: spmv in "
+                           + ("double" if dtype == "f64" else "float"))
+    assert "tuned by waco::tune for spmv" in text
+    body = text[text.index("#pragma once"):]
+    assert body == theirs.read_text()[theirs.read_text().index("#pragma once"):]
+    # The header on a matrix of its own, with empty rows: compiled, run, against SciPy.
+    npdt = np.float64 if dtype == "f64" else np.float32
+    A = random_csr(45, 38, 0.2, 21, empty_rows=(0, 30), dtype=npdt)
+    x = vector(38, 22, npdt)
+    join = lambda a: ", ".join(repr(float(v)) if a.dtype.kind == "f" else str(int(v)) for v in a)
+    (tmp_path / "driver.cpp").write_text(DRIVER % dict(
+        indptr=join(A.indptr), indices=join(A.indices), data=join(A.data), x=join(x),
+        rows=A.shape[0], cols=A.shape[1]))
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    run([compiler, "-std=c++17", "-O1", "-fopenmp", "-I", str(tmp_path), "-o",
+         str(tmp_path / "driver"), str(tmp_path / "driver.cpp")])
+    y = np.array([float(v) for v in run([str(tmp_path / "driver")]).stdout.split()])
+    want = A @ x
+    tol = 1e-12 if dtype == "f64" else 1e-5
+    np.testing.assert_allclose(y, want, rtol=tol, atol=tol * np.abs(want).max())
+    plan = waco_hybrid.make_plan(A, "spmv", "bcsr4x4")
+    assert "namespace mine {" in plan.standalone_header("mine")
+    assert "a plan of a given schedule (waco::make_plan)" in plan.standalone_header()
+    with pytest.raises(waco_hybrid.Error, match="not a C\\+\\+ identifier"):
+        plan.standalone_header("2fast")
+
+
 def long_options(help_text):
     """The long options (--name) a --help text lists at the start of its option lines."""
     names = set()

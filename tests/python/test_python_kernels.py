@@ -77,16 +77,19 @@ def test_every_scipy_format_and_non_canonical_input():
     np.testing.assert_array_equal(data, A.data)
 
 
-def test_one_column_one_row_and_empty_matrices():
-    col = sp.csr_array(np.array([[1.0], [0.0], [-2.5], [4.0]], dtype=np.float32))
-    close(waco_hybrid.make_plan(col, "spmv") @ np.array([2.0], dtype=np.float32),
-          col @ np.array([2.0], dtype=np.float32))
-    row = sp.csr_array(np.array([[0.0, 3.0, 0.0, -1.0]], dtype=np.float32))
-    x = vector(4, 1)
-    close(waco_hybrid.make_plan(row, "spmv") @ x, row @ x)
-    empty = sp.csr_array((5, 7), dtype=np.float32)
-    y = waco_hybrid.make_plan(empty, "spmv") @ vector(7, 2)
-    assert y.shape == (5,) and not y.any()
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_column_one_row_and_empty_matrices(dtype):
+    check = close64 if dtype == np.float64 else close
+    col = sp.csr_array(np.array([[1.0], [0.0], [-2.5], [4.0]], dtype=dtype))
+    y = waco_hybrid.make_plan(col, "spmv") @ np.array([2.0], dtype=dtype)
+    assert y.dtype == dtype
+    check(y, col @ np.array([2.0], dtype=dtype))
+    row = sp.csr_array(np.array([[0.0, 3.0, 0.0, -1.0]], dtype=dtype))
+    x = vector(4, 1, dtype)
+    check(waco_hybrid.make_plan(row, "spmv") @ x, row @ x)
+    empty = sp.csr_array((5, 7), dtype=dtype)
+    y = waco_hybrid.make_plan(empty, "spmv") @ vector(7, 2, dtype)
+    assert y.shape == (5,) and y.dtype == dtype and not y.any()
 
 
 def test_spmm_sddmm_mttkrp_equal_scipy_and_numpy():
@@ -232,7 +235,13 @@ def test_float64_conversions_keep_double_precision(scratch):
     want = A @ x
     fingerprint = waco_hybrid.matrix(A).fingerprint
     unsorted = reversed_rows(A)
-    for B in (sp.csr_array(A), A.tocoo(), A.tocsc(), A.todok(), unsorted):
+    coo = A.tocoo()  # each entry as two halves at one coordinate (summed, as SciPy does)
+    half = coo.data / 2
+    dupes = sp.coo_array((np.concatenate([half, half]), (np.concatenate([coo.row, coo.row]),
+                                                         np.concatenate([coo.col, coo.col]))),
+                         shape=A.shape)
+    assert dupes.dtype == np.float64
+    for B in (sp.csr_array(A), A.tocoo(), A.tocsc(), A.todok(), unsorted, dupes):
         M = waco_hybrid.matrix(B)
         assert M.dtype == "float64" and M.nnz == A.nnz and M.fingerprint == fingerprint, type(B)
         close64(waco_hybrid.make_plan(M, "spmv", "csr") @ x, want)

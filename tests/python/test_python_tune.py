@@ -1,10 +1,11 @@
 """waco_hybrid.tune end to end on the bundled matrix (a small random search): the plan equals
-SciPy, its report, the tuning cache, save/load (float32 and float64), not-worth-it, and the GIL
-released while tuning and while a kernel runs (a second Python thread makes progress
-meanwhile)."""
+SciPy, its report, the tuning cache, save/load (float32 and float64), not-worth-it, no copy of
+canonical CSR by tune, and the GIL released while tuning and while a kernel runs (a second Python
+thread makes progress meanwhile)."""
 
 import threading
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -152,6 +153,49 @@ def test_few_expected_calls_are_not_worth_tuning(scratch):
                             budget=3, expected_calls=5, cache_dir=scratch)
     assert plan.verdict == "not-worth-it" and plan.speedup == 1.0
     assert plan.break_even_calls < 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tune_does_not_copy_canonical_csr(dtype, scratch, monkeypatch):
+    """The issue's no-copy target, on tune itself: the arrays that reach the C++ library are A's
+    own (the same data pointers), and NumPy allocates nothing of A's size while tune runs
+    (tracemalloc sees NumPy's allocations, not the C++ library's own copy of the matrix)."""
+    import waco_hybrid._convert as convert
+    n = 250_000  # 1M nonzeros: 4 a row at distinct columns
+    cols = np.sort((np.arange(n)[:, None] + np.arange(4)[None, :] * 1000) % n, axis=1)
+    A = sp.csr_array((np.ones(4 * n, dtype), cols.ravel().astype(np.int32),
+                      np.arange(0, 4 * n + 1, 4, dtype=np.int32)), shape=(n, n))
+    assert A.indices.dtype == np.int32 and A.has_canonical_format
+
+    real = convert.Matrix
+    passed = []
+
+    class Spy:  # waco_hybrid.Matrix as _convert sees it, recording what _from_csr receives
+        @staticmethod
+        def _from_csr(rows, cols, indptr, indices, data):
+            passed.append((indptr, indices, data))
+            return real._from_csr(rows, cols, indptr, indices, data)
+
+        @staticmethod
+        def _from_coo(*args):
+            raise AssertionError("canonical CSR went through the coordinates")
+
+    monkeypatch.setattr(convert, "Matrix", Spy)
+    size = A.data.nbytes + A.indices.nbytes
+    tracemalloc.start()
+    try:
+        plan = waco_hybrid.tune(A, "spmv", threads=2, search="random", budget=1,
+                                expected_calls=5, cache_dir=scratch)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert plan.dtype == np.dtype(dtype).name and plan.verdict == "not-worth-it"
+    assert len(passed) == 1
+    for got, own in zip(passed[0], (A.indptr, A.indices, A.data)):
+        assert got.ctypes.data == own.ctypes.data and got.nbytes == own.nbytes
+    assert peak < size / 20, (peak, size)
+    x = np.ones(n, dtype)
+    np.testing.assert_allclose(plan @ x, A @ x)
 
 
 def test_adaptive_plan_serves_at_once_and_settles(example, tmp_path):

@@ -302,6 +302,15 @@ class WACO_API Plan {
   void mttkrp(std::int64_t n, const double* B, std::int64_t ldb, const double* C, std::int64_t ldc,
               double* out, std::int64_t ldo) const;
 
+  /// The drop-in header of the kernel that serves calls now (`waco-hybrid tune -o`, `emit
+  /// --standalone`): one self-contained C++17/OpenMP file, nothing of waco-hybrid needed, with
+  /// schedule()'s kernel (generated with the race strategy this plan's kernel was built with), a
+  /// builder of its format from CSR arrays (coordinates for MTTKRP) and the call, in namespace
+  /// `name_space`. When the hand-written csr (csf) serves (implementation()), the csr (csf)
+  /// schedule's kernel: the same loop, generated. Throws Error when `name_space` is not a C++
+  /// identifier.
+  std::string standalone_header(const std::string& name_space = "waco_tuned") const;
+
   /// Writes the plan's decision (schedule, report, matrix fingerprint, machine) as JSON, atomically.
   void save(const std::string& path) const;
   /// A saved plan for the same matrix (its fingerprint must match) on this machine: the format is
