@@ -13,8 +13,12 @@
 //   is left (this test adopts orphans: PR_SET_CHILD_SUBREAPER), nothing half-stored, and a rerun
 //   completes with no row lost or repeated;
 // - two collects on one database (also named through a symbolic link), and two collectors of one
-//   matrix racing to store it: one group per matrix, no row lost or repeated.
-// A kernel that crashes or spins is tested in test_measure.cpp ("crashes, hangs and exceptions").
+//   matrix racing to store it: one group per matrix, no row lost or repeated;
+// - a kernel that segfaults or spins (a compiler that plants the fault in some kernels), measured
+//   alone (a schedule list: stored as the candidate's failure, reused, measured again with
+//   --retry-failed in its own row) and side by side (the model's nominees: that nominee fails
+//   alone, the others and the csr references are measured and the tune decides). The Measurer's
+//   own cases (a hook in the child) are in test_measure.cpp.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -584,6 +588,172 @@ TEST_CASE("faults: the measuring child killed while it compiles takes the compil
   CHECK(WIFEXITED(st));
   CHECK_FALSE(file_has(dir + "/err.txt", "internal"));
   check_no_leftovers(5.0);
+}
+
+// ---- kernels that crash or spin ---------------------------------------------------------------
+
+namespace {
+
+/// A compiler (written to `path`) that compiles as c++ but plants a fault at the entry of some
+/// generated kernels: a segfault (a store through a null pointer) or an endless loop. Which ones:
+/// a kernel whose schedule line (the source's second line) matches `crash_pattern` or
+/// `spin_pattern` (grep -e), or, for an empty pattern, the first (crash) and the second (spin)
+/// kernel it compiles that is not csr's template (`order=i,k format=UC parallel=i threads=0 chunk=1`).
+/// Each fault leaves a file `<path>.crash` or `<path>.spin` holding the kernel's schedule line.
+void write_faulty_compiler(const std::string& path, const std::string& crash_pattern,
+                           const std::string& spin_pattern) {
+  const std::string crash = "volatile int* volatile bad = 0; *bad = 1;";
+  const std::string spin = "for (volatile int spin = 1; spin;) {}";
+  std::ofstream f(path);
+  f << "#!/bin/sh\n"
+       "case \"$*\" in *--version*) exec c++ \"$@\";; esac\n"
+       "src=\n"
+       "for a in \"$@\"; do case \"$a\" in *.cpp) src=$a;; esac; done\n"
+       "[ -n \"$src\" ] || exec c++ \"$@\"\n"
+       "line=$(sed -n 2p \"$src\")\n"
+       "fault=\n";
+  if (crash_pattern.empty()) {
+    // mkdir as an atomic test-and-set: one kernel each.
+    f << "case \"$line\" in *'order=i,k format=UC parallel=i threads=0 chunk=1 '*) exec c++ \"$@\";; esac\n"
+         "if mkdir " << path << ".first 2>/dev/null; then fault=crash\n"
+         "elif mkdir " << path << ".second 2>/dev/null; then fault=spin\n"
+         "else exec c++ \"$@\"; fi\n";
+  } else {
+    f << "if printf '%s\\n' \"$line\" | grep -q -e '" << crash_pattern << "'; then fault=crash\n"
+         "elif printf '%s\\n' \"$line\" | grep -q -e '" << spin_pattern << "'; then fault=spin\n"
+         "else exec c++ \"$@\"; fi\n";
+  }
+  f << "case $fault in crash) stmt='" << crash << "';; *) stmt='" << spin << "';; esac\n"
+       "printf '%s\\n' \"$line\" > " << path << ".$fault\n"
+       "copy=" << path << "-$$.cpp\n"
+       "sed \"s|^extern \\\"C\\\" int waco_kernel(const WacoArgs\\\\* a) {|& $stmt|\" \"$src\" > \"$copy\"\n"
+       "grep -q -F \"$stmt\" \"$copy\" || { echo 'faulty-cc: no entry point found' >&2; exit 1; }\n"
+       "for a do shift; if [ \"$a\" = \"$src\" ]; then set -- \"$@\" \"$copy\"; else set -- \"$@\" \"$a\"; fi; done\n"
+       "c++ \"$@\"; rc=$?; rm -f \"$copy\"; exit $rc\n";
+  f.close();
+  fs::permissions(path, fs::perms::owner_all);
+}
+
+/// The tune's options of the crash and spin tests beside `tune_args`'s (no search given).
+std::string fault_tune_args(const std::string& db, const std::string& cache) {
+  return "tune --kernel spmv --json --db " + db + " --cache-dir " + cache +
+         " --no-plan-cache --repeat 3 --warmup 1 --confirm-rounds 4 --decide-rounds 4 --threads 2 " +
+         example();
+}
+
+}  // namespace
+
+TEST_CASE("faults: a kernel that crashes or spins is its candidate's failure, stored, and the tune goes on") {
+  adopt_orphans();
+  const std::string dir = test::scratch_dir("faults-kernel-crash");
+  fs::remove_all(dir + "/cache");
+  const std::string db = dir + "/r.sqlite";
+  const std::string faulty = dir + "/faulty-cc";
+  // Each schedule measured alone first (a list: measure-first), the segfaulting dcsr and the
+  // spinning split kernel among them.
+  write_faulty_compiler(faulty, "format=CC parallel=i threads=0", "format=UUC parallel=i1");
+  std::ofstream(dir + "/list.txt") << "csr\norder=i,k format=UC parallel=i chunk=16\n"
+                                      "order=i,k format=CC parallel=i\n"
+                                      "split=i:4 order=i1,i0,k format=UUC parallel=i1\nbcsr4x4\n";
+  const std::string args = fault_tune_args(db, dir + "/cache") + " --schedules " + dir +
+                           "/list.txt --timeout 3 --abandon-factor 0";
+  const Result first = cli(args + " --compiler " + faulty);
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  CHECK(fs::exists(faulty + ".crash"));
+  CHECK(fs::exists(faulty + ".spin"));
+  check_no_leftovers(5.0);  // the spinning child was killed
+  const auto j = nlohmann::json::parse(first.out);
+  CHECK(j.at("complete") == true);
+  CHECK(j.at("considered") == 5);
+  CHECK(j.at("status_counts").at("crashed") == 1);
+  CHECK(j.at("status_counts").at("timeout") == 1);
+  CHECK(j.at("status_counts").at("ok") == 3);
+  CHECK(j.at("implementation").is_string());  // a decision: a winner or csr
+  const std::vector<Row> before = measurement_rows(db);
+  // Stored: the five schedules and the csr baseline, one row each, the two faults with theirs.
+  CHECK(before.size() == 6);
+  CHECK(count_status(before, "crashed") == 1);
+  CHECK(count_status(before, "timeout") == 1);
+  for (const Row& r : before) {
+    INFO(r.identity << ": " << r.content);
+    if (r.content.rfind("crashed/", 0) == 0) CHECK(r.content.find("signal 11") != std::string::npos);
+    if (r.content.rfind("timeout/", 0) == 0) CHECK(r.content.find("no result within 3 s") != std::string::npos);
+  }
+  check_kept({}, before);
+
+  // Again: the failures stand (reused, nothing measured, no row added or changed).
+  const Result again = cli(args + " --compiler " + faulty);
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const auto k = nlohmann::json::parse(again.out);
+  CHECK(k.at("reused") == 5);
+  CHECK(k.at("measured") == 0);
+  const std::vector<Row> kept = measurement_rows(db);
+  CHECK(kept.size() == before.size());
+  check_kept(before, kept);
+
+  // With a sound compiler (and a fresh kernel cache: the faulty kernels are cached under the
+  // same compiler identity) and --retry-failed, the two are measured again in their rows.
+  const Result mended = cli(fault_tune_args(db, dir + "/cache-sound") + " --schedules " + dir +
+                            "/list.txt --timeout 3 --abandon-factor 0 --retry-failed");
+  INFO(mended.err);
+  REQUIRE(mended.status == 0);
+  const auto m = nlohmann::json::parse(mended.out);
+  CHECK(m.at("status_counts").at("ok") == 5);
+  const std::vector<Row> after = measurement_rows(db);
+  CHECK(after.size() == before.size());
+  check_kept({}, after);
+  CHECK(count_status(after, "ok") == 6);
+  std::set<std::string> ids_before, ids_after;
+  for (const Row& r : before) ids_before.insert(r.identity);
+  for (const Row& r : after) ids_after.insert(r.identity);
+  CHECK(ids_before == ids_after);
+}
+
+TEST_CASE("faults: a nominee that crashes or spins side by side fails alone, and the tune decides") {
+  // The model's nominees are measured in one child (side by side). A kernel that segfaults or
+  // spins on its first run ends that child; the candidate it was on fails alone and another
+  // child goes on with the rest (before, every nominee and both csr references got the crash,
+  // and the tune decided nothing). Without racing (--abandon-factor 0) the spin is ended after
+  // a measure()'s limits, --compile-timeout + --timeout; with racing, the screening ends it first.
+  adopt_orphans();
+  const std::string dir = test::scratch_dir("faults-nominee-crash");
+  fs::remove_all(dir + "/cache");
+  const std::string faulty = dir + "/faulty-cc";
+  fs::remove(faulty + ".first");
+  fs::remove(faulty + ".second");
+  write_faulty_compiler(faulty, "", "");
+  const auto t0 = Clock::now();
+  const Result r = cli(fault_tune_args(dir + "/r.sqlite", dir + "/cache") +
+                       " --search model --budget 8 --abandon-factor 0 --timeout 3 --compile-timeout 30"
+                       " --compiler " + faulty);
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  REQUIRE(fs::exists(faulty + ".crash"));  // the nominees had two kernels besides csr's
+  REQUIRE(fs::exists(faulty + ".spin"));
+  check_no_leftovers(5.0);
+  CHECK(took < 8 * 30.0);  // the spin did not hold the whole child's prepare limit
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("complete") == true);
+  const auto& counts = j.at("status_counts");
+  const std::int64_t crashed = counts.at("crashed"), timed_out = counts.at("timeout"),
+                     ok = counts.at("ok");
+  CHECK(crashed >= 1);
+  CHECK(timed_out >= 1);
+  CHECK(ok >= 1);
+  CHECK(crashed + timed_out < j.at("considered").get<std::int64_t>());
+  for (const auto& e : j.at("confirm").at("ranking")) {
+    const std::string status = e.at("status");
+    if (status != "crashed" && status != "timeout") continue;
+    INFO(e.dump());
+    CHECK(e.at("reason").get<std::string>().find("first running it") != std::string::npos);
+  }
+  CHECK(j.at("csr").at("status") == "ok");
+  CHECK(j.at("csr_baseline").at("status") == "ok");
+  CHECK(j.at("verdict") != "unconfirmed");
+  CHECK(j.at("implementation").is_string());
 }
 
 // ---- signals -------------------------------------------------------------------------------------
