@@ -145,6 +145,28 @@ std::int64_t query_int(const std::string& db_path, const std::string& sql) {
   return v;
 }
 
+/// The ablation rows of a results database by configuration: created and row (none when the
+/// database or its table does not exist yet).
+std::map<std::string, std::string> ablation_rows(const std::string& db_path) {
+  std::map<std::string, std::string> rows;
+  if (!fs::exists(db_path)) return rows;
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT config, created || '/' || row FROM ablation", -1, &s, nullptr) ==
+      SQLITE_OK) {
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      const std::string config = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+      INFO("ablation row of " << config);
+      CHECK(rows.emplace(config, reinterpret_cast<const char*>(sqlite3_column_text(s, 1))).second);
+    }
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return rows;
+}
+
 std::string integrity(const std::string& db_path) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
@@ -155,6 +177,13 @@ std::string integrity(const std::string& db_path) {
   sqlite3_finalize(s);
   sqlite3_close(db);
   return out;
+}
+
+/// Groups of the first repetition whose stored measurements are not their candidates (a group
+/// half stored, or holding another's rows).
+std::int64_t groups_not_whole(const std::string& db_path) {
+  return query_int(db_path, "SELECT count(*) FROM groups g WHERE g.repetition = 0 AND (SELECT count(*) "
+                            "FROM measurements m WHERE m.group_id = g.id) != g.candidates");
 }
 
 /// No row repeated, and every row of `before` still there unchanged.
@@ -800,6 +829,17 @@ TEST_CASE("faults: SIGTERM to a tune ends it and its children and a rerun comple
     INFO(e.path());
     CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
   }
+  // Every candidate has its one row: a third run measures nothing and adds no row.
+  const std::vector<Row> complete = measurement_rows(db);
+  const Result third = cli(args);
+  INFO(third.err);
+  REQUIRE(third.status == 0);
+  const auto k = nlohmann::json::parse(third.out);
+  CHECK(k.at("reused") == 12);
+  CHECK(k.at("measured") == 0);
+  const std::vector<Row> rows = measurement_rows(db);
+  CHECK(rows.size() == complete.size());
+  check_kept(complete, rows);
 }
 
 TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a rerun completes") {
@@ -835,6 +875,7 @@ TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a
     const int stored = j.at("outcomes").value("measured", 0);
     CHECK(j.at("outcomes").value("failed", 0) == 0);  // the interrupted matrix is no failure
     CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == stored);
+    CHECK(groups_not_whole(db) == 0);  // nothing half-stored
     CHECK(integrity(db) == "ok");
     check_kept(before, measurement_rows(db));
 
@@ -846,6 +887,7 @@ TEST_CASE("faults: SIGTERM or SIGINT to a collect ends it and its children and a
     CHECK(k.at("outcomes").value("existing", 0) == stored);
     CHECK(k.at("outcomes").value("measured", 0) == 3 - stored);
     CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == 3);
+    CHECK(groups_not_whole(db) == 0);
     check_kept(kept, measurement_rows(db));
   }
 }
@@ -858,6 +900,8 @@ TEST_CASE("faults: SIGTERM to an ablate ends it and its tunes and a rerun comple
       "--config \"b=--search random --budget 4 --seed 2\" --db " + dir + "/a.sqlite --work " + dir +
       "/work --cache-dir " + dir + "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4 "
       "--decide-rounds 4\" --bench-repeat 5 --final-runs-max 2 --threads 2 --json " + example();
+  fs::remove(dir + "/a.sqlite");
+  std::map<std::string, std::string> stored;  // the ablation rows so far, by configuration
   for (const int signals : {1, 2}) {  // one: the tune stops at a safe point; two: all at once
     INFO(signals << " SIGTERM");
     fs::remove_all(dir + "/cache");
@@ -892,6 +936,16 @@ TEST_CASE("faults: SIGTERM to an ablate ends it and its tunes and a rerun comple
       CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 30.0);
     }
     check_no_leftovers(5.0);
+    // What the interrupted run stored stays (a configuration finished before the signal has its
+    // row, and none is half-written); the next run adds to it.
+    if (fs::exists(dir + "/a.sqlite")) CHECK(integrity(dir + "/a.sqlite") == "ok");
+    const std::map<std::string, std::string> now = ablation_rows(dir + "/a.sqlite");
+    for (const auto& [config, row] : stored) {
+      INFO("the ablation row of " << config << " stored before the signal");
+      REQUIRE(now.count(config) == 1);
+      CHECK(now.at(config) == row);
+    }
+    stored = now;
   }
   const Result again = test::run_cli(args);
   INFO(again.err);
@@ -900,6 +954,18 @@ TEST_CASE("faults: SIGTERM to an ablate ends it and its tunes and a rerun comple
   REQUIRE(j.at("matrices").size() == 1);
   CHECK(j.at("matrices")[0].at("runs").contains("a"));
   CHECK(j.at("matrices")[0].at("runs").contains("b"));
+  // One row per configuration and one of the final side-by-side runs, the ones stored before the
+  // signals unchanged (reused, not redone).
+  const std::map<std::string, std::string> rows = ablation_rows(dir + "/a.sqlite");
+  CHECK(rows.size() == 3);
+  CHECK(rows.count("a") == 1);
+  CHECK(rows.count("b") == 1);
+  CHECK(rows.count("side-by-side") == 1);
+  for (const auto& [config, row] : stored) {
+    INFO("the ablation row of " << config << " stored before the rerun");
+    REQUIRE(rows.count(config) == 1);
+    CHECK(rows.at(config) == row);
+  }
 }
 
 // ---- two collectors ------------------------------------------------------------------------------
@@ -938,8 +1004,7 @@ TEST_CASE("faults: two collects on one database (also named through a symbolic l
     CHECK(query_int(db, "SELECT count(*) FROM (SELECT matrix_id FROM groups WHERE repetition = 0 "
                         "GROUP BY matrix_id HAVING count(*) > 1)") == 0);
     // Every group holds its rows (none replaced by another group's).
-    CHECK(query_int(db, "SELECT count(*) FROM groups g WHERE g.repetition = 0 AND (SELECT count(*) "
-                        "FROM measurements m WHERE m.group_id = g.id) != g.candidates") == 0);
+    CHECK(groups_not_whole(db) == 0);
     const std::vector<Row> rows = measurement_rows(db);
     check_kept({}, rows);
   }
@@ -980,7 +1045,6 @@ TEST_CASE("faults: two collectors of one matrix racing store one group") {
   CHECK(outcomes.count(10) == 1);  // one stored
   CHECK(outcomes.count(11) == 1);  // one found it stored (before or after measuring)
   CHECK(query_int(db, "SELECT count(*) FROM groups WHERE repetition = 0") == 1);
-  CHECK(query_int(db, "SELECT count(*) FROM groups g WHERE (SELECT count(*) FROM measurements m "
-                      "WHERE m.group_id = g.id) != g.candidates AND g.repetition = 0") == 0);
+  CHECK(groups_not_whole(db) == 0);
   check_kept({}, measurement_rows(db));
 }
