@@ -2,12 +2,20 @@
 // lines, JSON output, --output / --inputs round trips, bench ratios, generate.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -293,4 +301,178 @@ TEST_CASE("cli: emit --json names the register block and the compile-time split 
   r = cli("emit --kernel spmm --schedule csr --json");
   REQUIRE(r.status == 0);
   CHECK(nlohmann::json::parse(r.out)["register_block"].is_null());
+}
+
+namespace {
+
+/// One gzip member (a complete gzip stream) of `text`.
+std::string gzip_member(const std::string& text) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+/// A gzip bomb: `header` as one member, then `members` members of 16 MiB of `line` repeated
+/// (a gzip reader reads concatenated members as one stream). Returns the uncompressed bytes.
+std::int64_t write_gzip_bomb(const std::string& path, const std::string& header,
+                             const std::string& line, int members) {
+  std::string chunk;
+  chunk.reserve(std::size_t{16} << 20);
+  while (chunk.size() + line.size() <= (std::size_t{16} << 20)) chunk += line;
+  const std::string member = gzip_member(chunk);
+  std::ofstream f(path, std::ios::binary);
+  f << gzip_member(header);
+  for (int k = 0; k < members; ++k) f.write(member.data(), static_cast<std::streamsize>(member.size()));
+  REQUIRE(f.good());
+  return static_cast<std::int64_t>(header.size()) +
+         static_cast<std::int64_t>(chunk.size()) * members;
+}
+
+struct Limited {
+  int status = -1;        ///< exit status, -1 when killed by a signal
+  std::string err;        ///< stderr
+  long peak_rss_kib = 0;  ///< the process's peak resident memory (wait4's ru_maxrss)
+  double seconds = 0.0;
+};
+
+/// Runs `waco-hybrid args...` with its address space limited to `address_space` bytes (so that
+/// an allocation of what a file declares fails instead of succeeding lazily), WACO_MAX_INPUT_MEMORY
+/// set to `max_input_memory` (empty: unset), stdout discarded; its peak RSS from wait4.
+Limited run_limited(const std::vector<std::string>& args, const std::string& max_input_memory,
+                    std::int64_t address_space, const std::string& err_path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const rlimit rl{static_cast<rlim_t>(address_space), static_cast<rlim_t>(address_space)};
+    ::setrlimit(RLIMIT_AS, &rl);
+    if (max_input_memory.empty())
+      ::unsetenv("WACO_MAX_INPUT_MEMORY");
+    else
+      ::setenv("WACO_MAX_INPUT_MEMORY", max_input_memory.c_str(), 1);
+    const int out = ::open("/dev/null", O_WRONLY);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    const std::string bin = waco::test::cli_binary();
+    std::vector<char*> argv{const_cast<char*>(bin.c_str())};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  Limited r;
+  int st = 0;
+  rusage ru{};
+  REQUIRE(::wait4(pid, &st, 0, &ru) == pid);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.peak_rss_kib = ru.ru_maxrss;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("cli: inputs that declare or expand to more than memory holds stop at a stated limit, in bounded memory") {
+  // Issue 39's resource limits, through `info` as a user meets them: each file is refused or
+  // stopped with one error line that states the limit (and, for the memory limit, how to raise
+  // it), or read, and the process never holds more than 256 MiB, with its address space limited
+  // to 4 GiB (an allocation of what a file declares would fail there: "out of memory").
+  const std::string dir = waco::test::scratch_dir("cli-limits");
+  const std::string err = dir + "/err.txt";
+  constexpr std::int64_t kAddressSpace = std::int64_t{4} << 30;
+  constexpr long kPeakKib = 256 * 1024;
+  const auto write_gz = [](const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary) << gzip_member(text);
+  };
+  struct Case {
+    std::string name, file, max_input_memory;
+    std::vector<std::string> expect;  ///< fragments of the error (empty: read, exit 0)
+    std::vector<std::string> or_expect = {};  ///< another acceptable error (machine-dependent limit)
+  };
+  std::vector<Case> cases;
+  const std::string tera = "%%MatrixMarket matrix coordinate real general\n1000000 1000000 1000000000000\n1 1 1\n";
+  std::ofstream(dir + "/tera.mtx") << tera;
+  write_gz(dir + "/tera.mtx.gz", tera);
+  for (const char* f : {"tera.mtx", "tera.mtx.gz"})
+    cases.push_back({std::string("a header declaring 10^12 entries: ") + f, dir + "/" + f, "",
+                     {":2: declares 1000000000000 entries; more than 2147483647 are not supported"}});
+  const std::string promise = "%%MatrixMarket matrix coordinate real general\n1000 1000 2000000000\n1 1 1\n2 2 2\n";
+  std::ofstream(dir + "/promise.mtx") << promise;
+  cases.push_back({"a size line promising 2*10^9 entries in a plain file of 4 lines", dir + "/promise.mtx", "",
+                   {":2: the size line declares 2000000000 entries, but the file has", "room for at most"}});
+  // gzip hides the size: 5*10^8 entries (18 GiB by the estimate) are either refused by the
+  // memory limit or read until the stream ends, never reserved.
+  write_gz(dir + "/promise.mtx.gz",
+           "%%MatrixMarket matrix coordinate real general\n1000000 1000000 500000000\n1 1 1\n2 2 2\n");
+  cases.push_back({"a size line promising 5*10^8 entries in a gzip file of 4 lines", dir + "/promise.mtx.gz", "",
+                   {":4: the file ends after 2 of the 500000000 entries"},
+                   {":2: ", "more than the input memory limit", "set WACO_MAX_INPUT_MEMORY"}});
+  // 20 GiB of FROSTT entries in about 20 MB: no header, so the limit is checked as they arrive.
+  const std::int64_t tns_bytes = write_gzip_bomb(dir + "/bomb.tns.gz", "1 2 3 1.5\n", "1 2 3 1.5\n", 1280);
+  CHECK(tns_bytes > std::int64_t{20000000000});  // 20 GB
+  CHECK(fs::file_size(dir + "/bomb.tns.gz") < (std::uint64_t{64} << 20));
+  cases.push_back({"a gzip bomb of 20 GiB of FROSTT entries", dir + "/bomb.tns.gz", "64M",
+                   {"a tensor of order 3 with more than 1198372 entries needs about 64 MiB of memory, more "
+                    "than the input memory limit of 64 MiB (WACO_MAX_INPUT_MEMORY)",
+                    "set WACO_MAX_INPUT_MEMORY"}});
+  // 20 GiB of Matrix Market entries after a size line declaring 10^6: stops at the one after them.
+  write_gzip_bomb(dir + "/bomb.mtx.gz", "%%MatrixMarket matrix coordinate real general\n1000 1000 1000000\n",
+                  "1 1 1\n", 1280);
+  cases.push_back({"a gzip bomb of 20 GiB of entries after a size line of 10^6", dir + "/bomb.mtx.gz", "",
+                   {":1000003: more entries than the 1000000 declared on the size line"}});
+  // A dense 40000 x 40000 array of zeros (3.2 GB of text): refused at its size line.
+  write_gzip_bomb(dir + "/bomb-array.mtx.gz", "%%MatrixMarket matrix array real general\n40000 40000\n", "0\n", 200);
+  cases.push_back({"a gzip bomb of a 40000 x 40000 array", dir + "/bomb-array.mtx.gz", "1G",
+                   {":2: a 40000 x 40000 array needs about", "more than the input memory limit of 1 GiB "
+                    "(WACO_MAX_INPUT_MEMORY)"}});
+  // A tensor of 2^40 positions (1024 x 1024 x 2^20) and a matrix of 2^40 (2^20 x 2^20), each of
+  // 3 entries: read in memory of their entries, not their positions.
+  std::ofstream(dir + "/t40.tns") << "1024 1 1 1.0\n1 1024 1048576 2.0\n3 5 7 3.0\n";
+  cases.push_back({"a tensor of 2^40 positions", dir + "/t40.tns", "", {}});
+  std::ofstream(dir + "/m40.mtx") << "%%MatrixMarket matrix coordinate real general\n1048576 1048576 3\n"
+                                     "1048576 1 1\n1 1048576 2\n7 7 3\n";
+  cases.push_back({"a matrix of 2^40 positions", dir + "/m40.mtx", "", {}});
+  // Huge dimensions: 8 bytes an index of every mode are 48 GiB.
+  std::ofstream(dir + "/huge.tns") << "2147483647 2147483647 2147483647 1.0\n1 1 1 2.0\n";
+  cases.push_back({"a tensor of dimensions 2^31 - 1 cubed", dir + "/huge.tns", "4G",
+                   {"a 2147483647 x 2147483647 x 2147483647 tensor of 2 entries needs about 48 GiB of memory, "
+                    "more than the input memory limit of 4 GiB (WACO_MAX_INPUT_MEMORY)", "set WACO_MAX_INPUT_MEMORY"}});
+  if (input_memory_limit() < (std::int64_t{48} << 30))
+    cases.push_back({"the same under this machine's physical memory", dir + "/huge.tns", "",
+                     {"needs about 48 GiB of memory, more than the input memory limit of",
+                      "(this machine's physical memory)", "set WACO_MAX_INPUT_MEMORY"}});
+
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const Limited r = run_limited({"info", c.file}, c.max_input_memory, kAddressSpace, err);
+    INFO("exit " << r.status << ", peak " << r.peak_rss_kib << " KiB, " << r.seconds << " s: " << r.err);
+    CHECK(r.peak_rss_kib < kPeakKib);
+    CHECK(r.seconds < 60.0);
+    if (c.expect.empty()) {
+      CHECK(r.status == 0);
+      continue;
+    }
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("error: " + c.file + ":", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    const auto has_all = [&](const std::vector<std::string>& fragments) {
+      if (fragments.empty()) return false;
+      for (const std::string& f : fragments)
+        if (r.err.find(f) == std::string::npos) return false;
+      return true;
+    };
+    CHECK((has_all(c.expect) || has_all(c.or_expect)));
+  }
+  for (const char* bomb : {"bomb.tns.gz", "bomb.mtx.gz", "bomb-array.mtx.gz"}) fs::remove(dir + "/" + bomb);
 }

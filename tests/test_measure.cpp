@@ -181,18 +181,37 @@ TEST_CASE("measure: compare times candidates side by side and keeps their failur
   CHECK(w[0].status == MeasureStatus::WrongResult);
   CHECK(w[1].status == MeasureStatus::WrongResult);
 
-  // A crash takes down the comparison, not the caller: every candidate gets the reason.
+  // A crash or a hang while a candidate is prepared or first run (a kernel that segfaults or
+  // spins) is that candidate's alone: the child that crashed is replaced and the others are
+  // measured (before, every candidate got the crash). The hang is ended after a measure()'s
+  // limits, prepare + run.
   MeasureOptions hooked = quick_options(cache_dir());
+  hooked.run_timeout_s = 1.5;
+  hooked.prepare_timeout_s = 10.0;
   hooked.child_hook = [](const Candidate& c) {
     if (c.schedule && c.schedule->chunk == 2) raise(SIGSEGV);
+    if (c.schedule && c.schedule->chunk == 4) std::this_thread::sleep_for(std::chrono::seconds(120));
   };
   Measurer mc(f.p, f.ref, hooked);
-  const std::vector<Measurement> crashed =
-      mc.compare({schedule("csr"), schedule("order=i,k format=UC parallel=i chunk=2")}, 3);
-  REQUIRE(crashed.size() == 2);
-  for (const Measurement& c : crashed) {
-    CHECK(c.status == MeasureStatus::Crashed);
-    CHECK(c.reason.find("signal 11") != std::string::npos);
+  const double t0 = kernels::now_seconds();
+  const std::vector<Measurement> crashed = mc.compare(
+      {schedule("csr"), schedule("order=i,k format=UC parallel=i chunk=2"), Candidate::baseline("csr"),
+       schedule("order=i,k format=UC parallel=i chunk=4"), schedule("order=i,k format=UC parallel=i chunk=8")},
+      3);
+  const double waited = kernels::now_seconds() - t0;
+  REQUIRE(crashed.size() == 5);
+  INFO(crashed[1].reason << " / " << crashed[3].reason);
+  CHECK(crashed[1].status == MeasureStatus::Crashed);
+  CHECK(crashed[1].reason.find("signal 11") != std::string::npos);
+  CHECK(crashed[1].reason.find("first running it") != std::string::npos);
+  CHECK(crashed[3].status == MeasureStatus::Timeout);
+  CHECK(crashed[3].reason.find("11.5 s") != std::string::npos);
+  CHECK(waited < 40.0);  // not the whole compare's prepare limit (5 x 10 s) after the hang
+  for (std::size_t i : {0, 2, 4}) {
+    INFO(i << ": " << crashed[i].reason);
+    CHECK(crashed[i].status == MeasureStatus::Ok);
+    CHECK(crashed[i].verified);
+    CHECK(crashed[i].seconds.size() == 3);
   }
   CHECK(mc.measure(schedule("csr")).status == MeasureStatus::Ok);
 }

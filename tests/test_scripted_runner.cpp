@@ -175,15 +175,26 @@ TEST_CASE("scripted runner: compare honours rounds, racing, always_timed and fai
     CHECK(ms[0].seconds.size() == 1);
     CHECK(ms[0].reason.find("screening deadline") != std::string::npos);
   }
-  SECTION("a crash fails the whole group, as one measuring child does") {
-    RunnerScript s = script();
-    s.rules.insert(s.rules.begin(),
-                   RunnerScript::Rule{spmv(kFast).label(), {}, {{"status", "crashed"}}});
-    ScriptedRunner crashing(s, options());
-    const std::vector<Measurement> ms = crashing.compare(cs, 6);
-    for (const Measurement& m : ms) {
-      CHECK(m.status == MeasureStatus::Crashed);
-      CHECK(m.repeats == 6);
+  SECTION("a crash or a hang fails its candidate alone, as the Measurer's compare does") {
+    for (const char* status : {"crashed", "timeout"}) {
+      INFO(status);
+      RunnerScript s = script();
+      s.rules.insert(s.rules.begin(),
+                     RunnerScript::Rule{spmv(kFast).label(), {}, {{"status", status}}});
+      ScriptedRunner crashing(s, options());
+      const std::vector<Measurement> ms = crashing.compare(cs, 6);
+      const std::vector<Measurement> plain = ScriptedRunner(script(), options()).compare(cs, 6);
+      REQUIRE(ms.size() == 4);
+      CHECK(ms[2].status == (std::string(status) == "crashed" ? MeasureStatus::Crashed
+                                                              : MeasureStatus::Timeout));
+      CHECK(ms[2].seconds.empty());
+      for (std::size_t i : {0u, 1u, 3u}) {  // the others as without the crash
+        INFO(cs[i].label());
+        CHECK(ms[i].status == plain[i].status);
+        CHECK(ms[i].repeats == plain[i].repeats);
+      }
+      CHECK(ms[1].status == MeasureStatus::Ok);
+      CHECK(ms[1].repeats == 6);
     }
   }
   SECTION("scripted counters and a status from a later call on") {

@@ -349,6 +349,16 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
            *std::min_element(probe[i].begin(), probe[i].end()) >
                opts.compare_race_factor * screening.best_s;
   };
+  // The 'N' frame before a candidate's preparation and first runs: what a new child needs to go
+  // on without it, should this child crash or hang there (compare_screened, supervise).
+  const auto now_on = [&](std::size_t i) {
+    nlohmann::json failures = nlohmann::json::array();
+    for (const std::size_t f : failed_here)
+      failures.push_back({{"index", f}, {"measurement", ready[f].m.to_json()}});
+    write_frame(sock, 'N',
+                nlohmann::json{{"index", i}, {"failures", failures}, {"screening", screening.to_json()}}
+                    .dump());
+  };
   // Screened by an earlier child of this request (see compare_screened): prepared only after the
   // screening here, for the rounds, so that a restart does not prepare them again and again.
   std::vector<std::size_t> deferred;
@@ -357,6 +367,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
       deferred.push_back(i);
       continue;
     }
+    now_on(i);
     ready[i] = prepare_candidate(p, shared, run_threads, cs[i]);
     Prepared& r = ready[i];
     if (!r.impl) {
@@ -406,6 +417,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::
       abandon(i);
       continue;
     }
+    now_on(i);
     ready[i] = prepare_candidate(p, shared, run_threads, cs[i]);
     Prepared& r = ready[i];
     if (!r.impl) continue;

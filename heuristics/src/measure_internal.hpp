@@ -32,6 +32,10 @@
 //   child   --'X' {overrun, screened}------->  worker             (compare's screening: a run overran its
 //                                                                  deadline; the child exits, the worker
 //                                                                  forks another for the rest)
+//   child   --'N' {index, screened}--------->  worker             (compare: the candidate it prepares and
+//                                                                  first runs now; should the child crash
+//                                                                  or hang before the next, that one fails
+//                                                                  alone and another child goes on)
 //   child   --'R' [Measurement...]---------->  worker  --'R' [Measurement...]-->  parent
 //   worker  --'E' {error, hint, internal}--->  parent  (a request failed as a whole: malformed,
 //                                                       no problem loaded, a bug)
@@ -106,6 +110,9 @@ std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::
 /// candidate, each later run before the rounds has a deadline (screening, see
 /// MeasureOptions::compare_screen_margin); one that overruns it ends this child with an 'X' frame
 /// that carries the screening so far and the overrunning candidate's prepared Measurement.
+/// Before each candidate's preparation and first runs, an 'N' frame names it and carries the
+/// screening and failures so far, so that a crash or a hang there is that candidate's alone
+/// (supervise, compare_screened); one in the rounds after the 'P' frame is every candidate's.
 std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::Reference& ref,
                                       const MeasureOptions& opts, int run_threads,
                                       const std::vector<Candidate>& cs,
@@ -132,10 +139,14 @@ std::vector<Measurement> from_json(const nlohmann::json& j);
 /// supervises it: the prepare limit until its 'P' frame, then the run limit until its 'R' frame.
 /// When the child fails as a whole (crash, timeout), the result is one failed Measurement. An 'X'
 /// frame (compare's screening: a run overran its deadline and the child exits) is stored in
-/// *overrun, and the result is empty.
+/// *overrun, and the result is empty. compare's 'N' frames (the candidate the child prepares and
+/// first runs now) each give the child `step_limit` seconds (when > 0) until the next frame; a
+/// crash or timeout after one and before the 'P' frame is that candidate's: the 'N' frame's
+/// payload, with the failed Measurement as "failed", is stored in *overrun, and the result is
+/// empty.
 std::vector<Measurement> supervise(double prepare_limit, double run_limit,
                                    const std::function<std::vector<Measurement>(int)>& body,
-                                   nlohmann::json* overrun = nullptr);
+                                   nlohmann::json* overrun = nullptr, double step_limit = 0.0);
 
 /// The largest peak resident memory a measuring child of this process reported ('S' frames)
 /// since the last call, in bytes (0: none); starts again from 0.

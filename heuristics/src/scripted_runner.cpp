@@ -60,9 +60,13 @@ MeasureStatus status_at(const ScriptedTiming& t, int call) {
   return call >= t.from_call ? t.status : MeasureStatus::Ok;
 }
 
+/// A status that fails its candidate alone in compare(): also a crash or a hang, which the real
+/// runner gives to the candidate the measuring child was preparing or first running (a kernel
+/// that crashes or spins does so on its first run).
 bool individual_failure(MeasureStatus s) {
   return s == MeasureStatus::Refused || s == MeasureStatus::CompileError ||
-         s == MeasureStatus::WrongResult;
+         s == MeasureStatus::WrongResult || s == MeasureStatus::Crashed ||
+         s == MeasureStatus::Timeout;
 }
 
 double sum(const std::vector<double>& xs) { return std::accumulate(xs.begin(), xs.end(), 0.0); }
@@ -367,23 +371,6 @@ std::vector<Measurement> ScriptedRunner::compare(const std::vector<Candidate>& c
     for (Measurement& m : out) m.wall_s = wall;
     return out;
   };
-  // One child measures them all: a crash or a timeout fails every candidate the worker did not
-  // refuse itself.
-  for (std::size_t i = 0; i < n; ++i) {
-    if (st[i] != MeasureStatus::Crashed && st[i] != MeasureStatus::Timeout) continue;
-    for (std::size_t j = 0; j < n; ++j) {
-      if (st[j] == MeasureStatus::Refused) {
-        out[j] = scripted_failure(out[j], st[j], draws[j].t);
-      } else {
-        Measurement f = scripted_failure(Measurement{}, st[i], draws[i].t);
-        f.warmup = opts_.warmup;
-        f.repeats = rounds;
-        f.threads = out[j].threads;
-        out[j] = f;
-      }
-    }
-    return finish();
-  }
   // As compare_here: baselines first (they set the group's fastest), each verified, then
   // probed twice when racing; a guarded run over the screening deadline stops its candidate.
   std::vector<std::size_t> order;

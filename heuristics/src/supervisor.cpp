@@ -168,7 +168,7 @@ std::vector<Measurement> from_json(const nlohmann::json& j) {
 
 std::vector<Measurement> supervise(double prepare_limit, double run_limit,
                                    const std::function<std::vector<Measurement>(int)>& body,
-                                   nlohmann::json* overrun) {
+                                   nlohmann::json* overrun, double step_limit) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     Measurement m;
@@ -203,6 +203,7 @@ std::vector<Measurement> supervise(double prepare_limit, double run_limit,
   double limit = prepare_limit;
   double deadline = now_seconds() + limit;
   const char* phase = "preparing (format, compile)";
+  std::string now_on;  // the payload of the last 'N' frame before the 'P' frame
   std::vector<Measurement> m;
   for (;;) {
     char type = 0;
@@ -214,13 +215,27 @@ std::vector<Measurement> supervise(double prepare_limit, double run_limit,
       m = {failed(Measurement{}, MeasureStatus::Timeout,
                   "no result within " + format_limit(limit) + " s while " + phase +
                       "; the child was killed")};
-      break;
-    }
-    if (st != ReadStatus::Ok) {  // Eof (or a frame no child sends: TooLarge)
+    } else if (st != ReadStatus::Ok) {  // Eof (or a frame no child sends: TooLarge)
       const int status = reap_child(child, 10.0);
       m = {failed(Measurement{}, MeasureStatus::Crashed,
                   "the measuring child " + describe_exit(status) + " while " + phase)};
+    }
+    if (st != ReadStatus::Ok) {
+      if (!now_on.empty() && overrun != nullptr) {  // the failure of the candidate it was on
+        *overrun = nlohmann::json::parse(now_on);
+        (*overrun)["failed"] = m.front().to_json();
+        m.clear();
+      }
       break;
+    }
+    if (type == 'N') {
+      now_on = std::move(payload);
+      phase = "preparing or first running it (format, compile, verification, screening)";
+      if (step_limit > 0) {
+        limit = step_limit;
+        deadline = now_seconds() + limit;
+      }
+      continue;
     }
     if (type == 'X' && overrun != nullptr) {
       *overrun = nlohmann::json::parse(payload);
@@ -232,6 +247,7 @@ std::vector<Measurement> supervise(double prepare_limit, double run_limit,
       continue;
     }
     if (type == 'P') {
+      now_on.clear();
       limit = run_limit;
       deadline = now_seconds() + limit;
       phase = "running (verification, timing)";

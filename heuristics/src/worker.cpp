@@ -88,8 +88,11 @@ namespace {
 /// compare() in the worker: one child prepares, screens and times the candidates (compare_here).
 /// When a run overruns its screening deadline the child ends; the overrunning candidate and the
 /// ones that failed before it get their Measurements here, and a new child goes on with the
-/// others, told the group's fastest probe and the probes already made. A child that fails as a
-/// whole (crash, timeout) gives its one Measurement to every candidate it had.
+/// others, told the group's fastest probe and the probes already made. So too when the child
+/// crashes or hangs while it prepares or first runs a candidate (its 'N' frame named it; each
+/// candidate has the prepare and run limits of a measure() there): that candidate is Crashed or
+/// Timeout alone. A child that fails in the rounds gives its one Measurement to every candidate
+/// it had.
 std::vector<Measurement> compare_screened(const kernels::Problem& p, const kernels::Reference& ref,
                                           const MeasureOptions& opts, int run_threads,
                                           const std::vector<Candidate>& cs,
@@ -119,7 +122,7 @@ std::vector<Measurement> compare_screened(const kernels::Problem& p, const kerne
         [&](int child_sock) {
           return compare_here(p, ref, opts, run_threads, sub, sub_keep, rounds, known, child_sock);
         },
-        &x);
+        &x, opts.prepare_timeout_s + opts.run_timeout_s);
     if (x.is_null()) {
       if (done.size() != sub.size()) done.assign(sub.size(), done.front());
       for (std::size_t k = 0; k < left.size(); ++k) out[left[k]] = std::move(done[k]);
@@ -133,7 +136,8 @@ std::vector<Measurement> compare_screened(const kernels::Problem& p, const kerne
     }
     for (const nlohmann::json& f : x.at("failures"))
       out[left.at(f.at("index").get<std::size_t>())] = Measurement::from_json(f.at("measurement"));
-    out[left.at(x.at("index").get<std::size_t>())] = overran(x);
+    out[left.at(x.at("index").get<std::size_t>())] =
+        x.contains("failed") ? Measurement::from_json(x.at("failed")) : overran(x);
   }
   std::vector<Measurement> ms;
   for (auto& m : out) ms.push_back(std::move(*m));

@@ -10,7 +10,8 @@
 // is set); compare() probes every candidate twice when racing (baselines first, so that they set
 // the group's fastest), abandons the hopeless ones (not those always timed), stops one whose
 // verification or probe run overruns the screening deadline, then times the rest in `rounds`
-// rounds; a crash or timeout in compare fails the whole group (one child measures them all).
+// rounds; a crash or timeout in compare fails its candidate alone (as the Measurer's, whose
+// child crashes or hangs on a kernel's first run, before the rounds).
 // Where it differs: nothing is compiled, built or verified (a scripted wrong-result stands for
 // a failed verification); no settle runs, retakes or hardware counters (the software counts are
 // the script's `retaken` and `disturbed_kept`, 0 by default); wall_s is the sum of the runs made
