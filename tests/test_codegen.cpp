@@ -3,7 +3,9 @@
 // that do and do not divide the dimensions, every loop order, any parallel loop, 1 and 2 threads)
 // and checks each generated kernel on small generated operands, both race strategies (atomic and
 // private) when the parallel loop does not index the output. WACO_CODEGEN_CASES overrides the
-// number of schedules per kernel (default 300).
+// number of schedules per kernel (default 300). Narrow (N) levels: 40 random schedules per kernel
+// with their C levels written N, the blocked narrow layout on a matrix wider than 16 bits, and the
+// 16-bit boundary (65536 columns built, 65537 refused).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "waco/codegen/generated_kernel.hpp"
 #include "waco/codegen/storage.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/generators.hpp"
 #include "waco/kernels/reference.hpp"
 
 using namespace waco::codegen;
@@ -218,9 +221,9 @@ TEST_CASE("codegen: a second prepare hits the cache and computes the identical r
 
 TEST_CASE("codegen: named shortcuts equal the reference on every edge case") {
   const std::vector<std::pair<KernelKind, std::vector<std::string>>> shortcuts = {
-      {KernelKind::SpMV, {"csr", "dcsr", "csc", "bcsr4x4", "bcsr2x8"}},
-      {KernelKind::SpMM, {"csr", "dcsr", "csc", "bcsr4x4"}},
-      {KernelKind::SDDMM, {"csr", "dcsr", "csc", "bcsr4x4"}},
+      {KernelKind::SpMV, {"csr", "dcsr", "csc", "bcsr4x4", "ncsr", "bcsr2x8"}},
+      {KernelKind::SpMM, {"csr", "dcsr", "csc", "bcsr4x4", "ncsr"}},
+      {KernelKind::SDDMM, {"csr", "dcsr", "csc", "bcsr4x4", "ncsr"}},
       {KernelKind::MTTKRP, {"csf"}}};
   for (const auto& [k, names] : shortcuts)
     for (const std::string& name : names)
@@ -589,5 +592,81 @@ TEST_CASE("codegen: random register-blocked schedules equal the reference (prope
     CHECK(ran >= 20);
     CHECK(racy >= 2);
     CHECK(rows >= 2);
+  }
+}
+
+TEST_CASE("codegen: narrow (N) levels equal the reference (property test and the 16-bit boundary)") {
+  // Random schedules of every kernel with every C level written N (16-bit coordinates; the edge
+  // cases' extents all fit them), both race strategies where the parallel loop does not index
+  // the output.
+  for (KernelKind k : kAllKernels) {
+    const std::vector<Operands> ops = operands_for(k);
+    std::vector<SuperSchedule> schedules =
+        distinct_random_schedules(k, 0x4A770000ull + static_cast<std::uint64_t>(k), 40);
+    int narrow = 0, refused = 0;
+    for (std::size_t i = 0; i < schedules.size(); ++i) {
+      SuperSchedule& s = schedules[i];
+      for (LevelFormat& f : s.formats)
+        if (f == LevelFormat::C) f = LevelFormat::N;
+      if (std::count(s.formats.begin(), s.formats.end(), LevelFormat::N) == 0) continue;
+      ++narrow;
+      CHECK(emit_kernel_source(s).find("const unsigned short* __restrict") != std::string::npos);
+      const Operands& op = ops[i % ops.size()];
+      const int dense = 1 + static_cast<int>(i % 7);
+      INFO(kernel_name(k) << " schedule '" << to_text(s) << "' on " << op.name << ", dense " << dense);
+      CHECK(check(s, op, dense, refused) == "");
+      if (!parallel_loop_is_race_free(s)) CHECK(check(s, op, dense, refused, RaceStrategy::Private) == "");
+    }
+    CHECK(narrow >= 25);
+    CHECK(refused < narrow / 2);
+  }
+
+  // Beyond 16 bits: the blocked narrow layout (blocks of 256 rows by 65536 columns, the columns'
+  // block-local offsets in 16 bits) on a matrix of 700 x 200000 (neither a multiple of its block)
+  // with a dense and an empty column block, static and dynamic, SpMV and SpMM; an N level over the
+  // whole 200000 columns is refused.
+  GeneratorSpec g;
+  g.kind = "uniform";
+  g.rows = 700;
+  g.cols = 200000;
+  g.nnz = 30000;
+  g.seed = 17;
+  CooMatrix wide = generate(g);
+  for (std::size_t e = 0; e < wide.row.size(); ++e)  // columns 65536.. 131071 left empty
+    if (wide.col[e] >= 65536 && wide.col[e] < 131072) wide.col[e] -= 65536;
+  for (index_t c = 131072; c < 131072 + 400; ++c) {  // one dense row segment in the third block
+    wide.row.push_back(5);
+    wide.col.push_back(c);
+    wide.val.push_back(0.5f);
+  }
+  waco::kernels::canonicalize(wide);
+  const Operands op{"uniform 700x200000", wide, {}};
+  int refused = 0;
+  for (const char* text :
+       {"split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2 chunk=static",
+        "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2 chunk=1",
+        "split=k:65536 order=i,k1,k0 format=UCN parallel=i threads=2 chunk=static"}) {
+    const SuperSchedule s = parse_schedule(KernelKind::SpMV, text);
+    INFO(text);
+    CHECK(check(s, op, 1, refused) == "");
+  }
+  const SuperSchedule spmm = parse_schedule(
+      KernelKind::SpMM, "split=i:256,k:65536 order=i1,k1,i0,k0,j format=UCUN parallel=i1 threads=2 chunk=static");
+  CHECK(check(spmm, op, 5, refused) == "");
+  CHECK(refused == 0);
+  CHECK(check(parse_schedule(KernelKind::SpMV, "order=i,k format=UN parallel=i threads=2"), op, 1, refused) == "");
+  CHECK(refused == 1);
+
+  // The 16-bit boundary of a whole variable: 65536 columns run (coordinate 65535 included), 65537
+  // are refused.
+  for (const index_t cols : {index_t{65536}, index_t{65537}}) {
+    const Operands edge{std::to_string(cols) + " columns",
+                        waco::test::from_triplets(3, cols, {0, 0, 1, 2}, {0, 65535, 3, cols - 1}, {1, 2, 3, 4}),
+                        {}};
+    refused = 0;
+    INFO(edge.name);
+    CHECK(check(parse_schedule(KernelKind::SpMV, "order=i,k format=UN parallel=i threads=2 chunk=static"),
+                edge, 1, refused) == "");
+    CHECK(refused == (cols == 65536 ? 0 : 1));
   }
 }

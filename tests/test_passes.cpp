@@ -1,15 +1,22 @@
 // Tests of the trimming passes (heuristics/pass.hpp): the registry, pipelines as strings, errors
 // for unknown names, statistics that add up, sound passes removing only illegal candidates
-// (exhaustively on small spaces), and the signature-driven passes' inputs.
+// (exhaustively on small spaces), the signature-driven passes' inputs, and narrow-indices with the
+// narrow twins it admits (only beyond the last-level cache).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "support/edge_cases.hpp"
+#include "support/test_paths.hpp"
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/storage.hpp"
+#include "waco/heuristics/narrow.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/kernels/error.hpp"
@@ -38,7 +45,7 @@ kernels::CooMatrix generated(const std::string& kind, std::int64_t rows, std::ui
 
 TEST_CASE("passes: the registry lists every pass once, each with a description") {
   const auto passes = list_passes();
-  REQUIRE(passes.size() == 12);
+  REQUIRE(passes.size() == 13);
   std::set<std::string> names;
   for (const PassInfo& p : passes) {
     REQUIRE(names.insert(p.name).second);
@@ -48,12 +55,13 @@ TEST_CASE("passes: the registry lists every pass once, each with a description")
   }
   REQUIRE(names.count("legality"));
   REQUIRE(names.count("chunk-rows"));
+  REQUIRE(names.count("narrow-indices"));
   // Soundness as documented.
   for (const PassInfo& p : passes)
     REQUIRE(p.sound == (p.name == "legality" || p.name == "sparse-iteration"));
   // The restrictions are listed last and are not in the default pipeline.
-  REQUIRE(passes[10].name == "csr-storage");
-  REQUIRE(passes[11].name == "default-schedule");
+  REQUIRE(passes[11].name == "csr-storage");
+  REQUIRE(passes[12].name == "default-schedule");
   for (const PassInfo& p : passes) {
     REQUIRE(p.restriction == (p.name == "csr-storage" || p.name == "default-schedule"));
     const Pipeline all = default_pipeline();
@@ -399,5 +407,144 @@ TEST_CASE("passes: tile-window keeps SpMM's register tiles") {
       // Kept up to the extent (a block as large as J included), never beyond it.
       CHECK(kept(tile) == (t.split_of('j') <= dense));
     }
+  }
+}
+
+namespace {
+
+/// A sysfs root whose cpu0 reports one unified L3 cache of `size` (e.g. "64K"), so that the
+/// passes that compare working sets with the last-level cache see that size.
+std::string fake_llc(const std::string& name, const std::string& size) {
+  namespace fs = std::filesystem;
+  const std::string root = test::scratch_dir("passes-sysfs-" + name);
+  const fs::path dir = fs::path(root) / "devices/system/cpu/cpu0/cache/index0";
+  fs::create_directories(dir);
+  std::ofstream(dir / "level") << "3\n";
+  std::ofstream(dir / "type") << "Unified\n";
+  std::ofstream(dir / "size") << size << "\n";
+  std::ofstream(dir / "shared_cpu_list") << "0-1\n";
+  return root;
+}
+
+/// Sets WACO_SYSFS_ROOT for the scope (restores what it was).
+struct SysfsRoot {
+  explicit SysfsRoot(const std::string& root) {
+    if (const char* old = std::getenv("WACO_SYSFS_ROOT")) saved = old;
+    setenv("WACO_SYSFS_ROOT", root.c_str(), 1);
+  }
+  ~SysfsRoot() {
+    if (saved)
+      setenv("WACO_SYSFS_ROOT", saved->c_str(), 1);
+    else
+      unsetenv("WACO_SYSFS_ROOT");
+  }
+  std::optional<std::string> saved;
+};
+
+codegen::SuperSchedule spmv(const std::string& text) {
+  return codegen::parse_schedule(KernelKind::SpMV, text);
+}
+
+}  // namespace
+
+TEST_CASE("passes: narrow-indices admits narrow twins only beyond the last-level cache") {
+  // A banded 4000 x 4000 matrix (~44k nonzeros: its CSR stream ~360 KiB in f32) against an L3
+  // of 64 KiB (beyond) and of 1 GiB (within). The pass removes nothing the space enumerates (U/C
+  // levels); what it decides is Space::storage_admits of schedules with N levels.
+  kernels::GeneratorSpec g;
+  g.kind = "banded";
+  g.rows = 4000;
+  g.bandwidth = 5;
+  g.fill = 1;
+  g.seed = 3;
+  const kernels::CooMatrix a = kernels::generate(g);
+  REQUIRE(operand_stream_bytes(a.nnz(), a.rows, kernels::Dtype::F32) > 300 * 1024);
+  REQUIRE(operand_stream_bytes(a.nnz(), a.rows, kernels::Dtype::F32) < 400 * 1024);
+  const codegen::SuperSchedule narrow = spmv("split=i:256,k:2048 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2");
+  const codegen::SuperSchedule whole = spmv("order=i,k format=UN parallel=i threads=2");
+  for (const auto& [size, beyond] : std::vector<std::pair<std::string, bool>>{{"64K", true}, {"1G", false}}) {
+    INFO("L3 " << size);
+    const SysfsRoot env(fake_llc(size, size));
+    REQUIRE(last_level_cache_bytes() == (beyond ? 64 * 1024 : std::int64_t{1} << 30));
+    SpaceOptions so;
+    so.cores = 2;
+    PassParams pp;
+    pp.cache_bytes = 512 * 1024;
+    Space s = Space::for_operand(KernelKind::SpMV, &a, nullptr, 1, so);
+    REQUIRE(default_pipeline().back() == "narrow-indices");
+    const PipelineResult r = run_pipeline(s, default_pipeline(), pp);
+    const PassStats& stats = r.passes.back();
+    REQUIRE(stats.name == "narrow-indices");
+    CHECK(stats.in == stats.out);  // nothing enumerated has an N level
+    CHECK(stats.note.find(beyond ? "narrow twins admitted" : "narrow levels refused") != std::string::npos);
+    CHECK(s.storage_admits(narrow) == (beyond ? std::nullopt : std::optional<std::string>("narrow-within-llc")));
+    CHECK(s.storage_admits(whole) == (beyond ? std::nullopt : std::optional<std::string>("narrow-within-llc")));
+    CHECK(s.storage_admits(codegen::wide_twin(narrow)) == std::nullopt);
+    // The nominees' twins: after each nominee, only beyond the cache.
+    const std::vector<codegen::SuperSchedule> nominees = {spmv("order=i,k format=UC parallel=i threads=2 chunk=static"),
+                                                          codegen::wide_twin(narrow)};
+    const NarrowTwins twins = with_narrow_twins(s, nominees);
+    if (beyond) {
+      REQUIRE(twins.added == 2);
+      REQUIRE(twins.schedules.size() == 4);
+      CHECK(codegen::to_text(twins.schedules[1]) == "order=i,k format=UN parallel=i threads=2 chunk=static");
+      CHECK(codegen::to_text(twins.schedules[3]) ==  // k1 (2 coordinates) narrowed too
+            "split=i:256,k:2048 order=i1,k1,i0,k0 format=UNUN parallel=i1 threads=2 chunk=1");
+      CHECK(twins.note.empty());
+    } else {
+      CHECK(twins.added == 0);
+      CHECK(twins.schedules == nominees);
+      CHECK(twins.note == "twins refused: narrow-within-llc");
+    }
+  }
+  // No matrix: no cache comparison can be made, narrow levels are refused.
+  Space st = Space::structural(KernelKind::SpMV, {codegen::kMaxSplit, codegen::kMaxSplit}, {});
+  run_pipeline(st, {"narrow-indices"});
+  CHECK(st.storage_admits(whole) == std::optional<std::string>("narrow-within-llc"));
+}
+
+TEST_CASE("passes: narrow twins follow their rules, and legality refuses an N level over 16 bits") {
+  // Rule 1: every C level whose coordinates fit 16 bits becomes N.
+  const std::vector<std::int64_t> small = {40000, 50000}, big = {2000000, 2000000};
+  CHECK(codegen::to_text(*narrow_twin(spmv("order=i,k format=UC parallel=i threads=2 chunk=128"), small)) ==
+        "order=i,k format=UN parallel=i threads=2 chunk=128");
+  CHECK(codegen::to_text(*narrow_twin(spmv("order=i,k format=CC parallel=i threads=2 chunk=128"), small)) ==
+        "order=i,k format=NN parallel=i threads=2 chunk=128");
+  CHECK(codegen::to_text(*narrow_twin(
+            spmv("split=i:4,k:4096 order=i1,k1,i0,k0 format=CCUC parallel=i1 threads=2 chunk=32"), big)) ==
+        "split=i:4,k:4096 order=i1,k1,i0,k0 format=CNUN parallel=i1 threads=2 chunk=32");  // k1: 489
+  // Rule 2: a csr-like schedule over more than 65536 columns becomes the blocked narrow layout.
+  CHECK(codegen::to_text(*narrow_twin(spmv("order=i,k format=UC parallel=i threads=2 chunk=static"), big)) ==
+        "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2 chunk=static");
+  CHECK(codegen::to_text(*narrow_twin(spmv("order=i,k format=UC parallel=i threads=2 chunk=128"), big)) ==
+        "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2 chunk=1");
+  CHECK(codegen::to_text(*narrow_twin(spmv("order=k,i format=UC parallel=k threads=2 chunk=static"), big)) ==
+        "split=i:65536,k:256 order=k1,i1,k0,i0 format=UCUN parallel=k1 threads=2 chunk=static");
+  CHECK(codegen::to_text(*narrow_twin(codegen::parse_schedule(KernelKind::SpMM,
+                                                              "order=i,k,j format=UC parallel=i threads=2 chunk=32"),
+                                      {2000000, 2000000, 64})) ==
+        "split=i:256,k:65536 order=i1,k1,i0,k0,j format=UCUN parallel=i1 threads=2 chunk=1");
+  // None: no C level (bcsr-like U levels), a C level too wide that is not csr-like, or few rows.
+  CHECK_FALSE(narrow_twin(spmv("order=i,k format=UU parallel=i"), small));
+  CHECK_FALSE(narrow_twin(spmv("order=i,k format=CC parallel=i"), big));
+  CHECK_FALSE(narrow_twin(spmv("order=i,k format=UC parallel=i"), {100, 2000000}));
+  // Legality: an N level of more than 65536 coordinates is refused exactly (the width, from the
+  // prefix counts' extents), the same format at 65536 columns is admitted.
+  for (const kernels::index_t cols : {kernels::index_t{65536}, kernels::index_t{65537}}) {
+    const kernels::CooMatrix a = test::from_triplets(3, cols, {0, 1, 2}, {0, 65535, cols - 1}, {1, 2, 3});
+    Space s = Space::for_operand(KernelKind::SpMV, &a, nullptr, 1, {});
+    run_pipeline(s, {"legality"});
+    INFO(cols);
+    CHECK(s.storage_admits(spmv("order=i,k format=UN parallel=i")) ==
+          (cols == 65536 ? std::nullopt : std::optional<std::string>("narrow-overflow")));
+    const FormatVerdict v = check_format(s.facts()->counts, s.spec(), s.extents(), {1, 1},
+                                         {{'i', codegen::Loop::Part::Whole}, {'k', codegen::Loop::Part::Whole}},
+                                         {codegen::LevelFormat::U, codegen::LevelFormat::N}, 20.0);
+    kernels::DenseOperands d = kernels::make_dense_operands(KernelKind::SpMV, &a, nullptr, 1, 1);
+    const kernels::Problem p = kernels::make_problem(KernelKind::SpMV, &a, nullptr, d);
+    const codegen::StorageResult built = codegen::build_storage(spmv("order=i,k format=UN parallel=i"), p);
+    CHECK(built.storage.has_value() == (v.refusal == nullptr));
+    CHECK(describe_refusal(v, {{'i', codegen::Loop::Part::Whole}, {'k', codegen::Loop::Part::Whole}},
+                           {codegen::LevelFormat::U, codegen::LevelFormat::N}, a.nnz(), 20.0) == built.refused);
   }
 }

@@ -177,6 +177,27 @@ TEST_CASE("schedule_encoding: a split-1 pair encodes as the merged loop") {
   CHECK_THROWS_WITH(encode(st), Catch::Contains("static scheduling"));
 }
 
+TEST_CASE("schedule_encoding: a narrow (N) level encodes as C, the format the model knows") {
+  Rng rng{0x4A77u};
+  int narrow = 0;
+  for (KernelKind k : waco::kernels::kAllKernels) {
+    for (int n = 0; n < 200; ++n) {
+      SuperSchedule s = canonicalize(waco::test::random_schedule(k, rng, {0, false, true}));
+      if (s.chunk == kStaticChunk) s.chunk = kMaxChunk;
+      if (!validate(s).empty() || std::count(s.formats.begin(), s.formats.end(), LevelFormat::N) == 0)
+        continue;
+      ++narrow;
+      INFO(to_text(s));
+      const ScheduleCode c = encode(s);
+      CHECK(c == encode(wide_twin(s)));
+      CHECK(decode(c) == wide_twin(s));
+      CHECK(std::count(c.format.begin(), c.format.end(), 2) ==
+            std::count_if(s.formats.begin(), s.formats.end(), [](LevelFormat f) { return is_compressed(f); }));
+    }
+  }
+  CHECK(narrow > 100);
+}
+
 TEST_CASE("schedule_encoding: decode refuses malformed codes") {
   // SpMM "split=k:4 order=i,k1,j,k0 format=UCU parallel=i threads=4 chunk=16".
   const ScheduleCode good = encode(parse_schedule(

@@ -1,10 +1,13 @@
 // Unit "standalone": the drop-in headers of emit --standalone / tune -o (codegen::
 // emit_standalone_header) compiled into a separate program with nothing of waco-hybrid, for every
-// shortcut and 50 random valid schedules per kernel: each builds its format from CSR arrays (from
-// coordinates for MTTKRP), runs, and must equal the double-precision reference, on every
-// edge-case operand; a format the library refuses (padding bound) must be refused alike.
+// shortcut, 50 random valid schedules per kernel and 12 with narrow (N) levels: each builds its
+// format from CSR arrays (from coordinates for MTTKRP), runs, and must equal the double-precision
+// reference, on every edge-case operand and, for matrices, at the 16-bit boundary of N levels
+// (65536 and 65537 columns); a format the library refuses (padding bound, an N level over 16
+// bits) must be refused alike.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -144,12 +147,12 @@ int main(int argc, char** argv) {
   return d.str();
 }
 
-std::vector<codegen::SuperSchedule> schedules_for(KernelKind k, int random_count) {
+std::vector<codegen::SuperSchedule> schedules_for(KernelKind k, int random_count, int narrow_count) {
   std::vector<codegen::SuperSchedule> out;
   std::set<std::string> seen;
   const std::vector<std::string> shortcuts =
       kernels::needs_tensor(k) ? std::vector<std::string>{"csf"}
-                               : std::vector<std::string>{"csr", "dcsr", "csc", "bcsr4x4", "bcsr2x8"};
+                               : std::vector<std::string>{"csr", "dcsr", "csc", "bcsr4x4", "bcsr2x8", "ncsr"};
   for (const std::string& name : shortcuts) {
     const codegen::SuperSchedule s = codegen::canonicalize(*codegen::schedule_shortcut(k, name));
     if (seen.insert(codegen::to_text(s)).second) out.push_back(s);
@@ -162,6 +165,19 @@ std::vector<codegen::SuperSchedule> schedules_for(KernelKind k, int random_count
     out.push_back(s);
     ++random;
   }
+  // Narrow (N) levels: random schedules with 16-bit coordinates, drawn after the others.
+  for (int narrow = 0; narrow < narrow_count;) {
+    const codegen::SuperSchedule s = codegen::canonicalize(test::random_schedule(k, rng, {0, false, true}));
+    if (std::count(s.formats.begin(), s.formats.end(), codegen::LevelFormat::N) == 0 ||
+        !seen.insert(codegen::to_text(s)).second)
+      continue;
+    out.push_back(s);
+    ++narrow;
+  }
+  if (!kernels::needs_tensor(k))  // whole k in 16 bits: 65536 columns built, 65537 refused
+    out.push_back(codegen::schedule_from_string(k, k == KernelKind::SDDMM ? "order=i,j,k format=UN"
+                                                    : k == KernelKind::SpMV ? "order=i,k format=UN"
+                                                                            : "order=i,k,j format=UN"));
   return out;
 }
 
@@ -179,13 +195,13 @@ namespace {
 /// Every kernel's drop-in headers in one program per kernel, on the edge cases, in `dtype`
 /// (double: on values float cannot hold, to the double tolerance), with `random` random schedules
 /// beside the shortcuts.
-void check_standalone(kernels::Dtype dtype, int random) {
+void check_standalone(kernels::Dtype dtype, int random, int narrow) {
   const bool f64 = dtype == kernels::Dtype::F64;
   for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM, KernelKind::MTTKRP}) {
     const std::string kernel(kernels::kernel_name(k));
     const std::string dir =
         test::scratch_dir("standalone-" + kernel + "-" + std::string(kernels::dtype_name(dtype)));
-    const std::vector<codegen::SuperSchedule> schedules = schedules_for(k, random);
+    const std::vector<codegen::SuperSchedule> schedules = schedules_for(k, random, narrow);
     for (std::size_t i = 0; i < schedules.size(); ++i) {
       // Every second random schedule with private output copies where that changes the code.
       const codegen::RaceStrategy race = i % 2 == 1 && !codegen::parallel_loop_is_race_free(schedules[i])
@@ -209,6 +225,11 @@ void check_standalone(kernels::Dtype dtype, int random) {
     } else {
       for (auto& [name, a] : test::edge_case_matrices())
         cases.push_back({name, f64 ? test::with_double_values(a) : a, {}, {}, {}});
+      // The 16-bit boundary of N levels over a whole variable (coordinate 65535 is the last).
+      for (const kernels::index_t cols : {kernels::index_t{65536}, kernels::index_t{65537}})
+        cases.push_back({std::to_string(cols) + " columns",
+                         test::from_triplets(3, cols, {0, 0, 2}, {0, 65535, cols - 1}, {1, 2, 3}),
+                         {}, {}, {}});
     }
     std::string files;
     for (std::size_t c = 0; c < cases.size(); ++c) {
@@ -253,9 +274,9 @@ void check_standalone(kernels::Dtype dtype, int random) {
 }  // namespace
 
 TEST_CASE("standalone: drop-in headers compiled without waco-hybrid equal the reference") {
-  check_standalone(kernels::Dtype::F32, 50);
+  check_standalone(kernels::Dtype::F32, 50, 12);
 }
 
 TEST_CASE("standalone: drop-in headers in double precision equal the reference to 1e-12") {
-  check_standalone(kernels::Dtype::F64, 6);
+  check_standalone(kernels::Dtype::F64, 6, 2);
 }

@@ -104,6 +104,14 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
   }
   const double value_bound = opts.max_padding * static_cast<double>(std::max<std::int64_t>(nnz, 1));
   const double index_bound = value_bound + 2.0 * dims_sum + 2.0 * static_cast<double>(L);
+  // An N level holds 16-bit coordinates: a level of more than 65536 coordinates is refused first.
+  for (std::size_t l = 0; l < L; ++l)
+    if (st.levels[l].format == LevelFormat::N && st.levels[l].dim > 65536) {
+      std::ostringstream why;
+      why << "format refused: level " << l << " (" << loops[l].name() << ", N) has " << st.levels[l].dim
+          << " coordinates, more than 16-bit coordinates hold (65536): write the level C";
+      return {std::nullopt, why.str()};
+    }
 
   std::vector<std::int64_t> position(nnz, 0);  // position of nonzero e at the current level
   std::int64_t parent_size = 1;
@@ -125,7 +133,8 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
       index_words += static_cast<double>(parent_size) + 1;
       if (index_words > index_bound) {
         std::ostringstream why;
-        why << "format refused: level " << l << " (" << lv.loop.name() << ", C) needs "
+        why << "format refused: level " << l << " (" << lv.loop.name() << ", "
+            << (lv.format == LevelFormat::N ? 'N' : 'C') << ") needs "
             << static_cast<long long>(parent_size + 1) << " positions for " << nnz
             << " nonzeros, over the padding bound of " << opts.max_padding << " x nnz";
         return {std::nullopt, why.str()};
@@ -146,6 +155,10 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
                       pairs.begin();
       lv.size = static_cast<std::int64_t>(pairs.size());
       index_words += static_cast<double>(lv.size);
+      if (lv.format == LevelFormat::N) {  // the same coordinates in 16 bits
+        lv.crd16.assign(lv.crd.begin(), lv.crd.end());
+        lv.crd.clear();
+      }
     }
     if (static_cast<double>(lv.size) > static_cast<double>(kMaxIndex))
       return {std::nullopt, "format refused: level " + std::to_string(l) +
@@ -190,8 +203,10 @@ std::string compare(const StorageResult& got, const StorageResult& want) {
       return "size " + std::to_string(x.size) + " != " + std::to_string(y.size) + at;
     if (x.pos != y.pos) return "pos differs" + at;
     if (x.crd != y.crd) return "crd differs" + at;
+    if (x.crd16 != y.crd16) return "crd16 differs" + at;
     // Sized exactly (counted first), never grown by push_back.
     if (x.crd.capacity() != x.crd.size()) return "crd not sized exactly" + at;
+    if (x.crd16.capacity() != x.crd16.size()) return "crd16 not sized exactly" + at;
   }
   if (a.vals != b.vals) return "vals differ";
   if (a.entry_position != b.entry_position) return "entry_position differs";
@@ -240,8 +255,9 @@ SuperSchedule make_schedule(KernelKind k, std::vector<int> split, std::vector<Lo
   return s;
 }
 
-/// A random valid schedule for kernel k whose split sizes are at most 2^max_log2.
-SuperSchedule random_schedule(KernelKind k, Rng& rng, int max_log2) {
+/// A random valid schedule for kernel k whose split sizes are at most 2^max_log2; with `narrow`,
+/// each C level is N with probability 1/2 (those draws made only then).
+SuperSchedule random_schedule(KernelKind k, Rng& rng, int max_log2, bool narrow = false) {
   const KernelSpec& spec = kernel_spec(k);
   std::vector<int> split;
   for (std::size_t v = 0; v < spec.vars.size(); ++v) split.push_back(1 << rng.below(max_log2 + 1));
@@ -251,6 +267,9 @@ SuperSchedule random_schedule(KernelKind k, Rng& rng, int max_log2) {
   SuperSchedule s = make_schedule(k, split, order, {});
   for (std::size_t l = 0; l < s.levels().size(); ++l)
     s.formats.push_back(rng.below(2) ? LevelFormat::C : LevelFormat::U);
+  if (narrow)
+    for (LevelFormat& f : s.formats)
+      if (f == LevelFormat::C && rng.below(2)) f = LevelFormat::N;
   return s;
 }
 
@@ -511,6 +530,82 @@ TEST_CASE("storage: refused formats give the reference's reason before allocatin
   CHECK(r.refused ==
         "format refused: level 2 (i0, C) needs 46 positions for 3 nonzeros, over the padding bound of 1 x nnz");
   CHECK(r.refused == reference_storage(s, q, tight).refused);
+}
+
+TEST_CASE("storage: narrow (N) levels equal the reference on every edge case and every kernel") {
+  // Every SpMV schedule over splits {1, 2, 8} with each of its C levels written N (the edge cases'
+  // extents are all below 2^16, so every N level is built), and random schedules of every kernel
+  // with N levels on the matrices and tensors of the random test (one of them 70000 wide: N on a
+  // whole or outer level of that mode is refused, as the reference says).
+  int built = 0;
+  for (const auto& [name, A] : waco::test::edge_case_matrices()) {
+    DenseOperands d;
+    const Problem p = problem_for(KernelKind::SpMV, &A, nullptr, d);
+    for (SuperSchedule s : all_spmv_schedules({1, 2, 8})) {
+      for (LevelFormat& f : s.formats)
+        if (f == LevelFormat::C) f = LevelFormat::N;
+      INFO(name << ": " << to_text(canonicalize(s)));
+      const StorageResult got = build_storage(s, p);
+      CHECK(compare(got, reference_storage(s, p)) == "");
+      built += got.storage.has_value();
+    }
+  }
+  CHECK(built > 3000);
+  std::vector<waco::test::NamedMatrix> matrices = test_matrices();
+  std::vector<waco::test::NamedTensor> tensors = waco::test::edge_case_tensors();
+  tensors.push_back({"wide 3x5x70000", generate_tensor({3, 5, 70000}, 3000, 10)});
+  for (KernelKind k : kAllKernels) {
+    Rng rng{0x4A77011ull + static_cast<std::uint64_t>(k)};
+    int narrow = 0;
+    for (int n = 0; n < 150; ++n) {
+      const SuperSchedule s = canonicalize(random_schedule(k, rng, 4, true));
+      narrow += std::count(s.formats.begin(), s.formats.end(), LevelFormat::N) > 0;
+      const CooMatrix* A = needs_tensor(k) ? nullptr : &matrices[n % matrices.size()].matrix;
+      const CooTensor* T = needs_tensor(k) ? &tensors[n % tensors.size()].tensor : nullptr;
+      DenseOperands d;
+      const Problem p = problem_for(k, A, T, d);
+      INFO(kernel_name(k) << " '" << to_text(s) << "'");
+      CHECK(compare(build_storage(s, p), reference_storage(s, p)) == "");
+    }
+    CHECK(narrow > 40);
+  }
+}
+
+TEST_CASE("storage: an N level holds coordinates up to 65535 and refuses 65537 columns before allocating") {
+  // The 16-bit boundary: 65536 columns (coordinates 0 .. 65535) are built, the last one intact;
+  // 65537 are refused with the level and the numbers, before anything of the format is allocated;
+  // split by 65536 the same columns are built (k0 < 65536, k1 small), the remainder block included.
+  for (const index_t cols : {index_t{65536}, index_t{65537}}) {
+    const CooMatrix A = waco::test::from_triplets(3, cols, {0, 0, 1, 2, 2}, {0, 65535, 7, 1, cols - 1},
+                                                  {1, 2, 3, 4, 5});
+    DenseOperands d;
+    const Problem p = problem_for(KernelKind::SpMV, &A, nullptr, d);
+    const SuperSchedule whole = parse_schedule(KernelKind::SpMV, "order=i,k format=UN parallel=i");
+    g_largest = 0;
+    g_track = true;
+    const StorageResult r = build_storage(whole, p);
+    g_track = false;
+    CHECK(compare(r, reference_storage(whole, p)) == "");
+    if (cols == 65536) {
+      REQUIRE(r.storage);
+      CHECK(r.storage->levels[1].crd16 == std::vector<std::uint16_t>{0, 65535, 7, 1, 65535});
+      CHECK(r.storage->levels[1].crd.empty());
+      CHECK(r.storage->bytes() == 5 * 4 + 4 * 4 + 5 * 2);  // values, pos, 16-bit coordinates
+    } else {
+      CHECK_FALSE(r.storage);
+      CHECK(r.refused ==
+            "format refused: level 1 (k, N) has 65537 coordinates, more than 16-bit coordinates hold "
+            "(65536): write the level C");
+      CHECK(g_largest.load() < 1024);
+    }
+    const SuperSchedule split = parse_schedule(KernelKind::SpMV, "split=k:65536 order=i,k1,k0 format=UCN");
+    const StorageResult b = build_storage(split, p);
+    REQUIRE(b.storage);
+    CHECK(compare(b, reference_storage(split, p)) == "");
+    // An outer part fits where the whole does not: k1 of k split by 2 has at most 32769.
+    const SuperSchedule outer = parse_schedule(KernelKind::SpMV, "split=k:2 order=i,k1,k0 format=UNU");
+    CHECK(compare(build_storage(outer, p), reference_storage(outer, p)) == "");
+  }
 }
 
 // ---- benchmark (not run by default): conversion rates against kernels::to_csr ------------------

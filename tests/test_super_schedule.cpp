@@ -191,6 +191,48 @@ TEST_CASE("super_schedule: text round trips") {
         "order=i,k format=UC parallel=i threads=0 chunk=1");
 }
 
+TEST_CASE("super_schedule: narrow (N) levels round trip in text and JSON, and have a wide twin") {
+  Rng rng{23};
+  int narrow = 0;
+  for (KernelKind k : waco::kernels::kAllKernels) {
+    for (int n = 0; n < 300; ++n) {
+      const SuperSchedule s = waco::test::random_schedule(k, rng, {0, false, true});
+      const std::string t = to_text(s);
+      INFO(t);
+      REQUIRE(validate(s).empty());
+      CHECK(parse_schedule(k, t) == s);
+      CHECK(schedule_from_json(to_json(s)) == s);
+      const SuperSchedule w = wide_twin(s);
+      CHECK(std::count(w.formats.begin(), w.formats.end(), LevelFormat::N) == 0);
+      if (std::count(s.formats.begin(), s.formats.end(), LevelFormat::N) > 0) {
+        ++narrow;
+        CHECK(w != s);
+        CHECK(hash_value(w) != hash_value(s));
+        CHECK(t.find('N') != std::string::npos);
+      } else {
+        CHECK(w == s);
+      }
+    }
+  }
+  CHECK(narrow > 100);
+  const std::string t = "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2 chunk=static";
+  const SuperSchedule s = parse_schedule(KernelKind::SpMV, t);
+  CHECK(to_text(s) == t);
+  CHECK(s.formats.back() == LevelFormat::N);
+  CHECK(is_compressed(LevelFormat::N));
+  CHECK(is_compressed(LevelFormat::C));
+  CHECK_FALSE(is_compressed(LevelFormat::U));
+  CHECK(format_letter(LevelFormat::N) == 'N');
+  CHECK(to_json(s)["format"] == "UCUN");
+  CHECK(to_text(wide_twin(s)) ==
+        "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUC parallel=i1 threads=2 chunk=static");
+  // A split-1 pair collapses as for C: the x0 level's N is dropped with the level.
+  CHECK(to_text(parse_schedule(KernelKind::SpMV, "split=k:1 order=i,k1,k0 format=UNN")) ==
+        "order=i,k format=UN parallel=i threads=0 chunk=1");
+  // Any level may be N in the schedule: the range is checked against the operand when built.
+  CHECK(validate(parse_schedule(KernelKind::SpMV, "order=i,k format=NN")).empty());
+}
+
 TEST_CASE("super_schedule: JSON round trips and checks version, kernel and content") {
   Rng rng{11};
   for (KernelKind k : waco::kernels::kAllKernels) {
@@ -344,6 +386,12 @@ TEST_CASE("super_schedule: shortcuts expand for the kernels they support") {
       {KernelKind::SpMV, "bcsr1x4", "split=k:4 order=i,k1,k0 format=UCU parallel=i threads=0 chunk=32"},
       {KernelKind::SpMV, "bcsr1x1", "order=i,k format=UC parallel=i threads=0 chunk=32"},
       {KernelKind::MTTKRP, "csf", "order=i,k,l,j format=CCC parallel=i threads=0 chunk=32"},
+      {KernelKind::SpMV, "ncsr",
+       "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=0 chunk=static"},
+      {KernelKind::SpMM, "ncsr",
+       "split=i:256,k:65536 order=i1,k1,i0,k0,j format=UCUN parallel=i1 threads=0 chunk=static"},
+      {KernelKind::SDDMM, "ncsr",
+       "split=i:256,j:65536 order=i1,j1,i0,j0,k format=UCUN parallel=i1 threads=0 chunk=static"},
   };
   for (const Case& c : cases) {
     INFO(c.name << " for " << waco::kernels::kernel_name(c.k));
@@ -365,7 +413,7 @@ TEST_CASE("super_schedule: shortcuts expand for the kernels they support") {
     }
     return "<no error>";
   };
-  for (const char* name : {"csr", "dcsr", "csc", "bcsr4x4"})
+  for (const char* name : {"csr", "dcsr", "csc", "bcsr4x4", "ncsr"})
     CHECK_THAT(shortcut_error(KernelKind::MTTKRP, name),
                Catch::Contains("is not defined for mttkrp: use csf"));
   for (KernelKind k : {KernelKind::SpMV, KernelKind::SpMM, KernelKind::SDDMM})
@@ -419,7 +467,7 @@ TEST_CASE("super_schedule: malformed text gets a precise error") {
       {V, "order=i,k format=UC chunk=99999999999", "chunk '99999999999' is not a number"},
       {V, "order=i,k format=UC parallel=j", "parallel loop 'j' is not in the order (i, k)"},
       {V, "order=i,k format=UC parallel=i1,k", "bad parallel loop 'i1,k'"},
-      {V, "order=i,k format=UX", "format letter 'X' at position 2 of 'UX' (expected U or C)"},
+      {V, "order=i,k format=UX", "format letter 'X' at position 2 of 'UX' (expected U, C or N)"},
       {V, "order=i1,k,i0 format=UCU", "loop 'i1' in order, but i is not split"},
       {V, "split=i:4 order=i,k format=UC", "loop 'i' in order, but i is split by 4 (expected i1 and i0)"},
       {V, "order=i,k,i format=UCU", "loop 'i' appears 2 times in order"},

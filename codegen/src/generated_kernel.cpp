@@ -61,7 +61,10 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
   if (!b.storage) {
     StorageResult built = build_storage(s, p, opts.storage);
     if (!built.storage)
-      throw kernels::Error(built.refused, "choose another format, or raise the bound with --max-padding");
+      throw kernels::Error(built.refused,
+                           built.refused.find("16-bit") != std::string::npos
+                               ? "write that level C, or split its variable and write the inner part N"
+                               : "choose another format, or raise the bound with --max-padding");
     // Only a sparse output is gathered back through the entry positions (SDDMM): 4 bytes a
     // nonzero that no other kernel reads.
     if (!spec.sparse_output()) std::vector<kernels::index_t>().swap(built.storage->entry_position);
@@ -88,7 +91,11 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
   for (std::size_t l = 0; l < st.levels.size(); ++l) {
     const Level& lv = st.levels[l];
     b.args.pos[l] = lv.pos.empty() ? nullptr : lv.pos.data();
-    b.args.crd[l] = lv.crd.empty() ? nullptr : lv.crd.data();
+    // An N level's 16-bit coordinates travel in the ABI's crd slot (emitter: read back as
+    // unsigned short; vector storage is aligned for any type).
+    b.args.crd[l] = !lv.crd16.empty() ? static_cast<const int*>(static_cast<const void*>(lv.crd16.data()))
+                    : lv.crd.empty()  ? nullptr
+                                      : lv.crd.data();
     b.args.level_dim[l] = lv.dim;
   }
   WACO_ASSERT(st.vals.dtype() == b.dtype, "the format's values are not of the problem's type");

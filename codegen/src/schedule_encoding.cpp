@@ -187,6 +187,8 @@ ScheduleCode encode(const SuperSchedule& s) {
     out.order.push_back(slot);
     if (l.part == Loop::Part::Whole) out.order.push_back(slot + 1);  // the extent-1 inner slot
     if (spec.is_sparse_var(l.var))
+      // N (narrow) encodes as C: version 1 knows U and C, and the cost model was trained on
+      // them; a narrow level differs from its wide twin only in its coordinates' bytes.
       out.format[static_cast<std::size_t>(slot)] = c.formats[level++] == LevelFormat::U ? 1 : 2;
   }
   out.parallel = slot_of(c.parallel);

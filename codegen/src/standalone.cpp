@@ -17,14 +17,15 @@ namespace waco::codegen {
 namespace {
 
 // The builder and the calls, the same for every schedule: they read the constants kVars,
-// kSparseMode, kLevels, kLevelVar, kLevelPart, kLevelCompressed, kSplit, kThreads, kChunk,
+// kSparseMode, kLevels, kLevelVar, kLevelPart, kLevelCompressed, kLevelNarrow, kSplit, kThreads, kChunk,
 // kKernel emitted before them.
 constexpr const char* kRuntime = R"WACO(
 /// The sparse operand in the schedule's format, with what the kernel needs besides the dense
 /// arrays. Made by build(); read-only afterwards (calls may share it across threads).
 struct Format {
   long long extent[4] = {0, 0, 0, 0};    ///< per variable (the dense one's is set per call)
-  std::vector<int> pos[8], crd[8];       ///< C levels
+  std::vector<int> pos[8], crd[8];       ///< C levels (N levels: pos)
+  std::vector<unsigned short> crd16[8];  ///< N levels: 16-bit coordinates
   long long level_dim[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   std::vector<waco_value_t> vals;               ///< one per leaf position (explicit zeros of U levels)
   std::vector<long long> entry_position; ///< input nonzero e -> its leaf position
@@ -35,7 +36,8 @@ namespace detail {
 
 /// The format from nonzeros given by their coordinates per sparse mode (dims[m] each), any order,
 /// no coordinate twice. Throws std::invalid_argument on bad input, std::length_error when the
-/// format would need more positions than 32-bit indices hold.
+/// format would need more positions than 32-bit indices hold, or an N level more than 65536
+/// coordinates (16 bits).
 inline Format build_from_coordinates(const long long* dims, long long nnz,
                                      const int* const* coords, const waco_value_t* values) {
   Format f;
@@ -58,6 +60,11 @@ inline Format build_from_coordinates(const long long* dims, long long nnz,
     for (long long e = 0; e < nnz; ++e)
       c[l][e] = kLevelPart[l] == 0 ? x[e] : kLevelPart[l] == 1 ? x[e] / s : x[e] % s;
   }
+  for (int l = 0; l < kLevels; ++l)
+    if (kLevelNarrow[l] && f.level_dim[l] > 65536)
+      throw std::length_error("format refused: level " + std::to_string(l) + " has " +
+                              std::to_string(f.level_dim[l]) +
+                              " coordinates, more than 16-bit coordinates hold (65536)");
   std::vector<long long> order(nnz);
   for (long long e = 0; e < nnz; ++e) order[e] = e;
   std::sort(order.begin(), order.end(), [&](long long a, long long b) {
@@ -114,6 +121,10 @@ inline Format build_from_coordinates(const long long* dims, long long nnz,
     for (long long p = 0; p < size; ++p) pos[p + 1] += pos[p];
     size = static_cast<long long>(crd.size());
     index_words += static_cast<double>(size);
+    if (kLevelNarrow[l]) {  // below level_dim <= 65536: every coordinate fits
+      f.crd16[l].assign(crd.begin(), crd.end());
+      std::vector<int>().swap(crd);
+    }
   }
   if (static_cast<double>(size) > value_bound) refuse(kLevels - 1, static_cast<double>(size));
   f.vals.assign(static_cast<std::size_t>(size), 0.0f);
@@ -132,7 +143,10 @@ inline void run(const Format& f, const waco_value_t* in0, const waco_value_t* in
   WacoArgs a{};
   for (int l = 0; l < kLevels; ++l) {
     a.pos[l] = f.pos[l].empty() ? nullptr : f.pos[l].data();
-    a.crd[l] = f.crd[l].empty() ? nullptr : f.crd[l].data();
+    // An N level's 16-bit coordinates go in the crd slot (the kernel reads them as such).
+    a.crd[l] = kLevelNarrow[l] ? static_cast<const int*>(static_cast<const void*>(f.crd16[l].data()))
+               : f.crd[l].empty() ? nullptr
+                                  : f.crd[l].data();
     a.level_dim[l] = f.level_dim[l];
   }
   a.vals = f.vals.data();
@@ -243,7 +257,7 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   const std::string kernel(kernels::kernel_name(s.kind));
   const bool tensor = kernels::needs_tensor(s.kind);
 
-  std::vector<long long> sparse_mode, split, level_var, level_part, compressed;
+  std::vector<long long> sparse_mode, split, level_var, level_part, compressed, narrow;
   for (std::size_t v = 0; v < spec.vars.size(); ++v) {
     long long mode = -1;
     for (std::size_t m = 0; m < spec.sparse_vars.size(); ++m)
@@ -255,7 +269,8 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   for (std::size_t l = 0; l < levels.size(); ++l) {
     level_var.push_back(spec.var_index(levels[l].var));
     level_part.push_back(levels[l].part == Loop::Part::Whole ? 0 : levels[l].part == Loop::Part::Outer ? 1 : 2);
-    compressed.push_back(s.formats[l] == LevelFormat::C ? 1 : 0);
+    compressed.push_back(is_compressed(s.formats[l]) ? 1 : 0);
+    narrow.push_back(s.formats[l] == LevelFormat::N ? 1 : 0);
   }
 
   std::ostringstream h;
@@ -300,11 +315,15 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   h << "inline constexpr int kLevelVar[" << levels.size() << "] = {" << list(level_var) << "};\n";
   h << "inline constexpr int kLevelPart[" << levels.size() << "] = {" << list(level_part)
     << "};  // 0 whole, 1 outer (x / s), 2 inner (x % s)\n";
-  std::string flags;
-  for (std::size_t l = 0; l < compressed.size(); ++l)
-    flags += std::string(l ? ", " : "") + (compressed[l] ? "true" : "false");
-  h << "inline constexpr bool kLevelCompressed[" << levels.size() << "] = {" << flags
-    << "};  // C levels\n";
+  const auto flags = [](const std::vector<long long>& v) {
+    std::string t;
+    for (std::size_t l = 0; l < v.size(); ++l) t += std::string(l ? ", " : "") + (v[l] ? "true" : "false");
+    return t;
+  };
+  h << "inline constexpr bool kLevelCompressed[" << levels.size() << "] = {" << flags(compressed)
+    << "};  // C and N levels\n";
+  h << "inline constexpr bool kLevelNarrow[" << levels.size() << "] = {" << flags(narrow)
+    << "};  // N levels: 16-bit coordinates\n";
   h << "inline constexpr int kThreads = " << s.threads << ";\n";
   h << "inline constexpr int kChunk = " << s.chunk << ";\n";
   h << "inline constexpr double kMaxPadding = " << max_padding

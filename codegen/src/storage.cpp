@@ -262,6 +262,7 @@ struct LevelOut {
   std::int64_t parents = 0;  ///< C: the parent level's size
   index_t* pos = nullptr;    ///< C: parents + 1 entries
   index_t* crd = nullptr;    ///< C: exactly one slot per position
+  std::uint16_t* crd16 = nullptr;  ///< N (instead of crd): exactly one slot per position
 };
 
 /// Step (3)'s scan over the nonzeros in level order (ord; the identity when not Permuted):
@@ -297,7 +298,10 @@ void fill_levels(const Coords& coords, const std::uint32_t* ord, std::size_t n,
       if (!changed) return;
       if (out[l].compressed) {
         const std::int64_t q = next[l]++;
-        out[l].crd[q] = static_cast<index_t>(x);
+        if (out[l].crd16)  // N: the range was checked against kMaxNarrowRange
+          out[l].crd16[q] = static_cast<std::uint16_t>(x);
+        else
+          out[l].crd[q] = static_cast<index_t>(x);
         if (new_parent) {
           for (std::int64_t p = written[l]; p <= at[l]; ++p) out[l].pos[p] = static_cast<index_t>(q);
           written[l] = at[l] + 1;
@@ -323,8 +327,18 @@ void fill_levels(const Coords& coords, const std::uint32_t* ord, std::size_t n,
 
 std::int64_t Storage::bytes() const {
   std::int64_t b = static_cast<std::int64_t>(vals.size() * kernels::dtype_size(vals.dtype()));
-  for (const Level& l : levels) b += static_cast<std::int64_t>(l.pos.size() + l.crd.size()) * 4;
+  for (const Level& l : levels)
+    b += static_cast<std::int64_t>(l.pos.size() + l.crd.size()) * 4 +
+         static_cast<std::int64_t>(l.crd16.size()) * 2;
   return b;
+}
+
+std::string narrow_refusal_message(int level, const Loop& loop, std::int64_t dim) {
+  std::ostringstream why;
+  why << "format refused: level " << level << " (" << loop.name() << ", N) has " << dim
+      << " coordinates, more than 16-bit coordinates hold (" << kMaxNarrowRange
+      << "): write the level C";
+  return why.str();
 }
 
 std::string refusal_message(int level, const Loop& loop, LevelFormat format, long long size,
@@ -339,7 +353,7 @@ std::string refusal_message(int level, const Loop& loop, LevelFormat format, lon
     why << "level " << level << " needs more positions than 32-bit indices hold";
   } else {
     why << "level " << level << " (" << loop.name() << ", "
-        << (format == LevelFormat::U ? "U) would hold " : "C) needs ") << size
+        << format_letter(format) << (format == LevelFormat::U ? ") would hold " : ") needs ") << size
         << " positions for " << nnz << " nonzeros, over the padding bound of " << max_padding
         << " x nnz";
   }
@@ -390,6 +404,10 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
     c.dim[l] = static_cast<std::uint64_t>(lv.dim);
   }
   const double index_bound = value_bound + 2.0 * dims_sum + 2.0 * static_cast<double>(L);
+  // N levels: their coordinates must fit 16 bits (known from the dims alone, so checked first).
+  for (std::size_t l = 0; l < L; ++l)
+    if (st.levels[l].format == LevelFormat::N && st.levels[l].dim > kMaxNarrowRange)
+      return {std::nullopt, narrow_refusal_message(static_cast<int>(l), loops[l], st.levels[l].dim)};
   // The leaf level holds at least nnz positions; refusing here keeps the permutation 32-bit.
   if (nnz > kernels::kMaxIndex)
     return {std::nullopt, refusal_message(static_cast<int>(L - 1), loops.back(), s.formats.back(), nnz,
@@ -405,7 +423,7 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
   distinct[L - 1] = nnz;
   std::size_t counted = 0;  // levels [0, counted) need the scan
   for (std::size_t l = 0; l + 1 < L; ++l)
-    if (st.levels[l].format == LevelFormat::C) counted = l + 1;
+    if (is_compressed(st.levels[l].format)) counted = l + 1;
   if (counted > 0 && nnz > 0)
     with_level_count(counted, [&](auto N) {
       const auto opened = ord ? count_prefixes<decltype(N)::value, true>(c, ord, static_cast<std::size_t>(nnz))
@@ -451,14 +469,19 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
   std::array<LevelOut, kMaxLevels> out{};
   for (std::size_t l = 0; l < L; ++l) {
     Level& lv = st.levels[l];
-    out[l].compressed = lv.format == LevelFormat::C;
+    out[l].compressed = is_compressed(lv.format);
     out[l].dim = lv.dim;
     if (!out[l].compressed) continue;
     out[l].parents = parent_of[l];
     lv.pos.resize(static_cast<std::size_t>(parent_of[l]) + 1);
-    lv.crd.resize(static_cast<std::size_t>(lv.size));
     out[l].pos = lv.pos.data();
-    out[l].crd = lv.crd.data();
+    if (lv.format == LevelFormat::N) {
+      lv.crd16.resize(static_cast<std::size_t>(lv.size));
+      out[l].crd16 = lv.crd16.data();
+    } else {
+      lv.crd.resize(static_cast<std::size_t>(lv.size));
+      out[l].crd = lv.crd.data();
+    }
   }
   const std::size_t n = static_cast<std::size_t>(nnz);
   // Without padding the leaf positions are 0 .. nnz-1 in level order: nonzero ord[r] sits at r.

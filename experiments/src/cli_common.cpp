@@ -182,11 +182,13 @@ std::string schedule_help() {
          "  \"split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 threads=2 chunk=32\"\n"
          "  split: split sizes s_x > 1 (powers of two); a split variable x has loops x1 (outer) and\n"
          "    x0 (inner), an unsplit one the loop x; order: every loop once, x1 before x0;\n"
-         "  format: U (dense interval) or C (compressed) per level of the sparse operand, whose\n"
-         "    levels are the loops over its variables in loop order (spmv/spmm A(i,k), sddmm A(i,j),\n"
-         "    mttkrp A(i,k,l)); parallel: the OpenMP loop (default: the first); threads: 0 = all\n"
-         "    cores; chunk: OpenMP dynamic chunk, 1..256.\n"
-         "  or a shortcut: csr, dcsr, csc, bcsrRxC (e.g. bcsr4x4), csf (mttkrp).\n";
+         "  format: U (dense interval), C (compressed) or N (compressed, 16-bit coordinates: a level\n"
+         "    of at most 65536 coordinates) per level of the sparse operand, whose levels are the\n"
+         "    loops over its variables in loop order (spmv/spmm A(i,k), sddmm A(i,j), mttkrp\n"
+         "    A(i,k,l)); parallel: the OpenMP loop (default: the first); threads: 0 = all cores;\n"
+         "    chunk: OpenMP dynamic chunk, 1..256, or static.\n"
+         "  or a shortcut: csr, dcsr, csc, bcsrRxC (e.g. bcsr4x4), ncsr (csr in blocks with 16-bit\n"
+         "    column offsets), csf (mttkrp).\n";
 }
 
 std::string implementations_help() {

@@ -21,6 +21,7 @@
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/generated_kernel.hpp"
 #include "waco/codegen/kernel_spec.hpp"
+#include "waco/heuristics/narrow.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/counters.hpp"
 #include "waco/kernels/error.hpp"
@@ -243,7 +244,7 @@ bool share_large_data(const kernels::Problem& p, MeasureOptions& opts) {
 namespace waco::heuristics {
 
 SharedData shared_data(const kernels::Problem& p) {
-  const std::int64_t llc = kernels::cache_sizes().llc();
+  const std::int64_t llc = last_level_cache_bytes();
   if (llc <= 0) return {};
   const auto large = [llc](double bytes) { return bytes > 2.0 * static_cast<double>(llc); };
   const double value = static_cast<double>(kernels::dtype_size(p.dtype()));

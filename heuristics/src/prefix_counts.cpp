@@ -382,6 +382,15 @@ FormatVerdict check_format(const LevelShapes& ls, const std::vector<codegen::Lev
   for (std::size_t l = 0; l < ls.count; ++l) dims_sum += ls.dims[l];
   const double index_bound = value_bound + 2.0 * dims_sum + 2.0 * static_cast<double>(ls.count);
   FormatVerdict v;
+  // N levels first, from the dims alone (build_storage checks them before anything else).
+  for (std::size_t l = 0; l < ls.count; ++l)
+    if (formats[l] == codegen::LevelFormat::N &&
+        ls.dims[l] > static_cast<double>(codegen::kMaxNarrowRange)) {
+      v.refusal = "narrow-overflow";
+      v.level = static_cast<int>(l);
+      v.size = ls.dims[l];
+      return v;
+    }
   double parent = 1, index_words = 0;
   for (std::size_t l = 0; l < ls.count; ++l) {
     double size = 0;
@@ -442,6 +451,8 @@ std::string describe_refusal(const FormatVerdict& v, const std::vector<codegen::
   if (v.refusal == nullptr) return {};
   const int level = v.level;
   const std::size_t l = static_cast<std::size_t>(std::max(level, 0));
+  if (std::string(v.refusal) == "narrow-overflow")
+    return codegen::narrow_refusal_message(level, levels[l], static_cast<std::int64_t>(v.size));
   return codegen::refusal_message(level, levels[l], formats[l], static_cast<long long>(v.size), nnz,
                                   max_padding, std::string(v.refusal) == "index-overflow");
 }

@@ -817,6 +817,22 @@ std::optional<std::string> Space::admits(const SuperSchedule& schedule) const {
   return std::nullopt;
 }
 
+std::optional<std::string> Space::storage_admits(const SuperSchedule& schedule) const {
+  if (schedule.kind != kind_) return std::string("other-kernel");
+  const std::vector<std::string> problems = codegen::validate(schedule);
+  if (!problems.empty()) return "invalid schedule: " + problems.front();
+  const SuperSchedule s = codegen::canonicalize(schedule);
+  std::vector<int> sparse_split = s.split;  // what the storage stage sees (as admits)
+  for (std::size_t v = 0; v < sparse_split.size(); ++v)
+    if (sparse_stride_[v] == 0) sparse_split[v] = 1;
+  const std::vector<Loop> levels = s.levels();
+  for (const auto& c : constraints_)
+    if (c->stage() == Stage::Storage)
+      if (const char* why = c->check_storage(*this, sparse_split, levels, s.formats))
+        return std::string(why);
+  return std::nullopt;
+}
+
 std::vector<SuperSchedule> Space::materialize(std::uint64_t limit) const {
   const std::uint64_t total = count();
   if (total > limit)

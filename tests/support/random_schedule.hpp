@@ -25,10 +25,14 @@ struct RandomScheduleOptions {
   int unit_pair_one_in = 0;
   /// Threads: 0, powers of two up to 8 and up to 500 (else 0..2).
   bool wide_threads = false;
+  /// Each C level is N (16-bit coordinates) with probability 1/2 (the draws are made only then,
+  /// so the schedules without it stay those of every seed).
+  bool narrow = false;
 };
 
 /// A random schedule for kernel k: power-of-two splits (mostly up to 128, sometimes up to 2^16),
-/// a random order with x1 before x0, random formats, parallel loop, threads and chunk.
+/// a random order with x1 before x0, random formats (U or C; also N with o.narrow), parallel
+/// loop, threads and chunk.
 inline codegen::SuperSchedule random_schedule(kernels::KernelKind k, Rng& rng,
                                               const RandomScheduleOptions& o = {}) {
   using codegen::Loop;
@@ -57,6 +61,9 @@ inline codegen::SuperSchedule random_schedule(kernels::KernelKind k, Rng& rng,
   s.order = loops;
   for (std::size_t l = 0; l < s.levels().size(); ++l)
     s.formats.push_back(rng.below(2) ? codegen::LevelFormat::U : codegen::LevelFormat::C);
+  if (o.narrow)
+    for (codegen::LevelFormat& f : s.formats)
+      if (f == codegen::LevelFormat::C && rng.below(2)) f = codegen::LevelFormat::N;
   s.parallel = loops[static_cast<std::size_t>(rng.below(static_cast<int>(loops.size())))];
   if (o.wide_threads) {
     const int t = rng.below(6);

@@ -7,6 +7,7 @@
 #include "memory_record.hpp"
 #include "pipeline.hpp"
 #include "waco/heuristics/measure.hpp"
+#include "waco/heuristics/narrow.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/context.hpp"
@@ -175,8 +176,20 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     req.check_recall = o.check_recall;
     req.measure = measure;
     SearchChoice choice = searcher.choose(req);
-    const std::vector<codegen::SuperSchedule>& chosen = choice.schedules;
+    std::vector<codegen::SuperSchedule>& chosen = choice.schedules;
     search_info = std::move(choice.info);
+    // The narrow-indices pass admits narrow twins of the model's nominees (heuristics/narrow.hpp):
+    // each goes right after its nominee, measured beside it like any nominee.
+    if (ranks_by_model(o.search) &&
+        std::find(pipeline.begin(), pipeline.end(), "narrow-indices") != pipeline.end()) {
+      NarrowTwins twins = with_narrow_twins(space, chosen);
+      space_json["narrow_twins"] = {{"added", twins.added},
+                                    {"note", twins.note.empty() ? nlohmann::json() : nlohmann::json(twins.note)}};
+      if (twins.added > 0)
+        obs.note(format("tune: %d narrow (16-bit coordinate) twin%s of the nominees measured beside them",
+                        twins.added, twins.added == 1 ? "" : "s"));
+      chosen = std::move(twins.schedules);
+    }
     space_json["seconds"] = now_seconds() - s0;
     candidates.reserve(chosen.size());
     for (const codegen::SuperSchedule& s : chosen) candidates.push_back(Candidate::generated(s));

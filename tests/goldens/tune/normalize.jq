@@ -8,6 +8,8 @@
 # - paths become their file names (also in the ranking model's record and note); the tuning
 #   cache's entry name, date and machine go; the
 #   context block (machine, build, date) and the memory record (resident sizes) go;
+# - the last-level cache's size in the narrow-indices pass's note and facts (this machine's)
+#   becomes "<llc>";
 # - other non-integer numbers are rounded to 9 significant digits, so that a last-bit
 #   difference (e.g. a fused multiply-add on another CPU) does not fail a golden.
 def time_key: test("^(time_s|search_s|read_s|cached_call_s|abandoned_s|seconds|choice_s|measure_s|confirm_s|decide_s|total_s|break_even_calls)$") or test("_seconds$");
@@ -37,4 +39,5 @@ del(.context, .memory)
 | if .model | type == "object" then
     .model |= (.path |= basename | if .note | type == "string" then .note |= gsub("/[^ ]*/"; "") else . end)
   else . end
+| walk(if type == "string" then gsub("last-level cache \\([0-9.]+ MiB\\)"; "last-level cache (<llc>)") else . end)
 | walk_keys

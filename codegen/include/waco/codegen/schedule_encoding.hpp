@@ -6,7 +6,10 @@
 // kernel's code always has the same shape: slot 2v is v's outer loop (v1, or v itself when v is
 // not split), slot 2v+1 its inner loop (v0; for an unsplit variable a loop of extent 1 placed
 // directly after its outer slot). The encoding is a bijection between canonical valid schedules
-// and the codes decode() accepts: decode(encode(s)) == canonicalize(s) and encode(decode(c)) == c.
+// and the codes decode() accepts: decode(encode(s)) == canonicalize(s) and encode(decode(c)) == c,
+// for schedules of U and C levels. An N (narrow) level encodes as C, the format the cost model
+// knows (it was trained on U/C schedules; N differs only in 16-bit coordinates): a narrow schedule
+// scores as its wide twin, and decode(encode(s)) == wide_twin(canonicalize(s)).
 //
 // Example (SpMV bcsr4x4, "split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 chunk=32"):
 //   split_log2 = {2, 2}, order = {0, 2, 1, 3}, format = {1, 1, 2, 1}, parallel = 0, chunk_log2 = 5.
@@ -35,7 +38,7 @@ struct ScheduleCode {
   std::vector<int> split_log2;  ///< per var, 0..16 (log2 of split size; 0 = not split)
   std::vector<int> order;       ///< 2V slot indices, outermost first (a permutation of 0..2V-1)
   /// Per slot: 0 = not a level of the sparse operand (a dense variable, or the inner slot of an
-  /// unsplit variable), 1 = U, 2 = C.
+  /// unsplit variable), 1 = U, 2 = C (also N, see the file comment).
   std::vector<int> format;
   int parallel = 0;    ///< slot of the parallel loop (never the inner slot of an unsplit variable)
   int threads = 0;     ///< SuperSchedule::threads as is (0 = all cores)

@@ -1,7 +1,9 @@
 // Format storage (WACO section 4.1.2; ARCHITECTURE.md section 6): the sparse operand of a Problem
 // laid out in a SuperSchedule's format. Each level is U (a dense interval of `dim` coordinates:
 // child position = parent position * dim + coordinate) or C (pos/crd arrays: the children of
-// parent position p are crd[pos[p] .. pos[p+1])). Coordinates are split parts: x (whole), x1 = x / s,
+// parent position p are crd[pos[p] .. pos[p+1])), or N (as C with the coordinates in 16 bits,
+// crd16: a level whose dim is at most kMaxNarrowRange; a wider one is refused, never truncated).
+// Coordinates are split parts: x (whole), x1 = x / s,
 // x0 = x % s. A U level under a C level stores explicit zeros (padding); the padding bound refuses,
 // before allocating, formats that would store too much.
 #pragma once
@@ -20,8 +22,9 @@ struct Level {
   LevelFormat format = LevelFormat::U;
   Loop loop;                          ///< the split variable part this level stores
   std::int64_t dim = 0;               ///< coordinates of the level: extent, ceil(extent/s) or s
-  std::vector<kernels::index_t> pos;  ///< C only: parent count + 1 entries
+  std::vector<kernels::index_t> pos;  ///< C and N: parent count + 1 entries
   std::vector<kernels::index_t> crd;  ///< C only: one coordinate per position
+  std::vector<std::uint16_t> crd16;   ///< N only: one coordinate per position
   std::int64_t size = 0;              ///< positions at this level
 };
 
@@ -54,6 +57,8 @@ struct StorageResult {
 /// padding bound, or (`index_overflow`) more than 32-bit indices hold.
 std::string refusal_message(int level, const Loop& loop, LevelFormat format, long long size,
                             std::int64_t nnz, double max_padding, bool index_overflow = false);
+/// The refusal of an N level whose coordinate range (`dim` coordinates) exceeds kMaxNarrowRange.
+std::string narrow_refusal_message(int level, const Loop& loop, std::int64_t dim);
 
 /// Builds the sparse operand of `p` in the format of `s` (canonical, valid, for p's kernel).
 /// Precondition: p's sparse operand is canonical (sorted, no repeated coordinate; a violation is

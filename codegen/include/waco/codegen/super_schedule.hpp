@@ -5,7 +5,9 @@
 // split size of 1 means "not split" and the variable is then a single loop named x. The loop
 // order is a permutation of the loops with x1 before x0. The sparse operand's levels follow the
 // loop order restricted to its variables (iteration is concordant with storage), each level
-// uncompressed (U: a dense interval) or compressed (C: pos/crd). One loop runs in parallel with
+// uncompressed (U: a dense interval), compressed (C: pos/crd) or narrow (N: compressed with 16-bit
+// coordinates, for a level whose coordinate range fits them: a block-local column offset, issue
+// 36). One loop runs in parallel with
 // OpenMP dynamic scheduling (chunk), on `threads` threads (0 = every available core), or with
 // chunk=static (0) in one contiguous range per thread: balanced by the stored entries when the
 // parallel loop is the outermost over a U level with a C level below it (CSR-like rows), else
@@ -13,8 +15,8 @@
 //
 // Text form (one line; the order of the key=value fields is fixed when printed, free when parsed):
 //   split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 threads=2 chunk=32
-// `split` lists only variables with s > 1 and may be omitted; `format` has one U/C letter per level
-// of the sparse operand in level order. Example (CSR SpMV): "order=i,k format=UC parallel=i
+// `split` lists only variables with s > 1 and may be omitted; `format` has one U/C/N letter per
+// level of the sparse operand in level order. Example (CSR SpMV): "order=i,k format=UC parallel=i
 // threads=0 chunk=128".
 #pragma once
 
@@ -30,7 +32,19 @@
 
 namespace waco::codegen {
 
-enum class LevelFormat : std::uint8_t { U, C };
+/// U: a dense interval of coordinates. C: pos/crd, 32-bit coordinates. N (narrow): C with 16-bit
+/// coordinates (2 bytes a position instead of 4), legal on a level whose coordinates are below
+/// kMaxNarrowRange: an inner part x0 (s_x <= kMaxSplit = 2^16 always), an outer part or a whole
+/// variable of a small enough extent. The schedule alone cannot tell the extent: build_storage
+/// (and the legality pass, exactly) refuses an N level of a wider range, never truncating it.
+enum class LevelFormat : std::uint8_t { U, C, N };
+
+/// Whether a level stores pos/crd (C or N).
+inline bool is_compressed(LevelFormat f) { return f != LevelFormat::U; }
+/// The level's letter in the text form: 'U', 'C' or 'N'.
+char format_letter(LevelFormat f);
+/// Coordinates an N level can hold: 0 .. kMaxNarrowRange - 1 (uint16).
+inline constexpr std::int64_t kMaxNarrowRange = std::int64_t{1} << 16;
 
 /// One loop: variable x whole (not split), or its outer part x1, or its inner part x0.
 struct Loop {
@@ -48,6 +62,7 @@ struct Loop {
 inline constexpr int kScheduleJsonVersion = 1;
 /// Largest split size.
 inline constexpr int kMaxSplit = 1 << 16;
+static_assert(kMaxSplit <= kMaxNarrowRange, "an inner part x0 always fits an N level");
 /// Largest OpenMP chunk size.
 inline constexpr int kMaxChunk = 256;
 /// The chunk value of static scheduling (text form "chunk=static"): one contiguous range of the
@@ -106,8 +121,13 @@ SuperSchedule schedule_from_json(const nlohmann::json& j);
 /// baseline's name: generated_kernel.hpp, servable_baseline).
 inline constexpr const char* kGeneratedImplementation = "generated";
 
+/// The schedule with every N level written C (the wide twin: what the cost model ranks, whose
+/// encoding knows U and C only); s itself when it has no N level.
+SuperSchedule wide_twin(const SuperSchedule& s);
+
 /// Named schedules that stand wherever a schedule is expected: "csr" (the default schedule),
-/// "dcsr", "csc", "bcsrRxC" (R, C powers of two, e.g. bcsr4x4), and "csf" (MTTKRP). Returns
+/// "dcsr", "csc", "bcsrRxC" (R, C powers of two, e.g. bcsr4x4), "ncsr" (narrow csr: blocks of
+/// 256 rows by 65536 columns with 16-bit block-local column offsets, UCUN), and "csf" (MTTKRP). Returns
 /// nullopt when `name` is not a shortcut; throws Error when it is one but not for kernel k.
 std::optional<SuperSchedule> schedule_shortcut(kernels::KernelKind k, const std::string& name);
 

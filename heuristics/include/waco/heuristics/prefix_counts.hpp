@@ -77,9 +77,11 @@ LevelShapes level_shapes(const PrefixCounts& pc, const codegen::KernelSpec& spec
 /// counts alone: the same level sizes and bounds (StorageOptions::max_padding x nnz stored values
 /// or index words, 32-bit positions), checked in the same order, so the verdict is exact.
 struct FormatVerdict {
-  /// nullptr when build_storage builds the format, else "padding-bound" or "index-overflow".
+  /// nullptr when build_storage builds the format, else "padding-bound", "index-overflow" or
+  /// "narrow-overflow" (an N level of more than codegen::kMaxNarrowRange coordinates).
   const char* refusal = nullptr;
-  /// The refused level (-1: the stored values as a whole), with its positions (or the values).
+  /// The refused level (-1: the stored values as a whole), with its positions (or the values;
+  /// narrow-overflow: its coordinates).
   int level = -1;
   double size = 0;
   /// Values stored (explicit zeros included) when the format is built.

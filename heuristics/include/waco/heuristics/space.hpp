@@ -149,6 +149,12 @@ class Space {
   /// schedule: ...", "split-out-of-range", "threads-out-of-range", "chunk-out-of-range". Agrees
   /// with for_each (tested): the ANNS search uses it to keep only admissible neighbours.
   std::optional<std::string> admits(const SuperSchedule& s) const;
+  /// Whether the storage stage's constraints admit the storage of schedule s (canonicalized
+  /// first): nullopt when they do, else the first failing one's reason, or "other-kernel",
+  /// "invalid schedule: ...". Unlike admits(), the other stages are not asked and s's formats
+  /// may hold N levels, which the space does not enumerate: narrow twins (narrow.hpp) are
+  /// judged by it.
+  std::optional<std::string> storage_admits(const SuperSchedule& s) const;
   /// Every candidate (guarded: Error when count() > limit).
   std::vector<SuperSchedule> materialize(std::uint64_t limit = 1'000'000) const;
 

@@ -1,0 +1,136 @@
+// Narrow twins of nominees (narrow.hpp).
+#include "waco/heuristics/narrow.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "waco/codegen/kernel_spec.hpp"
+#include "waco/heuristics/space.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+
+namespace waco::heuristics {
+
+using codegen::LevelFormat;
+using codegen::Loop;
+using codegen::SuperSchedule;
+
+std::int64_t last_level_cache_bytes() {
+  // Read afresh (WACO_SYSFS_ROOT may point elsewhere between calls), without the measured probe.
+  const kernels::CacheSizes c =
+      kernels::resolve_cache_sizes(kernels::read_sysfs_cache_sizes(kernels::sysfs_root()),
+                                   kernels::read_cpuid_cache_sizes(), nullptr,
+                                   kernels::available_cpus());
+  return std::max<std::int64_t>(c.llc(), 0);
+}
+
+double operand_stream_bytes(std::int64_t nnz, std::int64_t rows, kernels::Dtype dtype) {
+  return static_cast<double>(nnz) * (4.0 + static_cast<double>(kernels::dtype_size(dtype))) +
+         4.0 * static_cast<double>(rows + 1);
+}
+
+bool operand_beyond_llc(std::int64_t nnz, std::int64_t rows, kernels::Dtype dtype, std::int64_t llc) {
+  return llc > 0 && operand_stream_bytes(nnz, rows, dtype) > static_cast<double>(llc);
+}
+
+namespace {
+
+/// The coordinates of a level over `loop` (storage.hpp's Level::dim).
+std::int64_t level_dim(const SuperSchedule& s, const std::vector<std::int64_t>& extents, const Loop& loop) {
+  const int v = codegen::kernel_spec(s.kind).var_index(loop.var);
+  const std::int64_t e = extents[static_cast<std::size_t>(v)];
+  const std::int64_t sx = s.split[static_cast<std::size_t>(v)];
+  switch (loop.part) {
+    case Loop::Part::Whole: return e;
+    case Loop::Part::Outer: return (e + sx - 1) / sx;
+    case Loop::Part::Inner: return sx;
+  }
+  return e;
+}
+
+/// Rule 2 of narrow_twin: the blocked narrow format of a csr-like schedule.
+std::optional<SuperSchedule> blocked_twin(const SuperSchedule& s, const std::vector<std::int64_t>& extents) {
+  const codegen::KernelSpec& spec = codegen::kernel_spec(s.kind);
+  const std::vector<Loop> levels = s.levels();
+  if (levels.size() != 2 || s.formats[0] != LevelFormat::U || s.formats[1] != LevelFormat::C ||
+      levels[0].part != Loop::Part::Whole || levels[1].part != Loop::Part::Whole)
+    return std::nullopt;
+  const char x = levels[0].var, y = levels[1].var;
+  const auto xi = static_cast<std::size_t>(spec.var_index(x));
+  const auto yi = static_cast<std::size_t>(spec.var_index(y));
+  if (extents[yi] <= codegen::kMaxNarrowRange || extents[xi] <= kNarrowRowBlock) return std::nullopt;
+  SuperSchedule t = s;
+  t.split[xi] = kNarrowRowBlock;
+  t.split[yi] = static_cast<int>(codegen::kMaxNarrowRange);
+  t.order.clear();
+  for (const Loop& l : s.order) {
+    if (l.var == x) {
+      t.order.push_back({x, Loop::Part::Outer});
+    } else if (l.var == y) {
+      t.order.push_back({y, Loop::Part::Outer});
+      t.order.push_back({x, Loop::Part::Inner});
+      t.order.push_back({y, Loop::Part::Inner});
+    } else {
+      t.order.push_back(l);
+    }
+  }
+  t.formats = {LevelFormat::U, LevelFormat::C, LevelFormat::U, LevelFormat::N};
+  if (t.parallel.var == x || t.parallel.var == y) t.parallel.part = Loop::Part::Outer;
+  if (t.chunk != codegen::kStaticChunk) t.chunk = std::max(1, t.chunk / kNarrowRowBlock);
+  return t;
+}
+
+}  // namespace
+
+std::optional<SuperSchedule> narrow_twin(const SuperSchedule& schedule,
+                                         const std::vector<std::int64_t>& extents) {
+  const SuperSchedule s = codegen::canonicalize(schedule);
+  WACO_ASSERT(codegen::validate(s).empty(), "narrow_twin needs a valid schedule");
+  WACO_ASSERT(extents.size() == codegen::kernel_spec(s.kind).vars.size(),
+              "narrow_twin: one extent per variable");
+  const std::vector<Loop> levels = s.levels();
+  SuperSchedule t = s;
+  bool changed = false;
+  for (std::size_t l = 0; l < levels.size(); ++l)
+    if (t.formats[l] == LevelFormat::C && level_dim(s, extents, levels[l]) <= codegen::kMaxNarrowRange) {
+      t.formats[l] = LevelFormat::N;
+      changed = true;
+    }
+  std::optional<SuperSchedule> twin = changed ? std::optional(t) : blocked_twin(s, extents);
+  if (twin && !codegen::validate(*twin).empty()) return std::nullopt;  // (not expected)
+  return twin;
+}
+
+NarrowTwins with_narrow_twins(const Space& space, const std::vector<SuperSchedule>& nominees) {
+  NarrowTwins out;
+  std::set<std::string> listed;
+  for (const SuperSchedule& s : nominees) listed.insert(codegen::to_text(codegen::canonicalize(s)));
+  std::string refused;
+  int without = 0, repeated = 0;
+  for (const SuperSchedule& s : nominees) {
+    out.schedules.push_back(s);
+    const std::optional<SuperSchedule> twin = narrow_twin(s, space.extents());
+    if (!twin) {
+      ++without;
+      continue;
+    }
+    if (const std::optional<std::string> why = space.storage_admits(*twin)) {
+      if (refused.empty()) refused = *why;
+      continue;
+    }
+    if (!listed.insert(codegen::to_text(*twin)).second) {
+      ++repeated;
+      continue;
+    }
+    out.schedules.push_back(*twin);
+    ++out.added;
+  }
+  if (out.added == 0)
+    out.note = !refused.empty() ? "twins refused: " + refused
+               : repeated > 0  ? "every twin is already a nominee"
+               : without > 0   ? "no nominee has a narrow twin"
+                               : "no nominee";
+  return out;
+}
+
+}  // namespace waco::heuristics
