@@ -17,11 +17,11 @@ using codegen::SuperSchedule;
 
 std::int64_t last_level_cache_bytes() {
   // Read afresh (WACO_SYSFS_ROOT may point elsewhere between calls), without the measured probe.
-  const kernels::CacheSizes c =
-      kernels::resolve_cache_sizes(kernels::read_sysfs_cache_sizes(kernels::sysfs_root()),
-                                   kernels::read_cpuid_cache_sizes(), nullptr,
-                                   kernels::available_cpus());
-  return std::max<std::int64_t>(c.llc(), 0);
+  std::int64_t llc = kernels::read_sysfs_cache_sizes(kernels::sysfs_root()).llc();
+  if (llc <= 0) llc = kernels::read_cpuid_cache_sizes().llc();
+  const std::int64_t plausible =
+      kernels::kMaxPlausibleLlcPerCpu * std::max(1, kernels::available_cpus());
+  return std::clamp<std::int64_t>(llc, 0, plausible);
 }
 
 double operand_stream_bytes(std::int64_t nnz, std::int64_t rows, kernels::Dtype dtype) {
