@@ -24,6 +24,7 @@
 
 #include "support/edge_cases.hpp"
 #include "support/test_paths.hpp"
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/kernel.hpp"
@@ -596,7 +597,7 @@ TEST_CASE("io: an empty dense array of 2^31-2 columns or rows is read and writte
   // (10 s under ASan) to pass over the empty columns, reading and again writing. Timed in CPU
   // time, which a busy machine does not stretch.
   const std::string dir = scratch_dir("io_dense_empty");
-  for (const std::string& size : {"0 2147483646", "2147483646 0"}) {
+  for (const std::string size : {"0 2147483646", "2147483646 0"}) {
     INFO(size);
     write_text(dir + "/e.mtx", "%%MatrixMarket matrix array integer general\n" + size + "\n");
     const std::clock_t c0 = std::clock();
@@ -770,7 +771,8 @@ TEST_CASE("io: sizes beyond the 32-bit limit, the file or the memory limit are r
     require_error_at(msg, p, 2, "more than the input memory limit of 1 MiB (WACO_MAX_INPUT_MEMORY)");
     require_error_at(fits, p, 3, "the file ends after 1 of the 50000");
     CHECK(bad.find("WACO_MAX_INPUT_MEMORY='lots' is not a size") != std::string::npos);
-    CHECK(input_memory_limit() > 0);  // physical memory
+    CHECK(input_memory_limit() > 0);  // the memory available now
+    CHECK(input_memory_limit() <= physical_memory_bytes());
     CHECK(input_memory_limit(small) == std::int64_t{1} << 20);
   }
   SECTION("a gzip bomb of FROSTT entries stops at the memory limit, at its line") {

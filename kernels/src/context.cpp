@@ -367,6 +367,16 @@ double physical_memory_bytes() {
   return static_cast<double>(pages) * static_cast<double>(page);
 }
 
+double available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:" && kib > 0) return kib * 1024.0;
+  return physical_memory_bytes();
+}
+
 namespace {
 
 /// Busy and total jiffies of each CPU in `set`, from /proc/stat; empty when unreadable.

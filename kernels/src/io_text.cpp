@@ -434,9 +434,12 @@ MemoryLimit memory_limit(const ReadOptions& opts) {
                   "give bytes, optionally with K, M, G or T (powers of 1024), e.g. WACO_MAX_INPUT_MEMORY=64G");
     return {static_cast<std::int64_t>(v << shift), "WACO_MAX_INPUT_MEMORY"};
   }
-  const double phys = physical_memory_bytes();
+  // What is free now, not the machine's size: a gzip bomb or a huge declared size is stopped
+  // before it takes the memory other processes hold (on a 24 GB machine, the physical figure let a
+  // 20 GB bomb grow to ~18 GB).
+  const double avail = available_memory_bytes();
   const double cap = static_cast<double>(std::int64_t{1} << 62);
-  return {static_cast<std::int64_t>(std::min(phys, cap)), "this machine's physical memory"};
+  return {static_cast<std::int64_t>(std::min(avail, cap)), "the memory available now (MemAvailable)"};
 }
 
 void check_memory(const TextReader& in, double need, const std::string& what, const MemoryLimit& limit,

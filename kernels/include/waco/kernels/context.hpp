@@ -107,6 +107,9 @@ int available_cpus();
 
 /// Physical memory of the machine in bytes (sysconf); +infinity when unknown.
 double physical_memory_bytes();
+/// Memory available to a new allocation now without swapping (/proc/meminfo MemAvailable), in
+/// bytes; physical_memory_bytes() when the kernel does not say.
+double available_memory_bytes();
 
 /// CPUs of this process's affinity set kept busy by other processes: sampled from /proc/stat
 /// over `seconds` while this process sleeps (so it does not count itself). -1 when unknown.

@@ -37,8 +37,9 @@ struct ReadOptions {
 /// before it is allocated: 24 bytes per matrix entry after symmetric expansion, 8 per row and per
 /// column; 4 (order + 1) x 2 + 16 per tensor entry and 8 per index of each mode; 8 per value of
 /// an array file) is refused with an Error stating both. `opts.max_memory` when set, else
-/// $WACO_MAX_INPUT_MEMORY (bytes, or with a K, M, G or T suffix: powers of 1024), else this
-/// machine's physical memory. Throws Error when the variable is malformed.
+/// $WACO_MAX_INPUT_MEMORY (bytes, or with a K, M, G or T suffix: powers of 1024), else the memory
+/// available now (available_memory_bytes: MemAvailable). Throws Error when the variable is
+/// malformed.
 std::int64_t input_memory_limit(const ReadOptions& opts = {});
 
 /// What the reader saw, beside the operand itself.
