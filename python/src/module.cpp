@@ -53,11 +53,20 @@ std::vector<std::int64_t> shape_of(const py::array& a) {
 /// NumPy's name of a waco dtype: "float32" or "float64".
 const char* numpy_name(waco::Dtype d) { return d == waco::Dtype::F64 ? "float64" : "float32"; }
 
+/// waco_hybrid.DtypeError: a wrong dtype, both a TypeError (as NumPy's) and a ValueError (as the
+/// shape and order checks), so that either `except` catches it. Made in PYBIND11_MODULE.
+PyObject* g_dtype_error = nullptr;
+
+[[noreturn]] void throw_dtype_error(const std::string& what) {
+  PyErr_SetString(g_dtype_error, what.c_str());
+  throw py::error_already_set();
+}
+
 /// "float32"/"f32" or "float64"/"f64" (the Python side passes NumPy's names).
 waco::Dtype parse_dtype(const std::string& name) {
   if (name == "float32" || name == "f32") return waco::Dtype::F32;
   if (name == "float64" || name == "f64") return waco::Dtype::F64;
-  throw py::type_error("dtype '" + name + "' is not supported: pass float32 or float64");
+  throw_dtype_error("dtype '" + name + "' is not supported: pass float32 or float64");
 }
 
 /// Whether a's elements are T in the machine's byte order (NumPy's equivalence, not the identity
@@ -83,12 +92,12 @@ void check_dtype(const py::array& a, const std::string& what, waco::Dtype want) 
   const std::string name = numpy_name(want);
   if (f64 ? has_dtype<float>(a) : has_dtype<double>(a)) {
     const std::string other = numpy_name(f64 ? waco::Dtype::F32 : waco::Dtype::F64);
-    throw py::type_error(what + " is " + other + ", this plan computes in " + name +
+    throw_dtype_error(what + " is " + other + ", this plan computes in " + name +
                          " (its matrix holds " + name + " values): pass " + what +
                          ".astype(numpy." + name + "), a " + name +
                          " copy, or use a plan of a matrix of " + other + " values");
   }
-  throw py::type_error(what + " has dtype " + std::string(py::str(a.dtype())) +
+  throw_dtype_error(what + " has dtype " + std::string(py::str(a.dtype())) +
                        ", this plan computes in " + name + ": pass " + what + ".astype(numpy." +
                        name + ")");
 }
@@ -153,8 +162,8 @@ const V* vdata(const py::array& a) { return static_cast<const V*>(a.data()); }
 template <typename T>
 const T* index_array(const py::array& a, const char* what, std::int64_t n) {
   if (!has_dtype<T>(a))
-    throw py::type_error(std::string(what) + " has dtype " + std::string(py::str(a.dtype())) +
-                         ", expected " + std::string(py::str(py::dtype::of<T>())));
+    throw_dtype_error(std::string(what) + " has dtype " + std::string(py::str(a.dtype())) +
+                      ", expected " + std::string(py::str(py::dtype::of<T>())));
   if (a.ndim() != 1 || a.shape(0) != n)
     throw py::value_error(std::string(what) + " must be 1-D with " + std::to_string(n) +
                           " entries");
@@ -178,7 +187,7 @@ waco::Matrix with_values(const py::object& v, const std::string& what, std::int6
   waco::Dtype d = waco::Dtype::F32;
   if (has_dtype<double>(a)) d = waco::Dtype::F64;
   else if (!has_dtype<float>(a))
-    throw py::type_error(what + " has dtype " + std::string(py::str(a.dtype())) +
+    throw_dtype_error(what + " has dtype " + std::string(py::str(a.dtype())) +
                          ", waco-hybrid holds float32 or float64 values: pass " + what +
                          ".astype(numpy.float32) or " + what + ".astype(numpy.float64)");
   const py::array checked = dense(v, what, {nnz}, d);
@@ -222,8 +231,8 @@ waco::Matrix tensor_from_coo(const std::vector<std::int64_t>& dims, const py::ar
   if (dims.size() != 3) throw py::value_error("a tensor has 3 dimensions, shape has " +
                                               std::to_string(dims.size()));
   if (!has_dtype<std::int32_t>(coords))
-    throw py::type_error("coords has dtype " + std::string(py::str(coords.dtype())) +
-                         ", expected int32");
+    throw_dtype_error("coords has dtype " + std::string(py::str(coords.dtype())) +
+                      ", expected int32");
   if (coords.ndim() != 2 || coords.shape(0) != 3 || !(coords.flags() & py::array::c_style))
     throw py::value_error("coords must be a C-contiguous 3 x nnz int32 array (one row a mode)");
   const std::int64_t nnz = coords.shape(1);
@@ -471,6 +480,16 @@ py::array run_mttkrp(const PyPlan& p, const py::handle& b_obj, const py::handle&
 
 PYBIND11_MODULE(_waco, m) {
   m.doc() = "waco-hybrid's C++ API (waco/waco.hpp) for Python; use the waco_hybrid package";
+
+  // waco_hybrid.DtypeError(TypeError, ValueError): see throw_dtype_error.
+  g_dtype_error = PyErr_NewExceptionWithDoc(
+      "waco_hybrid.DtypeError",
+      "An array of the wrong dtype (the message says which to pass); both a TypeError, as NumPy "
+      "raises, and a ValueError, as the shape and order checks raise.",
+      py::make_tuple(py::handle(PyExc_TypeError), py::handle(PyExc_ValueError)).release().ptr(),
+      nullptr);
+  if (!g_dtype_error) throw py::error_already_set();
+  m.attr("DtypeError") = py::handle(g_dtype_error);
 
   // waco_hybrid.Error: the C++ message as str(e) and e.message, the hint as e.hint.
   static py::exception<waco::Error> error(m, "Error", PyExc_RuntimeError);

@@ -7,20 +7,20 @@ sparse matrices and NumPy arrays.
     y = plan @ np.ones(10000, dtype=np.float32)        # y = A x, the tuned kernel
 
 Single or double precision: a float32 matrix makes float32 plans, a float64 one float64 plans
-(plan.dtype); other dtypes are a TypeError. Dense operands must be C-contiguous ndarrays of the
-plan's dtype and the right shape, and results come in that dtype: nothing is converted behind
-your back (TypeError for the dtype, ValueError for shape and order). Errors of waco-hybrid itself
-are waco_hybrid.Error, with the message of the waco-hybrid CLI and a hint (e.hint).
+(plan.dtype); other dtypes are a waco_hybrid.DtypeError (both a TypeError and a ValueError).
+Dense operands must be C-contiguous ndarrays of the plan's dtype and the right shape, and results
+come in that dtype: nothing is converted behind your back (DtypeError for the dtype, ValueError
+for shape and order). Errors of waco-hybrid itself are waco_hybrid.Error, with the message of the waco-hybrid CLI and a hint (e.hint).
 """
 
 import numpy as np
 
 from . import _waco
-from ._waco import Error, Matrix, Plan, version
+from ._waco import DtypeError, Error, Matrix, Plan, version
 from ._convert import _index32, as_matrix, check_values_dtype, dtype_name
 from ._data import dataset, results, to_structured
 
-__all__ = ["Error", "Matrix", "Plan", "version", "matrix", "tensor", "load", "tune", "make_plan",
+__all__ = ["DtypeError", "Error", "Matrix", "Plan", "version", "matrix", "tensor", "load", "tune", "make_plan",
            "load_plan", "results", "dataset", "to_structured", "TUNE_SETTINGS"]
 __version__ = version()
 
@@ -46,7 +46,7 @@ def tensor(shape, coords, values=None, dtype=None):
                         f"{type(values).__name__}")
     have = check_values_dtype(values.dtype, "values")
     if want is not None and want != have:
-        raise TypeError(f"values are {have} but dtype is {want}: pass "
+        raise DtypeError(f"values are {have} but dtype is {want}: pass "
                         f"values.astype(numpy.{want}), or leave dtype out")
     return Matrix._tensor([int(n) for n in shape], coords, values, have)
 
@@ -86,7 +86,7 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
     without a copy on the Python side when it is canonical CSR with int32 indices, else once
     through its coordinates), or a Matrix (waco_hybrid.matrix, tensor, load; a tensor for
     mttkrp). The plan computes in A's dtype (plan.dtype, "float32" or "float64"): its calls take
-    arrays of that dtype and return results in it; the other dtype is a TypeError.
+    arrays of that dtype and return results in it; the other dtype is a DtypeError.
     The decision comes from the tuning cache (cache_dir; default ~/.cache/waco-hybrid/plans,
     shared with `waco-hybrid tune`) when it holds one for this matrix, kernel, dense size,
     threads and machine; else the tune pipeline runs in this process (candidates measured in

@@ -2,11 +2,12 @@
 canonical CSR (sorted indices, no repeats) with int32 indices and float32 or float64 data, else
 one conversion to coordinates (waco-hybrid sorts them and sums repeats). Never a dtype conversion
 of the values: float32 values make a single-precision Matrix, float64 ones a double-precision
-Matrix, and other dtypes (integers, bool, float16, complex) are a TypeError saying what to pass."""
+Matrix, and other dtypes (integers, bool, float16, complex) are a DtypeError (a TypeError and a
+ValueError) saying what to pass."""
 
 import numpy as np
 
-from ._waco import Matrix
+from ._waco import DtypeError, Matrix
 
 _INT32_MAX = np.iinfo(np.int32).max
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -15,18 +16,18 @@ _CLI_NAMES = {"f32": "float32", "f64": "float64"}
 
 
 def check_values_dtype(dtype, what):
-    """The NumPy name ("float32" or "float64") of a matrix's values' dtype; TypeError for any
+    """The NumPy name ("float32" or "float64") of a matrix's values' dtype; DtypeError for any
     other dtype, saying to pass float32 or float64 (nothing is converted here)."""
     dtype = np.dtype(dtype)
     if dtype in _FLOATS:
         return dtype.name
-    raise TypeError(f"{what} has dtype {dtype}, waco-hybrid holds float32 or float64 values: "
+    raise DtypeError(f"{what} has dtype {dtype}, waco-hybrid holds float32 or float64 values: "
                     f"pass {what}.astype(numpy.float32) or {what}.astype(numpy.float64)")
 
 
 def dtype_name(dtype):
     """A dtype argument (numpy.float32, numpy.float64, their numpy.dtype or names, or the CLI's
-    "f32", "f64") as "float32" or "float64"; TypeError for anything else."""
+    "f32", "f64") as "float32" or "float64"; DtypeError for anything else."""
     if isinstance(dtype, str) and dtype.lower() in _CLI_NAMES:
         return _CLI_NAMES[dtype.lower()]
     try:
@@ -34,7 +35,7 @@ def dtype_name(dtype):
     except TypeError:
         d = None
     if d is None or d not in _FLOATS:
-        raise TypeError(f"dtype {dtype!r} is not supported: pass float32 or float64 "
+        raise DtypeError(f"dtype {dtype!r} is not supported: pass float32 or float64 "
                         "(numpy.float32, numpy.float64, \"f32\", \"f64\")")
     return d.name
 
@@ -46,7 +47,7 @@ def _index32(a, what):
     if a.dtype == np.int32:
         return np.ascontiguousarray(a)
     if a.dtype.kind not in "iu":
-        raise TypeError(f"{what} has dtype {a.dtype}, expected integers")
+        raise DtypeError(f"{what} has dtype {a.dtype}, expected integers")
     if a.size and (a.min() < 0 or a.max() > _INT32_MAX):
         raise ValueError(f"{what} holds an index outside [0, 2^31): waco-hybrid stores 32-bit "
                          "indices")

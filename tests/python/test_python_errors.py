@@ -157,3 +157,20 @@ def test_missing_file_and_bad_plan_file(scratch):
     bad.write_text("not json")
     with pytest.raises(waco_hybrid.Error, match="not a waco-hybrid plan"):
         waco_hybrid.load_plan(bad, random_csr(12, 9, 0.3, 1))
+
+
+def test_a_wrong_dtype_is_a_dtype_error_both_type_and_value_error():
+    # NumPy raises TypeError for a dtype, the shape and order checks ValueError: a DtypeError is
+    # both, so that either `except` catches a wrong dtype.
+    assert issubclass(waco_hybrid.DtypeError, TypeError)
+    assert issubclass(waco_hybrid.DtypeError, ValueError)
+    p = waco_hybrid.make_plan(sp.csr_array(np.eye(3, dtype=np.float32)), "spmv")
+    with pytest.raises(ValueError, match="this plan computes in float32"):
+        p.spmv(np.ones(3))  # float64 into a float32 plan (C++ side)
+    with pytest.raises(waco_hybrid.DtypeError, match="float32 or float64"):
+        waco_hybrid.matrix(sp.coo_array(np.eye(3, dtype=np.int64)))  # Python side
+    with pytest.raises(ValueError, match="not supported: pass float32 or float64"):
+        waco_hybrid.load("any.mtx", dtype=np.int32)
+    with pytest.raises(TypeError) as e:  # not an ndarray at all: a TypeError only
+        p.spmv([1.0, 2.0, 3.0])
+    assert not isinstance(e.value, ValueError)
