@@ -13,5 +13,10 @@ int main(int argc, char* argv[]) {
   // folder (tune/calibration.hpp): the shipped models, unless a test says otherwise
   // (test_calibrate sets WACO_NO_CALIBRATION=0).
   ::setenv("WACO_NO_CALIBRATION", "1", 0);
+  // A suite registered twice (the no-sysfs variants: tests/CMakeLists.txt sets WACO_SYSFS_ROOT,
+  // its one variable) gets its own scratch root (test_paths.hpp), so that ctest -j never runs
+  // two copies of one test case in one directory (they overwrote each other's files).
+  if (const char* sysfs = std::getenv("WACO_SYSFS_ROOT"); sysfs != nullptr && *sysfs != '\0')
+    ::setenv("WACO_TEST_SCRATCH", "test-scratch-no-sysfs", 0);
   return Catch::Session().run(argc, argv);
 }
