@@ -369,11 +369,12 @@ double physical_memory_bytes() {
 
 double available_memory_bytes() {
   std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:" && kib > 0) return kib * 1024.0;
+  std::string line;
+  while (std::getline(in, line)) {  // "MemAvailable:   19283744 kB" (some lines have no unit)
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    const double kib = std::strtod(line.c_str() + 13, nullptr);
+    if (kib > 0) return kib * 1024.0;
+  }
   return physical_memory_bytes();
 }
 
