@@ -3,7 +3,6 @@
 // the kernel loaded here (codegen::bind_schedule).
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -578,12 +577,7 @@ std::int64_t Plan::exploring_calls() const {
 }
 
 std::string Plan::standalone_header(const std::string& name_space) const {
-  const bool identifier =
-      !name_space.empty() && !std::isdigit(static_cast<unsigned char>(name_space[0])) &&
-      std::all_of(name_space.begin(), name_space.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-      });
-  if (!identifier)
+  if (!codegen::is_cpp_identifier(name_space))
     throw Error("namespace \"" + name_space + "\" is not a C++ identifier",
                 "letters, digits and _, not starting with a digit");
   const std::shared_ptr<const api::Arm> arm = impl_->serving();

@@ -179,10 +179,13 @@ int (*baseline_fn(kernels::KernelKind kind))(const WacoArgs*) {
 
 bool servable_baseline(const std::string& name) { return name == "csr" || name == "csf"; }
 
+bool servable_baseline(const std::string& name, kernels::KernelKind k) {
+  return servable_baseline(name) && (name == "csf") == kernels::needs_tensor(k);
+}
+
 BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, std::int64_t dense,
                           int threads, const GeneratedOptions& opts) {
-  const bool tensor = kernels::needs_tensor(p.kind);
-  if (!servable_baseline(name) || (name == "csf") != tensor)
+  if (!servable_baseline(name, p.kind))
     throw kernels::Error("the baseline \"" + name + "\" cannot serve " +
                          std::string(kernels::kernel_name(p.kind)) +
                          " (served: csr for spmv, spmm and sddmm; csf for mttkrp)");

@@ -5,6 +5,8 @@
 // coordinate under a parent), as build_storage defines the format; it is the simple form of that
 // algorithm (a comparison sort), not its fast paths, and the tests check it against the
 // reference through the kernel.
+#include <algorithm>
+#include <cctype>
 #include <iomanip>
 #include <sstream>
 
@@ -244,6 +246,13 @@ std::string list(const std::vector<long long>& v) {
 }
 
 }  // namespace
+
+bool is_cpp_identifier(const std::string& name) {
+  return !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+         });
+}
 
 std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy race,
                                    const std::string& name_space, const std::string& note,

@@ -88,10 +88,7 @@ Command make_emit_command() {
                            "need distinct ones)")
                 ->capture_default_str()
                 ->check([](const std::string& n) -> std::string {
-                  if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return "not a C++ identifier";
-                  for (char c : n)
-                    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return "not a C++ identifier";
-                  return "";
+                  return codegen::is_cpp_identifier(n) ? "" : "not a C++ identifier";
                 });
             sub.add_flag("--json", o->json, "Print JSON with the canonical schedule and the source");
             add_dtype_option(sub, o->dtype);

@@ -105,8 +105,7 @@ CacheLookup TuningCache::find(const TuningKey& key) const {
   if (!impl.is_null() &&
       !(impl.is_string() &&
         (impl == codegen::kGeneratedImplementation ||
-         (codegen::servable_baseline(impl.get<std::string>()) &&
-          (impl == "csf") == kernels::needs_tensor(key.kind)))))
+         codegen::servable_baseline(impl.get<std::string>(), key.kind))))
     return corrupt("its implementation " + impl.dump() +
                    " is neither a generated kernel nor a baseline of this kernel");
   d.report = j["report"];

@@ -136,6 +136,10 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceS
 /// The builder refuses (std::length_error) formats storing more than `max_padding` values per
 /// nonzero, with the same bounds as build_storage. Values, dense arrays and outputs are of
 /// `dtype` (`name_space::waco_value_t`).
+/// Whether `name` can be emit_standalone_header's namespace: a C++ identifier (letters, digits
+/// and _, not starting with a digit).
+bool is_cpp_identifier(const std::string& name);
+
 std::string emit_standalone_header(const SuperSchedule& s, RaceStrategy race,
                                    const std::string& name_space = "waco_tuned",
                                    const std::string& note = {}, double max_padding = 20.0,

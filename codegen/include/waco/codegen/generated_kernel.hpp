@@ -107,6 +107,8 @@ bool reuse_kernel(BoundKernel& b, const BoundKernel& loaded);
 
 /// Whether bind_baseline serves the Implementation `name`: "csr" and "csf".
 bool servable_baseline(const std::string& name);
+/// ... for kernel k: "csr" for SpMV, SpMM and SDDMM, "csf" for MTTKRP.
+bool servable_baseline(const std::string& name, kernels::KernelKind k);
 
 /// The `csr` (SpMV, SpMM, SDDMM) or `csf` (MTTKRP) baseline (kernels/baseline_loops.hpp: the same
 /// compiled loops that its Implementation times) bound to p's operand as a BoundKernel: the csr
