@@ -9,4 +9,4 @@ out=${OUT:-$default_out}
 command -v jq >/dev/null || { echo "error: jq is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 mkdir -p "$out"
 lock=()
-[ -n "${WACO_CPU_LOCK:-}" ] && lock=(flock -x "$WACO_CPU_LOCK")
+if [ -n "${WACO_CPU_LOCK:-}" ]; then lock=(flock -x "$WACO_CPU_LOCK"); fi

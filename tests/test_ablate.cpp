@@ -10,6 +10,7 @@
 #include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
 #include "waco/heuristics/results_db.hpp"
+#include "waco/kernels/io.hpp"
 
 namespace {
 
@@ -228,6 +229,39 @@ TEST_CASE("ablate: a model configuration gets its Spearman against the exhaustiv
   CHECK(rho >= -1.0);
   CHECK(rho <= 1.0);
   CHECK(runs.at("m").at("uses_model") == true);
+}
+
+TEST_CASE("ablate: --dtype f64 runs every child in double, and a database of the other type is refused") {
+  const std::string dir = waco::test::scratch_dir("ablate-f64");
+  const std::string common = "--config \"m=--search model --budget 2\" --db " + dir +
+                             "/a.sqlite --work " + dir + "/work --cache-dir " + dir +
+                             "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
+                             "--bench-repeat 4 --final-runs-max 2 --threads 2 --json -q ";
+  const Result r = waco::test::run_cli("ablate --kernel spmv --dtype f64 " + common + example());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("dtype") == "f64");
+  const auto& m = j.at("matrices")[0];
+  const auto& row = m.at("runs").at("m");
+  CHECK(row.at("status") == "ok");
+  CHECK(row.at("dtype") == "f64");
+  CHECK(m.at("side_by_side").at("dtype") == "f64");
+  // The tune child computed in double and ranked with the f64 model; so does predict --dtype.
+  const std::string tune_json = dir + "/work/" + m.at("fingerprint").get<std::string>() +
+                                "-spmv-1-t2-f64/m.json";
+  const auto t = nlohmann::json::parse(waco::kernels::read_text_file(tune_json));
+  CHECK(t.at("dtype") == "f64");
+  CHECK(t.at("model").at("path").get<std::string>().find("spmv-f64.model") != std::string::npos);
+  const Result p = waco::test::run_cli("predict --kernel spmv --dtype f64 --top 2 --json " + example());
+  REQUIRE(p.status == 0);
+  CHECK(nlohmann::json::parse(p.out).at("model").get<std::string>().find("spmv-f64.model") !=
+        std::string::npos);
+  // The table keys rows without their value type: f32 into the same database is an error.
+  const Result again = waco::test::run_cli("ablate --kernel spmv " + common + example());
+  CHECK(again.status == 1);
+  CHECK(again.err.find("holds f64 ablation rows") != std::string::npos);
+  CHECK(again.err.find("its own database") != std::string::npos);
 }
 
 TEST_CASE("tune: the bandit search measures its budget over partition strategies, reused by tune") {

@@ -41,6 +41,14 @@ void add_read_options(CLI::App& app, ReadOptions& opts) {
                "Accept NaN and Inf values in input files (default: refuse them)");
 }
 
+std::vector<std::string> read_option_args(const ReadOptions& opts) {
+  std::vector<std::string> args;
+  if (opts.drop_explicit_zeros) args.push_back("--drop-zeros");
+  if (opts.allow_nonfinite) args.push_back("--allow-nonfinite");
+  if (opts.dtype != Dtype::F32) args.insert(args.end(), {"--dtype", std::string(dtype_name(opts.dtype))});
+  return args;
+}
+
 void add_dtype_option(CLI::App& app, Dtype& dtype) {
   app.add_option_function<std::string>(
          "--dtype",

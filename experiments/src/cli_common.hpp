@@ -41,6 +41,9 @@ Operand load_operand(const std::string& path, const kernels::ReadOptions& opts,
 void add_read_options(CLI::App& app, kernels::ReadOptions& opts);
 /// --dtype f32|f64: the precision values are read in and kernels compute in (default f32).
 void add_dtype_option(CLI::App& app, kernels::Dtype& dtype);
+/// The arguments that give a child command the same reading as `opts` (--drop-zeros,
+/// --allow-nonfinite, --dtype f64; none for the defaults).
+std::vector<std::string> read_option_args(const kernels::ReadOptions& opts);
 /// --threads T (default 0 = every available core).
 void add_threads_option(CLI::App& app, int& threads);
 /// Threads to use for a requested count (0 = all available cores).

@@ -253,17 +253,21 @@ struct MatrixRun {
   std::int64_t nnz = 0;
   KernelKind kind = KernelKind::SpMV;
   int dense = 1, threads = 1;
+  std::string dtype = "f32";           ///< the value type every child computes in
+  std::vector<std::string> read_args;  ///< how every child reads the file (--dtype among them)
   std::string dir;  ///< work folder of this matrix
 };
 
 /// The matrix and setting every stored row names (run rows and the side-by-side row alike).
 nlohmann::json matrix_fields(const MatrixRun& m) {
-  return {{"file", m.file},   {"name", m.name},   {"nnz", m.nnz}, {"kernel", kernel_name(m.kind)},
-          {"dense", m.dense}, {"threads", m.threads}};
+  return {{"file", m.file},   {"name", m.name},       {"nnz", m.nnz},
+          {"kernel", kernel_name(m.kind)}, {"dense", m.dense}, {"threads", m.threads},
+          {"dtype", m.dtype}};
 }
 
-/// `waco-hybrid COMMAND --kernel K` with the run's threads and (not for SpMV) dense size, unless
-/// `own` (a configuration's tune arguments) gives them itself.
+/// `waco-hybrid COMMAND --kernel K` with the run's threads, (not for SpMV) dense size and reading
+/// (value type, zeros, non-finite values), unless `own` (a configuration's tune arguments) gives
+/// them itself.
 std::vector<std::string> child_argv(const std::string& command, const MatrixRun& m,
                                     const std::vector<std::string>& own = {}) {
   std::vector<std::string> argv = {self_executable(), command, "--kernel",
@@ -274,6 +278,15 @@ std::vector<std::string> child_argv(const std::string& command, const MatrixRun&
   if (!has("--threads")) argv.insert(argv.end(), {"--threads", std::to_string(m.threads)});
   if (m.kind != KernelKind::SpMV && !has("--dense"))
     argv.insert(argv.end(), {"--dense", std::to_string(m.dense)});
+  for (std::size_t i = 0; i < m.read_args.size(); ++i) {
+    const std::string& a = m.read_args[i];
+    const bool takes_value = a == "--dtype";
+    if (!has(a.c_str())) {
+      argv.push_back(a);
+      if (takes_value) argv.push_back(m.read_args[i + 1]);
+    }
+    if (takes_value) ++i;
+  }
   return argv;
 }
 
@@ -340,6 +353,19 @@ nlohmann::json claimed_speedup(const nlohmann::json& t) {
   if (over_schedule.is_number() && over_baseline.is_number())
     return std::min(over_schedule.get<double>(), over_baseline.get<double>());
   return over_schedule.is_number() ? over_schedule : over_baseline;
+}
+
+/// The stored row of `config` for this matrix and setting. A row of the other value type (the
+/// table keys rows without it) is an error, not a result to replace: one database per --dtype.
+std::optional<nlohmann::json> find_row(const ResultsDb& db, const MatrixRun& m,
+                                       const std::string& config) {
+  std::optional<nlohmann::json> row = db.find_ablation(
+      m.fingerprint, std::string(kernel_name(m.kind)), m.dense, m.threads, config);
+  if (row && row->is_object() && row->value("dtype", std::string("f32")) != m.dtype)
+    throw Error("the results database holds " + row->value("dtype", std::string("f32")) +
+                    " ablation rows of " + m.name + " (" + config + "); this run is " + m.dtype,
+                "give each --dtype its own database (--db)");
+  return row;
 }
 
 nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
@@ -690,6 +716,8 @@ int run_ablate(const Options& o) {
     m.kind = kind;
     m.dense = dense;
     m.threads = threads;
+    m.dtype = std::string(kernels::dtype_name(o.read.dtype));
+    m.read_args = read_option_args(o.read);
     {
       const Operand op = load_operand(m.file, o.read, kind);
       const heuristics::MatrixRecord rec =
@@ -700,15 +728,15 @@ int run_ablate(const Options& o) {
       db.record_matrix(rec);
     }
     m.dir = work + "/" + m.fingerprint + "-" + kname + "-" + std::to_string(dense) + "-t" +
-            std::to_string(threads);
+            std::to_string(threads) + (o.read.dtype == kernels::Dtype::F32 ? "" : "-" + m.dtype);
     fs::create_directories(m.dir);
     std::map<std::string, nlohmann::json> rows;
     bool changed = false;
     for (std::size_t ci = 0; ci < configs.size(); ++ci) {
       const Config& c = configs[ci];
       if (interrupted) break;
-      std::optional<nlohmann::json> have =
-          o.redo ? std::nullopt : db.find_ablation(m.fingerprint, kname, dense, threads, c.name);
+      std::optional<nlohmann::json> have = find_row(db, m, c.name);
+      if (o.redo) have.reset();
       if (have && have->value("status", "") == "ok" &&
           have->value("tune_args", nlohmann::json()) == nlohmann::json(stored_args(o, c)) &&
           !(o.redo_busy && have->value("busy", false))) {
@@ -759,9 +787,8 @@ int run_ablate(const Options& o) {
     }
     // The side-by-side run, unless one of exactly these configurations' winners is stored by
     // this version of ablate (an older row has no csr schedule and no replication: timed again).
-    std::optional<nlohmann::json> bench =
-        changed || o.redo ? std::nullopt
-                          : db.find_ablation(m.fingerprint, kname, dense, threads, "side-by-side");
+    std::optional<nlohmann::json> bench = find_row(db, m, "side-by-side");
+    if (changed || o.redo) bench.reset();
     std::set<std::string> want, have;
     for (const auto& [name, row] : rows) want.insert(name);
     if (bench && bench->contains("configs"))
@@ -806,15 +833,17 @@ int run_ablate(const Options& o) {
     print_json({{"kernel", kname},
                 {"dense", dense},
                 {"threads", threads},
+                {"dtype", std::string(kernels::dtype_name(o.read.dtype))},
                 {"db", db_path},
                 {"matrices", summary}});
     return kExitOk;
   }
   std::printf(
-      "%s, dense %d, %d threads: delivered speedup of each configuration's winner over the faster "
+      "%s %s, dense %d, %d threads: delivered speedup of each configuration's winner over the faster "
       "%s reference (baseline or schedule), side by side, median of the final runs (? = the runs "
       "never agreed on it; busy = no two undisturbed runs)\n%-28s",
-      kname.c_str(), dense, threads, kind == KernelKind::MTTKRP ? "csf" : "csr", "matrix");
+      kname.c_str(), std::string(kernels::dtype_name(o.read.dtype)).c_str(), dense, threads,
+      kind == KernelKind::MTTKRP ? "csf" : "csr", "matrix");
   for (const Config& c : configs)
     std::printf(" %*s", static_cast<int>(std::max<std::size_t>(6, c.name.size())), c.name.c_str());
   std::printf("\n");
@@ -891,6 +920,7 @@ Command make_ablate_command() {
         sub.add_flag("--json", o->json, "Print JSON (every row)");
         sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
         add_read_options(sub, o->read);
+        add_dtype_option(sub, o->read.dtype);
         sub.footer(
             "Each configuration is one `waco-hybrid tune --json` child with a fresh database of\n"
             "its own (in --work); then every configuration's winner, the csr schedule and the\n"

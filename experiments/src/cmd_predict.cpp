@@ -56,8 +56,10 @@ int predict_by_search(const Options& o, const tuning::ModelChoice& model, kernel
   const kernels::Problem p = kernels::make_problem(
       kind, op.matrix ? &op.matrix->matrix : nullptr, op.tensor ? &op.tensor->tensor : nullptr, d);
   heuristics::Space space = heuristics::Space::for_problem(p, so);
+  heuristics::PassParams params;
+  params.dtype = o.read.dtype;  // the tile model's value size, as tune's
   const heuristics::PipelineResult pr =
-      heuristics::run_pipeline(space, heuristics::parse_pipeline(o.passes));
+      heuristics::run_pipeline(space, heuristics::parse_pipeline(o.passes), params);
   if (pr.final_count == 0)
     throw Error("the pipeline '" + o.passes + "' leaves no admissible schedule",
                 "use fewer passes, e.g. --passes legality");
@@ -96,7 +98,7 @@ int predict(const Options& o) {
   const kernels::KernelKind kind = kernel_from_option(o.kernel);
   // This machine's calibrated model unless --model, --no-calibration or WACO_NO_CALIBRATION.
   const tuning::ModelChoice choice =
-      tuning::choose_model(o.model, kind, kernels::Dtype::F32, codegen::CompilerOptions{},
+      tuning::choose_model(o.model, kind, o.read.dtype, codegen::CompilerOptions{},
                            !o.no_calibration);
   if (!choice.warning.empty()) std::fprintf(stderr, "warning: %s\n", choice.warning.c_str());
   const std::string& path = choice.path;
@@ -121,7 +123,10 @@ int predict(const Options& o) {
     heuristics::Space space = heuristics::Space::for_operand(
         kind, op.matrix ? &op.matrix->matrix : nullptr, op.tensor ? &op.tensor->tensor : nullptr,
         dense, so);
-    const heuristics::PipelineResult pr = heuristics::run_pipeline(space, heuristics::default_pipeline());
+    heuristics::PassParams params;
+    params.dtype = o.read.dtype;
+    const heuristics::PipelineResult pr =
+        heuristics::run_pipeline(space, heuristics::default_pipeline(), params);
     if (pr.final_count > o.max_candidates)
       throw Error("the admissible set holds " + std::to_string(pr.final_count) +
                       " schedules, more than --max-candidates " + std::to_string(o.max_candidates),
@@ -203,6 +208,7 @@ Command make_predict_command() {
                            "Refuse admissible sets larger than this")->capture_default_str();
             add_threads_option(sub, o->threads);
             add_read_options(sub, o->read);
+            add_dtype_option(sub, o->read.dtype);
             sub.add_flag("--json", o->json, "Print JSON (ranked schedules with scores, times)");
             sub.footer("Scores are the model's: lower is predicted faster; only the order means "
                        "anything.\n\nExamples:\n"
