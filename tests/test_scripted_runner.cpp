@@ -240,7 +240,7 @@ TEST_CASE("scripted runner: the tuner's side-by-side stages on scripted times") 
   const std::vector<Candidate> refs = {spmv("order=i,k format=UC parallel=i threads=0 chunk=16"),
                                        Candidate::baseline("csr")};
   const RankedConfirmation rc =
-      confirm_ranked(r, {spmv(kSlow), spmv(kFast), spmv(kWrong)}, refs, {10, 20, {}}, 3.0);
+      confirm_ranked(r, {spmv(kSlow), spmv(kFast), spmv(kWrong)}, refs, {10, 20, {}, {}}, 3.0);
   REQUIRE(rc.confirmation.best.has_value());
   const ConfirmEntry& winner = rc.confirmation.ranking[*rc.confirmation.best];
   CHECK(rc.result.entries[winner.entry].candidate.label() == spmv(kFast).label());
@@ -255,6 +255,16 @@ TEST_CASE("scripted runner: the tuner's side-by-side stages on scripted times") 
   CHECK(v.gain);
   CHECK(v.speedup == Approx(1.25).epsilon(0.05));
   CHECK(f.busy.empty());
+  // Chosen positions (those that fit in memory): only they are measured, each keeping its
+  // search rank.
+  const RankedConfirmation some = confirm_ranked(
+      r, {spmv(kSlow), spmv(kWrong), spmv(kFast)}, refs, {10, 20, {}, {0, 2}}, 3.0);
+  REQUIRE(some.confirmation.ranking.size() == 2);
+  REQUIRE(some.confirmation.best.has_value());
+  const ConfirmEntry& best = some.confirmation.ranking[*some.confirmation.best];
+  CHECK(some.result.entries[best.entry].candidate.label() == spmv(kFast).label());
+  CHECK(best.search_rank == 3);
+  CHECK(some.result.status_counts.count(MeasureStatus::WrongResult) == 0);
 }
 
 // ---- tune --runner scripted:FILE ------------------------------------------------------------

@@ -1,6 +1,7 @@
-// Unit "side_by_side_fit": how many of a tune's nominees one side-by-side child can hold
+// Unit "side_by_side_fit": which of a tune's nominees one side-by-side child can hold
 // (tune/src/pipeline.hpp, candidates_that_fit): formats and outputs counted once where the
-// measuring child shares them (heuristics::shared_data), the references always their own.
+// measuring child shares them (heuristics::shared_data), the references always their own, and
+// a nominee that does not fit passed over for later ones storing a format already held.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -11,9 +12,15 @@
 
 using waco::heuristics::Candidate;
 using waco::heuristics::SharedData;
-using waco::tuning::detail::candidates_that_fit;
+using Positions = std::vector<std::size_t>;
 
 namespace {
+
+/// How many fit (candidates_that_fit's positions, counted).
+std::size_t fit_count(const std::vector<Candidate>& c, int wanted, double budget, double format,
+                      double output, const SharedData& shared) {
+  return waco::tuning::detail::candidates_that_fit(c, wanted, budget, format, output, shared).size();
+}
 
 Candidate spmv(const std::string& text) {
   return Candidate::generated(waco::codegen::canonicalize(
@@ -34,25 +41,47 @@ std::vector<Candidate> nominees() {
 
 TEST_CASE("side_by_side_fit: nothing shared, each nominee holds its format and its output") {
   // References: 2 x (10 + 1) = 22; each nominee 11 more.
-  CHECK(candidates_that_fit(nominees(), 6, 22 + 6 * 11, 10, 1, {}) == 6);
-  CHECK(candidates_that_fit(nominees(), 6, 22 + 3 * 11 + 5, 10, 1, {}) == 3);
-  CHECK(candidates_that_fit(nominees(), 4, 1e9, 10, 1, {}) == 4);  // never more than wanted
-  CHECK(candidates_that_fit(nominees(), 6, 0, 10, 1, {}) == 1);    // at least one
+  CHECK(fit_count(nominees(), 6, 22 + 6 * 11, 10, 1, {}) == 6);
+  CHECK(fit_count(nominees(), 6, 22 + 3 * 11 + 5, 10, 1, {}) == 3);
+  CHECK(fit_count(nominees(), 4, 1e9, 10, 1, {}) == 4);  // never more than wanted
+  CHECK(fit_count(nominees(), 6, 0, 10, 1, {}) == 1);    // at least one
 }
 
 TEST_CASE("side_by_side_fit: shared formats and output count once") {
   SharedData formats;
   formats.formats = true;
   // Two distinct formats among the six: 22 + 2 x 10 + 6 x 1 = 48.
-  CHECK(candidates_that_fit(nominees(), 6, 48, 10, 1, formats) == 6);
-  // Only the first format fits beside the references: the first nominee, then the second needs
-  // a format of its own.
-  CHECK(candidates_that_fit(nominees(), 6, 22 + 11 + 5, 10, 1, formats) == 1);
+  CHECK(fit_count(nominees(), 6, 48, 10, 1, formats) == 6);
+  // Only the first format fits beside the references: the nominees storing it (the first,
+  // third and fifth), not the split ones, which need a format of their own.
+  CHECK(fit_count(nominees(), 6, 22 + 11 + 5, 10, 1, formats) == 3);
   SharedData both = formats;
   both.output = true;
   // One output for all: 22 + 1 + 2 x 10 = 43.
-  CHECK(candidates_that_fit(nominees(), 6, 43, 10, 1, both) == 6);
+  CHECK(fit_count(nominees(), 6, 43, 10, 1, both) == 6);
   // Nominees past the list (unknown formats) count a format each.
-  CHECK(candidates_that_fit({}, 3, 22 + 1 + 3 * 10, 10, 1, both) == 3);
-  CHECK(candidates_that_fit({}, 3, 22 + 1 + 2 * 10, 10, 1, both) == 2);
+  CHECK(fit_count({}, 3, 22 + 1 + 3 * 10, 10, 1, both) == 3);
+  CHECK(fit_count({}, 3, 22 + 1 + 2 * 10, 10, 1, both) == 2);
+}
+
+TEST_CASE("side_by_side_fit: a nominee that does not fit is passed over for one storing a held format") {
+  using waco::tuning::detail::candidates_that_fit;
+  SharedData formats;
+  formats.formats = true;
+  const std::vector<Candidate> c = nominees();
+  // Beside the references, room for one format and six outputs: the UC nominees share the
+  // first's format, the split ones would need a second.
+  CHECK(candidates_that_fit(c, 6, 22 + 10 + 6 * 1, 10, 1, formats) == Positions{0, 2, 4});
+  // Positions stay list order, and no more than wanted.
+  CHECK(candidates_that_fit(c, 2, 22 + 10 + 6 * 1, 10, 1, formats) == Positions{0, 2});
+  // The csr schedule's format (a reference's) is held already: UC nominees cost only outputs,
+  // and the room for one format goes to the split nominees.
+  const auto csr = waco::codegen::canonicalize(waco::codegen::schedule_from_string(
+      waco::kernels::KernelKind::SpMV, "order=i,k format=UC parallel=i chunk=128"));
+  CHECK(candidates_that_fit(c, 6, 22 + 10 + 6 * 1, 10, 1, formats, &csr) ==
+        Positions{0, 1, 2, 3, 4, 5});
+  // Without shared formats nothing is passed over for it: each needs its own.
+  CHECK(candidates_that_fit(c, 6, 22 + 2 * 11, 10, 1, {}, &csr) == Positions{0, 1});
+  // The first always goes, even when nothing fits.
+  CHECK(candidates_that_fit(c, 6, 0, 10, 1, formats) == Positions{0});
 }

@@ -199,11 +199,16 @@ RankedConfirmation confirm_ranked(Runner& measurer, const std::vector<Candidate>
   Confirmation& c = out.confirmation;
   c.rounds = opts.rounds;
   Batch batch;  // a nominee that is also a reference is measured once
-  std::vector<std::size_t> nominee_slot, reference_slot;
-  for (const Candidate& cand : ranked) {
+  std::vector<std::size_t> nominee_slot, nominee_rank, reference_slot;
+  const std::size_t listed = opts.among.empty() ? ranked.size() : opts.among.size();
+  for (std::size_t i = 0; i < listed; ++i) {
+    const std::size_t at = opts.among.empty() ? i : opts.among[i];
+    WACO_ASSERT(at < ranked.size(), "confirm_ranked: a position past the ranked list");
+    const Candidate& cand = ranked[at];
     if (nominee_slot.size() == static_cast<std::size_t>(opts.top)) break;
     if (batch.has(cand)) continue;  // a duplicate in the list
     nominee_slot.push_back(batch.add(cand));
+    nominee_rank.push_back(opts.among.empty() ? nominee_slot.size() : at + 1);
   }
   for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
   CompareOptions co;
@@ -220,7 +225,7 @@ RankedConfirmation confirm_ranked(Runner& measurer, const std::vector<Candidate>
     if (m.status == MeasureStatus::Ok &&
         (!r.best || m.median_s < r.entries[*r.best].measurement.median_s))
       r.best = k;
-    c.ranking.push_back({k, k + 1, m});
+    c.ranking.push_back({k, nominee_rank[k], m});
   }
   sort_ranking(c.ranking);
   for (std::size_t s : reference_slot) c.references.push_back(ms.empty() ? Measurement{} : ms[s]);

@@ -23,24 +23,35 @@ namespace waco::tuning {
 
 using namespace detail;
 
-int detail::candidates_that_fit(const std::vector<Candidate>& candidates, int wanted, double budget,
-                                double format_bytes, double output_bytes,
-                                const SharedData& shared) {
+std::vector<std::size_t> detail::candidates_that_fit(const std::vector<Candidate>& candidates,
+                                                     int wanted, double budget,
+                                                     double format_bytes, double output_bytes,
+                                                     const SharedData& shared,
+                                                     const codegen::SuperSchedule* held) {
   budget -= 2 * (format_bytes + output_bytes);  // the references, each with its own
   if (shared.output) budget -= output_bytes;    // one output for every candidate
+  const auto key = [](const codegen::SuperSchedule& s) {
+    return codegen::StorageCache::key(codegen::canonicalize(s));
+  };
   std::set<std::string> formats;
-  int top = 0;
-  for (int i = 0; i < wanted; ++i) {
-    const Candidate* c = static_cast<std::size_t>(i) < candidates.size() ? &candidates[i] : nullptr;
-    double need = shared.output ? 0.0 : output_bytes;
-    if (!shared.formats || !c || !c->schedule ||
-        formats.insert(codegen::StorageCache::key(codegen::canonicalize(*c->schedule))).second)
-      need += format_bytes;
-    if (top > 0 && need > budget) break;
+  if (shared.formats && held) formats.insert(key(*held));
+  std::vector<std::size_t> chosen;
+  const std::size_t total = std::max(candidates.size(), static_cast<std::size_t>(std::max(wanted, 0)));
+  for (std::size_t i = 0; i < total && chosen.size() < static_cast<std::size_t>(wanted); ++i) {
+    const Candidate* c = i < candidates.size() ? &candidates[i] : nullptr;
+    const std::string k = shared.formats && c && c->schedule ? key(*c->schedule) : std::string();
+    const bool new_format = k.empty() || !formats.count(k);
+    const double need = (shared.output ? 0.0 : output_bytes) + (new_format ? format_bytes : 0.0);
+    if (need > budget && !chosen.empty()) {
+      if (!c) break;  // unknown candidates all need as much
+      continue;
+    }
+    if (!k.empty()) formats.insert(k);
     budget -= need;
-    ++top;
+    chosen.push_back(i);
   }
-  return std::max(1, top);
+  if (chosen.empty()) chosen.push_back(0);
+  return chosen;
 }
 
 namespace {
@@ -238,21 +249,26 @@ std::optional<CallsBudget> apply_calls_budget(TuneRequest& o, TuneObserver& obs,
 }
 
 
-/// How many of `wanted` candidates (the first of `candidates`; unknown ones count as a format
-/// each) fit in one side-by-side child beside the two references: at most a quarter of the
-/// memory for them; says so when that is fewer.
-int side_by_side_fit(const Problem& p, const std::vector<Candidate>& candidates, int wanted,
-                     TuneObserver& obs) {
+/// Which of `candidates` (at most `wanted`; unknown ones past the list count as a format each)
+/// fit in one side-by-side child beside the two references, the csr schedule `held` among them
+/// (candidates_that_fit): at most a quarter of the memory for them; says so when that is fewer.
+std::vector<std::size_t> side_by_side_fit(const Problem& p, const std::vector<Candidate>& candidates,
+                                          int wanted, TuneObserver& obs,
+                                          const codegen::SuperSchedule* held = nullptr) {
   const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
   // A format: a value, a coordinate and a position or some padding a nonzero (12 bytes in f32).
   const double format_bytes = (8.0 + value) * static_cast<double>(p.nnz());
   const double output_bytes = value * static_cast<double>(p.output_size());
-  const int top = candidates_that_fit(candidates, wanted, physical_memory_bytes() / 4,
-                                      format_bytes, output_bytes, shared_data(p));
+  std::vector<std::size_t> chosen = candidates_that_fit(
+      candidates, wanted, physical_memory_bytes() / 4, format_bytes, output_bytes, shared_data(p), held);
+  const int top = static_cast<int>(chosen.size());
   if (top < wanted)
     obs.note(format("tune: only %d of %d side by side: more would not fit in a quarter of this "
                     "machine's memory", top, wanted));
-  return top;
+  else if (!chosen.empty() && chosen.back() + 1 != chosen.size())
+    obs.note(format("tune: %d of the first %zu side by side: the rest would not fit in a "
+                    "quarter of this machine's memory beside them", top, chosen.back() + 1));
+  return chosen;
 }
 
 /// Step 7 of tune: the search's best candidates and both references measured again side by
@@ -263,7 +279,7 @@ Confirmation confirm_top(const TuneRequest& o, TuneObserver& obs, const Problem&
                          const TuneResult& r, const TuneEntry& csr_schedule,
                          const TuneEntry& csr_baseline, const std::string& shortcut) {
   const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
-  const int top = side_by_side_fit(p, {}, o.confirm, obs);
+  const int top = static_cast<int>(side_by_side_fit(p, {}, o.confirm, obs).size());
   obs.note(format("tune: measuring the best %lld side by side with %s (%d rounds)",
                   static_cast<long long>(std::min<std::int64_t>(top, ok)), shortcut.c_str(),
                   o.confirm_rounds));
@@ -293,13 +309,17 @@ Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& can
         candidates.size(), o.confirm_given ? static_cast<std::size_t>(std::max(1, o.confirm))
                                            : candidates.size()));
     if (wanted == 0) return m;
-    const int top = side_by_side_fit(t.p, candidates, wanted, t.obs);
+    const codegen::SuperSchedule* held =
+        csr_schedule.candidate.schedule ? &*csr_schedule.candidate.schedule : nullptr;
+    std::vector<std::size_t> chosen = side_by_side_fit(t.p, candidates, wanted, t.obs, held);
+    const int top = static_cast<int>(chosen.size());
+    if (chosen.back() + 1 == chosen.size()) chosen.clear();  // simply the first `top`
     t.obs.note(format("tune: %s %s search: the model's best %d measured side by side with %s "
                       "(%d rounds)",
                       kernel.c_str(), t.search.c_str(), top, t.shortcut.c_str(), o.confirm_rounds));
     RankedConfirmation rc = confirm_ranked(
         t.measurer, candidates, {csr_schedule.candidate, csr_baseline.candidate},
-        ConfirmOptions{top, o.confirm_rounds, {}}, o.abandon_factor);
+        ConfirmOptions{top, o.confirm_rounds, {}, std::move(chosen)}, o.abandon_factor);
     m.result = std::move(rc.result);
     m.confirmation = std::move(rc.confirmation);
     busy = disturbed_warning(*m.confirmation);

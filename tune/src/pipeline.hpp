@@ -89,13 +89,18 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntr
 std::string noise_warning(const Decision& d, const TuneEntry& csr_schedule,
                           const std::string& shortcut, TuneObserver& obs);
 
-/// How many of the first `wanted` candidates fit in `budget` bytes of one side-by-side child
-/// beside the two csr references (each with a format of `format_bytes` and an output of
-/// `output_bytes`): a candidate adds its output unless the output is shared, and its format
-/// unless formats are shared and an earlier candidate stores the same (codegen::StorageCache::key;
-/// a candidate past the list or without a schedule counts as a format of its own). At least 1.
-int candidates_that_fit(const std::vector<Candidate>& candidates, int wanted, double budget,
-                        double format_bytes, double output_bytes, const SharedData& shared);
+/// Which candidates, at most `wanted`, fit in `budget` bytes of one side-by-side child beside
+/// the two csr references (each with a format of `format_bytes` and an output of
+/// `output_bytes`): their positions, in list order. A candidate adds its output unless the
+/// output is shared, and its format unless formats are shared and the csr schedule `held` or a
+/// chosen candidate stores the same (codegen::StorageCache::key). One that does not fit is
+/// passed over, not the end: a later one storing a format already held costs only its output.
+/// Positions past the list (wanted > candidates.size()) stand for unknown candidates, a format
+/// each. At least one: position 0.
+std::vector<std::size_t> candidates_that_fit(const std::vector<Candidate>& candidates, int wanted,
+                                             double budget, double format_bytes,
+                                             double output_bytes, const SharedData& shared,
+                                             const codegen::SuperSchedule* held = nullptr);
 
 /// The parts of tune's report that steps before the report computed.
 struct ReportInput {

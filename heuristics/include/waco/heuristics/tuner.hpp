@@ -104,6 +104,10 @@ struct ConfirmOptions {
   /// When set, the fastest verified entry it accepts is nominated even outside the top (e.g. the
   /// csr-like schedule of the admissible set, so that the winner is never slower than it).
   std::function<bool(const Candidate&)> always;
+  /// confirm_ranked: the positions in the ranked list to measure, in order, when not simply its
+  /// first `top` (e.g. those whose formats fit in memory beside each other). A candidate's search
+  /// rank stays its position + 1.
+  std::vector<std::size_t> among;
 };
 
 struct ConfirmEntry {
