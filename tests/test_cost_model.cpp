@@ -151,6 +151,44 @@ TEST_CASE("cost model: groups from JSON, families and splits") {
   CHECK_THROWS_AS(learned::group_from_json(bad), kernels::Error);
   // No source file: a clear error naming it.
   CHECK_THROWS_WITH(learned::make_group_matrix(d, {}), Catch::Contains("Erdos971.mtx"));
+  // The value type a group was timed in: f32 when an older export does not say.
+  CHECK(d.dtype == kernels::Dtype::F32);
+  nlohmann::json f64 = g;
+  f64["dtype"] = "f64";
+  CHECK(learned::group_from_json(f64).dtype == kernels::Dtype::F64);
+  f64["dtype"] = "f16";
+  CHECK_THROWS_WITH(learned::group_from_json(f64), Catch::Contains("f16"));
+}
+
+TEST_CASE("cost model: a model reading the value type tells f32 from f64, others do not") {
+  const kernels::CooMatrix a = gen("banded", 500, 4000, 4);
+  const std::vector<codegen::SuperSchedule> list = {
+      sched("order=i,k format=UC parallel=i chunk=16"),
+      sched("split=i:4 order=i1,i0,k format=UUC parallel=i1 chunk=4")};
+  CostModelConfig c;
+  c.encoder = EncoderKind::Signature;
+  const CostModel plain = CostModel::create(c);
+  CHECK(plain.scores(plain.prepare(a, nullptr, kernels::Dtype::F64), list) ==
+        plain.scores(plain.prepare(a), list));
+  c.dtype_input = true;
+  const CostModel both = CostModel::create(c);
+  const auto f32 = both.scores(both.prepare(a, nullptr, kernels::Dtype::F32), list);
+  const auto f64 = both.scores(both.prepare(a, nullptr, kernels::Dtype::F64), list);
+  CHECK(f32 != f64);
+  CHECK(both.config().to_json().at("dtype_input") == true);
+  CHECK_FALSE(plain.config().to_json().contains("dtype_input"));  // older files read alike
+  // The file keeps it, and what the model reads.
+  const std::string path = test::scratch_dir("cost-model-dtype") + "/both.model";
+  both.save(path);
+  const CostModel back = CostModel::load(path);
+  CHECK(back.config().dtype_input);
+  CHECK(back.scores(back.prepare(a, nullptr, kernels::Dtype::F64), list) == f64);
+  // WACONet reads no features, so no value type.
+  CostModelConfig w = c;
+  w.encoder = EncoderKind::WacoNet;
+  CHECK_THROWS_WITH(CostModel::create(w), Catch::Contains("feature encoder"));
+  nlohmann::json j = w.to_json();
+  CHECK_THROWS_WITH(CostModelConfig::from_json(j), Catch::Contains("dtype_input"));
 }
 
 TEST_CASE("cost model: scores per schedule for every encoder without WACONet, foreign input refused") {

@@ -14,6 +14,7 @@
 
 #include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
+#include "waco/learned/cost_model.hpp"
 
 using namespace waco;
 namespace fs = std::filesystem;
@@ -120,6 +121,44 @@ TEST_CASE("train: double precision ranks with the kernel's f64 model where one i
   // source tree (a clone elsewhere has the generated ones alone: 44 of 66).
   const bool real_files = fs::exists(std::string(WACO_SOURCE_DIR) + "/../shared/data/matrices");
   CHECK(ej.at("summary").at("matrices").get<int>() > (real_files ? 50 : 40));
+}
+
+TEST_CASE("train: --dtype-input learns from the groups of both value types and reads the type") {
+  const std::string dir = test::scratch_dir("train-dtype-input");
+  const std::string data = std::string(WACO_SOURCE_DIR) + "/data/dtype/spmv-zen5.jsonl.gz";
+  const auto one = test::run_cli("train --kernel spmv --dtype f64 --epochs 1 --threads 2 --json -q -o " +
+                                 dir + "/f64.model " + data);
+  INFO(one.err);
+  REQUIRE(one.status == 0);
+  const auto both = test::run_cli("train --kernel spmv --dtype-input --epochs 1 --threads 2 --json -q -o " +
+                                  dir + "/both.model " + data);
+  INFO(both.err);
+  REQUIRE(both.status == 0);
+  const auto n = [](const std::string& out) {
+    return nlohmann::json::parse(out).at("data").at("matrices").at("train").get<int>();
+  };
+  CHECK(n(both.out) > n(one.out));  // the f32 groups too
+  const waco::learned::CostModel m = waco::learned::CostModel::load(dir + "/both.model");
+  CHECK(m.config().dtype_input);
+  CHECK(m.record().at("command").get<std::string>().find("--dtype-input") != std::string::npos);
+  CHECK(waco::learned::CostModel::load(dir + "/f64.model").record().at("command").get<std::string>().find(
+            "--dtype f64") != std::string::npos);
+  // It ranks either type's groups and a tune in either type.
+  for (const char* d : {"f32", "f64"}) {
+    const auto e = test::run_cli(std::string("evaluate --kernel spmv --split test --json -q --dtype ") +
+                                 d + " --model " + dir + "/both.model " + data);
+    INFO(e.err);
+    REQUIRE(e.status == 0);
+    CHECK(nlohmann::json::parse(e.out).at("summary").at("matrices").get<int>() > 10);
+  }
+  const auto t = test::run_cli("tune --kernel spmv --dtype f64 --budget 2 --no-plan-cache --json --db " +
+                               dir + "/r.sqlite --model " + dir + "/both.model " + example());
+  INFO(t.err);
+  CHECK(t.status == 0);
+  // One value type or both: not both flags.
+  const auto c = test::run_cli("train --kernel spmv --dtype-input --dtype f64 -o " + dir + "/x.model " + data);
+  CHECK(c.status == 1);
+  CHECK(c.err.find("--dtype-input trains on the groups of both value types") != std::string::npos);
 }
 
 TEST_CASE("train: waco-hybrid ranks without LibTorch as waco-hybrid-torch does, and hands it training") {

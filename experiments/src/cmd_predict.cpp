@@ -53,8 +53,9 @@ int predict_by_search(const Options& o, const tuning::ModelChoice& model, kernel
   const kernels::DenseOperands d = kernels::make_dense_operands(
       kind, op.matrix ? &op.matrix->matrix : nullptr, op.tensor ? &op.tensor->tensor : nullptr,
       dense, 1);
-  const kernels::Problem p = kernels::make_problem(
+  kernels::Problem p = kernels::make_problem(
       kind, op.matrix ? &op.matrix->matrix : nullptr, op.tensor ? &op.tensor->tensor : nullptr, d);
+  p.value_type = o.read.dtype;  // the model's value type (the search reads the sparse operand only)
   heuristics::Space space = heuristics::Space::for_problem(p, so);
   heuristics::PassParams params;
   params.dtype = o.read.dtype;  // the tile model's value size, as tune's
@@ -141,8 +142,9 @@ int predict(const Options& o) {
   for (auto& s : list)
     if (s.threads != 1) s.threads = threads;
   const double t1 = kernels::now_seconds();
-  const learned::ModelInput in = op.matrix ? model.prepare(op.matrix->matrix)
-                                           : model.prepare(op.tensor->tensor);
+  const learned::ModelInput in = op.matrix
+                                     ? model.prepare(op.matrix->matrix, nullptr, o.read.dtype)
+                                     : model.prepare(op.tensor->tensor, o.read.dtype);
   const std::vector<double> scores = model.scores(in, learned::as_model_sees(list, threads));
   const double model_s = kernels::now_seconds() - t1;
   std::vector<std::size_t> idx(list.size());

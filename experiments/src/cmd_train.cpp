@@ -23,6 +23,7 @@ struct Options {
   std::string encoder = "signature";
   std::string waconet_variant = "small";
   bool encoder_given = false;  ///< --encoder was on the command line
+  bool dtype_input = false;    ///< --dtype-input: the value type one more feature, both types' groups
   std::string init;            ///< --init MODEL: fine-tune this model's weights
   std::string output;
   std::string checkpoint;
@@ -42,6 +43,9 @@ std::string command_of(const Options& o, const learned::TrainOptions& t, const s
        " --batch " + std::to_string(t.schedules_per_matrix) + " --matrices-per-step " +
        std::to_string(t.matrices_per_step) + " --patience " + std::to_string(t.patience) +
        " --seed " + std::to_string(o.seed) + " --threads " + std::to_string(t.threads);
+  if (o.dtype_input) c += " --dtype-input";
+  else if (o.data.dtype != kernels::Dtype::F32)
+    c += " --dtype " + std::string(kernels::dtype_name(o.data.dtype));
   if (!o.data.db.empty()) c += " --db " + o.data.db;
   for (const auto& f : o.data.files) c += " " + f;
   return c + " -o " + o.output;
@@ -49,10 +53,14 @@ std::string command_of(const Options& o, const learned::TrainOptions& t, const s
 
 nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
-int train(const Options& o) {
+int train(const Options& given) {
   learned::require_torch("training");  // the lite build runs waco-hybrid-torch (main.cpp)
+  Options o = given;
   const kernels::KernelKind kind = kernel_from_option(o.kernel);
   if (o.output.empty()) throw Error("train needs -o MODEL", "name the model file to write");
+  if (o.dtype_input && o.data.dtype != kernels::Dtype::F32)
+    throw Error("--dtype-input trains on the groups of both value types; --dtype chooses one",
+                "give one of them");
   kernels::check_writable(o.output);
   learned::CostModel model = [&] {
     if (!o.init.empty()) {
@@ -66,8 +74,12 @@ int train(const Options& o) {
     config.encoder = learned::parse_encoder(o.encoder);
     config.waconet_variant = o.waconet_variant;
     config.seed = o.seed;
+    config.dtype_input = o.dtype_input;
     return learned::CostModel::create(config);
   }();
+  // A model reading the value type learns from the groups of both (--init's model decides).
+  o.dtype_input = model.config().dtype_input;
+  o.data.every_dtype = o.dtype_input;
   const std::string encoder = learned::encoder_name(model.config().encoder);
 
   const LoadedExamples data = load_examples(model, o.data, [](const learned::DatasetGroup&) { return true; });
@@ -184,6 +196,9 @@ Command make_train_command() {
                            "Checkpoint written after every epoch (default: MODEL.checkpoint)");
             sub.add_flag("--resume", o->resume, "Continue from the checkpoint when it exists");
             add_model_data_options(sub, o->data);
+            sub.add_flag("--dtype-input", o->dtype_input,
+                         "The model reads the value type (f32 or f64) as one more matrix feature "
+                         "and trains on the groups of both (without it: the groups of --dtype)");
             sub.add_flag("--json", o->json, "Print JSON (history, best epoch, data)");
             sub.footer(
                 "Groups are split by family (all augmentations of one real file together): 80% "
@@ -193,6 +208,8 @@ Command make_train_command() {
                 "  waco-hybrid train --kernel spmv -o spmv.model            # committed dataset\n"
                 "  waco-hybrid train --kernel spmm --db results.sqlite --encoder stats -o m.model\n"
                 "  waco-hybrid train --kernel spmv -o spmv.model --resume   # after an interruption\n"
+                "  waco-hybrid train --kernel spmv --dtype-input data/dataset/spmv.jsonl.gz "
+                "data/dtype/spmv-zen5.jsonl.gz -o both.model\n"
                 "  waco-hybrid train --kernel spmv --init data/models/spmv.model --db here.sqlite "
                 "--lr 0.0003 -o tuned.model");
             return [o] { return train(*o); };

@@ -16,11 +16,13 @@ namespace fs = std::filesystem;
 
 std::vector<nlohmann::json> load_groups(const std::string& kernel, const std::string& db,
                                         const std::vector<std::string>& files,
-                                        std::string* described, kernels::Dtype dtype) {
+                                        std::string* described,
+                                        std::optional<kernels::Dtype> dtype) {
   std::vector<nlohmann::json> out;
-  const std::string want(kernels::dtype_name(dtype));
+  const std::string want = dtype ? std::string(kernels::dtype_name(*dtype)) : std::string();
   const auto keep = [&](const nlohmann::json& g) {
-    return g.value("kernel", std::string()) == kernel && g.value("dtype", std::string("f32")) == want;
+    return g.value("kernel", std::string()) == kernel &&
+           (!dtype || g.value("dtype", std::string("f32")) == want);
   };
   if (!db.empty()) {
     std::error_code ec;

@@ -46,7 +46,8 @@ LoadedExamples load_examples(const learned::CostModel& model, const ModelDataOpt
   LoadedExamples out;
   const std::string kernel(kernels::kernel_name(model.config().kind));
   const std::vector<nlohmann::json> raw =
-      load_groups(kernel, o.db, o.files, &out.described, o.dtype);
+      load_groups(kernel, o.db, o.files, &out.described,
+                  o.every_dtype ? std::nullopt : std::optional<kernels::Dtype>(o.dtype));
   std::vector<std::pair<learned::DatasetGroup, const nlohmann::json*>> chosen;
   for (const auto& j : raw) {
     learned::DatasetGroup g = learned::group_from_json(j);

@@ -19,6 +19,7 @@ struct ModelDataOptions {
   std::vector<std::string> files;      ///< export files; neither: the committed dataset
   std::vector<std::string> data_dirs;  ///< where recipes' source files are looked up
   kernels::Dtype dtype = kernels::Dtype::F32;  ///< the groups timed in this value type
+  bool every_dtype = false;  ///< the groups of every value type instead (a dtype_input model)
   int threads = 0;
   bool quiet = false;
 };

@@ -65,7 +65,7 @@ struct CostNetImpl : torch::nn::Module {
     torch::manual_seed(c.seed);
     const int w = c.width;
     if (uses_features(c.encoder)) {
-      const int n = feature_count(feature_set(c.encoder), dims_of(c.kind));
+      const int n = model_feature_count(c);
       feat1 = register_module("feat1", torch::nn::Linear(n, w));
       feat2 = register_module("feat2", torch::nn::Linear(w, w));
       feat_mean = register_buffer("feat_mean", torch::zeros({n}));
@@ -216,6 +216,8 @@ CostModel CostModel::create(const CostModelConfig& config) {
   if (config.width < 1 || config.width > 4096 || config.table_width < 1 || config.table_width > 1024)
     throw Error("cost model widths out of range (width " + std::to_string(config.width) +
                 ", table width " + std::to_string(config.table_width) + ")");
+  if (config.dtype_input && !uses_features(config.encoder))
+    throw Error("a model reading the value type needs a feature encoder (signature or stats)");
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->net = CostNet(config);
@@ -255,12 +257,14 @@ auto waconet_pattern(const CostNet& net) {
 }  // namespace
 
 ModelInput CostModel::prepare(const kernels::CooMatrix& a,
-                             const signature::LocalitySignature* signature) const {
-  return prepare_input(impl_->config, a, false, features_with(signature), waconet_pattern(impl_->net));
+                             const signature::LocalitySignature* signature,
+                             kernels::Dtype dtype) const {
+  return prepare_input(impl_->config, a, false, features_with(signature),
+                       waconet_pattern(impl_->net), dtype);
 }
 
-ModelInput CostModel::prepare(const kernels::CooTensor& t) const {
-  return prepare_input(impl_->config, t, true, tensor_features, waconet_pattern(impl_->net));
+ModelInput CostModel::prepare(const kernels::CooTensor& t, kernels::Dtype dtype) const {
+  return prepare_input(impl_->config, t, true, tensor_features, waconet_pattern(impl_->net), dtype);
 }
 
 std::vector<double> CostModel::scores(const ModelInput& input,

@@ -64,12 +64,14 @@ float HeadTail::score(const float* q, const float* u) const {
 }
 
 nlohmann::json CostModelConfig::to_json() const {
-  return {{"kernel", std::string(kernels::kernel_name(kind))},
+  nlohmann::json j = {{"kernel", std::string(kernels::kernel_name(kind))},
           {"encoder", encoder_name(encoder)},
           {"waconet_variant", waconet_variant},
           {"width", width},
           {"table_width", table_width},
           {"seed", seed}};
+  if (dtype_input) j["dtype_input"] = true;
+  return j;
 }
 
 CostModelConfig CostModelConfig::from_json(const nlohmann::json& j) {
@@ -87,6 +89,9 @@ CostModelConfig CostModelConfig::from_json(const nlohmann::json& j) {
     c.width = small_int("width");
     c.table_width = small_int("table_width");
     c.seed = kernels::json_unsigned_field(j, "seed", "malformed cost model configuration");
+    c.dtype_input = j.value("dtype_input", false);
+    if (c.dtype_input && !uses_features(c.encoder))
+      throw Error("malformed cost model configuration: dtype_input needs a feature encoder");
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("malformed cost model configuration: ") + e.what());

@@ -29,6 +29,11 @@ inline FeatureSet feature_set(EncoderKind e) {
   return e == EncoderKind::Stats ? FeatureSet::Stats : FeatureSet::Signature;
 }
 inline int dims_of(kernels::KernelKind k) { return kernels::needs_tensor(k) ? 3 : 2; }
+/// The matrix features a model of `c` reads: its feature set's, then the value type when
+/// c.dtype_input (prepare_input appends it).
+inline int model_feature_count(const CostModelConfig& c) {
+  return feature_count(feature_set(c.encoder), dims_of(c.kind)) + (c.dtype_input ? 1 : 0);
+}
 
 /// Schedules as the schedule embedder reads them: per schedule F categorical field values and
 /// the flattened S x S loop-order permutation matrix.
@@ -77,14 +82,18 @@ inline auto features_with(const signature::LocalitySignature* signature) {
 }
 
 /// The model's view of an operand, timed: its feature vector (`features`: matrix_features or
-/// tensor_features) for the feature encoders, `pattern(op)` for the WACONet ones.
+/// tensor_features, then the value type `dtype` when c.dtype_input) for the feature encoders,
+/// `pattern(op)` for the WACONet ones.
 template <typename Operand, typename Features, typename Pattern>
 ModelInput prepare_input(const CostModelConfig& c, const Operand& op, bool tensor,
-                         Features features, Pattern pattern) {
+                         Features features, Pattern pattern, kernels::Dtype dtype) {
   check_operand(c, tensor);
   const double t0 = kernels::now_seconds();
   auto in = std::make_shared<ModelInput::Impl>();
-  if (uses_features(c.encoder)) in->features = features(feature_set(c.encoder), op, 0);
+  if (uses_features(c.encoder)) {
+    in->features = features(feature_set(c.encoder), op, 0);
+    if (c.dtype_input) in->features.push_back(dtype == kernels::Dtype::F64 ? 1.0f : 0.0f);
+  }
   if (uses_waconet(c.encoder)) in->pattern = pattern(op);
   in->seconds = kernels::now_seconds() - t0;
   return ModelInput(in);

@@ -161,7 +161,7 @@ CostModel CostModel::load(const std::string& path, std::optional<kernels::Kernel
   Tensors t(path, r.read_all());
   const std::int64_t w = c.width;
   const std::int64_t tw = c.table_width;
-  const std::int64_t n = feature_count(feature_set(c.encoder), dims_of(c.kind));
+  const std::int64_t n = model_feature_count(c);
   impl->feat1 = t.linear("feat1", n, w);
   impl->feat2 = t.linear("feat2", w, w);
   impl->feat_mean = t.vec("feat_mean", n);
@@ -204,12 +204,13 @@ constexpr auto kNoPattern = [](const auto&) { return std::shared_ptr<const Prepa
 }  // namespace
 
 ModelInput CostModel::prepare(const kernels::CooMatrix& a,
-                             const signature::LocalitySignature* signature) const {
-  return prepare_input(impl_->config, a, false, features_with(signature), kNoPattern);
+                             const signature::LocalitySignature* signature,
+                             kernels::Dtype dtype) const {
+  return prepare_input(impl_->config, a, false, features_with(signature), kNoPattern, dtype);
 }
 
-ModelInput CostModel::prepare(const kernels::CooTensor& t) const {
-  return prepare_input(impl_->config, t, true, tensor_features, kNoPattern);
+ModelInput CostModel::prepare(const kernels::CooTensor& t, kernels::Dtype dtype) const {
+  return prepare_input(impl_->config, t, true, tensor_features, kNoPattern, dtype);
 }
 
 std::vector<double> CostModel::scores(const ModelInput& input,

@@ -83,6 +83,10 @@ DatasetGroup group_from_json(const nlohmann::json& j) {
     g.kind = *kind;
     g.dense = static_cast<int>(group_int(j, "dense", 1, 1 << 30));
     g.threads = static_cast<int>(group_int(j, "threads", 1, 1 << 20));
+    const std::string dtype = j.value("dtype", std::string("f32"));  // older exports: f32
+    const std::optional<kernels::Dtype> dt = kernels::parse_dtype(dtype);
+    if (!dt) throw Error("unknown value type '" + dtype + "'");
+    g.dtype = *dt;
     const auto& m = j.at("matrix");
     g.fingerprint = m.at("fingerprint").get<std::string>();
     constexpr std::int64_t kBig = std::int64_t{1} << 62;
@@ -133,8 +137,9 @@ RankingExample make_example(const CostModel& model, const DatasetGroup& g,
                 ", the model for " + std::string(kernels::kernel_name(model.config().kind)));
   RankingExample ex;
   ex.name = g.label();
-  ex.input = kernels::needs_tensor(g.kind) ? model.prepare(make_group_tensor(g, data_dirs))
-                                           : model.prepare(make_group_matrix(g, data_dirs));
+  ex.input = kernels::needs_tensor(g.kind)
+                 ? model.prepare(make_group_tensor(g, data_dirs), g.dtype)
+                 : model.prepare(make_group_matrix(g, data_dirs), nullptr, g.dtype);
   for (const MeasuredCandidate& c : g.candidates) {
     ex.schedules.push_back(c.schedule);
     ex.seconds.push_back(c.seconds);

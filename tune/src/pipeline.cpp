@@ -292,7 +292,7 @@ Confirmation confirm_top(const TuneRequest& o, TuneObserver& obs, const Problem&
                       s.threads = csr_shape.threads;
                       s.chunk = csr_shape.chunk;
                       return s == csr_shape;
-                    }};
+                    }, {}};
   return confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate}, co);
 }
 

@@ -38,8 +38,9 @@ SearchChoice search_model(const SearchRequest& r) {
   const heuristics::MatrixFacts* facts = r.space->facts();
   const learned::ModelInput in =
       r.problem->A ? model.prepare(*r.problem->A,
-                                   facts && facts->has_signature ? &facts->signature : nullptr)
-                   : model.prepare(*r.problem->T);
+                                   facts && facts->has_signature ? &facts->signature : nullptr,
+                                   r.problem->dtype())
+                   : model.prepare(*r.problem->T, r.problem->dtype());
   const double t2 = kernels::now_seconds();
   std::vector<codegen::SuperSchedule> all;
   if (r.among) {

@@ -35,6 +35,7 @@
 
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/sparse.hpp"
+#include "waco/kernels/values.hpp"
 #include "waco/learned/backend.hpp"
 #include "waco/signature/signature.hpp"
 
@@ -57,6 +58,10 @@ struct CostModelConfig {
   int width = 128;                        ///< matrix and schedule embeddings
   int table_width = 32;                   ///< lookup table width per categorical field
   std::uint64_t seed = 1;                 ///< weight initialization and training order
+  /// The value type the kernel computes in is one more matrix feature (1 for f64, 0 for f32),
+  /// so that one model ranks both (trained on groups of both); a feature encoder only. Files
+  /// without the field have none.
+  bool dtype_input = false;
 
   nlohmann::json to_json() const;
   /// Throws kernels::Error on a missing or bad field.
@@ -189,9 +194,12 @@ class CostModel {
   /// The model's view of an operand (throws for a tensor given to a matrix kernel and back).
   /// `signature`: a's locality signature when the caller has it already (the schedule space
   /// computed it), so that the feature encoders do not compute it again (matrix_features).
+  /// `dtype`: the value type the schedules will compute in, read by a dtype_input model (others
+  /// rank the same whatever it is).
   ModelInput prepare(const kernels::CooMatrix& a,
-                     const signature::LocalitySignature* signature = nullptr) const;
-  ModelInput prepare(const kernels::CooTensor& t) const;
+                     const signature::LocalitySignature* signature = nullptr,
+                     kernels::Dtype dtype = kernels::Dtype::F32) const;
+  ModelInput prepare(const kernels::CooTensor& t, kernels::Dtype dtype = kernels::Dtype::F32) const;
 
   /// Scores of schedules for one operand, lower = predicted faster. Schedules must be of the
   /// model's kernel (kernels::Error otherwise).

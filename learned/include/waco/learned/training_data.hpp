@@ -38,6 +38,7 @@ struct DatasetGroup {
   kernels::KernelKind kind = kernels::KernelKind::SpMV;
   int dense = 1;
   int threads = 0;
+  kernels::Dtype dtype = kernels::Dtype::F32;  ///< the value type it was timed in
   std::string fingerprint;  ///< the operand's (16 hex digits)
   std::string source;       ///< "generator:rmat", "file:<path>", "tensor"
   std::optional<kernels::Recipe> recipe;
