@@ -31,14 +31,18 @@ const Measurement* faster_reference(Decision& d, const std::vector<Measurement>&
   return &*d.confirm_base;
 }
 
-/// The result without a gain: the faster reference `ref` (a baseline a plan can serve:
-/// codegen::bind_baseline), else the csr schedule when it ran.
+/// The result without a gain: the baseline (a baseline a plan can serve:
+/// codegen::bind_baseline) unless the csr schedule ran faster by the rule's interval (a tie goes
+/// to the baseline: the csr schedule ran slower than it in 127 of 300 A/A tunes and faster in 68,
+/// scripts/bench_verdict.sh, and needs no compiled kernel), else the csr schedule when it ran.
 void reference_result(Decision& d, const Measurement* ref, const TuneEntry& csr_schedule,
                       const TuneEntry& csr_baseline) {
-  if (ref && ref == &*d.confirm_base &&
+  const bool schedule_faster = ref && ref == &*d.confirm_csr &&
+                               (!d.references_judged || d.references_judged->ratio_hi < 1.0);
+  if (!schedule_faster && d.confirm_base && d.confirm_base->status == MeasureStatus::Ok &&
       codegen::servable_baseline(csr_baseline.candidate.implementation)) {
     d.best = &csr_baseline;
-    d.best_side = ref;
+    d.best_side = &*d.confirm_base;
   } else if (d.confirm_csr && d.confirm_csr->status == MeasureStatus::Ok) {
     d.best = &csr_schedule;
     d.best_side = &*d.confirm_csr;
@@ -88,8 +92,8 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntr
       if (d.judged->gain && d.fresh && m.fresh->disturbed_share > rule.max_disturbed)
         d.verdict = "undecided";
     }
-    // Without a gain the result is the faster reference: the hand-written baseline when it ran
-    // faster than the csr schedule (by the median of the paired ratios), else the csr schedule.
+    // Without a gain the result is a reference: the hand-written baseline unless the csr
+    // schedule ran faster than it by the rule's interval (reference_result).
     if (d.verdict != "gain" && d.verdict != "no-reference")
       reference_result(d, ref, csr_schedule, csr_baseline);
   }
