@@ -1,5 +1,5 @@
-// Private to experiments/src/report_*.cpp: the formatting helpers that more than one stage of the
-// ablation report uses. The stages (report.hpp is the module's public header):
+// Private to experiments/src/report_*.cpp: the names and formatting helpers that more than one
+// stage of the ablation report uses. The stages (report.hpp is the module's public header):
 //   report_metrics.cpp  metrics from the ablation rows (compute_report, within_noise)
 //   report_plots.cpp    plot planning (plan_plots), running gnuplot (draw_plots) and inlining
 //                       its SVG (inline_svg)
@@ -8,9 +8,18 @@
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "waco/kernels/error.hpp"
+
 namespace waco::cli::report_detail {
+
+using kernels::Error;
+using nlohmann::json;
+using opt = std::optional<double>;
 
 inline std::string plural(long n, const std::string& one, const std::string& many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);

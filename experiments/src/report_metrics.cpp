@@ -15,13 +15,12 @@
 #include "waco/kernels/timing.hpp"
 
 namespace waco::cli {
+
+using namespace report_detail;
+
 namespace {
 
 namespace fs = std::filesystem;
-using kernels::Error;
-using nlohmann::json;
-using opt = std::optional<double>;
-using report_detail::plural;
 
 constexpr const char* kSideBySide = "side-by-side";
 

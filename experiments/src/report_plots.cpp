@@ -17,12 +17,11 @@
 #include "waco/kernels/process.hpp"
 
 namespace waco::cli {
+
+using namespace report_detail;
+
 namespace {
 
-using kernels::Error;
-using opt = std::optional<double>;
-using report_detail::fmt;
-using report_detail::html_escape;
 
 constexpr const char* kSetupHint = "scripts/setup.sh installs gnuplot-nox";
 
