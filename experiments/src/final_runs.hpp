@@ -4,7 +4,7 @@
 // run's delivered speedups from its bench JSON (final_run_of), the agreement rule (disagreeing),
 // the replication loop with the run as a callback (replicate) and the delivered speedup with
 // its interval (delivered_speedups). cmd_ablate.cpp runs the children and stores the row;
-// report.cpp reads it.
+// report_metrics.cpp reads it.
 //
 // Delivered speedup of a winner in one run: the median time of the faster of the two csr
 // references of that run (the csr baseline and the csr schedule; csf for MTTKRP) over the
