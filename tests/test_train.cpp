@@ -93,16 +93,17 @@ TEST_CASE("train: the shipped default models load and rank, a kernel without one
 }
 
 TEST_CASE("train: double precision ranks with the kernel's f64 model where one is shipped") {
-  // SpMV ships one (trained on f64 timings: data/dtype/README.md), SpMM does not: its f32 model.
+  // SpMV and SpMM ship one (trained on f64 timings: data/dtype/README.md); SDDMM does not: its
+  // f32 model.
   const std::string dir = test::scratch_dir("train-f64-model");
-  for (const char* k : {"spmv", "spmm"}) {
+  for (const char* k : {"spmv", "spmm", "sddmm"}) {
     const auto t = test::run_cli(std::string("tune --kernel ") + k + " --dtype f64 --budget 2 "
                                  "--no-plan-cache --json --db " + dir + "/r.sqlite --dense 8 " +
                                  example());
     INFO(t.err);
     REQUIRE(t.status == 0);
     const std::string model = nlohmann::json::parse(t.out).at("search_info").at("model");
-    CHECK(model.find(std::string(k) + (std::string(k) == "spmv" ? "-f64.model" : ".model")) !=
+    CHECK(model.find(std::string(k) + (std::string(k) == "sddmm" ? ".model" : "-f64.model")) !=
           std::string::npos);
     const auto f = test::run_cli(std::string("tune --kernel ") + k + " --budget 2 --no-plan-cache "
                                  "--json --db " + dir + "/r.sqlite --dense 8 " + example());
