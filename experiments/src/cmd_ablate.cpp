@@ -940,6 +940,8 @@ Command make_ablate_command() {
             "abl.sqlite A.mtx\n"
             "  waco-hybrid ablate --kernel spmv --config \"hybrid-1t=--search anns --threads 1\" "
             "A.mtx\n"
+            "  waco-hybrid ablate --kernel spmm --dense 64 --dtype f64 --db abl-f64.sqlite A.mtx"
+            "   # one database per value type\n"
             "  waco-hybrid ablate --list-configs\n"
             "  waco-hybrid report --db abl.sqlite -o report.html\n");
         return [o] { return run_ablate(*o); };
