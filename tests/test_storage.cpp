@@ -110,7 +110,7 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
       std::ostringstream why;
       why << "format refused: level " << l << " (" << loops[l].name() << ", N) has " << st.levels[l].dim
           << " coordinates, more than 16-bit coordinates hold (65536): write the level C";
-      return {std::nullopt, why.str()};
+      return {std::nullopt, why.str(), {}};
     }
 
   std::vector<std::int64_t> position(nnz, 0);  // position of nonzero e at the current level
@@ -125,7 +125,7 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
         why << "format refused: level " << l << " (" << lv.loop.name() << ", U) would hold "
             << static_cast<long long>(size) << " positions for " << nnz
             << " nonzeros, over the padding bound of " << opts.max_padding << " x nnz";
-        return {std::nullopt, why.str()};
+        return {std::nullopt, why.str(), {}};
       }
       for (std::int64_t e = 0; e < nnz; ++e) position[e] = position[e] * lv.dim + c[l][e];
       lv.size = parent_size * lv.dim;
@@ -137,7 +137,7 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
             << (lv.format == LevelFormat::N ? 'N' : 'C') << ") needs "
             << static_cast<long long>(parent_size + 1) << " positions for " << nnz
             << " nonzeros, over the padding bound of " << opts.max_padding << " x nnz";
-        return {std::nullopt, why.str()};
+        return {std::nullopt, why.str(), {}};
       }
       // The distinct (parent position, coordinate) pairs in order; a position is a pair's rank.
       std::vector<std::pair<std::int64_t, std::int64_t>> pairs;
@@ -162,7 +162,7 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
     }
     if (static_cast<double>(lv.size) > static_cast<double>(kMaxIndex))
       return {std::nullopt, "format refused: level " + std::to_string(l) +
-                                " needs more positions than 32-bit indices hold"};
+                                " needs more positions than 32-bit indices hold", {}};
     parent_size = lv.size;
   }
   if (static_cast<double>(parent_size) > value_bound) {
@@ -170,7 +170,7 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
     why << "format refused: it would store " << parent_size << " values for " << nnz << " nonzeros ("
         << static_cast<double>(parent_size) / std::max<std::int64_t>(nnz, 1)
         << " x), over the padding bound of " << opts.max_padding << " x nnz";
-    return {std::nullopt, why.str()};
+    return {std::nullopt, why.str(), {}};
   }
   st.vals.assign(p.dtype(), static_cast<std::size_t>(parent_size));
   st.entry_position.resize(nnz);
@@ -178,7 +178,7 @@ StorageResult reference_storage(const SuperSchedule& s, const Problem& p, const 
     st.vals.set(static_cast<std::size_t>(position[e]), op.val[e]);
     st.entry_position[e] = static_cast<index_t>(position[e]);
   }
-  return {std::move(st), {}};
+  return {std::move(st), {}, {}};
 }
 
 /// "" when the two results agree, else the first difference.

@@ -61,10 +61,7 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
   if (!b.storage) {
     StorageResult built = build_storage(s, p, opts.storage);
     if (!built.storage)
-      throw kernels::Error(built.refused,
-                           built.refused.find("16-bit") != std::string::npos
-                               ? "write that level C, or split its variable and write the inner part N"
-                               : "choose another format, or raise the bound with --max-padding");
+      throw kernels::Error(built.refused, built.hint);
     // Only a sparse output is gathered back through the entry positions (SDDMM): 4 bytes a
     // nonzero that no other kernel reads.
     if (!spec.sparse_output()) std::vector<kernels::index_t>().swap(built.storage->entry_position);

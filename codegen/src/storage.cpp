@@ -51,7 +51,14 @@ std::vector<double> const& sparse_values(const kernels::Problem& p) {
   return kernels::needs_tensor(p.kind) ? p.T->val : p.A->val;
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+/// build_storage's answer when it refuses the format: why, and what to write instead.
+StorageResult refusal(std::string why,
+                      std::string hint = "choose another format, or raise the bound with --max-padding") {
+  StorageResult r;
+  r.refused = std::move(why);
+  r.hint = std::move(hint);
+  return r;
+}
 
 /// Bits needed to write x (0 for 0); C++17 has no bit_width.
 int bit_width(std::uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
@@ -394,9 +401,7 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
     Level& lv = st.levels[l];
     lv.format = s.formats[l];
     lv.loop = loop;
-    lv.dim = loop.part == Loop::Part::Whole ? ext[v]
-             : loop.part == Loop::Part::Outer ? ceil_div(ext[v], sx)
-                                              : sx;
+    lv.dim = level_dim(loop, ext[v], sx);
     dims_sum += static_cast<double>(lv.dim);
     c.level[l].x = coords[m]->data();
     if (loop.part == Loop::Part::Outer) c.level[l].shift = static_cast<unsigned>(bit_width(static_cast<std::uint64_t>(sx)) - 1);
@@ -407,11 +412,12 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
   // N levels: their coordinates must fit 16 bits (known from the dims alone, so checked first).
   for (std::size_t l = 0; l < L; ++l)
     if (st.levels[l].format == LevelFormat::N && st.levels[l].dim > kMaxNarrowRange)
-      return {std::nullopt, narrow_refusal_message(static_cast<int>(l), loops[l], st.levels[l].dim)};
+      return refusal(narrow_refusal_message(static_cast<int>(l), loops[l], st.levels[l].dim),
+                     "write that level C, or split its variable and write the inner part N");
   // The leaf level holds at least nnz positions; refusing here keeps the permutation 32-bit.
   if (nnz > kernels::kMaxIndex)
-    return {std::nullopt, refusal_message(static_cast<int>(L - 1), loops.back(), s.formats.back(), nnz,
-                                          nnz, opts.max_padding, true)};
+    return refusal(refusal_message(static_cast<int>(L - 1), loops.back(), s.formats.back(), nnz,
+                                   nnz, opts.max_padding, true));
 
   // (1) order.
   const std::vector<std::uint32_t> order = level_order(c, agreement(loops, spec, s), static_cast<std::size_t>(nnz));
@@ -442,27 +448,27 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
     if (lv.format == LevelFormat::U) {
       size = static_cast<double>(parent_size) * static_cast<double>(lv.dim);
       if (size > value_bound && size > index_bound) {
-        return {std::nullopt, refusal_message(static_cast<int>(l), lv.loop, lv.format,
-                                              static_cast<long long>(size), nnz, opts.max_padding)};
+        return refusal(refusal_message(static_cast<int>(l), lv.loop, lv.format,
+                                       static_cast<long long>(size), nnz, opts.max_padding));
       }
     } else {
       index_words += static_cast<double>(parent_size) + 1;
       if (index_words > index_bound) {
-        return {std::nullopt, refusal_message(static_cast<int>(l), lv.loop, lv.format,
-                                              parent_size + 1, nnz, opts.max_padding)};
+        return refusal(refusal_message(static_cast<int>(l), lv.loop, lv.format,
+                                       parent_size + 1, nnz, opts.max_padding));
       }
       index_words += size;
     }
     if (size > static_cast<double>(kernels::kMaxIndex))
-      return {std::nullopt, refusal_message(static_cast<int>(l), lv.loop, lv.format,
-                                            static_cast<long long>(size), nnz, opts.max_padding,
-                                            true)};
+      return refusal(refusal_message(static_cast<int>(l), lv.loop, lv.format,
+                                     static_cast<long long>(size), nnz, opts.max_padding,
+                                     true));
     lv.size = static_cast<std::int64_t>(size);
     parent_size = lv.size;
   }
   if (static_cast<double>(parent_size) > value_bound) {
-    return {std::nullopt, refusal_message(-1, loops.back(), s.formats.back(), parent_size, nnz,
-                                          opts.max_padding)};
+    return refusal(refusal_message(-1, loops.back(), s.formats.back(), parent_size, nnz,
+                                   opts.max_padding));
   }
 
   // (3) fill, every array allocated at its exact size.
@@ -521,7 +527,7 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
     }
   });
   st.build_seconds = kernels::now_seconds() - t0;
-  return {std::move(st), {}};
+  return {std::move(st), {}, {}};
 }
 
 }  // namespace waco::codegen

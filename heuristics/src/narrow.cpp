@@ -5,6 +5,7 @@
 #include <set>
 
 #include "waco/codegen/kernel_spec.hpp"
+#include "waco/codegen/storage.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
@@ -34,19 +35,6 @@ bool operand_beyond_llc(std::int64_t nnz, std::int64_t rows, kernels::Dtype dtyp
 }
 
 namespace {
-
-/// The coordinates of a level over `loop` (storage.hpp's Level::dim).
-std::int64_t level_dim(const SuperSchedule& s, const std::vector<std::int64_t>& extents, const Loop& loop) {
-  const int v = codegen::kernel_spec(s.kind).var_index(loop.var);
-  const std::int64_t e = extents[static_cast<std::size_t>(v)];
-  const std::int64_t sx = s.split[static_cast<std::size_t>(v)];
-  switch (loop.part) {
-    case Loop::Part::Whole: return e;
-    case Loop::Part::Outer: return (e + sx - 1) / sx;
-    case Loop::Part::Inner: return sx;
-  }
-  return e;
-}
 
 /// Rule 2 of narrow_twin: the blocked narrow format of a csr-like schedule.
 std::optional<SuperSchedule> blocked_twin(const SuperSchedule& s, const std::vector<std::int64_t>& extents) {
@@ -85,17 +73,20 @@ std::optional<SuperSchedule> blocked_twin(const SuperSchedule& s, const std::vec
 std::optional<SuperSchedule> narrow_twin(const SuperSchedule& schedule,
                                          const std::vector<std::int64_t>& extents) {
   const SuperSchedule s = codegen::canonicalize(schedule);
+  const codegen::KernelSpec& spec = codegen::kernel_spec(s.kind);
   WACO_ASSERT(codegen::validate(s).empty(), "narrow_twin needs a valid schedule");
-  WACO_ASSERT(extents.size() == codegen::kernel_spec(s.kind).vars.size(),
-              "narrow_twin: one extent per variable");
+  WACO_ASSERT(extents.size() == spec.vars.size(), "narrow_twin: one extent per variable");
   const std::vector<Loop> levels = s.levels();
   SuperSchedule t = s;
   bool changed = false;
-  for (std::size_t l = 0; l < levels.size(); ++l)
-    if (t.formats[l] == LevelFormat::C && level_dim(s, extents, levels[l]) <= codegen::kMaxNarrowRange) {
+  for (std::size_t l = 0; l < levels.size(); ++l) {
+    const auto v = static_cast<std::size_t>(spec.var_index(levels[l].var));
+    if (t.formats[l] == LevelFormat::C &&
+        codegen::level_dim(levels[l], extents[v], s.split[v]) <= codegen::kMaxNarrowRange) {
       t.formats[l] = LevelFormat::N;
       changed = true;
     }
+  }
   std::optional<SuperSchedule> twin = changed ? std::optional(t) : blocked_twin(s, extents);
   if (twin && !codegen::validate(*twin).empty()) return std::nullopt;  // (not expected)
   return twin;

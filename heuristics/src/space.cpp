@@ -782,19 +782,29 @@ std::vector<SuperSchedule> Space::sample(std::uint64_t n, std::uint64_t seed) co
 }
 
 std::optional<std::string> Space::admits(const SuperSchedule& schedule) const {
+  return check(schedule, false);
+}
+
+std::optional<std::string> Space::storage_admits(const SuperSchedule& schedule) const {
+  return check(schedule, true);
+}
+
+std::optional<std::string> Space::check(const SuperSchedule& schedule, bool storage_only) const {
   if (schedule.kind != kind_) return std::string("other-kernel");
   const std::vector<std::string> problems = codegen::validate(schedule);
   if (!problems.empty()) return "invalid schedule: " + problems.front();
   const SuperSchedule s = codegen::canonicalize(schedule);
   const std::size_t nv = split_choices_.size();
-  for (std::size_t v = 0; v < nv; ++v)
-    if (std::find(split_choices_[v].begin(), split_choices_[v].end(), s.split[v]) ==
-        split_choices_[v].end())
-      return std::string("split-out-of-range");
-  if (s.threads < 1 || s.threads > cores_) return std::string("threads-out-of-range");
-  const std::vector<int> chunks = chunk_choices();
-  if (std::find(chunks.begin(), chunks.end(), s.chunk) == chunks.end())
-    return std::string("chunk-out-of-range");
+  if (!storage_only) {
+    for (std::size_t v = 0; v < nv; ++v)
+      if (std::find(split_choices_[v].begin(), split_choices_[v].end(), s.split[v]) ==
+          split_choices_[v].end())
+        return std::string("split-out-of-range");
+    if (s.threads < 1 || s.threads > cores_) return std::string("threads-out-of-range");
+    const std::vector<int> chunks = chunk_choices();
+    if (std::find(chunks.begin(), chunks.end(), s.chunk) == chunks.end())
+      return std::string("chunk-out-of-range");
+  }
   // Every stage's constraints see what the space's caches show them (see the Constraint docs).
   std::vector<int> sparse_split = s.split, exec_split(nv, 1);
   for (std::size_t v = 0; v < nv; ++v)
@@ -803,6 +813,7 @@ std::optional<std::string> Space::admits(const SuperSchedule& schedule) const {
   exec_split[pv] = s.split[pv];
   const std::vector<Loop> levels = s.levels();
   for (const auto& c : constraints_) {
+    if (storage_only && c->stage() != Stage::Storage) continue;
     const char* why = nullptr;
     switch (c->stage()) {
       case Stage::Split: why = c->check_split(*this, s.split); break;
@@ -814,22 +825,6 @@ std::optional<std::string> Space::admits(const SuperSchedule& schedule) const {
     }
     if (why) return std::string(why);
   }
-  return std::nullopt;
-}
-
-std::optional<std::string> Space::storage_admits(const SuperSchedule& schedule) const {
-  if (schedule.kind != kind_) return std::string("other-kernel");
-  const std::vector<std::string> problems = codegen::validate(schedule);
-  if (!problems.empty()) return "invalid schedule: " + problems.front();
-  const SuperSchedule s = codegen::canonicalize(schedule);
-  std::vector<int> sparse_split = s.split;  // what the storage stage sees (as admits)
-  for (std::size_t v = 0; v < sparse_split.size(); ++v)
-    if (sparse_stride_[v] == 0) sparse_split[v] = 1;
-  const std::vector<Loop> levels = s.levels();
-  for (const auto& c : constraints_)
-    if (c->stage() == Stage::Storage)
-      if (const char* why = c->check_storage(*this, sparse_split, levels, s.formats))
-        return std::string(why);
   return std::nullopt;
 }
 

@@ -49,6 +49,7 @@ struct StorageOptions {
 struct StorageResult {
   std::optional<Storage> storage;
   std::string refused;
+  std::string hint;  ///< with `refused`: what to write instead (kernels::Error's hint)
 };
 
 /// build_storage's refusal messages, written here once so that exact checks elsewhere (the
@@ -57,6 +58,14 @@ struct StorageResult {
 /// padding bound, or (`index_overflow`) more than 32-bit indices hold.
 std::string refusal_message(int level, const Loop& loop, LevelFormat format, long long size,
                             std::int64_t nnz, double max_padding, bool index_overflow = false);
+/// The coordinates of a level over `loop` (Level::dim) when its variable has `extent` and split
+/// size `split`: the extent (x), ceil(extent / split) (x1) or split (x0).
+inline std::int64_t level_dim(const Loop& loop, std::int64_t extent, std::int64_t split) {
+  return loop.part == Loop::Part::Whole   ? extent
+         : loop.part == Loop::Part::Outer ? (extent + split - 1) / split
+                                          : split;
+}
+
 /// The refusal of an N level whose coordinate range (`dim` coordinates) exceeds kMaxNarrowRange.
 std::string narrow_refusal_message(int level, const Loop& loop, std::int64_t dim);
 

@@ -174,6 +174,8 @@ class Space {
   struct StorageMemo;  // a storage probe's verdicts per cached format mask
 
  private:
+  /// admits() (every stage and the space's ranges) or, with storage_only, storage_admits().
+  std::optional<std::string> check(const SuperSchedule& s, bool storage_only) const;
   Space() = default;
   void init(kernels::KernelKind k, std::vector<std::int64_t> extents, const SpaceOptions& opts);
   void decode(std::size_t flat, Cursor& c) const;
