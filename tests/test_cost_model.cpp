@@ -230,6 +230,17 @@ TEST_CASE("cost model: one epoch lowers the loss, training is deterministic and 
   a.train(data, data, o);
   b.train(data, data, o);
   CHECK(a.scores(data[0].input, data[0].schedules) == b.scores(data[0].input, data[0].schedules));
+  // The same weights with another order seed (train --init --seed): another model; the same
+  // order seed as the config's: the same one.
+  learned::TrainOptions reorder = o;
+  reorder.order_seed = 8;
+  CostModel d = CostModel::create(c);
+  d.train(data, data, reorder);
+  CHECK(d.scores(data[0].input, data[0].schedules) != a.scores(data[0].input, data[0].schedules));
+  reorder.order_seed = c.seed;
+  CostModel e = CostModel::create(c);
+  e.train(data, data, reorder);
+  CHECK(e.scores(data[0].input, data[0].schedules) == a.scores(data[0].input, data[0].schedules));
 
   // Interrupted after 2 epochs and resumed to 4: the same as 4 in one go (no early stop here).
   const std::string dir = test::scratch_dir("cost-model-resume");

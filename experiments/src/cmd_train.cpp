@@ -109,6 +109,8 @@ int train(const Options& given) {
   to.checkpoint = o.checkpoint.empty() ? o.output + ".checkpoint" : o.checkpoint;
   to.resume = o.resume;
   to.fine_tune = !o.init.empty();
+  // The weights are --init's; --seed still chooses the training order.
+  if (to.fine_tune) to.order_seed = o.seed;
   if (o.resume && !o.data.quiet && !std::filesystem::exists(to.checkpoint))
     std::fprintf(stderr, "--resume: no checkpoint at %s yet, starting from epoch 1\n",
                  to.checkpoint.c_str());
@@ -190,7 +192,7 @@ Command make_train_command() {
             sub.add_option("--patience", o->train.patience,
                            "Stop after this many epochs without a better validation Spearman")
                 ->capture_default_str()->check(CLI::Range(1, 100000));
-            sub.add_option("--seed", o->seed, "Seed of the weights and the training order")
+            sub.add_option("--seed", o->seed, "Seed of the weights (not with --init: its weights) and of the training order")
                 ->capture_default_str();
             sub.add_option("--checkpoint", o->checkpoint,
                            "Checkpoint written after every epoch (default: MODEL.checkpoint)");

@@ -454,7 +454,8 @@ TrainSummary CostModel::train(const std::vector<RankingExample>& train,
     const double t0 = kernels::now_seconds();
     net->train();
     // This epoch's order and schedule subsets depend only on (seed, epoch): resumable.
-    const std::uint64_t es = kernels::splitmix64(c.seed ^ kernels::splitmix64(static_cast<std::uint64_t>(epoch) + 1));
+    const std::uint64_t es = kernels::splitmix64(o.order_seed.value_or(c.seed) ^
+                                                 kernels::splitmix64(static_cast<std::uint64_t>(epoch) + 1));
     std::vector<std::size_t> order(train.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     shuffle(order, es);

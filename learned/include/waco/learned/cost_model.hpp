@@ -108,6 +108,9 @@ struct TrainOptions {
   /// (not fitted again on `train`, which may be a few matrices), and its weights before training
   /// are epoch 0's candidate: they stay unless an epoch validates better.
   bool fine_tune = false;
+  /// The training order's seed (which matrices and schedule subsets each step sees); without
+  /// it, the model's config.seed. A fine-tuned model keeps its config (train --init --seed).
+  std::optional<std::uint64_t> order_seed;
 };
 
 /// How well a model orders measured groups: the median over matrices of Spearman's rho over the
