@@ -214,6 +214,34 @@ TEST_CASE("known values of small matrices", "[matrix_features]") {
   CHECK(skewed.at("pattern_symmetry") == Approx(100.0 / 199.0));  // the diagonal
 }
 
+TEST_CASE("the 8x8 block features equal a count of every block", "[matrix_features]") {
+  // Every matrix of the set, and sizes not divisible by 8 (edge blocks by their positions).
+  std::vector<waco::test::NamedMatrix> set = matrices();
+  GeneratorSpec g;
+  g.kind = "blocks";
+  g.rows = 1001;
+  g.block = 8;
+  g.blocks = 60;
+  g.fill = 0.6;
+  set.push_back({"blocks 1001", generate(g)});
+  for (const auto& [name, a] : set) {
+    INFO(name);
+    std::map<std::pair<index_t, index_t>, std::int64_t> blocks;
+    for (std::size_t e = 0; e < a.row.size(); ++e) ++blocks[{a.row[e] / 8, a.col[e] / 8}];
+    std::int64_t dense_nnz = 0;
+    for (const auto& [b, n] : blocks) {
+      const std::int64_t h = std::min<std::int64_t>(8, std::int64_t{a.rows} - 8 * b.first);
+      const std::int64_t w = std::min<std::int64_t>(8, std::int64_t{a.cols} - 8 * b.second);
+      if (2 * n >= h * w) dense_nnz += n;
+    }
+    const double nnz = static_cast<double>(a.row.size());
+    const auto f = by_name(FeatureSet::Stats, 2, matrix_features(FeatureSet::Stats, a));
+    CHECK(f.at("block8_fill") ==
+          static_cast<float>(blocks.empty() ? 0.0 : nnz / (64.0 * static_cast<double>(blocks.size()))));
+    CHECK(f.at("block8_dense_share") == static_cast<float>(nnz > 0 ? dense_nnz / nnz : 0.0));
+  }
+}
+
 TEST_CASE("transposition swaps the row and column features", "[matrix_features]") {
   for (const auto& [name, a] : matrices())
     for (FeatureSet set : kSets) {

@@ -3,8 +3,11 @@
 // stage results, and decoded from an index for lazy enumeration and uniform sampling.
 #include "waco/heuristics/space.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
+#include <exception>
 #include <numeric>
 #include <set>
 
@@ -256,6 +259,13 @@ Space Space::for_problem(const kernels::Problem& p, const SpaceOptions& opts) {
 Space Space::for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
                          const kernels::CooTensor* t, std::int64_t dense,
                          const SpaceOptions& opts) {
+  return for_operand(k, a, t, dense, opts, {});
+}
+
+Space Space::for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
+                         const kernels::CooTensor* t, std::int64_t dense,
+                         const SpaceOptions& opts,
+                         const std::function<void(const signature::LocalitySignature&)>& beside) {
   using kernels::KernelKind;
   const codegen::KernelSpec& spec = codegen::kernel_spec(k);
   std::vector<std::int64_t> ext(spec.vars.size(), 1);
@@ -301,10 +311,37 @@ Space Space::for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
       if (k == KernelKind::SpMM) set('j', dense);
     }
     // Serial: on OpenMP's threads they made two processes beside each other on two cores
-    // slower (heuristics/README.md, prefix_counts.hpp).
-    facts->counts = PrefixCounts::compute({&a->row, &a->col}, {a->rows, a->cols});
-    facts->signature = signature::compute_signature(*a);
-    facts->has_signature = true;
+    // slower (heuristics/README.md, prefix_counts.hpp). With the caller's work beside them, two
+    // threads of OpenMP's team: the counts on one, the signature (serial) and the caller's work
+    // on the other. The team's, not a thread of its own: an OpenMP thread idle after a region
+    // (the signature's, the model's scoring) spins for milliseconds and would take its core.
+    const bool apart = beside && a->nnz() >= kBesideMinNnz;
+    const auto count = [&] { facts->counts = PrefixCounts::compute({&a->row, &a->col}, {a->rows, a->cols}); };
+    const auto describe = [&] {
+      facts->signature = signature::compute_signature(*a, apart ? 1 : 0);
+      facts->has_signature = true;
+      if (beside) beside(facts->signature);
+    };
+    if (apart) {
+      std::exception_ptr failed[2];
+#pragma omp parallel num_threads(2)
+      {
+        const int t = omp_get_thread_num(), team = omp_get_num_threads();
+        for (int part = t; part < 2; part += team) {
+          try {
+            if (part == 0) count();
+            else describe();
+          } catch (...) {
+            failed[part] = std::current_exception();
+          }
+        }
+      }
+      for (const std::exception_ptr& e : failed)
+        if (e) std::rethrow_exception(e);
+    } else {
+      count();
+      describe();
+    }
   }
   Space s;
   s.init(k, std::move(ext), opts);

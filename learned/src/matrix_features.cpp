@@ -233,28 +233,34 @@ void add_matrix_stats(Sink& s, const CooMatrix& a) {
   // entries in blocks at least half full (edge blocks counted by their positions in the matrix).
   std::int64_t nonempty = 0, dense_nnz = 0;
   {
-    std::vector<std::int32_t> count((static_cast<std::size_t>(a.cols) + 7) / 8, 0);
-    std::vector<index_t> touched;
-    index_t panel = -1;
-    const auto flush = [&]() {
-      const std::int64_t h = std::min<std::int64_t>(8, std::int64_t{a.rows} - 8 * panel);
-      for (index_t b : touched) {
-        const std::int64_t w = std::min<std::int64_t>(8, std::int64_t{a.cols} - 8 * b);
-        ++nonempty;
-        if (2 * static_cast<std::int64_t>(count[b]) >= h * w) dense_nnz += count[b];
-        count[b] = 0;
+    // Per panel of 8 rows: its entries (a run, row-major input), counted per block column; the
+    // blocks it touched listed without a branch (the list has room for every block column).
+    const std::size_t block_cols = (static_cast<std::size_t>(a.cols) + 7) / 8;
+    std::vector<std::int32_t> count(block_cols, 0);
+    std::vector<index_t> touched(block_cols + 1);
+    const index_t* row = a.row.data();
+    const index_t* col = a.col.data();
+    std::int32_t* cnt = count.data();
+    index_t* list = touched.data();
+    for (std::int64_t e = 0; e < nnz;) {
+      const index_t panel = row[e] >> 3;
+      std::size_t listed = 0;
+      std::int64_t f = e;
+      for (; f < nnz && (row[f] >> 3) == panel; ++f) {
+        const index_t b = col[f] >> 3;
+        list[listed] = b;
+        listed += cnt[b]++ == 0;
       }
-      touched.clear();
-    };
-    for (std::int64_t e = 0; e < nnz; ++e) {
-      const index_t p = a.row[e] >> 3, b = a.col[e] >> 3;
-      if (p != panel) {
-        if (panel >= 0) flush();
-        panel = p;
+      e = f;
+      const std::int64_t h = std::min<std::int64_t>(8, std::int64_t{a.rows} - 8 * std::int64_t{panel});
+      nonempty += static_cast<std::int64_t>(listed);
+      for (std::size_t q = 0; q < listed; ++q) {
+        const index_t b = list[q];
+        const std::int64_t w = std::min<std::int64_t>(8, std::int64_t{a.cols} - 8 * std::int64_t{b});
+        if (2 * static_cast<std::int64_t>(cnt[b]) >= h * w) dense_nnz += cnt[b];
+        cnt[b] = 0;
       }
-      if (count[b]++ == 0) touched.push_back(b);
     }
-    if (panel >= 0) flush();
   }
   s.add("block8_fill", ratio(dnnz, 64.0 * static_cast<double>(nonempty)));
   s.add("block8_dense_share", ratio(static_cast<double>(dense_nnz), dnnz));

@@ -1,8 +1,11 @@
 // The tune pipeline (tune.hpp): steps 1-9 of a tune, from the tuning cache to the report.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "memory_record.hpp"
 #include "pipeline.hpp"
@@ -133,7 +136,18 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     so.cores = threads;
     so.max_padding = o.generated.storage.max_padding;
     const double s0 = now_seconds();
-    Space space = Space::for_operand(kind, p.A, p.T, kind == KernelKind::SpMV ? 1 : dense, so);
+    // A model's search: its input (the matrix's features) is prepared while a thread of its
+    // own counts the prefixes (Space::for_operand), on the threads the tune may use.
+    std::optional<learned::ModelInput> input;
+    std::string input_model;
+    std::function<void(const signature::LocalitySignature&)> beside;
+    if ((among != nullptr || searcher.by_model) && p.A != nullptr && threads > 1) {
+      input_model = learned::model_path_or_default(o.model, kind, p.dtype());
+      beside = [&](const signature::LocalitySignature& sig) {
+        input = learned::CostModel::load_shared(input_model, kind)->prepare(*p.A, &sig, p.dtype());
+      };
+    }
+    Space space = Space::for_operand(kind, p.A, p.T, kind == KernelKind::SpMV ? 1 : dense, so, beside);
     // What every search is asked with; the rest is the search's own.
     const auto request = [&](std::uint64_t admissible_count) {
       SearchRequest req;
@@ -144,6 +158,8 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
       req.budget = o.budget;
       req.model = o.model;
       req.observer = &obs;
+      req.input = input ? &*input : nullptr;
+      req.input_model = input_model;
       return req;
     };
     if (among) {

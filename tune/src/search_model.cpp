@@ -30,17 +30,12 @@ SearchChoice search_model(const SearchRequest& r) {
                          "trim more with --passes, or use --search random");
   const std::string path = learned::model_path_or_default(r.model, kind, r.problem->dtype());
   const double t0 = kernels::now_seconds();
-  // The model of this process (loaded once per file), and the matrix's signature from the
-  // space's facts (computed there for the passes; the model's features read the same one).
+  // The model of this process (loaded once per file), and its input: prepared beside the
+  // space's prefix counts, or now from the space's signature (model_input).
   const std::shared_ptr<const learned::CostModel> shared = learned::CostModel::load_shared(path, kind);
   const learned::CostModel& model = *shared;
   const double t1 = kernels::now_seconds();
-  const heuristics::MatrixFacts* facts = r.space->facts();
-  const learned::ModelInput in =
-      r.problem->A ? model.prepare(*r.problem->A,
-                                   facts && facts->has_signature ? &facts->signature : nullptr,
-                                   r.problem->dtype())
-                   : model.prepare(*r.problem->T, r.problem->dtype());
+  const learned::ModelInput in = model_input(r, model, path);
   const double t2 = kernels::now_seconds();
   std::vector<codegen::SuperSchedule> all;
   if (r.among) {

@@ -1,6 +1,7 @@
 #include "waco/tune/searcher.hpp"
 
 #include "waco/kernels/error.hpp"
+#include "waco/learned/cost_model.hpp"
 
 namespace waco::tuning {
 
@@ -31,6 +32,15 @@ bool ranks_by_model(const std::string& name) {
   for (const Searcher& s : searchers())
     if (s.name == name) return s.by_model;
   return false;
+}
+
+learned::ModelInput model_input(const SearchRequest& r, const learned::CostModel& model,
+                                const std::string& model_path) {
+  if (r.input != nullptr && r.input_model == model_path) return *r.input;
+  if (r.problem->A == nullptr) return model.prepare(*r.problem->T, r.problem->dtype());
+  const heuristics::MatrixFacts* facts = r.space->facts();
+  return model.prepare(*r.problem->A, facts && facts->has_signature ? &facts->signature : nullptr,
+                       r.problem->dtype());
 }
 
 }  // namespace waco::tuning

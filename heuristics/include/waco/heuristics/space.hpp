@@ -104,6 +104,18 @@ class Space {
   static Space for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
                            const kernels::CooTensor* t, std::int64_t dense,
                            const SpaceOptions& opts = {});
+  /// The same, with the caller's work on the matrix's signature done beside the prefix counts
+  /// (tune: the model's input, issue 34's cost of the choice): for a matrix of at least
+  /// kBesideMinNnz nonzeros, an OpenMP region of two threads, one counting while the other
+  /// computes the signature and calls `beside` with it (below, one after the other). Give it
+  /// only to a process that may use two threads (tune's --threads) and may run OpenMP (not the
+  /// measuring worker). `beside`'s exception is rethrown once the counts are done. Matrices
+  /// only: for a tensor (MTTKRP) `beside` is not called.
+  static Space for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
+                           const kernels::CooTensor* t, std::int64_t dense,
+                           const SpaceOptions& opts,
+                           const std::function<void(const signature::LocalitySignature&)>& beside);
+  static constexpr std::int64_t kBesideMinNnz = 32768;
   /// The structural space: no matrix, given extents per KernelSpec::vars (sparse extents unknown
   /// may be given as kMaxSplit). Passes that need the matrix do not apply (they say so).
   static Space structural(kernels::KernelKind k, std::vector<std::int64_t> extents,

@@ -16,6 +16,11 @@
 #include "waco/kernels/kernel.hpp"
 #include "waco/tune/observer.hpp"
 
+namespace waco::learned {
+class CostModel;
+class ModelInput;
+}  // namespace waco::learned
+
 namespace waco::tuning {
 
 /// What a search may use.
@@ -40,7 +45,16 @@ struct SearchRequest {
   /// returns its median seconds, nullopt when it failed; for searches that learn from
   /// measurements (bandit). Empty when the caller cannot measure.
   std::function<std::optional<double>(const codegen::SuperSchedule&)> measure;
+  /// The model's input for the operand, prepared beside the space's prefix counts (tune's
+  /// choice on two threads or more), and the model file it was prepared for; else null.
+  const learned::ModelInput* input = nullptr;
+  std::string input_model;
 };
+
+/// The model's input for the request's operand: `r.input` when it was prepared for this model
+/// file, else prepared now (a matrix's with the space's signature, not computed again).
+learned::ModelInput model_input(const SearchRequest& r, const learned::CostModel& model,
+                                const std::string& model_path);
 
 /// The search's candidates, in the order to measure them, and what it reports about itself
 /// (in tune --json as "search_info").
