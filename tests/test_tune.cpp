@@ -377,7 +377,12 @@ TEST_CASE("tune: a winner never slower than csr: every candidate slower gives cs
   CHECK(j.at("best").at("schedule") == j.at(baseline ? "csr_baseline" : "csr").at("schedule"));
   CHECK(j.at("claimed_speedup").get<double>() == 1.0);
   if (baseline) {
-    CHECK(j.at("decision").at("references").at("ratio_median").get<double>() > 1.0);
+    // The baseline when it ran faster, or on a tie (decide.cpp: a tie goes to the hand-written
+    // csr, whichever way the median ratio leans inside the interval).
+    const nlohmann::json& d = j.at("decision");
+    INFO(d.dump());
+    CHECK((d.value("faster_reference", "") == "tie" ||
+           d.at("references").at("ratio_median").get<double>() > 1.0));
     CHECK(j.at("kernel_source").is_null());
   } else {
     CHECK(j.at("speedup_over_csr").get<double>() == Approx(1.0));

@@ -136,8 +136,8 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     so.cores = threads;
     so.max_padding = o.generated.storage.max_padding;
     const double s0 = now_seconds();
-    // A model's search: its input (the matrix's features) is prepared while a thread of its
-    // own counts the prefixes (Space::for_operand), on the threads the tune may use.
+    // A model's search: its input (the matrix's features) is prepared beside the prefix counts
+    // (Space::for_operand: one OpenMP team of two threads), on the threads the tune may use.
     std::optional<learned::ModelInput> input;
     std::string input_model;
     std::function<void(const signature::LocalitySignature&)> beside;
