@@ -109,8 +109,9 @@ int train(const Options& given) {
   to.checkpoint = o.checkpoint.empty() ? o.output + ".checkpoint" : o.checkpoint;
   to.resume = o.resume;
   to.fine_tune = !o.init.empty();
-  // The weights are --init's; --seed still chooses the training order.
-  if (to.fine_tune) to.order_seed = o.seed;
+  // --seed chooses the training order, with --init's weights too (a new model's config.seed
+  // is the same seed).
+  to.order_seed = o.seed;
   if (o.resume && !o.data.quiet && !std::filesystem::exists(to.checkpoint))
     std::fprintf(stderr, "--resume: no checkpoint at %s yet, starting from epoch 1\n",
                  to.checkpoint.c_str());

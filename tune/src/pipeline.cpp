@@ -138,13 +138,13 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     const double s0 = now_seconds();
     // A model's search: its input (the matrix's features) is prepared beside the prefix counts
     // (Space::for_operand: one OpenMP team of two threads), on the threads the tune may use.
+    // The model is the one the search loads: learned::model_path_or_default of o.model.
     std::optional<learned::ModelInput> input;
-    std::string input_model;
     std::function<void(const signature::LocalitySignature&)> beside;
     if ((among != nullptr || searcher.by_model) && p.A != nullptr && threads > 1) {
-      input_model = learned::model_path_or_default(o.model, kind, p.dtype());
       beside = [&](const signature::LocalitySignature& sig) {
-        input = learned::CostModel::load_shared(input_model, kind)->prepare(*p.A, &sig, p.dtype());
+        const std::string path = learned::model_path_or_default(o.model, kind, p.dtype());
+        input = learned::CostModel::load_shared(path, kind)->prepare(*p.A, &sig, p.dtype());
       };
     }
     Space space = Space::for_operand(kind, p.A, p.T, kind == KernelKind::SpMV ? 1 : dense, so, beside);
@@ -159,7 +159,6 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
       req.model = o.model;
       req.observer = &obs;
       req.input = input ? &*input : nullptr;
-      req.input_model = input_model;
       return req;
     };
     if (among) {

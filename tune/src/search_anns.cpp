@@ -176,7 +176,7 @@ SearchChoice search_anns(const SearchRequest& r) {
             {"encoder", learned::encoder_name(model.config().encoder)}};
   const learned::ScheduleIndex index = index_for(r, model, path, c.info);
   const double t1 = kernels::now_seconds();
-  const learned::ModelInput in = model_input(r, model, path);
+  const learned::ModelInput in = model_input(r, model);
   const std::vector<float> query = model.query_vector(in);
   const double t2 = kernels::now_seconds();
   const auto admitted = [&](const codegen::SuperSchedule& s) { return !r.space->admits(s); };

@@ -35,7 +35,7 @@ SearchChoice search_model(const SearchRequest& r) {
   const std::shared_ptr<const learned::CostModel> shared = learned::CostModel::load_shared(path, kind);
   const learned::CostModel& model = *shared;
   const double t1 = kernels::now_seconds();
-  const learned::ModelInput in = model_input(r, model, path);
+  const learned::ModelInput in = model_input(r, model);
   const double t2 = kernels::now_seconds();
   std::vector<codegen::SuperSchedule> all;
   if (r.among) {

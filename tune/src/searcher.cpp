@@ -34,9 +34,8 @@ bool ranks_by_model(const std::string& name) {
   return false;
 }
 
-learned::ModelInput model_input(const SearchRequest& r, const learned::CostModel& model,
-                                const std::string& model_path) {
-  if (r.input != nullptr && r.input_model == model_path) return *r.input;
+learned::ModelInput model_input(const SearchRequest& r, const learned::CostModel& model) {
+  if (r.input != nullptr) return *r.input;
   if (r.problem->A == nullptr) return model.prepare(*r.problem->T, r.problem->dtype());
   const heuristics::MatrixFacts* facts = r.space->facts();
   return model.prepare(*r.problem->A, facts && facts->has_signature ? &facts->signature : nullptr,

@@ -45,16 +45,14 @@ struct SearchRequest {
   /// returns its median seconds, nullopt when it failed; for searches that learn from
   /// measurements (bandit). Empty when the caller cannot measure.
   std::function<std::optional<double>(const codegen::SuperSchedule&)> measure;
-  /// The model's input for the operand, prepared beside the space's prefix counts (tune's
-  /// choice on two threads or more), and the model file it was prepared for; else null.
+  /// The input of `model`'s model for the operand, prepared beside the space's prefix counts
+  /// (tune's choice on two threads or more); else null.
   const learned::ModelInput* input = nullptr;
-  std::string input_model;
 };
 
-/// The model's input for the request's operand: `r.input` when it was prepared for this model
-/// file, else prepared now (a matrix's with the space's signature, not computed again).
-learned::ModelInput model_input(const SearchRequest& r, const learned::CostModel& model,
-                                const std::string& model_path);
+/// The model's input for the request's operand: `r.input` when there is one, else prepared now
+/// (a matrix's with the space's signature, not computed again).
+learned::ModelInput model_input(const SearchRequest& r, const learned::CostModel& model);
 
 /// The search's candidates, in the order to measure them, and what it reports about itself
 /// (in tune --json as "search_info").
