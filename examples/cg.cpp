@@ -1,7 +1,7 @@
 // waco-cg: a Jacobi-preconditioned conjugate-gradient solver for A x = b (A symmetric positive
 // definite), with three SpMV back-ends side by side:
 //   plan   the kernel waco::tune chose for A (tuning time counted in the time to solution),
-//   csr    the csr schedule (waco::make_plan(A, SpMV, "csr"): what tune measures against),
+//   csr    the hand-written csr (waco::make_plan(A, SpMV, "csr"): what tune measures against),
 //   eigen  Eigen's ConjugateGradient (its default Jacobi preconditioner, Lower|Upper: parallel SpMV).
 // b = A * ones, so the error of x against ones is known too. Everything is in double precision
 // (the matrix, its plans, the vectors; --precision single: float, with dot products accumulated

@@ -144,8 +144,8 @@ inline bool wants(const Args& a, const std::string& backend) {
   return list.find("," + backend + ",") != std::string::npos;
 }
 
-/// A waco back-end of the examples: "plan" (what waco::tune chose for A) or "csr" (the csr
-/// schedule, waco::make_plan), with the time it took to get it and what was decided.
+/// A waco back-end of the examples: "plan" (what waco::tune chose for A) or "csr" (the hand-written
+/// csr, waco::make_plan), with the time it took to get it and what was decided.
 struct WacoBackend {
   waco::Plan plan;
   double setup_s = 0;

@@ -3,7 +3,7 @@
 // and Welling's propagation rule; forward passes only). The sparse product Â H (SpMM, n = the
 // feature width) runs on three back-ends side by side:
 //   plan   the kernel waco::tune chose for Â at this width (tuning time counted),
-//   csr    the csr schedule (waco::make_plan(Â, SpMM, "csr")),
+//   csr    the hand-written csr (waco::make_plan(Â, SpMM, "csr")),
 //   eigen  Eigen's sparse x dense product (row-major both, parallel).
 // The dense products H W_l go through Eigen for every back-end. Features and weights are seeded.
 #include <omp.h>

@@ -216,6 +216,18 @@ TEST_CASE("api: bad input gives waco::Error with a clear message") {
   const waco::Matrix m = matrix_of(a);
   const std::string dir = waco::test::scratch_dir("api-bad-calls");
   const waco::Plan plan = waco::make_plan(m, waco::Kernel::SpMV, "csr", scratch_options(dir));
+  // "csr" is the hand-written reference (no kernel loaded); the csr schedule's text, generated.
+  CHECK(plan.implementation() == "csr");
+  CHECK(waco::make_plan(m, waco::Kernel::SpMV, " " + plan.schedule(), scratch_options(dir))
+            .implementation() == "generated");
+  {
+    std::vector<float> xs(8), want(8, 0.0f), got(8, -1.0f);
+    for (int c = 0; c < 8; ++c) xs[c] = 0.5f + static_cast<float>(c);
+    for (int r = 0; r < 8; ++r)
+      for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e) want[r] += a.val[e] * xs[a.colind[e]];
+    plan.spmv(xs.data(), got.data());
+    for (int r = 0; r < 8; ++r) CHECK(std::fabs(got[r] - want[r]) <= 1e-5f * (1.0f + std::fabs(want[r])));
+  }
   std::vector<float> x(8), y(8);
   CHECK_THROWS_WITH(plan.spmv(nullptr, y.data()), Contains("x is null"));
   CHECK_THROWS_WITH(plan.spmm(1, x.data(), 1, y.data(), 1), Contains("this plan runs spmv, not spmm"));

@@ -141,17 +141,22 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   if (preparing_ || policy_.settled() || policy_.csr_seconds() <= 0) return;
   const std::size_t total = nominated_.size();
   if (nominated_done_ && next_nominee_ >= total) return;
-  if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
-    const double t0 = kernels::now_seconds();
-    shortlist_ = codegen::shipped_schedules(setup_.request.kind);
-    policy_.charge(kernels::now_seconds() - t0, {}, tuning::Cost::Choice);
-  }
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
   const double nnz = static_cast<double>(setup_.matrix.nnz());
-  const double estimate =
-      nominated_done_     ? kFormatFixedS + kFormatPerNonzeroS * nnz
-      : shortlist_->empty() ? kChoiceFixedS + kChoicePerNonzeroS * nnz
-                            : kShortChoiceFixedS + kShortChoicePerNonzeroS * nnz;
+  double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz;
+  if (!nominated_done_) {
+    // Ranking the shipped kernels' short list is the cheapest choice: until the budget affords
+    // that much, the list is not even read (a short run of calls pays nothing for it).
+    estimate = kShortChoiceFixedS + kShortChoicePerNonzeroS * nnz;
+    if (policy_.cost_seconds() + estimate <= policy_.budget_seconds()) {
+      if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
+        const double t0 = kernels::now_seconds();
+        shortlist_ = codegen::shipped_schedules(setup_.request.kind);
+        policy_.charge(kernels::now_seconds() - t0, {}, tuning::Cost::Choice);
+      }
+      if (shortlist_->empty()) estimate = kChoiceFixedS + kChoicePerNonzeroS * nnz;
+    }
+  }
   if (policy_.cost_seconds() + estimate > policy_.budget_seconds()) {
     // With expected calls the budget is all there is; without, it grows with the calls, and
     // until it has grown enough csr serves them untimed.

@@ -103,7 +103,7 @@ class AdaptiveRun {
   /// The formats of csr and the nominees, shared by the nominees that store alike.
   std::shared_ptr<codegen::StorageCache> storages_ = std::make_shared<codegen::StorageCache>();
   /// The shipped kernels' schedules the choice ranks (codegen::shipped_schedules; empty: the
-  /// whole admissible set), read before the first step.
+  /// whole admissible set), read once the budget affords ranking a short list.
   std::optional<std::vector<codegen::SuperSchedule>> shortlist_;
   nlohmann::json nomination_ = nullptr;
   bool nominated_done_ = false;

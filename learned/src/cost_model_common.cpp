@@ -223,6 +223,9 @@ using kernels::FileStamp;
 struct SharedModels {
   std::mutex mutex;
   std::map<std::string, std::pair<FileStamp, std::shared_ptr<const CostModel>>> by_path;
+  /// Files whose header check_backend read and found to run without LibTorch (a plan checks its
+  /// model each time it is made; the header's parse costs ~0.2 ms).
+  std::map<std::string, FileStamp> checked;
 };
 
 SharedModels& shared_models() {
@@ -261,9 +264,15 @@ std::shared_ptr<const CostModel> CostModel::load_shared(
 void CostModel::check_backend(const std::string& path) {
   if (built_with_torch()) return;
   // A model this process loaded from the same file runs in this build.
-  if (const std::optional<FileStamp> stamp = kernels::file_stamp(path);
-      stamp && kept_model(path, *stamp))
-    return;
+  const std::optional<FileStamp> stamp = kernels::file_stamp(path);
+  if (!stamp) return;  // load() reports it
+  if (kept_model(path, *stamp)) return;
+  SharedModels& m = shared_models();
+  {
+    const std::lock_guard<std::mutex> lock(m.mutex);
+    const auto it = m.checked.find(path);
+    if (it != m.checked.end() && it->second == *stamp) return;
+  }
   std::optional<ModelHeader> h;
   try {
     TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");
@@ -273,6 +282,8 @@ void CostModel::check_backend(const std::string& path) {
   }
   if (uses_waconet(h->config.encoder))
     require_torch("the cost model " + path + " (" + encoder_name(h->config.encoder) + " encoder)");
+  const std::lock_guard<std::mutex> lock(m.mutex);
+  m.checked[path] = *stamp;
 }
 
 void check_operand(const CostModelConfig& c, bool tensor) {

@@ -125,8 +125,9 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
 
 def make_plan(A, kernel="spmv", schedule="csr", *, threads=0, dense=None, kernel_cache_dir=None,
               compiler=None, max_padding=None, race=None):
-    """A Plan of a given schedule, no tuning: "csr" (what every tune is measured against),
-    another shortcut ("dcsr", "csc", "bcsr4x4", "csf") or a schedule's text form. compiler,
+    """A Plan of a given schedule, no tuning: "csr" (what every tune is measured against: the
+    hand-written csr compiled into the library, plan.implementation "csr"; "csf" for mttkrp),
+    another shortcut ("dcsr", "csc", "bcsr4x4") or a schedule's text form. compiler,
     max_padding, race: as tune's (`waco-hybrid run --compiler/--max-padding/--race`)."""
     opts = _options(threads=threads, dense=dense, kernel_cache_dir=kernel_cache_dir,
                     compiler=compiler, max_padding=max_padding, race=race)

@@ -251,7 +251,7 @@ def test_settings_out_of_range_are_errors():
     with pytest.raises(waco_hybrid.Error, match="padding bound of 1"):
         waco_hybrid.make_plan(A, "spmv", "bcsr4x4", max_padding=1.0)
     with pytest.raises(waco_hybrid.Error, match="no-such-compiler"):
-        waco_hybrid.make_plan(A, "spmv", "csr", compiler="no-such-compiler")
+        waco_hybrid.make_plan(A, "spmv", "dcsr", compiler="no-such-compiler")
     bad = subprocess.run([sys.executable, "-m", "waco_hybrid", "tune", "--race", "fast",
                           str(EXAMPLE)], capture_output=True, text=True)
     assert bad.returncode == 2 and "--race" in bad.stderr

@@ -329,7 +329,9 @@ class WACO_API Plan {
 WACO_API Plan tune(const Matrix& A, Kernel kernel, const Options& opts = {});
 
 /// A plan of a given schedule without tuning: "csr" (the reference every tune is measured
-/// against), another shortcut ("dcsr", "csc", "bcsr4x4", "csf") or a schedule's text form.
+/// against: the hand-written csr compiled into the library, implementation() "csr"; "csf" for
+/// MTTKRP), another shortcut ("dcsr", "csc", "bcsr4x4") or a schedule's text form (the csr
+/// schedule's generated kernel: its text form, Plan::schedule() of the "csr" plan).
 WACO_API Plan make_plan(const Matrix& A, Kernel kernel, const std::string& schedule,
                         const Options& opts = {});
 
