@@ -119,11 +119,19 @@ std::string shipped_dir(const std::string& name, const std::string& fallback) {
   // The module holding this function: the waco-hybrid executable, or libwaco.so inside an
   // application (whose /proc/self/exe is the application's).
   namespace fs = std::filesystem;
-  Dl_info info{};
+  // Where the module is, once a process (canonical() reads every component's link: ~0.1 ms, and
+  // every plan asks for its model's folder); empty when it cannot be found.
+  static const fs::path module = [] {
+    Dl_info info{};
+    std::error_code ec;
+    if (::dladdr(reinterpret_cast<void*>(&shipped_dir), &info) == 0 || info.dli_fname == nullptr)
+      return fs::path();
+    fs::path m = fs::canonical(fs::path(info.dli_fname), ec);
+    if (ec) m = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path() : m;
+  }();
   std::error_code ec;
-  if (::dladdr(reinterpret_cast<void*>(&shipped_dir), &info) != 0 && info.dli_fname != nullptr) {
-    fs::path module = fs::canonical(fs::path(info.dli_fname), ec);
-    if (ec) module = fs::read_symlink("/proc/self/exe", ec);
+  if (!module.empty()) {
     // <prefix>/bin/x, <prefix>/lib/libwaco.so, or <prefix>/libexec/waco-hybrid/worker.
     fs::path root = module.parent_path().parent_path();
     for (int up = 0; !ec && up < 2; ++up, root = root.parent_path()) {

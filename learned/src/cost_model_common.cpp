@@ -261,6 +261,60 @@ std::shared_ptr<const CostModel> CostModel::load_shared(
   return model;
 }
 
+namespace {
+
+/// The header's config.encoder, read by a SAX pass that stops there: "config" comes first (keys
+/// are written in order), so ~100 bytes are parsed of a header whose training record is ~9 KB of
+/// numbers (~0.2 ms to parse, a fresh process's every first plan). Empty when not found.
+class EncoderOfHeader : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string encoder;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool string(string_t& v) override {
+    if (keys_.size() == 2 && keys_[0] == "config" && keys_[1] == "encoder") {
+      encoder = v;
+      return false;  // found: stop
+    }
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    keys_.back() = k;
+    return true;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    keys_.emplace_back();  // elements have no key
+    return true;
+  }
+  bool end_array() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  /// The key of each open object (its last one), from the outermost; "" inside arrays. The
+  /// value of keys_[d] is being read at depth d + 1.
+  std::vector<std::string> keys_;
+};
+
+}  // namespace
+
 void CostModel::check_backend(const std::string& path) {
   if (built_with_torch()) return;
   // A model this process loaded from the same file runs in this build.
@@ -273,15 +327,19 @@ void CostModel::check_backend(const std::string& path) {
     const auto it = m.checked.find(path);
     if (it != m.checked.end() && it->second == *stamp) return;
   }
-  std::optional<ModelHeader> h;
+  std::optional<EncoderKind> encoder;
   try {
     TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");
-    h = parse_model_header(path, r.header(), std::nullopt, std::nullopt);
+    EncoderOfHeader sax;
+    nlohmann::json::sax_parse(r.header(), &sax);
+    encoder = !sax.encoder.empty() ? parse_encoder(sax.encoder)
+                                   : parse_model_header(path, r.header(), std::nullopt, std::nullopt)
+                                         .config.encoder;
   } catch (const Error&) {
     return;  // load() reports it
   }
-  if (uses_waconet(h->config.encoder))
-    require_torch("the cost model " + path + " (" + encoder_name(h->config.encoder) + " encoder)");
+  if (uses_waconet(*encoder))
+    require_torch("the cost model " + path + " (" + encoder_name(*encoder) + " encoder)");
   const std::lock_guard<std::mutex> lock(m.mutex);
   m.checked[path] = *stamp;
 }
