@@ -260,3 +260,18 @@ TEST_CASE("adaptive: without expected calls, the calls until the next step fits"
   q.record(0, 10e-6);
   CHECK(q.calls_until_affordable(1.0) == 0);
 }
+
+TEST_CASE("adaptive: a decision made before settles on csr at once as no-gain") {
+  AdaptiveOptions o;
+  o.expected_calls = 100000;
+  AdaptivePolicy p(3, o);
+  p.record(0, 10e-6);
+  p.no_gain("the tuning cache's decision");
+  CHECK(p.settled());
+  CHECK(p.verdict() == "no-gain");
+  CHECK(p.choice() == 0);
+  CHECK(p.speedup() == 1.0);
+  CHECK(p.to_json().dump().find("the tuning cache's decision") != std::string::npos);
+  p.not_worth_it("later");  // settled once: nothing changes
+  CHECK(p.verdict() == "no-gain");
+}

@@ -672,6 +672,67 @@ TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compi
   CHECK(compiled_objects(o.kernel_cache_dir) == 0);
 }
 
+TEST_CASE("api: an adaptive plan asks the tuning cache on its calls once they pay for it: a "
+          "cached gain is its only nominee, a cached no-gain settles on csr") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive-cache");
+  const Csr a = random_csr(2000, 1500, 0.01, 43);
+  const waco::Matrix m = matrix_of(a);
+  const auto check_calls = [&](const waco::Plan& p, int max_calls) {
+    int wrong = 0;
+    for (int c = 0; c < max_calls && p.verdict() == "exploring"; ++c) {
+      const std::vector<float> x = random_vector(1500, static_cast<unsigned>(c % 5));
+      std::vector<float> y(2000, -7.0f);
+      p.spmv(x.data(), y.data());
+      if (c % 16 != 0) continue;
+      for (std::int64_t r = 0; r < 2000; ++r) {
+        double ref = 0.0;
+        for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e) ref += a.val[e] * x[a.colind[e]];
+        wrong += std::abs(y[r] - ref) > 1e-4 * (1.0 + std::abs(ref));
+      }
+    }
+    return wrong;
+  };
+  {
+    // Made and serving its first call without touching the cache (here a file, not a folder):
+    // the first call is csr's, timed, before any step.
+    std::ofstream(dir + "/not-a-folder") << "x";
+    waco::Options o = scratch_options(dir);
+    o.cache_dir = dir + "/not-a-folder";
+    o.adaptive = true;
+    const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+    CHECK(p.verdict() == "exploring");
+    CHECK(check_calls(p, 1) == 0);
+    INFO(p.report_json());
+    CHECK(p.report_json().find("\"tuning_cache\": null") != std::string::npos);
+  }
+  // A decision in the cache (a measured tune), then an adaptive plan whose calls pay for asking.
+  waco::Options t = scratch_options(dir);
+  t.budget = 3;
+  const waco::Plan tuned = waco::tune(m, waco::Kernel::SpMV, t);
+  REQUIRE((tuned.verdict() == "gain" || tuned.verdict() == "no-gain"));
+  waco::Options o = scratch_options(dir);
+  o.adaptive = true;
+  o.nominees = 3;
+  o.expected_calls = 100000000;
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK(p.verdict() == "exploring");  // csr at once, the cache not asked yet
+  CHECK_FALSE(p.from_cache());
+  CHECK(check_calls(p, 200000) == 0);
+  const std::string report = p.report_json();
+  INFO(tuned.verdict());
+  INFO(report);
+  CHECK(report.find("\"hit\": true") != std::string::npos);
+  if (tuned.verdict() == "gain") {
+    CHECK(report.find("the tuning cache's decision is the only nominee") != std::string::npos);
+    CHECK(report.find(tuned.schedule()) != std::string::npos);
+    CHECK((p.verdict() == "gain" || p.verdict() == "no-gain"));  // judged on these calls
+  } else {
+    CHECK(p.verdict() == "no-gain");
+    CHECK(p.exploring_calls() == 0);
+    CHECK(p.implementation() == "csr");
+  }
+}
+
 TEST_CASE("api: adaptive plans need a model search") {
   waco::Options o;
   o.adaptive = true;

@@ -36,6 +36,10 @@ constexpr double kShortChoiceFixedS = 0.0006;
 constexpr double kShortChoicePerNonzeroS = 35e-9;
 constexpr double kFormatFixedS = 0.00005;
 constexpr double kFormatPerNonzeroS = 10e-9;
+/// What asking the tuning cache is taken to cost: the key (the machine's identity, ~0.3 ms the
+/// first time in a process on the development VM: sysfs and /proc/cpuinfo; ~0.02 ms after) and
+/// reading the entry.
+constexpr double kLookupS = 0.0003;
 /// At most this many calls are served quietly (csr, untimed) before the budget is asked again.
 constexpr std::int64_t kMaxQuietCalls = 4096;
 
@@ -143,8 +147,11 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   if (nominated_done_ && next_nominee_ >= total) return;
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
   const double nnz = static_cast<double>(setup_.matrix.nnz());
+  const bool lookup = setup_.ask_cache && !looked_up_;
   double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz;
-  if (!nominated_done_) {
+  if (lookup) {
+    estimate = kLookupS;
+  } else if (!nominated_done_) {
     // Ranking the shipped kernels' short list is the cheapest choice: until the budget affords
     // that much, the list is not even read (a short run of calls pays nothing for it).
     estimate = kShortChoiceFixedS + kShortChoicePerNonzeroS * nnz;
@@ -166,7 +173,8 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
       return;
     }
     if (!nominated_done_) {
-      policy_.not_worth_it("choosing nominees would cost more than the expected calls allow");
+      policy_.not_worth_it(lookup ? "asking the tuning cache would cost more than the expected calls allow"
+                                  : "choosing nominees would cost more than the expected calls allow");
       return;
     }
     for (; next_nominee_ < total; ++next_nominee_)
@@ -176,13 +184,54 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   }
   preparing_ = true;
   lock.unlock();
-  if (!nominated_done_)
+  if (lookup)
+    lookup_step();
+  else if (!nominated_done_)
     nominate_step();
   else
     nominee_step(next_nominee_);
   lock.lock();
   if (nominated_done_ && total == nominated_.size()) ++next_nominee_;
   preparing_ = false;
+}
+
+void AdaptiveRun::lookup_step() {
+  const double t0 = kernels::now_seconds();
+  std::optional<heuristics::TuningKey> key;
+  heuristics::CacheLookup found;
+  std::string error;
+  try {
+    key = setup_.cache_key();
+    found = heuristics::TuningCache(setup_.cache_dir).find(*key);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  looked_up_ = true;
+  key_ = key;
+  policy_.charge(kernels::now_seconds() - t0, "the tuning cache asked", tuning::Cost::Choice);
+  lookup_ = {{"path", found.path}, {"hit", found.hit.has_value()}};
+  if (!error.empty()) lookup_["error"] = error;
+  if (!found.problem.empty()) lookup_["problem"] = found.problem;  // a corrupt entry: ignored
+  if (!found.hit) return;
+  const std::string verdict = found.hit->report.value("verdict", std::string());
+  lookup_["verdict"] = verdict;
+  stored_ = true;  // the decision is the cache's: nothing new to store unless judged again
+  if (verdict != "gain") {
+    policy_.no_gain("the tuning cache's decision for this matrix (" + found.path + "): csr");
+    return;
+  }
+  // A cached gain: the only nominee, verified and judged on the caller's calls like any other
+  // (what it gains here goes to the cache again, or a no-gain replaces it).
+  stored_ = false;
+  cached_gain_ = true;
+  nominated_ = {found.hit->schedule};
+  nominee_text_[1] = codegen::to_text(found.hit->schedule);
+  nominated_done_ = true;
+  next_nominee_ = 0;
+  nomination_ = {{"tuning_cache", found.path}};
+  for (int k = 2; k <= setup_.nominees; ++k)
+    policy_.failed(k, "the tuning cache's decision is the only nominee");
 }
 
 void AdaptiveRun::nominate_step() {
@@ -395,7 +444,9 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     if (policy_.settled() && !stored_) {
       settle_locked();
       stored_ = true;
-      store = true;
+      // The cache's gain stays unless these calls judged it (a nominee whose kernel is not
+      // compiled yet leaves unjudged: that is no verdict on it).
+      store = !cached_gain_ || policy_.judged();
     }
   }
   if (store) store_decision();
@@ -416,8 +467,14 @@ void AdaptiveRun::store_decision() {
   if (verdict != "gain" && verdict != "no-gain") return;  // not-worth-it depends on the calls
   nlohmann::json r = report();
   try {
+    std::optional<heuristics::TuningKey> key;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      key = key_;
+    }
+    if (!key) key = setup_.cache_key();
     const heuristics::TuningCache cache(setup_.cache_dir);
-    const std::string path = cache.store(*setup_.cache_key, chosen_->bound.schedule, r);
+    const std::string path = cache.store(*key, chosen_->bound.schedule, r);
     std::lock_guard<std::mutex> lock(mu_);
     cache_result_ = {{"path", path}};
   } catch (const std::exception& e) {
@@ -486,6 +543,7 @@ nlohmann::json AdaptiveRun::report() const {
           {"speedup_over_csr", sp ? nlohmann::json(*sp) : nlohmann::json()},
           {"economy", economy},
           {"adaptive", a},
+          {"tuning_cache", lookup_},
           {"plan_cache", cache_result_}};
 }
 

@@ -55,8 +55,14 @@ struct AdaptiveSetup {
   tuning::TuneRequest request;           ///< kind, dense, threads, passes, model, generated
   int nominees = 4;
   tuning::AdaptiveOptions policy;
-  std::optional<heuristics::TuningKey> cache_key;  ///< where the decision goes (none: nowhere)
+  /// The tuning cache's key of this plan (empty: no cache), taken when first needed (the machine's
+  /// identity costs ~0.3 ms the first time in a process: more than a short solve's every call).
+  std::function<heuristics::TuningKey()> cache_key;
   std::string cache_dir;
+  /// Whether the plan asks the tuning cache before choosing (a step like the others, when the
+  /// calls pay for it): a cached gain is the only nominee, a cached no-gain settles on csr. The
+  /// decision is stored whenever cache_key is set.
+  bool ask_cache = false;
 };
 
 class AdaptiveRun {
@@ -87,10 +93,11 @@ class AdaptiveRun {
   /// The next preparation step, if one is due and the budget allows its estimated cost (with
   /// mu_ held); runs it without the lock and charges what it took.
   void maybe_prepare(std::unique_lock<std::mutex>& lock);
+  void lookup_step();         ///< asks the tuning cache (setup_.ask_cache)
   void nominate_step();
   void nominee_step(std::size_t k);
   void settle_locked();       ///< the policy settled: publish the choice, free the others
-  void store_decision();      ///< the settled decision into the tuning cache
+  void store_decision();      ///< the settled decision into the tuning cache (one it made)
 
   AdaptiveSetup setup_;
   mutable std::mutex mu_;
@@ -106,6 +113,10 @@ class AdaptiveRun {
   /// whole admissible set), read once the budget affords ranking a short list.
   std::optional<std::vector<codegen::SuperSchedule>> shortlist_;
   nlohmann::json nomination_ = nullptr;
+  std::optional<heuristics::TuningKey> key_;  ///< setup_.cache_key(), once taken
+  nlohmann::json lookup_ = nullptr;           ///< what the tuning cache answered
+  bool looked_up_ = false;
+  bool cached_gain_ = false;  ///< the only nominee is the tuning cache's gain
   bool nominated_done_ = false;
   std::size_t next_nominee_ = 0;  ///< the next nominee to prepare (0-based)
   bool preparing_ = false;        ///< a caller runs a step now

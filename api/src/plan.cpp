@@ -293,16 +293,20 @@ Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::Tu
   const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
   std::shared_ptr<Plan::Impl> impl =
       bind_plan(A, k, *codegen::schedule_shortcut(kind, reference), o, reference);
-  api::AdaptiveSetup setup{A, request, o.nominees, {}, std::nullopt, o.cache_dir};
+  api::AdaptiveSetup setup{A, request, o.nominees, {}, {}, o.cache_dir};
   // The background thread must not call the caller's interrupt (it is the calling thread's).
   setup.request.cancel = nullptr;
   setup.policy.expected_calls = o.expected_calls;
   setup.policy.share = o.tuning_share;
-  if (o.use_cache)
-    setup.cache_key =
-        heuristics::TuningKey{A.fingerprint(), kind, impl->dense, impl->threads,
-                              heuristics::machine_identity(generated_options(o).compiler),
-                              A.impl().dtype};
+  if (o.use_cache) {
+    setup.cache_key = [fingerprint = A.fingerprint(), kind, dense = impl->dense,
+                       threads = impl->threads, compiler = generated_options(o).compiler,
+                       dtype = A.impl().dtype] {
+      return heuristics::TuningKey{fingerprint, kind, dense, threads,
+                                   heuristics::machine_identity(compiler), dtype};
+    };
+    setup.ask_cache = !o.refresh;
+  }
   impl->adaptive = std::make_shared<api::AdaptiveRun>(impl->arm, std::move(setup));
   impl->tuning_s = kernels::now_seconds() - t0;
   return Plan::Impl::wrap(std::move(impl));
@@ -482,6 +486,20 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
       throw Error("Options::tuning_share must be in (0, 1]");
     // Every setting is checked before the tuning cache is asked.
     const tuning::TuneRequest request = tune_request(o, k, threads, dense, A.impl().dtype);
+    const auto torch_required = [](const learned::TorchRequired& e) {
+      return Error(std::string("this model needs LibTorch, which libwaco never loads: ") + e.what(),
+                   "use a model with the stats or signature encoder (the shipped ones), or tune "
+                   "with the waco-hybrid-torch program and load its plan (Plan::load)");
+    };
+    // An adaptive plan serves csr at once: it asks the tuning cache itself, once its calls pay
+    // for that (adaptive.hpp).
+    if (o.adaptive) {
+      try {
+        return adaptive_plan(A, k, o, request, t0);
+      } catch (const learned::TorchRequired& e) {
+        throw torch_required(e);
+      }
+    }
     // The tuning cache first, here: a hit builds the plan without starting the CLI (a list of
     // schedules is measured, never a decision: tuning::run does not ask the cache for one).
     if (o.use_cache && !o.refresh && o.schedules.empty()) {
@@ -499,18 +517,6 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
         return Plan::Impl::wrap(std::move(impl));
       }
       // A corrupt entry: tuning::run reports it (a warning) and replaces it.
-    }
-    const auto torch_required = [](const learned::TorchRequired& e) {
-      return Error(std::string("this model needs LibTorch, which libwaco never loads: ") + e.what(),
-                   "use a model with the stats or signature encoder (the shipped ones), or tune "
-                   "with the waco-hybrid-torch program and load its plan (Plan::load)");
-    };
-    if (o.adaptive) {
-      try {
-        return adaptive_plan(A, k, o, request, t0);
-      } catch (const learned::TorchRequired& e) {
-        throw torch_required(e);
-      }
     }
     // The pipeline in this process: the tuning cache was asked above; --expected-calls plans
     // from the measuring worker's csr time (tuning::run).

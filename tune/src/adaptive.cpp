@@ -216,6 +216,12 @@ void AdaptivePolicy::not_worth_it(const std::string& why) {
   settle(0, "not-worth-it");
 }
 
+void AdaptivePolicy::no_gain(const std::string& why) {
+  if (settled_) return;
+  events_.push_back({{"no-gain", why}});
+  settle(0, "no-gain");
+}
+
 void AdaptivePolicy::charge(double seconds, const std::string& what, Cost kind) {
   extra_s_ += seconds;
   charged_[static_cast<int>(kind)] += seconds;

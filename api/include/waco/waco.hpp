@@ -17,7 +17,7 @@
 // candidate cannot take your program down). The decision is kept in a tuning cache keyed by the
 // matrix's content, the kernel, the dense size, the threads and this machine; the next tune of
 // the same matrix returns it without searching. With Options::adaptive, tune returns at once and
-// the plan tries the model's nominees on your own calls instead (see Options::adaptive). The Plan
+// the plan asks the cache and tries the model's nominees on your own calls (Options::adaptive). The Plan
 // runs in your process: it holds the matrix converted to the winning format and the compiled
 // kernel (compiled once, cached on disk; a C++ compiler must be on PATH the first time a schedule
 // is compiled).
@@ -189,13 +189,16 @@ struct Options {
   /// returned plan after the search (usually cached or shipped already) is stopped too.
   std::function<bool()> interrupt;
   /// Tune on your own calls instead of before returning: tune() returns at once with a plan
-  /// that serves csr while a background thread (low priority) prepares the cost model's best
-  /// `nominees` schedules; the plan then tries them on your calls (each verified against csr on
-  /// a real call before a result of it is returned), keeps the fastest if it beats csr by the
+  /// that serves csr (nothing asked of the tuning cache yet). Between your calls, one step at a
+  /// time and only once the calls have paid for it, the plan asks the tuning cache (a cached
+  /// gain becomes its only nominee, a cached no-gain settles on csr), else prepares the cost
+  /// model's best `nominees` schedules; it tries them on your calls (each verified against csr
+  /// on a real call before a result of it is returned), keeps the fastest if it beats csr by the
   /// decision rule of `waco-hybrid tune`, and stores that decision in the tuning cache. What it
   /// explores is bounded by `tuning_share` of the csr time of `expected_calls` (or, with none,
   /// of the calls made so far). A kernel not in the compile cache is compiled only when the
-  /// calls can pay for it. Needs a search that ranks with the model ("model", "anns").
+  /// calls can pay for it, by a low-priority thread, for a later plan. Needs a search that
+  /// ranks with the model ("model", "anns").
   bool adaptive = false;
   int nominees = 4;  ///< adaptive: the model's best schedules tried on your calls
 

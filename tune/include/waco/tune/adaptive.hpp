@@ -76,6 +76,8 @@ class AdaptivePolicy {
   /// The caller cannot afford what is left to prepare within the expected calls: settles on csr
   /// ("not-worth-it").
   void not_worth_it(const std::string& why);
+  /// Settles on csr as "no-gain" without exploring: a decision made before (the tuning cache's).
+  void no_gain(const std::string& why);
   /// `n` calls served by csr untimed, while the plan waited for the calls to pay for its next
   /// step (calls_until_affordable): they count as calls, raising the budget, and cost nothing.
   void skip(std::int64_t n);
