@@ -37,8 +37,9 @@ std::unique_ptr<Implementation> make_by_value_type() {
   return std::make_unique<ByValueType<Impl>>();
 }
 
-/// csr: CSR rows in parallel, OpenMP dynamic (chunk 128 SpMV, 32 SpMM/SDDMM); TACO's default. A
-/// small SpMV (kSpmvSerialNnz, baseline_csr.cpp) runs serially.
+/// csr: CSR rows in parallel, OpenMP dynamic (SpMV: ~4 chunks a thread of >= 128 rows, as Eigen;
+/// SpMM/SDDMM: chunk 32); TACO's default loops. A small SpMV (kSpmvSerialNnz, baseline_csr.cpp)
+/// runs serially.
 std::unique_ptr<Implementation> make_csr();
 /// csf: MTTKRP over CSF (compressed i, k, l), slices in parallel, dynamic chunk 32.
 std::unique_ptr<Implementation> make_csf();

@@ -2,8 +2,9 @@
 // The baselines (Implementations "csr", "csf") run them on their own CSR / CSF; codegen::bind_baseline
 // runs the same compiled code on the csr (csf) schedule's storage, so that a waco::Plan whose tune
 // found the hand-written baseline the fastest (no gain over it) serves the very kernel that was
-// measured. Rows (slices) in parallel, OpenMP dynamic with the chunk sizes of issue 2: 128 rows for
-// SpMV, 32 for SpMM, SDDMM and MTTKRP. Instantiated for float and double (baseline_csr.cpp).
+// measured. Rows (slices) in parallel, OpenMP dynamic: 32 rows for SpMM, SDDMM and MTTKRP; SpMV in
+// about four chunks a thread of at least 128 rows, serially up to 3072 nonzeros. Instantiated for
+// float and double (baseline_csr.cpp).
 #pragma once
 
 #include "waco/kernels/sparse.hpp"
