@@ -224,7 +224,7 @@ struct SharedModels {
   std::mutex mutex;
   std::map<std::string, std::pair<FileStamp, std::shared_ptr<const CostModel>>> by_path;
   /// Files whose header check_backend read and found to run without LibTorch (a plan checks its
-  /// model each time it is made; the header's parse costs ~0.2 ms).
+  /// model each time it is made: the file opened and its header read, ~0.06 ms).
   std::map<std::string, FileStamp> checked;
 };
 
