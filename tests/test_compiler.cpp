@@ -3,6 +3,7 @@
 // so that each compile takes well under a second.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -438,4 +439,50 @@ TEST_CASE("compiler: a compile is stopped when its caller asks, and nothing is i
   opts.cancelled = [] { return false; };
   const auto r = compile_and_load(kSource + "// cancelled\n", opts);
   CHECK(call_f(r, 3) == 7);
+}
+
+TEST_CASE("compiler: the version line is remembered per compiler binary until the binary changes") {
+  const std::string dir = waco::test::scratch_dir("compiler-version-file");
+  const std::string fake = dir + "/fake-c++", calls = dir + "/calls", file = dir + "/compilers.json";
+  const auto write_fake = [&](const std::string& version) {
+    {
+      std::ofstream f(fake);
+      f << "#!/bin/sh\necho called >> '" << calls << "'\necho '" << version << "'\n";
+    }
+    ::chmod(fake.c_str(), 0755);
+  };
+  const auto runs = [&] {
+    std::ifstream f(calls);
+    int n = 0;
+    for (std::string line; std::getline(f, line);) ++n;
+    return n;
+  };
+  using waco::codegen::remembered_compiler_version;
+  write_fake("fake c++ 1.0");
+  CHECK(remembered_compiler_version(fake, file) == "fake c++ 1.0");
+  CHECK(runs() == 1);
+  CHECK(remembered_compiler_version(fake, file) == "fake c++ 1.0");  // from the file
+  CHECK(runs() == 1);
+  // By name on PATH: an entry of that name (a compiler's line names how it was called), kept
+  // while the name finds the same binary.
+  const char* old_path = std::getenv("PATH");
+  const std::string saved_path = old_path ? old_path : "";
+  ::setenv("PATH", (dir + ":" + saved_path).c_str(), 1);
+  CHECK(remembered_compiler_version("fake-c++", file) == "fake c++ 1.0");
+  CHECK(runs() == 2);
+  CHECK(remembered_compiler_version("fake-c++", file) == "fake c++ 1.0");
+  CHECK(runs() == 2);
+  ::setenv("PATH", saved_path.c_str(), 1);
+  // A changed binary is asked again; a file that is not ours is ignored and replaced.
+  write_fake("fake c++ 2.0.1");
+  CHECK(remembered_compiler_version(fake, file) == "fake c++ 2.0.1");
+  CHECK(runs() == 3);
+  std::ofstream(file) << "{not json";
+  CHECK(remembered_compiler_version(fake, file) == "fake c++ 2.0.1");
+  CHECK(runs() == 4);
+  CHECK(remembered_compiler_version(fake, file) == "fake c++ 2.0.1");
+  CHECK(runs() == 4);
+  // A file that cannot be written: the line all the same.
+  CHECK(remembered_compiler_version(fake, dir + "/calls/x.json") == "fake c++ 2.0.1");
+  CHECK_THROWS_AS(remembered_compiler_version(dir + "/missing-c++", file), Error);
 }

@@ -37,14 +37,20 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/file_stamp.hpp"
+#include "waco/kernels/io.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/process.hpp"
 
@@ -661,12 +667,36 @@ void* LoadedLibrary::symbol(const std::string& name) const {
   return sym;
 }
 
-std::string compiler_version(const std::string& compiler) {
-  static std::mutex mutex;
-  static std::map<std::string, std::string> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = cache.find(compiler); it != cache.end()) return it->second;
+namespace {
 
+/// `compiler` as exec finds it (itself when it names a path, else the first executable file of
+/// that name on PATH), without links; empty when there is none.
+std::string resolve_executable(const std::string& compiler) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto found = [&](const fs::path& p) {
+    return ::access(p.c_str(), X_OK) == 0 && fs::is_regular_file(p, ec);
+  };
+  fs::path exe;
+  if (compiler.find('/') != std::string::npos) {
+    if (found(compiler)) exe = compiler;
+  } else if (const char* path = std::getenv("PATH"); path != nullptr) {
+    std::stringstream dirs(path);
+    for (std::string d; exe.empty() && std::getline(dirs, d, ':');)
+      if (!d.empty() && found(fs::path(d) / compiler)) exe = fs::path(d) / compiler;
+  }
+  if (exe.empty()) return {};
+  const fs::path real = fs::canonical(exe, ec);
+  return ec ? std::string() : real.string();
+}
+
+nlohmann::json stamp_json(const kernels::FileStamp& s) {
+  return {{"dev", static_cast<std::uint64_t>(s.dev)}, {"ino", static_cast<std::uint64_t>(s.ino)},
+          {"size", static_cast<std::int64_t>(s.size)}, {"mtime_ns", s.mtime_ns}};
+}
+
+/// The first line of `compiler --version`, run.
+std::string run_compiler_version(const std::string& compiler) {
   if (compiler.empty()) throw BuildEnvironmentError("the C++ compiler name is empty", compiler_hint());
   const std::vector<std::string> argv = {compiler, "--version"};
   constexpr double kVersionTimeout = 30.0;
@@ -680,6 +710,45 @@ std::string compiler_version(const std::string& compiler) {
   while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
   if (line.empty())
     throw BuildEnvironmentError("`" + command_line(argv) + "` printed no version line", compiler_hint());
+  return line;
+}
+
+}  // namespace
+
+std::string remembered_compiler_version(const std::string& compiler, const std::string& file) {
+  const std::string exe = resolve_executable(compiler);
+  const std::optional<kernels::FileStamp> stamp =
+      exe.empty() ? std::nullopt : kernels::file_stamp(exe);
+  if (!stamp) return run_compiler_version(compiler);  // its error, or a version not kept
+  // Per name as given (the line names it: `g++ --version` and `c++ --version` of one binary
+  // differ), valid while the name finds the same unchanged binary.
+  nlohmann::json known = nlohmann::json::parse(kernels::read_text_file(file), nullptr, false);
+  if (!known.is_object()) known = nlohmann::json::object();  // none yet, or not ours: replaced
+  const nlohmann::json entry = known.value(compiler, nlohmann::json());
+  const nlohmann::json version = entry.is_object() ? entry.value("version", nlohmann::json()) : nullptr;
+  if (entry.is_object() && entry.value("binary", nlohmann::json()) == exe &&
+      entry.value("stamp", nlohmann::json()) == stamp_json(*stamp) && version.is_string() &&
+      !version.get<std::string>().empty())
+    return version.get<std::string>();
+  const std::string line = run_compiler_version(compiler);
+  known[compiler] = {{"binary", exe}, {"stamp", stamp_json(*stamp)}, {"version", line}};
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ec);
+    kernels::write_text_file(file, known.dump(1) + "\n");
+  } catch (const kernels::Error&) {
+    // Not kept: the next process asks the compiler again.
+  }
+  return line;
+}
+
+std::string compiler_version(const std::string& compiler) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(compiler); it != cache.end()) return it->second;
+  const std::string line =
+      remembered_compiler_version(compiler, join_path(kernels::user_cache_dir(), "compilers.json"));
   cache.emplace(compiler, line);
   return line;
 }

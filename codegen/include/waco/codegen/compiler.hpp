@@ -134,9 +134,18 @@ bool in_cache(const std::string& source, const CompilerOptions& opts = {});
 /// <key>.log. Thread-safe, and safe across processes sharing the cache directory.
 CompileResult compile_and_load(const std::string& source, const CompilerOptions& opts = {});
 
-/// The first line of `compiler --version`, cached per compiler name for the life of the process.
-/// Throws kernels::Error when the compiler is missing or fails.
+/// The first line of `compiler --version`, cached per compiler name for the life of the process,
+/// and across processes in <user cache>/compilers.json (remembered_compiler_version). Throws
+/// kernels::Error when the compiler is missing or fails.
 std::string compiler_version(const std::string& compiler);
+
+/// The first line of `compiler --version` as `file` remembers it for that name while the name
+/// finds the same binary (as exec finds it, links resolved) unchanged (device, inode, size, mtime);
+/// else run, and kept there (written atomically; a file that cannot be written or read is
+/// ignored). A process's first kernel otherwise ran the compiler (5-15 ms on the development VM)
+/// before it could look in the kernel cache. A wrapper script whose compiler changes behind it
+/// keeps its old line: the kernel cache then serves the old compiler's objects.
+std::string remembered_compiler_version(const std::string& compiler, const std::string& file);
 
 /// How many times this process ran a compiler to build a kernel (not counting --version queries).
 /// Lets tests prove that a cache hit did not compile.
