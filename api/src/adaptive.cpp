@@ -216,14 +216,13 @@ void AdaptiveRun::lookup_step() {
   if (!found.hit) return;
   const std::string verdict = found.hit->report.value("verdict", std::string());
   lookup_["verdict"] = verdict;
-  stored_ = true;  // the decision is the cache's: nothing new to store unless judged again
   if (verdict != "gain") {
+    stored_ = true;  // the cache's decision: nothing new to store
     policy_.no_gain("the tuning cache's decision for this matrix (" + found.path + "): csr");
     return;
   }
   // A cached gain: the only nominee, verified and judged on the caller's calls like any other
   // (what it gains here goes to the cache again, or a no-gain replaces it).
-  stored_ = false;
   cached_gain_ = true;
   nominated_ = {found.hit->schedule};
   nominee_text_[1] = codegen::to_text(found.hit->schedule);

@@ -546,13 +546,9 @@ Plan make_plan(const Matrix& A, Kernel k, const std::string& schedule, const Opt
     // baseline compiled into the library, as a no-gain tune and an adaptive plan serve it (no
     // kernel to load, no compiler asked who it is). The csr schedule's generated kernel: its
     // text form.
-    const std::size_t first = schedule.find_first_not_of(" \t\r\n");
-    const std::string name = first == std::string::npos
-                                 ? std::string()
-                                 : schedule.substr(first, schedule.find_last_not_of(" \t\r\n") - first + 1);
-    const bool reference = codegen::servable_baseline(name, kind_of(k));
-    std::shared_ptr<Plan::Impl> impl = bind_plan(
-        A, k, codegen::schedule_from_string(kind_of(k), schedule), o, reference ? name : "");
+    std::shared_ptr<Plan::Impl> impl =
+        bind_plan(A, k, codegen::schedule_from_string(kind_of(k), schedule), o,
+                  codegen::baseline_named(kind_of(k), schedule));
     impl->verdict = "given";
     impl->report = nullptr;
     impl->tuning_s = kernels::now_seconds() - t0;

@@ -669,27 +669,6 @@ void* LoadedLibrary::symbol(const std::string& name) const {
 
 namespace {
 
-/// `compiler` as exec finds it (itself when it names a path, else the first executable file of
-/// that name on PATH), without links; empty when there is none.
-std::string resolve_executable(const std::string& compiler) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const auto found = [&](const fs::path& p) {
-    return ::access(p.c_str(), X_OK) == 0 && fs::is_regular_file(p, ec);
-  };
-  fs::path exe;
-  if (compiler.find('/') != std::string::npos) {
-    if (found(compiler)) exe = compiler;
-  } else if (const char* path = std::getenv("PATH"); path != nullptr) {
-    std::stringstream dirs(path);
-    for (std::string d; exe.empty() && std::getline(dirs, d, ':');)
-      if (!d.empty() && found(fs::path(d) / compiler)) exe = fs::path(d) / compiler;
-  }
-  if (exe.empty()) return {};
-  const fs::path real = fs::canonical(exe, ec);
-  return ec ? std::string() : real.string();
-}
-
 nlohmann::json stamp_json(const kernels::FileStamp& s) {
   return {{"dev", static_cast<std::uint64_t>(s.dev)}, {"ino", static_cast<std::uint64_t>(s.ino)},
           {"size", static_cast<std::int64_t>(s.size)}, {"mtime_ns", s.mtime_ns}};
@@ -716,7 +695,7 @@ std::string run_compiler_version(const std::string& compiler) {
 }  // namespace
 
 std::string remembered_compiler_version(const std::string& compiler, const std::string& file) {
-  const std::string exe = resolve_executable(compiler);
+  const std::string exe = kernels::find_executable(compiler);
   const std::optional<kernels::FileStamp> stamp =
       exe.empty() ? std::nullopt : kernels::file_stamp(exe);
   if (!stamp) return run_compiler_version(compiler);  // its error, or a version not kept

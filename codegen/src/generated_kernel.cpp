@@ -1,5 +1,7 @@
 #include "waco/codegen/generated_kernel.hpp"
 
+#include "text_util.hpp"
+
 #include <algorithm>
 
 #include "waco/codegen/emitter.hpp"
@@ -178,6 +180,11 @@ bool servable_baseline(const std::string& name) { return name == "csr" || name =
 
 bool servable_baseline(const std::string& name, kernels::KernelKind k) {
   return servable_baseline(name) && (name == "csf") == kernels::needs_tensor(k);
+}
+
+std::string baseline_named(kernels::KernelKind k, const std::string& text) {
+  const std::string name = detail::trim(text);
+  return servable_baseline(name, k) ? name : std::string();
 }
 
 BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, std::int64_t dense,

@@ -272,13 +272,6 @@ std::vector<std::string> split_on(const std::string& s, char sep) {
   return out;
 }
 
-std::string trim(const std::string& s) {
-  const char* ws = " \t\r\n\f\v";
-  const std::size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
 /// A typical text of kernel k, for hints.
 std::string example_text(KernelKind k) {
   switch (k) {
@@ -736,7 +729,7 @@ std::optional<SuperSchedule> schedule_shortcut(KernelKind k, const std::string& 
 }
 
 SuperSchedule schedule_from_string(KernelKind k, const std::string& text) {
-  const std::string t = trim(text);
+  const std::string t = detail::trim(text);
   if (std::optional<SuperSchedule> s = schedule_shortcut(k, t)) return *s;
   if (!t.empty() && t.find('=') == std::string::npos &&
       t.find_first_of(" \t\r\n\f\v") == std::string::npos)

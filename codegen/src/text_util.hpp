@@ -10,6 +10,14 @@
 
 namespace waco::codegen::detail {
 
+/// s without leading and trailing white space.
+inline std::string trim(const std::string& s) {
+  const char* ws = " \t\r\n\f\v";
+  const std::size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
 /// xs joined with sep.
 inline std::string join(const std::vector<std::string>& xs, const std::string& sep = ", ") {
   std::string out;

@@ -17,6 +17,7 @@
 
 #include "measure_internal.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/process.hpp"
 
 extern char** environ;
 
@@ -24,6 +25,7 @@ namespace waco::heuristics::detail {
 
 namespace fs = std::filesystem;
 using kernels::Error;
+using kernels::executable_file;
 
 namespace {
 
@@ -38,11 +40,6 @@ std::string this_module() {
       info.dli_fname == nullptr || info.dli_fname[0] != '/')
     return {};
   return info.dli_fname;
-}
-
-bool executable_file(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
 }
 
 }  // namespace

@@ -3,13 +3,11 @@
 #include "waco/kernels/context.hpp"
 
 #include <omp.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -23,24 +21,17 @@
 #include <utility>
 #include <vector>
 #include <string>
-#include <string_view>
+
+#include "waco/kernels/io.hpp"
 
 namespace waco::kernels {
 namespace {
 
-/// A small file's first line (sysfs, procfs), read with one read(2): an ifstream's set-up cost
-/// ~10x the read, and a plan's first machine identity reads ~15 of these.
+/// A small file's first line (sysfs, procfs; a plan's first machine identity reads ~15).
 std::string read_first_line(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buf[4096];
-  ssize_t n;
-  do n = ::read(fd, buf, sizeof buf);
-  while (n < 0 && errno == EINTR);
-  ::close(fd);
-  if (n <= 0) return {};
-  const std::string_view text(buf, static_cast<std::size_t>(n));
-  return std::string(text.substr(0, text.find('\n')));
+  std::string text = read_text_file(path);
+  text.resize(std::min(text.size(), text.find('\n')));
+  return text;
 }
 
 /// "32768K", "1M", "512" -> bytes; 0 when unparsable.

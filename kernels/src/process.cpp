@@ -142,6 +142,30 @@ std::string shipped_dir(const std::string& name, const std::string& fallback) {
   return fallback;
 }
 
+bool executable_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string find_executable(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::string exe;
+  if (name.find('/') != std::string::npos) {
+    if (executable_file(name)) exe = name;
+  } else if (const char* path = std::getenv("PATH"); path != nullptr) {
+    for (const char* d = path; exe.empty() && *d != '\0';) {
+      const char* end = std::strchr(d, ':');
+      const std::string dir(d, end != nullptr ? end : d + std::strlen(d));
+      if (!dir.empty() && executable_file(dir + "/" + name)) exe = dir + "/" + name;
+      d = end != nullptr ? end + 1 : d + std::strlen(d);
+    }
+  }
+  if (exe.empty()) return {};
+  std::error_code ec;
+  const fs::path real = fs::canonical(exe, ec);
+  return ec ? std::string() : real.string();
+}
+
 std::string self_executable() {
   std::error_code ec;
   const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);

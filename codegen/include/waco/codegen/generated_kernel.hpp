@@ -109,6 +109,10 @@ bool reuse_kernel(BoundKernel& b, const BoundKernel& loaded);
 bool servable_baseline(const std::string& name);
 /// ... for kernel k: "csr" for SpMV, SpMM and SDDMM, "csf" for MTTKRP.
 bool servable_baseline(const std::string& name, kernels::KernelKind k);
+/// The baseline a schedule's text names for kernel k ("csr", or "csf" for MTTKRP: the shortcut
+/// of the reference every tune is judged by, white space aside), else "" (any other shortcut or
+/// text form, the csr schedule's own text among them, names a generated kernel).
+std::string baseline_named(kernels::KernelKind k, const std::string& text);
 
 /// The `csr` (SpMV, SpMM, SDDMM) or `csf` (MTTKRP) baseline (kernels/baseline_loops.hpp: the same
 /// compiled loops that its Implementation times) bound to p's operand as a BoundKernel: the csr

@@ -35,6 +35,13 @@ void die_with_parent_from_environment();
 /// The path of the running executable (/proc/self/exe); throws Error when unreadable.
 std::string self_executable();
 
+/// Whether `path` is a regular file this process may execute.
+bool executable_file(const std::string& path);
+
+/// The program `name` as exec finds it (`name` itself when it holds a '/', else the first
+/// executable file of that name in PATH's folders), links resolved; empty when there is none.
+std::string find_executable(const std::string& name);
+
 /// What the tool ships under `name` (models, dataset, kernels) where the module holding this
 /// code was installed: <prefix>/share/waco-hybrid/<name> for <prefix>/bin/waco-hybrid,
 /// <prefix>/lib/libwaco.so or <prefix>/libexec/waco-hybrid/waco-measure-worker (found with dladdr, so a moved prefix still finds it; inside an

@@ -45,8 +45,8 @@ struct SearchRequest {
   /// returns its median seconds, nullopt when it failed; for searches that learn from
   /// measurements (bandit). Empty when the caller cannot measure.
   std::function<std::optional<double>(const codegen::SuperSchedule&)> measure;
-  /// The input of `model`'s model for the operand, prepared beside the space's prefix counts
-  /// (tune's choice on two threads or more); else null.
+  /// The input of the request's model (`model`, or the shipped one) for the operand, prepared
+  /// beside the space's prefix counts (tune's choice on two threads or more); else null.
   const learned::ModelInput* input = nullptr;
 };
 
