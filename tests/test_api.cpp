@@ -646,6 +646,24 @@ TEST_CASE("api: an adaptive plan never compiles a kernel the expected calls cann
   CHECK(compiled_objects(o.kernel_cache_dir) == 0);
 }
 
+TEST_CASE("api: an adaptive plan of 10 expected calls settles on csr, not-worth-it, as "
+          "`waco-hybrid tune --adaptive --expected-calls 10` does (test_tune)") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive-few");
+  waco::Options o = scratch_options(dir);
+  o.adaptive = true;
+  o.expected_calls = 10;
+  const Csr a = random_csr(300, 300, 0.02, 41);
+  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  const std::vector<float> x = random_vector(300, 6);
+  std::vector<float> y(300);
+  for (int c = 0; c < 10; ++c) p.spmv(x.data(), y.data());
+  INFO(p.report_json());
+  CHECK(p.verdict() == "not-worth-it");
+  CHECK(p.implementation() == "csr");
+  CHECK(p.calls() == 10);
+  CHECK(p.exploring_calls() == 0);
+}
+
 TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compiles nothing") {
   const std::string dir = waco::test::scratch_dir("api-adaptive-shipped");
   const std::string shipped = dir + "/shipped";

@@ -579,3 +579,51 @@ TEST_CASE("tune: --expected-calls bounds the search by the calls' csr time, or r
   CHECK(m.at("economy").at("calls_budget").at("candidates").get<std::int64_t>() >= 5);
   CHECK(m.at("economy").at("pays_off_within_expected_calls").is_boolean());
 }
+
+TEST_CASE("tune: --adaptive runs the library's adaptive plan on calls of its own") {
+  const std::string dir = waco::test::scratch_dir("tune-adaptive");
+  const std::string caches = "--plan-cache " + dir + "/plans --cache-dir " + dir + "/cache --threads 2 ";
+  // 10 calls of a ~20 us SpMV: 10% of their csr time cannot pay for choosing (as waco::tune with
+  // Options::adaptive and expected_calls 10 answers: test_api).
+  const Result few = cli("tune --kernel spmv --adaptive --expected-calls 10 --json " + caches + example());
+  INFO(few.err);
+  REQUIRE(few.status == 0);
+  const auto f = nlohmann::json::parse(few.out);
+  CHECK(f.at("mode") == "adaptive");
+  CHECK(f.at("verdict") == "not-worth-it");
+  CHECK(f.at("implementation") == "csr");
+  CHECK(f.at("drive").at("calls") == 10);
+  CHECK(f.at("drive").at("settled") == true);
+  CHECK(f.at("drive").at("csr_wall_s").get<double>() > 0);
+  CHECK(f.at("economy").at("expected_calls") == 10);
+  CHECK_FALSE(fs::exists(dir + "/plans"));  // a not-worth-it answer depends on the calls
+
+  // Calls enough to choose among the shipped kernels and try them: whatever it settles on is
+  // stored as a tune's decision, which the next tune (measured) returns from the cache.
+  const Result many = cli("tune --kernel spmv --adaptive --expected-calls 100000000 --calls 6000 "
+                          "--nominees 2 --no-compare --json " + caches + example());
+  INFO(many.err);
+  REQUIRE(many.status == 0);
+  const auto m = nlohmann::json::parse(many.out);
+  CHECK(m.at("drive").at("calls") == 6000);
+  CHECK(m.at("drive").at("csr_wall_s").is_null());
+  CHECK(m.at("adaptive").at("nominees") == 2);
+  CHECK(m.at("adaptive").at("nomination").is_object());
+  const std::string verdict = m.at("verdict");
+  CHECK((verdict == "gain" || verdict == "no-gain" || verdict == "exploring"));
+  if (verdict != "exploring") {
+    CHECK(m.at("plan_cache").at("path").is_string());
+    const Result again = cli("tune --kernel spmv " + caches + example());
+    INFO(again.err);
+    CHECK(again.status == 0);
+    CHECK(again.out.find("decided by an adaptive plan") != std::string::npos);
+    CHECK(again.out.find(m.at("schedule").get<std::string>()) != std::string::npos);
+  }
+
+  // What an adaptive plan cannot do, said before any work.
+  const Result random = cli("tune --kernel spmv --adaptive --search random " + caches + example());
+  CHECK(random.status != 0);
+  CHECK(random.err.find("rank with the model") != std::string::npos);
+  CHECK(cli("tune --kernel spmv --adaptive --schedules x.txt " + caches + example()).status != 0);
+  CHECK(cli("tune --kernel spmv --nominees 2 " + caches + example()).status != 0);
+}

@@ -9,6 +9,7 @@
 #include "waco/codegen/generated_kernel.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/sparse.hpp"
+#include "waco/tune/tune.hpp"
 #include "waco/waco.hpp"
 
 namespace waco {
@@ -25,6 +26,11 @@ namespace api {
 
 Matrix make_matrix(kernels::CooMatrix a, kernels::Dtype dtype);
 Matrix make_tensor(kernels::CooTensor t, kernels::Dtype dtype);
+
+/// A's sparse operand as the tune pipeline takes it (valid while A lives).
+inline tuning::TuneOperand operand(const Matrix& A) {
+  return {A.impl().matrix.get(), A.impl().tensor.get(), A.fingerprint()};
+}
 
 inline kernels::Dtype internal(Dtype d) {
   return d == Dtype::F64 ? kernels::Dtype::F64 : kernels::Dtype::F32;

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "adaptive.hpp"
+#include "waco/tune/adaptive_run.hpp"
 #include "api_internal.hpp"
 #include "plan_file.hpp"
 #include "waco/codegen/emitter.hpp"
@@ -38,8 +38,8 @@ using kernels::KernelKind;
 
 struct Plan::Impl {
   Kernel kernel = Kernel::SpMV;
-  std::shared_ptr<const api::Arm> arm;        ///< the schedule that serves (a fixed plan)
-  std::shared_ptr<api::AdaptiveRun> adaptive;  ///< an adaptive plan's run time (else null)
+  std::shared_ptr<const tuning::Arm> arm;        ///< the schedule that serves (a fixed plan)
+  std::shared_ptr<tuning::AdaptiveRun> adaptive;  ///< an adaptive plan's run time (else null)
   nlohmann::json report;  ///< the deciding tune's report (null for make_plan)
   std::string verdict;
   double speedup = 0.0;
@@ -55,10 +55,10 @@ struct Plan::Impl {
   std::int64_t nnz = 0;
 
   /// The arm serving calls now.
-  std::shared_ptr<const api::Arm> serving() const { return adaptive ? adaptive->current() : arm; }
+  std::shared_ptr<const tuning::Arm> serving() const { return adaptive ? adaptive->current() : arm; }
   /// One call: `run` on the serving arm (an adaptive plan's policy chooses, times, verifies);
   /// `out_size` values at out are the call's output.
-  void serve(void* out, std::size_t out_size, const api::ArmCall& run) const {
+  void serve(void* out, std::size_t out_size, const tuning::ArmCall& run) const {
     if (adaptive)
       adaptive->call(out, out_size, run);
     else
@@ -162,8 +162,9 @@ std::shared_ptr<Plan::Impl> bind_plan(const Matrix& A, Kernel k, const codegen::
   codegen::GeneratedOptions g = generated_options(o);
   g.compiler.cancelled = o.interrupt;
   impl->max_padding = g.storage.max_padding;
-  impl->arm = std::make_shared<const api::Arm>(
-      api::make_arm(A, kind_of(k), s, impl->dense, impl->threads, g, baseline));
+  impl->arm = std::make_shared<const tuning::Arm>(tuning::make_arm(
+      tuning::sparse_problem(api::operand(A), kind_of(k), A.impl().dtype), s, impl->dense,
+      impl->threads, g, baseline));
   return impl;
 }
 
@@ -278,7 +279,7 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
 }
 
 /// An adaptive plan (Options::adaptive): csr serves at once, the model's nominees are prepared in
-/// the background and tried on the caller's calls (adaptive.hpp).
+/// the background and tried on the caller's calls (tune/adaptive_run.hpp).
 Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::TuneRequest& request,
                    double t0) {
   if (!tuning::ranks_with_model(request))
@@ -286,28 +287,15 @@ Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::Tu
                 "search that ranks with the model (\"model\" or \"anns\"), not \"" + o.search + "\"",
                 "leave Options::search at \"model\", or set Options::adaptive = false");
   if (o.nominees < 1) throw Error("Options::nominees must be at least 1");
-  tuning::check_request(request);  // the model's backend, the passes: before any work
-  const KernelKind kind = kind_of(k);
+  tuning::AdaptiveSetup setup =
+      tuning::adaptive_setup(api::operand(A), std::make_shared<const Matrix>(A), request, o.nominees);
   // csr (csf) serves first, and whenever no nominee beats it: the hand-written baseline, compiled
   // into the library (nothing to compile or load), the reference a tune's verdict judges by.
+  const KernelKind kind = kind_of(k);
   const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
   std::shared_ptr<Plan::Impl> impl =
       bind_plan(A, k, *codegen::schedule_shortcut(kind, reference), o, reference);
-  api::AdaptiveSetup setup{A, request, o.nominees, {}, {}, o.cache_dir};
-  // The background thread must not call the caller's interrupt (it is the calling thread's).
-  setup.request.cancel = nullptr;
-  setup.policy.expected_calls = o.expected_calls;
-  setup.policy.share = o.tuning_share;
-  if (o.use_cache) {
-    setup.cache_key = [fingerprint = A.fingerprint(), kind, dense = impl->dense,
-                       threads = impl->threads, compiler = generated_options(o).compiler,
-                       dtype = A.impl().dtype] {
-      return heuristics::TuningKey{fingerprint, kind, dense, threads,
-                                   heuristics::machine_identity(compiler), dtype};
-    };
-    setup.ask_cache = !o.refresh;
-  }
-  impl->adaptive = std::make_shared<api::AdaptiveRun>(impl->arm, std::move(setup));
+  impl->adaptive = std::make_shared<tuning::AdaptiveRun>(impl->arm, std::move(setup));
   impl->tuning_s = kernels::now_seconds() - t0;
   return Plan::Impl::wrap(std::move(impl));
 }
@@ -368,7 +356,7 @@ template <class V>
 void run_dense_out(const Plan::Impl& impl, const V* in0, const V* in1, V* out, std::int64_t rows,
                    std::int64_t n, std::int64_t ldo) {
   const std::size_t size = rows > 0 ? static_cast<std::size_t>((rows - 1) * ldo + n) : 0;
-  impl.serve(out, size, [&](const api::Arm& a, void* vo) {
+  impl.serve(out, size, [&](const tuning::Arm& a, void* vo) {
     V* o = static_cast<V*>(vo);
     if (ldo == n) {
       a.bound.run(in0, in1, o, n);
@@ -388,7 +376,7 @@ void spmv_call(const Plan::Impl& p, const V* x, V* y) {
   check_pointer(y, "spmv: y");
   api::translate_errors([&] {
     p.serve(y, static_cast<std::size_t>(p.dims[0]),
-            [&](const api::Arm& a, void* out) { a.bound.run(x, nullptr, out, 1); });
+            [&](const tuning::Arm& a, void* out) { a.bound.run(x, nullptr, out, 1); });
   });
 }
 
@@ -423,17 +411,8 @@ void sddmm_call(const Plan::Impl& p, std::int64_t k, const V* U, std::int64_t ld
     // The kernel's C is k x cols column-major: V (cols x k row-major) is that array.
     const V* u = packed(U, p.dims[0], k, ldu, bu);
     const V* v = packed(V_, p.dims[1], k, ldv, bv);
-    p.serve(out, static_cast<std::size_t>(p.nnz), [&](const api::Arm& a, void* vo) {
-      V* o = static_cast<V*>(vo);
-      if (a.sddmm_in_order) {
-        a.bound.run(u, v, o, k);
-        return;
-      }
-      std::vector<V> stored(static_cast<std::size_t>(a.bound.out_size));
-      a.bound.run(u, v, stored.data(), k);
-      const std::vector<kernels::index_t>& pos = a.bound.storage->entry_position;
-      for (std::size_t e = 0; e < pos.size(); ++e) o[e] = stored[static_cast<std::size_t>(pos[e])];
-    });
+    p.serve(out, static_cast<std::size_t>(p.nnz),
+            [&](const tuning::Arm& a, void* vo) { a.run(u, v, vo, k); });
   });
 }
 
@@ -492,7 +471,7 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
                    "with the waco-hybrid-torch program and load its plan (Plan::load)");
     };
     // An adaptive plan serves csr at once: it asks the tuning cache itself, once its calls pay
-    // for that (adaptive.hpp).
+    // for that (tune/adaptive_run.hpp).
     if (o.adaptive) {
       try {
         return adaptive_plan(A, k, o, request, t0);
@@ -521,7 +500,7 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
     // The pipeline in this process: the tuning cache was asked above; --expected-calls plans
     // from the measuring worker's csr time (tuning::run).
     ApiObserver observer(o);
-    const tuning::TuneOperand operand{A.impl().matrix.get(), A.impl().tensor.get(), A.fingerprint()};
+    const tuning::TuneOperand operand = api::operand(A);
     tuning::TuneOutcome outcome;
     try {
       outcome = tuning::run(operand, request, observer);
@@ -591,7 +570,7 @@ std::string Plan::standalone_header(const std::string& name_space) const {
   if (!codegen::is_cpp_identifier(name_space))
     throw Error("namespace \"" + name_space + "\" is not a C++ identifier",
                 "letters, digits and _, not starting with a digit");
-  const std::shared_ptr<const api::Arm> arm = impl_->serving();
+  const std::shared_ptr<const tuning::Arm> arm = impl_->serving();
   const std::string kernel = kernel_name(impl_->kernel);
   std::string note = std::string(impl_->report.is_null() && !impl_->adaptive
                                      ? "a plan of a given schedule (waco::make_plan)"

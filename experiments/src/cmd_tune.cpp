@@ -19,6 +19,7 @@
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/shipped.hpp"
+#include "waco/tune/adaptive_run.hpp"
 #include "waco/tune/searcher.hpp"
 #include "waco/tune/tune.hpp"
 
@@ -35,6 +36,8 @@ struct Options {
   bool quiet = false;
   ReadOptions read;
   tuning::TuneRequest req;  ///< everything else (tune.hpp)
+  bool adaptive = false;    ///< --adaptive: an adaptive plan on calls made here (drive_adaptive)
+  tuning::AdaptiveDrive drive;
 };
 
 /// What the drop-in header's race strategy depends on, known from the sparse operand and the
@@ -113,6 +116,38 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
                  o.output.c_str());
 }
 
+/// The text form of `tune --adaptive`'s report (drive_adaptive).
+void print_adaptive_text(const nlohmann::json& r) {
+  const nlohmann::json& d = r.at("drive");
+  const nlohmann::json& a = r.at("adaptive");
+  const auto number = [](const nlohmann::json& j, const char* fmt, const char* none) {
+    char buf[64];
+    if (!j.is_number()) return std::string(none);
+    std::snprintf(buf, sizeof buf, fmt, j.get<double>());
+    return std::string(buf);
+  };
+  std::printf("adaptive plan, %lld calls%s: %s, serving %s\n",
+              static_cast<long long>(d.at("calls").get<std::int64_t>()),
+              d.at("settled").get<bool>() ? "" : " (still exploring)",
+              r.at("verdict").get<std::string>().c_str(),
+              r.at("implementation").get<std::string>() == "csr" ||
+                      r.at("implementation").get<std::string>() == "csf"
+                  ? ("the hand-written " + r.at("implementation").get<std::string>()).c_str()
+                  : r.at("schedule").get<std::string>().c_str());
+  std::printf("  speedup over csr (judged on its calls): %s\n",
+              number(r.at("speedup_over_csr"), "%.3fx", "none").c_str());
+  std::printf("  exploring: %lld calls, cost %s ms beyond csr's, break-even after %s calls\n",
+              static_cast<long long>(a.value("exploring_calls", std::int64_t{0})),
+              number(r.at("economy").at("cost_s").get<double>() * 1e3, "%.3f", "-").c_str(),
+              number(r.at("economy").at("break_even_calls"), "%.0f", "none").c_str());
+  std::printf("  wall time of the calls: %s ms", number(d.at("wall_s").get<double>() * 1e3, "%.3f", "-").c_str());
+  if (d.at("csr_wall_s").is_number())
+    std::printf(", csr alone %s ms (ratio %s)",
+                number(d.at("csr_wall_s").get<double>() * 1e3, "%.3f", "-").c_str(),
+                number(d.at("wall_ratio"), "%.3f", "-").c_str());
+  std::printf("\n");
+}
+
 int run_tune(const Options& given) {
   const double t_start = now_seconds();
   Options o = given;
@@ -143,6 +178,17 @@ int run_tune(const Options& given) {
   o.req.stop = &interrupt_flag();
   const tuning::TuneOperand operand{op.matrix ? &op.matrix->matrix : nullptr,
                                     op.tensor ? &op.tensor->tensor : nullptr, {}};
+  if (o.adaptive) {
+    o.req.cancel = [] { return interrupt_flag() != 0; };
+    nlohmann::json report = tuning::drive_adaptive(operand, o.req, o.drive, observer);
+    observer.finish();
+    report["file"] = o.file;
+    if (o.json)
+      print_json(report);
+    else
+      print_adaptive_text(report);
+    return kExitOk;
+  }
   tuning::TuneOutcome outcome = tuning::run(operand, o.req, observer);
   observer.finish();
   nlohmann::json& report = outcome.report;
@@ -299,6 +345,27 @@ Command make_tune_command() {
                            "candidates to measure from that; when even one cannot pay for itself it "
                            "says so and returns csr (verdict not-worth-it)")
                 ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 62));
+            auto* adaptive = sub.add_flag(
+                "--adaptive", o->adaptive,
+                "Instead of measuring before returning, run the adaptive plan waco::tune gives "
+                "with Options::adaptive on calls made here, as an application would: csr "
+                "serves at once, the model's --nominees best are tried on the calls and the "
+                "plan settles (or not, for want of calls). Makes --calls calls (default: "
+                "--expected-calls; without it, until the plan settles), then as many csr "
+                "calls to compare; reports what the library's plan would (its report_json)");
+            sub.add_option("--nominees", o->drive.nominees,
+                           "--adaptive: the model's best schedules tried on the calls")
+                ->check(CLI::Range(1, 64))
+                ->capture_default_str()
+                ->needs(adaptive);
+            sub.add_option("--calls", o->drive.calls,
+                           "--adaptive: calls to make (default: --expected-calls, else until the "
+                           "plan settles, at most " + std::to_string(o->drive.max_calls) + ")")
+                ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+                ->needs(adaptive);
+            sub.add_flag("--no-compare", [o](std::int64_t) { o->drive.compare = false; },
+                         "--adaptive: do not time csr alone on as many calls afterwards")
+                ->needs(adaptive);
             sub.add_option("--tuning-share", o->req.tuning_share,
                            "Share of the expected calls' csr time that tuning may take")
                 ->check(CLI::Range(1e-6, 1.0))
@@ -385,8 +452,13 @@ Command make_tune_command() {
                 "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n"                "  waco-hybrid tune --kernel spmv --search model --expected-calls 5000 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmv --search model --refresh examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid tune --kernel spmm --dense 64 --adaptive --expected-calls 2000 A.mtx   # as waco::tune with Options::adaptive\n"
                 "  waco-hybrid tune --kernel sddmm --search exhaustive --abandon-factor 0 A.mtx\n"
                 "  waco-hybrid tune --kernel spmm --budget 20 --cache-bytes 4M --tile-window 1 A.mtx\n");
+            // What a tune measures before returning, which an adaptive plan never does.
+            for (const char* name : {"--schedules", "--output", "--db", "--measure-first",
+                                     "--budget", "--budget-seconds", "--confirm", "--explain"})
+              adaptive->excludes(sub.get_option(name));
             return [o, confirm] {
               o->req.confirm_given = confirm->count() > 0;
               return run_tune(*o);

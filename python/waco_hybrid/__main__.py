@@ -136,6 +136,15 @@ def _parser():
     cache.add_argument("--plan-cache", default=None, help="tuning cache folder")
     t.add_argument("--refresh", action="store_true")
     t.add_argument("--cache-dir", default=None, help="compiled kernels' folder")
+    t.add_argument("--adaptive", action="store_true",
+                   help="an adaptive plan (waco_hybrid.tune(adaptive=True)) driven by calls made "
+                        "here, then csr alone on as many calls, as `waco-hybrid tune --adaptive`")
+    t.add_argument("--nominees", type=int, default=None, help="--adaptive: nominees tried")
+    t.add_argument("--calls", type=int, default=None,
+                   help="--adaptive: calls to make (default: --expected-calls, else until the "
+                        f"plan settles, at most {_MAX_CALLS})")
+    t.add_argument("--no-compare", action="store_true",
+                   help="--adaptive: do not time csr alone on as many calls afterwards")
     t.add_argument("--json", action="store_true", help="print the tune report as JSON")
     t.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     t.add_argument("--save", metavar="FILE", help="save the plan (waco_hybrid.load_plan reads it)")
@@ -149,6 +158,72 @@ def _parser():
     return p
 
 
+_MAX_CALLS = 1000000
+
+
+def _drive(a, A, plan):
+    """`--adaptive`: the plan's calls made here on seeded operands (drive_adaptive's in C++)."""
+    import time
+    import numpy as np
+    rng = np.random.default_rng(a.seed)
+    dtype = np.dtype(a.dtype)
+    rows, cols = A.shape[0], A.shape[1]
+    n = plan.dense
+
+    def operand(*shape):
+        return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+
+    if plan.kernel == "spmv":
+        args, out = (operand(cols),), np.empty(rows, dtype)
+    elif plan.kernel == "spmm":
+        args, out = (operand(cols, n),), np.empty((rows, n), dtype)
+    elif plan.kernel == "sddmm":
+        args, out = (operand(rows, n), operand(cols, n)), np.empty(A.nnz, dtype)
+    else:
+        args, out = (operand(A.shape[1], n), operand(A.shape[2], n)), np.empty((rows, n), dtype)
+
+    def call(p):
+        getattr(p, p.kernel)(*args, out=out)
+
+    limit = a.calls or a.expected_calls or _MAX_CALLS
+    until_settled = not a.calls and not a.expected_calls
+    t0 = time.perf_counter()
+    made = 0
+    while made < limit:
+        call(plan)
+        made += 1
+        if until_settled and plan.verdict != "exploring":
+            break
+    wall = time.perf_counter() - t0
+    report = plan.report
+    drive = {"calls": made, "settled": plan.verdict != "exploring", "wall_s": wall,
+             "csr_wall_s": None, "wall_ratio": None}
+    if not a.no_compare and made > 0:
+        csr = waco_hybrid.make_plan(A, a.kernel, threads=plan.threads, dense=a.dense,
+                                    kernel_cache_dir=a.cache_dir)
+        c0 = time.perf_counter()
+        for _ in range(made):
+            call(csr)
+        drive["csr_wall_s"] = time.perf_counter() - c0
+        drive["wall_ratio"] = wall / drive["csr_wall_s"] if drive["csr_wall_s"] > 0 else None
+    report["drive"] = drive
+    report["file"] = a.file
+    return report
+
+
+def _check_adaptive(parser, a):
+    """The CLI's rules: --nominees, --calls, --no-compare need --adaptive, which excludes what a
+    tune measures before returning."""
+    for flag in ("nominees", "calls", "no_compare"):
+        if getattr(a, flag) not in (None, False) and not a.adaptive:
+            parser.error(f"--{flag.replace('_', '-')} needs --adaptive")
+    if a.adaptive:
+        for flag in ("schedules", "output", "db", "measure_first", "budget", "budget_seconds",
+                     "confirm", "explain", "save"):
+            if getattr(a, flag, None) not in (None, False, 0, 0.0):
+                parser.error(f"--{flag.replace('_', '-')} excludes --adaptive")
+
+
 def _tune(a):
     if a.output:  # before the search, not after it (as the CLI)
         with open(a.output, "a"):
@@ -159,9 +234,24 @@ def _tune(a):
         search=a.search, budget=a.budget, budget_seconds=a.budget_seconds,
         cache_dir=a.plan_cache, use_cache=not a.no_plan_cache, refresh=a.refresh,
         kernel_cache_dir=a.cache_dir, passes=a.passes, confirm=a.confirm, seed=a.seed,
-        results_db=a.db, tuning_share=a.tuning_share,
+        results_db=a.db, tuning_share=a.tuning_share, adaptive=a.adaptive,
         progress=None if a.quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
-        **_settings(a))
+        **({"nominees": a.nominees} if a.nominees else {}), **_settings(a))
+    if a.adaptive:
+        report = _drive(a, A, plan)
+        if a.json:
+            print(json.dumps(report, indent=2))
+            return 0
+        d = report["drive"]
+        print(f"adaptive plan, {d['calls']} calls"
+              + ("" if d["settled"] else " (still exploring)")
+              + f": {plan.verdict}, serving {plan.schedule}")
+        if plan.speedup > 0:
+            print(f"  speedup over csr (judged on its calls): {plan.speedup:.3f}x")
+        print(f"  wall time of the calls: {d['wall_s'] * 1e3:.3f} ms"
+              + (f", csr alone {d['csr_wall_s'] * 1e3:.3f} ms (ratio {d['wall_ratio']:.3f})"
+                 if d["csr_wall_s"] else ""))
+        return 0
     if a.save:
         plan.save(a.save)
     report = plan.report
@@ -198,7 +288,9 @@ def _tune(a):
 
 
 def main(argv=None):
-    a = _parser().parse_args(argv)
+    parser = _parser()
+    a = parser.parse_args(argv)
+    _check_adaptive(parser, a)
     try:
         return _tune(a)
     except KeyboardInterrupt:

@@ -142,6 +142,26 @@ def test_module_tune_writes_the_cli_drop_in_header(cli_tune, work, tmp_path, dty
         plan.standalone_header("2fast")
 
 
+def test_module_tune_adaptive_answers_as_the_cli(tmp_path):
+    """`--adaptive --expected-calls 10`: both run the library's adaptive plan on 10 calls of
+    their own, and both settle on csr as not-worth-it (10% of 10 calls pays for no choice); the
+    report is the plan's with the same "drive" keys."""
+    common = ["--kernel", "spmv", "--adaptive", "--expected-calls", "10", "--threads", "2",
+              "--plan-cache", str(tmp_path / "plans"), "--json", "-q", str(EXAMPLE)]
+    cli = json.loads(run([CLI, "tune"] + common).stdout)
+    mine = json.loads(run([sys.executable, "-m", "waco_hybrid", "tune"] + common).stdout)
+    for r in (cli, mine):
+        assert r["mode"] == "adaptive" and r["verdict"] == "not-worth-it", r
+        assert r["implementation"] == "csr"
+        assert r["drive"]["calls"] == 10 and r["drive"]["settled"] is True
+    for key in ("verdict", "kernel", "fingerprint", "threads", "nnz", "dtype", "schedule"):
+        assert mine[key] == cli[key], key
+    assert set(mine["drive"]) == set(cli["drive"])
+    bad = subprocess.run([sys.executable, "-m", "waco_hybrid", "tune", "--calls", "5",
+                          str(EXAMPLE)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--calls needs --adaptive" in bad.stderr, bad.stderr
+
+
 def long_options(help_text):
     """The long options (--name) a --help text lists at the start of its option lines."""
     names = set()

@@ -85,7 +85,7 @@ int run(const Options& o) {
     req.dense = o.dense;
     tuning::TuneOperand op;
     op.matrix = &a;
-    // As an adaptive plan nominates (api/src/adaptive.cpp): the lists read on every choice.
+    // As an adaptive plan nominates (tune/src/adaptive_run.cpp): the lists read on every choice.
     const auto nominate = [&] {
       const double t0 = kernels::now_seconds();
       if (!o.shortlist) return tuning::nominate(op, req, o.count, quiet);

@@ -1,7 +1,7 @@
 // The adaptive plan's policy: which of csr and a few verified nominees serves the caller's next
 // call, from the timings of the calls so far, and when to settle (tune/README.md, "Adaptive
 // plans"). Pure bookkeeping: it runs no kernel and reads no clock, so that a scripted sequence of
-// timings tests it (tests/test_adaptive.cpp); waco::Plan (api/) drives it with real calls.
+// timings tests it (tests/test_adaptive.cpp); AdaptiveRun (adaptive_run.hpp) drives it with real calls.
 //
 // The shape of one exploration, for nominees 1..m (arm 0 is csr, the fallback):
 //  1. verification: a nominee's first call runs it beside csr on the caller's input; csr's result

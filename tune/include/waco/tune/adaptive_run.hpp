@@ -1,5 +1,5 @@
-// An adaptive plan's run time (api/README.md, "Adaptive plans"): csr serves the caller's calls at
-// once; then, on the caller's own thread between calls and only while the budget of the policy
+// An adaptive plan's run time (api/README.md, "Adaptive plans"; tune/README.md): csr serves the
+// caller's calls at once; then, on the caller's own thread between calls and only while the budget of the policy
 // (tune/adaptive.hpp) allows it, one preparation step at a time: the cost model's nominees (among
 // the shipped kernels' schedules when their folders list them), a nominee's format (shared with
 // csr's or another nominee's that stores alike), its kernel loaded from the compile cache or a
@@ -8,7 +8,9 @@
 // waited for: it is compiled by a background thread of low priority, when the calls can pay for
 // it, for the next plan of this matrix. The policy tries the prepared nominees on the caller's
 // calls, each verified against csr on a real call before any of its results is returned, and
-// settles. Nothing runs beside the caller's kernels but that compiler. Private to the library.
+// settles. Nothing runs beside the caller's kernels but that compiler. waco::Plan (libwaco) runs
+// one on the application's calls, `waco-hybrid tune --adaptive` on calls it makes itself: the same
+// run, so both answer alike.
 #pragma once
 
 #include <atomic>
@@ -28,33 +30,40 @@
 #include "waco/kernels/values.hpp"
 #include "waco/tune/adaptive.hpp"
 #include "waco/tune/tune.hpp"
-#include "waco/waco.hpp"
 
-namespace waco::api {
+namespace waco::tuning {
 
 /// One way to serve a call: a schedule bound to the plan's matrix.
 struct Arm {
   codegen::BoundKernel bound;
   bool sddmm_in_order = true;  ///< SDDMM: the format stores the nonzeros in CSR order, no padding
+
+  /// One call into `out` in the caller's layout: for SDDMM one value a nonzero in the operand's
+  /// (CSR) order, whatever order the format stores them in; otherwise as bound.run.
+  void run(const void* in0, const void* in1, void* out, std::int64_t dense) const;
 };
 
-/// Binds `s` to A: the format built, the kernel compiled when not cached, and loaded. With
-/// `baseline` "csr" or "csf" (a tune's result: tuning::implementation_of), that hand-written
+/// The problem of the sparse operand alone (no dense operands), values of `dtype`.
+kernels::Problem sparse_problem(const TuneOperand& operand, kernels::KernelKind kind,
+                                kernels::Dtype dtype);
+
+/// Binds `s` to the operand: the format built, the kernel compiled when not cached, and loaded.
+/// With `baseline` "csr" or "csf" (a tune's result: tuning::implementation_of), that hand-written
 /// baseline on its schedule's format instead (codegen::bind_baseline; `s` is then the csr / csf
-/// schedule); another name is an Error.
-Arm make_arm(const Matrix& A, kernels::KernelKind kind, const codegen::SuperSchedule& s,
-             std::int64_t dense, int threads, const codegen::GeneratedOptions& g,
-             const std::string& baseline = "");
+/// schedule); another name is a kernels::Error.
+Arm make_arm(const kernels::Problem& sparse, const codegen::SuperSchedule& s, std::int64_t dense,
+             int threads, const codegen::GeneratedOptions& g, const std::string& baseline = "");
 
 /// Runs one call on an arm, writing the caller's output at `out` (values of the arm's dtype).
 using ArmCall = std::function<void(const Arm& arm, void* out)>;
 
 /// What an adaptive plan is set up with.
 struct AdaptiveSetup {
-  Matrix matrix;                         ///< kept alive: nominees are built from it
-  tuning::TuneRequest request;           ///< kind, dense, threads, passes, model, generated
+  TuneOperand operand;                   ///< the sparse operand, its fingerprint set
+  std::shared_ptr<const void> keep;      ///< what keeps the operand alive (nominees are built from it)
+  TuneRequest request;                   ///< kind, dense, threads, dtype, passes, model, generated
   int nominees = 4;
-  tuning::AdaptiveOptions policy;
+  AdaptiveOptions policy;
   /// The tuning cache's key of this plan (empty: no cache), taken when first needed (the machine's
   /// identity costs ~0.3 ms the first time in a process: more than a short solve's every call).
   std::function<heuristics::TuningKey()> cache_key;
@@ -64,6 +73,14 @@ struct AdaptiveSetup {
   /// decision is stored whenever cache_key is set.
   bool ask_cache = false;
 };
+
+/// The setup of an adaptive run for `request` (resolved threads; dense 0: the kernel's default):
+/// its expected calls and tuning share; the tuning cache of request.plan_cache (none with
+/// no_plan_cache; asked first unless refresh), keyed as a tune's decision. Throws kernels::Error
+/// when the request's search does not rank with the model or nominees < 1, and what
+/// check_request throws.
+AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const void> keep,
+                             const TuneRequest& request, int nominees);
 
 class AdaptiveRun {
  public:
@@ -101,7 +118,7 @@ class AdaptiveRun {
 
   AdaptiveSetup setup_;
   mutable std::mutex mu_;
-  tuning::AdaptivePolicy policy_;
+  AdaptivePolicy policy_;
   std::vector<std::shared_ptr<const Arm>> arms_;  ///< [0] csr, then the nominees once prepared
   std::vector<std::string> nominee_text_;
   std::vector<codegen::SuperSchedule> nominated_;
@@ -136,4 +153,23 @@ class AdaptiveRun {
   std::atomic<bool> stop_compiling_{false};  ///< set by the destructor: the compiler is killed
 };
 
-}  // namespace waco::api
+/// What `waco-hybrid tune --adaptive` does instead of a tune: an adaptive run driven by `calls`
+/// calls of its own on the seeded dense operands of a tune, as an application's would be, then
+/// (with `compare`) the same calls served by csr alone, for the time to solution of each.
+struct AdaptiveDrive {
+  int nominees = 4;
+  /// Calls to make: with expected calls, 0 means that many; without, 0 means until the run
+  /// settles, at most max_calls.
+  std::int64_t calls = 0;
+  std::int64_t max_calls = 1000000;
+  bool compare = true;
+};
+
+/// Drives one adaptive run (above) and returns its report (AdaptiveRun::report, as
+/// waco::Plan::report_json gives it) with "drive": the calls made, whether it settled, the wall
+/// time of the calls (preparation included) and, with compare, csr's wall time for as many calls
+/// and their ratio. Progress (calls, verdict, ETA) goes to `obs` about once a second.
+nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& request,
+                              const AdaptiveDrive& drive, TuneObserver& obs);
+
+}  // namespace waco::tuning

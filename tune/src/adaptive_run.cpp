@@ -1,5 +1,5 @@
-// An adaptive plan's run time (adaptive.hpp).
-#include "adaptive.hpp"
+// An adaptive plan's run time (adaptive_run.hpp).
+#include "waco/tune/adaptive_run.hpp"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -10,13 +10,17 @@
 #include <cmath>
 #include <cstring>
 
-#include "api_internal.hpp"
 #include "waco/codegen/compiler.hpp"
+#include "waco/codegen/kernel_spec.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/kernel.hpp"
+#include "waco/kernels/sparse.hpp"
 #include "waco/kernels/timing.hpp"
+#include "waco/tune/observer.hpp"
 
-namespace waco::api {
+namespace waco::tuning {
 
 namespace {
 
@@ -43,13 +47,8 @@ constexpr double kLookupS = 0.0003;
 /// At most this many calls are served quietly (csr, untimed) before the budget is asked again.
 constexpr std::int64_t kMaxQuietCalls = 4096;
 
-kernels::Problem sparse_problem(const Matrix& A, kernels::KernelKind kind) {
-  kernels::Problem p;
-  p.kind = kind;
-  p.A = A.impl().matrix.get();
-  p.T = A.impl().tensor.get();
-  p.value_type = A.impl().dtype;
-  return p;
+std::int64_t operand_nnz(const TuneOperand& o) {
+  return o.tensor ? o.tensor->nnz() : o.matrix ? o.matrix->nnz() : 0;
 }
 
 void finish_arm(Arm& a, kernels::KernelKind kind, std::int64_t nnz) {
@@ -93,7 +92,7 @@ bool same_output(const V* want, const V* got, std::size_t n, std::string& why) {
 
 /// A tuning observer that keeps nothing: the preparing thread must not print from the
 /// background (Options::progress is called from the tuning call's thread only).
-class QuietObserver : public tuning::TuneObserver {
+class QuietObserver : public TuneObserver {
  public:
   void note(const std::string&) override {}
   void warning(const std::string&) override {}
@@ -102,20 +101,45 @@ class QuietObserver : public tuning::TuneObserver {
 
 }  // namespace
 
-Arm make_arm(const Matrix& A, kernels::KernelKind kind, const codegen::SuperSchedule& s,
-             std::int64_t dense, int threads, const codegen::GeneratedOptions& g,
-             const std::string& baseline) {
+kernels::Problem sparse_problem(const TuneOperand& operand, kernels::KernelKind kind,
+                                kernels::Dtype dtype) {
+  kernels::Problem p;
+  p.kind = kind;
+  p.A = operand.matrix;
+  p.T = operand.tensor;
+  p.value_type = dtype;
+  return p;
+}
+
+Arm make_arm(const kernels::Problem& sparse, const codegen::SuperSchedule& s, std::int64_t dense,
+             int threads, const codegen::GeneratedOptions& g, const std::string& baseline) {
   if (!baseline.empty() && !codegen::servable_baseline(baseline))
-    throw Error("the plan names the implementation \"" + baseline +
-                "\", which this library cannot serve (it serves generated kernels and the csr "
-                "and csf baselines)",
-                "tune again (Options::refresh), or delete the plan or cache entry");
+    throw kernels::Error("the plan names the implementation \"" + baseline +
+                             "\", which this library cannot serve (it serves generated kernels "
+                             "and the csr and csf baselines)",
+                         "tune again (Options::refresh), or delete the plan or cache entry");
   Arm a;
-  a.bound = baseline.empty()
-                ? codegen::bind_schedule(s, sparse_problem(A, kind), dense, threads, g)
-                : codegen::bind_baseline(baseline, sparse_problem(A, kind), dense, threads, g);
-  finish_arm(a, kind, A.nnz());
+  a.bound = baseline.empty() ? codegen::bind_schedule(s, sparse, dense, threads, g)
+                             : codegen::bind_baseline(baseline, sparse, dense, threads, g);
+  finish_arm(a, sparse.kind, sparse.T ? sparse.T->nnz() : sparse.A ? sparse.A->nnz() : 0);
   return a;
+}
+
+void Arm::run(const void* in0, const void* in1, void* out, std::int64_t dense) const {
+  if (sddmm_in_order) {
+    bound.run(in0, in1, out, dense);
+    return;
+  }
+  // SDDMM in a format that stores the nonzeros in another order (or padded): into its own
+  // array, then each nonzero's value to its place in CSR order.
+  kernels::with_value_type(bound.dtype, [&](auto v) {
+    using V = decltype(v);
+    std::vector<V> stored(static_cast<std::size_t>(bound.out_size));
+    bound.run(in0, in1, stored.data(), dense);
+    const std::vector<kernels::index_t>& pos = bound.storage->entry_position;
+    V* o = static_cast<V*>(out);
+    for (std::size_t e = 0; e < pos.size(); ++e) o[e] = stored[static_cast<std::size_t>(pos[e])];
+  });
 }
 
 AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
@@ -146,7 +170,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   const std::size_t total = nominated_.size();
   if (nominated_done_ && next_nominee_ >= total) return;
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
-  const double nnz = static_cast<double>(setup_.matrix.nnz());
+  const double nnz = static_cast<double>(operand_nnz(setup_.operand));
   const bool lookup = setup_.ask_cache && !looked_up_;
   double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz;
   if (lookup) {
@@ -159,7 +183,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
       if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
         const double t0 = kernels::now_seconds();
         shortlist_ = codegen::shipped_schedules(setup_.request.kind);
-        policy_.charge(kernels::now_seconds() - t0, {}, tuning::Cost::Choice);
+        policy_.charge(kernels::now_seconds() - t0, {}, Cost::Choice);
       }
       if (shortlist_->empty()) estimate = kChoiceFixedS + kChoicePerNonzeroS * nnz;
     }
@@ -209,7 +233,7 @@ void AdaptiveRun::lookup_step() {
   std::lock_guard<std::mutex> lock(mu_);
   looked_up_ = true;
   key_ = key;
-  policy_.charge(kernels::now_seconds() - t0, "the tuning cache asked", tuning::Cost::Choice);
+  policy_.charge(kernels::now_seconds() - t0, "the tuning cache asked", Cost::Choice);
   lookup_ = {{"path", found.path}, {"hit", found.hit.has_value()}};
   if (!error.empty()) lookup_["error"] = error;
   if (!found.problem.empty()) lookup_["problem"] = found.problem;  // a corrupt entry: ignored
@@ -234,18 +258,16 @@ void AdaptiveRun::lookup_step() {
 }
 
 void AdaptiveRun::nominate_step() {
-  tuning::Nomination nom;
+  Nomination nom;
   std::string error;
   try {
     QuietObserver quiet;
-    const tuning::TuneOperand operand{setup_.matrix.impl().matrix.get(),
-                                      setup_.matrix.impl().tensor.get(), setup_.matrix.fingerprint()};
     // The short list of the shipped kernels when there is one: ranking only what can run
     // without a compiler costs a fraction of ranking the admissible set (tune/README.md, "The
     // cost of the choice").
     // One more than asked, for csr's own schedule among them (with this plan's threads): it
     // would be a nominee that can only tie.
-    nom = tuning::nominate(operand, setup_.request, static_cast<std::size_t>(setup_.nominees) + 1,
+    nom = nominate(setup_.operand, setup_.request, static_cast<std::size_t>(setup_.nominees) + 1,
                            quiet, shortlist_->empty() ? nullptr : &*shortlist_);
     const int threads = csr_->bound.args.threads;
     const auto as_run = [threads](codegen::SuperSchedule s) {
@@ -272,7 +294,7 @@ void AdaptiveRun::nominate_step() {
   }
   nomination_ = nom.info;
   nomination_["seconds"] = nom.seconds;
-  policy_.charge(nom.seconds, "choice", tuning::Cost::Choice);
+  policy_.charge(nom.seconds, "choice", Cost::Choice);
   for (int k = static_cast<int>(nom.schedules.size()) + 1; k <= setup_.nominees; ++k)
     policy_.failed(k, "the admissible set has fewer schedules");
   for (std::size_t k = 0; k < nom.schedules.size(); ++k)
@@ -281,7 +303,7 @@ void AdaptiveRun::nominate_step() {
 }
 
 void AdaptiveRun::nominee_step(std::size_t k) {
-  const tuning::TuneRequest& r = setup_.request;
+  const TuneRequest& r = setup_.request;
   const kernels::KernelKind kind = r.kind;
   const int arm = static_cast<int>(k) + 1;
   const double t0 = kernels::now_seconds();
@@ -301,10 +323,10 @@ void AdaptiveRun::nominee_step(std::size_t k) {
     a.emplace();
     codegen::GeneratedOptions g = r.generated;
     g.storages = storages_;
-    a->bound = codegen::prepare_binding(nominated_[k], sparse_problem(setup_.matrix, kind),
+    a->bound = codegen::prepare_binding(nominated_[k], sparse_problem(setup_.operand, kind, r.dtype),
                                         kind == kernels::KernelKind::SpMV ? 1 : r.dense, r.threads,
                                         g);
-    finish_arm(*a, kind, setup_.matrix.nnz());
+    finish_arm(*a, kind, operand_nnz(setup_.operand));
     t1 = kernels::now_seconds();
     for (const std::shared_ptr<const Arm>& b : before)
       if (b && codegen::reuse_kernel(a->bound, b->bound)) break;
@@ -317,9 +339,9 @@ void AdaptiveRun::nominee_step(std::size_t k) {
   if (t1 == 0.0) t1 = t2;  // the format failed: all of it was the format's
   std::unique_lock<std::mutex> lock(mu_);
   const std::string name = "nominee " + std::to_string(arm);
-  policy_.charge(t1 - t0, name + ": format", tuning::Cost::Format);
+  policy_.charge(t1 - t0, name + ": format", Cost::Format);
   policy_.charge(t2 - t1, name + (cached ? ": kernel loaded" : ": kernel looked for"),
-                 tuning::Cost::Load);
+                 Cost::Load);
   if (!error.empty()) {
     policy_.failed(arm, error);
     return;
@@ -338,7 +360,7 @@ void AdaptiveRun::nominee_step(std::size_t k) {
   }
   policy_.failed(arm, "its kernel is not compiled: compiling it in the background for the next plan");
   policy_.charge(kCompileEstimateS, "compile of nominee " + std::to_string(arm) + " (estimated)",
-                 tuning::Cost::Compile);
+                 Cost::Compile);
   compiling_ = true;
   if (compiler_.joinable()) compiler_.join();
   codegen::CompilerOptions copts = r.generated.compiler;
@@ -370,7 +392,7 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
   // Everything of this call but its kernels and a preparation step (charged by the step) is the
   // exploration's overhead: the lock, the policy, the clock, copying and comparing a verification.
   const double t_enter = kernels::now_seconds();
-  tuning::AdaptivePolicy::Step step;
+  AdaptivePolicy::Step step;
   std::shared_ptr<const Arm> arm, nominee;
   double t_prepare = 0.0;
   bool exploring = false;
@@ -434,12 +456,12 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     policy_.record(step.arm, t);
     if (step.verify) {
       policy_.verified(step.verify, ok, t_nominee, why);
-      policy_.charge(t_check, {}, tuning::Cost::Verify);
+      policy_.charge(t_check, {}, Cost::Verify);
       if (!mine.empty()) spare_.push_back(std::move(mine));
     }
     if (exploring)
       policy_.charge(kernels::now_seconds() - t_enter - t_prepare - t - t_nominee - t_check, {},
-                     tuning::Cost::Overhead);
+                     Cost::Overhead);
     if (policy_.settled() && !stored_) {
       settle_locked();
       stored_ = true;
@@ -528,8 +550,8 @@ nlohmann::json AdaptiveRun::report() const {
   economy["expected_calls"] = setup_.policy.expected_calls;
   return {{"mode", "adaptive"},
           {"kernel", kernels::kernel_name(setup_.request.kind)},
-          {"fingerprint", setup_.matrix.fingerprint()},
-          {"nnz", setup_.matrix.nnz()},
+          {"fingerprint", setup_.operand.fingerprint},
+          {"nnz", operand_nnz(setup_.operand)},
           {"file", ""},
           {"confirmed", policy_.judged()},  // judged on the application's calls
           {"best", nullptr},                // no search's best: see "adaptive"
@@ -546,4 +568,104 @@ nlohmann::json AdaptiveRun::report() const {
           {"plan_cache", cache_result_}};
 }
 
-}  // namespace waco::api
+AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const void> keep,
+                             const TuneRequest& request, int nominees) {
+  if (!ranks_with_model(request))
+    throw kernels::Error("an adaptive plan tries the cost model's nominees: its search must rank "
+                         "with the model (\"model\" or \"anns\"), not \"" + request.search + "\"",
+                         "use the search \"model\", or tune without adaptive");
+  if (nominees < 1)
+    throw kernels::Error("an adaptive plan needs at least 1 nominee, not " + std::to_string(nominees));
+  check_request(request);  // the model's backend, the passes: before any work
+  AdaptiveSetup setup{operand, std::move(keep), request, nominees, {}, {}, request.plan_cache};
+  // The background thread must not call the caller's interrupt (it is the calling thread's).
+  setup.request.cancel = nullptr;
+  setup.policy.expected_calls = request.expected_calls;
+  setup.policy.share = request.tuning_share;
+  if (!request.no_plan_cache) {
+    const kernels::KernelKind kind = request.kind;
+    const int dense = kind == kernels::KernelKind::SpMV ? 1
+                      : request.dense > 0                ? request.dense
+                                                         : kernels::default_dense_size(kind);
+    setup.cache_key = [fingerprint = operand.fingerprint, kind, dense, threads = request.threads,
+                       compiler = request.generated.compiler, dtype = request.dtype] {
+      return heuristics::TuningKey{fingerprint, kind, dense, threads,
+                                   heuristics::machine_identity(compiler), dtype};
+    };
+    setup.ask_cache = !request.refresh;
+  }
+  return setup;
+}
+
+
+nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& given,
+                              const AdaptiveDrive& drive, TuneObserver& obs) {
+  TuneRequest request = given;
+  const kernels::KernelKind kind = request.kind;
+  const int dense = kind == kernels::KernelKind::SpMV ? 1
+                    : request.dense > 0                ? request.dense
+                                                       : kernels::default_dense_size(kind);
+  TuneOperand op = operand;
+  if (op.fingerprint.empty())
+    op.fingerprint = op.matrix ? kernels::fingerprint_hex(*op.matrix) : kernels::fingerprint_hex(*op.tensor);
+  AdaptiveSetup setup = adaptive_setup(op, nullptr, request, drive.nominees);
+  // csr (csf) serves first, and whenever no nominee beats it: the hand-written baseline.
+  const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
+  const kernels::Problem sparse = sparse_problem(op, kind, request.dtype);
+  auto csr = std::make_shared<const Arm>(make_arm(
+      sparse, *codegen::schedule_shortcut(kind, reference), dense, request.threads,
+      request.generated, reference));
+  // The dense operands of a tune (seeded), in the request's type; the output one call writes.
+  const kernels::DenseOperands ops =
+      kernels::make_dense_operands(kind, op.matrix, op.tensor, dense, request.seed, request.dtype);
+  const bool two_inputs = codegen::kernel_spec(kind).inputs.size() > 1;
+  const void* in0 = ops.B.data.raw();
+  const void* in1 = two_inputs ? ops.C.data.raw() : nullptr;
+  kernels::Values out;
+  out.assign(request.dtype, static_cast<std::size_t>(csr->bound.out_size));
+  const ArmCall call = [&](const Arm& a, void* o) { a.run(in0, in1, o, dense); };
+
+  const std::int64_t expected = request.expected_calls;
+  const std::int64_t limit = drive.calls > 0 ? drive.calls : expected > 0 ? expected : drive.max_calls;
+  const bool until_settled = drive.calls <= 0 && expected <= 0;
+  AdaptiveRun run(csr, std::move(setup));
+  const double t0 = kernels::now_seconds();
+  double next_note = t0 + 1.0;
+  std::int64_t made = 0;
+  while (made < limit) {
+    if (request.cancel && request.cancel()) throw kernels::Cancelled("tune --adaptive: stopped");
+    run.call(out.raw(), out.size(), call);
+    ++made;
+    if (until_settled && run.verdict() != "exploring") break;
+    const double now = kernels::now_seconds();
+    if (now >= next_note) {
+      next_note = now + 1.0;
+      const double per_call = (now - t0) / static_cast<double>(made);
+      obs.note(format("tune: adaptive: %lld of %s%lld calls, %s", static_cast<long long>(made),
+                      until_settled ? "at most " : "", static_cast<long long>(limit),
+                      run.verdict().c_str()) +
+               (until_settled ? std::string()
+                              : ", ETA " + kernels::duration_text(per_call * static_cast<double>(limit - made))));
+    }
+  }
+  const double wall = kernels::now_seconds() - t0;
+  nlohmann::json report = run.report();
+  nlohmann::json d = {{"calls", made},
+                      {"settled", run.verdict() != "exploring"},
+                      {"wall_s", wall},
+                      {"csr_wall_s", nullptr},
+                      {"wall_ratio", nullptr}};
+  if (drive.compare && made > 0) {
+    // The same calls served by csr alone, after: the time to solution without tuning.
+    obs.note(format("tune: adaptive: timing %lld csr calls to compare", static_cast<long long>(made)));
+    const double c0 = kernels::now_seconds();
+    for (std::int64_t i = 0; i < made; ++i) call(*csr, out.raw());
+    const double csr_wall = kernels::now_seconds() - c0;
+    d["csr_wall_s"] = csr_wall;
+    d["wall_ratio"] = csr_wall > 0 ? nlohmann::json(wall / csr_wall) : nlohmann::json();
+  }
+  report["drive"] = d;
+  return report;
+}
+
+}  // namespace waco::tuning
