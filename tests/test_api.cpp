@@ -127,6 +127,7 @@ waco::Options scratch_options(const std::string& dir) {
   o.cache_dir = dir + "/plans";
   o.kernel_cache_dir = dir + "/kernels";
   o.threads = 2;
+  o.adaptive = false;  // a measured tune: the adaptive plan's tests ask for one
   return o;
 }
 
@@ -742,6 +743,25 @@ TEST_CASE("api: an adaptive plan asks the tuning cache on its calls once they pa
     CHECK(p.exploring_calls() == 0);
     CHECK(p.implementation() == "csr");
   }
+}
+
+TEST_CASE("api: by default tune gives an adaptive plan, and a setting only a measured tune has gives "
+          "a measured one") {
+  const std::string dir = waco::test::scratch_dir("api-default-mode");
+  waco::Options o = scratch_options(dir);
+  o.adaptive.reset();
+  const Csr a = random_csr(200, 150, 0.05, 43);
+  const waco::Matrix m = matrix_of(a);
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK(p.verdict() == "exploring");
+  CHECK(p.implementation() == "csr");
+  CHECK(p.report_json().find("\"mode\": \"adaptive\"") != std::string::npos);
+  o.search = "random";
+  o.budget = 1;
+  o.use_cache = false;
+  const waco::Plan q = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK(q.verdict() != "exploring");
+  CHECK(q.report_json().find("\"mode\": \"adaptive\"") == std::string::npos);
 }
 
 TEST_CASE("api: adaptive plans need a model search") {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "waco/tune/adaptive_run.hpp"
+#include "waco/tune/searcher.hpp"
 #include "api_internal.hpp"
 #include "plan_file.hpp"
 #include "waco/codegen/emitter.hpp"
@@ -278,6 +279,15 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   return r;
 }
 
+/// Whether tune() gives an adaptive plan (Options::adaptive: unset, unless a setting only a
+/// measured tune has is given).
+bool wants_adaptive(const Options& o) {
+  if (o.adaptive) return *o.adaptive;
+  return tuning::ranks_by_model(o.search) && o.budget == 0 && o.budget_seconds == 0.0 &&
+         o.confirm < 0 && o.results_db.empty() && o.schedules.empty() && !o.measure_first &&
+         !o.explain && !o.check_recall;
+}
+
 /// An adaptive plan (Options::adaptive): csr serves at once, the model's nominees are prepared in
 /// the background and tried on the caller's calls (tune/adaptive_run.hpp).
 Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::TuneRequest& request,
@@ -472,7 +482,7 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
     };
     // An adaptive plan serves csr at once: it asks the tuning cache itself, once its calls pay
     // for that (tune/adaptive_run.hpp).
-    if (o.adaptive) {
+    if (wants_adaptive(o)) {
       try {
         return adaptive_plan(A, k, o, request, t0);
       } catch (const learned::TorchRequired& e) {

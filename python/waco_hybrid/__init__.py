@@ -78,7 +78,7 @@ TUNE_SETTINGS = (
 def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search="model",
          budget=0, budget_seconds=0.0, cache_dir=None, use_cache=True, refresh=False,
          kernel_cache_dir=None, passes="all", confirm=None, seed=1, results_db=None,
-         tuning_share=0.1, progress=None, verbose=False, adaptive=False, nominees=4,
+         tuning_share=0.1, progress=None, verbose=False, adaptive=None, nominees=4,
          **settings):
     """Tunes kernel ("spmv", "spmm", "sddmm", "mttkrp") for A and returns the Plan.
 
@@ -87,10 +87,12 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
     through its coordinates), or a Matrix (waco_hybrid.matrix, tensor, load; a tensor for
     mttkrp). The plan computes in A's dtype (plan.dtype, "float32" or "float64"): its calls take
     arrays of that dtype and return results in it; the other dtype is a DtypeError.
-    The decision comes from the tuning cache (cache_dir; default ~/.cache/waco-hybrid/plans,
-    shared with `waco-hybrid tune`) when it holds one for this matrix, kernel, dense size,
-    threads and machine; else the tune pipeline runs in this process (candidates measured in
-    isolated worker processes), with the GIL released.
+    By default the plan is adaptive (below). A measured tune (adaptive=False, or a setting only
+    it has: a search other than "model" or "anns", budget, budget_seconds, confirm, results_db,
+    schedules, measure_first, explain, check_recall) takes its decision from the tuning cache
+    (cache_dir; default ~/.cache/waco-hybrid/plans, shared with `waco-hybrid tune`) when it holds
+    one for this matrix, kernel, dense size, threads and machine; else the tune pipeline runs in
+    this process (candidates measured in isolated worker processes), with the GIL released.
 
     threads: of the kernel (0: every core). expected_calls: the calls you will make; tuning then
     takes at most tuning_share of their csr time, and returns csr (verdict "not-worth-it") when it
@@ -98,9 +100,10 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
     "anns", "random", "exhaustive"; budget: candidates (0: the search's default). confirm: -1 or
     None the search's default. results_db: an SQLite results database to keep measurements in.
     progress: a callable receiving each line of what tuning does (else verbose prints them).
-    adaptive: return at once with a plan that serves csr and tries the model's best `nominees`
-    schedules on your own calls (each verified against csr first), settling on the fastest or
-    csr; plan.verdict is "exploring" until then, plan.calls and plan.exploring_calls count.
+    adaptive (None: True unless a measured tune's setting is given): return at once with a plan
+    that serves csr, asks the tuning cache and tries the model's best `nominees` schedules on
+    your own calls (each verified against csr first), settling on the fastest or csr;
+    plan.verdict is "exploring" until then, plan.calls and plan.exploring_calls count.
 
     settings: the rest of `waco-hybrid tune`'s options (TUNE_SETTINGS), each named as the CLI
     option with underscores (repeat=3, decide_runs=1, model="my.model", explain=True,

@@ -10,21 +10,26 @@
 //   for (int it = 0; it < 5000; ++it) plan.spmv(x, y);   // y = A x
 //   plan.save("A.plan");                     // later: waco::Plan::load("A.plan", A)
 //
-// What tune does: the first call for a matrix searches the formats and schedules of the kernel
-// with the waco-hybrid pipeline (signature-driven passes, the learned cost model, side-by-side
-// measurement against csr) in this process; candidate kernels are measured in an isolated worker
-// process (spawned, not forked: it works after your program has run OpenMP, and a crashing
-// candidate cannot take your program down). The decision is kept in a tuning cache keyed by the
-// matrix's content, the kernel, the dense size, the threads and this machine; the next tune of
-// the same matrix returns it without searching. With Options::adaptive, tune returns at once and
-// the plan asks the cache and tries the model's nominees on your own calls (Options::adaptive). The Plan
-// runs in your process: it holds the matrix converted to the winning format and the compiled
+// What tune does, by default: it returns at once with an adaptive plan that serves csr, and
+// between your calls, as far as they pay for it, asks the tuning cache, lets the learned cost
+// model choose a few nominees among the kernels compiled into the library, tries them on your own
+// calls (each verified against csr first) and settles on the fastest, or on csr
+// (Options::adaptive). With Options::adaptive = false (or a setting only a measured tune has:
+// another search, a budget, a results database, ...), the first call for a matrix searches the
+// formats and schedules of the kernel with the waco-hybrid pipeline (signature-driven passes, the
+// learned cost model, side-by-side measurement against csr) before it returns; candidate kernels
+// are measured in an isolated worker process (spawned, not forked: it works after your program
+// has run OpenMP, and a crashing candidate cannot take your program down). Either decision is kept
+// in a tuning cache keyed by the matrix's content, the kernel, the dense size, the threads and
+// this machine; the next measured tune of the same matrix returns it without searching, the next
+// adaptive plan tries it first. The Plan runs in your process: it holds the matrix converted to the winning format and the compiled
 // kernel (compiled once, cached on disk; a C++ compiler must be on PATH the first time a schedule
 // is compiled).
 //
 // A plan never loses to csr: when no schedule beats csr by more than the measurement noise, the
 // plan runs the csr schedule (verdict() == "no-gain"), and with expected_calls set, when tuning
-// cannot pay for itself within those calls it does not search (verdict() == "not-worth-it").
+// cannot pay for itself within those calls it does not search (verdict() == "not-worth-it"). An
+// adaptive plan says "exploring" until it settles.
 //
 // Errors throw waco::Error with the message the waco-hybrid CLI prints and, where there is one, a
 // hint. No third-party type appears in this header.
@@ -146,8 +151,8 @@ class WACO_API Matrix {
   std::shared_ptr<const Impl> impl_;
 };
 
-/// How to tune. The defaults suit an application: the learned model proposes, measurement
-/// confirms, the decision is cached.
+/// How to tune. The defaults suit an application: an adaptive plan, whose nominees the learned
+/// model proposes and your own calls measure; the decision is cached.
 struct Options {
   int threads = 0;                 ///< threads of the kernel (0: every available core)
   /// The search, as `waco-hybrid tune --search`: "model" (the learned cost model ranks every
@@ -199,7 +204,12 @@ struct Options {
   /// of the calls made so far). A kernel not in the compile cache is compiled only when the
   /// calls can pay for it, by a low-priority thread, for a later plan. Needs a search that
   /// ranks with the model ("model", "anns").
-  bool adaptive = false;
+  /// Unset (the default): adaptive, unless a setting asks for what only a measured tune does:
+  /// a search that does not rank with the model, `budget`, `budget_seconds`, `confirm`,
+  /// `results_db`, `schedules`, `measure_first`, `explain` or `check_recall` (then measured).
+  /// true: adaptive (with a search that does not rank with the model, an Error); false: a tune
+  /// measured before tune() returns.
+  std::optional<bool> adaptive;
   int nominees = 4;  ///< adaptive: the model's best schedules tried on your calls
 
   // The rest of `waco-hybrid tune`'s settings, for studies and reproductions: each is the CLI
