@@ -29,7 +29,7 @@ std::set<int> drive(AdaptivePolicy& p, const std::function<double(int)>& time, i
       p.record(0, time(0) * noise(rng));
       p.verified(s.verify, bad.count(s.verify) == 0, time(s.verify), "mismatch");
     } else {
-      p.record(s.arm, time(s.arm) * noise(rng));
+      p.record(s.arm, time(s.arm) * noise(rng), s.warm);
     }
     served.insert(s.arm);
   }
@@ -75,6 +75,54 @@ TEST_CASE("adaptive: a clear winner is found, judged on fresh pairs, and served"
   CHECK(j.at("verdict") == "gain");
   CHECK(j.at("arms").size() == 5);
   CHECK(j.at("judged").at("rounds") == o.judge_rounds);
+}
+
+TEST_CASE("adaptive: kernels long enough for the caches to matter are timed after a warm call of "
+          "their own, so that one fast when warm but slow after another format's call wins") {
+  AdaptiveOptions o;
+  o.expected_calls = 1000000;
+  AdaptivePolicy p = ready_policy(2, o);
+  // csr 100 us; nominee 1 80 us after a call of its own, 150 us after another arm's (its data
+  // evicted); nominee 2 120 us either way.
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> noise(0.98, 1.02);
+  int previous = -1, timed_after_other = 0, warm_nominee_calls = 0;
+  for (int c = 0; c < 20000 && !p.settled(); ++c) {
+    const AdaptivePolicy::Step s = p.next();
+    if (s.verify) {
+      p.record(0, 100e-6, s.warm);
+      p.verified(s.verify, true, 100e-6);
+      previous = -1;
+      continue;
+    }
+    const double t = s.arm == 0 ? 100e-6 : s.arm == 2 ? 120e-6 : previous == 1 ? 80e-6 : 150e-6;
+    if (s.arm != 0 && !s.warm && previous != s.arm) ++timed_after_other;
+    if (s.arm != 0 && s.warm) ++warm_nominee_calls;
+    p.record(s.arm, t * noise(rng), s.warm);
+    previous = s.arm;
+  }
+  REQUIRE(p.settled());
+  CHECK(p.verdict() == "gain");
+  CHECK(p.choice() == 1);
+  CHECK(*p.speedup() == Approx(100.0 / 80.0).epsilon(0.05));
+  CHECK(timed_after_other == 0);  // every timed nominee call followed a warm one of its own
+  CHECK(warm_nominee_calls > 0);
+  // The warm calls are exploration's cost (nominee 2's beyond csr's), not samples.
+  CHECK(p.cost_seconds() > 0.0);
+  // Below warm_above_s, no warm calls: the kernels of the other tests.
+  AdaptiveOptions small = o;
+  AdaptivePolicy q = ready_policy(1, small);
+  for (int c = 0; c < 2000 && !q.settled(); ++c) {
+    const AdaptivePolicy::Step s = q.next();
+    CHECK_FALSE(s.warm);
+    if (s.verify) {
+      q.record(0, 10e-6);
+      q.verified(s.verify, true, 8e-6);
+    } else {
+      q.record(s.arm, s.arm == 0 ? 10e-6 : 8e-6);
+    }
+  }
+  CHECK(q.verdict() == "gain");
 }
 
 TEST_CASE("adaptive: nominees tied with csr settle on csr") {

@@ -103,13 +103,38 @@ AdaptivePolicy::Step AdaptivePolicy::next() {
       return {0, 0};
     }
     phase_ = Phase::Rungs;
+    nominee_turn_ = true;  // csr's turn first: the nominee's first call pairs with a fresh one
   }
-  // Csr serves every other call: each nominee call is paired with the csr call before it.
-  nominee_turn_ = !nominee_turn_;
-  if (!nominee_turn_ || last_csr_ <= 0.0) {
-    nominee_turn_ = false;
-    return {0, 0};
+  // Turns: csr's, then a nominee's, and so on; each nominee call that counts is paired with the
+  // csr call that counts before it. Once csr's calls are long enough for the caches to matter,
+  // a turn is `warm_calls` untimed calls of its arm, then the one that counts.
+  if (turn_left_ == 0) {
+    nominee_turn_ = !nominee_turn_ && last_csr_ > 0.0;
+    turn_arm_ = 0;
+    if (nominee_turn_) {
+      const int k = next_nominee();
+      if (settled_ || k == 0) {
+        nominee_turn_ = false;
+        return {choice(), 0};
+      }
+      turn_arm_ = k;
+    }
+    turn_left_ = 1 + (csr_seconds() >= o_.warm_above_s ? o_.warm_calls : 0);
+  } else if (turn_arm_ != 0) {
+    // The turn's nominee left, or the judgment began without it, during its warm calls.
+    const Arm& t = arms_[static_cast<std::size_t>(turn_arm_)];
+    if (!t.live || (phase_ == Phase::Judge && turn_arm_ != finalist_)) {
+      turn_left_ = 0;
+      nominee_turn_ = false;
+      return {0, 0, true};
+    }
   }
+  --turn_left_;
+  if (turn_arm_ != 0) ++exploring_calls_;
+  return {turn_arm_, 0, turn_left_ > 0};
+}
+
+int AdaptivePolicy::next_nominee() {
   for (int pass = 0; pass < 2 && phase_ == Phase::Rungs; ++pass) {
     const int target = o_.rung_calls << rung_;
     const std::size_t m = arms_.size() - 1;
@@ -117,22 +142,30 @@ AdaptivePolicy::Step AdaptivePolicy::next() {
       const std::size_t k = 1 + (next_arm_ - 1 + q) % m;
       if (arms_[k].live && arms_[k].rung_calls < target) {
         next_arm_ = k % m + 1;
-        ++exploring_calls_;
-        return {static_cast<int>(k), 0};
+        return static_cast<int>(k);
       }
     }
     end_rung();  // every live nominee has its calls of this rung
   }
-  if (phase_ == Phase::Judge) {
-    ++exploring_calls_;
-    return {finalist_, 0};
-  }
-  return {choice(), 0};
+  return phase_ == Phase::Judge ? finalist_ : 0;
 }
 
-void AdaptivePolicy::record(int arm, double seconds) {
+void AdaptivePolicy::record(int arm, double seconds, bool warm) {
   if (settled_) return;  // what a settled plan's calls take is the caller's, not tuning's
   Arm& a = arms_.at(static_cast<std::size_t>(arm));
+  if (warm) {
+    if (arm == 0) return;  // csr's calls cost nothing over not tuning
+    nominee_s_ += seconds;  // what it takes beyond csr's is exploration's cost
+    ++nominee_calls_;
+    if (phase_ == Phase::Judge && arm == finalist_) {
+      judge_s_ += seconds;
+      ++judge_n_;
+    } else {
+      rungs_s_ += seconds;
+      ++rungs_n_;
+    }
+    return;
+  }
   if (arm == 0) {
     // A bounded window: with no expected calls, csr may serve millions of calls while the
     // budget grows.

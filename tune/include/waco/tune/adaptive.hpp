@@ -8,7 +8,11 @@
 //     is returned, the nominee's compared with it; a mismatch drops the nominee for good;
 //  2. rungs of successive halving: every live nominee serves `rung_calls x 2^r` calls of rung r,
 //     each paired with the csr call next to it (csr serves every other call: it costs nothing
-//     over not tuning); after a rung, the better half by median ratio to csr goes on, and a
+//     over not tuning); once csr's calls take `warm_above_s` or more, each timed call of a pair
+//     follows `warm_calls` untimed ones of the same arm, so that a kernel is timed with its own
+//     data in the caches, as the caller's repeated calls of the chosen one will find it (a
+//     rotation of several formats that do not fit in the caches together times every one of
+//     them cold, and ranks them unlike their steady state); after a rung, the better half by median ratio to csr goes on, and a
 //     nominee whose median ratio is above 1 + `drop_above` leaves at once;
 //  3. judgment: the last nominee and csr on `judge_rounds` fresh pairs, not the ones that
 //     selected it, judged by heuristics::judge_gain (the rule of `waco-hybrid tune`): a gain
@@ -37,6 +41,10 @@ struct AdaptiveOptions {
   /// A nominee whose two fastest calls so far each took more than this many csr calls leaves at
   /// once (as tune --abandon-factor): a slow one costs the caller every call it serves.
   double abandon_factor = 3.0;
+  /// Untimed calls of the same arm before each timed call of a pair, once csr's median call
+  /// takes at least warm_above_s (smaller kernels' data stay in the caches between calls).
+  int warm_calls = 1;
+  double warm_above_s = 20e-6;
   /// Calls the caller expects to make (0: unknown). Exploration may cost `share` of their csr
   /// time; with none, `share` of the calls served so far.
   std::int64_t expected_calls = 0;
@@ -55,6 +63,7 @@ class AdaptivePolicy {
   struct Step {
     int arm = 0;
     int verify = 0;  ///< a nominee to verify on this call (arm is then 0), else 0
+    bool warm = false;  ///< a call that warms the caches for the arm's timed call after it
   };
 
   AdaptivePolicy(int nominees, AdaptiveOptions options);
@@ -66,8 +75,9 @@ class AdaptivePolicy {
   /// step may be given to several calls in flight, each recorded when it ends.
   Step next();
   /// A call of `arm` took `seconds` (its kernel alone; a verification call records csr's time
-  /// here and the nominee's through verified()).
-  void record(int arm, double seconds);
+  /// here and the nominee's through verified()); `warm`: the step said so (a nominee's warm
+  /// call costs what it takes beyond csr, and is no sample).
+  void record(int arm, double seconds, bool warm = false);
   /// The verification of `nominee`: it matched csr (its run took `seconds`, charged as cost and
   /// not timed: a first run pays for cold caches), or not (`reason`), and it leaves.
   void verified(int nominee, bool ok, double seconds, const std::string& reason = {});
@@ -129,6 +139,9 @@ class AdaptivePolicy {
   enum class Phase { Verify, Rungs, Judge, Settled };
 
   int live_nominees() const;
+  /// The nominee of the next turn (rungs: round robin, ending a rung when each has its calls;
+  /// judgment: the finalist), or 0 when there is none (settled).
+  int next_nominee();
   double median_ratio(const Arm& a) const;
   void end_rung();
   void judge();
@@ -159,6 +172,8 @@ class AdaptivePolicy {
   mutable std::int64_t csr_median_calls_ = -1;  ///< csr_calls_ when it was taken
   double last_csr_ = 0.0;          ///< the latest csr call, to pair the next nominee call with
   bool nominee_turn_ = false;      ///< csr serves every other exploring call
+  int turn_left_ = 0;              ///< calls left in this turn (its warm ones, then the timed one)
+  int turn_arm_ = 0;               ///< the arm of this turn (0: csr's turn)
   std::size_t next_arm_ = 1;       ///< round robin over the live nominees
   std::vector<double> judge_csr_, judge_nominee_;  ///< the judgment's pairs, in order
   nlohmann::json events_ = nlohmann::json::array();

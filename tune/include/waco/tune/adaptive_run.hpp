@@ -165,7 +165,8 @@ struct AdaptiveDrive {
   bool compare = true;
 };
 
-/// Drives one adaptive run (above) and returns its report (AdaptiveRun::report, as
+/// Drives one adaptive run (above), after 3 untimed csr calls (the process's cold start), and
+/// returns its report (AdaptiveRun::report, as
 /// waco::Plan::report_json gives it) with "drive": the calls made, whether it settled, the wall
 /// time of the calls (preparation included) and, with compare, csr's wall time for as many calls
 /// and their ratio. Progress (calls, verdict, ETA) goes to `obs` about once a second.
