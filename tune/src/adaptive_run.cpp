@@ -32,14 +32,24 @@ constexpr double kCompileEstimateS = 0.5;
 /// VM (SPR, 2 threads, tune/README.md "The cost of the choice"): SpMV 7.2 ms on bcsstk13 (84k
 /// nonzeros), 29.7 ms on delaunay_n16 (393k); SpMM (J=64) 15-39 ms on the same. Ranking the
 /// shipped kernels' short list (AMD EPYC VM, 2 threads, `bench_choice --shortlist`): SpMV
-/// 0.25-1.1 ms, SpMM 0.6-1.5 ms on 438-27k nonzeros. A format: 0.02-0.14 ms there (~4 ns a
-/// nonzero).
+/// 0.25-1.1 ms, SpMM 0.6-1.5 ms on 438-27k nonzeros. The first choice of a process costs
+/// ~1.5 ms more (`tune --adaptive` on the 22 held-out-like matrices, the same VM: 1.7-2.3 ms
+/// below 30k nonzeros; its first allocations, the model's file, the shipped lists). A format
+/// other than csr's: 0.02-0.14 ms below 30k nonzeros, 12-23 ns a nonzero from 300k (a CSC of
+/// 1.4M: 27-32 ms); loading a kernel: ~0.3 ms the first time in a process (a shipped library
+/// opened), ~0.1 ms after.
 constexpr double kChoiceFixedS = 0.008;
 constexpr double kChoicePerNonzeroS = 60e-9;
 constexpr double kShortChoiceFixedS = 0.0006;
 constexpr double kShortChoicePerNonzeroS = 35e-9;
+constexpr double kFirstChoiceS = 0.0015;
 constexpr double kFormatFixedS = 0.00005;
-constexpr double kFormatPerNonzeroS = 10e-9;
+constexpr double kFormatPerNonzeroS = 20e-9;
+constexpr double kLoadS = 0.0001;
+constexpr double kFirstLoadS = 0.0003;
+/// Whether this process made a choice / loaded a nominee's kernel before (the estimates above).
+std::atomic<bool> g_chose{false};
+std::atomic<bool> g_loaded{false};
 /// What asking the tuning cache is taken to cost: the key (the machine's identity, ~0.3 ms the
 /// first time in a process on the development VM: sysfs and /proc/cpuinfo; ~0.02 ms after) and
 /// reading the entry.
@@ -172,20 +182,22 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
   const double nnz = static_cast<double>(operand_nnz(setup_.operand));
   const bool lookup = setup_.ask_cache && !looked_up_;
-  double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz;
+  double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz +
+                    (g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
   if (lookup) {
     estimate = kLookupS;
   } else if (!nominated_done_) {
     // Ranking the shipped kernels' short list is the cheapest choice: until the budget affords
     // that much, the list is not even read (a short run of calls pays nothing for it).
-    estimate = kShortChoiceFixedS + kShortChoicePerNonzeroS * nnz;
+    const double first = g_chose.load(std::memory_order_relaxed) ? 0.0 : kFirstChoiceS;
+    estimate = first + kShortChoiceFixedS + kShortChoicePerNonzeroS * nnz;
     if (policy_.cost_seconds() + estimate <= policy_.budget_seconds()) {
       if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
         const double t0 = kernels::now_seconds();
         shortlist_ = codegen::shipped_schedules(setup_.request.kind);
         policy_.charge(kernels::now_seconds() - t0, {}, Cost::Choice);
       }
-      if (shortlist_->empty()) estimate = kChoiceFixedS + kChoicePerNonzeroS * nnz;
+      if (shortlist_->empty()) estimate = first + kChoiceFixedS + kChoicePerNonzeroS * nnz;
     }
   }
   if (policy_.cost_seconds() + estimate > policy_.budget_seconds()) {
@@ -268,7 +280,8 @@ void AdaptiveRun::nominate_step() {
     // One more than asked, for csr's own schedule among them (with this plan's threads): it
     // would be a nominee that can only tie.
     nom = nominate(setup_.operand, setup_.request, static_cast<std::size_t>(setup_.nominees) + 1,
-                           quiet, shortlist_->empty() ? nullptr : &*shortlist_);
+                   quiet, shortlist_->empty() ? nullptr : &*shortlist_);
+    g_chose.store(true, std::memory_order_relaxed);
     const int threads = csr_->bound.args.threads;
     const auto as_run = [threads](codegen::SuperSchedule s) {
       if (s.threads <= 0) s.threads = threads;
@@ -331,7 +344,10 @@ void AdaptiveRun::nominee_step(std::size_t k) {
     for (const std::shared_ptr<const Arm>& b : before)
       if (b && codegen::reuse_kernel(a->bound, b->bound)) break;
     cached = a->bound.fn != nullptr || codegen::in_cache(a->bound.source, r.generated.compiler);
-    if (cached && a->bound.fn == nullptr) codegen::load_kernel(a->bound, r.generated.compiler);
+    if (cached && a->bound.fn == nullptr) {
+      codegen::load_kernel(a->bound, r.generated.compiler);
+      g_loaded.store(true, std::memory_order_relaxed);
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }
