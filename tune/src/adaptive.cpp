@@ -120,6 +120,10 @@ AdaptivePolicy::Step AdaptivePolicy::next() {
       turn_arm_ = k;
     }
     turn_left_ = 1 + (csr_seconds() >= o_.warm_above_s ? o_.warm_calls : 0);
+    if (turn_arm_ != 0 && turn_arm_ != block_arm_) {
+      block_arm_ = turn_arm_;  // a new block: its first calls warm it up
+      turn_left_ = std::max(turn_left_, 1 + o_.nominee_warmup);
+    }
   } else if (turn_arm_ != 0) {
     // The turn's nominee left, or the judgment began without it, during its warm calls.
     const Arm& t = arms_[static_cast<std::size_t>(turn_arm_)];
@@ -141,7 +145,7 @@ int AdaptivePolicy::next_nominee() {
     for (std::size_t q = 0; q < m; ++q) {
       const std::size_t k = 1 + (next_arm_ - 1 + q) % m;
       if (arms_[k].live && arms_[k].rung_calls < target) {
-        next_arm_ = k % m + 1;
+        next_arm_ = k;  // it serves its calls of the rung before the next one starts
         return static_cast<int>(k);
       }
     }

@@ -54,6 +54,8 @@ std::atomic<bool> g_loaded{false};
 /// first time in a process on the development VM: sysfs and /proc/cpuinfo; ~0.02 ms after) and
 /// reading the entry.
 constexpr double kLookupS = 0.0003;
+/// csr calls timed before the first preparation step.
+constexpr std::int64_t kMinCsrCalls = 8;
 /// At most this many calls are served quietly (csr, untimed) before the budget is asked again.
 constexpr std::int64_t kMaxQuietCalls = 4096;
 
@@ -176,7 +178,10 @@ AdaptiveRun::~AdaptiveRun() {
 }
 
 void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
-  if (preparing_ || policy_.settled() || policy_.csr_seconds() <= 0) return;
+  // The budget is a share of csr's median call: not taken before it is steady (a process's
+  // first calls take up to several times the later ones, and would lend the plan a budget its
+  // calls do not pay for).
+  if (preparing_ || policy_.settled() || policy_.csr_calls() < kMinCsrCalls) return;
   const std::size_t total = nominated_.size();
   if (nominated_done_ && next_nominee_ >= total) return;
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.

@@ -7,7 +7,9 @@
 //  1. verification: a nominee's first call runs it beside csr on the caller's input; csr's result
 //     is returned, the nominee's compared with it; a mismatch drops the nominee for good;
 //  2. rungs of successive halving: every live nominee serves `rung_calls x 2^r` calls of rung r,
-//     each paired with the csr call next to it (csr serves every other call: it costs nothing
+//     one nominee after the other (a rotation of several kernels slowed some of them 2-3x),
+//     after its first `nominee_warmup` calls, which are no samples; each paired with the csr
+//     call next to it (csr serves every other call: it costs nothing
 //     over not tuning); once csr's calls take `warm_above_s` or more, each timed call of a pair
 //     follows `warm_calls` untimed ones of the same arm, so that a kernel is timed with its own
 //     data in the caches, as the caller's repeated calls of the chosen one will find it (a
@@ -45,6 +47,11 @@ struct AdaptiveOptions {
   /// takes at least warm_above_s (smaller kernels' data stay in the caches between calls).
   int warm_calls = 1;
   double warm_above_s = 20e-6;
+  /// Each block of a nominee's calls (its calls of a rung, or of the judgment) starts with this
+  /// many calls that are no samples: a kernel that has not run for a while runs 2-4x slower for
+  /// several calls (ca-HepTh: 15 us steady, 40-55 us on the first call of a block, decaying over
+  /// ~6-8 calls, csr's calls between them or not).
+  int nominee_warmup = 6;
   /// Calls the caller expects to make (0: unknown). Exploration may cost `share` of their csr
   /// time; with none, `share` of the calls served so far.
   std::int64_t expected_calls = 0;
@@ -116,6 +123,8 @@ class AdaptivePolicy {
   double cost_seconds() const;
   /// The median csr call (0 before one).
   double csr_seconds() const;
+  /// The csr calls timed so far (their median is csr_seconds()).
+  std::int64_t csr_calls() const { return csr_calls_; }
   /// The budget of exploration cost now (seconds).
   double budget_seconds() const;
   /// The call at which it settled (0 while exploring).
@@ -174,6 +183,7 @@ class AdaptivePolicy {
   bool nominee_turn_ = false;      ///< csr serves every other exploring call
   int turn_left_ = 0;              ///< calls left in this turn (its warm ones, then the timed one)
   int turn_arm_ = 0;               ///< the arm of this turn (0: csr's turn)
+  int block_arm_ = 0;              ///< the nominee whose block of calls goes on
   std::size_t next_arm_ = 1;       ///< round robin over the live nominees
   std::vector<double> judge_csr_, judge_nominee_;  ///< the judgment's pairs, in order
   nlohmann::json events_ = nlohmann::json::array();
