@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "support/test_paths.hpp"
+#include "waco/codegen/emitter.hpp"
+#include "waco/codegen/kernel_spec.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/kernels/generators.hpp"
@@ -261,17 +263,30 @@ TEST_CASE("tune: nominate among a short list ranks exactly the list's variants t
     const std::string list =
         std::string(WACO_SOURCE_DIR) + "/data/aot/" + std::string(kernels::kernel_name(c.kind)) + ".txt";
     const std::vector<codegen::SuperSchedule> among = codegen::read_schedule_list(c.kind, list);
-    // The variants a listed schedule's kernel template serves: this case's threads, every chunk
-    // of the same kind (static or dynamic).
+    // The variants a listed schedule's kernel serves: this case's threads, every chunk of the
+    // same kind (static or dynamic), and every split size the kernel takes at run time (one
+    // source for all: the kernel compiled or shipped for the listed one runs each of them).
     std::set<std::string> variants;
-    for (const codegen::SuperSchedule& s : among)
-      for (int chunk : heuristics::chunk_choices()) {
-        if ((chunk == codegen::kStaticChunk) != (s.chunk == codegen::kStaticChunk)) continue;
-        codegen::SuperSchedule v = s;
-        v.threads = c.threads;
-        v.chunk = chunk;
+    std::vector<std::vector<int>> splits;
+    for (std::size_t v = 0; v < codegen::kernel_spec(c.kind).vars.size(); ++v)
+      splits.push_back({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768});
+    for (const codegen::SuperSchedule& s : among) {
+      codegen::SuperSchedule own = s;  // the listed schedule on this case's threads
+      own.threads = c.threads;
+      const std::string source = codegen::emit_kernel_source(own);
+      for (const codegen::SuperSchedule& v : tuning::kernel_variants(s, c.threads, splits)) {
+        CHECK(v.threads == c.threads);
+        CHECK((v.chunk == codegen::kStaticChunk) == (s.chunk == codegen::kStaticChunk));
+        for (std::size_t x = 0; x < s.split.size(); ++x)
+          CHECK((v.split[x] == s.split[x] ||
+                 (s.split[x] > 1 && v.split[x] * 4 >= s.split[x] && v.split[x] <= 4 * s.split[x])));
+        if (codegen::emit_kernel_source(v) != source) {
+          FAIL_CHECK("another kernel: " << codegen::to_text(v) << " of " << codegen::to_text(s));
+          continue;
+        }
         variants.insert(codegen::to_text(codegen::canonicalize(v)));
       }
+    }
     std::set<std::string> want;
     for (const std::string& t : texts(plain_nominees(c, kAll)))
       if (variants.count(t)) want.insert(t);
@@ -279,15 +294,21 @@ TEST_CASE("tune: nominate among a short list ranks exactly the list's variants t
     tuning::TuneOperand op;
     op.matrix = c.matrix;
     op.tensor = c.tensor;
-    const tuning::Nomination n = tuning::nominate(op, request_of(c), kAll, quiet, &among);
+    tuning::TuneRequest every_size = request_of(c);
+    every_size.shortlist_splits_min_nnz = 0;  // these matrices are small: vary the splits anyway
+    const tuning::Nomination n = tuning::nominate(op, every_size, kAll, quiet, &among);
     const std::vector<std::string> got = texts(n.schedules);
     CHECK(std::set<std::string>(got.begin(), got.end()) == want);
     CHECK(got.size() == want.size());  // no repeats
     CHECK(n.info.at("space").at("admissible_count") == want.size());
     // The best few, as the whole set's order has them among the variants (ties aside: chunk
     // twins the model scores alike may come in either order).
-    const tuning::Nomination top = tuning::nominate(op, request_of(c), 4, quiet, &among);
+    const tuning::Nomination top = tuning::nominate(op, every_size, 4, quiet, &among);
     CHECK(top.schedules.size() == std::min<std::size_t>(4, want.size()));
+    // Below the threshold only the listed split sizes are ranked: a subset.
+    const tuning::Nomination listed_sizes = tuning::nominate(op, request_of(c), kAll, quiet, &among);
+    CHECK(listed_sizes.schedules.size() <= got.size());
+    for (const std::string& t : texts(listed_sizes.schedules)) CHECK(want.count(t) == 1);
   }
   // A list with nothing the space admits (another kernel's schedules): no nominee, no error.
   const Case c = cases().front();

@@ -9,6 +9,8 @@
 
 #include "memory_record.hpp"
 #include "pipeline.hpp"
+#include "waco/codegen/emitter.hpp"
+#include "waco/codegen/kernel_spec.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/narrow.hpp"
 #include "waco/heuristics/space.hpp"
@@ -88,22 +90,65 @@ TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, cons
   return out;
 }
 
-/// The schedules of `listed` that `space` admits, each with `threads` and in every chunk the
-/// space admits for it of the same kind (dynamic chunks share one kernel template; static
-/// scheduling is another), canonical, without repeats.
-std::vector<codegen::SuperSchedule> admitted_variants(const Space& space,
-                                                      const std::vector<codegen::SuperSchedule>& listed,
-                                                      int threads) {
+}  // namespace
+
+std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule& s, int threads,
+                                                    const std::vector<std::vector<int>>& split_choices,
+                                                    bool vary_splits) {
+  // Per variable the sizes to try: the listed one where it is not split or its size is a
+  // compile-time constant of the source (codegen::split_is_constant: small U blocks, register
+  // blocks), else its powers of two from a quarter to four times it that split_choices holds
+  // and that stay run-time sizes (checked below).
+  const codegen::KernelSpec& spec = codegen::kernel_spec(s.kind);
+  std::vector<std::vector<int>> sizes(s.split.size());
+  for (std::size_t v = 0; v < s.split.size(); ++v) {
+    if (!vary_splits || s.split[v] <= 1 || codegen::split_is_constant(s, spec.vars[v])) {
+      sizes[v] = {s.split[v]};
+      continue;
+    }
+    for (int f = -2; f <= 2; ++f) {
+      const int size = f < 0 ? s.split[v] >> -f : s.split[v] << f;
+      const std::vector<int>& allowed = v < split_choices.size() ? split_choices[v] : std::vector<int>{};
+      if (size > 1 && (f == 0 || std::find(allowed.begin(), allowed.end(), size) != allowed.end()))
+        sizes[v].push_back(size);
+    }
+  }
   std::vector<codegen::SuperSchedule> out;
-  std::set<std::string> seen;
-  const std::vector<int> chunks = heuristics::chunk_choices();
-  for (const codegen::SuperSchedule& s : listed) {
-    if (s.kind != space.kind()) continue;
-    codegen::SuperSchedule v = s;
-    v.threads = threads;
-    for (int chunk : chunks) {
+  codegen::SuperSchedule v = s;
+  v.threads = threads;
+  std::vector<std::size_t> at(sizes.size(), 0);
+  for (;;) {
+    for (std::size_t k = 0; k < sizes.size(); ++k) v.split[k] = sizes[k][at[k]];
+    bool same_kernel = true;
+    for (std::size_t k = 0; k < sizes.size() && same_kernel; ++k)
+      same_kernel = codegen::split_is_constant(v, spec.vars[k]) == codegen::split_is_constant(s, spec.vars[k]);
+    for (int chunk : heuristics::chunk_choices()) {
+      if (!same_kernel) break;
       if ((chunk == codegen::kStaticChunk) != (s.chunk == codegen::kStaticChunk)) continue;
       v.chunk = chunk;
+      out.push_back(v);
+    }
+    std::size_t k = 0;
+    while (k < at.size() && ++at[k] == sizes[k].size()) at[k++] = 0;
+    if (k == at.size()) break;
+  }
+  return out;
+}
+
+namespace {
+
+/// The schedules of `listed` that `space` admits, in every variant its kernel serves
+/// (kernel_variants), canonical, without repeats.
+std::vector<codegen::SuperSchedule> admitted_variants(const Space& space,
+                                                      const std::vector<codegen::SuperSchedule>& listed,
+                                                      int threads, bool vary_splits) {
+  std::vector<codegen::SuperSchedule> out;
+  std::set<std::string> seen;
+  std::vector<std::vector<int>> split_choices;
+  for (std::size_t v = 0; v < space.spec().vars.size(); ++v) split_choices.push_back(space.split_choices(v));
+  for (const codegen::SuperSchedule& s : listed) {
+    if (s.kind != space.kind()) continue;
+    for (const codegen::SuperSchedule& v : kernel_variants(s, threads, split_choices, vary_splits)) {
       if (space.admits(v)) continue;
       codegen::SuperSchedule c = codegen::canonicalize(v);
       if (seen.insert(codegen::to_text(c)).second) out.push_back(std::move(c));
@@ -163,7 +208,8 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     };
     if (among) {
       add_pipeline_constraints(space, pipeline, o.params);
-      const std::vector<codegen::SuperSchedule> listed = admitted_variants(space, *among, threads);
+      const std::vector<codegen::SuperSchedule> listed =
+          admitted_variants(space, *among, threads, p.nnz() >= o.shortlist_splits_min_nnz);
       space_json = {{"shortlist", among->size()},
                     {"admissible_count", listed.size()},
                     {"pipeline", print_pipeline(pipeline)}};

@@ -81,6 +81,12 @@ struct TuneRequest {
   bool no_plan_cache = false;    ///< neither read nor write the tuning cache
   bool refresh = false;          ///< tune again, replacing the cached decision
   std::int64_t expected_calls = 0;
+  /// nominate among a short list: the listed schedules' other run-time split sizes
+  /// (kernel_variants) are ranked for operands of at least this many nonzeros. Asking the passes
+  /// about them cost ~1.2 ms more a choice on the AMD EPYC VM (cage8: 0.5 -> 1.7 ms, 350 csr
+  /// calls), which small matrices, whose csr calls take microseconds, cannot pay for, and where
+  /// cache blocking matters least.
+  std::int64_t shortlist_splits_min_nnz = 100000;
   double tuning_share = 0.1;
   codegen::GeneratedOptions generated;
   heuristics::PassParams params;
@@ -157,11 +163,20 @@ struct Nomination {
 /// The best `count` admissible schedules of `request`'s model search (its passes, model, threads
 /// and dense size) for `operand`. Throws kernels::Error as run() does for a request it cannot
 /// serve; the request's search must rank with the model (ranks_with_model). With `among` (a
-/// short list, e.g. codegen::shipped_schedules), only its schedules the admissible set holds are
-/// ranked, each in every chunk admitted and with the request's threads (none admitted: none).
+/// short list, e.g. codegen::shipped_schedules), only the variants of its schedules the
+/// admissible set holds are ranked (none admitted: none): kernel_variants, the listed split
+/// sizes alone below request.shortlist_splits_min_nnz nonzeros.
 Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std::size_t count,
                     TuneObserver& observer,
                     const std::vector<codegen::SuperSchedule>* among = nullptr);
+
+/// The schedules one compiled kernel of `s` runs: `threads` threads, every chunk of the same
+/// kind (static, or the dynamic chunks), and each split size from a quarter to four times s's
+/// that `split_choices[v]` holds (the kernel takes them at run time: one kernel, one source, for
+/// every size; without vary_splits, s's sizes alone). Not canonical; s's own among them.
+std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule& s, int threads,
+                                                    const std::vector<std::vector<int>>& split_choices,
+                                                    bool vary_splits = true);
 
 /// Whether `search` (with no --schedules list) ranks with the cost model: such a tune needs the
 /// model file (learned::CostModel::check_backend says whether this build can run it).
