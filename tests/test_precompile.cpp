@@ -142,6 +142,31 @@ TEST_CASE("precompile: the committed dataset's winners and what share of held-ou
   const auto listed = run_cli("precompile --kernel spmm --list " + dir + "/spmm.txt --json");
   REQUIRE(listed.status == 0);
   CHECK(nlohmann::json::parse(listed.out)["schedules"] == 5);
+
+  // --scheduling-twins 2: the first two templates also with the other loop scheduling, listed
+  // after the five (one kernel each: a twin already chosen is not added again).
+  const auto t = run_cli("precompile --kernel spmm --from-dataset --top 5 --scheduling-twins 2 "
+                         "--json -q --write-list " + dir + "/twins.txt");
+  INFO(t.err);
+  REQUIRE(t.status == 0);
+  const auto tj = nlohmann::json::parse(t.out);
+  REQUIRE(tj["scheduling_twins"].size() <= 2);
+  CHECK(tj["schedules"] == 5 + tj["scheduling_twins"].size());
+  for (std::size_t q = 0; q < tj["scheduling_twins"].size(); ++q) {
+    const std::string twin = tj["scheduling_twins"][q];
+    bool matched = false;
+    for (std::size_t c = 0; c < 2; ++c) {
+      const std::string first = tj["chosen"][c]["schedule"];
+      const bool first_static = first.find("chunk=static") != std::string::npos;
+      const bool twin_static = twin.find("chunk=static") != std::string::npos;
+      matched |= first_static != twin_static &&
+                 first.substr(0, first.find(" chunk=")) == twin.substr(0, twin.find(" chunk="));
+    }
+    CHECK(matched);
+  }
+  const auto twins_listed = run_cli("precompile --kernel spmm --list " + dir + "/twins.txt --json");
+  REQUIRE(twins_listed.status == 0);
+  CHECK(nlohmann::json::parse(twins_listed.out)["schedules"] == tj["schedules"]);
 }
 
 TEST_CASE("precompile: the build's shipped kernels serve the csr schedule without a compiler",

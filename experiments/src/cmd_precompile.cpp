@@ -41,6 +41,7 @@ struct Options {
   std::vector<std::string> dataset_files;
   int top = 0;
   double coverage = 0.0;
+  int scheduling_twins = 0;
   std::string write_list;
   std::string out;
   std::vector<std::string> dtypes = {"f32"};
@@ -180,17 +181,39 @@ int precompile(const Options& o) {
     list << "# " << o.kernel << ": " << chosen.size() << " kernel templates of the committed "
          << "dataset's group winners (waco-hybrid precompile --from-dataset";
     if (o.top > 0) list << " --top " << o.top;
+    if (o.scheduling_twins > 0) list << " --scheduling-twins " << o.scheduling_twins;
     if (o.coverage > 0) list << " --coverage " << o.coverage;
     list << "); per line: the schedule, then how many groups it won and was within 3% of the "
             "fastest in\n";
     nlohmann::json rows = nlohmann::json::array();
+    std::set<std::string> listed;
     for (std::size_t t : order) {
       if (!chosen.count(t)) continue;
       const Template& x = d.templates[t];
       schedules.push_back(codegen::schedule_from_string(kind, x.schedule));
+      listed.insert(codegen::emit_kernel_source(schedules.back()));
       list << x.schedule << "  # won " << x.winners << ", near " << x.near << "\n";
       rows.push_back({{"schedule", x.schedule}, {"winners", x.winners}, {"near", x.near}});
     }
+    // Which loop scheduling wins depends on the machine more than the rest of a schedule (on
+    // the AMD EPYC VM the hybrid tune's SpMM winner was the static twin of the dataset's most
+    // frequent template, dynamic on the Intel VMs that timed the dataset, on 14 of 22 held-out
+    // matrices): the first N templates also in the other kind (static <-> dynamic chunks).
+    const std::size_t firsts = std::min<std::size_t>(static_cast<std::size_t>(o.scheduling_twins),
+                                                     schedules.size());
+    nlohmann::json twins = nlohmann::json::array();
+    for (std::size_t q = 0; q < firsts; ++q) {
+      codegen::SuperSchedule twin = schedules[q];
+      if (twin.threads == 1) continue;  // a serial kernel has no loop scheduling
+      twin.chunk = twin.chunk == codegen::kStaticChunk ? 32 : codegen::kStaticChunk;
+      twin = codegen::canonicalize(twin);
+      if (!listed.insert(codegen::emit_kernel_source(twin)).second) continue;
+      schedules.push_back(twin);
+      list << codegen::to_text(twin) << "  # the other scheduling of " << codegen::to_text(schedules[q])
+           << "\n";
+      twins.push_back(codegen::to_text(twin));
+    }
+    if (o.scheduling_twins > 0) report["scheduling_twins"] = twins;
     report["templates_in_dataset"] = d.templates.size();
     report["chosen"] = rows;
     report["coverage"] = coverage_json(d, chosen);
@@ -324,6 +347,11 @@ Command make_precompile_command() {
                            "With --from-dataset: the fewest winners covering this share of the "
                            "training groups' winners")
                 ->check(CLI::Range(0.0, 1.0));
+            sub.add_option("--scheduling-twins", o->scheduling_twins,
+                           "With --from-dataset: the first N chosen templates also with the other "
+                           "loop scheduling (static <-> dynamic chunks), which wins depending on "
+                           "the machine")
+                ->check(CLI::Range(0, 100000));
             sub.add_option("--write-list", o->write_list,
                            "Write the chosen schedules as a --list file");
             sub.add_option("--out", o->out,

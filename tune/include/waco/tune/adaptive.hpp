@@ -6,16 +6,16 @@
 // The shape of one exploration, for nominees 1..m (arm 0 is csr, the fallback):
 //  1. verification: a nominee's first call runs it beside csr on the caller's input; csr's result
 //     is returned, the nominee's compared with it; a mismatch drops the nominee for good;
-//  2. rungs of successive halving: every live nominee serves `rung_calls x 2^r` calls of rung r,
-//     one nominee after the other (a rotation of several kernels slowed some of them 2-3x),
-//     after its first `nominee_warmup` calls, which are no samples; each paired with the csr
-//     call next to it (csr serves every other call: it costs nothing
-//     over not tuning); once csr's calls take `warm_above_s` or more, each timed call of a pair
-//     follows `warm_calls` untimed ones of the same arm, so that a kernel is timed with its own
-//     data in the caches, as the caller's repeated calls of the chosen one will find it (a
-//     rotation of several formats that do not fit in the caches together times every one of
-//     them cold, and ranks them unlike their steady state); after a rung, the better half by median ratio to csr goes on, and a
-//     nominee whose median ratio is above 1 + `drop_above` leaves at once;
+//  2. rungs of successive halving: every live nominee serves `rung_calls x 2^r` timed calls of
+//     rung r, one nominee's block after the other (a rotation of several kernels slowed some of
+//     them 2-3x), each block after `nominee_warmup` calls that are no samples; each timed call
+//     paired with the csr call before it (csr serves every other turn: it costs nothing over
+//     not tuning). Once csr's calls take `warm_above_s` or more, each timed call follows
+//     `warm_calls` untimed ones of the same arm, so that a kernel is timed with its own data in
+//     the caches, as the caller's repeated calls of the chosen one will find it (formats that do
+//     not fit in the caches together were each timed cold, unlike their steady state). After a
+//     rung, the better half by median ratio to csr goes on, and a nominee whose median ratio is
+//     above 1 + `drop_above` leaves at once;
 //  3. judgment: the last nominee and csr on `judge_rounds` fresh pairs, not the ones that
 //     selected it, judged by heuristics::judge_gain (the rule of `waco-hybrid tune`): a gain
 //     settles on the nominee, anything else on csr.
@@ -148,8 +148,9 @@ class AdaptivePolicy {
   enum class Phase { Verify, Rungs, Judge, Settled };
 
   int live_nominees() const;
-  /// The nominee of the next turn (rungs: round robin, ending a rung when each has its calls;
-  /// judgment: the finalist), or 0 when there is none (settled).
+  /// The nominee of the next turn (rungs: the one whose block goes on until it has its calls,
+  /// then the next, ending the rung after the last; judgment: the finalist), or 0 when there is
+  /// none (settled).
   int next_nominee();
   double median_ratio(const Arm& a) const;
   void end_rung();
@@ -184,7 +185,7 @@ class AdaptivePolicy {
   int turn_left_ = 0;              ///< calls left in this turn (its warm ones, then the timed one)
   int turn_arm_ = 0;               ///< the arm of this turn (0: csr's turn)
   int block_arm_ = 0;              ///< the nominee whose block of calls goes on
-  std::size_t next_arm_ = 1;       ///< round robin over the live nominees
+  std::size_t next_arm_ = 1;       ///< the nominee whose calls of the rung go on (then the next)
   std::vector<double> judge_csr_, judge_nominee_;  ///< the judgment's pairs, in order
   nlohmann::json events_ = nlohmann::json::array();
 };
