@@ -649,12 +649,10 @@ TEST_CASE("api: an adaptive plan never compiles a kernel the expected calls cann
 
 TEST_CASE("api: an adaptive plan of 10 expected calls settles on csr, not-worth-it, as "
           "`waco-hybrid tune --adaptive --expected-calls 10` does (test_tune)") {
-  const std::string dir = waco::test::scratch_dir("api-adaptive-few");
-  waco::Options o = scratch_options(dir);
+  waco::Options o = scratch_options(waco::test::scratch_dir("api-adaptive-few"));
   o.adaptive = true;
   o.expected_calls = 10;
-  const Csr a = random_csr(300, 300, 0.02, 41);
-  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  const waco::Plan p = waco::tune(matrix_of(random_csr(300, 300, 0.02, 41)), waco::Kernel::SpMV, o);
   const std::vector<float> x = random_vector(300, 6);
   std::vector<float> y(300);
   for (int c = 0; c < 10; ++c) p.spmv(x.data(), y.data());

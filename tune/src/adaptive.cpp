@@ -157,19 +157,7 @@ int AdaptivePolicy::next_nominee() {
 void AdaptivePolicy::record(int arm, double seconds, bool warm) {
   if (settled_) return;  // what a settled plan's calls take is the caller's, not tuning's
   Arm& a = arms_.at(static_cast<std::size_t>(arm));
-  if (warm) {
-    if (arm == 0) return;  // csr's calls cost nothing over not tuning
-    nominee_s_ += seconds;  // what it takes beyond csr's is exploration's cost
-    ++nominee_calls_;
-    if (phase_ == Phase::Judge && arm == finalist_) {
-      judge_s_ += seconds;
-      ++judge_n_;
-    } else {
-      rungs_s_ += seconds;
-      ++rungs_n_;
-    }
-    return;
-  }
+  if (warm && arm == 0) return;  // csr's calls cost nothing over not tuning
   if (arm == 0) {
     // A bounded window: with no expected calls, csr may serve millions of calls while the
     // budget grows.
@@ -180,6 +168,7 @@ void AdaptivePolicy::record(int arm, double seconds, bool warm) {
     if (phase_ == Phase::Judge) judge_csr_.push_back(seconds);
     return;
   }
+  // What a nominee's call takes beyond csr's is exploration's cost; a warm call is no sample.
   nominee_s_ += seconds;
   ++nominee_calls_;
   if (phase_ == Phase::Judge && arm == finalist_) {
@@ -189,6 +178,7 @@ void AdaptivePolicy::record(int arm, double seconds, bool warm) {
     rungs_s_ += seconds;
     ++rungs_n_;
   }
+  if (warm) return;
   a.seconds.push_back(seconds);
   if (!a.live) return;
   if (a.seconds.size() >= 2 && o_.abandon_factor > 0) {
