@@ -78,7 +78,7 @@ TUNE_SETTINGS = (
 def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search="model",
          budget=0, budget_seconds=0.0, cache_dir=None, use_cache=True, refresh=False,
          kernel_cache_dir=None, passes="all", confirm=None, seed=1, results_db=None,
-         tuning_share=0.1, progress=None, verbose=False, adaptive=None, nominees=4,
+         tuning_share=0.1, progress=None, verbose=False, adaptive=None, nominees=5,
          **settings):
     """Tunes kernel ("spmv", "spmm", "sddmm", "mttkrp") for A and returns the Plan.
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/kernel_spec.hpp"
@@ -54,6 +55,8 @@ std::atomic<bool> g_loaded{false};
 /// first time in a process on the development VM: sysfs and /proc/cpuinfo; ~0.02 ms after) and
 /// reading the entry.
 constexpr double kLookupS = 0.0003;
+/// Nominees that may share a kernel (one schedule in several dynamic chunks) before others go.
+constexpr std::size_t kPerKernel = 2;
 /// csr calls timed before the first preparation step.
 constexpr std::int64_t kMinCsrCalls = 8;
 /// At most this many calls are served quietly (csr, untimed) before the budget is asked again.
@@ -282,9 +285,9 @@ void AdaptiveRun::nominate_step() {
     // The short list of the shipped kernels when there is one: ranking only what can run
     // without a compiler costs a fraction of ranking the admissible set (tune/README.md, "The
     // cost of the choice").
-    // One more than asked, for csr's own schedule among them (with this plan's threads): it
-    // would be a nominee that can only tie.
-    nom = nominate(setup_.operand, setup_.request, static_cast<std::size_t>(setup_.nominees) + 1,
+    // More than asked: csr's own schedule among them (with this plan's threads) would be a
+    // nominee that can only tie, and at most kPerKernel nominees share a kernel (below).
+    nom = nominate(setup_.operand, setup_.request, kPerKernel * static_cast<std::size_t>(setup_.nominees) * 2 + 1,
                    quiet, shortlist_->empty() ? nullptr : &*shortlist_);
     g_chose.store(true, std::memory_order_relaxed);
     const int threads = csr_->bound.args.threads;
@@ -297,6 +300,19 @@ void AdaptiveRun::nominate_step() {
     v.erase(std::remove_if(v.begin(), v.end(),
                            [&](const codegen::SuperSchedule& s) { return as_run(s) == csr; }),
             v.end());
+    // The model scores a kernel's chunk variants alike: its best few are often one kernel in
+    // several chunks (SpMM n=64: four of `split=j:64|32 UC` dynamic, where the static twin the
+    // hybrid tune chose on 14 of 22 held-out-like matrices came sixth). At most kPerKernel of a
+    // kernel (its schedule but the dynamic chunk) go first, the rest of the ranking after them.
+    std::vector<codegen::SuperSchedule> diverse, rest;
+    std::map<std::string, std::size_t> per_kernel;
+    for (codegen::SuperSchedule& s : v) {
+      codegen::SuperSchedule k = s;
+      if (k.chunk != codegen::kStaticChunk) k.chunk = 1;
+      (per_kernel[as_run(k)]++ < kPerKernel ? diverse : rest).push_back(std::move(s));
+    }
+    diverse.insert(diverse.end(), rest.begin(), rest.end());
+    v = std::move(diverse);
     if (v.size() > static_cast<std::size_t>(setup_.nominees))
       v.resize(static_cast<std::size_t>(setup_.nominees));
   } catch (const std::exception& e) {

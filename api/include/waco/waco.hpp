@@ -210,7 +210,7 @@ struct Options {
   /// true: adaptive (with a search that does not rank with the model, an Error); false: a tune
   /// measured before tune() returns.
   std::optional<bool> adaptive;
-  int nominees = 4;  ///< adaptive: the model's best schedules tried on your calls
+  int nominees = 5;  ///< adaptive: the model's best schedules tried on your calls (at most 2 of one kernel)
 
   // The rest of `waco-hybrid tune`'s settings, for studies and reproductions: each is the CLI
   // option of the same name (dashes as underscores; `waco-hybrid tune --help` says what it does,

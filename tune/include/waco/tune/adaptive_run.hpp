@@ -62,7 +62,7 @@ struct AdaptiveSetup {
   TuneOperand operand;                   ///< the sparse operand, its fingerprint set
   std::shared_ptr<const void> keep;      ///< what keeps the operand alive (nominees are built from it)
   TuneRequest request;                   ///< kind, dense, threads, dtype, passes, model, generated
-  int nominees = 4;
+  int nominees = 5;
   AdaptiveOptions policy;
   /// The tuning cache's key of this plan (empty: no cache), taken when first needed (the machine's
   /// identity costs ~0.3 ms the first time in a process: more than a short solve's every call).
@@ -157,7 +157,7 @@ class AdaptiveRun {
 /// calls of its own on the seeded dense operands of a tune, as an application's would be, then
 /// (with `compare`) the same calls served by csr alone, for the time to solution of each.
 struct AdaptiveDrive {
-  int nominees = 4;
+  int nominees = 5;
   /// Calls to make: with expected calls, 0 means that many; without, 0 means until the run
   /// settles, at most max_calls.
   std::int64_t calls = 0;
