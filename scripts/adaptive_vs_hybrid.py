@@ -12,7 +12,7 @@ Per matrix, three processes of the CLI, none reading or writing a tuning cache:
 Every command runs under WACO_LOCK (an exclusive flock: nothing else times or builds meanwhile).
 
 usage: scripts/adaptive_vs_hybrid.py [--kernel spmv|spmm] [--dense 64] [--expected-calls N]
-       [--threads 2] [--rounds 30] [--dtype f32] [--waco build/experiments/waco-hybrid]
+       [--threads 2] [--rounds 30] [--dtype f32] [--nominees K] [--waco build/experiments/waco-hybrid]
        [--json OUT] MATRIX...
 Prints a row per matrix and the median of the ratio (hybrid's kernel time / adaptive's)."""
 
@@ -50,6 +50,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--dtype", default="f32")
+    p.add_argument("--nominees", type=int, help="tune --adaptive --nominees (default: its own)")
     p.add_argument("--waco", default="build/experiments/waco-hybrid")
     p.add_argument("--json", help="write every row and report here")
     p.add_argument("files", nargs="+")
@@ -63,7 +64,8 @@ def main():
           "adaptive us\thybrid us\thybrid/adaptive")
     for f in a.files:
         name = os.path.basename(f).split(".")[0]
-        ad = run([a.waco, "tune"] + common + ["--adaptive", "--expected-calls",
+        nominees = ["--nominees", str(a.nominees)] if a.nominees else []
+        ad = run([a.waco, "tune"] + common + nominees + ["--adaptive", "--expected-calls",
                                               str(a.expected_calls), "--no-plan-cache", "--json",
                                               "-q", f], lock)
         hy = run([a.waco, "tune"] + common + ["--no-plan-cache", "--json", "-q", f], lock)
