@@ -179,7 +179,6 @@ int run_tune(const Options& given) {
   const tuning::TuneOperand operand{op.matrix ? &op.matrix->matrix : nullptr,
                                     op.tensor ? &op.tensor->tensor : nullptr, {}};
   if (o.adaptive) {
-    o.req.cancel = [] { return interrupt_flag() != 0; };
     nlohmann::json report = tuning::drive_adaptive(operand, o.req, o.drive, observer);
     observer.finish();
     report["file"] = o.file;

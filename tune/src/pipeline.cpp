@@ -102,17 +102,18 @@ std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule
   const codegen::KernelSpec& spec = codegen::kernel_spec(s.kind);
   std::vector<std::vector<int>> sizes(s.split.size());
   for (std::size_t v = 0; v < s.split.size(); ++v) {
-    if (!vary_splits || s.split[v] <= 1 || codegen::split_is_constant(s, spec.vars[v])) {
-      sizes[v] = {s.split[v]};
+    sizes[v] = {s.split[v]};
+    if (!vary_splits || s.split[v] <= 1 || v >= split_choices.size() ||
+        codegen::split_is_constant(s, spec.vars[v]))
       continue;
-    }
-    for (int f = -2; f <= 2; ++f) {
-      const int size = f < 0 ? s.split[v] >> -f : s.split[v] << f;
-      const std::vector<int>& allowed = v < split_choices.size() ? split_choices[v] : std::vector<int>{};
-      if (size > 1 && (f == 0 || std::find(allowed.begin(), allowed.end(), size) != allowed.end()))
+    const std::vector<int>& allowed = split_choices[v];
+    sizes[v].clear();  // in increasing order, the listed size among them
+    for (const int size : {s.split[v] >> 2, s.split[v] >> 1, s.split[v], s.split[v] << 1, s.split[v] << 2})
+      if (size == s.split[v] ||
+          (size > 1 && std::find(allowed.begin(), allowed.end(), size) != allowed.end()))
         sizes[v].push_back(size);
-    }
   }
+  const std::vector<int> chunks = heuristics::chunk_choices();
   std::vector<codegen::SuperSchedule> out;
   codegen::SuperSchedule v = s;
   v.threads = threads;
@@ -122,12 +123,12 @@ std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule
     bool same_kernel = true;
     for (std::size_t k = 0; k < sizes.size() && same_kernel; ++k)
       same_kernel = codegen::split_is_constant(v, spec.vars[k]) == codegen::split_is_constant(s, spec.vars[k]);
-    for (int chunk : heuristics::chunk_choices()) {
-      if (!same_kernel) break;
-      if ((chunk == codegen::kStaticChunk) != (s.chunk == codegen::kStaticChunk)) continue;
-      v.chunk = chunk;
-      out.push_back(v);
-    }
+    if (same_kernel)
+      for (const int chunk : chunks)
+        if ((chunk == codegen::kStaticChunk) == (s.chunk == codegen::kStaticChunk)) {
+          v.chunk = chunk;
+          out.push_back(v);
+        }
     std::size_t k = 0;
     while (k < at.size() && ++at[k] == sizes[k].size()) at[k++] = 0;
     if (k == at.size()) break;

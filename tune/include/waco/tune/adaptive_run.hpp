@@ -99,6 +99,8 @@ class AdaptiveRun {
   /// The arm serving calls now (csr while exploring).
   std::shared_ptr<const Arm> current() const;
   std::string verdict() const;
+  /// Whether it settled (no lock taken: the settled calls read it too).
+  bool settled() const { return settled_.load(std::memory_order_acquire); }
   std::optional<double> speedup() const;
   std::optional<double> break_even_calls() const;
   std::int64_t calls() const;
@@ -169,7 +171,8 @@ struct AdaptiveDrive {
 /// returns its report (AdaptiveRun::report, as
 /// waco::Plan::report_json gives it) with "drive": the calls made, whether it settled, the wall
 /// time of the calls (preparation included) and, with compare, csr's wall time for as many calls
-/// and their ratio. Progress (calls, verdict, ETA) goes to `obs` about once a second.
+/// and their ratio. Progress (calls, verdict, ETA) goes to `obs` about once a second;
+/// request.stop or request.cancel end it with kernels::Cancelled.
 nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& request,
                               const AdaptiveDrive& drive, TuneObserver& obs);
 
