@@ -627,3 +627,37 @@ TEST_CASE("tune: --adaptive runs the library's adaptive plan on calls of its own
   CHECK(cli("tune --kernel spmv --adaptive --schedules x.txt " + caches + example()).status != 0);
   CHECK(cli("tune --kernel spmv --nominees 2 " + caches + example()).status != 0);
 }
+
+TEST_CASE("tune: Ctrl-C ends tune --adaptive with a line saying so, status 1") {
+  const std::string dir = waco::test::scratch_dir("tune-adaptive-interrupt");
+  const std::string err_path = dir + "/err.txt";
+  const std::string args = "tune --kernel spmv --adaptive --calls 100000000000 --no-plan-cache "
+                           "--threads 2 --cache-dir " + dir + "/cache " + example();
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(err, 2);
+    execl("/bin/sh", "sh", "-c", ("exec " + waco::test::cli_binary() + " " + args + " > /dev/null").c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // The first progress line comes after a second of calls: the handler is installed by then.
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream started(err_path);
+    const std::string text((std::istreambuf_iterator<char>(started)),
+                           std::istreambuf_iterator<char>());
+    if (text.find("tune: adaptive:") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGINT);
+  int st = 0;
+  REQUIRE(waitpid(pid, &st, 0) == pid);
+  std::ifstream e(err_path);
+  const std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  INFO(err);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 1);
+  CHECK(err.find("tune: interrupted") != std::string::npos);
+  CHECK(err.find("internal error") == std::string::npos);
+}

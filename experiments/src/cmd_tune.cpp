@@ -179,7 +179,15 @@ int run_tune(const Options& given) {
   const tuning::TuneOperand operand{op.matrix ? &op.matrix->matrix : nullptr,
                                     op.tensor ? &op.tensor->tensor : nullptr, {}};
   if (o.adaptive) {
-    nlohmann::json report = tuning::drive_adaptive(operand, o.req, o.drive, observer);
+    nlohmann::json report;
+    try {
+      report = tuning::drive_adaptive(operand, o.req, o.drive, observer);
+    } catch (const kernels::Cancelled&) {
+      observer.finish();
+      std::fprintf(stderr, "tune: interrupted; no report (a decision the adaptive plan settled "
+                           "on before is in the tuning cache)\n");
+      return kExitFailure;
+    }
     observer.finish();
     report["file"] = o.file;
     if (o.json)
