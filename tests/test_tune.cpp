@@ -39,6 +39,37 @@ std::string common(const std::string& dir) {
          "--confirm-rounds 4 --decide-rounds 4 --threads 2 ";
 }
 
+/// Runs the CLI with `args` (stdout to out_path, stderr to err_path), waits until its stderr holds
+/// `started` (the Ctrl-C handler is installed by then), then `after_ms` more, sends SIGINT and
+/// waits for it. Returns its wait status and its stderr.
+std::pair<int, std::string> interrupted_cli(const std::string& args, const std::string& out_path,
+                                            const std::string& err_path, const std::string& started,
+                                            int after_ms) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    execl("/bin/sh", "sh", "-c", ("exec " + waco::test::cli_binary() + " " + args).c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream so_far(err_path);
+    const std::string text((std::istreambuf_iterator<char>(so_far)), std::istreambuf_iterator<char>());
+    if (text.find(started) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+  kill(pid, SIGINT);
+  int st = 0;
+  REQUIRE(waitpid(pid, &st, 0) == pid);
+  std::ifstream e(err_path);
+  return {st, std::string((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>())};
+}
+
 }  // namespace
 
 TEST_CASE("tune: a random search reports the best schedule and resumes from the database") {
@@ -209,33 +240,8 @@ TEST_CASE("tune: Ctrl-C stops after the current candidate and the next run resum
   const std::string args = "tune --kernel spmv --search random --budget 16 --seed 9 --json " +
                            common(dir) + example();
   const std::string out_path = dir + "/out.json";
-  const std::string err_path = dir + "/err.txt";
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(out, 1);
-    dup2(err, 2);
-    execl("/bin/sh", "sh", "-c", ("exec " + waco::test::cli_binary() + " " + args).c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  // Wait for the search to start (the Ctrl-C handler is installed by then), let it measure a
-  // little, then interrupt it.
-  for (int i = 0; i < 600; ++i) {
-    std::ifstream started(err_path);
-    const std::string text((std::istreambuf_iterator<char>(started)),
-                           std::istreambuf_iterator<char>());
-    if (text.find("16 candidates") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  kill(pid, SIGINT);
-  int st = 0;
-  REQUIRE(waitpid(pid, &st, 0) == pid);
-  std::ifstream e(err_path);
-  const std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  // Let it measure a little after the search starts, then interrupt it.
+  const auto [st, err] = interrupted_cli(args, out_path, dir + "/err.txt", "16 candidates", 1000);
   INFO(err);
   REQUIRE(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 1);
@@ -630,31 +636,10 @@ TEST_CASE("tune: --adaptive runs the library's adaptive plan on calls of its own
 
 TEST_CASE("tune: Ctrl-C ends tune --adaptive with a line saying so, status 1") {
   const std::string dir = waco::test::scratch_dir("tune-adaptive-interrupt");
-  const std::string err_path = dir + "/err.txt";
   const std::string args = "tune --kernel spmv --adaptive --calls 100000000000 --no-plan-cache "
                            "--threads 2 --cache-dir " + dir + "/cache " + example();
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(err, 2);
-    execl("/bin/sh", "sh", "-c", ("exec " + waco::test::cli_binary() + " " + args + " > /dev/null").c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  // The first progress line comes after a second of calls: the handler is installed by then.
-  for (int i = 0; i < 600; ++i) {
-    std::ifstream started(err_path);
-    const std::string text((std::istreambuf_iterator<char>(started)),
-                           std::istreambuf_iterator<char>());
-    if (text.find("tune: adaptive:") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(pid, SIGINT);
-  int st = 0;
-  REQUIRE(waitpid(pid, &st, 0) == pid);
-  std::ifstream e(err_path);
-  const std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  // The first progress line comes after a second of calls.
+  const auto [st, err] = interrupted_cli(args, dir + "/out.txt", dir + "/err.txt", "tune: adaptive:", 0);
   INFO(err);
   REQUIRE(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 1);
