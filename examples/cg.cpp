@@ -165,14 +165,25 @@ int run_cg(const example::Args& args) {
 
   std::vector<Outcome> out;
   waco::Options wo = example::waco_options(args);
-  // One untimed csr solve first: the process's cold start (OpenMP's team, the vectors' pages,
-  // the CPUs leaving idle) would otherwise be charged to whichever back-end is timed first: on
-  // the development VM a 158-iteration solve of bcsstk09 took 10-19 ms cold against 1.3 ms warm,
-  // with either back-end.
+  // One untimed solve first: the process's cold start (OpenMP's team, the vectors' pages, the
+  // CPUs leaving idle) would otherwise be charged to whichever back-end is timed first: on the
+  // development VM a 158-iteration solve of bcsstk09 took 10-19 ms cold against 1.3 ms warm,
+  // with either back-end. Its SpMV is this file's own loop, not a waco plan: a csr plan made
+  // here warmed waco's code for making csr plans for the csr back-end alone (G51, Intel Xeon VM,
+  // each back-end in its own process: csr's setup 0.08-0.10 ms after such a plan, 0.15-0.29 ms
+  // without; the plan's waco::tune 0.22-0.35 ms either way).
   if (example::wants(args, "plan") || example::wants(args, "csr")) {
-    const waco::Plan warm = waco::make_plan(A, waco::Kernel::SpMV, "csr", wo);
     std::vector<T> x;
-    pcg<T>([&](const T* in, T* y) { warm.spmv(in, y); }, diag, b, x, tol, max_iter);
+    pcg<T>(
+        [&](const T* in, T* y) {
+#pragma omp parallel for schedule(static)
+          for (std::int64_t r = 0; r < a.rows; ++r) {
+            T s = 0;
+            for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e) s += a.val[e] * in[a.colind[e]];
+            y[r] = s;
+          }
+        },
+        diag, b, x, tol, max_iter);
   }
   for (const std::string backend : {"plan", "csr"}) {
     if (!example::wants(args, backend)) continue;

@@ -13,7 +13,8 @@
 #        ALWAYS_TUNE (set: tune without telling waco the expected calls),
 #        ADAPTIVE (set: an adaptive plan, waco::Options::adaptive: csr at once, the model's
 #        nominees tried on the application's own calls),
-#        WACO_CPU_LOCK (a file every run holds exclusively: no build or test beside a timing)
+#        WACO_CPU_LOCK (a file every run holds exclusively: no build or test beside a timing),
+#        SEPARATE (set: each back-end in a process of its own instead of the three in one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:-../shared/data}
@@ -55,10 +56,29 @@ run() {  # name app args...
   local name=$1 app=$2
   shift 2
   local json=$out/$name.$app.json
-  rm -rf "$out/plans"  # tuning counted: an empty tuning cache every run
-  measure "$build/examples/waco-$app" "$@" --threads "$threads" --search "$search" \
-    --tuning-share "${SHARE:-0.1}" ${ALWAYS_TUNE:+--always-tune} ${ADAPTIVE:+--adaptive} \
-    --cache-dir "$out/plans" --json > "$json"
+  one() {  # backends args...: those back-ends in one process
+    local backends=$1
+    shift
+    rm -rf "$out/plans"  # tuning counted: an empty tuning cache every run
+    measure "$build/examples/waco-$app" "$@" --threads "$threads" --search "$search" \
+      --tuning-share "${SHARE:-0.1}" ${ALWAYS_TUNE:+--always-tune} ${ADAPTIVE:+--adaptive} \
+      --cache-dir "$out/plans" --json --backends "$backends"
+  }
+  if [ -n "${SEPARATE:-}" ]; then
+    # Each back-end in a process of its own, as an application runs one: in one process the
+    # back-end timed first pays what the process does the first time (page faults of the
+    # allocator's first large blocks, waco's code run for the first time), and on small solves
+    # that is most of the difference between them.
+    local b parts=()
+    for b in plan csr eigen; do
+      one "$b" "$@" > "$json.$b" || { rm -f "$json".*; return 1; }
+      parts+=("$json.$b")
+    done
+    jq -s '.[0] + {backends: [.[].backends[]]}' "${parts[@]}" > "$json"
+    rm -f "${parts[@]}"
+  else
+    one plan,csr,eigen "$@" > "$json"
+  fi
   row "$name" "$app" "$json" | awk -F'\t' '{printf "%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %6s %9s %9s %9s  %s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14}'
 }
 for m in $spd; do
