@@ -613,6 +613,7 @@ TEST_CASE("tune: --adaptive runs the library's adaptive plan on calls of its own
   const auto m = nlohmann::json::parse(many.out);
   CHECK(m.at("drive").at("calls") == 6000);
   CHECK(m.at("drive").at("csr_wall_s").is_null());
+  CHECK_FALSE(m.at("drive").contains("check"));  // --no-compare: neither csr alone nor a check
   CHECK(m.at("adaptive").at("nominees") == 2);
   CHECK(m.at("adaptive").at("nomination").is_object());
   const std::string verdict = m.at("verdict");
@@ -624,6 +625,21 @@ TEST_CASE("tune: --adaptive runs the library's adaptive plan on calls of its own
     CHECK(again.status == 0);
     CHECK(again.out.find("decided by an adaptive plan") != std::string::npos);
     CHECK(again.out.find(m.at("schedule").get<std::string>()) != std::string::npos);
+  }
+
+  // With the comparison: csr alone on as many calls, and a gain judged again on 48 fresh pairs
+  // of the chosen kernel and csr (drive.check); no check without a gain.
+  const Result compared = cli("tune --kernel spmv --adaptive --expected-calls 100000000 --calls 3000 "
+                              "--nominees 2 --no-plan-cache --json " + example());
+  INFO(compared.err);
+  REQUIRE(compared.status == 0);
+  const nlohmann::json drive = nlohmann::json::parse(compared.out).at("drive");
+  CHECK(drive.at("wall_ratio").get<double>() > 0);
+  if (nlohmann::json::parse(compared.out).at("verdict") == "gain") {
+    CHECK(drive.at("check").at("rounds") == 48);
+    CHECK(drive.at("check").at("speedup_lo").get<double>() <= drive.at("check").at("speedup_hi").get<double>());
+  } else {
+    CHECK_FALSE(drive.contains("check"));
   }
 
   // What an adaptive plan cannot do, said before any work.

@@ -371,7 +371,8 @@ Command make_tune_command() {
                 ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
                 ->needs(adaptive);
             sub.add_flag("--no-compare", [o](std::int64_t) { o->drive.compare = false; },
-                         "--adaptive: do not time csr alone on as many calls afterwards")
+                         "--adaptive: do not time csr alone on as many calls afterwards, nor a gain "
+                         "again on fresh pairs (drive.check)")
                 ->needs(adaptive);
             sub.add_option("--tuning-share", o->req.tuning_share,
                            "Share of the expected calls' csr time that tuning may take")

@@ -164,14 +164,18 @@ struct AdaptiveDrive {
   /// settles, at most max_calls.
   std::int64_t calls = 0;
   std::int64_t max_calls = 1000000;
+  /// csr alone on as many calls afterwards (wall_ratio); and when the run settled on a gain,
+  /// `check_pairs` pairs of the chosen kernel and csr that took no part in the decision ("check").
   bool compare = true;
+  int check_pairs = 48;
 };
 
 /// Drives one adaptive run (above), after 3 untimed csr calls (the process's cold start), and
 /// returns its report (AdaptiveRun::report, as
 /// waco::Plan::report_json gives it) with "drive": the calls made, whether it settled, the wall
 /// time of the calls (preparation included) and, with compare, csr's wall time for as many calls
-/// and their ratio. Progress (calls, verdict, ETA) goes to `obs` about once a second;
+/// and their ratio, and after a gain "check": the gain judged again (heuristics::judge_gain's
+/// Verdict) on fresh pairs of the chosen kernel and csr, in alternating order. Progress (calls, verdict, ETA) goes to `obs` about once a second;
 /// request.stop or request.cancel end it with kernels::Cancelled.
 nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& request,
                               const AdaptiveDrive& drive, TuneObserver& obs);
