@@ -175,8 +175,9 @@ struct AdaptiveDrive {
 /// waco::Plan::report_json gives it) with "drive": the calls made, whether it settled, the wall
 /// time of the calls (preparation included) and, with compare, csr's wall time for as many calls
 /// and their ratio, and after a gain "check": the gain judged again (heuristics::judge_gain's
-/// Verdict) on fresh pairs of the chosen kernel and csr, in alternating order. Progress (calls, verdict, ETA) goes to `obs` about once a second;
-/// request.stop or request.cancel end it with kernels::Cancelled.
+/// Verdict) on fresh pairs of the chosen kernel and csr, in alternating order. Progress (calls,
+/// verdict, ETA) goes to `obs` about once a second; request.stop or request.cancel end it with
+/// kernels::Cancelled.
 nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& request,
                               const AdaptiveDrive& drive, TuneObserver& obs);
 
