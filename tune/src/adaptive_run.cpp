@@ -712,30 +712,26 @@ nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& giv
     d["csr_wall_s"] = csr_wall;
     d["wall_ratio"] = csr_wall > 0 ? nlohmann::json(wall / csr_wall) : nlohmann::json();
     // A gain checked in this process on pairs that took no part in the decision: the chosen
-    // kernel and csr, each timed after an untimed call of its own, the pair's order alternating
-    // (a kernel timed second in every pair would find the first one's effects every time),
-    // judged by the rule of the plan's judgment (heuristics::judge_gain). A plan's speedup is a
-    // claim about the process it ran in; this says whether it holds there a moment later.
+    // kernel and csr side by side as bench times them (kernels::time_interleaved: each timed
+    // call after an untimed one of its own, the order alternating round by round, so that
+    // neither is always the one that finds the other's effects), judged by the rule of the
+    // plan's judgment (heuristics::judge_gain). A plan's speedup is a claim about the process
+    // it ran in; this says whether it holds there a moment later.
     const std::shared_ptr<const Arm> chosen = run.current();
     if (run.settled() && run.verdict() == "gain" && chosen != csr && drive.check_pairs > 0) {
       obs.note(format("tune: adaptive: checking the gain on %d fresh pairs", drive.check_pairs));
-      heuristics::Measurement mine, ref;
-      mine.status = ref.status = heuristics::MeasureStatus::Ok;
-      const auto timed = [&](const Arm& a) {
-        call(a, out.raw());
-        const double s0 = kernels::now_seconds();
-        call(a, out.raw());
-        return kernels::now_seconds() - s0;
-      };
-      for (int k = 0; k < drive.check_pairs; ++k) {
-        const bool csr_first = k % 2 == 0;
-        const double first = timed(csr_first ? *csr : *chosen);
-        const double second = timed(csr_first ? *chosen : *csr);
-        ref.seconds.push_back(csr_first ? first : second);
-        mine.seconds.push_back(csr_first ? second : first);
-      }
-      mine.median_s = kernels::summarize(mine.seconds).median;
-      ref.median_s = kernels::summarize(ref.seconds).median;
+      kernels::TimingOptions t;
+      t.warmup = 0;
+      t.repeats = drive.check_pairs;
+      t.threads = request.threads;
+      const std::vector<kernels::TimingStats> times = kernels::time_interleaved(
+          {[&] { call(*csr, out.raw()); }, [&] { call(*chosen, out.raw()); }}, t, 1);
+      heuristics::Measurement ref, mine;
+      ref.status = mine.status = heuristics::MeasureStatus::Ok;
+      ref.seconds = times[0].seconds;
+      ref.median_s = times[0].median;
+      mine.seconds = times[1].seconds;
+      mine.median_s = times[1].median;
       d["check"] = heuristics::judge_gain(mine, ref, rule).to_json();
     }
   }
