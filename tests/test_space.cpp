@@ -687,5 +687,33 @@ TEST_CASE("space: admits agrees with for_each on every candidate of small spaces
     CHECK(s.admits(x) == std::optional<std::string>("threads-out-of-range"));
     CHECK(s.admits(*codegen::schedule_shortcut(k == KernelKind::SpMV ? KernelKind::SpMM : KernelKind::SpMV, "csr")) ==
           std::optional<std::string>("other-kernel"));
+
+    // admits_each_chunk: admits() of each chunk, element by element, on the same sample, with
+    // chunks outside the space's (0, 3, 2^20), admitted schedules and schedules outside it (3
+    // threads, another kernel, an invalid order) among them.
+    std::vector<int> chunks = heuristics::chunk_choices();
+    chunks.insert(chunks.begin() + 2, {0, 3, 1 << 20});
+    std::vector<SuperSchedule> probes = fresh.sample(3000, 5);
+    std::size_t taken = 0;
+    for (auto it = kept.begin(); it != kept.end() && taken < 300; ++it, ++taken)
+      probes.push_back(codegen::parse_schedule(k, *it));
+    probes.push_back(x);
+    probes.push_back(*codegen::schedule_shortcut(k == KernelKind::SpMV ? KernelKind::SpMM : KernelKind::SpMV, "csr"));
+    SuperSchedule bad = *s.sample(1, 2).begin();
+    std::swap(bad.order.front(), bad.order.back());
+    probes.push_back(bad);
+    std::size_t admitted = 0;
+    for (const SuperSchedule& p : probes) {
+      const std::vector<bool> each = s.admits_each_chunk(p, chunks);
+      REQUIRE(each.size() == chunks.size());
+      for (std::size_t c = 0; c < chunks.size(); ++c) {
+        SuperSchedule v = p;
+        v.chunk = chunks[c];
+        INFO(codegen::to_text(v));
+        CHECK(each[c] == !s.admits(v).has_value());
+        admitted += each[c] ? 1 : 0;
+      }
+    }
+    CHECK(admitted > 0);
   }
 }

@@ -20,7 +20,7 @@
 #include <charconv>
 #include <climits>
 #include <functional>
-#include <set>
+#include <unordered_set>
 #include <sstream>
 
 #include "waco/codegen/compiler.hpp"
@@ -783,10 +783,10 @@ std::vector<SuperSchedule> shipped_list(const std::string& dir, KernelKind k) {
 
 std::vector<SuperSchedule> shipped_schedules(KernelKind k) {
   std::vector<SuperSchedule> out;
-  std::set<std::string> seen;
+  std::unordered_set<SuperSchedule> seen;
   for (const std::string& dir : shipped_kernel_dirs())
     for (SuperSchedule& s : shipped_list(dir, k))
-      if (seen.insert(to_text(s)).second) out.push_back(std::move(s));
+      if (seen.insert(s).second) out.push_back(std::move(s));
   return out;
 }
 

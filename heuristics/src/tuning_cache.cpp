@@ -3,6 +3,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "waco/codegen/generated_kernel.hpp"
@@ -39,20 +41,28 @@ std::string TuningKey::hash() const { return kernels::hex16(kernels::fnv1a(to_js
 
 nlohmann::json machine_identity(const codegen::CompilerOptions& kernel_compiler) {
   // context_json minus what does not change a decision (date, counters) or is a key part of its
-  // own (threads).
-  nlohmann::json c = kernels::context_json(1, "none");
+  // own (threads). Nothing of it changes within a process (the CPU, its caches and the build are
+  // read once), so it is built once per kernel compiler: every tune and adaptive plan asks
+  // (~50 us of JSON each time).
+  static std::mutex lock;
+  static std::map<std::pair<std::string, std::vector<std::string>>, nlohmann::json> kept;
+  const std::lock_guard<std::mutex> hold(lock);
+  auto key = std::make_pair(kernel_compiler.compiler, kernel_compiler.flags);
+  if (const auto it = kept.find(key); it != kept.end()) return it->second;
+  const nlohmann::json c = kernels::context_json(1, "none");
   nlohmann::json flags = nlohmann::json::array();
   for (const std::string& f : kernel_compiler.flags) flags.push_back(f);
-  return {{"cpu", c["cpu"]},
-          {"cache_bytes", c["cache_bytes"]},
-          {"cache_source", c["cache_source"]},
-          {"compiler", c["compiler"]},
-          {"flags", c["flags"]},
-          {"build_type", c["build_type"]},
-          {"waco_version", c["waco_version"]},
-          {"git_revision", c["git_revision"]},
-          {"kernel_compiler", kernel_compiler.compiler},
-          {"kernel_flags", flags}};
+  nlohmann::json id = {{"cpu", c["cpu"]},
+                       {"cache_bytes", c["cache_bytes"]},
+                       {"cache_source", c["cache_source"]},
+                       {"compiler", c["compiler"]},
+                       {"flags", c["flags"]},
+                       {"build_type", c["build_type"]},
+                       {"waco_version", c["waco_version"]},
+                       {"git_revision", c["git_revision"]},
+                       {"kernel_compiler", kernel_compiler.compiler},
+                       {"kernel_flags", flags}};
+  return kept.emplace(std::move(key), std::move(id)).first->second;
 }
 
 std::string default_tuning_cache_dir() { return kernels::user_cache_dir() + "/plans"; }

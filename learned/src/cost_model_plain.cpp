@@ -8,6 +8,9 @@
 // Creating, training and saving a model, and the WACONet encoders, throw TorchRequired.
 #include <Eigen/Core>
 #include <map>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cost_model_internal.hpp"
 #include "tensor_reader.hpp"
@@ -213,9 +216,43 @@ ModelInput CostModel::prepare(const kernels::CooTensor& t, kernels::Dtype dtype)
   return prepare_input(impl_->config, t, true, tensor_features, kNoPattern, dtype);
 }
 
+namespace {
+
+/// Eigen splits a product over the calling thread's OpenMP threads (omp_get_max_threads). A
+/// batch of a short list (13-70 schedules) costs less than starting and joining the team (it
+/// took ~40% of an adaptive plan's scoring): such a batch runs on the calling thread alone. The
+/// setting is the calling thread's own (OpenMP's nthreads-var) and is restored.
+class SerialBelow {
+ public:
+  explicit SerialBelow(std::size_t batch) {
+#ifdef _OPENMP
+    if (batch <= kSerialBatch) {
+      saved_ = omp_get_max_threads();
+      omp_set_num_threads(1);
+    }
+#else
+    (void)batch;
+#endif
+  }
+  ~SerialBelow() {
+#ifdef _OPENMP
+    if (saved_ > 0) omp_set_num_threads(saved_);
+#endif
+  }
+  SerialBelow(const SerialBelow&) = delete;
+  SerialBelow& operator=(const SerialBelow&) = delete;
+
+ private:
+  static constexpr std::size_t kSerialBatch = 128;
+  int saved_ = 0;
+};
+
+}  // namespace
+
 std::vector<double> CostModel::scores(const ModelInput& input,
                                       const std::vector<codegen::SuperSchedule>& schedules) const {
   if (schedules.empty()) return {};
+  const SerialBelow serial(schedules.size());
   const Impl& m = *impl_;
   const Matrix s = m.schedule_embeddings(schedules);
   Matrix x(s.rows(), 2 * m.width());

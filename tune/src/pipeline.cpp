@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 
 #include "memory_record.hpp"
 #include "pipeline.hpp"
@@ -120,8 +121,8 @@ std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule
   std::vector<std::size_t> at(sizes.size(), 0);
   for (;;) {
     for (std::size_t k = 0; k < sizes.size(); ++k) v.split[k] = sizes[k][at[k]];
-    bool same_kernel = true;
-    for (std::size_t k = 0; k < sizes.size() && same_kernel; ++k)
+    bool same_kernel = true;  // the listed sizes are: asked only of others
+    for (std::size_t k = 0; k < sizes.size() && same_kernel && v.split != s.split; ++k)
       same_kernel = codegen::split_is_constant(v, spec.vars[k]) == codegen::split_is_constant(s, spec.vars[k]);
     if (same_kernel)
       for (const int chunk : chunks)
@@ -139,20 +140,35 @@ std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule
 namespace {
 
 /// The schedules of `listed` that `space` admits, in every variant its kernel serves
-/// (kernel_variants), canonical, without repeats.
+/// (kernel_variants), canonical, without repeats. kernel_variants gives a split's chunks one
+/// after the other: each run of them is one check (Space::admits_each_chunk).
 std::vector<codegen::SuperSchedule> admitted_variants(const Space& space,
                                                       const std::vector<codegen::SuperSchedule>& listed,
                                                       int threads, bool vary_splits) {
   std::vector<codegen::SuperSchedule> out;
-  std::set<std::string> seen;
+  std::unordered_set<codegen::SuperSchedule> seen;
   std::vector<std::vector<int>> split_choices;
   for (std::size_t v = 0; v < space.spec().vars.size(); ++v) split_choices.push_back(space.split_choices(v));
+  const auto same_but_chunk = [](codegen::SuperSchedule a, const codegen::SuperSchedule& b) {
+    a.chunk = b.chunk;
+    return a == b;
+  };
+  std::vector<int> chunks;
   for (const codegen::SuperSchedule& s : listed) {
     if (s.kind != space.kind()) continue;
-    for (const codegen::SuperSchedule& v : kernel_variants(s, threads, split_choices, vary_splits)) {
-      if (space.admits(v)) continue;
-      codegen::SuperSchedule c = codegen::canonicalize(v);
-      if (seen.insert(codegen::to_text(c)).second) out.push_back(std::move(c));
+    const std::vector<codegen::SuperSchedule> variants = kernel_variants(s, threads, split_choices, vary_splits);
+    for (std::size_t b = 0, e = 0; b < variants.size(); b = e) {
+      chunks.clear();
+      for (e = b; e < variants.size() && same_but_chunk(variants[e], variants[b]); ++e)
+        chunks.push_back(variants[e].chunk);
+      const std::vector<bool> admitted = space.admits_each_chunk(variants[b], chunks);
+      if (std::find(admitted.begin(), admitted.end(), true) == admitted.end()) continue;
+      codegen::SuperSchedule c = codegen::canonicalize(variants[b]);  // the chunk as it was
+      for (std::size_t k = 0; k < chunks.size(); ++k) {
+        if (!admitted[k]) continue;
+        c.chunk = chunks[k];
+        if (seen.insert(c).second) out.push_back(c);
+      }
     }
   }
   return out;

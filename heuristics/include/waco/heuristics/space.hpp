@@ -167,6 +167,11 @@ class Space {
   /// may hold N levels, which the space does not enumerate: narrow twins (narrow.hpp) are
   /// judged by it.
   std::optional<std::string> storage_admits(const SuperSchedule& s) const;
+  /// admits() of s with each of `chunks` as its chunk (s's own chunk is not read), element by
+  /// element: true where admits() would say nullopt. What does not depend on the chunk (the
+  /// schedule's validity, its canonical form, the ranges, the split, storage and nest stages) is
+  /// checked once, the execution stage per chunk: a short list's chunk variants cost one check.
+  std::vector<bool> admits_each_chunk(const SuperSchedule& s, const std::vector<int>& chunks) const;
   /// Every candidate (guarded: Error when count() > limit).
   std::vector<SuperSchedule> materialize(std::uint64_t limit = 1'000'000) const;
 
@@ -188,6 +193,12 @@ class Space {
  private:
   /// admits() (every stage and the space's ranges) or, with storage_only, storage_admits().
   std::optional<std::string> check(const SuperSchedule& s, bool storage_only) const;
+  /// The space's ranges of split sizes and threads for canonical s (the chunk aside): nullptr when
+  /// they hold it, else why not.
+  const char* range_refusal(const SuperSchedule& s) const;
+  /// The first refusal, in the constraints' order, of those whose stage is in `stages` (a bit
+  /// 1 << Stage each) for canonical s; nullptr when none refuses.
+  const char* constraint_refusal(const SuperSchedule& s, unsigned stages) const;
   Space() = default;
   void init(kernels::KernelKind k, std::vector<std::int64_t> extents, const SpaceOptions& opts);
   void decode(std::size_t flat, Cursor& c) const;
