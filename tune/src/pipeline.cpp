@@ -91,11 +91,11 @@ TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, cons
   return out;
 }
 
-}  // namespace
-
-std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule& s, int threads,
-                                                    const std::vector<std::vector<int>>& split_choices,
-                                                    bool vary_splits) {
+/// The split variants of kernel_variants: s with `threads` threads and each combination of split
+/// sizes its kernel takes at run time (s's chunk kept).
+std::vector<codegen::SuperSchedule> split_variants(const codegen::SuperSchedule& s, int threads,
+                                                   const std::vector<std::vector<int>>& split_choices,
+                                                   bool vary_splits) {
   // Per variable the sizes to try: the listed one where it is not split or its size is a
   // compile-time constant of the source (codegen::split_is_constant: small U blocks, register
   // blocks), else its powers of two from a quarter to four times it that split_choices holds
@@ -114,7 +114,6 @@ std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule
           (size > 1 && std::find(allowed.begin(), allowed.end(), size) != allowed.end()))
         sizes[v].push_back(size);
   }
-  const std::vector<int> chunks = heuristics::chunk_choices();
   std::vector<codegen::SuperSchedule> out;
   codegen::SuperSchedule v = s;
   v.threads = threads;
@@ -124,12 +123,7 @@ std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule
     bool same_kernel = true;  // the listed sizes are: asked only of others
     for (std::size_t k = 0; k < sizes.size() && same_kernel && v.split != s.split; ++k)
       same_kernel = codegen::split_is_constant(v, spec.vars[k]) == codegen::split_is_constant(s, spec.vars[k]);
-    if (same_kernel)
-      for (const int chunk : chunks)
-        if ((chunk == codegen::kStaticChunk) == (s.chunk == codegen::kStaticChunk)) {
-          v.chunk = chunk;
-          out.push_back(v);
-        }
+    if (same_kernel) out.push_back(v);
     std::size_t k = 0;
     while (k < at.size() && ++at[k] == sizes[k].size()) at[k++] = 0;
     if (k == at.size()) break;
@@ -137,11 +131,34 @@ std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule
   return out;
 }
 
+/// The chunks of s's kind that one kernel serves: static alone, or every dynamic chunk.
+std::vector<int> chunks_like(const codegen::SuperSchedule& s) {
+  std::vector<int> out;
+  for (const int chunk : heuristics::chunk_choices())
+    if ((chunk == codegen::kStaticChunk) == (s.chunk == codegen::kStaticChunk)) out.push_back(chunk);
+  return out;
+}
+
+}  // namespace
+
+std::vector<codegen::SuperSchedule> kernel_variants(const codegen::SuperSchedule& s, int threads,
+                                                    const std::vector<std::vector<int>>& split_choices,
+                                                    bool vary_splits) {
+  const std::vector<int> chunks = chunks_like(s);
+  std::vector<codegen::SuperSchedule> out;
+  for (codegen::SuperSchedule& v : split_variants(s, threads, split_choices, vary_splits))
+    for (const int chunk : chunks) {
+      v.chunk = chunk;
+      out.push_back(v);
+    }
+  return out;
+}
+
 namespace {
 
 /// The schedules of `listed` that `space` admits, in every variant its kernel serves
-/// (kernel_variants), canonical, without repeats. kernel_variants gives a split's chunks one
-/// after the other: each run of them is one check (Space::admits_each_chunk).
+/// (kernel_variants), canonical, without repeats: each split variant's chunks are one check
+/// (Space::admits_each_chunk).
 std::vector<codegen::SuperSchedule> admitted_variants(const Space& space,
                                                       const std::vector<codegen::SuperSchedule>& listed,
                                                       int threads, bool vary_splits) {
@@ -149,21 +166,13 @@ std::vector<codegen::SuperSchedule> admitted_variants(const Space& space,
   std::unordered_set<codegen::SuperSchedule> seen;
   std::vector<std::vector<int>> split_choices;
   for (std::size_t v = 0; v < space.spec().vars.size(); ++v) split_choices.push_back(space.split_choices(v));
-  const auto same_but_chunk = [](codegen::SuperSchedule a, const codegen::SuperSchedule& b) {
-    a.chunk = b.chunk;
-    return a == b;
-  };
-  std::vector<int> chunks;
   for (const codegen::SuperSchedule& s : listed) {
     if (s.kind != space.kind()) continue;
-    const std::vector<codegen::SuperSchedule> variants = kernel_variants(s, threads, split_choices, vary_splits);
-    for (std::size_t b = 0, e = 0; b < variants.size(); b = e) {
-      chunks.clear();
-      for (e = b; e < variants.size() && same_but_chunk(variants[e], variants[b]); ++e)
-        chunks.push_back(variants[e].chunk);
-      const std::vector<bool> admitted = space.admits_each_chunk(variants[b], chunks);
+    const std::vector<int> chunks = chunks_like(s);
+    for (const codegen::SuperSchedule& v : split_variants(s, threads, split_choices, vary_splits)) {
+      const std::vector<bool> admitted = space.admits_each_chunk(v, chunks);
       if (std::find(admitted.begin(), admitted.end(), true) == admitted.end()) continue;
-      codegen::SuperSchedule c = codegen::canonicalize(variants[b]);  // the chunk as it was
+      codegen::SuperSchedule c = codegen::canonicalize(v);
       for (std::size_t k = 0; k < chunks.size(); ++k) {
         if (!admitted[k]) continue;
         c.chunk = chunks[k];
