@@ -314,6 +314,12 @@ TEST_CASE("cost model: model file round trip and refusals") {
   nan.replace(nan.size() - 8, 4, reinterpret_cast<const char*>(&q), 4);
   std::ofstream(dir + "/nan.model", std::ios::binary) << nan;
   CHECK_THROWS_WITH(CostModel::load(dir + "/nan.model"), Catch::Contains("NaN"));
+  // So are infinities (a negative one, a value before).
+  std::string inf = bytes;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  inf.replace(inf.size() - 12, 4, reinterpret_cast<const char*>(&ninf), 4);
+  std::ofstream(dir + "/inf.model", std::ios::binary) << inf;
+  CHECK_THROWS_WITH(CostModel::load(dir + "/inf.model"), Catch::Contains("infinite"));
   // An unwritable destination fails before anything is written.
   CHECK_THROWS_AS(m.save("/proc/no/such/dir/m.model"), kernels::Error);
 }

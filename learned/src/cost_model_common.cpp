@@ -175,7 +175,7 @@ ModelHeader parse_model_header(const std::string& path, const std::string& heade
                                std::optional<EncoderKind> expect_encoder) {
   ModelHeader out;
   try {
-    const nlohmann::json h = nlohmann::json::parse(header_text);
+    nlohmann::json h = nlohmann::json::parse(header_text);
     if (!h.is_object() || !h.contains("config"))
       throw Error(path + ": corrupt cost model header (no configuration)", "write the model again");
     const int enc = h.value("schedule_encoding_version", -1);
@@ -185,7 +185,7 @@ ModelHeader parse_model_header(const std::string& path, const std::string& heade
                       std::to_string(codegen::kScheduleEncodingVersion),
                   "train the model again with this version (waco-hybrid train)");
     out.config = CostModelConfig::from_json(h.at("config"));
-    out.record = h.value("record", nlohmann::json::object());
+    out.record = h.contains("record") ? std::move(h["record"]) : nlohmann::json::object();
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": corrupt cost model header: " + e.what(), "write the model again");
   }

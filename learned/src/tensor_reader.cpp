@@ -87,10 +87,17 @@ std::vector<TensorFileReader::Tensor> TensorFileReader::read_all() {
     check_left(4 * numel, t.name.c_str());
     t.data.resize(static_cast<std::size_t>(numel));
     bytes(t.data.data(), t.data.size() * 4, t.name.c_str());
-    for (float v : t.data)
-      if (!std::isfinite(v))
-        throw Error(path_ + ": tensor '" + t.name + "' holds NaN or infinite values",
-                    "the file is corrupt; write it again");
+    // NaN and infinities have every exponent bit set: one pass that vectorizes (a branch per
+    // value took ~15% of loading a model).
+    std::uint32_t not_finite = 0;
+    for (const float v : t.data) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      not_finite |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (not_finite != 0)
+      throw Error(path_ + ": tensor '" + t.name + "' holds NaN or infinite values",
+                  "the file is corrupt; write it again");
     all.push_back(std::move(t));
   }
   char end[4];
