@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
 #include "waco/waco.hpp"
@@ -472,6 +474,40 @@ TEST_CASE("api: a decision for the hand-written csr serves that baseline, equal 
   REQUIRE(cli_body != std::string::npos);
   CHECK(header.substr(mine_body) == cli_header.substr(cli_body));
   CHECK_THROWS_WITH(p.standalone_header("2fast"), Catch::Contains("not a C++ identifier"));
+}
+
+TEST_CASE("api: a gain's speedup and break-even are over the faster csr reference") {
+  const std::string dir = waco::test::scratch_dir("api-gain-reference");
+  const std::string file = waco::test::examples_dir() + "/bcsstk13.mtx.gz";
+  // Scripted: the hand-written csr at 100 us, the csr schedule (threads=0) 20% slower, every
+  // nominee (threads=2) at 80 us. The gain is 1.25x over the baseline, the faster reference,
+  // and 1.5x over the csr schedule, which a plan would not serve.
+  {
+    std::ofstream(dir + "/script.json")
+        << R"({"seed": 3, "default": {"median_s": 1e-4, "jitter": 0.02},
+               "rules": [{"contains": "threads=0", "median_s": 1.2e-4},
+                         {"contains": "threads=2", "median_s": 0.8e-4}]})";
+  }
+  const waco::test::CliResult cli = waco::test::run_cli(
+      "tune --kernel spmv --json --quiet --threads 2 --db " + dir + "/results.sqlite --plan-cache " +
+      dir + "/plans --runner scripted:" + dir + "/script.json " + file);
+  INFO(cli.err);
+  REQUIRE(cli.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(cli.out);
+  REQUIRE(j.at("verdict") == "gain");
+  CHECK(j.at("verdict_detail").at("reference") == "csr baseline");
+  const double claimed = j.at("claimed_speedup").get<double>();
+  CHECK(claimed == Approx(1.25).epsilon(0.05));
+  CHECK(j.at("speedup_over_csr").get<double>() == Approx(1.5).epsilon(0.05));
+  // Paid back by 20 us a call over the baseline (not 40 over the csr schedule).
+  const nlohmann::json& e = j.at("economy");
+  CHECK(e.at("break_even_calls").get<double>() * 20e-6 ==
+        Approx(e.at("total_s").get<double>()).epsilon(0.2));
+  // The library's plan of that decision says what the tune claimed.
+  const waco::Plan p = waco::tune(waco::Matrix::from_file(file), waco::Kernel::SpMV, scratch_options(dir));
+  CHECK(p.from_cache());
+  CHECK(p.verdict() == "gain");
+  CHECK(p.speedup() == Approx(claimed).epsilon(1e-12));
 }
 
 TEST_CASE("api: with few expected calls tuning is not worth it and the plan runs csr") {

@@ -622,7 +622,9 @@ PYBIND11_MODULE(_waco, m) {
       .def_property_readonly("verdict", [](const PyPlan& p) { return p.plan.verdict(); },
                              "gain, no-gain, not-worth-it (csr runs) or given (make_plan)")
       .def_property_readonly("speedup", [](const PyPlan& p) { return p.plan.speedup(); },
-                             "over csr, measured side by side when tuned (1 for csr, 0 unknown)")
+                             "over the faster csr reference (the csr schedule or the hand-written "
+                             "baseline), judged side by side on fresh runs when tuned (1 for csr, "
+                             "0 unknown)")
       .def_property_readonly("break_even_calls",
                              [](const PyPlan& p) { return p.plan.break_even_calls(); },
                              "calls after which tuning paid for itself (negative: never/unknown)")

@@ -28,6 +28,7 @@ const Measurement* faster_reference(Decision& d, const std::vector<Measurement>&
   }
   if (!base_ok) return nullptr;
   d.verdict_reference = shortcut + " baseline";
+  d.baseline_reference = true;
   return &*d.confirm_base;
 }
 

@@ -67,6 +67,7 @@ struct Decision {
   std::string verdict = "unconfirmed";
   std::optional<Verdict> judged;
   std::string verdict_reference;
+  bool baseline_reference = false;  ///< the faster csr reference is the baseline (confirm_base)
   bool fresh = false;                      ///< decided on the fresh runs (else the selection's)
   std::optional<Verdict> references_judged;  ///< the csr schedule against the csr baseline
 };

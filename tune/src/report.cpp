@@ -137,9 +137,12 @@ nlohmann::json economy_json(const TuneRequest& o, const Measured& m, const Decis
       {"decide_s", m.fresh ? nlohmann::json(m.fresh->seconds) : nlohmann::json(nullptr)},
       {"total_s", total_s},
       {"break_even_calls", nullptr}};
+  // Against the faster csr reference, the one the verdict judged (a plan of a no-gain serves
+  // it): the csr schedule can run slower than the baseline.
   std::optional<double> break_even;
-  if (d.confirmed && d.verdict == "gain" && d.confirm_csr->status == MeasureStatus::Ok)
-    break_even = break_even_calls(total_s, d.confirm_csr->median_s, d.best_side->median_s);
+  const std::optional<Measurement>& ref = d.baseline_reference ? d.confirm_base : d.confirm_csr;
+  if (d.confirmed && d.verdict == "gain" && ref && ref->status == MeasureStatus::Ok)
+    break_even = break_even_calls(total_s, ref->median_s, d.best_side->median_s);
   if (break_even) economy["break_even_calls"] = *break_even;
   const bool expected = o.expected_calls > 0;
   economy["expected_calls"] = expected ? nlohmann::json(o.expected_calls) : nlohmann::json();

@@ -274,7 +274,9 @@ class WACO_API Plan {
   /// "gain" (a schedule beat csr side by side), "no-gain" (csr runs), "not-worth-it" (the
   /// expected calls could not pay for a search: csr runs), "given" (make_plan).
   std::string verdict() const;
-  /// Speedup over the csr schedule measured side by side when tuned (1 for csr; 0 when unknown).
+  /// Speedup over the faster csr reference (the csr schedule or the hand-written csr baseline),
+  /// the median per-round ratio of the fresh side-by-side runs that decided the gain; for an
+  /// adaptive plan, of the pairs of calls that judged it (1 for csr; 0 when unknown).
   double speedup() const;
   /// Calls after which the tuning paid for itself (negative when it never does or is unknown).
   double break_even_calls() const;
