@@ -35,7 +35,7 @@ for f in "$@"; do
     # shellcheck disable=SC2086
     "${lock[@]}" "$waco" tune --kernel spmv --schedules "$list" --threads "$threads" --no-plan-cache \
       --json --quiet --db "$db" ${TUNE_ARGS:-} "$f" 2> "$out/tune.err" |
-      jq -c '{verdict, winner: .best.schedule, claimed: .speedup_over_csr,
+      jq -c '{verdict, winner: .best.schedule, claimed: .claimed_speedup,
               reference: .verdict_detail.reference, lo: .speedup_interval.lo, hi: .speedup_interval.hi}' >> "$tunes"
   done
   # Every distinct winner beside both references, in R fresh processes.
