@@ -138,11 +138,12 @@ nlohmann::json economy_json(const TuneRequest& o, const Measured& m, const Decis
       {"total_s", total_s},
       {"break_even_calls", nullptr}};
   // Against the faster csr reference, the one the verdict judged (a plan of a no-gain serves
-  // it): the csr schedule can run slower than the baseline.
+  // it; the csr schedule can run slower than the baseline), at the claimed speedup (the
+  // medians of the times can disagree with the paired ratios that judged).
   std::optional<double> break_even;
   const std::optional<Measurement>& ref = d.baseline_reference ? d.confirm_base : d.confirm_csr;
-  if (d.confirmed && d.verdict == "gain" && ref && ref->status == MeasureStatus::Ok)
-    break_even = break_even_calls(total_s, ref->median_s, d.best_side->median_s);
+  if (d.confirmed && d.verdict == "gain" && d.judged && ref && ref->status == MeasureStatus::Ok)
+    break_even = break_even_calls(total_s, ref->median_s, ref->median_s / d.judged->speedup);
   if (break_even) economy["break_even_calls"] = *break_even;
   const bool expected = o.expected_calls > 0;
   economy["expected_calls"] = expected ? nlohmann::json(o.expected_calls) : nlohmann::json();
