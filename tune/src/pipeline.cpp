@@ -120,7 +120,7 @@ std::vector<codegen::SuperSchedule> split_variants(const codegen::SuperSchedule&
   std::vector<std::size_t> at(sizes.size(), 0);
   for (;;) {
     for (std::size_t k = 0; k < sizes.size(); ++k) v.split[k] = sizes[k][at[k]];
-    bool same_kernel = true;  // the listed sizes are: asked only of others
+    bool same_kernel = true;  // s's own sizes are its kernel's: only other sizes are asked
     for (std::size_t k = 0; k < sizes.size() && same_kernel && v.split != s.split; ++k)
       same_kernel = codegen::split_is_constant(v, spec.vars[k]) == codegen::split_is_constant(s, spec.vars[k]);
     if (same_kernel) out.push_back(v);
