@@ -41,20 +41,26 @@ struct Linear {
 
 Matrix relu(const Matrix& x) { return x.cwiseMax(0.0f); }
 
-/// The model file's tensors by name; take() checks each one's shape and removes it, so that
-/// what is left at the end was not expected.
+/// The model file's tensors by name, each read straight into a matrix of its shape (rows: the
+/// first size; columns: the product of the others); take() checks each one's shape and removes
+/// it, so that what is left at the end was not expected.
 class Tensors {
  public:
-  Tensors(const std::string& path, std::vector<TensorFileReader::Tensor> all) : path_(path) {
-    for (auto& t : all) by_name_[t.name] = std::move(t);
+  explicit Tensors(TensorFileReader& r) : path_(r.path()) {
+    r.read_each([&](const std::string& name, const std::vector<std::int64_t>& sizes, std::int64_t numel) {
+      const std::int64_t rows = sizes.empty() ? 1 : sizes.front();
+      Stored& t = by_name_[name];  // a name given twice: the last one (as before)
+      t.sizes = sizes;
+      t.values.resize(rows, rows > 0 ? numel / rows : 0);
+      return t.values.data();
+    });
   }
   Matrix matrix(const std::string& name, std::int64_t rows, std::int64_t cols) {
-    const std::vector<float> d = take(name, {rows, cols});
-    return Eigen::Map<const Matrix>(d.data(), rows, cols);
+    return take(name, {rows, cols});
   }
   Vector vec(const std::string& name, std::int64_t n) {
-    const std::vector<float> d = take(name, {n});
-    return Eigen::Map<const Vector>(d.data(), n);
+    const Matrix m = take(name, {n});  // n x 1
+    return Eigen::Map<const Vector>(m.data(), n);
   }
   Linear linear(const std::string& name, std::int64_t in, std::int64_t out) {
     return {matrix(name + ".weight", out, in), vec(name + ".bias", out)};
@@ -66,7 +72,11 @@ class Tensors {
   }
 
  private:
-  std::vector<float> take(const std::string& name, const std::vector<std::int64_t>& sizes) {
+  struct Stored {
+    std::vector<std::int64_t> sizes;
+    Matrix values;
+  };
+  Matrix take(const std::string& name, const std::vector<std::int64_t>& sizes) {
     auto it = by_name_.find(name);
     if (it == by_name_.end())
       throw Error(path_ + ": has no tensor '" + name + "'",
@@ -74,12 +84,12 @@ class Tensors {
     if (it->second.sizes != sizes)
       throw Error(path_ + ": tensor '" + name + "' has the wrong shape for the architecture",
                   "the file is corrupt or was written by another version");
-    std::vector<float> d = std::move(it->second.data);
+    Matrix m = std::move(it->second.values);
     by_name_.erase(it);
-    return d;
+    return m;
   }
   std::string path_;
-  std::map<std::string, TensorFileReader::Tensor> by_name_;
+  std::map<std::string, Stored> by_name_;
 };
 
 }  // namespace
@@ -161,7 +171,7 @@ CostModel CostModel::load(const std::string& path, std::optional<kernels::Kernel
   auto impl = std::make_unique<Impl>();
   impl->config = c;
   impl->record = std::move(h.record);
-  Tensors t(path, r.read_all());
+  Tensors t(r);
   const std::int64_t w = c.width;
   const std::int64_t tw = c.table_width;
   const std::int64_t n = model_feature_count(c);

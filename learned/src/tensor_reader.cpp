@@ -63,47 +63,53 @@ std::string TensorFileReader::str(const char* what, std::uint32_t max_len) {
   return s;
 }
 
-std::vector<TensorFileReader::Tensor> TensorFileReader::read_all() {
+void TensorFileReader::read_each(const Place& place) {
   const std::uint32_t count = u32("the tensor count");
   if (count > 100000) throw Error(path_ + ": corrupt " + what_ + " file (tensor count " +
                                   std::to_string(count) + ")");
-  std::vector<Tensor> all;
+  std::vector<std::int64_t> sizes;
   for (std::uint32_t n = 0; n < count; ++n) {
-    Tensor t;
-    t.name = str("a tensor name", 1024);
+    const std::string name = str("a tensor name", 1024);
     const std::uint32_t ndim = u32("a tensor rank");
-    if (ndim > 8) throw Error(path_ + ": corrupt tensor rank for '" + t.name + "'");
-    t.sizes.resize(ndim);
-    bytes(t.sizes.data(), 8 * ndim, "tensor sizes");
+    if (ndim > 8) throw Error(path_ + ": corrupt tensor rank for '" + name + "'");
+    sizes.assign(ndim, 0);
+    bytes(sizes.data(), 8 * ndim, "tensor sizes");
     std::int64_t numel = 1;
-    for (std::int64_t s : t.sizes) {
+    for (std::int64_t s : sizes) {
       if (s < 0 || s > (std::int64_t{1} << 31) || numel * s > (std::int64_t{1} << 31))
-        throw Error(path_ + ": corrupt tensor sizes for '" + t.name + "'",
+        throw Error(path_ + ": corrupt tensor sizes for '" + name + "'",
                     "the file is corrupt or was written by another version");
       numel *= s;
     }
     // Sizes come from the file: what it declares must be there before it is allocated (a
     // 100-byte file declaring 2^31 values asked for 8 GiB).
-    check_left(4 * numel, t.name.c_str());
-    t.data.resize(static_cast<std::size_t>(numel));
-    bytes(t.data.data(), t.data.size() * 4, t.name.c_str());
+    check_left(4 * numel, name.c_str());
+    float* data = place(name, sizes, numel);
+    bytes(data, static_cast<std::size_t>(numel) * 4, name.c_str());
     // NaN and infinities have every exponent bit set: one pass that vectorizes (a branch per
     // value took ~15% of loading a model).
     std::uint32_t not_finite = 0;
-    for (const float v : t.data) {
+    for (std::int64_t i = 0; i < numel; ++i) {
       std::uint32_t bits;
-      std::memcpy(&bits, &v, sizeof bits);
+      std::memcpy(&bits, data + i, sizeof bits);
       not_finite |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
     }
     if (not_finite != 0)
-      throw Error(path_ + ": tensor '" + t.name + "' holds NaN or infinite values",
+      throw Error(path_ + ": tensor '" + name + "' holds NaN or infinite values",
                   "the file is corrupt; write it again");
-    all.push_back(std::move(t));
   }
   char end[4];
   bytes(end, 4, "the end marker");
   if (std::memcmp(end, "END!", 4) != 0)
     throw Error(path_ + ": corrupt " + what_ + " file (missing end marker)");
+}
+
+std::vector<TensorFileReader::Tensor> TensorFileReader::read_all() {
+  std::vector<Tensor> all;
+  read_each([&](const std::string& name, const std::vector<std::int64_t>& sizes, std::int64_t numel) {
+    all.push_back({name, sizes, std::vector<float>(static_cast<std::size_t>(numel))});
+    return all.back().data.data();
+  });
   return all;
 }
 

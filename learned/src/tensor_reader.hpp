@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,15 @@ class TensorFileReader {
     std::vector<std::int64_t> sizes;
     std::vector<float> data;  ///< row-major, the product of sizes
   };
-  /// Every tensor after the header, in file order, then the end marker. Call once.
+  /// Every tensor after the header, in file order, then the end marker. Call once (this or
+  /// read_each).
   std::vector<Tensor> read_all();
+  /// The same, each tensor's values read straight into the `numel` floats (row-major) that
+  /// `place(name, sizes, numel)` returns, storage the caller owns: no copy of the weights (a
+  /// model's ~0.5 MB were read into vectors, then copied into the network's matrices).
+  using Place = std::function<float*(const std::string& name,
+                                     const std::vector<std::int64_t>& sizes, std::int64_t numel)>;
+  void read_each(const Place& place);
 
  private:
   void bytes(void* dst, std::size_t n, const char* what);
