@@ -1,6 +1,5 @@
 #include "tensor_reader.hpp"
 
-#include <cmath>
 #include <cstring>
 
 #include "waco/kernels/error.hpp"
