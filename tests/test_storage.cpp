@@ -484,6 +484,53 @@ TEST_CASE("storage: shortcuts are the formats they name") {
   CHECK(dcsr.storage->levels[1].pos == std::vector<index_t>{0, 2, 3, 5});
 }
 
+TEST_CASE("storage: the csr layout's fill (no scan) equals the reference in both value types") {
+  // build_storage fills unsplit row-major U C formats without its scan (fill_csr_pos): every
+  // csr-like schedule, every edge case (empty rows, a dense row, one column), f32 and f64.
+  std::vector<SuperSchedule> csr_like{*schedule_shortcut(KernelKind::SpMV, "csr")};
+  for (const char* text : {"order=i,k format=UC parallel=i threads=2 chunk=static",
+                           "order=i,k format=UC parallel=i threads=1 chunk=8"})
+    csr_like.push_back(parse_schedule(KernelKind::SpMV, text));
+  for (const auto& [name, A] : waco::test::edge_case_matrices())
+    for (const Dtype dtype : {Dtype::F32, Dtype::F64}) {
+      const DenseOperands d = make_dense_operands(KernelKind::SpMV, &A, nullptr, 1, 1, dtype);
+      const Problem p = make_problem(KernelKind::SpMV, &A, nullptr, d);
+      for (const SuperSchedule& s : csr_like) {
+        INFO(name << " " << dtype_name(dtype) << ": " << to_text(s));
+        const StorageResult got = build_storage(s, p);
+        REQUIRE(got.storage);
+        CHECK(got.storage->vals.dtype() == dtype);
+        CHECK(compare(got, reference_storage(s, p)) == "");
+        // Without entry positions (kernels with a dense output): the same storage less them.
+        StorageOptions lean_options;
+        lean_options.entry_positions = false;
+        StorageResult lean = build_storage(s, p, lean_options);
+        REQUIRE(lean.storage);
+        CHECK(lean.storage->entry_position.empty());
+        lean.storage->entry_position = got.storage->entry_position;
+        CHECK(compare(lean, got) == "");
+      }
+    }
+}
+
+TEST_CASE("storage: the csr layout's fill refuses an operand out of canonical order") {
+  const SuperSchedule csr = *schedule_shortcut(KernelKind::SpMV, "csr");
+  const auto build = [&](std::vector<index_t> row, std::vector<index_t> col) {
+    CooMatrix A;  // made by hand: make_problem would check the order first
+    A.rows = 3;
+    A.cols = 3;
+    A.row = std::move(row);
+    A.col = std::move(col);
+    A.val.assign(A.row.size(), 1.0);
+    return build_storage(csr, sparse_only(A));
+  };
+  CHECK(build({0, 1, 1, 2}, {2, 0, 1, 1}).storage);
+  CHECK_THROWS_AS(build({0, 2, 1}, {0, 0, 0}), InternalError);     // rows out of order
+  CHECK_THROWS_AS(build({0, 1, 1}, {0, 2, 1}), InternalError);     // columns out of order
+  CHECK_THROWS_AS(build({0, 1, 1}, {0, 1, 1}), InternalError);     // a repeated coordinate
+  CHECK_THROWS_AS(build({0, 1, 3}, {0, 0, 0}), InternalError);     // a row beyond the matrix
+}
+
 TEST_CASE("storage: refused formats give the reference's reason before allocating their size") {
   // kMaxIndex x kMaxIndex with 3 nonzeros: any U level over a whole dimension would need gigabytes.
   const CooMatrix A = waco::test::from_triplets(static_cast<index_t>(kMaxIndex), static_cast<index_t>(kMaxIndex),

@@ -61,7 +61,9 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
   b.schedule = s;
   if (opts.storages) b.storage = opts.storages->find(s);
   if (!b.storage) {
-    StorageResult built = build_storage(s, p, opts.storage);
+    StorageOptions so = opts.storage;
+    so.entry_positions = spec.sparse_output();
+    StorageResult built = build_storage(s, p, so);
     if (!built.storage)
       throw kernels::Error(built.refused, built.hint);
     // Only a sparse output is gathered back through the entry positions (SDDMM): 4 bytes a

@@ -28,6 +28,17 @@ void Values::assign(Dtype d, std::size_t n) {
   }
 }
 
+void Values::assign(Dtype d, const double* v, std::size_t n) {
+  dtype_ = d;
+  if (d == Dtype::F32) {
+    AlignedDoubles().swap(d_);
+    f_.assign(v, v + n);  // each value converted as it is constructed
+  } else {
+    AlignedFloats().swap(f_);
+    d_.assign(v, v + n);
+  }
+}
+
 std::vector<double> Values::to_doubles() const {
   if (dtype_ == Dtype::F64) return {d_.begin(), d_.end()};
   return {f_.begin(), f_.end()};

@@ -43,6 +43,10 @@ struct Storage {
 struct StorageOptions {
   /// Refuse formats storing more than max_padding * nnz values (the WACO artifact used 20).
   double max_padding = 20.0;
+  /// Whether to fill Storage::entry_position where it comes free of the scan (the csr layout, an
+  /// unpadded format in canonical order): only a sparse output (SDDMM) reads it back, and for
+  /// other kernels it is 4 bytes a nonzero of fresh memory. Other formats fill it regardless.
+  bool entry_positions = true;
 };
 
 /// A built storage, or why the format was refused (then storage is empty).

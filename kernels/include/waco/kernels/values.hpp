@@ -68,6 +68,8 @@ class Values {
 
   /// Becomes n zeros of type d (the other type's storage is released).
   void assign(Dtype d, std::size_t n);
+  /// Becomes the n values v in type d (rounded to float for F32), without zeroing them first.
+  void assign(Dtype d, const double* v, std::size_t n);
 
   Dtype dtype() const { return dtype_; }
   std::size_t size() const { return dtype_ == Dtype::F32 ? f_.size() : d_.size(); }
