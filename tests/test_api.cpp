@@ -760,7 +760,10 @@ TEST_CASE("api: an adaptive plan asks the tuning cache on its calls once they pa
   o.adaptive = true;
   o.nominees = 3;
   o.expected_calls = 100000000;
-  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  // A Matrix of the same content whose fingerprint nothing has asked for: the plan computes it
+  // when it asks the cache (Matrix::Impl::fingerprint), and finds the decision under it.
+  const waco::Matrix same = matrix_of(a);
+  const waco::Plan p = waco::tune(same, waco::Kernel::SpMV, o);
   CHECK(p.verdict() == "exploring");  // csr at once, the cache not asked yet
   CHECK_FALSE(p.from_cache());
   CHECK(calls_until_settled(p, a, 200000, 5) == 0);
@@ -768,6 +771,8 @@ TEST_CASE("api: an adaptive plan asks the tuning cache on its calls once they pa
   INFO(tuned.verdict());
   INFO(report);
   CHECK(report.find("\"hit\": true") != std::string::npos);
+  CHECK(report.find("\"fingerprint\": \"" + m.fingerprint() + "\"") != std::string::npos);
+  CHECK(same.fingerprint() == m.fingerprint());
   if (tuned.verdict() == "gain") {
     CHECK(report.find("the tuning cache's decision is the only nominee") != std::string::npos);
     CHECK(report.find(tuned.schedule()) != std::string::npos);

@@ -230,7 +230,7 @@ std::int64_t Matrix::cols() const { return dim(1); }
 std::int64_t Matrix::nnz() const {
   return impl_->tensor ? impl_->tensor->nnz() : impl_->matrix->nnz();
 }
-std::string Matrix::fingerprint() const { return impl_->fingerprint; }
+std::string Matrix::fingerprint() const { return impl_->fingerprint(); }
 
 Dtype Matrix::dtype() const { return api::external(impl_->dtype); }
 
@@ -247,7 +247,6 @@ namespace api {
 Matrix make_matrix(kernels::CooMatrix a, kernels::Dtype dtype) {
   auto impl = std::make_shared<Matrix::Impl>();
   impl->dtype = dtype;
-  impl->fingerprint = kernels::fingerprint_hex(a);
   impl->matrix = std::make_shared<const kernels::CooMatrix>(std::move(a));
   return Matrix::Impl::wrap(std::move(impl));
 }
@@ -255,7 +254,6 @@ Matrix make_matrix(kernels::CooMatrix a, kernels::Dtype dtype) {
 Matrix make_tensor(kernels::CooTensor t, kernels::Dtype dtype) {
   auto impl = std::make_shared<Matrix::Impl>();
   impl->dtype = dtype;
-  impl->fingerprint = kernels::fingerprint_hex(t);
   impl->tensor = std::make_shared<const kernels::CooTensor>(std::move(t));
   return Matrix::Impl::wrap(std::move(impl));
 }

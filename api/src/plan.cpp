@@ -51,10 +51,14 @@ struct Plan::Impl {
   int dense = 1;
   kernels::Dtype dtype = kernels::Dtype::F32;  ///< its matrix's: the type of the arrays it takes
   double max_padding = 20.0;  ///< the format builder's bound (Options::max_padding), for headers
-  std::string fingerprint;
+  std::string fingerprint;  ///< of its matrix, taken when it was bound (not an adaptive plan's)
+  /// An adaptive plan's matrix (its run keeps it alive anyway): the fingerprint is computed when
+  /// first asked, not when the plan is made.
+  std::shared_ptr<const Matrix> matrix;
   std::vector<std::int64_t> dims;
   std::int64_t nnz = 0;
 
+  std::string fingerprint_of() const { return matrix ? matrix->fingerprint() : fingerprint; }
   /// The arm serving calls now.
   std::shared_ptr<const tuning::Arm> serving() const { return adaptive ? adaptive->current() : arm; }
   /// One call: `run` on the serving arm (an adaptive plan's policy chooses, times, verifies);
@@ -147,16 +151,16 @@ codegen::GeneratedOptions generated_options(const Options& o) {
   return g;
 }
 
-/// The plan of a decided schedule: the format built and the kernel loaded here; with `baseline`
-/// (a tune's result that is the hand-written csr, tuning::implementation_of) that baseline.
-std::shared_ptr<Plan::Impl> bind_plan(const Matrix& A, Kernel k, const codegen::SuperSchedule& s,
-                                      const Options& o, const std::string& baseline = "") {
+/// The plan of a decided schedule, less its matrix's fingerprint (bind_plan): the format built
+/// and the kernel loaded here; with `baseline` (a tune's result that is the hand-written csr,
+/// tuning::implementation_of) that baseline.
+std::shared_ptr<Plan::Impl> bind_arm(const Matrix& A, Kernel k, const codegen::SuperSchedule& s,
+                                     const Options& o, const std::string& baseline = "") {
   auto impl = std::make_shared<Plan::Impl>();
   impl->kernel = k;
   impl->threads = resolved_threads(o);
   impl->dense = resolved_dense(o, k);
   impl->dtype = A.impl().dtype;
-  impl->fingerprint = A.fingerprint();
   for (int m = 0; m < A.order(); ++m) impl->dims.push_back(A.dim(m));
   impl->nnz = A.nnz();
   // A compile for the plan (on the calling thread) stops when the caller's interrupt asks.
@@ -164,8 +168,16 @@ std::shared_ptr<Plan::Impl> bind_plan(const Matrix& A, Kernel k, const codegen::
   g.compiler.cancelled = o.interrupt;
   impl->max_padding = g.storage.max_padding;
   impl->arm = std::make_shared<const tuning::Arm>(tuning::make_arm(
-      tuning::sparse_problem(api::operand(A), kind_of(k), A.impl().dtype), s, impl->dense,
+      tuning::sparse_problem(api::arrays(A), kind_of(k), A.impl().dtype), s, impl->dense,
       impl->threads, g, baseline));
+  return impl;
+}
+
+/// bind_arm, and the plan's fingerprint (computed now if the matrix had none yet).
+std::shared_ptr<Plan::Impl> bind_plan(const Matrix& A, Kernel k, const codegen::SuperSchedule& s,
+                                      const Options& o, const std::string& baseline = "") {
+  std::shared_ptr<Plan::Impl> impl = bind_arm(A, k, s, o, baseline);
+  impl->fingerprint = A.fingerprint();
   return impl;
 }
 
@@ -302,14 +314,18 @@ Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::Tu
                 "search that ranks with the model (\"model\" or \"anns\"), not \"" + o.search + "\"",
                 "leave Options::search at \"model\", or set Options::adaptive = false");
   if (o.nominees < 1) throw Error("Options::nominees must be at least 1");
-  tuning::AdaptiveSetup setup =
-      tuning::adaptive_setup(api::operand(A), std::make_shared<const Matrix>(A), request, o.nominees);
+  // The fingerprint (the tuning cache's key) is computed when the plan first asks the cache, a
+  // step paid for by the calls like the others: a short solve never pays for it.
+  auto matrix = std::make_shared<const Matrix>(A);
+  tuning::AdaptiveSetup setup = tuning::adaptive_setup(
+      api::arrays(A), matrix, request, o.nominees, [matrix] { return matrix->fingerprint(); });
   // csr (csf) serves first, and whenever no nominee beats it: the hand-written baseline, compiled
   // into the library (nothing to compile or load), the reference a tune's verdict judges by.
   const KernelKind kind = kind_of(k);
   const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
   std::shared_ptr<Plan::Impl> impl =
-      bind_plan(A, k, *codegen::schedule_shortcut(kind, reference), o, reference);
+      bind_arm(A, k, *codegen::schedule_shortcut(kind, reference), o, reference);
+  impl->matrix = std::move(matrix);
   impl->adaptive = std::make_shared<tuning::AdaptiveRun>(impl->arm, std::move(setup));
   impl->tuning_s = kernels::now_seconds() - t0;
   return Plan::Impl::wrap(std::move(impl));
@@ -590,7 +606,7 @@ std::string Plan::standalone_header(const std::string& name_space) const {
   std::string note = std::string(impl_->report.is_null() && !impl_->adaptive
                                      ? "a plan of a given schedule (waco::make_plan)"
                                      : "tuned by waco::tune") +
-                     " for " + kernel + " (fingerprint " + impl_->fingerprint + ", dense " +
+                      " for " + kernel + " (fingerprint " + impl_->fingerprint_of() + ", dense " +
                      std::to_string(impl_->dense) + ", " +
                      (impl_->dtype == kernels::Dtype::F64 ? "double precision, " : "") +
                      std::to_string(threads()) + " threads)";
@@ -654,7 +670,7 @@ void Plan::save(const std::string& path) const {
                         {"version", api::kPlanVersion},
                         {"waco_version", kernels::version()},
                         {"kernel", kernel_name(impl_->kernel)},
-                        {"fingerprint", impl_->fingerprint},
+                        {"fingerprint", impl_->fingerprint_of()},
                         {"dims", impl_->dims},
                         {"nnz", impl_->nnz},
                         {"dense", impl_->dense},

@@ -579,6 +579,13 @@ std::int64_t AdaptiveRun::exploring_calls() const {
 }
 
 nlohmann::json AdaptiveRun::report() const {
+  // The fingerprint outside the lock: computed the first time, it would hold up calls.
+  std::string fingerprint;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (key_) fingerprint = key_->fingerprint;
+  }
+  if (fingerprint.empty()) fingerprint = setup_.fingerprint();
   std::lock_guard<std::mutex> lock(mu_);
   nlohmann::json a = policy_.to_json();
   for (nlohmann::json& arm : a["arms"])
@@ -593,7 +600,7 @@ nlohmann::json AdaptiveRun::report() const {
   economy["expected_calls"] = setup_.policy.expected_calls;
   return {{"mode", "adaptive"},
           {"kernel", kernels::kernel_name(setup_.request.kind)},
-          {"fingerprint", setup_.operand.fingerprint},
+          {"fingerprint", fingerprint},
           {"nnz", operand_nnz(setup_.operand)},
           {"file", ""},
           {"confirmed", policy_.judged()},  // judged on the application's calls
@@ -612,7 +619,8 @@ nlohmann::json AdaptiveRun::report() const {
 }
 
 AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const void> keep,
-                             const TuneRequest& request, int nominees) {
+                             const TuneRequest& request, int nominees,
+                             std::function<std::string()> fingerprint) {
   if (!ranks_with_model(request))
     throw kernels::Error("an adaptive plan tries the cost model's nominees: its search must rank "
                          "with the model (\"model\" or \"anns\"), not \"" + request.search + "\"",
@@ -620,17 +628,22 @@ AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const v
   if (nominees < 1)
     throw kernels::Error("an adaptive plan needs at least 1 nominee, not " + std::to_string(nominees));
   check_request(request);  // the model's backend, the passes: before any work
-  AdaptiveSetup setup{operand, std::move(keep), request, nominees, {}, {}, request.plan_cache};
+  AdaptiveSetup setup{operand, std::move(keep), request, nominees, {}, {}, request.plan_cache, false, {}};
   // The background thread must not call the caller's interrupt (it is the calling thread's).
   setup.request.cancel = nullptr;
   setup.policy.expected_calls = request.expected_calls;
   setup.policy.share = request.tuning_share;
+  setup.fingerprint = fingerprint ? std::move(fingerprint) : [operand] {
+    if (!operand.fingerprint.empty()) return operand.fingerprint;
+    return operand.matrix ? kernels::fingerprint_hex(*operand.matrix)
+                          : kernels::fingerprint_hex(*operand.tensor);
+  };
   if (!request.no_plan_cache) {
     const kernels::KernelKind kind = request.kind;
     const int dense = dense_of(request);
-    setup.cache_key = [fingerprint = operand.fingerprint, kind, dense, threads = request.threads,
+    setup.cache_key = [fingerprint = setup.fingerprint, kind, dense, threads = request.threads,
                        compiler = request.generated.compiler, dtype = request.dtype] {
-      return heuristics::TuningKey{fingerprint, kind, dense, threads,
+      return heuristics::TuningKey{fingerprint(), kind, dense, threads,
                                    heuristics::machine_identity(compiler), dtype};
     };
     setup.ask_cache = !request.refresh;

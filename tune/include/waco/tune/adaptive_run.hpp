@@ -59,7 +59,7 @@ using ArmCall = std::function<void(const Arm& arm, void* out)>;
 
 /// What an adaptive plan is set up with.
 struct AdaptiveSetup {
-  TuneOperand operand;                   ///< the sparse operand, its fingerprint set
+  TuneOperand operand;                   ///< the sparse operand (its fingerprint may be unset)
   std::shared_ptr<const void> keep;      ///< what keeps the operand alive (nominees are built from it)
   TuneRequest request;                   ///< kind, dense, threads, dtype, passes, model, generated
   int nominees = 5;
@@ -72,15 +72,20 @@ struct AdaptiveSetup {
   /// calls pay for it): a cached gain is the only nominee, a cached no-gain settles on csr. The
   /// decision is stored whenever cache_key is set.
   bool ask_cache = false;
+  /// The operand's fingerprint (kernels::fingerprint_hex), computed when first needed: for
+  /// the tuning cache's key and the report (a serial hash of ~10 ns a nonzero).
+  std::function<std::string()> fingerprint;
 };
 
 /// The setup of an adaptive run for `request` (resolved threads; dense 0: the kernel's default):
 /// its expected calls and tuning share; the tuning cache of request.plan_cache (none with
 /// no_plan_cache; asked first unless refresh), keyed as a tune's decision. Throws kernels::Error
 /// when the request's search does not rank with the model or nominees < 1, and what
-/// check_request throws.
+/// check_request throws. `fingerprint` gives the operand's when first needed (unset:
+/// operand.fingerprint, or computed from the operand then).
 AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const void> keep,
-                             const TuneRequest& request, int nominees);
+                             const TuneRequest& request, int nominees,
+                             std::function<std::string()> fingerprint = {});
 
 class AdaptiveRun {
  public:
