@@ -211,6 +211,15 @@ TEST_CASE("api: bad input gives waco::Error with a clear message") {
   CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, repeated, v), Contains("repeat"));
   const float nan[] = {1, std::numeric_limits<float>::quiet_NaN(), 3};
   CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, ci, nan), Contains("is not finite"));
+  // The checks of the fast path (csr_valid) and the loop that names the fault agree: the first
+  // column of a row, a negative one, an infinite double.
+  const std::int32_t negative[] = {0, 1, -1};
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, negative, v),
+                    Contains("column index -1 of entry 2 (row 1) is out of range [0, 2)"));
+  const double inf[] = {1, 2, std::numeric_limits<double>::infinity()};
+  CHECK_THROWS_WITH(Matrix::from_csr(2, 2, rp, ci, inf), Contains("value of entry 2 is not finite"));
+  const double subnormal[] = {1, std::numeric_limits<double>::denorm_min(), -0.0};
+  CHECK(Matrix::from_csr(2, 2, rp, ci, subnormal).nnz() == 3);
   const std::int32_t r[] = {0, 5}, c[] = {0, 0};
   CHECK_THROWS_WITH(Matrix::from_coo(2, 2, 2, r, c, v), Contains("is outside the 2 x 2 matrix"));
   CHECK_THROWS_WITH(Matrix::from_coo(2, 2, 2, nullptr, c, v), Contains("row is null"));

@@ -1,7 +1,9 @@
 // waco::Matrix: the caller's arrays checked and canonicalized into a kernels::CooMatrix/CooTensor.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "api_internal.hpp"
 #include "waco/kernels/io.hpp"
@@ -28,6 +30,41 @@ void check_value(double v, std::int64_t entry) {
                 "remove NaN and infinite values before tuning");
 }
 
+/// Whether every value is finite: the exponent bits of each compared with all ones, in one
+/// pass without a branch (std::isfinite per value, with a branch, took 7% of from_csr).
+template <typename V>
+bool all_finite(const V* v, std::int64_t n) {
+  using Bits = std::conditional_t<sizeof(V) == 8, std::uint64_t, std::uint32_t>;
+  constexpr Bits kExponent =
+      static_cast<Bits>(sizeof(V) == 8 ? 0x7FF0000000000000ull : 0x7F800000ull);
+  std::int64_t bad = 0;
+  for (std::int64_t e = 0; e < n; ++e) {
+    Bits b;
+    std::memcpy(&b, v + e, sizeof b);
+    bad += (b & kExponent) == kExponent;
+  }
+  return bad == 0;
+}
+
+/// Whether from_csr's arrays are valid (rowptr non-decreasing up to nnz; each row's columns in
+/// [0, cols), ascending and distinct; every value finite), without a branch per entry. When they
+/// are not, csr_matrix's checking loop names the first fault.
+template <typename Ptr, typename V>
+bool csr_valid(std::int64_t rows, std::int64_t cols, const Ptr* rowptr,
+               const std::int32_t* colind, const V* values, std::int64_t nnz) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t begin = static_cast<std::int64_t>(rowptr[r]);
+    const std::int64_t end = static_cast<std::int64_t>(rowptr[r + 1]);
+    if (end < begin || end > nnz) return false;
+    if (end == begin) continue;
+    bool ok = colind[begin] >= 0 && colind[begin] < cols;
+    for (std::int64_t e = begin + 1; e < end; ++e)
+      ok &= (colind[e] > colind[e - 1]) & (colind[e] < cols);
+    if (!ok) return false;
+  }
+  return all_finite(values, nnz);
+}
+
 template <typename Ptr, typename V>
 Matrix csr_matrix(std::int64_t rows, std::int64_t cols, const Ptr* rowptr,
                   const std::int32_t* colind, const V* values) {
@@ -47,6 +84,16 @@ Matrix csr_matrix(std::int64_t rows, std::int64_t cols, const Ptr* rowptr,
   kernels::CooMatrix a;
   a.rows = static_cast<index_t>(rows);
   a.cols = static_cast<index_t>(cols);
+  if (csr_valid(rows, cols, rowptr, colind, values, nnz)) {
+    a.row.resize(static_cast<std::size_t>(nnz));
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::fill(a.row.begin() + static_cast<std::ptrdiff_t>(rowptr[r]),
+                a.row.begin() + static_cast<std::ptrdiff_t>(rowptr[r + 1]), static_cast<index_t>(r));
+    a.col.assign(colind, colind + nnz);
+    a.val.assign(values, values + nnz);
+    return api::make_matrix(std::move(a), kernels::dtype_of<V>());
+  }
+  // Invalid: the entry-by-entry loop throws at the first fault, naming it.
   a.row.reserve(static_cast<std::size_t>(nnz));
   a.col.reserve(static_cast<std::size_t>(nnz));
   a.val.reserve(static_cast<std::size_t>(nnz));
