@@ -657,9 +657,9 @@ nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& giv
   TuneRequest request = given;
   const kernels::KernelKind kind = request.kind;
   const int dense = dense_of(request);
-  TuneOperand op = operand;
-  if (op.fingerprint.empty())
-    op.fingerprint = op.matrix ? kernels::fingerprint_hex(*op.matrix) : kernels::fingerprint_hex(*op.tensor);
+  // The fingerprint is left to the run (AdaptiveSetup::fingerprint): taken, and charged, when
+  // it first asks the tuning cache, as a library plan's is.
+  const TuneOperand& op = operand;
   AdaptiveSetup setup = adaptive_setup(op, nullptr, request, drive.nominees);
   // csr (csf) serves first, and whenever no nominee beats it: the hand-written baseline.
   const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
