@@ -55,6 +55,10 @@ std::atomic<bool> g_loaded{false};
 /// first time in a process on the development VM: sysfs and /proc/cpuinfo; ~0.02 ms after) and
 /// reading the entry.
 constexpr double kLookupS = 0.0003;
+/// ... and the operand's fingerprint when the caller did not give it (AdaptiveSetup::fingerprint:
+/// a serial hash, 13 ns a nonzero on the development VM; 19 ms for 1.4M nonzeros, more than a
+/// 14-iteration CG solve's budget).
+constexpr double kFingerprintPerNonzeroS = 15e-9;
 /// Nominees that may share a kernel (one schedule in several dynamic chunks) before others go.
 constexpr std::size_t kPerKernel = 2;
 /// csr calls timed before the first preparation step.
@@ -199,7 +203,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz +
                     (g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
   if (lookup) {
-    estimate = kLookupS;
+    estimate = kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
   } else if (!nominated_done_) {
     // Ranking the shipped kernels' short list is the cheapest choice: until the budget affords
     // that much, the list is not even read (a short run of calls pays nothing for it).
