@@ -22,8 +22,9 @@ struct Matrix::Impl {
   static Matrix wrap(std::shared_ptr<const Impl> impl) { return Matrix(std::move(impl)); }
 
   /// kernels::fingerprint_hex of the operand, computed when first asked (once, thread-safe). A
-  /// serial hash chain of ~10 ns a nonzero, 60% of making a Matrix from CSR: a csr plan, or an
-  /// adaptive plan until it asks the tuning cache, never needs it.
+  /// serial hash chain of ~13 ns a nonzero, 57% of making a Matrix from CSR when it was taken
+  /// there: an adaptive plan needs it only once it asks the tuning cache (fixed plans take it when
+  /// bound, for save() and headers).
   const std::string& fingerprint() const {
     std::call_once(fingerprint_once_, [this] {
       fingerprint_ = matrix ? kernels::fingerprint_hex(*matrix) : kernels::fingerprint_hex(*tensor);

@@ -606,7 +606,7 @@ std::string Plan::standalone_header(const std::string& name_space) const {
   std::string note = std::string(impl_->report.is_null() && !impl_->adaptive
                                      ? "a plan of a given schedule (waco::make_plan)"
                                      : "tuned by waco::tune") +
-                      " for " + kernel + " (fingerprint " + impl_->fingerprint_of() + ", dense " +
+                     " for " + kernel + " (fingerprint " + impl_->fingerprint_of() + ", dense " +
                      std::to_string(impl_->dense) + ", " +
                      (impl_->dtype == kernels::Dtype::F64 ? "double precision, " : "") +
                      std::to_string(threads()) + " threads)";
