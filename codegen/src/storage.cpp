@@ -351,6 +351,16 @@ __attribute__((noinline)) bool fill_csr_pos(const index_t* rows, const index_t* 
   return true;
 }
 
+/// The leaf positions are the canonical order (no padding, no permutation): the values copied in
+/// the storage's type, and with `entry_positions` the identity map.
+void values_in_canonical_order(Storage& st, kernels::Dtype dtype, const std::vector<double>& values,
+                               bool entry_positions) {
+  st.vals.assign(dtype, values.data(), values.size());
+  if (!entry_positions) return;
+  st.entry_position.resize(values.size());
+  std::iota(st.entry_position.begin(), st.entry_position.end(), index_t{0});
+}
+
 }  // namespace
 
 std::int64_t Storage::bytes() const {
@@ -505,11 +515,7 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
         fill_csr_pos(c.level[0].x, c.level[1].x, n, st.levels[0].dim, lv.pos.data());
     lv.crd.assign(c.level[1].x, c.level[1].x + n);
     WACO_ASSERT(canonical, "the sparse operand is not canonical");
-    st.vals.assign(p.dtype(), values.data(), n);
-    if (opts.entry_positions) {
-      st.entry_position.resize(n);
-      std::iota(st.entry_position.begin(), st.entry_position.end(), index_t{0});
-    }
+    values_in_canonical_order(st, p.dtype(), values, opts.entry_positions);
     st.build_seconds = kernels::now_seconds() - t0;
     return {std::move(st), {}, {}};
   }
@@ -562,11 +568,7 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
         st.entry_position[ord[r]] = static_cast<index_t>(r);
       }
     } else {
-      st.vals.assign(p.dtype(), values.data(), n);
-      if (opts.entry_positions) {
-        st.entry_position.resize(n);
-        std::iota(st.entry_position.begin(), st.entry_position.end(), index_t{0});
-      }
+      values_in_canonical_order(st, p.dtype(), values, opts.entry_positions);
     }
   });
   st.build_seconds = kernels::now_seconds() - t0;
