@@ -39,6 +39,29 @@ void Values::assign(Dtype d, const double* v, std::size_t n) {
   }
 }
 
+namespace {
+
+template <class Bits, class V>
+bool exponents_not_all_ones(const V* v, std::size_t n, Bits exponent) {
+  Bits bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    Bits b;
+    std::memcpy(&b, v + i, sizeof b);
+    bad |= static_cast<Bits>((b & exponent) == exponent);
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
+bool all_finite(const float* v, std::size_t n) {
+  return exponents_not_all_ones<std::uint32_t>(v, n, 0x7F800000u);
+}
+
+bool all_finite(const double* v, std::size_t n) {
+  return exponents_not_all_ones<std::uint64_t>(v, n, 0x7FF0000000000000ull);
+}
+
 std::vector<double> Values::to_doubles() const {
   if (dtype_ == Dtype::F64) return {d_.begin(), d_.end()};
   return {f_.begin(), f_.end()};

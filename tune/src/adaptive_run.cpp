@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/kernel_spec.hpp"
@@ -637,10 +638,18 @@ AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const v
   setup.request.cancel = nullptr;
   setup.policy.expected_calls = request.expected_calls;
   setup.policy.share = request.tuning_share;
-  setup.fingerprint = fingerprint ? std::move(fingerprint) : [operand] {
-    if (!operand.fingerprint.empty()) return operand.fingerprint;
-    return operand.matrix ? kernels::fingerprint_hex(*operand.matrix)
-                          : kernels::fingerprint_hex(*operand.tensor);
+  // Without the caller's: computed once (the key and the report both ask for it).
+  struct Memo {
+    std::once_flag once;
+    std::string value;
+  };
+  setup.fingerprint = fingerprint ? std::move(fingerprint) : [operand, memo = std::make_shared<Memo>()] {
+    std::call_once(memo->once, [&] {
+      memo->value = !operand.fingerprint.empty() ? operand.fingerprint
+                    : operand.matrix             ? kernels::fingerprint_hex(*operand.matrix)
+                                                 : kernels::fingerprint_hex(*operand.tensor);
+    });
+    return memo->value;
   };
   if (!request.no_plan_cache) {
     const kernels::KernelKind kind = request.kind;

@@ -23,6 +23,12 @@ inline std::size_t dtype_size(Dtype d) { return d == Dtype::F32 ? 4 : 8; }
 /// The C++ type name of a dtype ("float", "double"), as generated sources spell it.
 std::string_view dtype_ctype(Dtype d);
 
+/// Whether the n values are all finite: each one's exponent bits compared with all ones, in one
+/// pass without a branch, which vectorizes (a branch per value took ~15% of loading a model and
+/// 7% of Matrix::from_csr).
+bool all_finite(const float* v, std::size_t n);
+bool all_finite(const double* v, std::size_t n);
+
 template <class V>
 constexpr Dtype dtype_of();
 template <>
