@@ -466,10 +466,13 @@ TEST_CASE("api: a decision for the hand-written csr serves that baseline, equal 
   l.spmv(x.data(), y2.data());
   check_close(ref, y2.data(), scale * 100);
   CHECK((!fs::exists(o.kernel_cache_dir) || fs::is_empty(o.kernel_cache_dir)));
-  // Its drop-in header: the csr schedule's kernel (the same loop), as `tune -o` writes it for the
-  // same decision, all but the leading comment; a namespace that is no identifier is an Error.
+  // Its drop-in header: the baseline's loop (the csr schedule's kernel run with the baseline's
+  // threads and chunks), as `tune -o` writes it for the same decision, all but the leading
+  // comment; a namespace that is no identifier is an Error.
   const std::string header = p.standalone_header();
   CHECK(header.find("the hand-written csr baseline serves this plan") != std::string::npos);
+  CHECK(header.find("kSerialMaxNnz = 3072;") != std::string::npos);
+  CHECK(header.find("kChunksPerThread = 4;") != std::string::npos);
   CHECK(p.standalone_header("mine").find("namespace mine {") != std::string::npos);
   const waco::test::CliResult out = waco::test::run_cli(
       "tune --kernel spmv --quiet --threads 2 --plan-cache " + dir + "/plans -o " + dir +

@@ -4,7 +4,8 @@
 // format from CSR arrays (from coordinates for MTTKRP), runs, and must equal the double-precision
 // reference, on every edge-case operand and, for matrices, at the 16-bit boundary of N levels
 // (65536 and 65537 columns); a format the library refuses (padding bound, an N level over 16
-// bits) must be refused alike.
+// bits) must be refused alike. SpMV adds the header of a plan the hand-written csr baseline
+// serves (its threads and chunks), on a matrix beyond its serial bound as well.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -201,15 +202,21 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
     const std::string kernel(kernels::kernel_name(k));
     const std::string dir =
         test::scratch_dir("standalone-" + kernel + "-" + std::string(kernels::dtype_name(dtype)));
-    const std::vector<codegen::SuperSchedule> schedules = schedules_for(k, random, narrow);
+    std::vector<codegen::SuperSchedule> schedules = schedules_for(k, random, narrow);
+    // The last header of SpMV: a plan the hand-written csr baseline serves (its threads and
+    // chunks: serial up to 3072 nonzeros, else about four dynamic chunks a thread).
+    const std::size_t baseline_header = k == KernelKind::SpMV ? schedules.size() : schedules.size() + 1;
+    if (k == KernelKind::SpMV) schedules.push_back(*codegen::schedule_shortcut(k, "csr"));
     for (std::size_t i = 0; i < schedules.size(); ++i) {
       // Every second random schedule with private output copies where that changes the code.
       const codegen::RaceStrategy race = i % 2 == 1 && !codegen::parallel_loop_is_race_free(schedules[i])
                                              ? codegen::RaceStrategy::Private
                                              : codegen::RaceStrategy::Atomic;
-      std::ofstream(dir + "/s" + std::to_string(i) + ".hpp")
-          << codegen::emit_standalone_header(schedules[i], race, "s" + std::to_string(i), {},
-                                             codegen::StorageOptions().max_padding, dtype);
+      const std::string header = codegen::emit_standalone_header(
+          schedules[i], race, "s" + std::to_string(i), {}, codegen::StorageOptions().max_padding,
+          dtype, i == baseline_header ? "csr" : "");
+      CHECK((header.find("kChunksPerThread = 4;") != std::string::npos) == (i == baseline_header));
+      std::ofstream(dir + "/s" + std::to_string(i) + ".hpp") << header;
     }
     std::ofstream(dir + "/driver.cpp") << driver(k, schedules.size(), std::string(kernels::dtype_ctype(dtype)));
     // A separate program: only the headers, the compiler and OpenMP (no waco include path).
@@ -230,6 +237,20 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
         cases.push_back({std::to_string(cols) + " columns",
                          test::from_triplets(3, cols, {0, 0, 2}, {0, 65535, cols - 1}, {1, 2, 3}),
                          {}, {}, {}});
+      // SpMV beyond the csr baseline's serial bound, in chunks of more than 128 rows on two
+      // threads: 2100 rows of 1-3 entries (uneven rows, 4200 nonzeros).
+      if (k == KernelKind::SpMV) {
+        std::vector<kernels::index_t> r, c;
+        std::vector<float> v;
+        for (kernels::index_t i = 0; i < 2100; ++i)
+          for (kernels::index_t d = 0; d <= i % 3; ++d) {
+            r.push_back(i);
+            c.push_back((i * 7 + d * 1013) % 4001);
+            v.push_back(1.0f + 0.25f * static_cast<float>(d) - 0.001f * static_cast<float>(i % 17));
+          }
+        const kernels::CooMatrix big = test::from_triplets(2100, 4001, r, c, v);
+        cases.push_back({"2100 rows", f64 ? test::with_double_values(big) : big, {}, {}, {}});
+      }
     }
     std::string files;
     for (std::size_t c = 0; c < cases.size(); ++c) {

@@ -617,13 +617,11 @@ std::string Plan::standalone_header(const std::string& name_space) const {
   if (sp > 0 && verdict() != "given") note += buf;
   if (!arm->bound.baseline.empty())
     note += "\nthe hand-written " + arm->bound.baseline +
-            " baseline serves this plan; this header holds the " + arm->bound.baseline +
-            " schedule's kernel (the same loop, generated; in SpMV its dynamic chunks are 128 "
-            "rows, the baseline's about four a thread: on large matrices it can be slower than "
-            "what the plan runs)";
+            " baseline serves this plan; this header holds its loop, generated from the " +
+            arm->bound.baseline + " schedule, with the baseline's threads and chunks";
   return api::translate_errors([&] {
     return codegen::emit_standalone_header(arm->bound.schedule, arm->bound.race, name_space, note,
-                                           impl_->max_padding, impl_->dtype);
+                                           impl_->max_padding, impl_->dtype, arm->bound.baseline);
   });
 }
 

@@ -12,6 +12,7 @@
 
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/kernel_spec.hpp"
+#include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
 
 namespace waco::codegen {
@@ -20,7 +21,7 @@ namespace {
 
 // The builder and the calls, the same for every schedule: they read the constants kVars,
 // kSparseMode, kLevels, kLevelVar, kLevelPart, kLevelCompressed, kLevelNarrow, kSplit, kThreads, kChunk,
-// kKernel emitted before them.
+// kSerialMaxNnz, kChunksPerThread, kKernel emitted before them.
 constexpr const char* kRuntime = R"WACO(
 /// The sparse operand in the schedule's format, with what the kernel needs besides the dense
 /// arrays. Made by build(); read-only afterwards (calls may share it across threads).
@@ -162,6 +163,17 @@ inline void run(const Format& f, const waco_value_t* in0, const waco_value_t* in
   }
   a.threads = kThreads > 0 ? kThreads : omp_get_max_threads();
   a.chunk = kChunk;
+  // The hand-written csr SpMV baseline's rule (kSerialMaxNnz and kChunksPerThread are 0 for
+  // every other header): small products on one thread, rows in about kChunksPerThread dynamic
+  // chunks a thread of at least kChunk rows.
+  if (f.nnz <= kSerialMaxNnz) a.threads = 1;
+  if (kChunksPerThread > 0 && a.threads > 1) {
+    long long rows = 0;
+    for (int v = 0; v < kVars; ++v)
+      if (kSparseMode[v] == 0) rows = f.extent[v];
+    const long long parts = std::max<long long>(1, static_cast<long long>(kChunksPerThread) * a.threads);
+    a.chunk = static_cast<int>(std::max<long long>(kChunk, (rows + parts - 1) / parts));
+  }
   if (waco_kernel(&a) != 0) throw std::bad_alloc();
 }
 
@@ -256,7 +268,8 @@ bool is_cpp_identifier(const std::string& name) {
 
 std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy race,
                                    const std::string& name_space, const std::string& note,
-                                   double max_padding, kernels::Dtype dtype) {
+                                   double max_padding, kernels::Dtype dtype,
+                                   const std::string& baseline) {
   const SuperSchedule s = canonicalize(schedule);
   const std::vector<std::string> problems = validate(s);
   WACO_ASSERT(problems.empty(), "emit_standalone_header needs a valid schedule: " +
@@ -334,7 +347,19 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   h << "inline constexpr bool kLevelNarrow[" << levels.size() << "] = {" << flags(narrow)
     << "};  // N levels: 16-bit coordinates\n";
   h << "inline constexpr int kThreads = " << s.threads << ";\n";
+  // The csr SpMV baseline's run-time rule (kernels/baseline_loops.hpp) when that baseline serves
+  // the plan: its schedule is the csr schedule, whose chunk is the rule's minimum.
+  const bool csr_spmv_rule = baseline == "csr" && s.kind == kernels::KernelKind::SpMV;
+  WACO_ASSERT(!csr_spmv_rule || s.chunk == kernels::kCsrSpmvMinChunk,
+              "the csr baseline's header needs the csr schedule (chunk " +
+                  std::to_string(kernels::kCsrSpmvMinChunk) + "), not " + to_text(s));
   h << "inline constexpr int kChunk = " << s.chunk << ";\n";
+  h << "inline constexpr long long kSerialMaxNnz = "
+    << (csr_spmv_rule ? kernels::kCsrSpmvSerialNnz : 0)
+    << ";  // at most this many nonzeros: one thread\n";
+  h << "inline constexpr int kChunksPerThread = "
+    << (csr_spmv_rule ? kernels::kCsrSpmvChunksPerThread : 0)
+    << ";  // > 0: dynamic chunks of max(kChunk, rows / (this x threads)) rows\n";
   h << "inline constexpr double kMaxPadding = " << max_padding
     << ";  // stored values per nonzero the builder accepts\n";
   h << kRuntime << (tensor ? kTensorBuild : kMatrixBuild);

@@ -61,7 +61,7 @@ OutputShape output_shape(KernelKind kind, const Operand& op, int dense) {
 /// the schedule's format builder and the kernel in one header.
 std::string decided_source(const codegen::SuperSchedule& schedule, const std::string& measured_race,
                            const OutputShape& shape, const Options& o, int threads,
-                           const std::string& note) {
+                           const std::string& note, const std::string& baseline) {
   // The strategy the measured kernel was built with (the report's best.race). A decision cached
   // before it was recorded: resolved again with the updates estimated as nonzeros x dense size
   // (padding of U levels left out), which can differ from the measured kernel's.
@@ -74,7 +74,7 @@ std::string decided_source(const codegen::SuperSchedule& schedule, const std::st
                                   static_cast<double>(shape.nnz) * static_cast<double>(shape.dense),
                                   schedule.threads > 0 ? schedule.threads : threads, o.req.dtype);
   return codegen::emit_standalone_header(schedule, race, "waco_tuned", note,
-                                         o.req.generated.storage.max_padding, o.req.dtype);
+                                         o.req.generated.storage.max_padding, o.req.dtype, baseline);
 }
 
 /// Writes the decided schedule's drop-in header with what it was tuned for (tune -o).
@@ -98,18 +98,19 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
     note += buf;
   }
   // The hand-written csr serves the result (no gain, and it ran faster than the csr schedule):
-  // a header holds generated code, so it holds the csr schedule's kernel: the same loop, in
-  // 128-row chunks where the SpMV baseline takes about four a thread (kernels/README.md).
-  const bool baseline = !tuning::implementation_of(report).empty();
+  // a header holds generated code, so it holds the csr schedule's loop run with the baseline's
+  // threads and chunks (emit_standalone_header's `baseline`).
+  const std::string implementation = tuning::implementation_of(report);
+  const bool baseline = !implementation.empty();
   if (baseline)
-    note += "\nno schedule beat csr, and the hand-written csr baseline ran faster than the csr "
-            "schedule side by side: waco::Plan serves that baseline; this header holds the csr "
-            "schedule's kernel (the same loop, generated; in SpMV its dynamic chunks are 128 rows, "
-            "the baseline's about four a thread: on large matrices it can be slower than what "
-            "was measured)";
+    note += "\nno schedule beat csr, and the hand-written " + implementation +
+            " baseline ran faster than the " + implementation +
+            " schedule side by side: waco::Plan serves that baseline; this header holds its loop, "
+            "generated from the " + implementation + " schedule, with the baseline's threads and "
+            "chunks";
   const nlohmann::json best = report.value("best", nlohmann::json());
   const std::string race = best.is_object() ? best.value("race", std::string()) : std::string();
-  write_text_file(o.output, decided_source(schedule, race, shape, o, threads, note));
+  write_text_file(o.output, decided_source(schedule, race, shape, o, threads, note, implementation));
   if (!o.quiet)
     std::fprintf(stderr, "tune: wrote the %s kernel to %s\n",
                  baseline ? "csr schedule's (the hand-written csr baseline ran fastest)" : "tuned",

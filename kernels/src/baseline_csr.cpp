@@ -2,8 +2,8 @@
 // default schedule, "FixedCSR" in the WACO paper, section 6.1) and, for MTTKRP, the same idea over
 // CSF (compressed i, k, l). OpenMP dynamic scheduling with the chunk sizes of issue 2: 32 rows for
 // SpMM, SDDMM and MTTKRP; SpMV in about four chunks a thread of at least 128 rows (Eigen's), and an
-// SpMV of at most kSpmvSerialNnz nonzeros runs serially.
-// The loops are public (baseline_loops.hpp).
+// SpMV of at most kCsrSpmvSerialNnz nonzeros runs serially. The loops and SpMV's rule are public
+// (baseline_loops.hpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -17,19 +17,18 @@
 namespace waco::kernels {
 
 namespace {
-constexpr int kSpmvChunk = 128;
 constexpr int kChunk = 32;
-/// SpMV of at most this many nonzeros (or on one thread) runs its rows serially, without an
-/// OpenMP region. Eigen does the same below 20000 (SparseDenseProduct.h), and csr's f64 SpMV ran
-/// at 0.78-0.90x Eigen's speed on 494_bus (1666 nonzeros) and west0479 (1910), though in double
-/// the inner loops are the same instructions (movslq, vmovsd, vmulsd, vaddsd): the region's
-/// fork, join and dynamic dispatch cost more than such a product (0.3 us on one thread; on two,
-/// 0.2-0.35 us above a serial loop of 0.8-1.0 us). Measured (2 threads, AMD EPYC VM, median of 2
-/// runs of 40 rounds, us, f64 then f32): the serial loop (Eigen's) against csr's parallel one
-/// 0.81 / 1.00 and 1.01 / 1.16 (494_bus), 0.97 / 1.31 and 1.35 / 1.64 (lund_a, 2449), 1.14 /
-/// 1.16 and 1.47 / 1.34 (Erdos971, 2628), 1.60 / 1.40 and 2.01 / 1.67 (qh882, 3354): the
-/// crossover lies near 3000 in both types. The parallel loop's instructions are unchanged.
-constexpr std::int64_t kSpmvSerialNnz = 3072;
+// kCsrSpmvSerialNnz (baseline_loops.hpp): SpMV of at most this many nonzeros (or on one
+// thread) runs its rows serially, without an OpenMP region. Eigen does the same below 20000
+// (SparseDenseProduct.h), and csr's f64 SpMV ran at 0.78-0.90x Eigen's speed on 494_bus (1666
+// nonzeros) and west0479 (1910), though in double the inner loops are the same instructions
+// (movslq, vmovsd, vmulsd, vaddsd): the region's fork, join and dynamic dispatch cost more than
+// such a product (0.3 us on one thread; on two, 0.2-0.35 us above a serial loop of 0.8-1.0 us).
+// Measured (2 threads, AMD EPYC VM, median of 2 runs of 40 rounds, us, f64 then f32): the serial
+// loop (Eigen's) against csr's parallel one 0.81 / 1.00 and 1.01 / 1.16 (494_bus), 0.97 / 1.31
+// and 1.35 / 1.64 (lund_a, 2449), 1.14 / 1.16 and 1.47 / 1.34 (Erdos971, 2628), 1.60 / 1.40 and
+// 2.01 / 1.67 (qh882, 3354): the crossover lies near 3000 in both types. The parallel loop's
+// instructions are unchanged.
 
 /// Row i of y = A x.
 template <class V>
@@ -45,17 +44,16 @@ void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads) {
   const index_t* rp = A.rowptr;
   const index_t* ci = A.colidx;
   const V* v = A.val;
-  if (threads <= 1 || static_cast<std::int64_t>(rp[A.rows]) <= kSpmvSerialNnz) {
+  if (threads <= 1 || static_cast<std::int64_t>(rp[A.rows]) <= kCsrSpmvSerialNnz) {
     for (index_t i = 0; i < A.rows; ++i) y[i] = spmv_row(rp, ci, v, x, i);
     return;
   }
   // About four chunks a thread, as Eigen's parallel SpMV takes them (SparseDenseProduct.h), and
-  // at least kSpmvChunk rows: 128-row chunks cost a dispatch each, which in double left csr at
-  // 0.84-0.90x Eigen's speed at the median over 22 held-out-like matrices, 0.71-0.72x on a
-  // 90k-row 2-D stencil (2 threads, AMD EPYC VM, 3 runs of 30 rounds each); with these chunks
-  // 1.12-1.17x, and 0.96-0.99x at worst above 50k nonzeros.
-  const index_t chunk =
-      std::max<index_t>(kSpmvChunk, (A.rows + threads * 4 - 1) / (threads * 4));
+  // at least kCsrSpmvMinChunk rows (csr_spmv_chunk): 128-row chunks cost a dispatch each, which
+  // in double left csr at 0.84-0.90x Eigen's speed at the median over 22 held-out-like matrices,
+  // 0.71-0.72x on a 90k-row 2-D stencil (2 threads, AMD EPYC VM, 3 runs of 30 rounds each); with
+  // these chunks 1.12-1.17x, and 0.96-0.99x at worst above 50k nonzeros.
+  const index_t chunk = csr_spmv_chunk(A.rows, threads);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
   for (index_t i = 0; i < A.rows; ++i) y[i] = spmv_row(rp, ci, v, x, i);
 }

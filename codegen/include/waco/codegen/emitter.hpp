@@ -135,7 +135,11 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceS
 /// `note` (may be empty) is put in the leading comment, e.g. what the schedule was tuned for.
 /// The builder refuses (std::length_error) formats storing more than `max_padding` values per
 /// nonzero, with the same bounds as build_storage. Values, dense arrays and outputs are of
-/// `dtype` (`name_space::waco_value_t`).
+/// `dtype` (`name_space::waco_value_t`). `baseline` "csr" (a plan the hand-written csr baseline
+/// serves; `s` is then the csr schedule): an SpMV header runs the baseline's parallel rule
+/// (kernels/baseline_loops.hpp: serial up to 3072 nonzeros, about four dynamic chunks a thread),
+/// so that it holds the loop that was measured; the other kernels' csr and csf baselines are
+/// their schedules' loops already.
 /// Whether `name` can be emit_standalone_header's namespace: a C++ identifier (letters, digits
 /// and _, not starting with a digit).
 bool is_cpp_identifier(const std::string& name);
@@ -143,6 +147,7 @@ bool is_cpp_identifier(const std::string& name);
 std::string emit_standalone_header(const SuperSchedule& s, RaceStrategy race,
                                    const std::string& name_space = "waco_tuned",
                                    const std::string& note = {}, double max_padding = 20.0,
-                                   kernels::Dtype dtype = kernels::Dtype::F32);
+                                   kernels::Dtype dtype = kernels::Dtype::F32,
+                                   const std::string& baseline = {});
 
 }  // namespace waco::codegen

@@ -7,6 +7,8 @@
 // float and double (baseline_csr.cpp).
 #pragma once
 
+#include <cstdint>
+
 #include "waco/kernels/sparse.hpp"
 
 namespace waco::kernels {
@@ -19,6 +21,20 @@ struct CsrView {
   const index_t* colidx = nullptr;
   const V* val = nullptr;
 };
+
+/// The csr SpMV baseline's parallel rule (baseline_csr.cpp says why): at most kCsrSpmvSerialNnz
+/// nonzeros, or one thread, run serially; otherwise rows go in dynamic chunks of
+/// csr_spmv_chunk(rows, threads), about kCsrSpmvChunksPerThread a thread and at least
+/// kCsrSpmvMinChunk rows. The drop-in header of a plan that this baseline serves applies the
+/// same rule (codegen::emit_standalone_header).
+inline constexpr std::int64_t kCsrSpmvSerialNnz = 3072;
+inline constexpr int kCsrSpmvChunksPerThread = 4;
+inline constexpr index_t kCsrSpmvMinChunk = 128;
+inline index_t csr_spmv_chunk(index_t rows, int threads) {
+  const index_t parts = static_cast<index_t>(kCsrSpmvChunksPerThread) * threads;
+  const index_t even = (rows + parts - 1) / parts;
+  return even > kCsrSpmvMinChunk ? even : kCsrSpmvMinChunk;
+}
 
 /// y = A x (y: rows values, each written).
 template <class V>
