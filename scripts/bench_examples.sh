@@ -3,7 +3,10 @@
 # solver and of the GCN propagation with each back-end (plan = waco::tune's choice, tuning
 # included and started from an empty tuning cache; csr; Eigen), side by side in one process per
 # matrix, and the break-even calls of the plan. plan_us / csr_us: one CG iteration (SpMV and the
-# vector updates) or one SpMM. Tables to stdout, JSON per run to OUT_DIR.
+# vector updates) or one SpMM. sparse csr/plan: the same ratio over what waco runs alone (set-up,
+# tuning and the SpMMs; CG: the whole solve): a GCN's dense products H W (Eigen's, the same in
+# every back-end) took 2-3x longer in some processes than in others (Intel Xeon 2-vCPU VM), which
+# swamps csr/plan. Tables to stdout, JSON per run to OUT_DIR.
 #   usage: scripts/bench_examples.sh [DATA_DIR] [OUT_DIR]
 #   env: SPD (default: the five largest SPD matrices of the data folder, by name),
 #        GRAPHS (default: the five largest matrices of the data folder),
@@ -44,14 +47,16 @@ row() {  # name kind json
      ($b.csr.total_s*1000|floor|tostring), ($b.eigen.total_s*1000|floor|tostring),
      (($b.csr.total_s / $b.plan.total_s)*1000|floor/1000|tostring),
      (($b.eigen.total_s / $b.plan.total_s)*1000|floor/1000|tostring),
+     ((($b.csr.setup_s + ($b.csr.spmm_s // $b.csr.solve_s)) /
+       ($b.plan.setup_s + ($b.plan.spmm_s // $b.plan.solve_s)))*1000|floor/1000|tostring),
      ($b.plan.iterations // 0 | tostring),
      ((($b.plan.per_spmm_s // $b.plan.per_iteration_s) * 1e6 * 10 | floor) / 10 | tostring),
      ((($b.csr.per_spmm_s // $b.csr.per_iteration_s) * 1e6 * 10 | floor) / 10 | tostring),
      (if $b.plan.break_even_calls < 0 then "-" else ($b.plan.break_even_calls|floor|tostring) end),
      $b.plan.detail] | @tsv' "$3"
 }
-printf '%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %6s %9s %9s %9s  %s\n' matrix app nnz tune_ms plan_ms \
-  csr_ms eigen_ms csr/plan eig/plan iters plan_us csr_us breakeven "plan (verdict)"
+printf '%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %8s %6s %9s %9s %9s  %s\n' matrix app nnz tune_ms plan_ms \
+  csr_ms eigen_ms csr/plan eig/plan sparse iters plan_us csr_us breakeven "plan (verdict)"
 run() {  # name app args...
   local name=$1 app=$2
   shift 2
@@ -79,7 +84,7 @@ run() {  # name app args...
   else
     one plan,csr,eigen "$@" > "$json"
   fi
-  row "$name" "$app" "$json" | awk -F'\t' '{printf "%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %6s %9s %9s %9s  %s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14}'
+  row "$name" "$app" "$json" | awk -F'\t' '{printf "%-22s %-5s %8s %9s %9s %9s %9s %8s %8s %8s %6s %9s %9s %9s  %s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15}'
 }
 for m in $spd; do
   f=$(file_of "$m")
