@@ -113,7 +113,8 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
   write_text_file(o.output, decided_source(schedule, race, shape, o, threads, note, implementation));
   if (!o.quiet)
     std::fprintf(stderr, "tune: wrote the %s kernel to %s\n",
-                 baseline ? "csr schedule's (the hand-written csr baseline ran fastest)" : "tuned",
+                 baseline ? ("hand-written " + implementation + " baseline's (it ran fastest)").c_str()
+                          : "tuned",
                  o.output.c_str());
 }
 
