@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <iterator>
+#include <limits>
 #include <sstream>
 
 #include "waco/kernels/error.hpp"
@@ -34,6 +35,7 @@ constexpr std::size_t kParallelMinTuples = 1 << 15;
 
 /// Sorted distinct (head, mid, last) tuples as Levels::build reads them: a list made for them.
 struct TupleList {
+  static constexpr bool kHeads = true;
   const std::vector<Tuple>& t;
   index_t head(std::size_t e) const { return t[e][0]; }
   index_t mid(std::size_t e) const { return t[e][1]; }
@@ -42,6 +44,7 @@ struct TupleList {
 /// ... or a canonical matrix's own coordinates, read in place (head 0): no copy of the operand
 /// (12 bytes a nonzero).
 struct MatrixCoordinates {
+  static constexpr bool kHeads = false;
   const index_t* row;
   const index_t* col;
   index_t head(std::size_t) const { return 0; }
@@ -55,12 +58,13 @@ struct MatrixCoordinates {
 class Levels {
  public:
   Histogram hist{};
-  std::size_t groups() const { return key_h_.size(); }
+  std::size_t groups() const { return key_m_.size(); }
 
   /// Level 0 of the sorted distinct tuples [lo, hi) of t: one group per (head, mid); the
   /// histogram is taken while the groups are built (and so at every level while merging).
   template <class Tuples>
   void build(const Tuples& t, std::size_t lo, std::size_t hi) {
+    heads_ = Tuples::kHeads;
     key_h_.clear();
     key_m_.clear();
     start_.clear();
@@ -68,16 +72,16 @@ class Levels {
     hist = {};
     for (std::size_t e = lo; e < hi; ++e) {
       if (e == lo || t.head(e) != t.head(e - 1) || t.mid(e) != t.mid(e - 1)) {
-        key_h_.push_back(t.head(e));
+        if (heads_) key_h_.push_back(t.head(e));
         key_m_.push_back(t.mid(e));
-        start_.push_back(e - lo);
+        start_.push_back(static_cast<Offset>(e - lo));
       } else {
         ++hist[static_cast<std::size_t>(bit_width_u64(static_cast<std::uint64_t>(t.last(e - 1)) ^
                                                       static_cast<std::uint64_t>(t.last(e))))];
       }
       last_[e - lo] = t.last(e);
     }
-    start_.push_back(hi - lo);
+    start_.push_back(static_cast<Offset>(hi - lo));
   }
 
   /// Level b + 1: adjacent groups whose (head, mid >> (b + 1)) agree merged. Keys are distinct,
@@ -104,13 +108,14 @@ class Levels {
       prev = v;
       out[n_out++] = v;
     };
-    const std::size_t groups = key_h_.size();
+    const std::size_t groups = key_m_.size();
     for (std::size_t g = 0; g < groups;) {
       const index_t m = key_m_[g] >> 1;
-      const bool pair = g + 1 < groups && key_h_[g + 1] == key_h_[g] && (key_m_[g + 1] >> 1) == m;
-      nh_.push_back(key_h_[g]);
+      const bool pair = g + 1 < groups && (!heads_ || key_h_[g + 1] == key_h_[g]) &&
+                        (key_m_[g + 1] >> 1) == m;
+      if (heads_) nh_.push_back(key_h_[g]);
       nm_.push_back(m);
-      nstart_.push_back(n_out);
+      nstart_.push_back(static_cast<Offset>(n_out));
       inside = 0;
       std::size_t i = start_[g], j = start_[g + 1];
       const std::size_t ie = start_[g + 1], je = pair ? start_[g + 2] : ie;
@@ -124,7 +129,7 @@ class Levels {
       for (; j < je; ++j) emit(in[j]);
       g += pair ? 2 : 1;
     }
-    nstart_.push_back(n_out);
+    nstart_.push_back(static_cast<Offset>(n_out));
     nlast_.resize(n_out);
     hist = {};
     for (const Histogram& p : part)
@@ -137,18 +142,23 @@ class Levels {
 
   /// Appends the groups of `o` (of the same level, keys all after this one's).
   void append(const Levels& o) {
-    const std::size_t offset = last_.size();
+    const Offset offset = static_cast<Offset>(last_.size());
     key_h_.insert(key_h_.end(), o.key_h_.begin(), o.key_h_.end());
     key_m_.insert(key_m_.end(), o.key_m_.begin(), o.key_m_.end());
     start_.pop_back();
-    for (std::size_t s : o.start_) start_.push_back(s + offset);
+    for (Offset s : o.start_) start_.push_back(s + offset);
     last_.insert(last_.end(), o.last_.begin(), o.last_.end());
     for (std::size_t w = 0; w < hist.size(); ++w) hist[w] += o.hist[w];
   }
 
  private:
+  /// Offsets into the flat lists: an operand holds fewer than 2^32 nonzeros (its coordinates
+  /// are 32-bit and kernels refuse more than kMaxIndex entries), so 4 bytes a group.
+  using Offset = std::uint32_t;
+  /// Whether tuples have a head mode (3-D tensors); a matrix's groups keep no head keys.
+  bool heads_ = true;
   std::vector<index_t> key_h_, key_m_, nh_, nm_, last_, nlast_;
-  std::vector<std::size_t> start_, nstart_;
+  std::vector<Offset> start_, nstart_;
 };
 
 }  // namespace
@@ -178,6 +188,11 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
     WACO_ASSERT(static_cast<std::int64_t>(coords[m]->size()) == pc.nnz_, "ragged coordinates");
     pc.bits_.push_back(dims[m] <= 1 ? 0 : bit_width_u64(static_cast<std::uint64_t>(dims[m] - 1)));
   }
+  if (static_cast<std::uint64_t>(pc.nnz_) > std::numeric_limits<std::uint32_t>::max())
+    throw kernels::Error("prefix counts of " + std::to_string(pc.nnz_) +
+                             " nonzeros: more than 32-bit offsets hold",
+                         "an operand holds at most " + std::to_string(kernels::kMaxIndex) +
+                             " nonzeros");
   std::size_t cells = 1;
   for (int b : pc.bits_) cells *= static_cast<std::size_t>(b + 1);
   pc.table_.assign(cells, 0);
