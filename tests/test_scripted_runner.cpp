@@ -354,7 +354,8 @@ TEST_CASE("scripted tune: no gain returns the faster csr reference, the hand-wri
   CHECK(j.at("claimed_speedup").get<double>() == 1.0);
   CHECK(j.at("speedup_over_csr").get<double>() > 1.1);  // the baseline over the csr schedule
   CHECK(j.at("plan_cache").is_object());  // a decision: cached (with the csr schedule)
-  // The drop-in header holds the csr schedule's kernel and says why.
+  // The drop-in header holds the baseline's loop (the csr schedule's kernel with the baseline's
+  // threads and chunks) and says why.
   std::ifstream header(dir + "/k.hpp");
   const std::string text((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
   CHECK(text.find("the hand-written csr baseline ran faster") != std::string::npos);

@@ -321,10 +321,10 @@ class WACO_API Plan {
   /// --standalone`): one self-contained C++17/OpenMP file, nothing of waco-hybrid needed, with
   /// schedule()'s kernel (generated with the race strategy this plan's kernel was built with), a
   /// builder of its format from CSR arrays (coordinates for MTTKRP) and the call, in namespace
-  /// `name_space`. When the hand-written csr (csf) serves (implementation()), the csr (csf)
-  /// schedule's kernel: the same loop, generated (in SpMV in 128-row chunks where the baseline
-  /// takes about four a thread: on large matrices it can be slower; the header says so). Throws
-  /// Error when `name_space` is not a C++ identifier.
+  /// `name_space`. When the hand-written csr (csf) serves (implementation()), that baseline's
+  /// loop, generated from the csr (csf) schedule and run with the baseline's threads and chunks
+  /// (SpMV: one thread up to 3072 nonzeros, else about four dynamic chunks a thread); the header
+  /// says so. Throws Error when `name_space` is not a C++ identifier.
   std::string standalone_header(const std::string& name_space = "waco_tuned") const;
 
   /// Writes the plan's decision (schedule, report, matrix fingerprint, machine) as JSON, atomically.
