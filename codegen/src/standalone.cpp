@@ -139,6 +139,13 @@ inline Format build_from_coordinates(const long long* dims, long long nnz,
   return f;
 }
 
+/// The variable of the sparse operand's first mode (its rows).
+inline long long row_extent() {
+  for (int v = 0; v < kVars; ++v)
+    if (kSparseMode[v] == 0) return v;
+  return 0;
+}
+
 /// Runs the kernel: in0, in1 and out laid out as the calls below say, `dense` the extent of the
 /// dense-only variable (ignored by SpMV).
 inline void run(const Format& f, const waco_value_t* in0, const waco_value_t* in1, waco_value_t* out,
@@ -168,19 +175,11 @@ inline void run(const Format& f, const waco_value_t* in0, const waco_value_t* in
   // chunks a thread of at least kChunk rows.
   if (f.nnz <= kSerialMaxNnz) a.threads = 1;
   if (kChunksPerThread > 0 && a.threads > 1) {
-    long long rows = 0;
-    for (int v = 0; v < kVars; ++v)
-      if (kSparseMode[v] == 0) rows = f.extent[v];
+    const long long rows = f.extent[row_extent()];
     const long long parts = std::max<long long>(1, static_cast<long long>(kChunksPerThread) * a.threads);
     a.chunk = static_cast<int>(std::max<long long>(kChunk, (rows + parts - 1) / parts));
   }
   if (waco_kernel(&a) != 0) throw std::bad_alloc();
-}
-
-inline long long row_extent() {
-  for (int v = 0; v < kVars; ++v)
-    if (kSparseMode[v] == 0) return v;
-  return 0;
 }
 
 }  // namespace detail

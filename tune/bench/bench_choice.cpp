@@ -109,7 +109,7 @@ int run(const Options& o) {
       calls.push_back(last.seconds);
       if (r == 0) first_n = last;
     }
-    const double first = calls.front();
+    const double first = first_n.seconds;
     const double med = median({calls.begin() + (calls.size() > 1 ? 1 : 0), calls.end()});
     const int reps = std::max(3, o.repeats / 2);
     const double t_counts = time_median(reps, [&] {
