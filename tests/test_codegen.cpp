@@ -560,6 +560,109 @@ TEST_CASE("codegen: a register-blocked SpMM equals the unblocked csr kernel bit 
   }
 }
 
+TEST_CASE("codegen: which register blocks stream their flush") {
+  auto streams = [](KernelKind k, const std::string& text) {
+    return streams_output(schedule_from_string(k, text));
+  };
+  CHECK(streams(KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=UC"));
+  CHECK(streams(KernelKind::SpMM, "split=i:4,j:32 order=i1,i0,j1,k,j0 format=UUC"));
+  CHECK(streams(KernelKind::MTTKRP, "split=j:16 order=i,j1,k,l,j0 format=UCC"));
+  CHECK_FALSE(streams(KernelKind::SpMM, "order=i,k,j format=UC"));                      // no block
+  CHECK_FALSE(streams(KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=CC"));        // C rows
+  CHECK_FALSE(streams(KernelKind::SpMM, "split=i:4,j:16 order=i1,j1,k,i0,j0 format=UCU"));  // 2-D
+  CHECK_FALSE(streams(KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=UC parallel=j1"));
+  CHECK_FALSE(streams(KernelKind::SDDMM, "split=k:32 order=i,j,k1,k0 format=UC"));
+  // Only a streaming source carries the writer.
+  const std::string src = emit_kernel_source(schedule_from_string(KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=UC"));
+  CHECK(src.find("waco_stream_store(&waco_writer") != std::string::npos);
+  CHECK(emit_kernel_source(schedule_from_string(KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=CC"))
+            .find("waco_stream") == std::string::npos);
+}
+
+namespace {
+
+/// Runs schedule s (which streams_output) on op with plain stores and with streaming stores
+/// (stream_min_bytes = 1 streams every output; the host streams only those beyond the LLC) into
+/// an output 0-15 values off a 64-byte line; CHECKs that both write the same bytes and touch
+/// nothing around the output, and that the result is the reference's.
+void check_streaming(const SuperSchedule& s, const Operands& op, int dense, Dtype dtype,
+                     const GeneratedOptions& options) {
+  REQUIRE(streams_output(s));
+  const CooMatrix* A = needs_tensor(s.kind) ? nullptr : &op.A;
+  const CooTensor* T = needs_tensor(s.kind) ? &op.T : nullptr;
+  const DenseOperands d = make_dense_operands(s.kind, A, T, dense, 5, dtype);
+  const Problem p = make_problem(s.kind, A, T, d);
+  BoundKernel b = bind_schedule(s, p, dense, 2, options);
+  const std::size_t n = static_cast<std::size_t>(b.out_size), pad = 16;
+  const std::size_t value = dtype_size(dtype);
+  // 64-byte-aligned storage with room for the offsets and guards on both sides.
+  std::vector<unsigned char> plain((n + 2 * pad) * value + 64), streamed(plain.size());
+  auto at = [&](std::vector<unsigned char>& v, std::size_t off) {
+    const std::uintptr_t base = (reinterpret_cast<std::uintptr_t>(v.data()) + 63) & ~std::uintptr_t{63};
+    return reinterpret_cast<unsigned char*>(base) + off * value;
+  };
+  for (std::size_t off : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{8}, std::size_t{15}}) {
+    INFO(kernel_name(s.kind) << " " << to_text(s) << " " << dtype_name(dtype) << " on " << op.name << ", dense "
+                             << dense << ", output " << off << " values off a line, " << n * value << " bytes");
+    std::fill(plain.begin(), plain.end(), 0xA5);
+    std::fill(streamed.begin(), streamed.end(), 0xA5);
+    b.stream_min_bytes = 0;
+    b.run(p.B->data.raw(), p.C ? p.C->data.raw() : nullptr, at(plain, off), dense);
+    b.stream_min_bytes = 1;
+    b.run(p.B->data.raw(), p.C ? p.C->data.raw() : nullptr, at(streamed, off), dense);
+    // The first byte that differs, from the output's start (none: -1), over the output and the
+    // values around it.
+    long long first = -1;
+    const unsigned char* x = at(plain, 0);
+    const unsigned char* y = at(streamed, 0);
+    for (std::size_t q = 0; q < (n + 2 * pad) * value && first < 0; ++q)
+      if (x[q] != y[q]) first = static_cast<long long>(q) - static_cast<long long>(off * value);
+    CHECK(first == -1);
+  }
+  Values out;
+  out.assign(dtype, n);
+  b.run(p.B->data.raw(), p.C ? p.C->data.raw() : nullptr, out.raw(), dense);
+  const Verification v =
+      verify(out, compute_reference(p), dtype == Dtype::F64 ? waco::test::kDoubleTolerance : kDefaultTolerance);
+  CHECK(v.message == "");
+}
+
+}  // namespace
+
+TEST_CASE("codegen: streaming stores write what plain stores write, bit for bit, at any alignment") {
+  // Dense sizes whose flushes average 256 bytes or more stream (multiples of the block; in double
+  // also J = 40 < s_j = 64 and J = 100, blocks of 64 and 36, which carry lines across flushes);
+  // the others run the plain flush under the same flag.
+  const std::vector<std::pair<KernelKind, const char*>> cases = {
+      {KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=UC chunk=4"},
+      {KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=UC chunk=static"},
+      {KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=UC threads=1"},
+      {KernelKind::SpMM, "split=i:4,j:32 order=i1,i0,j1,k,j0 format=UUC chunk=2"},
+      {KernelKind::MTTKRP, "split=j:64 order=i,j1,k,l,j0 format=UCC chunk=2"}};
+  for (const auto& [kind, text] : cases)
+    for (const Dtype dtype : {Dtype::F32, Dtype::F64})
+      for (const Operands& op : operands_for(kind, dtype))
+        for (const int dense : {40, 64, 100, 128})
+          check_streaming(schedule_from_string(kind, text), op, dense, dtype, test_options());
+}
+
+#if defined(__x86_64__)
+TEST_CASE("codegen: the streaming writer's AVX2 and SSE2 forms write what plain stores write") {
+  // The writer assembles lines in a register with AVX-512 and in memory otherwise: compile the
+  // kernel for the narrower instruction sets this CPU runs (x86-64-v3: AVX2; x86-64: SSE2).
+  const SuperSchedule s = schedule_from_string(KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=UC chunk=4");
+  for (const char* march : {"-march=x86-64-v3", "-march=x86-64"}) {
+    if (std::string(march) == "-march=x86-64-v3" && !__builtin_cpu_supports("avx2")) continue;
+    GeneratedOptions o = test_options();
+    std::replace(o.compiler.flags.begin(), o.compiler.flags.end(), std::string("-march=native"), std::string(march));
+    INFO(march);
+    for (const Dtype dtype : {Dtype::F32, Dtype::F64})
+      for (const Operands& op : operands_for(KernelKind::SpMM, dtype))
+        for (const int dense : {64, 100}) check_streaming(s, op, dense, dtype, o);
+  }
+}
+#endif
+
 TEST_CASE("codegen: random register-blocked schedules equal the reference (property test)") {
   // Schedules drawn until they have a register block: block sizes 2..64 (dividing J or not,
   // larger than J), with and without block rows (i0), outer loops split or not, C and U levels, 1 and 2 threads, a parallel loop

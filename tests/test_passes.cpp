@@ -467,7 +467,7 @@ TEST_CASE("passes: narrow-indices admits narrow twins only beyond the last-level
     INFO("L3 " << size);
     const SysfsRoot env(fake_llc(size, size));
     // 1 GiB is more than a CPU is believed to have: capped at kMaxPlausibleLlcPerCpu a CPU.
-    REQUIRE(last_level_cache_bytes() ==
+    REQUIRE(kernels::last_level_cache_bytes() ==
             (beyond ? 64 * 1024
                     : std::min<std::int64_t>(std::int64_t{1} << 30,
                                              kernels::kMaxPlausibleLlcPerCpu * kernels::available_cpus())));

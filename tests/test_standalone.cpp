@@ -175,6 +175,13 @@ std::vector<codegen::SuperSchedule> schedules_for(KernelKind k, int random_count
     out.push_back(s);
     ++narrow;
   }
+  // A register block whose flush streams beyond the last-level cache (not at these sizes: the
+  // source with the streaming writer compiles and runs its plain flush).
+  if (k == KernelKind::SpMM || k == KernelKind::MTTKRP) {
+    out.push_back(codegen::schedule_from_string(k, k == KernelKind::SpMM ? "split=j:64 order=i,j1,k,j0 format=UC"
+                                                                         : "split=j:64 order=i,j1,k,l,j0 format=UCC"));
+    REQUIRE(codegen::streams_output(out.back()));
+  }
   if (!kernels::needs_tensor(k))  // whole k in 16 bits: 65536 columns built, 65537 refused
     out.push_back(codegen::schedule_from_string(k, k == KernelKind::SDDMM ? "order=i,j,k format=UN"
                                                     : k == KernelKind::SpMV ? "order=i,k format=UN"
@@ -218,6 +225,10 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
           dtype, with_baseline && i == baseline_header ? "csr" : "");
       CHECK((header.find("kChunksPerThread = 4;") != std::string::npos) ==
             (with_baseline && i == baseline_header));
+      // The streaming rule of this machine, in the headers whose flush can stream.
+      CHECK(header.find("kStreamMinBytes = " +
+                        std::to_string(codegen::streams_output(schedules[i]) ? codegen::stream_output_min_bytes() : 0) +
+                        ";") != std::string::npos);
       std::ofstream(dir + "/s" + std::to_string(i) + ".hpp") << header;
     }
     std::ofstream(dir + "/driver.cpp") << driver(k, schedules.size(), std::string(kernels::dtype_ctype(dtype)));

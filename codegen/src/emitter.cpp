@@ -19,9 +19,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 
 namespace waco::codegen {
@@ -125,6 +127,10 @@ struct Analysis {
   bool vector_block = false;
   /// Every output entry is flushed exactly once (from acc or the block): assign, no zeroing.
   bool write_once = false;
+  /// A write-once register block of one row, contiguous in the output, whose flushes follow one
+  /// another in memory within a thread: at run time (WacoArgs::stream_out) they go through the
+  /// streaming writer (kStreamWriter).
+  bool stream_flush = false;
   /// The outermost (parallel) loop zeroes the output slice it owns.
   bool slice_zero = false;
   std::vector<long long> constant_split;  ///< per variable, its compile-time split size or 0
@@ -171,6 +177,12 @@ Analysis analyze(const SuperSchedule& s, RaceStrategy race) {
     }
   }
   if (a.write_once) a.write_once = position_of(s, s.parallel) < outside;
+  // The block's variable last in the output, so that a block is s_x contiguous values. The
+  // loops outside the flush are x1, innermost, and (write-once) loops over the output's rows in
+  // order, so a thread's next block starts where the last ended, unless x1 is the parallel loop
+  // (its threads would take turns within a row).
+  a.stream_flush = a.block && a.block->rows == 1 && a.write_once && !spec.sparse_output() &&
+                   spec.output.vars.back() == a.block->var && s.parallel.var != a.block->var;
   // Slice zeroing: when the outermost loop is the parallel loop and runs over every coordinate
   // of the output's leading variable (U level or plain loop, whole or outer part), iteration v
   // alone touches the output slice of v: zero it there, while it is about to be used, instead of
@@ -196,6 +208,144 @@ Analysis analyze(const SuperSchedule& s, RaceStrategy race) {
       }
   }
   return a;
+}
+
+/// The least average size of a register block's flush that streams (bytes): the writer's work
+/// per flush outweighs what streaming saves in smaller ones (write_arguments).
+constexpr long long kStreamMinFlushBytes = 256;
+
+/// The streaming writer of a register block's flush (Analysis::stream_flush), in the source
+/// before the kernel. Each thread flushes its blocks in order, each where the previous ended (a
+/// run: one static range or dynamic chunk of rows); the writer assembles the run into whole
+/// cache lines and writes each with one non-temporal store, so no line of the output is read
+/// before it is written. Only a run's first and last lines, when the run does not start or end
+/// on a line, take plain (masked) stores. Measured (issue 36, SpMM J=64 beyond the LLC: a 4M-row
+/// 2-D stencil, 2 threads, split=j:64 order=i,j1,k,j0 format=UC static, side by side in a
+/// harness, AVX-512): 1.29-1.45x the plain stores with a 64-byte-aligned output, 1.16-1.31x with
+/// the output and B 16 bytes off a line (as large std::vector and malloc buffers are), 1.25-1.27x
+/// with only the output off. Plain stores to the lines at either end of every block instead lost
+/// (0.69-0.95x: the stores pull the neighbouring lines into the cache, and a streaming store to a
+/// cached line first evicts it). Assembling the lines in memory with copy loops lost too (0.58x:
+/// the compiler made them memcpy calls); with the conditional loops below, 1.06-1.08x, which is
+/// what the AVX2 form gets (AVX-512 assembles a line in a register with masked loads). Other x86
+/// CPUs assemble lines in memory, and other CPUs copy with plain stores.
+constexpr const char* kStreamWriter = R"WACO(// The output's streaming writer (WacoArgs::stream_out): a thread's contiguous pieces of the output
+// are assembled into whole 64-byte lines, each written with one non-temporal store (the line is
+// not read first); a run's partial first and last lines take plain stores (waco_stream_finish).
+struct waco_stream_line {
+  waco_value_t* line;     // the line being assembled (null: none)
+  long long start, next;  // its values held: [start, next) of the line's values
+#if defined(__AVX512F__)
+  __m512i held;
+#else
+  alignas(64) waco_value_t held[64 / sizeof(waco_value_t)];
+#endif
+};
+WACO_STORAGE void waco_stream_put(waco_value_t* line, const waco_value_t* from) {
+#if defined(__AVX512F__)
+  _mm512_stream_si512((__m512i*)line, _mm512_loadu_si512((const void*)from));
+#elif defined(__AVX__)
+  _mm256_stream_si256((__m256i*)line, _mm256_loadu_si256((const __m256i*)from));
+  _mm256_stream_si256((__m256i*)line + 1, _mm256_loadu_si256((const __m256i*)from + 1));
+#elif defined(__SSE2__)
+  for (int q = 0; q < 4; ++q) _mm_stream_si128((__m128i*)line + q, _mm_loadu_si128((const __m128i*)from + q));
+#else
+  for (long long q = 0; q < (long long)(64 / sizeof(waco_value_t)); ++q) line[q] = from[q];
+#endif
+}
+#if defined(__AVX512F__)
+// The 32-bit lanes of values [lo, hi) of a line.
+WACO_STORAGE __mmask16 waco_stream_lanes(long long lo, long long hi) {
+  const long long r = sizeof(waco_value_t) / 4;
+  return (__mmask16)(((1u << (hi * r)) - 1u) & ~((1u << (lo * r)) - 1u));
+}
+#endif
+// Writes the values held of the line being assembled with plain stores.
+WACO_STORAGE void waco_stream_drop(waco_stream_line* w) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_epi32((void*)w->line, waco_stream_lanes(w->start, w->next), w->held);
+#else
+  const long long lo = w->start, hi = w->next;
+  for (long long t = 0; t < (long long)(64 / sizeof(waco_value_t)); ++t)
+    if (t >= lo && t < hi) w->line[t] = w->held[t];
+#endif
+  w->line = 0;
+}
+// Copies n values from src to dst (the next piece of the output).
+WACO_STORAGE void waco_stream_store(waco_stream_line* w, waco_value_t* dst, const waco_value_t* src, long long n) {
+  const long long L = 64 / sizeof(waco_value_t);
+  if (w->line && dst != w->line + w->next) waco_stream_drop(w);
+  if (!w->line) {  // a run starts: inside a line, or at one
+    const long long in = (long long)(((unsigned long long)dst & 63) / sizeof(waco_value_t));
+    if (in) {
+      w->line = dst - in;
+      w->start = w->next = in;
+#if defined(__AVX512F__)
+      w->held = _mm512_setzero_si512();
+#endif
+    }
+  }
+  long long q = 0;
+  if (w->line) {  // continue the line being assembled
+    const long long at = w->next, take = L - at < n ? L - at : n;
+#if defined(__AVX512F__)
+    w->held = _mm512_mask_expandloadu_epi32(w->held, waco_stream_lanes(at, at + take), (const void*)src);
+#else
+    for (long long t = 0; t < L; ++t)
+      if (t >= at && t < at + take) w->held[t] = src[t - at];
+#endif
+    w->next = at + take;
+    if (w->next < L) return;
+    q = take;
+    if (w->start > 0) {
+      waco_stream_drop(w);
+    } else {
+#if defined(__AVX512F__)
+      _mm512_stream_si512((__m512i*)w->line, w->held);
+#else
+      waco_stream_put(w->line, w->held);
+#endif
+      w->line = 0;
+    }
+  }
+  for (; q + L <= n; q += L) waco_stream_put(dst + q, src + q);
+  if (q < n) {  // the rest starts the next line
+    const long long rest = n - q;
+    w->line = dst + q;
+    w->start = 0;
+    w->next = rest;
+#if defined(__AVX512F__)
+    w->held = _mm512_maskz_loadu_epi32(waco_stream_lanes(0, rest), (const void*)(src + q));
+#else
+    for (long long t = 0; t < L; ++t)
+      if (t < rest) w->held[t] = src[q + t];
+#endif
+  }
+}
+// Ends a thread's writing: the line being assembled, then a fence that orders the non-temporal
+// stores before the kernel returns.
+WACO_STORAGE void waco_stream_finish(waco_stream_line* w) {
+  if (w->line) waco_stream_drop(w);
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+)WACO";
+
+void write_stream_helpers(Writer& w, SourceForm form) {
+  if (form == SourceForm::SharedObject) {  // a header includes it up front
+    w.line("#if defined(__SSE2__)");
+    w.line("#include <immintrin.h>");
+    w.line("#endif");
+    w.line("");
+  }
+  std::string text = kStreamWriter;
+  const std::string storage = form == SourceForm::SharedObject ? "static inline" : "inline";
+  for (std::size_t at = text.find("WACO_STORAGE"); at != std::string::npos; at = text.find("WACO_STORAGE", at))
+    text.replace(at, 12, storage);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) w.line(line);
+  w.line("");
 }
 
 /// The header comment: the schedule with its run-time placeholders and what the nest does.
@@ -280,6 +430,7 @@ void write_header(Writer& w, const SuperSchedule& s, const Analysis& a, SourceFo
   }
   w.line("typedef " + std::string(kernels::dtype_ctype(dtype)) + " waco_value_t;");
   w.line("");
+  if (a.stream_flush) write_stream_helpers(w, form);
   w.open("struct WacoArgs");
   {  // one field per line, from the same text that declares the host-side struct
     std::istringstream fields(kWacoArgsFields);
@@ -337,6 +488,17 @@ void write_arguments(Writer& w, const SuperSchedule& s, const Analysis& a,
   // Private: thread 0's copy is the output itself, so the output pointer cannot be __restrict.
   w.line(std::string(a.privatize ? "waco_value_t* " : "waco_value_t* __restrict ") + out_name + " = a->out;");
   if (!a.serial && !a.static_ranges) w.line("const int chunk = a->chunk;");
+  if (a.stream_flush) {
+    // Measured (the harness of kStreamWriter, AVX-512, output 16 bytes off a line): flushes of
+    // 64 floats gained 1.31x, of 32 lost 4%, of 16 lost 15% (the writer's work per flush).
+    const std::string x(1, a.block->var), X = upper(a.block->var);
+    w.line("// Streaming stores (WacoArgs::stream_out) when the flushes average " +
+           std::to_string(kStreamMinFlushBytes) + " bytes or more.");
+    w.line("const long long waco_flush = " + X + " > 0 ? " + X + " / ((" + X + " + s_" + x + " - 1) / s_" + x +
+           ") : 0;");
+    w.line("const bool waco_stream = a->stream_out && waco_flush * (long long)sizeof(waco_value_t) >= " +
+           std::to_string(kStreamMinFlushBytes) + ";");
+  }
 }
 
 /// Emits the loops of the schedule, from the outermost, with the statement at the innermost point.
@@ -493,6 +655,13 @@ class NestWriter {
     w_.line("__builtin_memset(blk, 0, sizeof blk);");
     loops_from(t, {InBlock::Kind::Array, x0 + "_end", y0 + "_end"});
     w_.close();
+    if (a_.stream_flush) {  // a block of one row
+      w_.open("if (waco_stream)");
+      w_.line("const long long " + x + " = " + x + "1 * s_" + x + ";");
+      w_.line("waco_stream_store(&waco_writer, &" + out_base_ + "[" + offset(spec_.output) + "], blk, " +
+              x0 + "_end);");
+      w_.reopen("else");
+    }
     if (rows) {
       w_.open("for (long long " + y0 + " = 0; " + y0 + " < " + y0 + "_end; ++" + y0 + ")");
       w_.line("const long long " + y + " = " + y + "1 * s_" + y + " + " + y0 + ";");
@@ -508,6 +677,7 @@ class NestWriter {
       update(out, "blk" + block_index(x0));
     w_.close();
     if (rows) w_.close();
+    if (a_.stream_flush) w_.close();
   }
 
   /// The vector statement of a full register block: blk_v[q] += A_v * <input blocks>.
@@ -720,6 +890,16 @@ std::optional<RegisterBlock> register_block(const SuperSchedule& s) {
   return block;
 }
 
+bool streams_output(const SuperSchedule& s) {
+  return validate(s).empty() && analyze(s, RaceStrategy::Atomic).stream_flush;
+}
+
+std::int64_t stream_output_min_bytes() {
+  const char* off = std::getenv("WACO_STREAM_STORES");
+  if (off != nullptr && std::string(off) == "0") return 0;
+  return kernels::last_level_cache_bytes();
+}
+
 bool split_is_constant(const SuperSchedule& s, char v) {
   return constant_split(s, register_block(s), v);
 }
@@ -767,7 +947,9 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race, Source
   if (a.serial) {
     if (!a.write_once && !a.slice_zero)
       w.line("for (long long q = 0; q < a->out_size; ++q) " + out_name + "[q] = 0;");
+    if (a.stream_flush) w.line("waco_stream_line waco_writer = {};");
     NestWriter(w, s, a, out_name).write();
+    if (a.stream_flush) w.line("if (waco_stream) waco_stream_finish(&waco_writer);");
     w.line("return 0;");
     w.close();  // function
     return w.str();
@@ -796,7 +978,10 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race, Source
     w.open("");  // the scope of the __restrict copy ends before the sum reads the output
     w.line("waco_value_t* __restrict " + out_name + "_mine = copies[t];");
   }
+  if (a.stream_flush) w.line("waco_stream_line waco_writer = {};  // this thread's");
   NestWriter(w, s, a, a.privatize ? out_name + "_mine" : out_name).write();
+  // Each thread ends its own writing before the region's closing barrier.
+  if (a.stream_flush) w.line("if (waco_stream) waco_stream_finish(&waco_writer);");
   if (a.privatize) {
     w.close();
     // Sum the copies into the output in blocks, each block by one thread (vectorizable).

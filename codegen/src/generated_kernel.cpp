@@ -3,6 +3,7 @@
 #include "text_util.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "waco/codegen/emitter.hpp"
 #include "waco/kernels/baseline_loops.hpp"
@@ -89,6 +90,7 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
   b.dtype = p.dtype();
   b.race = resolve_race(opts.race, s, b.out_size, updates, b.args.threads, b.dtype);
   b.source = emit_kernel_source(s, b.race, SourceForm::SharedObject, b.dtype);
+  if (streams_output(s)) b.stream_min_bytes = stream_output_min_bytes();
   for (std::size_t l = 0; l < st.levels.size(); ++l) {
     const Level& lv = st.levels[l];
     b.args.pos[l] = lv.pos.empty() ? nullptr : lv.pos.data();
@@ -217,6 +219,11 @@ void BoundKernel::run(const void* in0, const void* in1, void* out, std::int64_t 
   a.in[1] = in1;
   a.out = out;
   a.out_size = static_cast<long long>(size);
+  // (An output not aligned to its values, possible only through a cast, is never streamed: the
+  // writer finds its lines by whole values.)
+  const std::int64_t value = static_cast<std::int64_t>(kernels::dtype_size(dtype));
+  a.stream_out = stream_min_bytes > 0 && size * value > stream_min_bytes &&
+                 reinterpret_cast<std::uintptr_t>(out) % static_cast<std::uintptr_t>(value) == 0;
   if (fn(&a) != 0)
     throw kernels::Error(
         "the generated kernel could not allocate its " + std::to_string(a.threads - 1) +

@@ -21,7 +21,7 @@ namespace {
 
 // The builder and the calls, the same for every schedule: they read the constants kVars,
 // kSparseMode, kLevels, kLevelVar, kLevelPart, kLevelCompressed, kLevelNarrow, kSplit, kThreads, kChunk,
-// kSerialMaxNnz, kChunksPerThread, kKernel emitted before them.
+// kSerialMaxNnz, kChunksPerThread, kStreamMinBytes, kKernel emitted before them.
 constexpr const char* kRuntime = R"WACO(
 /// The sparse operand in the schedule's format, with what the kernel needs besides the dense
 /// arrays. Made by build(); read-only afterwards (calls may share it across threads).
@@ -179,6 +179,11 @@ inline void run(const Format& f, const waco_value_t* in0, const waco_value_t* in
     const long long parts = std::max<long long>(1, static_cast<long long>(kChunksPerThread) * a.threads);
     a.chunk = static_cast<int>(std::max<long long>(kChunk, (rows + parts - 1) / parts));
   }
+  // Outputs larger than the last-level cache of the machine the header was made on are written
+  // with streaming stores, as the plan that was measured writes them (kStreamMinBytes: 0 when
+  // the kernel has no streaming flush).
+  a.stream_out = kStreamMinBytes > 0 && out_size * static_cast<long long>(sizeof(waco_value_t)) > kStreamMinBytes &&
+                 reinterpret_cast<unsigned long long>(out) % sizeof(waco_value_t) == 0;
   if (waco_kernel(&a) != 0) throw std::bad_alloc();
 }
 
@@ -319,6 +324,8 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   h << "// Threads: the schedule's, or omp_get_max_threads() when it says 0.\n\n"
        "#pragma once\n\n#include <omp.h>\n\n#include <algorithm>\n#include <cstdlib>\n"
        "#include <new>\n#include <stdexcept>\n#include <string>\n#include <vector>\n\n";
+  const bool streams = streams_output(s);
+  if (streams) h << "#if defined(__SSE2__)\n#include <immintrin.h>  // the output's streaming stores\n#endif\n\n";
   h << "namespace " << name_space << " {\n\n";
   // Generated loops declare every level's arrays; some go unused.
   h << "#if defined(__GNUC__)\n#pragma GCC diagnostic push\n"
@@ -359,6 +366,8 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   h << "inline constexpr int kChunksPerThread = "
     << (csr_spmv_rule ? kernels::kCsrSpmvChunksPerThread : 0)
     << ";  // > 0: dynamic chunks of max(kChunk, rows / (this x threads)) rows\n";
+  h << "inline constexpr long long kStreamMinBytes = " << (streams ? stream_output_min_bytes() : 0)
+    << ";  // > 0: outputs larger (bytes) stream (the last-level cache where it was made)\n";
   h << "inline constexpr double kMaxPadding = " << max_padding
     << ";  // stored values per nonzero the builder accepts\n";
   h << kRuntime << (tensor ? kTensorBuild : kMatrixBuild);

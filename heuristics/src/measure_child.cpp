@@ -296,7 +296,7 @@ bool share_large_data(const kernels::Problem& p, MeasureOptions& opts) {
 namespace waco::heuristics {
 
 SharedData shared_data(const kernels::Problem& p) {
-  const std::int64_t llc = last_level_cache_bytes();
+  const std::int64_t llc = kernels::last_level_cache_bytes();
   if (llc <= 0) return {};
   const auto large = [llc](double bytes) { return bytes > 2.0 * static_cast<double>(llc); };
   const double value = static_cast<double>(kernels::dtype_size(p.dtype()));

@@ -2,8 +2,6 @@
 #include "waco/heuristics/narrow.hpp"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <set>
 #include <string>
 
@@ -18,29 +16,6 @@ namespace waco::heuristics {
 using codegen::LevelFormat;
 using codegen::Loop;
 using codegen::SuperSchedule;
-
-std::int64_t last_level_cache_bytes() {
-  // Without the measured probe. Read once per sysfs root (WACO_SYSFS_ROOT may point elsewhere
-  // between calls): its 16 files took ~0.15 ms, a sixth of a small matrix's choice.
-  static std::mutex mutex;
-  static std::map<std::string, std::int64_t> read;
-  const std::string root = kernels::sysfs_root();
-  std::int64_t llc = 0;
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    const auto it = read.find(root);
-    if (it != read.end()) {
-      llc = it->second;
-    } else {
-      llc = kernels::read_sysfs_cache_sizes(root).llc();
-      if (llc <= 0) llc = kernels::read_cpuid_cache_sizes().llc();
-      read.emplace(root, llc);
-    }
-  }
-  const std::int64_t plausible =
-      kernels::kMaxPlausibleLlcPerCpu * std::max(1, kernels::available_cpus());
-  return std::clamp<std::int64_t>(llc, 0, plausible);
-}
 
 double operand_stream_bytes(std::int64_t nnz, std::int64_t rows, kernels::Dtype dtype) {
   return static_cast<double>(nnz) * (4.0 + static_cast<double>(kernels::dtype_size(dtype))) +

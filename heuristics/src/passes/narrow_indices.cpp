@@ -5,7 +5,7 @@
 // the nominees (narrow.hpp: tune measures each beside its nominee) are admitted: a storage
 // constraint refuses every format with an N level ("narrow-within-llc") unless the operand's
 // stream in CSR (a 32-bit coordinate and a value a nonzero, a position a row) exceeds the
-// last-level cache (last_level_cache_bytes, with the plausibility cap: shared_data's
+// last-level cache (kernels::last_level_cache_bytes, with the plausibility cap: shared_data's
 // reading). Measured (SpMV, 2 threads, side by side, 22M-nonzero banded matrix on a 32 MiB L3):
 // the blocked narrow twin of csr ran at 0.62x the csr schedule's time and 0.88-0.91x librsb's
 // tuner's; cache-resident operands have nothing to gain from fewer bytes.
@@ -13,6 +13,7 @@
 
 #include "passes.hpp"
 #include "waco/heuristics/narrow.hpp"
+#include "waco/kernels/context.hpp"
 
 namespace waco::heuristics::detail {
 
@@ -37,7 +38,7 @@ std::unique_ptr<Pass> make_narrow_indices_pass(const PassParams& params) {
         }
         const std::int64_t nnz = space.facts()->counts.nnz();
         const std::int64_t rows = space.extent(space.spec().sparse_vars.front());
-        const std::int64_t llc = last_level_cache_bytes();
+        const std::int64_t llc = kernels::last_level_cache_bytes();
         const bool beyond = operand_beyond_llc(nnz, rows, dtype, llc);
         char buf[200];
         std::snprintf(buf, sizeof buf, "the operand streams %.1f MiB a call, %s the last-level cache (%.1f MiB)%s",

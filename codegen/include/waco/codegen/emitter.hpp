@@ -26,7 +26,9 @@ namespace waco::codegen {
 /// Version of the WacoArgs layout; part of every generated source (and so of its cache key).
 /// 2: waco_kernel returns a status and exports waco_constant_split. 3: values of the source's
 /// waco_value_t (float or double; void on the host side, which passes the caller's arrays).
-inline constexpr int kAbiVersion = 3;
+/// 4: stream_out (non-zero: a register block's flush writes whole cache lines of the output with
+/// non-temporal stores).
+inline constexpr int kAbiVersion = 4;
 inline constexpr int kMaxLevels = 8;
 inline constexpr int kMaxVars = 4;
 
@@ -43,7 +45,8 @@ inline constexpr int kMaxVars = 4;
   long long extent[4];                                                                     \
   long long split[4];                                                                      \
   int threads;                                                                             \
-  int chunk;
+  int chunk;                                                                               \
+  int stream_out;
 #define WACO_STRINGIFY_FIELDS(...) #__VA_ARGS__
 #define WACO_STRINGIFY(x) WACO_STRINGIFY_FIELDS(x)
 
@@ -89,6 +92,20 @@ struct RegisterBlock {
 };
 /// The register block of a valid schedule, or nullopt when it has none.
 std::optional<RegisterBlock> register_block(const SuperSchedule& s);
+
+/// Whether the source of a valid schedule flushes its register block with non-temporal stores
+/// when WacoArgs::stream_out is set: the block is write-once (every output entry assigned once,
+/// no zeroing) and its variable is the dense output's last, so each row of a full block is s_x
+/// contiguous values. Other sources ignore stream_out.
+bool streams_output(const SuperSchedule& s);
+
+/// The output size in bytes above which the host sets WacoArgs::stream_out (BoundKernel::run,
+/// the drop-in header's run): this machine's last-level cache (kernels::last_level_cache_bytes;
+/// 0, never, when no source tells, or when the environment sets WACO_STREAM_STORES=0, which
+/// turns streaming off for comparisons). An output larger than the cache leaves it before anyone
+/// reads it again, so its lines need not be read before they are written; a smaller one stays
+/// cached for the caller, which non-temporal stores would evict.
+std::int64_t stream_output_min_bytes();
 
 /// Whether the split size of variable v is a compile-time constant in the emitted source: v is
 /// the register block's variable, or the innermost loop is a level of the sparse operand (not a
@@ -139,7 +156,8 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceS
 /// serves; `s` is then the csr schedule): an SpMV header runs the baseline's parallel rule
 /// (kernels/baseline_loops.hpp: serial up to 3072 nonzeros, about four dynamic chunks a thread),
 /// so that it holds the loop that was measured; the other kernels' csr and csf baselines are
-/// their schedules' loops already.
+/// their schedules' loops already. A source that streams_output() streams outputs larger than
+/// this machine's stream_output_min_bytes() (the header's kStreamMinBytes), as the host does.
 /// Whether `name` can be emit_standalone_header's namespace: a C++ identifier (letters, digits
 /// and _, not starting with a digit).
 bool is_cpp_identifier(const std::string& name);

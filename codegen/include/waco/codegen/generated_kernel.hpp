@@ -71,6 +71,9 @@ struct BoundKernel {
   int (*fn)(const WacoArgs*) = nullptr;
   WacoArgs args{};                     ///< in, out and the dense-only extents unset
   std::int64_t out_size = 0;           ///< values the kernel writes (SDDMM: stored values)
+  /// run() sets WacoArgs::stream_out for outputs larger than this (bytes; 0: never): the
+  /// stream_output_min_bytes() of the binding when the source streams_output().
+  std::int64_t stream_min_bytes = 0;
   std::string source;                  ///< the kernel's C++ source (emitter.hpp)
   /// Empty for a generated kernel; "csr" or "csf" when fn runs that hand-written baseline's loop
   /// (bind_baseline: no source, nothing compiled).

@@ -41,7 +41,7 @@ namespace waco::heuristics {
 
 /// What a side-by-side run (Runner::compare in the measuring child) holds once for all its
 /// candidates instead of once each, where that changes no timing: data over twice the
-/// last-level cache (last_level_cache_bytes, narrow.hpp: with the chain's plausibility cap, so
+/// last-level cache (kernels::last_level_cache_bytes: with the chain's plausibility cap, so
 /// that a VM guest told its host's whole L3 shares at the size it has), of which no candidate's
 /// runs leave anything in the cache for another's.
 struct SharedData {

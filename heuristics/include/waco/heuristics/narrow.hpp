@@ -25,13 +25,6 @@ namespace waco::heuristics {
 
 class Space;
 
-/// The last-level cache of this machine as the decisions about data larger than the cache read
-/// it (shared_data, the narrow-indices pass): sysfs (WACO_SYSFS_ROOT), else CPUID, at most
-/// kernels::kMaxPlausibleLlcPerCpu a CPU (a VM guest is told its host's whole 105-508 MiB L3),
-/// without the measured probe; the whole cache in bytes, not the tile model's share of it; 0 when
-/// neither source tells.
-std::int64_t last_level_cache_bytes();
-
 /// The bytes a kernel streams of its sparse operand in CSR (or CSF) per call: a 32-bit
 /// coordinate and a value per nonzero and a 32-bit position per row (`rows`: the extent of the
 /// sparse operand's first variable).

@@ -91,6 +91,13 @@ CacheSizes resolve_cache_sizes(const CacheSizes& sysfs, const CacheSizes& cpuid,
 /// Computed on the first call (thread-safe).
 const CacheSizes& cache_sizes();
 
+/// The last-level cache of this machine as the decisions about data larger than the cache read
+/// it (heuristics::shared_data, the narrow-indices pass, the generated kernels' streaming stores
+/// of the output): sysfs (WACO_SYSFS_ROOT), else CPUID, at most kMaxPlausibleLlcPerCpu a CPU (a
+/// VM guest is told its host's whole 105-508 MiB L3), without the measured probe; the whole
+/// cache in bytes, not the tile model's share of it; 0 when neither source tells.
+std::int64_t last_level_cache_bytes();
+
 /// The per-user cache directory of waco-hybrid: $XDG_CACHE_HOME/waco-hybrid, else
 /// $HOME/.cache/waco-hybrid, else /tmp/waco-hybrid-<uid> (empty variables count as unset). Only
 /// computes the path; nothing is created.
