@@ -584,10 +584,16 @@ namespace {
 /// Runs schedule s (which streams_output) on op with plain stores and with streaming stores
 /// (stream_min_bytes = 1 streams every output; the host streams only those beyond the LLC) into
 /// an output 0-15 values off a 64-byte line; CHECKs that both write the same bytes and touch
-/// nothing around the output, and that the result is the reference's.
+/// nothing around the output, and that the result is the reference's. The kernel is compiled
+/// with the writer's probe (-DWACO_STREAM_PROBE), which counts the lines it writes whole: none
+/// with plain stores, and with streaming stores at least half the output's bytes when the
+/// block's flushes average 256 bytes or more (X / ceil(X / s_x) values of the dense size X), else
+/// none.
 void check_streaming(const SuperSchedule& s, const Operands& op, int dense, Dtype dtype,
-                     const GeneratedOptions& options) {
+                     const GeneratedOptions& plain_options) {
   REQUIRE(streams_output(s));
+  GeneratedOptions options = plain_options;
+  options.compiler.flags.push_back("-DWACO_STREAM_PROBE");
   const CooMatrix* A = needs_tensor(s.kind) ? nullptr : &op.A;
   const CooTensor* T = needs_tensor(s.kind) ? &op.T : nullptr;
   const DenseOperands d = make_dense_operands(s.kind, A, T, dense, 5, dtype);
@@ -595,6 +601,10 @@ void check_streaming(const SuperSchedule& s, const Operands& op, int dense, Dtyp
   BoundKernel b = bind_schedule(s, p, dense, 2, options);
   const std::size_t n = static_cast<std::size_t>(b.out_size), pad = 16;
   const std::size_t value = dtype_size(dtype);
+  long long* const lines = static_cast<long long*>(b.compile.library->symbol("waco_stream_probe_lines"));
+  const long long block = s.split_of('j');
+  const long long flush = dense / ((dense + block - 1) / block);
+  const bool streams = flush * static_cast<long long>(value) >= 256;
   // 64-byte-aligned storage with room for the offsets and guards on both sides.
   std::vector<unsigned char> plain((n + 2 * pad) * value + 64), streamed(plain.size());
   auto at = [&](std::vector<unsigned char>& v, std::size_t off) {
@@ -606,10 +616,16 @@ void check_streaming(const SuperSchedule& s, const Operands& op, int dense, Dtyp
                              << dense << ", output " << off << " values off a line, " << n * value << " bytes");
     std::fill(plain.begin(), plain.end(), 0xA5);
     std::fill(streamed.begin(), streamed.end(), 0xA5);
+    *lines = 0;
     b.stream_min_bytes = 0;
     b.run(p.B->data.raw(), p.C ? p.C->data.raw() : nullptr, at(plain, off), dense);
+    CHECK(*lines == 0);
     b.stream_min_bytes = 1;
     b.run(p.B->data.raw(), p.C ? p.C->data.raw() : nullptr, at(streamed, off), dense);
+    if (streams)
+      CHECK(static_cast<std::size_t>(*lines) * 64 * 2 >= n * value);
+    else
+      CHECK(*lines == 0);
     // The first byte that differs, from the output's start (none: -1), over the output and the
     // values around it.
     long long first = -1;

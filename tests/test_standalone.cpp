@@ -89,13 +89,17 @@ void write_case(const std::string& path, KernelKind k, const Case& c) {
   put_one<long long>(out, static_cast<long long>(c.problem.output_size()));
 }
 
-/// The driver: reads each operand file, runs every namespace's build and call, and writes per
-/// namespace 'R' (refused) or 'O' and the output values (of type `vt`) to FILE.out.
-std::string driver(KernelKind k, std::size_t headers, const std::string& vt) {
+/// The driver: reads each operand file, runs every namespace's build and call (dense size
+/// `dense`), and writes per namespace 'R' (refused) or 'O' and the output values (of type `vt`)
+/// to FILE.out. With `probe` (headers compiled with -DWACO_STREAM_PROBE), the output starts one
+/// value past a 64-byte line, and the lines its streaming writer wrote whole follow the values.
+std::string driver(KernelKind k, std::size_t headers, const std::string& vt, int dense = kDense,
+                   bool probe = false) {
   std::ostringstream d;
   for (std::size_t i = 0; i < headers; ++i) d << "#include \"s" << i << ".hpp\"\n";
   d << "typedef " << vt << " V;\n";
-  d << R"(#include <cstdio>
+  d << R"(#include <cstdint>
+#include <cstdio>
 #include <vector>
 template <typename T> std::vector<T> get(std::FILE* f, long long n) {
   std::vector<T> v(n > 0 ? n : 0);
@@ -130,19 +134,24 @@ int main(int argc, char** argv) {
     d << "    try {\n      auto fmt = " << ns << "::build(";
     d << (kernels::needs_tensor(k) ? "dims, nnz, i.data(), kk.data(), l.data(), val.data());\n"
                                    : "rows, cols, rowptr.data(), colind.data(), val.data());\n");
-    d << "      std::vector<V> out(out_size > 0 ? out_size : 1, V(12345));\n      ";
+    d << "      std::vector<V> buf((out_size > 0 ? out_size : 1) + 64, V(12345));\n"
+         "      V* out = buf.data();\n";
+    if (probe)
+      d << "      while (reinterpret_cast<std::uintptr_t>(out) % 64 != 0) ++out;\n      ++out;\n";
+    d << "      ";
     switch (k) {
-      case KernelKind::SpMV: d << ns << "::spmv(fmt, in0.data(), out.data());\n"; break;
-      case KernelKind::SpMM: d << ns << "::spmm(fmt, " << kDense << ", in0.data(), out.data());\n"; break;
+      case KernelKind::SpMV: d << ns << "::spmv(fmt, in0.data(), out);\n"; break;
+      case KernelKind::SpMM: d << ns << "::spmm(fmt, " << dense << ", in0.data(), out);\n"; break;
       case KernelKind::SDDMM:
-        d << ns << "::sddmm(fmt, " << kDense << ", in0.data(), in1.data(), out.data());\n";
+        d << ns << "::sddmm(fmt, " << dense << ", in0.data(), in1.data(), out);\n";
         break;
       case KernelKind::MTTKRP:
-        d << ns << "::mttkrp(fmt, " << kDense << ", in0.data(), in1.data(), out.data());\n";
+        d << ns << "::mttkrp(fmt, " << dense << ", in0.data(), in1.data(), out);\n";
         break;
     }
-    d << "      std::fputc('O', o);\n      std::fwrite(out.data(), sizeof(V), out_size, o);\n"
-         "    } catch (const std::length_error&) {\n      std::fputc('R', o);\n    }\n";
+    d << "      std::fputc('O', o);\n      std::fwrite(out, sizeof(V), out_size, o);\n";
+    if (probe) d << "      std::fwrite(&" << ns << "::waco_stream_probe_lines, sizeof(long long), 1, o);\n";
+    d << "    } catch (const std::length_error&) {\n      std::fputc('R', o);\n    }\n";
   }
   d << "    std::fclose(o);\n  }\n  return 0;\n}\n";
   return d.str();
@@ -313,4 +322,70 @@ TEST_CASE("standalone: drop-in headers compiled without waco-hybrid equal the re
 
 TEST_CASE("standalone: drop-in headers in double precision equal the reference to 1e-12") {
   check_standalone(kernels::Dtype::F64, 6, 2);
+}
+
+TEST_CASE("standalone: a header streams its output beyond kStreamMinBytes and equals the reference") {
+  // The header's own rule at run time: an output larger than kStreamMinBytes (the emitting
+  // machine's last-level cache) goes through the streaming writer. s0 carries 4096 instead, as a
+  // machine with that cache would write it, s1 this machine's value; compiled with the writer's
+  // probe (-DWACO_STREAM_PROBE), the driver reports the lines written whole. 300 rows of 0-4
+  // entries (empty rows among them), 64 columns of B: a 75 KiB output in f32, one value past a
+  // line.
+  const KernelKind k = KernelKind::SpMM;
+  const int dense = 64;
+  const codegen::SuperSchedule s = codegen::schedule_from_string(k, "split=j:64 order=i,j1,k,j0 format=UC chunk=4");
+  REQUIRE(codegen::streams_output(s));
+  const std::int64_t machine = codegen::stream_output_min_bytes();
+  const std::string rule = "kStreamMinBytes = " + std::to_string(machine) + ";";
+  std::vector<kernels::index_t> r, c;
+  std::vector<float> v;
+  for (kernels::index_t i = 0; i < 300; ++i)
+    for (kernels::index_t e = 0; e < i % 5; ++e) {
+      r.push_back(i);
+      c.push_back((i * 13 + e * 31) % 257);
+      v.push_back(0.5f + 0.125f * static_cast<float>(e) - 0.01f * static_cast<float>(i % 7));
+    }
+  const kernels::CooMatrix a = test::from_triplets(300, 257, r, c, v);
+  for (const kernels::Dtype dtype : {kernels::Dtype::F32, kernels::Dtype::F64}) {
+    const bool f64 = dtype == kernels::Dtype::F64;
+    INFO(kernels::dtype_name(dtype));
+    const std::string dir = test::scratch_dir("standalone-stream-" + std::string(kernels::dtype_name(dtype)));
+    for (int i = 0; i < 2; ++i) {
+      std::string header = codegen::emit_standalone_header(s, codegen::RaceStrategy::Atomic, "s" + std::to_string(i), {},
+                                                           codegen::StorageOptions().max_padding, dtype, "");
+      const std::size_t at = header.find(rule);
+      REQUIRE(at != std::string::npos);
+      if (i == 0) header.replace(at, rule.size(), "kStreamMinBytes = 4096;");
+      std::ofstream(dir + "/s" + std::to_string(i) + ".hpp") << header;
+    }
+    std::ofstream(dir + "/driver.cpp") << driver(k, 2, std::string(kernels::dtype_ctype(dtype)), dense, true);
+    const std::string compile = "c++ -O1 -fopenmp -std=c++17 -DWACO_STREAM_PROBE -Wall -Wextra -Werror -o " + dir +
+                                "/driver " + dir + "/driver.cpp 2> " + dir + "/compile.log";
+    INFO(compile);
+    REQUIRE(std::system(compile.c_str()) == 0);
+    Case cs{"300 rows", f64 ? test::with_double_values(a) : a, {}, {}, {}};
+    cs.dense = kernels::make_dense_operands(k, &cs.A, nullptr, dense, 5, dtype);
+    cs.problem = kernels::make_problem(k, &cs.A, nullptr, cs.dense);
+    write_case(dir + "/case.bin", k, cs);
+    REQUIRE(std::system((dir + "/driver " + dir + "/case.bin").c_str()) == 0);
+    const kernels::Reference ref = kernels::compute_reference(cs.problem);
+    const std::int64_t n = cs.problem.output_size();
+    const std::int64_t bytes = n * static_cast<std::int64_t>(kernels::dtype_size(dtype));
+    REQUIRE(bytes > 4096);
+    std::ifstream in(dir + "/case.bin.out", std::ios::binary);
+    for (int i = 0; i < 2; ++i) {
+      INFO("s" << i);
+      REQUIRE(in.get() == 'O');
+      const kernels::Values out = read_values(in, n, dtype);
+      long long lines = -1;
+      in.read(reinterpret_cast<char*>(&lines), sizeof lines);
+      REQUIRE(in.good());
+      CHECK(kernels::verify(out, ref, f64 ? test::kDoubleTolerance : kernels::kDefaultTolerance).message == "");
+      // Chunks of 4 rows (16 or more lines): at most two partial lines each.
+      if (i == 0 || (machine > 0 && bytes > machine))
+        CHECK(lines * 64 * 2 >= bytes);
+      else
+        CHECK(lines == 0);
+    }
+  }
 }

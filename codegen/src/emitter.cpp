@@ -232,6 +232,13 @@ constexpr long long kStreamMinFlushBytes = 256;
 constexpr const char* kStreamWriter = R"WACO(// The output's streaming writer (WacoArgs::stream_out): a thread's contiguous pieces of the output
 // are assembled into whole 64-byte lines, each written with one non-temporal store (the line is
 // not read first); a run's partial first and last lines take plain stores (waco_stream_finish).
+#if defined(WACO_STREAM_PROBE)
+// Tests only (compiled with -DWACO_STREAM_PROBE): the whole lines written (non-temporal on x86).
+WACO_PROBE_STORAGE long long waco_stream_probe_lines = 0;
+WACO_STORAGE void waco_stream_probe_count() { __atomic_fetch_add(&waco_stream_probe_lines, 1, __ATOMIC_RELAXED); }
+#else
+WACO_STORAGE void waco_stream_probe_count() {}
+#endif
 struct waco_stream_line {
   waco_value_t* line;     // the line being assembled (null: none)
   long long start, next;  // its values held: [start, next) of the line's values
@@ -242,6 +249,7 @@ struct waco_stream_line {
 #endif
 };
 WACO_STORAGE void waco_stream_put(waco_value_t* line, const waco_value_t* from) {
+  waco_stream_probe_count();
 #if defined(__AVX512F__)
   _mm512_stream_si512((__m512i*)line, _mm512_loadu_si512((const void*)from));
 #elif defined(__AVX__)
@@ -301,6 +309,7 @@ WACO_STORAGE void waco_stream_store(waco_stream_line* w, waco_value_t* dst, cons
       waco_stream_drop(w);
     } else {
 #if defined(__AVX512F__)
+      waco_stream_probe_count();
       _mm512_stream_si512((__m512i*)w->line, w->held);
 #else
       waco_stream_put(w->line, w->held);
@@ -340,9 +349,16 @@ void write_stream_helpers(Writer& w, SourceForm form) {
     w.line("");
   }
   std::string text = kStreamWriter;
-  const std::string storage = form == SourceForm::SharedObject ? "static inline" : "inline";
-  for (std::size_t at = text.find("WACO_STORAGE"); at != std::string::npos; at = text.find("WACO_STORAGE", at))
-    text.replace(at, 12, storage);
+  // A shared object keeps its helpers to itself and exports the probe's counter (dlsym); a header
+  // defines both once however many files include it.
+  const bool so = form == SourceForm::SharedObject;
+  const std::vector<std::pair<std::string, std::string>> storage = {
+      {"WACO_PROBE_STORAGE long long waco_stream_probe_lines = 0;",
+       so ? "extern \"C\" { long long waco_stream_probe_lines = 0; }" : "inline long long waco_stream_probe_lines = 0;"},
+      {"WACO_STORAGE", so ? "static inline" : "inline"}};
+  for (const auto& [name, with] : storage)
+    for (std::size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + with.size()))
+      text.replace(at, name.size(), with);
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) w.line(line);
   w.line("");
