@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,12 +40,8 @@ std::string common(const std::string& dir) {
          "--confirm-rounds 4 --decide-rounds 4 --threads 2 ";
 }
 
-/// Runs the CLI with `args` (stdout to out_path, stderr to err_path), waits until its stderr holds
-/// `started` (the Ctrl-C handler is installed by then), then `after_ms` more, sends SIGINT and
-/// waits for it. Returns its wait status and its stderr.
-std::pair<int, std::string> interrupted_cli(const std::string& args, const std::string& out_path,
-                                            const std::string& err_path, const std::string& started,
-                                            int after_ms) {
+/// Starts `waco-hybrid ARGS` with stdout and stderr into the given files; returns its pid.
+pid_t start_cli(const std::string& args, const std::string& out_path, const std::string& err_path) {
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -56,18 +53,40 @@ std::pair<int, std::string> interrupted_cli(const std::string& args, const std::
           static_cast<char*>(nullptr));
     _exit(127);
   }
+  return pid;
+}
+
+/// The file's text once it holds `text` (waiting up to 30 s; after that, whatever it holds).
+std::string wait_for_text(const std::string& path, const std::string& text) {
+  std::string so_far;
   for (int i = 0; i < 600; ++i) {
-    std::ifstream so_far(err_path);
-    const std::string text((std::istreambuf_iterator<char>(so_far)), std::istreambuf_iterator<char>());
-    if (text.find(started) != std::string::npos) break;
+    std::ifstream in(path);
+    so_far.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (so_far.find(text) != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
-  kill(pid, SIGINT);
+  return so_far;
+}
+
+/// The process's wait status and the file's text.
+std::pair<int, std::string> wait_cli(pid_t pid, const std::string& err_path) {
   int st = 0;
   REQUIRE(waitpid(pid, &st, 0) == pid);
   std::ifstream e(err_path);
   return {st, std::string((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>())};
+}
+
+/// Runs `waco-hybrid ARGS`, waits until its stderr shows `started` (the Ctrl-C handler is installed
+/// by then), then `after_ms` more, sends SIGINT and waits for it. Returns its wait status and its
+/// stderr.
+std::pair<int, std::string> interrupted_cli(const std::string& args, const std::string& out_path,
+                                            const std::string& err_path, const std::string& started,
+                                            int after_ms) {
+  const pid_t pid = start_cli(args, out_path, err_path);
+  wait_for_text(err_path, started);
+  std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+  kill(pid, SIGINT);
+  return wait_cli(pid, err_path);
 }
 
 }  // namespace
@@ -259,6 +278,38 @@ TEST_CASE("tune: Ctrl-C stops after the current candidate and the next run resum
   CHECK(j.at("reused") == done);
   CHECK(j.at("measured") == 16 - done);
   CHECK(j.at("complete") == true);
+}
+
+TEST_CASE("tune: --cpu-lock waits for the lock before reading the file, and holds it to the end") {
+  const std::string dir = waco::test::scratch_dir("tune-cpu-lock");
+  const std::string lock = dir + "/cpu.lock", out_path = dir + "/out.json", err_path = dir + "/err.txt";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX) == 0);
+  const pid_t pid = start_cli("tune --kernel spmv --search random --budget 2 --seed 3 --json --cpu-lock " + lock +
+                                  " " + common(dir) + example(),
+                              out_path, err_path);
+  const std::string waiting = wait_for_text(err_path, "waiting for the CPU lock");
+  INFO(waiting);
+  CHECK(waiting.find("waiting for the CPU lock " + lock) != std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int st = 0;
+  CHECK(waitpid(pid, &st, WNOHANG) == 0);  // still waiting
+  CHECK(waiting.find("candidates") == std::string::npos);
+  REQUIRE(::flock(fd, LOCK_UN) == 0);
+  // Once it runs, it holds the lock (stopped, so that it cannot end meanwhile) until it exits.
+  wait_for_text(err_path, "candidates");
+  REQUIRE(kill(pid, SIGSTOP) == 0);
+  CHECK(::flock(fd, LOCK_EX | LOCK_NB) != 0);
+  REQUIRE(kill(pid, SIGCONT) == 0);
+  const auto [status, err] = wait_cli(pid, err_path);
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::ifstream o(out_path);
+  CHECK(nlohmann::json::parse(o).at("complete") == true);
+  CHECK(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  ::close(fd);
 }
 
 TEST_CASE("tune: usage errors") {

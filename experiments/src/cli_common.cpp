@@ -10,6 +10,7 @@
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/process.hpp"
 #include "waco/signature/jstream.hpp"
 
 namespace waco::cli {
@@ -154,6 +155,23 @@ void add_limit_options(CLI::App& app, double& timeout, double& compile_timeout) 
                  "Seconds a candidate may take to build its format and compile")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+void add_cpu_lock_option(CLI::App& app, std::string& path, const std::string& while_what) {
+  app.add_option("--cpu-lock", path,
+                 "Hold an exclusive flock on FILE " + while_what +
+                     ", so that builds and benchmarks that take the same lock never run beside a "
+                     "measurement (e.g. flock -s FILE make)");
+}
+
+void hold_cpu_lock(const std::string& path, bool quiet) {
+  if (path.empty()) return;
+  kernels::FileLock lock(path);
+  if (!lock.try_lock()) {
+    if (!quiet) std::fprintf(stderr, "waiting for the CPU lock %s (another process holds it)\n", path.c_str());
+    lock.lock();
+  }
+  lock.hold_until_exit();
 }
 
 void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts) {

@@ -81,6 +81,14 @@ CLI::Range setting_range(const tuning::SettingRange<T>& r) {
 /// --timeout and --compile-timeout: the limits of one candidate's isolated measurement (tune,
 /// collect), in seconds.
 void add_limit_options(CLI::App& app, double& timeout, double& compile_timeout);
+/// --cpu-lock FILE: an exclusive flock on FILE that the command holds `while_what` (collect and
+/// calibrate: while measuring each matrix; ablate: around each measuring child; tune and bench:
+/// from reading the file until they exit), so that builds and benchmarks taking the same lock
+/// (e.g. `flock -s FILE make`) never run beside a timing.
+void add_cpu_lock_option(CLI::App& app, std::string& path, const std::string& while_what);
+/// Takes the --cpu-lock `path` (nothing when empty) and keeps it until the process exits; says on
+/// stderr that it waits when another process holds it (unless quiet).
+void hold_cpu_lock(const std::string& path, bool quiet);
 /// --schedule-related options of generated kernels: --cache-dir, --compiler, --max-padding, --race.
 void add_codegen_options(CLI::App& app, codegen::GeneratedOptions& opts);
 /// A generated kernel for a schedule text or shortcut name (e.g. "csr", "bcsr4x4").

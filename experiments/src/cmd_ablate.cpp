@@ -906,9 +906,7 @@ Command make_ablate_command() {
             "More tune arguments for every configuration, e.g. \"--repeat 5 --confirm-rounds 10\"");
         sub.add_option("--cache-dir", o->cache_dir,
                        "Kernel compile cache of every child (default: tune's)");
-        sub.add_option("--cpu-lock", o->cpu_lock,
-                       "Hold this file's lock exclusively around every measuring child (as collect "
-                       "--cpu-lock)");
+        add_cpu_lock_option(sub, o->cpu_lock, "around every measuring child");
         sub.add_flag("--redo", o->redo, "Run every configuration again, replacing stored rows");
         sub.add_flag("--redo-busy", o->redo_busy,
                      "Run the stored rows marked busy again (a tune or side-by-side run that other "

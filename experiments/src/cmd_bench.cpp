@@ -27,6 +27,7 @@ struct Options {
   std::vector<std::string> impls;
   std::vector<std::string> schedules;  ///< generated kernels, after the implementations
   codegen::GeneratedOptions generated;
+  std::string cpu_lock;  ///< --cpu-lock: held from the first file until the process exits
   CacheOptions cache;  ///< the tile model's cache (jstream)
   std::vector<std::string> files;
   int dense = 0;
@@ -190,6 +191,7 @@ int bench(const Options& o) {
   if (o.impls.empty() && o.schedules.empty())
     throw Error("bench needs at least one --impl or --schedule");
   if (!o.save.empty()) check_writable(o.save);
+  hold_cpu_lock(o.cpu_lock, false);
   const int threads = resolve_threads(o.threads);
   const std::string busy = busy_machine_warning(threads);
   if (!busy.empty()) std::cerr << "warning: " << busy << "\n";
@@ -280,6 +282,7 @@ Command make_bench_command() {
             sub.add_option("--seed", o->seed, "Seed of the generated dense operands")->capture_default_str();
             sub.add_option("--tolerance", o->tolerance, "Verification tolerance")
                 ->check(CLI::PositiveNumber)->capture_default_str();
+            add_cpu_lock_option(sub, o->cpu_lock, "from reading the first file until bench ends");
             auto* json = sub.add_flag("--json", o->json, "Print JSON");
             sub.add_flag("--csv", o->csv, "Print CSV")->excludes(json);
             sub.add_option("--save", o->save, "Also write the JSON results to FILE");

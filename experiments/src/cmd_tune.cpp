@@ -35,6 +35,7 @@ struct Options {
   bool json = false;
   bool quiet = false;
   ReadOptions read;
+  std::string cpu_lock;     ///< --cpu-lock: held from reading the file until the process exits
   tuning::TuneRequest req;  ///< everything else (tune.hpp)
   bool adaptive = false;    ///< --adaptive: an adaptive plan on calls made here (drive_adaptive)
   tuning::AdaptiveDrive drive;
@@ -170,6 +171,7 @@ int run_tune(const Options& given) {
   tuning::check_request(o.req);
   if (!o.output.empty()) check_writable(o.output);  // before the search, not after it
 
+  hold_cpu_lock(o.cpu_lock, o.quiet);
   const Operand op = load_operand(o.file, o.read, kind);
   const double t_read = now_seconds();
   const int dense = o.req.dense > 0 ? o.req.dense : default_dense_size(kind);
@@ -397,6 +399,7 @@ Command make_tune_command() {
             sub.add_flag("--json", o->json, "Print JSON (speedup_over_csr, best, status_counts, "
                                             "kernel_source, context)");
             sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
+            add_cpu_lock_option(sub, o->cpu_lock, "from reading the file until the tune ends");
             add_codegen_options(sub, o->req.generated);
             sub.add_option("--abandon-factor", o->req.abandon_factor,
                            "Racing: stop timing a candidate once its fastest run (after 2, "
@@ -461,7 +464,9 @@ Command make_tune_command() {
                 "  waco-hybrid tune --kernel spmm --search exhaustive -o tuned_kernel.hpp A.mtx\n"
                 "  waco-hybrid tune --kernel spmv --dtype f64 -o tuned_double.hpp A.mtx   # in double\n"
                 "  waco-hybrid tune --kernel spmv --search random --budget-seconds 600 --db r.sqlite A.mtx\n"
-                "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n"                "  waco-hybrid tune --kernel spmv --search model --expected-calls 5000 examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid tune --kernel spmv --schedules mine.txt examples/bcsstk13.mtx.gz\n"
+                "  waco-hybrid tune --kernel spmm --dense 64 --cpu-lock /tmp/cpu.lock A.mtx   # builds beside it: flock -s /tmp/cpu.lock make\n"
+                "  waco-hybrid tune --kernel spmv --search model --expected-calls 5000 examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmv --search model --refresh examples/bcsstk13.mtx.gz\n"
                 "  waco-hybrid tune --kernel spmm --dense 64 --adaptive --expected-calls 2000 A.mtx   # as waco::tune with Options::adaptive\n"
                 "  waco-hybrid tune --kernel sddmm --search exhaustive --abandon-factor 0 A.mtx\n"

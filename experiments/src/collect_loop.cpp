@@ -34,10 +34,7 @@ void add_group_options(CLI::App& sub, GroupOptions& g) {
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   add_limit_options(sub, g.timeout, g.compile_timeout);
-  sub.add_option("--cpu-lock", g.cpu_lock,
-                 "Hold an exclusive flock on FILE while measuring (and compiling for) "
-                 "each matrix, so that builds and benchmarks that take the same lock "
-                 "never run beside a measurement (e.g. flock -s FILE make)");
+  add_cpu_lock_option(sub, g.cpu_lock, "while measuring (and compiling for) each matrix");
   add_codegen_options(sub, g.generated);
 }
 

@@ -111,6 +111,15 @@ void FileLock::lock() {
     if (errno != EINTR) throw Error("cannot lock " + path_ + ": " + std::strerror(errno));
 }
 
+bool FileLock::try_lock() {
+  if (fd_ < 0) return true;
+  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return false;
+    if (errno != EINTR) throw Error("cannot lock " + path_ + ": " + std::strerror(errno));
+  }
+  return true;
+}
+
 void FileLock::unlock() {
   if (fd_ >= 0) ::flock(fd_, LOCK_UN);
 }

@@ -60,6 +60,9 @@ class FileLock {
   FileLock& operator=(const FileLock&) = delete;
   /// Waits for the lock; Error on failure.
   void lock();
+  /// Takes the lock if no other process holds it (true; also for an empty path), else false at
+  /// once; Error on failure.
+  bool try_lock();
   void unlock();
   /// Keeps the lock until the process exits (the descriptor is never closed).
   void hold_until_exit() { fd_ = -1; }
