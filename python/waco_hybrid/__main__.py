@@ -147,6 +147,10 @@ def _parser():
                    help="--adaptive: do not time csr alone on as many calls afterwards")
     t.add_argument("--json", action="store_true", help="print the tune report as JSON")
     t.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    t.add_argument("--cpu-lock", metavar="FILE",
+                   help="hold an exclusive flock on FILE from reading the file until the tune "
+                        "ends, so that builds and benchmarks taking the same lock never run beside "
+                        "its measurements (e.g. flock -s FILE make)")
     t.add_argument("--save", metavar="FILE", help="save the plan (waco_hybrid.load_plan reads it)")
     t.add_argument("--output", "-o", metavar="FILE",
                    help="write the plan's drop-in C++ header (the kernel that serves, its format "
@@ -224,10 +228,28 @@ def _check_adaptive(parser, a):
                 parser.error(f"--{flag.replace('_', '-')} excludes --adaptive")
 
 
+def _hold_cpu_lock(path, quiet):
+    """`--cpu-lock`: the exclusive flock `waco-hybrid tune --cpu-lock` takes, kept until the
+    process exits (the descriptor is never closed)."""
+    import fcntl
+    import os
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        if not quiet:
+            print(f"waiting for the CPU lock {path} (another process holds it)", file=sys.stderr,
+                  flush=True)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
 def _tune(a):
     if a.output:  # before the search, not after it (as the CLI)
         with open(a.output, "a"):
             pass
+    if a.cpu_lock:
+        _hold_cpu_lock(a.cpu_lock, a.quiet)
     A = waco_hybrid.load(a.file, dtype=a.dtype)
     plan = waco_hybrid.tune(
         A, a.kernel, threads=a.threads, expected_calls=a.expected_calls, dense=a.dense,
