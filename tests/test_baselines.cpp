@@ -2,11 +2,13 @@
 // generated edge case, for each kernel it supports, with 1 and 2 threads and several dense sizes.
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <catch2/catch.hpp>
 
 #include "support/edge_cases.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/generators.hpp"
 #include "waco/kernels/implementation.hpp"
 #include "waco/kernels/reference.hpp"
 
@@ -24,6 +26,13 @@ std::vector<int> dense_sizes(KernelKind k) {
   return {1};
 }
 
+/// Values diagonal storage keeps for a: its rows times the diagonals (col - row) holding a nonzero.
+std::int64_t dia_stored(const CooMatrix& a) {
+  std::set<std::int64_t> offsets;
+  for (std::int64_t e = 0; e < a.nnz(); ++e) offsets.insert(std::int64_t{a.col[e]} - a.row[e]);
+  return static_cast<std::int64_t>(offsets.size()) * a.rows;
+}
+
 void check_all(const ImplementationInfo& info, KernelKind k, const CooMatrix* A,
                const CooTensor* T, const std::string& name, Dtype dtype = Dtype::F32) {
   const double tolerance =
@@ -36,6 +45,11 @@ void check_all(const ImplementationInfo& info, KernelKind k, const CooMatrix* A,
       INFO(info.name << " " << kernel_name(k) << " on '" << name << "', dense " << dense << ", "
                      << threads << " threads, " << dtype_name(dtype));
       auto impl = info.make();
+      if (info.name == "dia" && A != nullptr && dia_stored(*A) > kDiaMaxFill * std::max<std::int64_t>(A->nnz(), 1)) {
+        // Too many diagonals: refused with the reason, before anything is stored.
+        CHECK_THROWS_WITH(impl->prepare(p, threads), Catch::Contains("diagonals"));
+        continue;
+      }
       impl->prepare(p, threads);
       for (int rep = 0; rep < 2; ++rep) {  // a second run must not accumulate onto the first
         impl->run();
@@ -129,4 +143,39 @@ TEST_CASE("baselines: the csr loops start on a 64-byte boundary in every binary"
   CHECK(offset(&csr_spmv<double>) == 0);
   CHECK(offset(&csr_spmm<float>) == 0);
   CHECK(offset(&csr_spmm<double>) == 0);
+}
+
+TEST_CASE("baselines: dia equals the reference on stencils, bands and rectangles, and refuses scattered matrices") {
+  // Matrices on few diagonals, past the serial bound and across several blocks of 512 rows on two
+  // threads: 2-D and 3-D stencils, a band with holes (fill 0.7), a band of a wide and of a tall
+  // rectangle (diagonals that leave the matrix), a dense 600x600 (1199 diagonals, all full).
+  std::vector<std::pair<std::string, GeneratorSpec>> specs;
+  auto add = [&](const std::string& name, GeneratorSpec g) { specs.emplace_back(name, g); };
+  GeneratorSpec g;
+  g.kind = "stencil2d", g.nx = 61, g.ny = 47, add("stencil2d 61x47", g);
+  g = {}, g.kind = "stencil3d", g.nx = 13, g.ny = 11, g.nz = 9, add("stencil3d 13x11x9", g);
+  g = {}, g.kind = "banded", g.rows = 3001, g.bandwidth = 4, g.fill = 0.7, g.seed = 3, add("banded 3001, fill 0.7", g);
+  g = {}, g.kind = "banded", g.rows = 1500, g.cols = 4100, g.bandwidth = 3, add("banded 1500x4100", g);
+  g = {}, g.kind = "banded", g.rows = 1200, g.cols = 900, g.bandwidth = 2, add("banded 1200x900", g);
+  g = {}, g.kind = "banded", g.rows = 600, g.bandwidth = 599, add("dense 600x600", g);
+  for (const auto& [name, spec] : specs) {
+    const CooMatrix a = generate(spec);
+    REQUIRE(dia_stored(a) <= kDiaMaxFill * a.nnz());
+    const ImplementationInfo* dia = nullptr;
+    for (const auto& info : implementations())
+      if (info.name == "dia") dia = &info;
+    REQUIRE(dia != nullptr);
+    check_all(*dia, KernelKind::SpMV, &a, nullptr, name);
+    check_all(*dia, KernelKind::SpMV, &a, nullptr, name, Dtype::F64);
+  }
+  // A random matrix: its nonzeros lie on most diagonals.
+  GeneratorSpec u;
+  u.kind = "uniform", u.rows = 2000, u.nnz = 20000, u.seed = 5;
+  const CooMatrix scattered = generate(u);
+  REQUIRE(dia_stored(scattered) > kDiaMaxFill * scattered.nnz());
+  const DenseOperands ops = make_dense_operands(KernelKind::SpMV, &scattered, nullptr, 1, 7, Dtype::F32);
+  auto impl = make_implementation("dia", KernelKind::SpMV);
+  CHECK_THROWS_WITH(impl->prepare(make_problem(KernelKind::SpMV, &scattered, nullptr, ops), 2),
+                    Catch::Contains("3608 diagonals") && Catch::Contains("more than 2 a nonzero"));
+  CHECK_THROWS_WITH(make_implementation("dia", KernelKind::SpMM), Catch::Contains("does not support"));
 }

@@ -45,6 +45,9 @@ std::unique_ptr<Implementation> make_csr();
 std::unique_ptr<Implementation> make_csf();
 /// eigen: Eigen::SparseMatrix<V, RowMajor> (V float or double) times a vector / row-major dense matrix.
 std::unique_ptr<Implementation> make_eigen();
+/// dia: SpMV over diagonal storage (the diagonals holding a nonzero, each `rows` values long);
+/// refuses a matrix whose diagonals store more than kDiaMaxFill values a nonzero.
+std::unique_ptr<Implementation> make_dia();
 /// True when this build has librsb.
 bool have_rsb();
 /// rsb (tuned = false) and rsb-tuned (tuned = true: librsb's own autotuner, time reported as

@@ -1,7 +1,9 @@
 // The registry of built-in implementations: one line per implementation.
 #include <sstream>
+#include <string>
 
 #include "baselines.hpp"
+#include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
 
 namespace waco::kernels {
@@ -23,6 +25,11 @@ const std::vector<ImplementationInfo>& implementations() {
          {K::MTTKRP}, detail::make_csf},
         {"eigen", "Eigen SparseMatrix<float or double, RowMajor> products", {K::SpMV, K::SpMM},
          detail::make_eigen},
+        {"dia",
+         "diagonal storage, rows in static ranges, vector loops over each diagonal (stencils, "
+         "banded matrices; refuses one whose diagonals store more than " +
+             std::to_string(kDiaMaxFill) + " values a nonzero)",
+         {K::SpMV}, detail::make_dia},
     };
     if (detail::have_rsb()) {
       l.push_back({"rsb", "librsb recursive sparse blocks, untuned", {K::SpMV, K::SpMM},

@@ -36,6 +36,10 @@ inline index_t csr_spmv_chunk(index_t rows, int threads) {
   return even > kCsrSpmvMinChunk ? even : kCsrSpmvMinChunk;
 }
 
+/// The dia SpMV baseline (baseline_dia.cpp) stores at most kDiaMaxFill values a nonzero (its
+/// diagonals times its rows); it refuses a matrix that would need more.
+inline constexpr std::int64_t kDiaMaxFill = 2;
+
 /// y = A x (y: rows values, each written).
 template <class V>
 void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads);
