@@ -1,8 +1,10 @@
 #include "support/edge_cases.hpp"
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 
+#include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/dense.hpp"
 
 namespace waco::test {
@@ -208,6 +210,16 @@ CooMatrix band_matrix(int n, int half) {
     }
   }
   return from_triplets(n, n, r, c, v);  // canonicalizes (sorts) the entries
+}
+
+std::int64_t diagonal_storage_values(const kernels::CooMatrix& a) {
+  std::set<std::int64_t> offsets;
+  for (std::int64_t e = 0; e < a.nnz(); ++e) offsets.insert(std::int64_t{a.col[e]} - a.row[e]);
+  return static_cast<std::int64_t>(offsets.size()) * a.rows;
+}
+
+bool dia_refuses(const kernels::CooMatrix& a) {
+  return diagonal_storage_values(a) > kernels::kDiaMaxFill * std::max<std::int64_t>(a.nnz(), 1);
 }
 
 }  // namespace waco::test

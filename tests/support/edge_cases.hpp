@@ -3,6 +3,7 @@
 // explicit zeros, an empty matrix.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,12 @@ kernels::CooTensor with_double_values(kernels::CooTensor t);
 
 /// Tolerance of verify() for double-precision kernels (relative to the sum of |products|).
 inline constexpr double kDoubleTolerance = 1e-12;
+
+/// Values diagonal storage (the dia baseline) keeps for a, counted here independently of it: its
+/// rows times the diagonals (col - row) holding a nonzero.
+std::int64_t diagonal_storage_values(const kernels::CooMatrix& a);
+/// Whether the dia baseline must refuse a: it would store more than kDiaMaxFill values a nonzero.
+bool dia_refuses(const kernels::CooMatrix& a);
 
 /// An n x n band (`half` entries either side of the diagonal) plus one scattered entry per row
 /// off the band: small, but every thread of a row-parallel kernel has work (the measuring tests).
