@@ -105,20 +105,18 @@ FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void FileLock::lock() {
-  if (fd_ < 0) return;
-  while (::flock(fd_, LOCK_EX) != 0)
-    if (errno != EINTR) throw Error("cannot lock " + path_ + ": " + std::strerror(errno));
-}
-
-bool FileLock::try_lock() {
+bool FileLock::acquire(bool wait) {
   if (fd_ < 0) return true;
-  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) return false;
+  while (::flock(fd_, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
+    if (!wait && errno == EWOULDBLOCK) return false;
     if (errno != EINTR) throw Error("cannot lock " + path_ + ": " + std::strerror(errno));
   }
   return true;
 }
+
+void FileLock::lock() { acquire(true); }
+
+bool FileLock::try_lock() { return acquire(false); }
 
 void FileLock::unlock() {
   if (fd_ >= 0) ::flock(fd_, LOCK_UN);

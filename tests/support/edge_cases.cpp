@@ -1,8 +1,8 @@
 #include "support/edge_cases.hpp"
 
 #include <algorithm>
-#include <set>
 #include <cmath>
+#include <set>
 
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/dense.hpp"

@@ -68,6 +68,8 @@ class FileLock {
   void hold_until_exit() { fd_ = -1; }
 
  private:
+  /// flock(LOCK_EX), waiting or not (then false when another process holds it); EINTR retried.
+  bool acquire(bool wait);
   std::string path_;
   int fd_ = -1;
 };
