@@ -236,12 +236,14 @@ TEST_CASE("codegen: named shortcuts equal the reference on every edge case") {
       }
 }
 
-TEST_CASE("codegen: the bound baselines (csr, csf) equal the reference on every edge case, in "
-          "both types, writing every output entry, compiling nothing") {
+TEST_CASE("codegen: the bound baselines (csr, csf, dia) equal the reference on every edge case, "
+          "in both types, writing every output entry, compiling nothing") {
   const std::vector<std::pair<KernelKind, std::string>> served = {{KernelKind::SpMV, "csr"},
                                                                   {KernelKind::SpMM, "csr"},
                                                                   {KernelKind::SDDMM, "csr"},
-                                                                  {KernelKind::MTTKRP, "csf"}};
+                                                                  {KernelKind::MTTKRP, "csf"},
+                                                                  {KernelKind::SpMV, "dia"}};
+  int dia_ran = 0, dia_refused = 0;
   for (const auto& [k, name] : served)
     for (const Dtype dtype : {Dtype::F32, Dtype::F64})
       for (const Operands& op : operands_for(k, dtype)) {
@@ -251,6 +253,12 @@ TEST_CASE("codegen: the bound baselines (csr, csf) equal the reference on every 
         const int dense = k == KernelKind::SpMV ? 1 : 13;
         const DenseOperands d = make_dense_operands(k, A, T, dense, 3, dtype);
         const Problem p = make_problem(k, A, T, d);
+        if (name == kDiaBaseline && waco::test::dia_refuses(op.A)) {  // too many diagonals
+          CHECK_THROWS_WITH(bind_baseline(name, p, dense, 2, test_options()), Catch::Contains("diagonals"));
+          ++dia_refused;
+          continue;
+        }
+        dia_ran += name == kDiaBaseline;
         const BoundKernel b = bind_baseline(name, p, dense, 2, test_options());
         CHECK(b.baseline == name);
         CHECK(b.source.empty());
@@ -279,6 +287,12 @@ TEST_CASE("codegen: the bound baselines (csr, csf) equal the reference on every 
   CHECK_THROWS_WITH(bind_baseline("csf", p, 1, 2), Catch::Contains("cannot serve spmv"));
   CHECK_THROWS_WITH(bind_baseline("eigen", p, 1, 2), Catch::Contains("cannot serve"));
   CHECK_FALSE(servable_baseline("eigen"));
+  CHECK(dia_ran > 2);
+  CHECK(dia_refused > 0);
+  CHECK_FALSE(servable_baseline(kDiaBaseline, KernelKind::SpMM));
+  const DenseOperands dm = make_dense_operands(KernelKind::SpMM, &ops[0].A, nullptr, 4, 3, Dtype::F32);
+  CHECK_THROWS_WITH(bind_baseline(kDiaBaseline, make_problem(KernelKind::SpMM, &ops[0].A, nullptr, dm), 4, 2),
+                    Catch::Contains("cannot serve spmm"));
 }
 
 TEST_CASE("codegen: run-time split sizes share one source, constant ones are in it") {

@@ -4,8 +4,9 @@
 // format from CSR arrays (from coordinates for MTTKRP), runs, and must equal the double-precision
 // reference, on every edge-case operand and, for matrices, at the 16-bit boundary of N levels
 // (65536 and 65537 columns); a format the library refuses (padding bound, an N level over 16
-// bits) must be refused alike. SpMV adds the header of a plan the hand-written csr baseline
-// serves (its threads and chunks), on a matrix beyond its serial bound as well.
+// bits) must be refused alike. SpMV adds the headers of plans the hand-written csr baseline
+// serves (its threads and chunks) and the dia baseline serves (diagonal storage, refused where
+// the library's dia refuses), on a matrix beyond the serial bound as well.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "support/random_schedule.hpp"
 #include "support/test_paths.hpp"
 #include "waco/codegen/emitter.hpp"
+#include "waco/codegen/generated_kernel.hpp"
 #include "waco/codegen/storage.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/kernel.hpp"
@@ -221,9 +223,17 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
     std::vector<codegen::SuperSchedule> schedules = schedules_for(k, random, narrow);
     // The last header of SpMV: a plan the hand-written csr baseline serves (its threads and
     // chunks: serial up to 3072 nonzeros, else about four dynamic chunks a thread).
+    // After it, a plan the dia baseline serves (diagonal storage; its builder refuses a matrix
+    // whose diagonals store more than 2 values a nonzero).
     const bool with_baseline = k == KernelKind::SpMV;
-    const std::size_t baseline_header = schedules.size();
-    if (with_baseline) schedules.push_back(*codegen::schedule_shortcut(k, "csr"));
+    const std::size_t baseline_header = schedules.size(), dia_header = baseline_header + 1;
+    if (with_baseline) {
+      schedules.push_back(*codegen::schedule_shortcut(k, "csr"));
+      schedules.push_back(*codegen::schedule_shortcut(k, "csr"));
+    }
+    const auto baseline_of = [&](std::size_t i) -> std::string {
+      return !with_baseline ? "" : i == baseline_header ? "csr" : i == dia_header ? codegen::kDiaBaseline : "";
+    };
     for (std::size_t i = 0; i < schedules.size(); ++i) {
       // Every second random schedule with private output copies where that changes the code.
       const codegen::RaceStrategy race = i % 2 == 1 && !codegen::parallel_loop_is_race_free(schedules[i])
@@ -231,14 +241,17 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
                                              : codegen::RaceStrategy::Atomic;
       const std::string header = codegen::emit_standalone_header(
           schedules[i], race, "s" + std::to_string(i), {}, codegen::StorageOptions().max_padding,
-          dtype, with_baseline && i == baseline_header ? "csr" : "");
-      CHECK((header.find("kChunksPerThread = 4;") != std::string::npos) ==
-            (with_baseline && i == baseline_header));
+          dtype, baseline_of(i));
+      std::ofstream(dir + "/s" + std::to_string(i) + ".hpp") << header;
+      if (baseline_of(i) == codegen::kDiaBaseline) {
+        CHECK(header.find("diagonal storage") != std::string::npos);
+        continue;
+      }
+      CHECK((header.find("kChunksPerThread = 4;") != std::string::npos) == (baseline_of(i) == "csr"));
       // The streaming rule of this machine, in the headers whose flush can stream.
       CHECK(header.find("kStreamMinBytes = " +
                         std::to_string(codegen::streams_output(schedules[i]) ? codegen::stream_output_min_bytes() : 0) +
                         ";") != std::string::npos);
-      std::ofstream(dir + "/s" + std::to_string(i) + ".hpp") << header;
     }
     std::ofstream(dir + "/driver.cpp") << driver(k, schedules.size(), std::string(kernels::dtype_ctype(dtype)));
     // A separate program: only the headers, the compiler and OpenMP (no waco include path).
@@ -272,6 +285,20 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
           }
         const kernels::CooMatrix big = test::from_triplets(2100, 4001, r, c, v);
         cases.push_back({"2100 rows", f64 ? test::with_double_values(big) : big, {}, {}, {}});
+        // ... and for dia: 2100 x 2100, tridiagonal but for a hole (6300 stored values, blocks
+        // of 512 rows split unevenly between two threads).
+        std::vector<kernels::index_t> tr, tc;
+        std::vector<float> tv;
+        for (kernels::index_t i = 0; i < 2100; ++i)
+          for (kernels::index_t j = std::max(0, i - 1); j <= std::min(2099, i + 1); ++j)
+            if (i != 1000 || j != 1001) {
+              tr.push_back(i);
+              tc.push_back(j);
+              tv.push_back(i == j ? 4.0f : -1.0f - 0.001f * static_cast<float>(i % 13));
+            }
+        const kernels::CooMatrix band = test::from_triplets(2100, 2100, tr, tc, tv);
+        REQUIRE_FALSE(test::dia_refuses(band));
+        cases.push_back({"2100-row band", f64 ? test::with_double_values(band) : band, {}, {}, {}});
       }
     }
     std::string files;
@@ -295,7 +322,9 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
       for (std::size_t i = 0; i < schedules.size(); ++i) {
         INFO(kernel << " schedule '" << codegen::to_text(schedules[i]) << "' on " << cs.name);
         const char status = static_cast<char>(in.get());
-        const bool library_refuses = !codegen::build_storage(schedules[i], cs.problem).storage;
+        const bool library_refuses = baseline_of(i) == codegen::kDiaBaseline
+                                         ? test::dia_refuses(cs.A)
+                                         : !codegen::build_storage(schedules[i], cs.problem).storage;
         CHECK((status == 'R') == library_refuses);
         if (status != 'O') {
           ++refused;

@@ -8,6 +8,7 @@
 #include "waco/codegen/emitter.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
 
 namespace waco::codegen {
 
@@ -167,6 +168,66 @@ int baseline_entry(const WacoArgs* a) {
   return 0;
 }
 
+/// The dia baseline's loop (kernels/baseline_loops.hpp) on bind_dia's storage: the offsets in
+/// level 0's crd, level_dim[0] diagonals, extent[0] x extent[1] the matrix.
+template <class V>
+int dia_entry(const WacoArgs* a) {
+  const kernels::DiaView<V> A{static_cast<kernels::index_t>(a->extent[0]),
+                              static_cast<kernels::index_t>(a->extent[1]), a->level_dim[0], a->crd[0],
+                              static_cast<const V*>(a->vals)};
+  kernels::dia_spmv(A, static_cast<const V*>(a->in[0]), static_cast<V*>(a->out), a->threads);
+  return 0;
+}
+
+/// The dia baseline's storage of p's matrix as a Storage: one level holding the diagonals'
+/// offsets (crd; pos {0, diagonals}), the values diagonal by diagonal (rows each). Throws
+/// kernels::Error when dia refuses the matrix.
+std::shared_ptr<const Storage> dia_storage(const kernels::Problem& p, int threads) {
+  const double t0 = kernels::now_seconds();
+  const kernels::CooMatrix& a = *p.A;
+  Storage st;
+  Level lv;
+  lv.format = LevelFormat::C;
+  lv.crd = kernels::dia_offsets(a);
+  const std::string refused = kernels::dia_refusal(a, lv.crd.size());
+  if (!refused.empty())
+    throw kernels::Error(refused, "dia suits stencils on structured grids and banded matrices; use csr");
+  lv.dim = std::int64_t{a.rows} + a.cols - 1;
+  lv.size = static_cast<std::int64_t>(lv.crd.size());
+  lv.pos = {0, static_cast<kernels::index_t>(lv.crd.size())};
+  st.vals.assign(p.dtype(), lv.crd.size() * static_cast<std::size_t>(a.rows));
+  kernels::with_value_type(p.dtype(), [&](auto v) {
+    using V = decltype(v);
+    kernels::dia_fill(a, lv.crd, st.vals.template data<V>(), threads);
+  });
+  st.levels.push_back(std::move(lv));
+  st.nnz = a.nnz();
+  st.build_seconds = kernels::now_seconds() - t0;
+  return std::make_shared<const Storage>(std::move(st));
+}
+
+/// The dia baseline bound to p's matrix (SpMV): the csr schedule names it, as for the csr
+/// baseline (a plan's schedule), the storage and the loop are dia's.
+BoundKernel bind_dia(const kernels::Problem& p, int threads) {
+  BoundKernel b;
+  b.schedule = canonicalize(*schedule_shortcut(p.kind, "csr"));
+  b.storage = dia_storage(p, std::max(1, threads));
+  b.dtype = p.dtype();
+  b.out_size = p.A->rows;
+  b.baseline = kDiaBaseline;
+  b.args = WacoArgs{};
+  b.args.threads = std::max(1, threads);
+  const Level& lv = b.storage->levels[0];
+  b.args.pos[0] = lv.pos.data();
+  b.args.crd[0] = lv.crd.data();
+  b.args.level_dim[0] = lv.size;
+  b.args.vals = b.storage->vals.raw();
+  b.args.extent[0] = p.A->rows;
+  b.args.extent[1] = p.A->cols;
+  b.fn = p.dtype() == kernels::Dtype::F64 ? &dia_entry<double> : &dia_entry<float>;
+  return b;
+}
+
 template <class V>
 int (*baseline_fn(kernels::KernelKind kind))(const WacoArgs*) {
   switch (kind) {
@@ -180,9 +241,12 @@ int (*baseline_fn(kernels::KernelKind kind))(const WacoArgs*) {
 
 }  // namespace
 
-bool servable_baseline(const std::string& name) { return name == "csr" || name == "csf"; }
+bool servable_baseline(const std::string& name) {
+  return name == "csr" || name == "csf" || name == kDiaBaseline;
+}
 
 bool servable_baseline(const std::string& name, kernels::KernelKind k) {
+  if (name == kDiaBaseline) return k == kernels::KernelKind::SpMV;
   return servable_baseline(name) && (name == "csf") == kernels::needs_tensor(k);
 }
 
@@ -196,7 +260,8 @@ BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, st
   if (!servable_baseline(name, p.kind))
     throw kernels::Error("the baseline \"" + name + "\" cannot serve " +
                          std::string(kernels::kernel_name(p.kind)) +
-                         " (served: csr for spmv, spmm and sddmm; csf for mttkrp)");
+                         " (served: csr for spmv, spmm and sddmm; csf for mttkrp; dia for spmv)");
+  if (name == kDiaBaseline) return bind_dia(p, threads);
   BoundKernel b = prepare_binding(*schedule_shortcut(p.kind, name), p, dense, threads, opts);
   b.source.clear();
   b.baseline = name;

@@ -10,7 +10,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include "standalone_dia.hpp"
 #include "waco/codegen/emitter.hpp"
+#include "waco/codegen/generated_kernel.hpp"
 #include "waco/codegen/kernel_spec.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
@@ -279,6 +281,10 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   WACO_ASSERT(problems.empty(), "emit_standalone_header needs a valid schedule: " +
                                     (problems.empty() ? std::string() : problems.front()));
   WACO_ASSERT(!name_space.empty(), "emit_standalone_header needs a namespace");
+  if (baseline == kDiaBaseline) {
+    WACO_ASSERT(s.kind == kernels::KernelKind::SpMV, "the dia baseline's header is SpMV's");
+    return detail::dia_standalone_header(name_space, note, dtype, s.threads);
+  }
   const KernelSpec& spec = kernel_spec(s.kind);
   const std::string kernel(kernels::kernel_name(s.kind));
   const bool tensor = kernels::needs_tensor(s.kind);

@@ -13,7 +13,9 @@
 // refused (the padding would be the time). Each row sums its diagonals in increasing offset,
 // which is its columns' order, as CSR sums; the padding adds 0 * x[j], which differs from CSR
 // only where x holds an infinity or a NaN that the row's stored entries do not touch. The values
-// are placed by the threads that read them (first touch, the same static ranges of rows).
+// are placed by the threads that read them (first touch, the same static ranges of rows). The
+// loops and the builder are kernels/baseline_loops.hpp's (dia_spmv, dia_fill): codegen::bind_baseline
+// serves a plan with them.
 #include <omp.h>
 
 #include <algorithm>
@@ -28,20 +30,100 @@
 #include "waco/kernels/timing.hpp"
 
 namespace waco::kernels {
-namespace detail {
+
 namespace {
 
-/// Rows a thread sums in one block: the block's partial sums stay in the L1 cache while the
-/// diagonals stream past them.
-constexpr index_t kBlockRows = 512;
 
 /// The first row of thread q's range (whole blocks; the last thread takes the rest).
 index_t range_start(index_t rows, int threads, int q) {
   if (q >= threads) return rows;
-  const index_t blocks = (rows + kBlockRows - 1) / kBlockRows;
+  const index_t blocks = (rows + kDiaBlockRows - 1) / kDiaBlockRows;
   return static_cast<index_t>(std::min<std::int64_t>(
-      rows, static_cast<std::int64_t>(blocks) * q / threads * kBlockRows));
+      rows, static_cast<std::int64_t>(blocks) * q / threads * kDiaBlockRows));
 }
+
+/// y[lo, hi) in blocks of kDiaBlockRows.
+template <class V>
+void dia_rows(const DiaView<V>& A, const V* x, V* y, index_t lo, index_t hi) {
+  V acc[kDiaBlockRows];
+  for (index_t i0 = lo; i0 < hi; i0 += kDiaBlockRows) {
+    const index_t i1 = std::min<index_t>(hi, i0 + kDiaBlockRows);
+    std::fill(acc, acc + (i1 - i0), V(0));
+    for (std::int64_t d = 0; d < A.diagonals; ++d) {
+      const index_t o = A.offsets[d];
+      // Rows of the block whose column i + o exists.
+      const index_t first = std::max<index_t>(i0, -o), last = std::min<index_t>(i1, A.cols - o);
+      const V* v = A.val + d * static_cast<std::int64_t>(A.rows);
+#pragma omp simd
+      for (index_t i = first; i < last; ++i) acc[i - i0] += v[i] * x[i + o];
+    }
+    std::copy(acc, acc + (i1 - i0), y + i0);
+  }
+}
+
+}  // namespace
+
+std::vector<index_t> dia_offsets(const CooMatrix& a) {
+  // The diagonals holding a nonzero (offset col - row, marked at col - row + rows - 1).
+  const std::int64_t span = a.rows > 0 && a.cols > 0 ? std::int64_t{a.rows} + a.cols - 1 : 0;
+  std::vector<bool> holds(static_cast<std::size_t>(span), false);
+  for (std::int64_t e = 0; e < a.nnz(); ++e)
+    holds[static_cast<std::size_t>(std::int64_t{a.col[e]} - a.row[e] + a.rows - 1)] = true;
+  std::vector<index_t> offsets;
+  for (std::int64_t s = 0; s < span; ++s)
+    if (holds[static_cast<std::size_t>(s)]) offsets.push_back(static_cast<index_t>(s - (a.rows - 1)));
+  return offsets;
+}
+
+std::string dia_refusal(const CooMatrix& a, std::size_t diagonals) {
+  const std::int64_t stored = static_cast<std::int64_t>(diagonals) * a.rows;
+  if (stored <= kDiaMaxFill * std::max<std::int64_t>(a.nnz(), 1)) return {};
+  return "dia: the matrix's " + std::to_string(a.nnz()) + " nonzeros lie on " +
+         std::to_string(diagonals) + " diagonals: storing them would take " +
+         std::to_string(stored) + " values, more than " + std::to_string(kDiaMaxFill) +
+         " a nonzero";
+}
+
+template <class V>
+void dia_fill(const CooMatrix& a, const std::vector<index_t>& offsets, V* val, int threads) {
+  const auto rows = static_cast<std::size_t>(a.rows);
+  const std::size_t diagonals = offsets.size();
+#pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1)
+  {
+    const int q = omp_get_thread_num(), team = omp_get_num_threads();
+    const auto lo = static_cast<std::size_t>(range_start(a.rows, team, q));
+    const auto hi = static_cast<std::size_t>(range_start(a.rows, team, q + 1));
+    for (std::size_t d = 0; d < diagonals; ++d) std::fill(val + d * rows + lo, val + d * rows + hi, V(0));
+  }
+  for (std::int64_t e = 0; e < a.nnz(); ++e) {
+    const auto d = static_cast<std::size_t>(
+        std::lower_bound(offsets.begin(), offsets.end(), a.col[e] - a.row[e]) - offsets.begin());
+    val[d * rows + static_cast<std::size_t>(a.row[e])] = static_cast<V>(a.val[e]);
+  }
+}
+
+template <class V>
+void dia_spmv(const DiaView<V>& A, const V* x, V* y, int threads) {
+  if (threads <= 1 || A.diagonals * A.rows <= kCsrSpmvSerialNnz) {
+    dia_rows(A, x, y, 0, A.rows);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int q = omp_get_thread_num(), team = omp_get_num_threads();
+    dia_rows(A, x, y, range_start(A.rows, team, q), range_start(A.rows, team, q + 1));
+  }
+}
+
+#define WACO_DIA_INSTANTIATE(V)                                                               \
+  template void dia_fill<V>(const CooMatrix&, const std::vector<index_t>&, V*, int);       \
+  template void dia_spmv<V>(const DiaView<V>&, const V*, V*, int);
+WACO_DIA_INSTANTIATE(float)
+WACO_DIA_INSTANTIATE(double)
+#undef WACO_DIA_INSTANTIATE
+
+namespace detail {
+namespace {
 
 template <class V>
 class DiaSpmv final : public Implementation {
@@ -54,83 +136,30 @@ class DiaSpmv final : public Implementation {
     threads_ = std::max(1, threads);
     const double t0 = now_seconds();
     const CooMatrix& a = *p.A;
-    rows_ = a.rows;
-    cols_ = a.cols;
-    // The diagonals holding a nonzero (offset col - row, marked at col - row + rows - 1).
-    const std::int64_t span = rows_ > 0 && cols_ > 0 ? std::int64_t{rows_} + cols_ - 1 : 0;
-    std::vector<bool> holds(static_cast<std::size_t>(span), false);
-    for (std::int64_t e = 0; e < a.nnz(); ++e)
-      holds[static_cast<std::size_t>(std::int64_t{a.col[e]} - a.row[e] + rows_ - 1)] = true;
-    offsets_.clear();
-    for (std::int64_t s = 0; s < span; ++s)
-      if (holds[static_cast<std::size_t>(s)]) offsets_.push_back(static_cast<index_t>(s - (rows_ - 1)));
-    const std::int64_t stored = static_cast<std::int64_t>(offsets_.size()) * rows_;
-    if (stored > kDiaMaxFill * std::max<std::int64_t>(a.nnz(), 1))
-      throw Error("dia: the matrix's " + std::to_string(a.nnz()) + " nonzeros lie on " +
-                      std::to_string(offsets_.size()) + " diagonals: storing them would take " +
-                      std::to_string(stored) + " values, more than " + std::to_string(kDiaMaxFill) +
-                      " a nonzero",
-                  "dia suits stencils on structured grids and banded matrices; use csr");
-    // Zeroed by the threads that will read each row range, then the entries placed.
-    vals_.reset(new V[static_cast<std::size_t>(stored)]);
-    const std::size_t diagonals = offsets_.size();
-#pragma omp parallel num_threads(threads_) if (threads_ > 1)
-    {
-      const int q = omp_get_thread_num(), team = omp_get_num_threads();
-      const index_t lo = range_start(rows_, team, q), hi = range_start(rows_, team, q + 1);
-      for (std::size_t d = 0; d < diagonals; ++d)
-        std::fill(vals_.get() + d * static_cast<std::size_t>(rows_) + lo, vals_.get() + d * static_cast<std::size_t>(rows_) + hi, V(0));
-    }
-    for (std::int64_t e = 0; e < a.nnz(); ++e) {
-      const auto d = static_cast<std::size_t>(
-          std::lower_bound(offsets_.begin(), offsets_.end(), a.col[e] - a.row[e]) - offsets_.begin());
-      vals_[d * static_cast<std::size_t>(rows_) + static_cast<std::size_t>(a.row[e])] = static_cast<V>(a.val[e]);
-    }
+    offsets_ = dia_offsets(a);
+    const std::string refused = dia_refusal(a, offsets_.size());
+    if (!refused.empty())
+      throw Error(refused, "dia suits stencils on structured grids and banded matrices; use csr");
+    vals_.reset(new V[offsets_.size() * static_cast<std::size_t>(a.rows)]);
+    dia_fill(a, offsets_, vals_.get(), threads_);
+    view_ = DiaView<V>{a.rows, a.cols, static_cast<std::int64_t>(offsets_.size()), offsets_.data(),
+                       vals_.get()};
     conversion_seconds_ = now_seconds() - t0;
     out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
   }
 
   void run() override {
-    const V* x = problem_.B->data.template data<V>();
-    V* y = out_.template data<V>();
-    const bool serial = threads_ <= 1 || problem_.A->nnz() <= kCsrSpmvSerialNnz;
-    if (serial) {
-      rows(x, y, 0, rows_);
-      return;
-    }
-#pragma omp parallel num_threads(threads_)
-    {
-      const int q = omp_get_thread_num(), team = omp_get_num_threads();
-      rows(x, y, range_start(rows_, team, q), range_start(rows_, team, q + 1));
-    }
+    dia_spmv(view_, problem_.B->data.template data<V>(), out_.template data<V>(), threads_);
   }
 
   const Values& output() const override { return out_; }
 
  private:
-  /// y[lo, hi) in blocks of kBlockRows.
-  void rows(const V* x, V* y, index_t lo, index_t hi) const {
-    V acc[kBlockRows];
-    for (index_t i0 = lo; i0 < hi; i0 += kBlockRows) {
-      const index_t i1 = std::min<index_t>(hi, i0 + kBlockRows);
-      std::fill(acc, acc + (i1 - i0), V(0));
-      for (std::size_t d = 0; d < offsets_.size(); ++d) {
-        const index_t o = offsets_[d];
-        // Rows of the block whose column i + o exists.
-        const index_t first = std::max<index_t>(i0, -o), last = std::min<index_t>(i1, cols_ - o);
-        const V* v = vals_.get() + d * static_cast<std::size_t>(rows_);
-#pragma omp simd
-        for (index_t i = first; i < last; ++i) acc[i - i0] += v[i] * x[i + o];
-      }
-      std::copy(acc, acc + (i1 - i0), y + i0);
-    }
-  }
-
   Problem problem_;
   int threads_ = 1;
-  index_t rows_ = 0, cols_ = 0;
-  std::vector<index_t> offsets_;  ///< col - row of each stored diagonal, increasing
-  std::unique_ptr<V[]> vals_;     ///< diagonal d's rows at [d * rows, (d + 1) * rows)
+  std::vector<index_t> offsets_;
+  std::unique_ptr<V[]> vals_;
+  DiaView<V> view_;
   Values out_;
 };
 

@@ -156,7 +156,10 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceS
 /// serves; `s` is then the csr schedule): an SpMV header runs the baseline's parallel rule
 /// (kernels/baseline_loops.hpp: serial up to 3072 nonzeros, about four dynamic chunks a thread),
 /// so that it holds the loop that was measured; the other kernels' csr and csf baselines are
-/// their schedules' loops already. A source that streams_output() streams outputs larger than
+/// their schedules' loops already. `baseline` "dia" (SpMV; `s` the csr schedule): the same two
+/// calls over diagonal storage with the dia baseline's loop (kernels/baseline_loops.hpp); its
+/// builder refuses (std::length_error) a matrix whose diagonals store more than kDiaMaxFill
+/// values a nonzero, and `max_padding` and `race` do not apply. A source that streams_output() streams outputs larger than
 /// this machine's stream_output_min_bytes() (the header's kStreamMinBytes), as the host does.
 /// Whether `name` can be emit_standalone_header's namespace: a C++ identifier (letters, digits
 /// and _, not starting with a digit).

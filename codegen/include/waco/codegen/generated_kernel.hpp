@@ -75,7 +75,7 @@ struct BoundKernel {
   /// stream_output_min_bytes() of the binding when the source streams_output().
   std::int64_t stream_min_bytes = 0;
   std::string source;                  ///< the kernel's C++ source (emitter.hpp)
-  /// Empty for a generated kernel; "csr" or "csf" when fn runs that hand-written baseline's loop
+  /// Empty for a generated kernel; "csr", "csf" or "dia" when fn runs that hand-written baseline's loop
   /// (bind_baseline: no source, nothing compiled).
   std::string baseline;
   /// kGeneratedImplementation, or the baseline's name.
@@ -108,9 +108,13 @@ void load_kernel(BoundKernel& b, const CompilerOptions& opts = {});
 /// otherwise.
 bool reuse_kernel(BoundKernel& b, const BoundKernel& loaded);
 
-/// Whether bind_baseline serves the Implementation `name`: "csr" and "csf".
+/// The diagonal-storage SpMV baseline (kernels/baseline_loops.hpp, dia_spmv): a tune's nominee
+/// for a matrix it stores (tuning::dia_nominee), served by bind_baseline.
+inline constexpr const char* kDiaBaseline = "dia";
+
+/// Whether bind_baseline serves the Implementation `name`: "csr", "csf" and "dia".
 bool servable_baseline(const std::string& name);
-/// ... for kernel k: "csr" for SpMV, SpMM and SDDMM, "csf" for MTTKRP.
+/// ... for kernel k: "csr" for SpMV, SpMM and SDDMM, "csf" for MTTKRP, "dia" for SpMV.
 bool servable_baseline(const std::string& name, kernels::KernelKind k);
 /// The baseline a schedule's text names for kernel k ("csr", or "csf" for MTTKRP: the shortcut
 /// of the reference every tune is judged by, white space aside), else "" (any other shortcut or
@@ -120,8 +124,10 @@ std::string baseline_named(kernels::KernelKind k, const std::string& text);
 /// The `csr` (SpMV, SpMM, SDDMM) or `csf` (MTTKRP) baseline (kernels/baseline_loops.hpp: the same
 /// compiled loops that its Implementation times) bound to p's operand as a BoundKernel: the csr
 /// (csf) schedule's format, the same arrays, with fn running the hand-written loop, so that a
-/// caller of BoundKernel::run serves the baseline where a tune found it the fastest. Throws
-/// kernels::Error for another name or a kernel the baseline does not run.
+/// caller of BoundKernel::run serves the baseline where a tune found it the fastest. `dia`
+/// (SpMV): the schedule is the csr schedule (what names the plan), the storage dia's (one level:
+/// the diagonals' offsets in crd; the values diagonal by diagonal) and fn its loop. Throws
+/// kernels::Error for another name, a kernel the baseline does not run, or a matrix dia refuses.
 BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, std::int64_t dense,
                           int threads, const GeneratedOptions& opts = {});
 

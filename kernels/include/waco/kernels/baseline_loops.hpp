@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "waco/kernels/sparse.hpp"
 
@@ -39,6 +41,37 @@ inline index_t csr_spmv_chunk(index_t rows, int threads) {
 /// The dia SpMV baseline (baseline_dia.cpp) stores at most kDiaMaxFill values a nonzero (its
 /// diagonals times its rows); it refuses a matrix that would need more.
 inline constexpr std::int64_t kDiaMaxFill = 2;
+/// Rows a dia_spmv block sums at once: the block's partial sums stay in the L1 cache while the
+/// diagonals stream past them.
+inline constexpr index_t kDiaBlockRows = 512;
+
+/// A matrix in diagonal storage held elsewhere (the dia baseline's; codegen::bind_baseline binds
+/// the same arrays): `diagonals` diagonals of offset col - row, increasing, diagonal d's rows at
+/// val[d * rows, (d + 1) * rows), zero where the matrix has no entry.
+template <class V>
+struct DiaView {
+  index_t rows = 0;
+  index_t cols = 0;
+  std::int64_t diagonals = 0;
+  const index_t* offsets = nullptr;
+  const V* val = nullptr;
+};
+
+/// The diagonals (col - row, increasing) that hold a's nonzeros. O(nnz + rows + cols).
+std::vector<index_t> dia_offsets(const CooMatrix& a);
+/// Why the dia baseline refuses a whose nonzeros lie on `diagonals` diagonals (they would store
+/// more than kDiaMaxFill values a nonzero), or "" when it takes it.
+std::string dia_refusal(const CooMatrix& a, std::size_t diagonals);
+/// Places canonical a's entries in diagonal storage: `val` holds offsets.size() x a.rows values
+/// (dia_offsets(a)), zeroed first by the threads that will read each range of rows (dia_spmv's
+/// static ranges on `threads`), so that the pages lie near them.
+template <class V>
+void dia_fill(const CooMatrix& a, const std::vector<index_t>& offsets, V* val, int threads);
+/// y = A x (y: rows values, each written): rows in static ranges of whole blocks
+/// (one range a thread), each block of kDiaBlockRows summing its diagonals in increasing offset with vector loops
+/// (its columns' order, as CSR sums); serially up to kCsrSpmvSerialNnz stored values.
+template <class V>
+void dia_spmv(const DiaView<V>& A, const V* x, V* y, int threads);
 
 /// y = A x (y: rows values, each written).
 template <class V>
