@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -486,6 +487,76 @@ TEST_CASE("api: a decision for the hand-written csr serves that baseline, equal 
   REQUIRE(cli_body != std::string::npos);
   CHECK(header.substr(mine_body) == cli_header.substr(cli_body));
   CHECK_THROWS_WITH(p.standalone_header("2fast"), Catch::Contains("not a C++ identifier"));
+}
+
+TEST_CASE("api: a decision for the dia baseline serves diagonal storage, equal to the reference") {
+  const std::string dir = waco::test::scratch_dir("api-dia-baseline");
+  // A 3000 x 3000 matrix on five diagonals (0, +-1, +-60: a 2-D grid's stencil), written here.
+  const std::string file = dir + "/band.mtx";
+  {
+    std::ofstream f(file);
+    std::int64_t nnz = 0;
+    std::ostringstream entries;
+    for (int i = 0; i < 3000; ++i)
+      for (const int o : {-60, -1, 0, 1, 60})
+        if (i + o >= 0 && i + o < 3000) {
+          entries << i + 1 << " " << i + o + 1 << " " << (o == 0 ? 4.0 : -1.0 - 0.001 * (i % 7)) << "\n";
+          ++nnz;
+        }
+    f << "%%MatrixMarket matrix coordinate real general\n3000 3000 " << nnz << "\n" << entries.str();
+  }
+  // Scripted: every kernel at 100 us but the dia nominee at 40 us (the diagonal-storage pass
+  // admits it: 5 diagonals, 1.0 stored value a nonzero).
+  {
+    std::ofstream(dir + "/script.json")
+        << R"({"seed": 5, "default": {"median_s": 1e-4, "jitter": 0.02},
+               "rules": [{"label": "impl=dia", "median_s": 0.4e-4}]})";
+  }
+  const waco::test::CliResult cli = waco::test::run_cli(
+      "tune --kernel spmv --json --quiet --threads 2 --db " + dir + "/results.sqlite --plan-cache " +
+      dir + "/plans --runner scripted:" + dir + "/script.json " + file);
+  INFO(cli.err);
+  REQUIRE(cli.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(cli.out);
+  CHECK(j.at("space").at("dia").at("admitted") == true);
+  CHECK(j.at("verdict") == "gain");
+  CHECK(j.at("implementation") == "dia");
+  CHECK(j.at("best").at("schedule") == "impl=dia");
+  CHECK(j.at("claimed_speedup").get<double>() == Approx(2.5).epsilon(0.1));
+  // The library's tune reads that decision and serves dia: nothing compiled, the reference's
+  // result, saved and loaded alike.
+  const waco::Options o = scratch_options(dir);
+  const waco::Matrix m = waco::Matrix::from_file(file);
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, o);
+  CHECK(p.from_cache());
+  CHECK(p.implementation() == "dia");
+  CHECK((!fs::exists(o.kernel_cache_dir) || fs::is_empty(o.kernel_cache_dir)));
+  const std::vector<float> x = random_vector(m.cols(), 7);
+  const auto [ref, scale] = spmv_reference(m, x);
+  std::vector<float> y(m.rows(), std::numeric_limits<float>::quiet_NaN());
+  p.spmv(x.data(), y.data());
+  check_close(ref, y.data(), scale * 100);
+  p.save(dir + "/p.plan");
+  const waco::Plan l = waco::Plan::load(dir + "/p.plan", m, o);
+  CHECK(l.implementation() == "dia");
+  std::vector<float> y2(m.rows());
+  l.spmv(x.data(), y2.data());
+  check_close(ref, y2.data(), scale * 100);
+  // Its drop-in header is dia's, as `tune -o` writes it for the same decision.
+  const std::string header = p.standalone_header();
+  CHECK(header.find("the dia baseline (diagonal storage) serves this plan") != std::string::npos);
+  const waco::test::CliResult out = waco::test::run_cli(
+      "tune --kernel spmv --quiet --threads 2 --plan-cache " + dir + "/plans -o " + dir +
+      "/cli.hpp " + file);
+  INFO(out.err);
+  REQUIRE(out.status == 0);
+  std::ifstream in(dir + "/cli.hpp");
+  const std::string cli_header((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t mine_body = header.find("#pragma once"), cli_body = cli_header.find("#pragma once");
+  REQUIRE(mine_body != std::string::npos);
+  REQUIRE(cli_body != std::string::npos);
+  CHECK(header.substr(mine_body) == cli_header.substr(cli_body));
+  CHECK(cli_header.find("kMaxFill = 2;") != std::string::npos);
 }
 
 TEST_CASE("api: a gain's speedup and break-even are over the faster csr reference") {

@@ -17,6 +17,7 @@
 #include "waco/kernels/context.hpp"
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/storage.hpp"
+#include "waco/heuristics/diagonal.hpp"
 #include "waco/heuristics/narrow.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/space.hpp"
@@ -46,7 +47,7 @@ kernels::CooMatrix generated(const std::string& kind, std::int64_t rows, std::ui
 
 TEST_CASE("passes: the registry lists every pass once, each with a description") {
   const auto passes = list_passes();
-  REQUIRE(passes.size() == 13);
+  REQUIRE(passes.size() == 14);
   std::set<std::string> names;
   for (const PassInfo& p : passes) {
     REQUIRE(names.insert(p.name).second);
@@ -57,12 +58,13 @@ TEST_CASE("passes: the registry lists every pass once, each with a description")
   REQUIRE(names.count("legality"));
   REQUIRE(names.count("chunk-rows"));
   REQUIRE(names.count("narrow-indices"));
+  REQUIRE(names.count("diagonal-storage"));
   // Soundness as documented.
   for (const PassInfo& p : passes)
     REQUIRE(p.sound == (p.name == "legality" || p.name == "sparse-iteration"));
   // The restrictions are listed last and are not in the default pipeline.
-  REQUIRE(passes[11].name == "csr-storage");
-  REQUIRE(passes[12].name == "default-schedule");
+  REQUIRE(passes[12].name == "csr-storage");
+  REQUIRE(passes[13].name == "default-schedule");
   for (const PassInfo& p : passes) {
     REQUIRE(p.restriction == (p.name == "csr-storage" || p.name == "default-schedule"));
     const Pipeline all = default_pipeline();
@@ -476,9 +478,11 @@ TEST_CASE("passes: narrow-indices admits narrow twins only beyond the last-level
     PassParams pp;
     pp.cache_bytes = 512 * 1024;
     Space s = Space::for_operand(KernelKind::SpMV, &a, nullptr, 1, so);
-    REQUIRE(default_pipeline().back() == "narrow-indices");
-    const PipelineResult r = run_pipeline(s, default_pipeline(), pp);
-    const PassStats& stats = r.passes.back();
+    const Pipeline all = default_pipeline();
+    const auto at = std::find(all.begin(), all.end(), "narrow-indices");
+    REQUIRE(at != all.end());
+    const PipelineResult r = run_pipeline(s, all, pp);
+    const PassStats& stats = r.passes[static_cast<std::size_t>(at - all.begin())];
     REQUIRE(stats.name == "narrow-indices");
     CHECK(stats.in == stats.out);  // nothing enumerated has an N level
     CHECK(stats.note.find(beyond ? "narrow twins admitted" : "narrow levels refused") != std::string::npos);
@@ -506,6 +510,34 @@ TEST_CASE("passes: narrow-indices admits narrow twins only beyond the last-level
   Space st = Space::structural(KernelKind::SpMV, {codegen::kMaxSplit, codegen::kMaxSplit}, {});
   run_pipeline(st, {"narrow-indices"});
   CHECK(st.storage_admits(whole) == std::optional<std::string>("narrow-within-llc"));
+}
+
+TEST_CASE("passes: diagonal-storage admits the dia nominee for SpMV on few diagonals only") {
+  // A band (7 diagonals, every position kept: 1.0 stored values a nonzero) is admitted; a
+  // matrix of scattered blocks is not; SpMM never (dia runs SpMV). The pass removes nothing.
+  const kernels::CooMatrix band = generated("banded", 400, 3);
+  const kernels::CooMatrix blocks = generated("blocks", 400, 3);
+  const auto run = [](KernelKind k, const kernels::CooMatrix& a) {
+    SpaceOptions so;
+    so.cores = 2;
+    Space s = Space::for_operand(k, &a, nullptr, k == KernelKind::SpMV ? 1 : 8, so);
+    const PipelineResult r = run_pipeline(s, {"diagonal-storage"});
+    CHECK(r.passes.front().in == r.passes.front().out);
+    CHECK(r.passes.front().note == dia_admission(s).note);
+    return dia_admission(s);
+  };
+  const DiaAdmission b = run(KernelKind::SpMV, band);
+  CHECK(b.admitted);
+  CHECK(b.note.find("lie on 7 diagonals (1.00 stored values a nonzero): the dia baseline is nominated") !=
+        std::string::npos);
+  CHECK(b.admitted == !waco::test::dia_refuses(band));
+  const DiaAdmission s = run(KernelKind::SpMV, blocks);
+  CHECK_FALSE(s.admitted);
+  CHECK(s.note.find("too many for the dia baseline") != std::string::npos);
+  CHECK(s.admitted == !waco::test::dia_refuses(blocks));
+  CHECK_FALSE(run(KernelKind::SpMM, band).admitted);
+  Space st = Space::structural(KernelKind::SpMV, {codegen::kMaxSplit, codegen::kMaxSplit}, {});
+  CHECK_FALSE(dia_admission(st).admitted);
 }
 
 TEST_CASE("passes: narrow twins follow their rules, and legality refuses an N level over 16 bits") {

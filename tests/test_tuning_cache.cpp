@@ -146,6 +146,9 @@ TEST_CASE("tuning cache: a corrupt entry is reported and ignored") {
   SECTION("csf, which serves MTTKRP only, for an SpMM") {
     cache.store(key, sample_schedule(), {{"verdict", "no-gain"}, {"implementation", "csf"}});
   }
+  SECTION("dia, which serves SpMV only, for an SpMM") {
+    cache.store(key, sample_schedule(), {{"verdict", "gain"}, {"implementation", "dia"}});
+  }
   SECTION("an implementation of another JSON type") {
     cache.store(key, sample_schedule(), {{"implementation", 3}});
   }

@@ -22,6 +22,7 @@
 #include "api_internal.hpp"
 #include "plan_file.hpp"
 #include "waco/codegen/emitter.hpp"
+#include "waco/codegen/generated_kernel.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/context.hpp"
@@ -152,8 +153,8 @@ codegen::GeneratedOptions generated_options(const Options& o) {
 }
 
 /// The plan of a decided schedule, less its matrix's fingerprint (bind_plan): the format built
-/// and the kernel loaded here; with `baseline` (a tune's result that is the hand-written csr,
-/// tuning::implementation_of) that baseline.
+/// and the kernel loaded here; with `baseline` (a tune's result that is a hand-written baseline,
+/// csr, csf or dia: tuning::implementation_of) that baseline.
 std::shared_ptr<Plan::Impl> bind_arm(const Matrix& A, Kernel k, const codegen::SuperSchedule& s,
                                      const Options& o, const std::string& baseline = "") {
   auto impl = std::make_shared<Plan::Impl>();
@@ -615,7 +616,10 @@ std::string Plan::standalone_header(const std::string& name_space) const {
   std::snprintf(buf, sizeof buf, "\nverdict %s, speedup over the %s schedule %.3fx",
                 verdict().c_str(), impl_->kernel == Kernel::MTTKRP ? "csf" : "csr", sp);
   if (sp > 0 && verdict() != "given") note += buf;
-  if (!arm->bound.baseline.empty())
+  if (arm->bound.baseline == codegen::kDiaBaseline)
+    note += "\nthe dia baseline (diagonal storage) serves this plan; this header holds its builder "
+            "and loop";
+  else if (!arm->bound.baseline.empty())
     note += "\nthe hand-written " + arm->bound.baseline +
             " baseline serves this plan; this header holds its loop, generated from the " +
             arm->bound.baseline + " schedule, with the baseline's threads and chunks";

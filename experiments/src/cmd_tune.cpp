@@ -13,6 +13,7 @@
 #include "stderr_observer.hpp"
 #include "tune_report.hpp"
 #include "waco/codegen/emitter.hpp"
+#include "waco/codegen/generated_kernel.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/error.hpp"
@@ -103,7 +104,10 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
   // threads and chunks (emit_standalone_header's `baseline`).
   const std::string implementation = tuning::implementation_of(report);
   const bool baseline = !implementation.empty();
-  if (baseline)
+  if (implementation == codegen::kDiaBaseline)
+    note += "\nthe dia baseline (diagonal storage) ran fastest side by side: waco::Plan serves it; "
+            "this header holds its builder and loop";
+  else if (baseline)
     note += "\nno schedule beat csr, and the hand-written " + implementation +
             " baseline ran faster than the " + implementation +
             " schedule side by side: waco::Plan serves that baseline; this header holds its loop, "
@@ -133,8 +137,7 @@ void print_adaptive_text(const nlohmann::json& r) {
               static_cast<long long>(d.at("calls").get<std::int64_t>()),
               d.at("settled").get<bool>() ? "" : " (still exploring)",
               r.at("verdict").get<std::string>().c_str(),
-              r.at("implementation").get<std::string>() == "csr" ||
-                      r.at("implementation").get<std::string>() == "csf"
+              r.at("implementation").get<std::string>() != codegen::kGeneratedImplementation
                   ? ("the hand-written " + r.at("implementation").get<std::string>()).c_str()
                   : r.at("schedule").get<std::string>().c_str());
   std::printf("  speedup over csr (judged on its calls): %s\n",

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli_common.hpp"
+#include "waco/codegen/generated_kernel.hpp"
 
 namespace waco::cli {
 
@@ -203,8 +204,11 @@ void print_tune_text(const nlohmann::json& j) {
                 shortcut.c_str(), result.c_str());
   }
   if (best.is_object()) {
-    std::printf("  best          %s  %s (search)\n", seconds_or(best.value("median_s", nlohmann::json()), "-").c_str(),
-                best.at("schedule").get<std::string>().c_str());
+    std::printf("  best          %s  %s%s (search)\n", seconds_or(best.value("median_s", nlohmann::json()), "-").c_str(),
+                best.at("schedule").get<std::string>().c_str(),
+                j.value("implementation", nlohmann::json()) == codegen::kDiaBaseline
+                    ? " (the dia baseline: diagonal storage; waco::Plan and -o serve it)"
+                    : "");
     const nlohmann::json& s1 = j.at("speedup_over_csr");
     const nlohmann::json& s2 = j.at("speedup_over_csr_baseline");
     const bool confirmed = j.at("confirmed").get<bool>();
@@ -225,15 +229,19 @@ void print_tune_text(const nlohmann::json& j) {
       const nlohmann::json& c = j.at("confirm");
       const nlohmann::json& first = c.at("ranking").at(0);
       const bool direct = c.value("direct", false);
+      // The dia nominee is the diagonal-storage pass's, after the search's (not ranked by it).
+      const bool dia = first.value("schedule", std::string()) == "impl=" + std::string(codegen::kDiaBaseline);
+      const std::string rank =
+          dia ? std::string("the dia baseline, the diagonal-storage pass's nominee")
+              : "#" + std::to_string(first.at("search_rank").get<std::int64_t>()) + " in the " +
+                    (direct ? "model's order" : "search");
       std::printf("  side by side  best nominee %s, %s schedule %s, %s baseline %s: the "
-                  "%s best %d measured %s over %d rounds; the nominee was #%lld in the %s\n",
+                  "%s best %d measured %s over %d rounds; the nominee was %s\n",
                   seconds_or(first.value("median_s", nlohmann::json()), "-").c_str(),
                   shortcut.c_str(), seconds_or(c.at("csr_median_s"), "failed").c_str(),
                   shortcut.c_str(), seconds_or(c.at("csr_baseline_median_s"), "failed").c_str(),
                   direct ? "model's" : "search's", c.at("top").get<int>(),
-                  direct ? "side by side" : "again", c.at("rounds").get<int>(),
-                  static_cast<long long>(first.at("search_rank").get<std::int64_t>()),
-                  direct ? "model's order" : "search");
+                  direct ? "side by side" : "again", c.at("rounds").get<int>(), rank.c_str());
       if (fresh)
         std::printf("  decided       on %d fresh side-by-side runs of %d rounds that timed the "
                     "selection's best %zu and both references again (%s); the speedups are "

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <set>
 
+#include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 
@@ -316,7 +317,10 @@ Space Space::for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
     // on the other. The team's, not a thread of its own: an OpenMP thread idle after a region
     // (the signature's, the model's scoring) spins for milliseconds and would take its core.
     const bool apart = beside && a->nnz() >= kBesideMinNnz;
-    const auto count = [&] { facts->counts = PrefixCounts::compute({&a->row, &a->col}, {a->rows, a->cols}); };
+    const auto count = [&] {
+      facts->counts = PrefixCounts::compute({&a->row, &a->col}, {a->rows, a->cols});
+      if (k == KernelKind::SpMV) facts->diagonals = static_cast<std::int64_t>(kernels::dia_offsets(*a).size());
+    };
     const auto describe = [&] {
       facts->signature = signature::compute_signature(*a, apart ? 1 : 0);
       facts->has_signature = true;

@@ -76,8 +76,8 @@ std::vector<index_t> dia_offsets(const CooMatrix& a) {
 }
 
 std::string dia_refusal(const CooMatrix& a, std::size_t diagonals) {
+  if (dia_stores(a.rows, a.nnz(), diagonals)) return {};
   const std::int64_t stored = static_cast<std::int64_t>(diagonals) * a.rows;
-  if (stored <= kDiaMaxFill * std::max<std::int64_t>(a.nnz(), 1)) return {};
   return "dia: the matrix's " + std::to_string(a.nnz()) + " nonzeros lie on " +
          std::to_string(diagonals) + " diagonals: storing them would take " +
          std::to_string(stored) + " values, more than " + std::to_string(kDiaMaxFill) +

@@ -142,7 +142,7 @@ Arm make_arm(const kernels::Problem& sparse, const codegen::SuperSchedule& s, st
   if (!baseline.empty() && !codegen::servable_baseline(baseline))
     throw kernels::Error("the plan names the implementation \"" + baseline +
                              "\", which this library cannot serve (it serves generated kernels "
-                             "and the csr and csf baselines)",
+                             "and the csr, csf and dia baselines)",
                          "tune again (Options::refresh), or delete the plan or cache entry");
   Arm a;
   a.bound = baseline.empty() ? codegen::bind_schedule(s, sparse, dense, threads, g)

@@ -288,6 +288,10 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
                         twins.added, twins.added == 1 ? "" : "s"));
       chosen = std::move(twins.schedules);
     }
+    if (std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end()) {
+      c.dia = dia_admission(space);
+      space_json["dia"] = {{"admitted", c.dia.admitted}, {"note", c.dia.note}};
+    }
     space_json["seconds"] = now_seconds() - s0;
     candidates.reserve(chosen.size());
     for (const codegen::SuperSchedule& s : chosen) candidates.push_back(Candidate::generated(s));
@@ -621,6 +625,12 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   CandidateChoice choice =
       choose_candidates(o, kind, threads, dense, p, pipeline, searcher, measure_one, obs);
   std::vector<Candidate>& candidates = choice.candidates;
+  // The dia baseline, a rule's nominee (heuristics/diagonal.hpp), after the search's: not when
+  // the model decides alone (its one nominee is the model's).
+  if (choice.dia.admitted && !model_alone) {
+    candidates.push_back(Candidate::baseline(codegen::kDiaBaseline));
+    obs.note("tune: the dia baseline (diagonal storage) measured beside the nominees: " + choice.dia.note);
+  }
   memory.stage("choice", &measurer);
   check_cancel(o);
   const nlohmann::json cache_json = tile_cache_json(o.params, threads);
@@ -701,13 +711,14 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   // 9. The decision into the tuning cache: a verdict from side-by-side timings only (not an
   // interrupted or unconfirmed run, nor a not-worth-it answer, which depends on the calls; a
   // search that --expected-calls cut short and that found a winner is a decision like another).
-  // The result's schedule: the csr schedule's when the result is the hand-written csr (the
-  // report's "implementation" says which kernel serves it).
-  const TuneEntry* scheduled = best == &csr_baseline ? &csr_schedule : best;
-  report["implementation"] =
-      best == &csr_baseline ? nlohmann::json(csr_baseline.candidate.implementation)
-      : best                ? nlohmann::json(codegen::kGeneratedImplementation)
-                            : nlohmann::json(nullptr);
+  // The result's schedule: the csr schedule's when the result is a hand-written baseline (the
+  // csr reference, or the dia nominee; the report's "implementation" says which kernel serves
+  // it).
+  const bool baseline_result = best && !best->candidate.is_generated();
+  const TuneEntry* scheduled = baseline_result ? &csr_schedule : best;
+  report["implementation"] = baseline_result ? nlohmann::json(best->candidate.implementation)
+                             : best          ? nlohmann::json(codegen::kGeneratedImplementation)
+                                             : nlohmann::json(nullptr);
   if (plan_cache && (decision.verdict == "gain" || decision.verdict == "no-gain") && scheduled &&
       scheduled->candidate.schedule && r.stopped_by != "interrupted") {
     try {
@@ -722,7 +733,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   TuneOutcome out;
   out.report = std::move(report);
   if (scheduled && scheduled->candidate.schedule) out.schedule = *scheduled->candidate.schedule;
-  if (best == &csr_baseline) out.implementation = csr_baseline.candidate.implementation;
+  if (baseline_result) out.implementation = best->candidate.implementation;
   out.verdict = decision.verdict;
   out.interrupted = r.stopped_by == "interrupted";
   if (best) out.kernel_source = best->measurement.kernel_source;

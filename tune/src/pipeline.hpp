@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "waco/heuristics/diagonal.hpp"
 #include "waco/heuristics/economy.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/heuristics/results_db.hpp"
@@ -29,6 +30,9 @@ struct CandidateChoice {
   nlohmann::json space = nullptr;        ///< tune --json's "space" (null for a list)
   nlohmann::json search_info = nullptr;  ///< the search's report
   std::string search;                    ///< the search's name, or "list"
+  /// The diagonal-storage pass's decision (a space search whose pipeline names it): run() adds
+  /// the dia nominee after the search's when admitted.
+  heuristics::DiaAdmission dia;
 };
 
 /// What the steps of one tune run share.

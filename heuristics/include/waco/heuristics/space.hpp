@@ -91,6 +91,9 @@ struct MatrixFacts {
   PrefixCounts counts;
   signature::LocalitySignature signature;  ///< only for 2-D operands (SpMV, SpMM, SDDMM)
   bool has_signature = false;
+  /// SpMV: the diagonals holding a nonzero (kernels::dia_offsets; the diagonal-storage pass);
+  /// -1 for the other kernels.
+  std::int64_t diagonals = -1;
 };
 
 class Space {

@@ -59,6 +59,11 @@ struct DiaView {
 
 /// The diagonals (col - row, increasing) that hold a's nonzeros. O(nnz + rows + cols).
 std::vector<index_t> dia_offsets(const CooMatrix& a);
+/// Whether the dia baseline stores a rows-row matrix of nnz nonzeros on `diagonals` diagonals:
+/// at most kDiaMaxFill values a nonzero.
+inline bool dia_stores(std::int64_t rows, std::int64_t nnz, std::size_t diagonals) {
+  return static_cast<std::int64_t>(diagonals) * rows <= kDiaMaxFill * (nnz > 1 ? nnz : 1);
+}
 /// Why the dia baseline refuses a whose nonzeros lie on `diagonals` diagonals (they would store
 /// more than kDiaMaxFill values a nonzero), or "" when it takes it.
 std::string dia_refusal(const CooMatrix& a, std::size_t diagonals);
