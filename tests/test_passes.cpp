@@ -326,6 +326,37 @@ TEST_CASE("passes: tile-window keeps the unsplit loop when the capacity does not
   REQUIRE(cons[0]->check_split(s, panels.split) == nullptr);
 }
 
+TEST_CASE("passes: tile-window keeps the largest split and the unsplit loop for a tile beyond kMaxSplit") {
+  // 2.2M x 2.2M, one nonzero a row (uniform), 2 cores, 32 MiB a thread: the model's K-stream
+  // tile is 2^17 rows, more than the space's largest split (2^16). Its nearest points are kept:
+  // split i at 2^16 and i unsplit (before, only 2^17 was, which no split vector has: on
+  // web-indochina x200 every center was such, and the pass removed the whole space).
+  kernels::GeneratorSpec g;
+  g.kind = "uniform";
+  g.rows = 2200000;
+  g.nnz = 2200000;
+  g.seed = 4;
+  const kernels::CooMatrix a = kernels::generate(g);
+  SpaceOptions so;
+  so.cores = 2;
+  Space s = Space::for_operand(KernelKind::SpMV, &a, nullptr, 1, so);
+  PassParams pp;
+  pp.cache_bytes = std::int64_t{1} << 25;
+  std::string note;
+  const auto cons = make_pass("tile-window", pp)->constraints(s, note);
+  REQUIRE(cons.size() == 1);
+  INFO(note);
+  REQUIRE(note.find("K=(131072, 275000)") != std::string::npos);
+  const auto split = [](const std::string& text) {
+    return codegen::schedule_from_string(KernelKind::SpMV, text).split;
+  };
+  CHECK(cons[0]->check_split(s, split("split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCUC parallel=i1")) == nullptr);
+  CHECK(cons[0]->check_split(s, split("split=i:65536 order=i1,i0,k format=UUC parallel=i1")) == nullptr);
+  CHECK(cons[0]->check_split(s, split("split=i:32768,k:65536 order=i1,k1,i0,k0 format=UCUC parallel=i1")) != nullptr);
+  const PipelineResult r = run_pipeline(s, default_pipeline(), pp);
+  CHECK(r.final_count > 0);
+}
+
 TEST_CASE("passes: tile-window sizes its tiles for the problem's value type") {
   // SpMM, J = 256, 2048 rows, 64 KiB per thread: the model's J-Stream tile is bound by the
   // cache, so double precision (8-byte values) must centre on a tile half the single one.

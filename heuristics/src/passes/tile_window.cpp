@@ -7,7 +7,8 @@
 // of round(log2(center)). SpMV uses the SpMM model with one dense column (y = A x is SpMM with
 // J = 1). MTTKRP uses the SpMM model on the signature of its (i, k) projection (B(k, :) is read per
 // (i, k) fiber as SpMM reads it per nonzero), T_k -> j, and keeps l untiled
-// (s_l within 2^w of its extent, unsplit included).
+// (s_l within 2^w of its extent, unsplit included). A tile larger than the space's largest split
+// (kMaxSplit) keeps that split and the unsplit loop, its nearest points.
 // An unsplit variable is a tile covering its whole extent: it counts as log2 split
 // ceil(log2(extent)). A model tile of 1 along a sparse dimension is that dimension streamed
 // (untiled); a tile at the model's panel cap, ceil(extent / (threads x panels per thread)), means
@@ -121,11 +122,17 @@ std::unique_ptr<Pass> make_tile_window_pass(const PassParams& params) {
           Center ctr;
           ctr.log2_split.resize(spec.vars.size());
           // The kept log2 tile sizes of variable v for a model tile T along it.
+          // A tile beyond the space's largest split (codegen::kMaxSplit: a model tile of 2^18
+          // columns on a 2.3M-column matrix) is kept as its two nearest points, the largest
+          // split and the unsplit loop: without them no split vector was near any center and
+          // the pass removed the whole space (tune failed on web-indochina x200, 19M nonzeros).
           auto tiles = [&](char v, std::int64_t T, bool sparse) -> std::vector<int> {
             const int whole = signature::log2_ceil(space.extent(v));
+            const int largest = round_log2(space.split_choices(static_cast<std::size_t>(spec.var_index(v))).back());
             const std::int64_t cap =
                 signature::sparse_tile_candidates(space.extent(v), parts).back();
             if (T <= 1) return {whole};
+            if (round_log2(T) > largest && round_log2(T) < whole) return {largest, whole};
             if (sparse && T >= cap && round_log2(T) < whole) return {round_log2(T), whole};
             return {std::min(round_log2(T), whole)};
           };
