@@ -126,7 +126,8 @@ void load_kernel(BoundKernel& b, const CompilerOptions& opts) {
 }
 
 bool reuse_kernel(BoundKernel& b, const BoundKernel& loaded) {
-  if (loaded.fn == nullptr || b.source != loaded.source) return false;
+  // (A bound baseline has no source: it shares nothing.)
+  if (loaded.fn == nullptr || b.source.empty() || b.source != loaded.source) return false;
   b.compile = loaded.compile;
   b.fn = loaded.fn;
   return true;

@@ -281,6 +281,10 @@ void AdaptiveRun::lookup_step() {
   cached_gain_ = true;
   nominated_ = {found.hit->schedule};
   nominee_text_[1] = codegen::to_text(found.hit->schedule);
+  if (implementation_of(found.hit->report) == codegen::kDiaBaseline) {  // served as the tune served it
+    dia_at_ = 0;
+    nominee_text_[1] = "impl=" + std::string(codegen::kDiaBaseline);
+  }
   nominated_done_ = true;
   next_nominee_ = 0;
   nomination_ = {{"tuning_cache", found.path}};
@@ -324,6 +328,9 @@ void AdaptiveRun::nominate_step() {
     }
     diverse.insert(diverse.end(), rest.begin(), rest.end());
     v = std::move(diverse);
+    // The dia baseline first when the diagonal-storage pass admits it: nothing to compile, and
+    // on the matrices it stores it ran 2.8-9x csr (tune/README.md).
+    if (nom.dia) v.insert(v.begin(), csr_->bound.schedule);
     if (v.size() > static_cast<std::size_t>(setup_.nominees))
       v.resize(static_cast<std::size_t>(setup_.nominees));
   } catch (const std::exception& e) {
@@ -342,8 +349,10 @@ void AdaptiveRun::nominate_step() {
   policy_.charge(nom.seconds, "choice", Cost::Choice);
   for (int k = static_cast<int>(nom.schedules.size()) + 1; k <= setup_.nominees; ++k)
     policy_.failed(k, "the admissible set has fewer schedules");
+  if (nom.dia) dia_at_ = 0;
   for (std::size_t k = 0; k < nom.schedules.size(); ++k)
-    nominee_text_[k + 1] = codegen::to_text(nom.schedules[k]);
+    nominee_text_[k + 1] = dia_at_ == k ? "impl=" + std::string(codegen::kDiaBaseline)
+                                        : codegen::to_text(nom.schedules[k]);
   nominated_ = std::move(nom.schedules);
 }
 
@@ -368,9 +377,10 @@ void AdaptiveRun::nominee_step(std::size_t k) {
     a.emplace();
     codegen::GeneratedOptions g = r.generated;
     g.storages = storages_;
-    a->bound = codegen::prepare_binding(nominated_[k], sparse_problem(setup_.operand, kind, r.dtype),
-                                        kind == kernels::KernelKind::SpMV ? 1 : r.dense, r.threads,
-                                        g);
+    const kernels::Problem sparse = sparse_problem(setup_.operand, kind, r.dtype);
+    const std::int64_t dense = kind == kernels::KernelKind::SpMV ? 1 : r.dense;
+    a->bound = dia_at_ == k ? codegen::bind_baseline(codegen::kDiaBaseline, sparse, dense, r.threads, g)
+                            : codegen::prepare_binding(nominated_[k], sparse, dense, r.threads, g);
     finish_arm(*a, kind, operand_nnz(setup_.operand));
     t1 = kernels::now_seconds();
     for (const std::shared_ptr<const Arm>& b : before)

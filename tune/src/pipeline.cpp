@@ -232,6 +232,8 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
       req.input = input ? &*input : nullptr;
       return req;
     };
+    const bool names_dia = std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end();
+    if (names_dia) c.dia = dia_admission(space);
     if (among) {
       add_pipeline_constraints(space, pipeline, o.params);
       const std::vector<codegen::SuperSchedule> listed =
@@ -239,6 +241,7 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
       space_json = {{"shortlist", among->size()},
                     {"admissible_count", listed.size()},
                     {"pipeline", print_pipeline(pipeline)}};
+      if (names_dia) space_json["dia"] = {{"admitted", c.dia.admitted}, {"note", c.dia.note}};
       SearchChoice choice;
       if (!listed.empty()) {  // none admitted: no nominee
         SearchRequest req = request(listed.size());
@@ -288,10 +291,7 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
                         twins.added, twins.added == 1 ? "" : "s"));
       chosen = std::move(twins.schedules);
     }
-    if (std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end()) {
-      c.dia = dia_admission(space);
-      space_json["dia"] = {{"admitted", c.dia.admitted}, {"note", c.dia.note}};
-    }
+    if (names_dia) space_json["dia"] = {{"admitted", c.dia.admitted}, {"note", c.dia.note}};
     space_json["seconds"] = now_seconds() - s0;
     candidates.reserve(chosen.size());
     for (const codegen::SuperSchedule& s : chosen) candidates.push_back(Candidate::generated(s));
@@ -502,6 +502,7 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
                                         find_searcher(o.search), {}, obs, among);
   Nomination n;
   for (const Candidate& cand : c.candidates) n.schedules.push_back(*cand.schedule);
+  n.dia = c.dia.admitted;
   n.info = {{"space", c.space}, {"search", c.search}, {"search_info", c.search_info},
             {"model", model.to_json()}};
   n.seconds = now_seconds() - t0;

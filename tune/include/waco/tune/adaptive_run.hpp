@@ -129,6 +129,9 @@ class AdaptiveRun {
   std::vector<std::shared_ptr<const Arm>> arms_;  ///< [0] csr, then the nominees once prepared
   std::vector<std::string> nominee_text_;
   std::vector<codegen::SuperSchedule> nominated_;
+  /// The position in nominated_ of the dia baseline's arm (its entry there the csr schedule,
+  /// which names it), when the diagonal-storage pass admitted it or the tuning cache's gain is dia.
+  std::optional<std::size_t> dia_at_;
   /// Verification buffers, kept for the next verification (one per verification in flight).
   std::vector<kernels::Values> spare_;
   /// The formats of csr and the nominees, shared by the nominees that store alike.
