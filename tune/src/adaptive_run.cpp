@@ -15,6 +15,8 @@
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/kernel_spec.hpp"
 #include "waco/codegen/super_schedule.hpp"
+#include "waco/heuristics/diagonal.hpp"
+#include "waco/heuristics/pass.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/kernel.hpp"
@@ -49,6 +51,9 @@ constexpr double kFormatFixedS = 0.00005;
 constexpr double kFormatPerNonzeroS = 20e-9;
 constexpr double kLoadS = 0.0001;
 constexpr double kFirstLoadS = 0.0003;
+/// Counting a matrix's diagonals (the dia step): 2-3 ns a nonzero (Intel Xeon VM, 18k-449k
+/// nonzeros, `tune --adaptive`'s events); the dia format then 9-20 ns, nothing loaded.
+constexpr double kDiaCountPerNonzeroS = 4e-9;
 /// Whether this process made a choice / loaded a nominee's kernel before (the estimates above).
 std::atomic<bool> g_chose{false};
 std::atomic<bool> g_loaded{false};
@@ -201,10 +206,14 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
   const double nnz = static_cast<double>(operand_nnz(setup_.operand));
   const bool lookup = setup_.ask_cache && !looked_up_;
+  const bool dia_check = !lookup && !nominated_done_ && !dia_checked_ && dia_possible();
+  const bool dia_next = nominated_done_ && dia_at_ == next_nominee_;  // no kernel to load
   double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz +
-                    (g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
+                    (dia_next ? 0.0 : g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
   if (lookup) {
     estimate = kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
+  } else if (dia_check) {
+    estimate = kFormatFixedS + kDiaCountPerNonzeroS * nnz;
   } else if (!nominated_done_) {
     // Ranking the shipped kernels' short list is the cheapest choice: until the budget affords
     // that much, the list is not even read (a short run of calls pays nothing for it).
@@ -232,6 +241,12 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
                                   : "choosing nominees would cost more than the expected calls allow");
       return;
     }
+    // No nominee prepared: nothing was tried, so nothing was found wanting (a no-gain would go
+    // to the tuning cache and answer later plans of more calls with csr).
+    if (next_nominee_ == 0) {
+      policy_.not_worth_it("preparing the nominees would cost more than the expected calls allow");
+      return;
+    }
     for (; next_nominee_ < total; ++next_nominee_)
       policy_.failed(static_cast<int>(next_nominee_) + 1,
                      "not prepared: its format would cost more than the expected calls allow");
@@ -241,6 +256,8 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   if (lookup)
     lookup_step();
+  else if (dia_check)
+    dia_step();
   else if (!nominated_done_)
     nominate_step();
   else
@@ -248,6 +265,9 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   if (nominated_done_ && total == nominated_.size()) ++next_nominee_;
   preparing_ = false;
+  // Counting the diagonals is cheap: without a dia nominee the choice is decided on this call,
+  // as it was before the count (a plan of 10 expected calls answers not-worth-it within them).
+  if (dia_check && !nominated_done_) maybe_prepare(lock);
 }
 
 void AdaptiveRun::lookup_step() {
@@ -292,6 +312,34 @@ void AdaptiveRun::lookup_step() {
     policy_.failed(k, "the tuning cache's decision is the only nominee");
 }
 
+bool AdaptiveRun::dia_possible() const {
+  if (setup_.request.kind != kernels::KernelKind::SpMV || setup_.operand.matrix == nullptr) return false;
+  const heuristics::Pipeline pipeline = heuristics::parse_pipeline(setup_.request.passes);
+  return std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end();
+}
+
+void AdaptiveRun::dia_step() {
+  const double t0 = kernels::now_seconds();
+  const heuristics::DiaAdmission dia = heuristics::dia_admission(setup_.request.kind, *setup_.operand.matrix);
+  std::lock_guard<std::mutex> lock(mu_);
+  dia_checked_ = true;
+  policy_.charge(kernels::now_seconds() - t0, "the diagonals counted", Cost::Choice);
+  dia_note_ = dia.note;
+  if (!dia.admitted) return;
+  // The dia baseline alone, and no model: on every matrix the diagonal-storage pass admitted
+  // (held-out and generated stencils and bands, 18k-22M nonzeros) it ran 2.7-9x csr and beat
+  // every generated nominee of the hybrid tune (experiments/README.md); choosing with the model
+  // costs more than a short solve's calls (tune/README.md).
+  nominated_ = {csr_->bound.schedule};
+  dia_at_ = 0;
+  nominee_text_[1] = "impl=" + std::string(codegen::kDiaBaseline);
+  nominated_done_ = true;
+  next_nominee_ = 0;
+  nomination_ = {{"dia", dia.note}};
+  for (int k = 2; k <= setup_.nominees; ++k)
+    policy_.failed(k, "the dia baseline is the only nominee (" + dia.note + ")");
+}
+
 void AdaptiveRun::nominate_step() {
   Nomination nom;
   std::string error;
@@ -328,9 +376,6 @@ void AdaptiveRun::nominate_step() {
     }
     diverse.insert(diverse.end(), rest.begin(), rest.end());
     v = std::move(diverse);
-    // The dia baseline first when the diagonal-storage pass admits it: nothing to compile, and
-    // on the matrices it stores it ran 2.8-9x csr (tune/README.md).
-    if (nom.dia) v.insert(v.begin(), csr_->bound.schedule);
     if (v.size() > static_cast<std::size_t>(setup_.nominees))
       v.resize(static_cast<std::size_t>(setup_.nominees));
   } catch (const std::exception& e) {
@@ -346,13 +391,12 @@ void AdaptiveRun::nominate_step() {
   }
   nomination_ = nom.info;
   nomination_["seconds"] = nom.seconds;
+  if (!dia_note_.empty()) nomination_["dia"] = dia_note_;
   policy_.charge(nom.seconds, "choice", Cost::Choice);
   for (int k = static_cast<int>(nom.schedules.size()) + 1; k <= setup_.nominees; ++k)
     policy_.failed(k, "the admissible set has fewer schedules");
-  if (nom.dia) dia_at_ = 0;
   for (std::size_t k = 0; k < nom.schedules.size(); ++k)
-    nominee_text_[k + 1] = dia_at_ == k ? "impl=" + std::string(codegen::kDiaBaseline)
-                                        : codegen::to_text(nom.schedules[k]);
+    nominee_text_[k + 1] = codegen::to_text(nom.schedules[k]);
   nominated_ = std::move(nom.schedules);
 }
 

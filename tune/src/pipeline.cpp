@@ -502,7 +502,6 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
                                         find_searcher(o.search), {}, obs, among);
   Nomination n;
   for (const Candidate& cand : c.candidates) n.schedules.push_back(*cand.schedule);
-  n.dia = c.dia.admitted;
   n.info = {{"space", c.space}, {"search", c.search}, {"search_info", c.search_info},
             {"model", model.to_json()}};
   n.seconds = now_seconds() - t0;

@@ -21,5 +21,8 @@ struct DiaAdmission {
   std::string note;
 };
 DiaAdmission dia_admission(const Space& space);
+/// The same decision for kernel `kind` on matrix `a` (its diagonals counted here, O(nnz)),
+/// without a Space: an adaptive plan's first step (tuning::AdaptiveRun).
+DiaAdmission dia_admission(kernels::KernelKind kind, const kernels::CooMatrix& a);
 
 }  // namespace waco::heuristics

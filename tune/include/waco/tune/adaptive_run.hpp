@@ -119,6 +119,11 @@ class AdaptiveRun {
   void maybe_prepare(std::unique_lock<std::mutex>& lock);
   void lookup_step();         ///< asks the tuning cache (setup_.ask_cache)
   void nominate_step();
+  /// SpMV on a matrix, the pipeline naming diagonal-storage: dia_step counts the diagonals.
+  bool dia_possible() const;
+  /// Before the model's choice: when the diagonal-storage pass's rule admits the dia baseline,
+  /// it is the only nominee (no model, nothing compiled).
+  void dia_step();
   void nominee_step(std::size_t k);
   void settle_locked();       ///< the policy settled: publish the choice, free the others
   void store_decision();      ///< the settled decision into the tuning cache (one it made)
@@ -143,6 +148,8 @@ class AdaptiveRun {
   std::optional<heuristics::TuningKey> key_;  ///< setup_.cache_key(), once taken
   nlohmann::json lookup_ = nullptr;           ///< what the tuning cache answered
   bool looked_up_ = false;
+  bool dia_checked_ = false;
+  std::string dia_note_;  ///< dia_step's reason either way
   bool cached_gain_ = false;  ///< the only nominee is the tuning cache's gain
   bool nominated_done_ = false;
   std::size_t next_nominee_ = 0;  ///< the next nominee to prepare (0-based)

@@ -154,9 +154,6 @@ void check_request(const TuneRequest& request);
 /// The cost model's best schedules for an operand, measured nowhere: an adaptive plan's nominees.
 struct Nomination {
   std::vector<codegen::SuperSchedule> schedules;  ///< best predicted first
-  /// The diagonal-storage pass admitted the dia baseline (SpMV on few diagonals): a nominee
-  /// beside the schedules (heuristics/diagonal.hpp).
-  bool dia = false;
   /// {"space": tune --json's "space", "search", "search_info", "model": the model ranked with
   /// (ModelChoice::to_json)}
   nlohmann::json info;
