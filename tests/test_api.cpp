@@ -125,6 +125,23 @@ int compiled_objects(const std::string& dir) {
 }
 
 /// Options that keep every file of a test in its scratch folder.
+/// `waco-hybrid tune -o` of `file` (SpMV, 2 threads) from the tuning cache in dir/plans: its
+/// header, checked equal to `header` but for the leading comment (what each says it was made by).
+std::string cli_header_equal_to(const std::string& header, const std::string& dir, const std::string& file) {
+  const waco::test::CliResult out = waco::test::run_cli(
+      "tune --kernel spmv --quiet --threads 2 --plan-cache " + dir + "/plans -o " + dir +
+      "/cli.hpp " + file);
+  INFO(out.err);
+  REQUIRE(out.status == 0);
+  std::ifstream in(dir + "/cli.hpp");
+  const std::string cli_header((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t mine_body = header.find("#pragma once"), cli_body = cli_header.find("#pragma once");
+  REQUIRE(mine_body != std::string::npos);
+  REQUIRE(cli_body != std::string::npos);
+  CHECK(header.substr(mine_body) == cli_header.substr(cli_body));
+  return cli_header;
+}
+
 waco::Options scratch_options(const std::string& dir) {
   waco::Options o;
   o.cache_dir = dir + "/plans";
@@ -475,17 +492,7 @@ TEST_CASE("api: a decision for the hand-written csr serves that baseline, equal 
   CHECK(header.find("kSerialMaxNnz = 3072;") != std::string::npos);
   CHECK(header.find("kChunksPerThread = 4;") != std::string::npos);
   CHECK(p.standalone_header("mine").find("namespace mine {") != std::string::npos);
-  const waco::test::CliResult out = waco::test::run_cli(
-      "tune --kernel spmv --quiet --threads 2 --plan-cache " + dir + "/plans -o " + dir +
-      "/cli.hpp " + file);
-  INFO(out.err);
-  REQUIRE(out.status == 0);
-  std::ifstream in(dir + "/cli.hpp");
-  const std::string cli_header((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::size_t mine_body = header.find("#pragma once"), cli_body = cli_header.find("#pragma once");
-  REQUIRE(mine_body != std::string::npos);
-  REQUIRE(cli_body != std::string::npos);
-  CHECK(header.substr(mine_body) == cli_header.substr(cli_body));
+  cli_header_equal_to(header, dir, file);
   CHECK_THROWS_WITH(p.standalone_header("2fast"), Catch::Contains("not a C++ identifier"));
 }
 
@@ -545,17 +552,7 @@ TEST_CASE("api: a decision for the dia baseline serves diagonal storage, equal t
   // Its drop-in header is dia's, as `tune -o` writes it for the same decision.
   const std::string header = p.standalone_header();
   CHECK(header.find("the dia baseline (diagonal storage) serves this plan") != std::string::npos);
-  const waco::test::CliResult out = waco::test::run_cli(
-      "tune --kernel spmv --quiet --threads 2 --plan-cache " + dir + "/plans -o " + dir +
-      "/cli.hpp " + file);
-  INFO(out.err);
-  REQUIRE(out.status == 0);
-  std::ifstream in(dir + "/cli.hpp");
-  const std::string cli_header((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::size_t mine_body = header.find("#pragma once"), cli_body = cli_header.find("#pragma once");
-  REQUIRE(mine_body != std::string::npos);
-  REQUIRE(cli_body != std::string::npos);
-  CHECK(header.substr(mine_body) == cli_header.substr(cli_body));
+  const std::string cli_header = cli_header_equal_to(header, dir, file);
   CHECK(cli_header.find("kMaxFill = 2;") != std::string::npos);
 }
 
