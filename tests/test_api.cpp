@@ -125,6 +125,18 @@ int compiled_objects(const std::string& dir) {
 }
 
 /// Options that keep every file of a test in its scratch folder.
+/// `waco-hybrid tune --json` of `file` (SpMV, 2 threads) with dir's results database and tuning
+/// cache, its timings from `script` (heuristics/README.md, "ScriptedRunner"); it must succeed.
+waco::test::CliResult scripted_tune(const std::string& dir, const std::string& script, const std::string& file) {
+  std::ofstream(dir + "/script.json") << script;
+  const waco::test::CliResult cli = waco::test::run_cli(
+      "tune --kernel spmv --json --quiet --threads 2 --db " + dir + "/results.sqlite --plan-cache " +
+      dir + "/plans --runner scripted:" + dir + "/script.json " + file);
+  INFO(cli.err);
+  REQUIRE(cli.status == 0);
+  return cli;
+}
+
 /// `waco-hybrid tune -o` of `file` (SpMV, 2 threads) from the tuning cache in dir/plans: its
 /// header, checked equal to `header` but for the leading comment (what each says it was made by).
 std::string cli_header_equal_to(const std::string& header, const std::string& dir, const std::string& file) {
@@ -453,16 +465,8 @@ TEST_CASE("api: a decision for the hand-written csr serves that baseline, equal 
   const std::string file = waco::test::examples_dir() + "/bcsstk13.mtx.gz";
   // A scripted tune (the csr schedule 20% slower than everything else) decides for the
   // hand-written csr and caches it; the library's tune of the same matrix reads that decision.
-  {
-    std::ofstream(dir + "/script.json")
-        << R"({"seed": 3, "default": {"median_s": 1e-4, "jitter": 0.02},
-               "rules": [{"contains": "threads=0", "median_s": 1.2e-4}]})";
-  }
-  const waco::test::CliResult cli = waco::test::run_cli(
-      "tune --kernel spmv --json --quiet --threads 2 --db " + dir + "/results.sqlite --plan-cache " +
-      dir + "/plans --runner scripted:" + dir + "/script.json " + file);
-  INFO(cli.err);
-  REQUIRE(cli.status == 0);
+  const waco::test::CliResult cli = scripted_tune(dir, R"({"seed": 3, "default": {"median_s": 1e-4, "jitter": 0.02},
+               "rules": [{"contains": "threads=0", "median_s": 1.2e-4}]})", file);
   REQUIRE(cli.out.find("\"implementation\": \"csr\"") != std::string::npos);
   const waco::Options o = scratch_options(dir);
   const waco::Matrix m = waco::Matrix::from_file(file);
@@ -514,16 +518,8 @@ TEST_CASE("api: a decision for the dia baseline serves diagonal storage, equal t
   }
   // Scripted: every kernel at 100 us but the dia nominee at 40 us (the diagonal-storage pass
   // admits it: 5 diagonals, 1.0 stored value a nonzero).
-  {
-    std::ofstream(dir + "/script.json")
-        << R"({"seed": 5, "default": {"median_s": 1e-4, "jitter": 0.02},
-               "rules": [{"label": "impl=dia", "median_s": 0.4e-4}]})";
-  }
-  const waco::test::CliResult cli = waco::test::run_cli(
-      "tune --kernel spmv --json --quiet --threads 2 --db " + dir + "/results.sqlite --plan-cache " +
-      dir + "/plans --runner scripted:" + dir + "/script.json " + file);
-  INFO(cli.err);
-  REQUIRE(cli.status == 0);
+  const waco::test::CliResult cli = scripted_tune(dir, R"({"seed": 5, "default": {"median_s": 1e-4, "jitter": 0.02},
+               "rules": [{"label": "impl=dia", "median_s": 0.4e-4}]})", file);
   const nlohmann::json j = nlohmann::json::parse(cli.out);
   CHECK(j.at("space").at("dia").at("admitted") == true);
   CHECK(j.at("verdict") == "gain");
@@ -562,17 +558,9 @@ TEST_CASE("api: a gain's speedup and break-even are over the faster csr referenc
   // Scripted: the hand-written csr at 100 us, the csr schedule (threads=0) 20% slower, every
   // nominee (threads=2) at 80 us. The gain is 1.25x over the baseline, the faster reference,
   // and 1.5x over the csr schedule, which a plan would not serve.
-  {
-    std::ofstream(dir + "/script.json")
-        << R"({"seed": 3, "default": {"median_s": 1e-4, "jitter": 0.02},
+  const waco::test::CliResult cli = scripted_tune(dir, R"({"seed": 3, "default": {"median_s": 1e-4, "jitter": 0.02},
                "rules": [{"contains": "threads=0", "median_s": 1.2e-4},
-                         {"contains": "threads=2", "median_s": 0.8e-4}]})";
-  }
-  const waco::test::CliResult cli = waco::test::run_cli(
-      "tune --kernel spmv --json --quiet --threads 2 --db " + dir + "/results.sqlite --plan-cache " +
-      dir + "/plans --runner scripted:" + dir + "/script.json " + file);
-  INFO(cli.err);
-  REQUIRE(cli.status == 0);
+                         {"contains": "threads=2", "median_s": 0.8e-4}]})", file);
   const nlohmann::json j = nlohmann::json::parse(cli.out);
   REQUIRE(j.at("verdict") == "gain");
   CHECK(j.at("verdict_detail").at("reference") == "csr baseline");
