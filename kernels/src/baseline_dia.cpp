@@ -33,7 +33,6 @@ namespace waco::kernels {
 
 namespace {
 
-
 /// The first row of thread q's range (whole blocks; the last thread takes the rest).
 index_t range_start(index_t rows, int threads, int q) {
   if (q >= threads) return rows;
