@@ -189,10 +189,7 @@ std::shared_ptr<const Storage> dia_storage(const kernels::Problem& p, int thread
   Storage st;
   Level lv;
   lv.format = LevelFormat::C;
-  lv.crd = kernels::dia_offsets(a);
-  const std::string refused = kernels::dia_refusal(a, lv.crd.size());
-  if (!refused.empty())
-    throw kernels::Error(refused, "dia suits stencils on structured grids and banded matrices; use csr");
+  lv.crd = kernels::dia_diagonals(a);
   lv.dim = std::int64_t{a.rows} + a.cols - 1;
   lv.size = static_cast<std::int64_t>(lv.crd.size());
   lv.pos = {0, static_cast<kernels::index_t>(lv.crd.size())};

@@ -18,7 +18,7 @@ constexpr const char* kDiaRuntime = R"WACO(
 /// The matrix in diagonal storage. Made by build(); read-only afterwards (calls may share it
 /// across threads).
 struct Format {
-  long long rows = 0, cols = 0, nnz = 0;
+  long long rows = 0, cols = 0;
   std::vector<int> offsets;         ///< col - row of each stored diagonal, increasing
   std::vector<waco_value_t> vals;   ///< diagonal d's rows at [d * rows, (d + 1) * rows), 0 where no entry
 };
@@ -64,9 +64,9 @@ inline Format build(long long rows, long long cols, const Offset* rowptr, const 
   Format f;
   f.rows = rows;
   f.cols = cols;
-  f.nnz = static_cast<long long>(rowptr[rows]);
+  const long long nnz = static_cast<long long>(rowptr[rows]);
   for (long long r = 0; r < rows; ++r) {
-    if (rowptr[r + 1] < rowptr[r] || rowptr[r + 1] > f.nnz)
+    if (rowptr[r + 1] < rowptr[r] || rowptr[r + 1] > nnz)
       throw std::invalid_argument("rowptr is not non-decreasing at row " + std::to_string(r));
     for (long long e = rowptr[r]; e < rowptr[r + 1]; ++e)
       if (colind[e] < 0 || colind[e] >= cols)
@@ -79,7 +79,7 @@ inline Format build(long long rows, long long cols, const Offset* rowptr, const 
   for (std::size_t s = 0; s < holds.size(); ++s)
     if (holds[s]) f.offsets.push_back(static_cast<int>(static_cast<long long>(s) - (rows - 1)));
   const long long stored = static_cast<long long>(f.offsets.size()) * rows;
-  if (stored > kMaxFill * std::max(f.nnz, 1LL))
+  if (stored > kMaxFill * std::max(nnz, 1LL))
     throw std::length_error("the nonzeros lie on " + std::to_string(f.offsets.size()) +
                             " diagonals: more than " + std::to_string(kMaxFill) +
                             " stored values a nonzero");

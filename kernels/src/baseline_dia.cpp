@@ -74,13 +74,15 @@ std::vector<index_t> dia_offsets(const CooMatrix& a) {
   return offsets;
 }
 
-std::string dia_refusal(const CooMatrix& a, std::size_t diagonals) {
-  if (dia_stores(a.rows, a.nnz(), diagonals)) return {};
-  const std::int64_t stored = static_cast<std::int64_t>(diagonals) * a.rows;
-  return "dia: the matrix's " + std::to_string(a.nnz()) + " nonzeros lie on " +
-         std::to_string(diagonals) + " diagonals: storing them would take " +
-         std::to_string(stored) + " values, more than " + std::to_string(kDiaMaxFill) +
-         " a nonzero";
+std::vector<index_t> dia_diagonals(const CooMatrix& a) {
+  std::vector<index_t> offsets = dia_offsets(a);
+  if (dia_stores(a.rows, a.nnz(), offsets.size())) return offsets;
+  const std::int64_t stored = static_cast<std::int64_t>(offsets.size()) * a.rows;
+  throw Error("dia: the matrix's " + std::to_string(a.nnz()) + " nonzeros lie on " +
+                  std::to_string(offsets.size()) + " diagonals: storing them would take " +
+                  std::to_string(stored) + " values, more than " + std::to_string(kDiaMaxFill) +
+                  " a nonzero",
+              "dia suits stencils on structured grids and banded matrices; use csr");
 }
 
 template <class V>
@@ -135,10 +137,7 @@ class DiaSpmv final : public Implementation {
     threads_ = std::max(1, threads);
     const double t0 = now_seconds();
     const CooMatrix& a = *p.A;
-    offsets_ = dia_offsets(a);
-    const std::string refused = dia_refusal(a, offsets_.size());
-    if (!refused.empty())
-      throw Error(refused, "dia suits stencils on structured grids and banded matrices; use csr");
+    offsets_ = dia_diagonals(a);
     vals_.reset(new V[offsets_.size() * static_cast<std::size_t>(a.rows)]);
     dia_fill(a, offsets_, vals_.get(), threads_);
     view_ = DiaView<V>{a.rows, a.cols, static_cast<std::int64_t>(offsets_.size()), offsets_.data(),

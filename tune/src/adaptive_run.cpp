@@ -175,6 +175,12 @@ void Arm::run(const void* in0, const void* in1, void* out, std::int64_t dense) c
 
 AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
     : setup_(std::move(setup)), policy_(setup_.nominees, setup_.policy) {
+  // The dia step applies to SpMV on a matrix whose pipeline names diagonal-storage: decided here
+  // once, not on every call that looks for a step.
+  if (setup_.request.kind == kernels::KernelKind::SpMV && setup_.operand.matrix != nullptr) {
+    const heuristics::Pipeline pipeline = heuristics::parse_pipeline(setup_.request.passes);
+    dia_pending_ = std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end();
+  }
   arms_.resize(static_cast<std::size_t>(setup_.nominees) + 1);
   nominee_text_.resize(arms_.size());
   arms_[0] = csr_ = std::move(csr);
@@ -206,7 +212,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
   const double nnz = static_cast<double>(operand_nnz(setup_.operand));
   const bool lookup = setup_.ask_cache && !looked_up_;
-  const bool dia_check = !lookup && !nominated_done_ && !dia_checked_ && dia_possible();
+  const bool dia_check = !lookup && !nominated_done_ && dia_pending_;
   const bool dia_next = nominated_done_ && dia_at_ == next_nominee_;  // no kernel to load
   double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz +
                     (dia_next ? 0.0 : g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
@@ -299,30 +305,28 @@ void AdaptiveRun::lookup_step() {
   // A cached gain: the only nominee, verified and judged on the caller's calls like any other
   // (what it gains here goes to the cache again, or a no-gain replaces it).
   cached_gain_ = true;
-  nominated_ = {found.hit->schedule};
-  nominee_text_[1] = codegen::to_text(found.hit->schedule);
-  if (implementation_of(found.hit->report) == codegen::kDiaBaseline) {  // served as the tune served it
-    dia_at_ = 0;
-    nominee_text_[1] = "impl=" + std::string(codegen::kDiaBaseline);
-  }
-  nominated_done_ = true;
-  next_nominee_ = 0;
-  nomination_ = {{"tuning_cache", found.path}};
-  for (int k = 2; k <= setup_.nominees; ++k)
-    policy_.failed(k, "the tuning cache's decision is the only nominee");
+  // Served as the tune served it: a cached dia gain as dia.
+  only_nominee(found.hit->schedule,
+               implementation_of(found.hit->report) == codegen::kDiaBaseline,
+               {{"tuning_cache", found.path}}, "the tuning cache's decision is the only nominee");
 }
 
-bool AdaptiveRun::dia_possible() const {
-  if (setup_.request.kind != kernels::KernelKind::SpMV || setup_.operand.matrix == nullptr) return false;
-  const heuristics::Pipeline pipeline = heuristics::parse_pipeline(setup_.request.passes);
-  return std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end();
+void AdaptiveRun::only_nominee(const codegen::SuperSchedule& s, bool dia, nlohmann::json nomination,
+                               const std::string& why) {
+  nominated_ = {s};
+  if (dia) dia_at_ = 0;
+  nominee_text_[1] = dia ? "impl=" + std::string(codegen::kDiaBaseline) : codegen::to_text(s);
+  nominated_done_ = true;
+  next_nominee_ = 0;
+  nomination_ = std::move(nomination);
+  for (int k = 2; k <= setup_.nominees; ++k) policy_.failed(k, why);
 }
 
 void AdaptiveRun::dia_step() {
   const double t0 = kernels::now_seconds();
   const heuristics::DiaAdmission dia = heuristics::dia_admission(setup_.request.kind, *setup_.operand.matrix);
   std::lock_guard<std::mutex> lock(mu_);
-  dia_checked_ = true;
+  dia_pending_ = false;
   policy_.charge(kernels::now_seconds() - t0, "the diagonals counted", Cost::Choice);
   dia_note_ = dia.note;
   if (!dia.admitted) return;
@@ -330,14 +334,8 @@ void AdaptiveRun::dia_step() {
   // (held-out and generated stencils and bands, 18k-22M nonzeros) it ran 2.7-9x csr and beat
   // every generated nominee of the hybrid tune (experiments/README.md); choosing with the model
   // costs more than a short solve's calls (tune/README.md).
-  nominated_ = {csr_->bound.schedule};
-  dia_at_ = 0;
-  nominee_text_[1] = "impl=" + std::string(codegen::kDiaBaseline);
-  nominated_done_ = true;
-  next_nominee_ = 0;
-  nomination_ = {{"dia", dia.note}};
-  for (int k = 2; k <= setup_.nominees; ++k)
-    policy_.failed(k, "the dia baseline is the only nominee (" + dia.note + ")");
+  only_nominee(csr_->bound.schedule, true, {{"dia", dia.note}},
+               "the dia baseline is the only nominee (" + dia.note + ")");
 }
 
 void AdaptiveRun::nominate_step() {

@@ -64,9 +64,9 @@ std::vector<index_t> dia_offsets(const CooMatrix& a);
 inline bool dia_stores(std::int64_t rows, std::int64_t nnz, std::size_t diagonals) {
   return static_cast<std::int64_t>(diagonals) * rows <= kDiaMaxFill * (nnz > 1 ? nnz : 1);
 }
-/// Why the dia baseline refuses a whose nonzeros lie on `diagonals` diagonals (they would store
-/// more than kDiaMaxFill values a nonzero), or "" when it takes it.
-std::string dia_refusal(const CooMatrix& a, std::size_t diagonals);
+/// dia_offsets(a) when the dia baseline stores a; throws Error (the counts, and what dia suits)
+/// when its diagonals would store more than kDiaMaxFill values a nonzero.
+std::vector<index_t> dia_diagonals(const CooMatrix& a);
 /// Places canonical a's entries in diagonal storage: `val` holds offsets.size() x a.rows values
 /// (dia_offsets(a)), zeroed first by the threads that will read each range of rows (dia_spmv's
 /// static ranges on `threads`), so that the pages lie near them.

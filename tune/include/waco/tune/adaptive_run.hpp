@@ -119,8 +119,10 @@ class AdaptiveRun {
   void maybe_prepare(std::unique_lock<std::mutex>& lock);
   void lookup_step();         ///< asks the tuning cache (setup_.ask_cache)
   void nominate_step();
-  /// SpMV on a matrix, the pipeline naming diagonal-storage: dia_step counts the diagonals.
-  bool dia_possible() const;
+  /// `s` the only nominee (dia: the dia baseline, `s` the csr schedule naming it), `nomination`
+  /// the report's, the other slots failed with `why`. Under mu_.
+  void only_nominee(const codegen::SuperSchedule& s, bool dia, nlohmann::json nomination,
+                    const std::string& why);
   /// Before the model's choice: when the diagonal-storage pass's rule admits the dia baseline,
   /// it is the only nominee (no model, nothing compiled).
   void dia_step();
@@ -148,7 +150,8 @@ class AdaptiveRun {
   std::optional<heuristics::TuningKey> key_;  ///< setup_.cache_key(), once taken
   nlohmann::json lookup_ = nullptr;           ///< what the tuning cache answered
   bool looked_up_ = false;
-  bool dia_checked_ = false;
+  /// The dia step is still to come: SpMV on a matrix, the pipeline naming diagonal-storage.
+  bool dia_pending_ = false;
   std::string dia_note_;  ///< dia_step's reason either way
   bool cached_gain_ = false;  ///< the only nominee is the tuning cache's gain
   bool nominated_done_ = false;
