@@ -17,7 +17,7 @@ DiaAdmission admission(std::int64_t rows, std::int64_t nnz, std::int64_t diagona
   std::snprintf(buf, sizeof buf, "the nonzeros lie on %lld diagonals (%.2f stored values a nonzero): %s",
                 static_cast<long long>(diagonals), per_nnz,
                 admitted ? "the dia baseline is nominated" : "too many for the dia baseline");
-  return {admitted, buf};
+  return {admitted, buf, diagonals};
 }
 
 }  // namespace

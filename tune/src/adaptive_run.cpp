@@ -211,13 +211,25 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   if (nominated_done_ && next_nominee_ >= total) return;
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
   const double nnz = static_cast<double>(operand_nnz(setup_.operand));
-  const bool lookup = setup_.ask_cache && !looked_up_;
-  const bool dia_check = !lookup && !nominated_done_ && dia_pending_;
+  // The diagonals first: counting them costs a quarter of the fingerprint the tuning cache's key
+  // needs, and a matrix dia stores needs no model.
+  const bool dia_check = !nominated_done_ && dia_pending_;
+  bool lookup = !dia_check && setup_.ask_cache && !looked_up_;
   const bool dia_next = nominated_done_ && dia_at_ == next_nominee_;  // no kernel to load
   double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz +
                     (dia_next ? 0.0 : g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
+  const double lookup_estimate =
+      kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
+  if (lookup && dia_next && setup_.policy.expected_calls > 0 &&
+      policy_.cost_seconds() + lookup_estimate + estimate > policy_.budget_seconds()) {
+    // dia admitted, and the expected calls pay for its format but not for asking the tuning cache
+    // first: dia is tried unasked (its decision still goes to the cache).
+    looked_up_ = true;
+    lookup_ = {{"skipped", "the expected calls pay for the dia nominee's format, not for asking first"}};
+    lookup = false;
+  }
   if (lookup) {
-    estimate = kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
+    estimate = lookup_estimate;
   } else if (dia_check) {
     estimate = kFormatFixedS + kDiaCountPerNonzeroS * nnz;
   } else if (!nominated_done_) {
@@ -269,7 +281,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   else
     nominee_step(next_nominee_);
   lock.lock();
-  if (nominated_done_ && total == nominated_.size()) ++next_nominee_;
+  if (!lookup && !dia_check && nominated_done_ && total == nominated_.size()) ++next_nominee_;
   preparing_ = false;
   // Counting the diagonals is cheap: without a dia nominee the choice is decided on this call,
   // as it was before the count (a plan of 10 expected calls answers not-worth-it within them).
@@ -314,6 +326,7 @@ void AdaptiveRun::lookup_step() {
 void AdaptiveRun::only_nominee(const codegen::SuperSchedule& s, bool dia, nlohmann::json nomination,
                                const std::string& why) {
   nominated_ = {s};
+  dia_at_.reset();  // a cached gain replaces the dia step's nominee
   if (dia) dia_at_ = 0;
   nominee_text_[1] = dia ? "impl=" + std::string(codegen::kDiaBaseline) : codegen::to_text(s);
   nominated_done_ = true;
@@ -329,6 +342,7 @@ void AdaptiveRun::dia_step() {
   dia_pending_ = false;
   policy_.charge(kernels::now_seconds() - t0, "the diagonals counted", Cost::Choice);
   dia_note_ = dia.note;
+  diagonals_ = dia.diagonals;
   if (!dia.admitted) return;
   // The dia baseline alone, and no model: on every matrix the diagonal-storage pass admitted
   // (held-out and generated stencils and bands, 18k-22M nonzeros) it ran 2.7-9x csr and beat
@@ -348,7 +362,9 @@ void AdaptiveRun::nominate_step() {
     // cost of the choice").
     // More than asked: csr's own schedule among them (with this plan's threads) would be a
     // nominee that can only tie, and at most kPerKernel nominees share a kernel (below).
-    nom = nominate(setup_.operand, setup_.request, kPerKernel * static_cast<std::size_t>(setup_.nominees) * 2 + 1,
+    TuneOperand operand = setup_.operand;
+    operand.diagonals = diagonals_;  // counted by the dia step: the space does not count again
+    nom = nominate(operand, setup_.request, kPerKernel * static_cast<std::size_t>(setup_.nominees) * 2 + 1,
                    quiet, shortlist_->empty() ? nullptr : &*shortlist_);
     g_chose.store(true, std::memory_order_relaxed);
     const int threads = csr_->bound.args.threads;

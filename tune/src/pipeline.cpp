@@ -190,7 +190,8 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
                                   const Problem& p, const Pipeline& pipeline, const Searcher& searcher,
                                   const decltype(SearchRequest::measure)& measure,
                                   TuneObserver& obs,
-                                  const std::vector<codegen::SuperSchedule>* among = nullptr) {
+                                  const std::vector<codegen::SuperSchedule>* among = nullptr,
+                                  std::int64_t diagonals = -1) {
   CandidateChoice c;
   c.search = o.search;
   std::vector<Candidate>& candidates = c.candidates;
@@ -206,6 +207,7 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
     SpaceOptions so;
     so.cores = threads;
     so.max_padding = o.generated.storage.max_padding;
+    so.diagonals = diagonals;
     const double s0 = now_seconds();
     // A model's search: its input (the matrix's features) is prepared beside the prefix counts
     // (Space::for_operand: one OpenMP team of two threads), on the threads the tune may use.
@@ -499,7 +501,7 @@ Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std:
   p.T = operand.tensor;
   p.value_type = o.dtype;  // the model of the value type
   CandidateChoice c = choose_candidates(o, o.kind, threads, dense, p, parse_pipeline(o.passes),
-                                        find_searcher(o.search), {}, obs, among);
+                                        find_searcher(o.search), {}, obs, among, operand.diagonals);
   Nomination n;
   for (const Candidate& cand : c.candidates) n.schedules.push_back(*cand.schedule);
   n.info = {{"space", c.space}, {"search", c.search}, {"search_info", c.search_info},
@@ -623,7 +625,8 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
     return e.measurement.median_s;
   };
   CandidateChoice choice =
-      choose_candidates(o, kind, threads, dense, p, pipeline, searcher, measure_one, obs);
+      choose_candidates(o, kind, threads, dense, p, pipeline, searcher, measure_one, obs, nullptr,
+                        operand.diagonals);
   std::vector<Candidate>& candidates = choice.candidates;
   // The dia baseline, a rule's nominee (heuristics/diagonal.hpp), after the search's: not when
   // the model decides alone (its one nominee is the model's).

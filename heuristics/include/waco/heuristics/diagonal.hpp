@@ -8,6 +8,7 @@
 // ones (experiments/README.md).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "waco/heuristics/space.hpp"
@@ -19,6 +20,7 @@ namespace waco::heuristics {
 struct DiaAdmission {
   bool admitted = false;
   std::string note;
+  std::int64_t diagonals = -1;  ///< the count it decided on (-1: none, not SpMV on a matrix)
 };
 DiaAdmission dia_admission(const Space& space);
 /// The same decision for kernel `kind` on matrix `a` (its diagonals counted here, O(nnz)),

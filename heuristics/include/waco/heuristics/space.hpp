@@ -84,6 +84,9 @@ struct SpaceOptions {
   int cores = 0;
   /// The padding bound of codegen::StorageOptions used by the legality pass.
   double max_padding = 20.0;
+  /// SpMV: the matrix's diagonals (MatrixFacts::diagonals) when the caller counted them already
+  /// (an adaptive plan's dia step); -1: for_operand counts them.
+  std::int64_t diagonals = -1;
 };
 
 /// Per-matrix facts the signature-driven passes read (absent for the structural space).

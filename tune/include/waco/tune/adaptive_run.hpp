@@ -153,6 +153,7 @@ class AdaptiveRun {
   /// The dia step is still to come: SpMV on a matrix, the pipeline naming diagonal-storage.
   bool dia_pending_ = false;
   std::string dia_note_;  ///< dia_step's reason either way
+  std::int64_t diagonals_ = -1;  ///< what dia_step counted (-1: no count)
   bool cached_gain_ = false;  ///< the only nominee is the tuning cache's gain
   bool nominated_done_ = false;
   std::size_t next_nominee_ = 0;  ///< the next nominee to prepare (0-based)

@@ -117,6 +117,8 @@ struct TuneOperand {
   const kernels::CooMatrix* matrix = nullptr;
   const kernels::CooTensor* tensor = nullptr;
   std::string fingerprint;  ///< its kernels::fingerprint_hex when the caller has it (else computed)
+  /// SpMV: the matrix's diagonals when the caller counted them (kernels::dia_offsets), else -1.
+  std::int64_t diagonals = -1;
 };
 
 /// What a tune gives: the report (`waco-hybrid tune --json`, one JSON object), and the decided
