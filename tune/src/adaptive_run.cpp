@@ -1,6 +1,8 @@
 // An adaptive plan's run time (adaptive_run.hpp).
 #include "waco/tune/adaptive_run.hpp"
 
+#include "adaptive_arm.hpp"
+
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -76,14 +78,6 @@ std::int64_t operand_nnz(const TuneOperand& o) {
   return o.tensor ? o.tensor->nnz() : o.matrix ? o.matrix->nnz() : 0;
 }
 
-void finish_arm(Arm& a, kernels::KernelKind kind, std::int64_t nnz) {
-  if (kind != kernels::KernelKind::SDDMM) return;
-  const std::vector<kernels::index_t>& pos = a.bound.storage->entry_position;
-  a.sddmm_in_order = a.bound.storage->stored_values() == nnz;
-  for (std::size_t e = 0; a.sddmm_in_order && e < pos.size(); ++e)
-    a.sddmm_in_order = pos[e] == static_cast<kernels::index_t>(e);
-}
-
 /// Whether a nominee's output equals csr's on this call, to float summation order: entry by
 /// entry within 1e-3 of the larger magnitude plus 1e-5 of the output's largest (a cancelling sum
 /// is small beside its terms). NaN where csr has NaN is equal (the caller's input had one).
@@ -115,12 +109,6 @@ bool same_output(const V* want, const V* got, std::size_t n, std::string& why) {
   return false;
 }
 
-/// The dense size a request runs its kernel with (1 for SpMV; 0: the kernel's default).
-int dense_of(const TuneRequest& r) {
-  if (r.kind == kernels::KernelKind::SpMV) return 1;
-  return r.dense > 0 ? r.dense : kernels::default_dense_size(r.kind);
-}
-
 /// A tuning observer that keeps nothing: the preparing thread must not print from the
 /// background (Options::progress is called from the tuning call's thread only).
 class QuietObserver : public TuneObserver {
@@ -131,47 +119,6 @@ class QuietObserver : public TuneObserver {
 };
 
 }  // namespace
-
-kernels::Problem sparse_problem(const TuneOperand& operand, kernels::KernelKind kind,
-                                kernels::Dtype dtype) {
-  kernels::Problem p;
-  p.kind = kind;
-  p.A = operand.matrix;
-  p.T = operand.tensor;
-  p.value_type = dtype;
-  return p;
-}
-
-Arm make_arm(const kernels::Problem& sparse, const codegen::SuperSchedule& s, std::int64_t dense,
-             int threads, const codegen::GeneratedOptions& g, const std::string& baseline) {
-  if (!baseline.empty() && !codegen::servable_baseline(baseline))
-    throw kernels::Error("the plan names the implementation \"" + baseline +
-                             "\", which this library cannot serve (it serves generated kernels "
-                             "and the csr, csf and dia baselines)",
-                         "tune again (Options::refresh), or delete the plan or cache entry");
-  Arm a;
-  a.bound = baseline.empty() ? codegen::bind_schedule(s, sparse, dense, threads, g)
-                             : codegen::bind_baseline(baseline, sparse, dense, threads, g);
-  finish_arm(a, sparse.kind, sparse.T ? sparse.T->nnz() : sparse.A ? sparse.A->nnz() : 0);
-  return a;
-}
-
-void Arm::run(const void* in0, const void* in1, void* out, std::int64_t dense) const {
-  if (sddmm_in_order) {
-    bound.run(in0, in1, out, dense);
-    return;
-  }
-  // SDDMM in a format that stores the nonzeros in another order (or padded): into its own
-  // array, then each nonzero's value to its place in CSR order.
-  kernels::with_value_type(bound.dtype, [&](auto v) {
-    using V = decltype(v);
-    std::vector<V> stored(static_cast<std::size_t>(bound.out_size));
-    bound.run(in0, in1, stored.data(), dense);
-    const std::vector<kernels::index_t>& pos = bound.storage->entry_position;
-    V* o = static_cast<V*>(out);
-    for (std::size_t e = 0; e < pos.size(); ++e) o[e] = stored[static_cast<std::size_t>(pos[e])];
-  });
-}
 
 AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
     : setup_(std::move(setup)), policy_(setup_.nominees, setup_.policy) {
@@ -439,7 +386,7 @@ void AdaptiveRun::nominee_step(std::size_t k) {
     const std::int64_t dense = kind == kernels::KernelKind::SpMV ? 1 : r.dense;
     a->bound = dia_at_ == k ? codegen::bind_baseline(codegen::kDiaBaseline, sparse, dense, r.threads, g)
                             : codegen::prepare_binding(nominated_[k], sparse, dense, r.threads, g);
-    finish_arm(*a, kind, operand_nnz(setup_.operand));
+    detail::finish_arm(*a, kind, operand_nnz(setup_.operand));
     t1 = kernels::now_seconds();
     for (const std::shared_ptr<const Arm>& b : before)
       if (b && codegen::reuse_kernel(a->bound, b->bound)) break;
@@ -689,148 +636,6 @@ nlohmann::json AdaptiveRun::report() const {
           {"adaptive", a},
           {"tuning_cache", lookup_},
           {"plan_cache", cache_result_}};
-}
-
-AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const void> keep,
-                             const TuneRequest& request, int nominees,
-                             std::function<std::string()> fingerprint) {
-  if (!ranks_with_model(request))
-    throw kernels::Error("an adaptive plan tries the cost model's nominees: its search must rank "
-                         "with the model (\"model\" or \"anns\"), not \"" + request.search + "\"",
-                         "use the search \"model\", or tune without adaptive");
-  if (nominees < 1)
-    throw kernels::Error("an adaptive plan needs at least 1 nominee, not " + std::to_string(nominees));
-  check_request(request);  // the model's backend, the passes: before any work
-  AdaptiveSetup setup{operand, std::move(keep), request, nominees, {}, {}, request.plan_cache, false, {}};
-  // The background thread must not call the caller's interrupt (it is the calling thread's).
-  setup.request.cancel = nullptr;
-  setup.policy.expected_calls = request.expected_calls;
-  setup.policy.share = request.tuning_share;
-  // Without the caller's: computed once (the key and the report both ask for it).
-  struct Memo {
-    std::once_flag once;
-    std::string value;
-  };
-  setup.fingerprint = fingerprint ? std::move(fingerprint) : [operand, memo = std::make_shared<Memo>()] {
-    std::call_once(memo->once, [&] {
-      memo->value = !operand.fingerprint.empty() ? operand.fingerprint
-                    : operand.matrix             ? kernels::fingerprint_hex(*operand.matrix)
-                                                 : kernels::fingerprint_hex(*operand.tensor);
-    });
-    return memo->value;
-  };
-  if (!request.no_plan_cache) {
-    const kernels::KernelKind kind = request.kind;
-    const int dense = dense_of(request);
-    setup.cache_key = [fingerprint = setup.fingerprint, kind, dense, threads = request.threads,
-                       compiler = request.generated.compiler, dtype = request.dtype] {
-      return heuristics::TuningKey{fingerprint(), kind, dense, threads,
-                                   heuristics::machine_identity(compiler), dtype};
-    };
-    setup.ask_cache = !request.refresh;
-  }
-  return setup;
-}
-
-
-nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& given,
-                              const AdaptiveDrive& drive, TuneObserver& obs) {
-  TuneRequest request = given;
-  const kernels::KernelKind kind = request.kind;
-  const int dense = dense_of(request);
-  // The fingerprint is left to the run (AdaptiveSetup::fingerprint): taken, and charged, when
-  // it first asks the tuning cache, as a library plan's is.
-  const TuneOperand& op = operand;
-  AdaptiveSetup setup = adaptive_setup(op, nullptr, request, drive.nominees);
-  // csr (csf) serves first, and whenever no nominee beats it: the hand-written baseline.
-  const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
-  const kernels::Problem sparse = sparse_problem(op, kind, request.dtype);
-  auto csr = std::make_shared<const Arm>(make_arm(
-      sparse, *codegen::schedule_shortcut(kind, reference), dense, request.threads,
-      request.generated, reference));
-  // The dense operands of a tune (seeded), in the request's type; the output one call writes.
-  const kernels::DenseOperands ops =
-      kernels::make_dense_operands(kind, op.matrix, op.tensor, dense, request.seed, request.dtype);
-  const bool two_inputs = codegen::kernel_spec(kind).inputs.size() > 1;
-  const void* in0 = ops.B.data.raw();
-  const void* in1 = two_inputs ? ops.C.data.raw() : nullptr;
-  kernels::Values out;
-  out.assign(request.dtype, static_cast<std::size_t>(csr->bound.out_size));
-  const ArmCall call = [&](const Arm& a, void* o) { a.run(in0, in1, o, dense); };
-
-  const std::int64_t expected = request.expected_calls;
-  const std::int64_t limit = drive.calls > 0 ? drive.calls : expected > 0 ? expected : drive.max_calls;
-  const bool until_settled = drive.calls <= 0 && expected <= 0;
-  // A few csr calls first, timed by neither: the process's cold start (the OpenMP team, the
-  // operands' first touch) is charged to neither the adaptive calls nor csr's that follow.
-  for (int i = 0; i < 3; ++i) call(*csr, out.raw());
-  const heuristics::DecisionRule rule = setup.policy.rule;  // the plan's judgment's, for the check
-  AdaptiveRun run(csr, std::move(setup));
-  const double t0 = kernels::now_seconds();
-  double next_note = t0 + 1.0;
-  std::int64_t made = 0;
-  while (made < limit) {
-    run.call(out.raw(), out.size(), call);
-    ++made;
-    if (until_settled && run.settled()) break;
-    if (request.stop != nullptr && *request.stop != 0)
-      throw kernels::Cancelled("tune --adaptive: stopped");
-    // The caller's callback and the clock every 256 calls: the csr calls compared below pay
-    // for neither, so the calls here barely do.
-    if (made % 256 != 0) continue;
-    if (request.cancel && request.cancel()) throw kernels::Cancelled("tune --adaptive: stopped");
-    const double now = kernels::now_seconds();
-    if (now >= next_note) {
-      next_note = now + 1.0;
-      const double per_call = (now - t0) / static_cast<double>(made);
-      obs.note(format("tune: adaptive: %lld of %s%lld calls, %s", static_cast<long long>(made),
-                      until_settled ? "at most " : "", static_cast<long long>(limit),
-                      run.verdict().c_str()) +
-               (until_settled ? std::string()
-                              : ", ETA " + kernels::duration_text(per_call * static_cast<double>(limit - made))));
-    }
-  }
-  const double wall = kernels::now_seconds() - t0;
-  nlohmann::json report = run.report();
-  nlohmann::json d = {{"calls", made},
-                      {"settled", run.settled()},
-                      {"wall_s", wall},
-                      {"csr_wall_s", nullptr},
-                      {"wall_ratio", nullptr}};
-  if (drive.compare && made > 0) {
-    // The same calls served by csr alone, after: the time to solution without tuning.
-    obs.note(format("tune: adaptive: timing %lld csr calls to compare", static_cast<long long>(made)));
-    const double c0 = kernels::now_seconds();
-    for (std::int64_t i = 0; i < made; ++i) call(*csr, out.raw());
-    const double csr_wall = kernels::now_seconds() - c0;
-    d["csr_wall_s"] = csr_wall;
-    d["wall_ratio"] = csr_wall > 0 ? nlohmann::json(wall / csr_wall) : nlohmann::json();
-    // A gain checked in this process on pairs that took no part in the decision: the chosen
-    // kernel and csr side by side as bench times them (kernels::time_interleaved: each timed
-    // call after an untimed one of its own, the order alternating round by round, so that
-    // neither is always the one that finds the other's effects), judged by the rule of the
-    // plan's judgment (heuristics::judge_gain). A plan's speedup is a claim about the process
-    // it ran in; this says whether it holds there a moment later.
-    const std::shared_ptr<const Arm> chosen = run.current();
-    if (run.settled() && run.verdict() == "gain" && chosen != csr && drive.check_pairs > 0) {
-      obs.note(format("tune: adaptive: checking the gain on %d fresh pairs", drive.check_pairs));
-      kernels::TimingOptions t;
-      t.warmup = 0;
-      t.repeats = drive.check_pairs;
-      t.threads = request.threads;
-      const std::vector<kernels::TimingStats> times = kernels::time_interleaved(
-          {[&] { call(*csr, out.raw()); }, [&] { call(*chosen, out.raw()); }}, t, 1);
-      heuristics::Measurement ref, mine;
-      ref.status = mine.status = heuristics::MeasureStatus::Ok;
-      ref.seconds = times[0].seconds;
-      ref.median_s = times[0].median;
-      mine.seconds = times[1].seconds;
-      mine.median_s = times[1].median;
-      d["check"] = heuristics::judge_gain(mine, ref, rule).to_json();
-    }
-  }
-  report["drive"] = d;
-  return report;
 }
 
 }  // namespace waco::tuning
