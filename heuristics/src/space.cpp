@@ -319,9 +319,10 @@ Space Space::for_operand(kernels::KernelKind k, const kernels::CooMatrix* a,
     const bool apart = beside && a->nnz() >= kBesideMinNnz;
     const auto count = [&] {
       facts->counts = PrefixCounts::compute({&a->row, &a->col}, {a->rows, a->cols});
-      if (k == KernelKind::SpMV)
-        facts->diagonals = opts.diagonals >= 0 ? opts.diagonals
-                                               : static_cast<std::int64_t>(kernels::dia_offsets(*a).size());
+      if (k == KernelKind::SpMV && opts.diagonals >= 0)
+        facts->diagonals = opts.diagonals;
+      else if (k == KernelKind::SpMV && opts.count_diagonals)
+        facts->diagonals = static_cast<std::int64_t>(kernels::dia_offsets(*a).size());
     };
     const auto describe = [&] {
       facts->signature = signature::compute_signature(*a, apart ? 1 : 0);

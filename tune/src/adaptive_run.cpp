@@ -169,10 +169,11 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
       kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
   if (lookup && dia_next && setup_.policy.expected_calls > 0 &&
       policy_.cost_seconds() + lookup_estimate + estimate > policy_.budget_seconds()) {
-    // dia admitted, and the expected calls pay for its format but not for asking the tuning cache
-    // first: dia is tried unasked (its decision still goes to the cache).
+    // dia admitted, and the expected calls do not pay for asking the tuning cache before its
+    // format: dia is tried unasked when they pay for its format (its decision still goes to the
+    // cache), else the plan is not worth it.
     looked_up_ = true;
-    lookup_ = {{"skipped", "the expected calls pay for the dia nominee's format, not for asking first"}};
+    lookup_ = {{"skipped", "the expected calls do not pay for asking before the dia nominee's format"}};
     lookup = false;
   }
   if (lookup) {

@@ -204,10 +204,12 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
       candidates.push_back(Candidate::generated(sch));
     if (o.budget > 0 && candidates.size() > o.budget) candidates.resize(o.budget);
   } else {
+    const bool names_dia = std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end();
     SpaceOptions so;
     so.cores = threads;
     so.max_padding = o.generated.storage.max_padding;
     so.diagonals = diagonals;
+    so.count_diagonals = names_dia;
     const double s0 = now_seconds();
     // A model's search: its input (the matrix's features) is prepared beside the prefix counts
     // (Space::for_operand: one OpenMP team of two threads), on the threads the tune may use.
@@ -234,7 +236,6 @@ CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int thr
       req.input = input ? &*input : nullptr;
       return req;
     };
-    const bool names_dia = std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end();
     if (names_dia) c.dia = dia_admission(space);
     if (among) {
       add_pipeline_constraints(space, pipeline, o.params);

@@ -85,8 +85,11 @@ struct SpaceOptions {
   /// The padding bound of codegen::StorageOptions used by the legality pass.
   double max_padding = 20.0;
   /// SpMV: the matrix's diagonals (MatrixFacts::diagonals) when the caller counted them already
-  /// (an adaptive plan's dia step); -1: for_operand counts them.
+  /// (an adaptive plan's dia step); -1: for_operand counts them when count_diagonals is set.
   std::int64_t diagonals = -1;
+  /// Whether for_operand counts an SpMV matrix's diagonals (O(nnz)) when not given: only the
+  /// diagonal-storage pass reads them (a pipeline without it leaves MatrixFacts::diagonals -1).
+  bool count_diagonals = true;
 };
 
 /// Per-matrix facts the signature-driven passes read (absent for the structural space).
