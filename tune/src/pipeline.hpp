@@ -1,5 +1,6 @@
-// Private to tune/src: what the steps of one tune share (pipeline.cpp runs them, decide.cpp
-// decides, report.cpp writes the report).
+// Private to tune/src: what the steps of one tune share (pipeline.cpp runs them, choice.cpp
+// chooses the candidates, selection.cpp measures them, decide.cpp decides, report.cpp writes
+// the report).
 #pragma once
 
 #include <optional>
@@ -11,9 +12,12 @@
 #include "waco/heuristics/diagonal.hpp"
 #include "waco/heuristics/economy.hpp"
 #include "waco/heuristics/measure.hpp"
+#include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/heuristics/runner.hpp"
 #include "waco/heuristics/tuner.hpp"
+#include "waco/tune/calibration.hpp"
+#include "waco/tune/searcher.hpp"
 #include "waco/tune/tune.hpp"
 
 namespace waco::tuning::detail {
@@ -106,6 +110,35 @@ std::vector<std::size_t> candidates_that_fit(const std::vector<Candidate>& candi
                                              double budget, double format_bytes,
                                              double output_bytes, const SharedData& shared,
                                              const codegen::SuperSchedule* held = nullptr);
+
+/// `p` needs its sparse operand only; `dense` is the size tuned for. With `among`, the search
+/// ranks the schedules of that short list the space admits (admitted_variants) instead of the
+/// whole admissible set: the passes add their constraints without counting what they remove.
+/// `diagonals`: the matrix's diagonals when the caller counted them (SpaceOptions::diagonals).
+CandidateChoice choose_candidates(const TuneRequest& o, KernelKind kind, int threads, int dense,
+                                  const Problem& p, const Pipeline& pipeline, const Searcher& searcher,
+                                  const decltype(SearchRequest::measure)& measure,
+                                  TuneObserver& obs,
+                                  const std::vector<codegen::SuperSchedule>* among = nullptr,
+                                  std::int64_t diagonals = -1);
+
+/// Step 5b of tune, --expected-calls: what the caller's calls can pay for, from the csr time
+/// just measured. Not worth it: no candidate and no confirmation are left (csr is the result).
+/// Otherwise the candidates, the search's time and the side-by-side stage are cut to the budget.
+std::optional<CallsBudget> apply_calls_budget(TuneRequest& o, TuneObserver& obs, std::vector<Candidate>& candidates,
+                                              TuneOptions& to, const Measurement& cm,
+                                              double spent_s);
+
+/// Steps 6-7 of tune: the candidates measured (side by side at once for a model search, else one
+/// by one, then the best again side by side), and a gain timed again in fresh runs.
+Measured measure_and_confirm(const TuneRun& t, const std::vector<Candidate>& candidates,
+                             TuneOptions& to, TuneEntry& csr_schedule, TuneEntry& csr_baseline,
+                             bool references_first, bool not_worth_it,
+                             std::optional<double> csr_s, std::string& busy);
+
+/// The model a ranking search of `o` uses (calibration.hpp), written into o.model so that every
+/// search loads that one; a calibration that cannot be used is a warning.
+ModelChoice resolve_model(TuneRequest& o, TuneObserver& obs);
 
 /// The parts of tune's report that steps before the report computed.
 struct ReportInput {
