@@ -3,8 +3,8 @@
 // fresh children until two consecutive undisturbed runs agree. Pure pieces, for the tests: one
 // run's delivered speedups from its bench JSON (final_run_of), the agreement rule (disagreeing),
 // the replication loop with the run as a callback (replicate) and the delivered speedup with
-// its interval (delivered_speedups). cmd_ablate.cpp runs the children and stores the row;
-// report_metrics.cpp reads it.
+// its interval (delivered_speedups). ablate_side_by_side.cpp runs the children and makes the
+// row, cmd_ablate.cpp stores it; report_metrics.cpp reads it.
 //
 // Delivered speedup of a winner in one run: the median time of the faster of the two csr
 // references of that run (the csr baseline and the csr schedule; csf for MTTKRP) over the
