@@ -780,8 +780,8 @@ TEST_CASE("api: an adaptive plan tries the dia baseline alone on a banded matrix
   for (int c = 0; c < 20000 && r.verdict() == "exploring"; ++c) r.spmv(x.data(), y.data());
   INFO(r.report_json());
   CHECK(r.report_json().find("\"impl=dia\"") != std::string::npos);
-  // The diagonals counted first, then the tuning cache asked (the calls pay for both): its dia
-  // gain is the nominee.
+  // The calls pay for asking the tuning cache before counting the diagonals: its dia gain is the
+  // nominee.
   const nlohmann::json rj = nlohmann::json::parse(r.report_json());
   INFO(rj.dump());
   CHECK(rj.at("tuning_cache").value("hit", false));

@@ -158,15 +158,25 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   if (nominated_done_ && next_nominee_ >= total) return;
   // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
   const double nnz = static_cast<double>(operand_nnz(setup_.operand));
-  // The diagonals first: counting them costs a quarter of the fingerprint the tuning cache's key
-  // needs, and a matrix dia stores needs no model.
-  const bool dia_check = !nominated_done_ && dia_pending_;
-  bool lookup = !dia_check && setup_.ask_cache && !looked_up_;
   const bool dia_next = nominated_done_ && dia_at_ == next_nominee_;  // no kernel to load
   double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz +
                     (dia_next ? 0.0 : g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
   const double lookup_estimate =
       kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
+  // The count pays only when the cheapest step after it does too: a format (dia's, the least a
+  // nominee costs; stencil300 at 200 expected calls counted, 1-1.5 ms, then could not build it).
+  const double count_estimate =
+      kFormatFixedS + kDiaCountPerNonzeroS * nnz + kFormatFixedS + kFormatPerNonzeroS * nnz;
+  // The tuning cache first (a decision there needs no count), unless the expected calls do not
+  // pay for asking it, counting and a format after: then the diagonals first, a quarter of the
+  // fingerprint's cost the cache's key needs (a matrix dia stores needs no model, nor the cache).
+  const bool count_pending = !nominated_done_ && dia_pending_;
+  const bool lookup_pending = setup_.ask_cache && !looked_up_;
+  const bool count_first =
+      count_pending && lookup_pending && setup_.policy.expected_calls > 0 &&
+      policy_.cost_seconds() + lookup_estimate + count_estimate > policy_.budget_seconds();
+  bool lookup = lookup_pending && !count_first;
+  const bool dia_check = count_pending && !lookup;
   if (lookup && dia_next && setup_.policy.expected_calls > 0 &&
       policy_.cost_seconds() + lookup_estimate + estimate > policy_.budget_seconds()) {
     // dia admitted, and the expected calls do not pay for asking the tuning cache before its
@@ -179,9 +189,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   if (lookup) {
     estimate = lookup_estimate;
   } else if (dia_check) {
-    // The count pays only when the cheapest step after it does too: a format (dia's, the least
-    // a nominee costs; stencil300 at 200 expected calls counted, 1-1.5 ms, then could not build it).
-    estimate = kFormatFixedS + kDiaCountPerNonzeroS * nnz + kFormatFixedS + kFormatPerNonzeroS * nnz;
+    estimate = count_estimate;
   } else if (!nominated_done_) {
     // Ranking the shipped kernels' short list is the cheapest choice: until the budget affords
     // that much, the list is not even read (a short run of calls pays nothing for it).
