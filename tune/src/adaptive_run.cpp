@@ -125,8 +125,7 @@ AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
   // The dia step applies to SpMV on a matrix whose pipeline names diagonal-storage: decided here
   // once, not on every call that looks for a step.
   if (setup_.request.kind == kernels::KernelKind::SpMV && setup_.operand.matrix != nullptr) {
-    const heuristics::Pipeline pipeline = heuristics::parse_pipeline(setup_.request.passes);
-    dia_pending_ = std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end();
+    dia_pending_ = heuristics::names_pass(heuristics::parse_pipeline(setup_.request.passes), "diagonal-storage");
   }
   arms_.resize(static_cast<std::size_t>(setup_.nominees) + 1);
   nominee_text_.resize(arms_.size());

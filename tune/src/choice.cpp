@@ -138,7 +138,7 @@ CandidateChoice detail::choose_candidates(const TuneRequest& o, KernelKind kind,
       candidates.push_back(Candidate::generated(sch));
     if (o.budget > 0 && candidates.size() > o.budget) candidates.resize(o.budget);
   } else {
-    const bool names_dia = std::find(pipeline.begin(), pipeline.end(), "diagonal-storage") != pipeline.end();
+    const bool names_dia = names_pass(pipeline, "diagonal-storage");
     SpaceOptions so;
     so.cores = threads;
     so.max_padding = o.generated.storage.max_padding;
@@ -218,8 +218,7 @@ CandidateChoice detail::choose_candidates(const TuneRequest& o, KernelKind kind,
     search_info = std::move(choice.info);
     // The narrow-indices pass admits narrow twins of the model's nominees (heuristics/narrow.hpp):
     // each goes right after its nominee, measured beside it like any nominee.
-    if (ranks_by_model(o.search) &&
-        std::find(pipeline.begin(), pipeline.end(), "narrow-indices") != pipeline.end()) {
+    if (ranks_by_model(o.search) && names_pass(pipeline, "narrow-indices")) {
       NarrowTwins twins = with_narrow_twins(space, chosen);
       space_json["narrow_twins"] = {{"added", twins.added},
                                     {"note", twins.note.empty() ? nlohmann::json() : nlohmann::json(twins.note)}};

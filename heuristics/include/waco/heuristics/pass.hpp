@@ -6,6 +6,7 @@
 // list_passes() (--list-passes) and the pipeline printer all come from it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -101,6 +102,10 @@ std::unique_ptr<Pass> make_pass(const std::string& name, const PassParams& param
 
 /// A pipeline: pass names in order.
 using Pipeline = std::vector<std::string>;
+/// Whether pipeline `p` runs the pass `name`.
+inline bool names_pass(const Pipeline& p, const std::string& name) {
+  return std::find(p.begin(), p.end(), name) != p.end();
+}
 /// Parses "a,b,c" (spaces around names allowed; "all" = the default pipeline, also as an item
 /// of a list such as "all,csr-storage"; "" or
 /// "none" = no pass). Throws kernels::Error naming an unknown pass and listing the known ones, or
