@@ -16,6 +16,7 @@
 
 #include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
+#include "waco/heuristics/results_db.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/learned/shipped.hpp"
 #include "waco/tune/calibration.hpp"
@@ -188,6 +189,37 @@ TEST_CASE("calibrate: a killed run resumes where it stopped, its minutes counted
   const test::CliResult other = test::run_cli(calibrate_args(recipes, 0.5) + " --seed 9", env);
   CHECK(other.status == 1);
   CHECK(other.err.find("--restart") != std::string::npos);
+}
+
+TEST_CASE("calibrate --dense: measured at the size the application uses, never mixed with another") {
+  const std::string dir = test::scratch_dir("calibrate-dense");
+  fs::remove_all(dir + "/data");
+  const std::string recipes = write_recipes(dir);
+  const std::string env = env_for(dir);
+  std::string args = calibrate_args(recipes, 0.1);
+  args.replace(args.find("--kernel spmv"), 13, "--kernel spmm");
+  const nlohmann::json j = parse(test::run_cli(args + " --dense 8 --json", env));
+  CHECK(j.at("kernel") == "spmm");
+  CHECK(j.at("dense") == 8);
+  REQUIRE(j.at("groups").at("measured").get<int>() >= 1);
+  int groups = 0;
+  heuristics::ResultsDb(j.at("db").get<std::string>()).for_each_group("spmm", [&](const nlohmann::json& g) {
+    CHECK(g.at("dense") == 8);
+    ++groups;
+  });
+  CHECK(groups == j.at("groups").at("measured").get<int>());
+  // Resuming at another size, or at the default, is refused: the groups would mix.
+  for (const std::string other : {" --dense 16", ""}) {
+    const test::CliResult r = test::run_cli(args + other, env);
+    INFO(other << ": " << r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("dense 8 then") != std::string::npos);
+    CHECK(r.err.find("--restart") != std::string::npos);
+  }
+  // SpMV has no dense size: a clear error, not a silent default.
+  const test::CliResult v = test::run_cli(calibrate_args(recipes, 0.1) + " --dense 8", env);
+  CHECK(v.status != 0);
+  CHECK(v.err.find("--dense does not apply to spmv") != std::string::npos);
 }
 
 TEST_CASE("calibrate: choose_model uses this identity's sound calibration only") {

@@ -44,6 +44,7 @@ struct Options {
   double minutes = 5.0;
   std::string recipes;
   std::int64_t max_nnz = 200000;
+  int dense = 0;  ///< J or K measured; 0: the kernel's default, the shipped dataset's
   /// How each group is measured (collect's options; fewer schedules a matrix, for more matrices).
   GroupOptions g = [] {
     GroupOptions g;
@@ -200,6 +201,9 @@ int calibrate(const Options& o) {
   learned::require_torch("calibrate (it fine-tunes the cost model)");
   const KernelKind kind = kernel_from_option(o.kernel);
   const std::string k(kernels::kernel_name(kind));
+  if (kind == KernelKind::SpMV && o.dense > 0)
+    throw Error("--dense does not apply to spmv (it has no dense size)",
+                "give --dense with spmm, sddmm or mttkrp");
   const nlohmann::json identity = tuning::calibration_identity(o.g.generated.compiler);
   const tuning::CalibrationPaths paths = tuning::calibration_paths(kind, identity);
   const std::string shipped = learned::model_path_or_default("", kind);
@@ -225,7 +229,10 @@ int calibrate(const Options& o) {
       fs::remove(f, ec);
   heuristics::CollectOptions co;
   co.kernel = kind;
+  co.dense = o.dense;
   apply_group_options(o.g, resolve_threads(o.data.threads), co);
+  const int default_dense = kind == KernelKind::SpMV ? 1 : kernels::default_dense_size(kind);
+  const int dense = o.dense > 0 && kind != KernelKind::SpMV ? o.dense : default_dense;
   co.repeat_share = 0.0;  // the minutes go to more matrices, not to repetitions
   co.context = kernels::context_json(co.measure.threads, "none");
   const std::string spent_key = "calibrate.spent_s", order_key = "calibrate.order";
@@ -233,11 +240,17 @@ int calibrate(const Options& o) {
   nlohmann::json order = nlohmann::json::object();  // fingerprint -> plan index
   {
     heuristics::ResultsDb db(paths.db);
-    check_settings(db, "calibrate_settings." + k,
-                   {{"recipes", described}, {"plan_size", plan.size()}, {"max_nnz", o.max_nnz},
-                    {"schedules", o.g.schedules}, {"rounds", o.g.rounds}, {"warmup", o.g.warmup},
-                    {"threads", co.measure.threads}, {"seed", o.g.seed}},
-                   false, paths.db, k + " calibration",
+    nlohmann::json settings = {{"recipes", described}, {"plan_size", plan.size()},
+                               {"max_nnz", o.max_nnz}, {"schedules", o.g.schedules},
+                               {"rounds", o.g.rounds}, {"warmup", o.g.warmup},
+                               {"threads", co.measure.threads}, {"seed", o.g.seed}};
+    // The dense size is a setting only when it is not the default, so that a calibration begun
+    // before --dense existed (at the default) resumes; one begun at another size never mixes.
+    const std::optional<std::string> stored = db.meta("calibrate_settings." + k);
+    if (dense != default_dense ||
+        (stored && nlohmann::json::parse(*stored, nullptr, false).contains("dense")))
+      settings["dense"] = dense;
+    check_settings(db, "calibrate_settings." + k, settings, false, paths.db, k + " calibration",
                    "calibrate with the same settings to resume, or pass --restart to begin again");
     spent = meta_number(db, spent_key);
     if (const auto v = db.meta(order_key)) order = nlohmann::json::parse(*v, nullptr, false);
@@ -322,6 +335,7 @@ int calibrate(const Options& o) {
       {"identity", identity},
       {"kernel", k},
       {"dtype", "f32"},
+      {"dense", dense},
       {"created_at", kernels::utc_timestamp()},
       {"minutes", o.minutes},
       {"measuring_seconds", spent},
@@ -440,6 +454,12 @@ Command make_calibrate_command() {
             sub.add_option("--max-nnz", o->max_nnz, "Leave out recipes estimated above N nonzeros")
                 ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
                 ->capture_default_str();
+            sub.add_option("--dense", o->dense,
+                           "Dense size measured: J for spmm and mttkrp, K for sddmm (default: the "
+                           "shipped dataset's, spmm 256, mttkrp 16, sddmm 256); the calibrated "
+                           "model ranks every size, as the shipped one does. Give the size the "
+                           "application uses: a smaller one measures more matrices a minute")
+                ->check(CLI::Range(1, 1 << 20));
             add_group_options(sub, o->g);  // --seed also orders the plan
             sub.add_option("--epochs", o->epochs, "Fine-tuning epochs at most")
                 ->check(CLI::Range(1, 100000))

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""How well cost models rank the admissible set of matrices they never saw, against exhaustive
+timings taken on this machine (issue 40's data-efficiency curve).
+
+For every matrix, `waco-hybrid tune --search exhaustive` measures every admissible schedule once
+(resumable: its results database is kept in OUT/exhaustive/). Then every model given with
+--model NAME=PATH (or NAME=shipped: the shipped model, no calibration) scores the schedules that
+timed ok (`predict --schedules ... --top 0`), and the script reports per model:
+  - Spearman and pair accuracy of the model's scores against the exhaustive times;
+  - model-alone's share of the oracle: the oracle's time over the time of the model's best-scored
+    schedule (1.0: the model picked the fastest);
+  - the hybrid's share: the oracle's time over the best time among the model's --budget best
+    (default 20), which the hybrid measures side by side.
+The shares come from the exhaustive run's own timings (each schedule timed alone, once): they
+compare models on the same timings, they are not a tune's delivered speedups.
+
+Example (SpMM at J=64, the shipped model against two calibrations):
+  scripts/calibration_curve.py --bin build/experiments/waco-hybrid --kernel spmm --dense 64 \
+      --out /tmp/curve --cpu-lock /tmp/waco-cpu.lock \
+      --model shipped=shipped --model cal5=/tmp/cal5/spmm.model FILE.mtx ...
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+
+
+def ranks(values):
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    r = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2.0 + 1
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
+    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    den = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
+    return num / den if den > 0 else float("nan")
+
+
+def pair_accuracy(scores, times):
+    agree = total = 0
+    n = len(scores)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if times[i] == times[j] or scores[i] == scores[j]:
+                continue
+            total += 1
+            agree += (scores[i] < scores[j]) == (times[i] < times[j])
+    return agree / total if total else float("nan")
+
+
+def run(argv, log):
+    with open(log, "w") as err:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({p.returncode}); see {log}")
+    return json.loads(p.stdout)
+
+
+def exhaustive_times(db_path, kernel, dense):
+    """Schedule text -> median seconds of the exhaustive tune's isolated measurements, and for the
+    schedules it abandoned (too slow to finish timing) the fastest run before it did: a lower
+    bound, enough to score a model that ranks one of them first."""
+    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    rows = con.execute(
+        "SELECT s.text, m.status, m.median_s, m.reason FROM measurements m "
+        "JOIN schedules s ON s.id = m.schedule_id WHERE m.kernel = ? AND m.dense = ? "
+        "AND m.status IN ('ok', 'abandoned') AND m.group_id IS NULL", (kernel, dense)).fetchall()
+    con.close()
+    ok, abandoned = {}, {}
+    for text, status, median, reason in rows:
+        if status == "ok" and median and median > 0:
+            ok[text] = min(median, ok.get(text, math.inf))
+        elif status == "abandoned":
+            m = re.search(r"the fastest took ([0-9.eE+-]+) s", reason or "")
+            abandoned[text] = float(m.group(1)) if m else math.nan
+    return ok, {t: v for t, v in abandoned.items() if t not in ok}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n", 1)[1])
+    ap.add_argument("--bin", required=True, help="the waco-hybrid executable")
+    ap.add_argument("--kernel", required=True, choices=["spmv", "spmm", "sddmm"])
+    ap.add_argument("--dense", type=int, default=0, help="J (spmm) or K (sddmm)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--budget", type=int, default=20, help="the hybrid's nominees")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cpu-lock", default="")
+    ap.add_argument("--model", action="append", default=[], metavar="NAME=PATH")
+    ap.add_argument("--json", action="store_true", help="print the per-model summary as JSON")
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    if not a.model:
+        ap.error("give at least one --model NAME=PATH (PATH 'shipped': the shipped model)")
+    models = [m.split("=", 1) for m in a.model]
+    if any(len(m) != 2 for m in models):
+        ap.error("--model takes NAME=PATH")
+    dense = 1 if a.kernel == "spmv" else (a.dense or 64)
+    dense_args = [] if a.kernel == "spmv" else ["--dense", str(dense)]
+    lock_args = ["--cpu-lock", a.cpu_lock] if a.cpu_lock else []
+    os.makedirs(os.path.join(a.out, "exhaustive"), exist_ok=True)
+
+    per_model = {name: [] for name, _ in models}
+    t_start = time.time()
+    for fi, f in enumerate(a.files):
+        name = os.path.basename(f).split(".")[0]
+        base = os.path.join(a.out, "exhaustive", name)
+        report = base + ".json"
+        if not os.path.exists(report):
+            t0 = time.time()
+            r = run([a.bin, "tune", "--kernel", a.kernel, *dense_args, "--search", "exhaustive",
+                     "--threads", str(a.threads), "--db", base + ".sqlite", "--plan-cache",
+                     base + ".plans", "--refresh", "--json", "--quiet", *lock_args, f],
+                    base + ".log")
+            with open(report + ".tmp", "w") as out:
+                json.dump(r, out)
+            os.replace(report + ".tmp", report)
+            done = fi + 1
+            eta = (time.time() - t_start) / done * (len(a.files) - done)
+            print(f"[{done}/{len(a.files)}] {name}: exhaustive {time.time() - t0:.0f} s "
+                  f"(~{eta / 60:.0f} min left)", file=sys.stderr)
+        times, abandoned = exhaustive_times(base + ".sqlite", a.kernel, dense)
+        if len(times) < 3:
+            print(f"{name}: {len(times)} schedules timed ok, left out", file=sys.stderr)
+            continue
+        oracle = min(times.values())
+        # An abandoned schedule ran at least --abandon-factor (3) x slower than the best so far.
+        bound = {t: (v if v == v else 3 * oracle) for t, v in abandoned.items()}
+        listing = base + ".schedules.txt"
+        with open(listing, "w") as out:
+            out.write("".join(t + "\n" for t in list(times) + list(bound)))
+        for mname, path in models:
+            margs = ["--no-calibration"] if path == "shipped" else ["--model", path]
+            p = run([a.bin, "predict", "--kernel", a.kernel, *dense_args, "--threads",
+                     str(a.threads), "--schedules", listing, "--top", "0", "--json", *margs, f],
+                    base + "." + mname + ".predict.log")
+            ranked = sorted(p["ranked"], key=lambda row: row["score"])
+            # Rank quality over the schedules timed to the end; shares over all, abandoned ones
+            # at their lower bound.
+            scored = [(r["score"], times[r["schedule"]]) for r in ranked if r["schedule"] in times]
+            every = [times.get(r["schedule"], bound.get(r["schedule"], math.inf)) for r in ranked]
+            scores = [s for s, _ in scored]
+            ts = [t for _, t in scored]
+            per_model[mname].append({
+                "matrix": name, "schedules": len(ts), "abandoned": len(bound),
+                "spearman": spearman(scores, ts), "pair_accuracy": pair_accuracy(scores, ts),
+                "model_alone_share": oracle / every[0],
+                "hybrid_share": oracle / min(every[:a.budget])})
+
+    summary = {}
+    for mname, rows in per_model.items():
+        if not rows:
+            continue
+        col = lambda k: [r[k] for r in rows if not math.isnan(r[k])]
+        summary[mname] = {
+            "matrices": len(rows),
+            "spearman_median": statistics.median(col("spearman")),
+            "pair_accuracy_median": statistics.median(col("pair_accuracy")),
+            "model_alone_share_mean": statistics.fmean(col("model_alone_share")),
+            "model_alone_within_5pct": sum(s >= 1 / 1.05 for s in col("model_alone_share")) / len(rows),
+            "hybrid_share_mean": statistics.fmean(col("hybrid_share")),
+            "hybrid_within_5pct": sum(s >= 1 / 1.05 for s in col("hybrid_share")) / len(rows),
+            "rows": rows}
+    with open(os.path.join(a.out, "curve.json"), "w") as out:
+        json.dump({"kernel": a.kernel, "dense": dense, "threads": a.threads, "budget": a.budget,
+                   "models": dict(models), "summary": summary}, out, indent=1)
+    if a.json:
+        json.dump(summary, sys.stdout, indent=1)
+        print()
+        return
+    print(f"{a.kernel} (dense {dense}, {a.threads} threads), {len(a.files)} matrices; "
+          f"shares of the exhaustive oracle on its own timings")
+    print(f"{'model':<14} {'n':>3} {'Spearman':>9} {'pair acc':>9} {'alone':>7} {'<=5%':>6} "
+          f"{'hybrid':>7} {'<=5%':>6}")
+    for mname, s in summary.items():
+        print(f"{mname:<14} {s['matrices']:>3} {s['spearman_median']:>9.3f} "
+              f"{s['pair_accuracy_median']:>9.3f} {s['model_alone_share_mean']:>7.3f} "
+              f"{s['model_alone_within_5pct']:>6.0%} {s['hybrid_share_mean']:>7.3f} "
+              f"{s['hybrid_within_5pct']:>6.0%}")
+
+
+if __name__ == "__main__":
+    main()
