@@ -223,6 +223,52 @@ TEST_CASE("collect: killed with SIGKILL midway, a rerun completes without duplic
   CHECK(d.count_measurements() >= candidates);
 }
 
+TEST_CASE("collect: the same failure on matrix after matrix stops the run, saying why") {
+  const std::string db = test::scratch_dir("collect-same-failure") + "/d.sqlite";
+  fs::remove(db);
+  // A broken installation: every matrix would fail alike.
+  const test::CliResult r =
+      test::run_cli(collect_args(db, 12) + " --json -q", "WACO_MEASURE_WORKER=/nonexistent/worker");
+  INFO(r.err);
+  CHECK(r.status == 1);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j.at("stopped_by") == "repeated-failure");
+  CHECK_FALSE(j.at("complete").get<bool>());
+  CHECK(j.at("items").size() == 8);  // kSameFailuresStop, not all 12
+  CHECK(j.at("stopped").get<std::string>().find("WACO_MEASURE_WORKER") != std::string::npos);
+  CHECK(r.err.find("failed alike") != std::string::npos);
+  CHECK(r.err.find("run the same command again") != std::string::npos);
+}
+
+TEST_CASE("collect: a program replaced under a running collect still finds its measurement worker") {
+  // The build tree's layout in a scratch folder: the program, and the worker where it looks.
+  const std::string dir = test::scratch_dir("collect-replaced");
+  fs::remove_all(dir + "/bin");
+  fs::create_directories(dir + "/bin");
+  fs::create_directories(dir + "/libexec/waco-hybrid");
+  fs::copy_file(test::cli_binary(), dir + "/bin/waco-hybrid");
+  const fs::path worker =
+      fs::path(test::cli_binary()).parent_path().parent_path() / "libexec/waco-hybrid/waco-measure-worker";
+  REQUIRE(fs::exists(worker));
+  fs::copy_file(worker, dir + "/libexec/waco-hybrid/waco-measure-worker",
+                fs::copy_options::overwrite_existing);
+  const std::string db = dir + "/d.sqlite";
+  fs::remove(db);
+  // As soon as the first matrix is done, the program file is replaced (a rebuild, an upgrade):
+  // the running one is then "<path> (deleted)" in /proc/self/exe.
+  const test::CliResult r = test::run_command(
+      "cd " + dir + " && (bin/waco-hybrid " + collect_args(db, 4) + " --json > out.json 2> err.txt & "
+      "pid=$!; for i in $(seq 1200); do grep -q '^\\[1/4\\]' err.txt && break; sleep 0.1; done; "
+      "cp bin/waco-hybrid bin/new && mv bin/new bin/waco-hybrid; wait $pid; rc=$?; cat err.txt >&2; "
+      "cat out.json; exit $rc)");
+  INFO(r.err);
+  CHECK(r.err.find("[1/4]") != std::string::npos);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j.at("outcomes").value("measured", 0) == 4);
+  CHECK(j.at("outcomes").value("failed", 0) == 0);
+}
+
 TEST_CASE("collect: pair agreement and the repeated share") {
   CHECK(pair_agreement({1, 2, 3}, {1, 2, 3}) == Approx(1.0));
   CHECK(pair_agreement({1, 2, 3}, {3, 2, 1}) == Approx(0.0));

@@ -309,6 +309,10 @@ int calibrate(const Options& o) {
                  "(the matrix being measured was not stored)\n", order.size());
     return kExitFailure;
   }
+  if (!t.stopped.empty())
+    throw Error("calibrate stopped measuring: " + t.stopped + " (" + std::to_string(order.size()) +
+                    " groups measured are kept; nothing was fine-tuned)",
+                "remove the cause and run the same command again to resume");
 
   // 2. The groups as examples, in plan order; every 4th held out for the decision, the one
   // before it for early stopping.

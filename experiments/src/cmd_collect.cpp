@@ -217,6 +217,10 @@ int collect(const Options& o) {
   if (interrupted)
     std::fprintf(stderr, "interrupted: %zu of %zu matrices done; run the same command again to "
                  "resume (the matrix being collected was not stored)\n", t.done, mine.size());
+  if (!t.stopped.empty())
+    std::fprintf(stderr, "stopped after %zu of %zu matrices: %s\n  what was collected is kept; "
+                 "remove the cause and run the same command again to resume\n", t.done,
+                 mine.size(), t.stopped.c_str());
   if (o.json) {
     print_json({{"kernel", o.kernel},
                 {"db", db_path},
@@ -230,8 +234,9 @@ int collect(const Options& o) {
                 {"measurements_per_hour", seconds > 0 ? 3600.0 * static_cast<double>(measurements) / seconds : 0.0},
                 {"breakdown_s", t.breakdown},
                 {"items", t.items},
-                {"complete", !interrupted},
-                {"stopped_by", interrupted ? "interrupted" : ""},
+                {"complete", !interrupted && t.stopped.empty()},
+                {"stopped_by", interrupted ? "interrupted" : t.stopped.empty() ? "" : "repeated-failure"},
+                {"stopped", t.stopped},
                 {"context", co.context}});
   } else {
     std::printf("collected %s into %s: %zu matrices (", o.kernel.c_str(), db_path.c_str(),

@@ -112,6 +112,8 @@ CollectTally collect_recipes(const std::string& db_path, const std::vector<kerne
   using heuristics::CollectOutcome;
   CollectTally t;
   const double t0 = kernels::now_seconds();
+  std::string last_failure;
+  int same_failures = 0;
   for (std::size_t i = 0; i < recipes.size(); ++i) {
     if (interrupt_flag()) {
       t.interrupted = true;
@@ -136,6 +138,16 @@ CollectTally collect_recipes(const std::string& db_path, const std::vector<kerne
     t.done = i + 1;
     t.seconds = kernels::now_seconds() - t0;
     if (after) after(i, r, t);
+    if (r.kind != CollectOutcome::Kind::Failed) {
+      same_failures = 0;
+    } else if (same_failures == 0 || r.message != last_failure) {
+      last_failure = r.message;
+      same_failures = 1;
+    } else if (++same_failures >= kSameFailuresStop) {
+      t.stopped = "the last " + std::to_string(same_failures) + " matrices failed alike: " +
+                  last_failure;
+      break;
+    }
   }
   t.seconds = kernels::now_seconds() - t0;
   return t;

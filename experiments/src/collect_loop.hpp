@@ -75,14 +75,22 @@ struct CollectTally {
   int collected = 0;         ///< newly measured groups
   std::size_t done = 0;      ///< recipes handled (any outcome)
   bool interrupted = false;  ///< SIGINT/SIGTERM (interrupt_flag) ended it
+  /// Why the run stopped before its recipes ran out, when the same failure repeated
+  /// kSameFailuresStop times in a row (a broken installation, a full disk): empty otherwise.
+  std::string stopped;
   double seconds = 0.0;      ///< wall time
   /// Mean seconds of a newly measured group (-1 before the first).
   double seconds_per_group() const { return collected > 0 ? collected_s / collected : -1.0; }
 };
 
+/// Recipes in a row that fail with the same message before collect_recipes stops: a cause that
+/// is not the recipes' (every later one would fail alike, each counted as tried).
+constexpr int kSameFailuresStop = 8;
+
 /// Collects `recipes` in order into db_path with `co` (co.stop should be interrupt_flag(): an
 /// InterruptGuard of the caller). Before each recipe, `go_on(tally)` may end the run (false);
-/// after each, `after(i, outcome, tally)` reports it. Stops at an interruption.
+/// after each, `after(i, outcome, tally)` reports it. Stops at an interruption, and after
+/// kSameFailuresStop failures in a row with one message (CollectTally::stopped).
 CollectTally collect_recipes(const std::string& db_path, const std::vector<kernels::Recipe>& recipes,
                              const heuristics::CollectOptions& co,
                              const std::function<bool(const CollectTally&)>& go_on,

@@ -42,6 +42,19 @@ std::string this_module() {
   return info.dli_fname;
 }
 
+/// The path the running program was started from (/proc/self/exe). When the file has been
+/// replaced since (a rebuild or an upgrade under a long collect), the kernel names the old one
+/// "<path> (deleted)": the path is still where the new build lives.
+std::string running_program() {
+  std::error_code ec;
+  std::string p = fs::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return {};
+  const std::string deleted = " (deleted)";
+  if (p.size() > deleted.size() && p.compare(p.size() - deleted.size(), deleted.size(), deleted) == 0)
+    p.resize(p.size() - deleted.size());
+  return p;
+}
+
 }  // namespace
 
 std::string find_measure_worker() {
@@ -52,10 +65,10 @@ std::string find_measure_worker() {
                     kInstalledIn + "), or point it at one");
   }
   std::vector<fs::path> bases;
-  for (const std::string& module : {this_module(), std::string("/proc/self/exe")}) {
+  for (const std::string& module : {this_module(), running_program()}) {
     if (module.empty()) continue;
     std::error_code ec;
-    const fs::path real = fs::canonical(module, ec);  // resolves /proc/self/exe and symlinks
+    const fs::path real = fs::canonical(module, ec);  // resolves symlinks
     if (ec) continue;
     if (std::find(bases.begin(), bases.end(), real.parent_path()) == bases.end())
       bases.push_back(real.parent_path());
