@@ -30,27 +30,7 @@ import subprocess
 import sys
 import time
 
-
-def ranks(values):
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    r = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2.0 + 1
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
-    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    den = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
-    return num / den if den > 0 else float("nan")
+from rankstats import spearman
 
 
 def pair_accuracy(scores, times):
@@ -159,9 +139,11 @@ def main():
             every = [times.get(r["schedule"], bound.get(r["schedule"], math.inf)) for r in ranked]
             scores = [s for s, _ in scored]
             ts = [t for _, t in scored]
+            rho = spearman(scores, ts)
             per_model[mname].append({
                 "matrix": name, "schedules": len(ts), "abandoned": len(bound),
-                "spearman": spearman(scores, ts), "pair_accuracy": pair_accuracy(scores, ts),
+                "spearman": math.nan if rho is None else rho,
+                "pair_accuracy": pair_accuracy(scores, ts),
                 "model_alone_share": oracle / every[0],
                 "hybrid_share": oracle / min(every[:a.budget])})
 

@@ -15,6 +15,8 @@ import json
 import statistics
 import sys
 
+from rankstats import spearman
+
 
 def groups(paths, kernel):
     for path in paths:
@@ -25,30 +27,6 @@ def groups(paths, kernel):
                     g = json.loads(line)
                     if g["kernel"] == kernel:
                         yield g
-
-
-def ranks(values):
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    r = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2.0
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    if len(a) < 3:
-        return None
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
-    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
-    return num / den if den > 0 else None
 
 
 def ok_times(g):
