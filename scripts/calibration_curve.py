@@ -6,7 +6,8 @@ For every matrix, `waco-hybrid tune --search exhaustive` measures every admissib
 (resumable: its results database is kept in OUT/exhaustive/). Then every model given with
 --model NAME=PATH (or NAME=shipped: the shipped model, no calibration) scores the schedules that
 timed ok (`predict --schedules ... --top 0`), and the script reports per model:
-  - Spearman and pair accuracy of the model's scores against the exhaustive times;
+  - Spearman and pair accuracy (every pair of distinct times, no minimum gap: not `evaluate`'s
+    pair accuracy, which skips pairs less than 2% apart) of the scores against the times;
   - model-alone's share of the oracle: the oracle's time over the time of the model's best-scored
     schedule (1.0: the model picked the fastest);
   - the hybrid's share: the oracle's time over the best time among the model's --budget best
@@ -30,19 +31,7 @@ import subprocess
 import sys
 import time
 
-from rankstats import spearman
-
-
-def pair_accuracy(scores, times):
-    agree = total = 0
-    n = len(scores)
-    for i in range(n):
-        for j in range(i + 1, n):
-            if times[i] == times[j] or scores[i] == scores[j]:
-                continue
-            total += 1
-            agree += (scores[i] < scores[j]) == (times[i] < times[j])
-    return agree / total if total else float("nan")
+from rankstats import pair_accuracy, spearman
 
 
 def run(argv, log):
@@ -79,7 +68,7 @@ def main():
                                  epilog=__doc__.split("\n", 1)[1])
     ap.add_argument("--bin", required=True, help="the waco-hybrid executable")
     ap.add_argument("--kernel", required=True, choices=["spmv", "spmm", "sddmm"])
-    ap.add_argument("--dense", type=int, default=0, help="J (spmm) or K (sddmm)")
+    ap.add_argument("--dense", type=int, default=0, help="J (spmm) or K (sddmm); default 64")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--budget", type=int, default=20, help="the hybrid's nominees")
     ap.add_argument("--out", required=True)
@@ -123,7 +112,7 @@ def main():
             continue
         oracle = min(times.values())
         # An abandoned schedule ran at least --abandon-factor (3) x slower than the best so far.
-        bound = {t: (v if v == v else 3 * oracle) for t, v in abandoned.items()}
+        bound = {t: (3 * oracle if math.isnan(v) else v) for t, v in abandoned.items()}
         listing = base + ".schedules.txt"
         with open(listing, "w") as out:
             out.write("".join(t + "\n" for t in list(times) + list(bound)))

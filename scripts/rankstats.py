@@ -27,3 +27,17 @@ def spearman(a, b):
     num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
     den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
     return num / den if den > 0 else None
+
+
+def pair_accuracy(scores, times):
+    """Share of the pairs with distinct scores and distinct times that the scores order as the
+    times (lower is faster for both); NaN without such pairs. No minimum gap between times."""
+    agree = total = 0
+    n = len(scores)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if times[i] == times[j] or scores[i] == scores[j]:
+                continue
+            total += 1
+            agree += (scores[i] < scores[j]) == (times[i] < times[j])
+    return agree / total if total else float("nan")

@@ -101,7 +101,7 @@ std::vector<Planned> candidates(const Options& o, KernelKind kind, std::string* 
     for (const nlohmann::json& j : load_groups(k, "", {}, described)) {
       const learned::DatasetGroup g = learned::group_from_json(j);
       if (g.split != "train" || !g.recipe) continue;
-      if (g.dense != (kind == KernelKind::SpMV ? 1 : kernels::default_dense_size(kind))) continue;
+      if (g.dense != kernels::default_dense_size(kind)) continue;
       try {
         out.push_back({learned::resolved_recipe(g, dirs), "", g.family, g.nnz});
       } catch (const Error&) {  // a real file absent here: not a candidate
@@ -228,11 +228,11 @@ int calibrate(const Options& o) {
     for (const std::string& f : {paths.db, paths.db + "-wal", paths.db + "-shm", paths.model, paths.sidecar})
       fs::remove(f, ec);
   heuristics::CollectOptions co;
+  const int default_dense = kernels::default_dense_size(kind);
+  const int dense = o.dense > 0 ? o.dense : default_dense;  // spmv with --dense refused above
   co.kernel = kind;
-  co.dense = o.dense;
+  co.dense = dense;
   apply_group_options(o.g, resolve_threads(o.data.threads), co);
-  const int default_dense = kind == KernelKind::SpMV ? 1 : kernels::default_dense_size(kind);
-  const int dense = o.dense > 0 && kind != KernelKind::SpMV ? o.dense : default_dense;
   co.repeat_share = 0.0;  // the minutes go to more matrices, not to repetitions
   co.context = kernels::context_json(co.measure.threads, "none");
   const std::string spent_key = "calibrate.spent_s", order_key = "calibrate.order";
