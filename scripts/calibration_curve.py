@@ -67,8 +67,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 1)[1])
     ap.add_argument("--bin", required=True, help="the waco-hybrid executable")
-    ap.add_argument("--kernel", required=True, choices=["spmv", "spmm", "sddmm"])
-    ap.add_argument("--dense", type=int, default=0, help="J (spmm) or K (sddmm); default 64")
+    ap.add_argument("--kernel", required=True, choices=["spmv", "spmm", "sddmm", "mttkrp"])
+    ap.add_argument("--dense", type=int, default=0,
+                    help="J (spmm, mttkrp) or K (sddmm); default 64, mttkrp 16 (its dataset's)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--budget", type=int, default=20, help="the hybrid's nominees")
     ap.add_argument("--out", required=True)
@@ -82,7 +83,7 @@ def main():
     models = [m.split("=", 1) for m in a.model]
     if any(len(m) != 2 for m in models):
         ap.error("--model takes NAME=PATH")
-    dense = 1 if a.kernel == "spmv" else (a.dense or 64)
+    dense = 1 if a.kernel == "spmv" else (a.dense or (16 if a.kernel == "mttkrp" else 64))
     dense_args = [] if a.kernel == "spmv" else ["--dense", str(dense)]
     lock_args = ["--cpu-lock", a.cpu_lock] if a.cpu_lock else []
     os.makedirs(os.path.join(a.out, "exhaustive"), exist_ok=True)
