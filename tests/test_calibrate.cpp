@@ -208,14 +208,29 @@ TEST_CASE("calibrate --dense: measured at the size the application uses, never m
     ++groups;
   });
   CHECK(groups == j.at("groups").at("measured").get<int>());
-  // Resuming at another size, or at the default, is refused: the groups would mix.
-  for (const std::string other : {" --dense 16", ""}) {
-    const test::CliResult r = test::run_cli(args + other, env);
-    INFO(other << ": " << r.err);
-    CHECK(r.status == 1);
-    CHECK(r.err.find("dense 8 then") != std::string::npos);
-    CHECK(r.err.find("--restart") != std::string::npos);
-  }
+  // Each size is a calibration of its own, in files of its own: another size's groups never mix.
+  const std::string db8 = j.at("db").get<std::string>();
+  CHECK(fs::path(db8).filename() == "spmm-8.sqlite");
+  CHECK(fs::exists(fs::path(db8).parent_path() / "spmm-8.json"));
+  const nlohmann::json k = parse(test::run_cli(args + " --dense 16 --json", env));
+  CHECK(k.at("dense") == 16);
+  CHECK(fs::path(k.at("db").get<std::string>()).filename() == "spmm-16.sqlite");
+  heuristics::ResultsDb(k.at("db").get<std::string>()).for_each_group("spmm", [&](const nlohmann::json& g) {
+    CHECK(g.at("dense") == 16);
+  });
+  int still = 0;
+  heuristics::ResultsDb(db8).for_each_group("spmm", [&](const nlohmann::json& g) {
+    CHECK(g.at("dense") == 8);
+    ++still;
+  });
+  CHECK(still == groups);
+  // A database of one size resumed at another (files moved by hand) is refused, not mixed.
+  fs::copy_file(db8, fs::path(db8).parent_path() / "spmm-32.sqlite");
+  const test::CliResult r = test::run_cli(args + " --dense 32", env);
+  INFO(r.err);
+  CHECK(r.status == 1);
+  CHECK(r.err.find("dense 8 then") != std::string::npos);
+  CHECK(r.err.find("--restart") != std::string::npos);
   // SpMV has no dense size: a clear error, not a silent default.
   const test::CliResult v = test::run_cli(calibrate_args(recipes, 0.1) + " --dense 8", env);
   CHECK(v.status != 0);
@@ -319,6 +334,74 @@ TEST_CASE("calibrate: choose_model uses this identity's sound calibration only")
   CHECK(c.source == "shipped");
   CHECK(c.warning.empty());
   CHECK(c.note.find("calibration on this machine kept it") != std::string::npos);
+}
+
+TEST_CASE("calibrate: choose_model uses a calibration at its own dense size only") {
+  const std::string root = test::scratch_dir("calibrate-choice-dense") + "/calibration";
+  fs::remove_all(root);
+  const auto kind = kernels::KernelKind::SpMM;
+  const auto f32 = kernels::Dtype::F32;
+  const codegen::CompilerOptions cc;
+  const std::string shipped = learned::default_model_path(kind);
+  const nlohmann::json id = tuning::calibration_identity(cc);
+  const tuning::CalibrationPaths p64 = tuning::calibration_paths(kind, id, root, 64);
+  const tuning::CalibrationPaths def = tuning::calibration_paths(kind, id, root);
+  CHECK(fs::path(p64.sidecar).filename() == "spmm-64.json");
+  CHECK(fs::path(def.sidecar).filename() == "spmm.json");
+  CHECK(tuning::calibration_paths(kind, id, root, 256).sidecar == def.sidecar);  // the default
+  ::setenv("WACO_NO_CALIBRATION", "0", 1);
+  fs::create_directories(p64.dir);
+  const auto calibrated = [&](const tuning::CalibrationPaths& p, const nlohmann::json& dense) {
+    fs::copy_file(shipped, p.model, fs::copy_options::overwrite_existing);
+    nlohmann::json s = {{"format", tuning::kCalibrationFormat},
+                        {"version", tuning::kCalibrationVersion},
+                        {"identity", id},
+                        {"kernel", "spmm"},
+                        {"decision", "calibrated"},
+                        {"validation", {{"groups", 3}}},
+                        {"base_model", {{"hash", tuning::file_hash(shipped)}}},
+                        {"model", {{"path", p.model}, {"hash", tuning::file_hash(p.model)}}}};
+    if (!dense.is_null()) s["dense"] = dense;
+    std::ofstream(p.sidecar) << s.dump();
+  };
+
+  // J=64's calibration ranks tunes at J=64, and no other size's (the default's included).
+  calibrated(p64, 64);
+  tuning::ModelChoice c = tuning::choose_model("", kind, f32, cc, true, root, 64);
+  CHECK(c.source == "calibrated");
+  CHECK(c.path == p64.model);
+  CHECK(c.note.find("at dense size 64") != std::string::npos);
+  for (const int other : {16, 0, 256}) {
+    c = tuning::choose_model("", kind, f32, cc, true, root, other);
+    INFO(other << ": " << c.note);
+    CHECK(c.source == "shipped");
+    CHECK(c.warning.empty());
+    CHECK(c.note.find("no calibration for this machine at dense size") != std::string::npos);
+  }
+  c = tuning::choose_model("", kind, f32, cc, true, root, 16);
+  CHECK(c.note.find("calibrate --kernel spmm --dense 16") != std::string::npos);
+  // A sidecar without a dense size is of the default size (made before --dense).
+  calibrated(def, nullptr);
+  CHECK(tuning::choose_model("", kind, f32, cc, true, root, 0).path == def.model);
+  CHECK(tuning::choose_model("", kind, f32, cc, true, root, 64).path == p64.model);
+  CHECK(tuning::choose_model("", kind, f32, cc, true, root, 16).source == "shipped");
+  // The default files holding another size (calibrate --dense before sizes had files of their
+  // own) serve that size when it has no files of its own, and not the default size.
+  fs::remove(p64.sidecar);
+  fs::remove(p64.model);
+  calibrated(def, 64);
+  c = tuning::choose_model("", kind, f32, cc, true, root, 64);
+  CHECK(c.source == "calibrated");
+  CHECK(c.path == def.model);
+  c = tuning::choose_model("", kind, f32, cc, true, root, 0);
+  CHECK(c.source == "shipped");
+  CHECK(c.warning.empty());
+  // A size's own files that say another size: corrupt, a warning, the shipped model.
+  calibrated(p64, 32);
+  c = tuning::choose_model("", kind, f32, cc, true, root, 64);
+  CHECK(c.source == "shipped");
+  CHECK(c.warning.find("made at dense size 32") != std::string::npos);
+  CHECK(c.warning.find("--dense 64") != std::string::npos);
 }
 
 TEST_CASE("calibrate: the model search of the library (tuning::nominate) ranks with the calibration") {

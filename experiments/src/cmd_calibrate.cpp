@@ -205,7 +205,10 @@ int calibrate(const Options& o) {
     throw Error("--dense does not apply to spmv (it has no dense size)",
                 "give --dense with spmm, sddmm or mttkrp");
   const nlohmann::json identity = tuning::calibration_identity(o.g.generated.compiler);
-  const tuning::CalibrationPaths paths = tuning::calibration_paths(kind, identity);
+  const int default_dense = kernels::default_dense_size(kind);
+  const int dense = o.dense > 0 ? o.dense : default_dense;  // spmv with --dense refused above
+  // Each dense size its own files (calibration.hpp): a calibration ranks tunes of its size.
+  const tuning::CalibrationPaths paths = tuning::calibration_paths(kind, identity, {}, dense);
   const std::string shipped = learned::model_path_or_default("", kind);
   std::error_code ec;
   fs::create_directories(paths.dir, ec);
@@ -228,8 +231,6 @@ int calibrate(const Options& o) {
     for (const std::string& f : {paths.db, paths.db + "-wal", paths.db + "-shm", paths.model, paths.sidecar})
       fs::remove(f, ec);
   heuristics::CollectOptions co;
-  const int default_dense = kernels::default_dense_size(kind);
-  const int dense = o.dense > 0 ? o.dense : default_dense;  // spmv with --dense refused above
   co.kernel = kind;
   co.dense = dense;
   apply_group_options(o.g, resolve_threads(o.data.threads), co);
@@ -460,9 +461,10 @@ Command make_calibrate_command() {
                 ->capture_default_str();
             sub.add_option("--dense", o->dense,
                            "Dense size measured: J for spmm and mttkrp, K for sddmm (default: the "
-                           "shipped dataset's, spmm 256, mttkrp 16, sddmm 256); the calibrated "
-                           "model ranks every size, as the shipped one does. Give the size the "
-                           "application uses: a smaller one measures more matrices a minute")
+                           "shipped dataset's, spmm 256, mttkrp 16, sddmm 256). Each size is a "
+                           "calibration of its own (<kernel>-<J>.* beside <kernel>.*), and tune, "
+                           "predict and waco::tune rank with it at that size only (other sizes: "
+                           "the shipped model): give the size the application uses")
                 ->check(CLI::Range(1, 1 << 20));
             add_group_options(sub, o->g);  // --seed also orders the plan
             sub.add_option("--epochs", o->epochs, "Fine-tuning epochs at most")
@@ -475,8 +477,8 @@ Command make_calibrate_command() {
                 ->check(CLI::Range(1, 100000))
                 ->capture_default_str();
             sub.add_flag("--restart", o->restart,
-                         "Discard this machine's calibration of the kernel (groups, model, "
-                         "sidecar) and begin again");
+                         "Discard this machine's calibration of the kernel at this dense size "
+                         "(groups, model, sidecar) and begin again");
             sub.add_flag("--keep-fine-tuned", o->keep_fine_tuned,
                          "Keep the fine-tuned model even when it does not rank the held-out "
                          "groups better (for studies; the sidecar says so)");
@@ -494,13 +496,16 @@ Command make_calibrate_command() {
                 "kept in $XDG_DATA_HOME/waco-hybrid/calibration/<identity>/ (else\n"
                 "~/.local/share/...), keyed by this machine's identity (CPU, caches, compilers):\n"
                 "the groups (resumable: a killed or repeated calibrate goes on where it stopped),\n"
-                "the model, and <kernel>.json with the held-out numbers before and after.\n"
-                "tune, predict and waco::tune then rank with it on this machine and say so;\n"
+                "the model, and <kernel>.json with the held-out numbers before and after (at\n"
+                "another --dense J than the default: <kernel>-J.*, a calibration of its own).\n"
+                "tune, predict and waco::tune then rank with it on this machine, at that dense\n"
+                "size, and say so;\n"
                 "--model, --no-calibration or WACO_NO_CALIBRATION=1 use another.\n\n"
                 "Examples:\n"
                 "  waco-hybrid calibrate --kernel spmv --minutes 5\n"
                 "  waco-hybrid calibrate --kernel spmv --minutes 10     # 5 more minutes on top\n"
                 "  waco-hybrid calibrate --kernel spmm --minutes 10 --cpu-lock /tmp/cpu.lock --json\n"
+                "  waco-hybrid calibrate --kernel spmm --dense 64 --minutes 5   # for tunes at J=64\n"
                 "  waco-hybrid calibrate --kernel spmv --restart --minutes 2\n");
             return [o] { return calibrate(*o); };
           }};

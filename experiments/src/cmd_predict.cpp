@@ -100,7 +100,7 @@ int predict(const Options& o) {
   // This machine's calibrated model unless --model, --no-calibration or WACO_NO_CALIBRATION.
   const tuning::ModelChoice choice =
       tuning::choose_model(o.model, kind, o.read.dtype, codegen::CompilerOptions{},
-                           !o.no_calibration);
+                           !o.no_calibration, {}, o.dense);
   if (!choice.warning.empty()) std::fprintf(stderr, "warning: %s\n", choice.warning.c_str());
   const std::string& path = choice.path;
   const learned::CostModel model = learned::CostModel::load(path, kind);

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <vector>
 
 #include "waco/heuristics/results_db.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
@@ -30,10 +31,11 @@ nlohmann::json calibration_identity(const codegen::CompilerOptions& kernel_compi
 }
 
 CalibrationPaths calibration_paths(kernels::KernelKind kind, const nlohmann::json& identity,
-                                   const std::string& root) {
+                                   const std::string& root, int dense) {
   const std::string dir =
       (root.empty() ? calibration_root() : root) + "/" + kernels::hex16(kernels::fnv1a(identity.dump()));
-  const std::string k(kernels::kernel_name(kind));
+  std::string k(kernels::kernel_name(kind));
+  if (dense > 0 && dense != kernels::default_dense_size(kind)) k += "-" + std::to_string(dense);
   return {dir, dir + "/" + k + ".sqlite", dir + "/" + k + ".model", dir + "/" + k + ".json"};
 }
 
@@ -80,7 +82,7 @@ std::string held_out_text(const nlohmann::json& s) {
 
 ModelChoice choose_model(const std::string& explicit_path, kernels::KernelKind kind,
                          kernels::Dtype dtype, const codegen::CompilerOptions& kernel_compiler,
-                         bool use_calibration, const std::string& root) {
+                         bool use_calibration, const std::string& root, int dense) {
   ModelChoice c;
   if (!explicit_path.empty()) {
     c.path = explicit_path;
@@ -97,55 +99,80 @@ ModelChoice choose_model(const std::string& explicit_path, kernels::KernelKind k
               std::string(use_calibration ? "WACO_NO_CALIBRATION" : "--no-calibration") + ")";
     return c;
   }
+  const int default_dense = kernels::default_dense_size(kind);
+  const int want = dense > 0 ? dense : default_dense;
+  const bool sized = kind != kernels::KernelKind::SpMV;
+  const std::string size = sized ? " at dense size " + std::to_string(want) : "";
   const nlohmann::json identity = calibration_identity(kernel_compiler);
-  const CalibrationPaths p = calibration_paths(kind, identity, root);
   const std::string k(kernels::kernel_name(kind));
-  const auto fallback = [&](const std::string& why) {
-    c.warning = "the calibration " + p.sidecar + " is not used (" + why + "); ranking with the " +
-                "shipped model (hint: run 'waco-hybrid calibrate --kernel " + k + "' again)";
-    c.note += " (calibration not used: " + why + ")";
-    c.calibration = nullptr;
-    return c;
-  };
+  const std::string again = "waco-hybrid calibrate --kernel " + k +
+                            (want != default_dense ? " --dense " + std::to_string(want) : "");
+  // This size's own files first; then, at another size than the default, the default files,
+  // which calibrate --dense filled before sizes had files of their own (their sidecar says so).
+  std::vector<CalibrationPaths> files = {calibration_paths(kind, identity, root, want)};
+  if (want != default_dense) files.push_back(calibration_paths(kind, identity, root));
   std::error_code ec;
-  if (!fs::exists(p.sidecar, ec)) {
-    if (fs::exists(p.model, ec)) return fallback("a model file without its sidecar");
-    c.note += " (no calibration for this machine: waco-hybrid calibrate --kernel " + k + ")";
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const CalibrationPaths& p = files[f];
+    const bool own = f == 0;  // a broken file of this size is warned about; the other one skipped
+    const auto fallback = [&](const std::string& why) {
+      c.warning = "the calibration " + p.sidecar + " is not used (" + why + "); ranking with the " +
+                  "shipped model (hint: run '" + again + "' again)";
+      c.note += " (calibration not used: " + why + ")";
+      c.calibration = nullptr;
+      return c;
+    };
+    if (!fs::exists(p.sidecar, ec)) {
+      if (own && fs::exists(p.model, ec)) return fallback("a model file without its sidecar");
+      continue;
+    }
+    nlohmann::json s;
+    try {
+      s = nlohmann::json::parse(kernels::read_text_file(p.sidecar));
+    } catch (const nlohmann::json::exception& e) {
+      if (!own) continue;
+      return fallback(std::string("corrupt sidecar: not JSON: ") + e.what());
+    }
+    if (!s.is_object() || s.value("format", std::string()) != kCalibrationFormat) {
+      if (!own) continue;
+      return fallback("corrupt sidecar: not a calibration sidecar");
+    }
+    const nlohmann::json made_at = s.value("dense", nlohmann::json(default_dense));
+    if (made_at != nlohmann::json(want)) {
+      if (own && want != default_dense)  // <kernel>-<J>.* is written at J only
+        return fallback("corrupt sidecar: it was made at dense size " + made_at.dump() + ", not " +
+                        std::to_string(want));
+      continue;  // the default files hold another size's calibration (calibrate --dense, session 39)
+    }
+    if (s.value("version", 0) != kCalibrationVersion) return fallback("a sidecar of another layout version");
+    if (!s.contains("identity") || s["identity"] != identity)
+      return fallback("it was made for another machine identity");
+    if (s.value("kernel", std::string()) != k) return fallback("corrupt sidecar: another kernel");
+    const nlohmann::json base = s.value("base_model", nlohmann::json::object());
+    if (!base.is_object() || base.value("hash", std::string()) != file_hash(c.path))
+      return fallback("it fine-tuned another shipped model than " + c.path);
+    c.calibration = s;
+    const std::string decision = s.value("decision", std::string());
+    if (decision == "shipped") {
+      c.note += " (calibration on this machine" + size + " kept it: " + held_out_text(s) + ")";
+      return c;
+    }
+    if (decision != "calibrated") return fallback("corrupt sidecar: no decision");
+    const nlohmann::json model = s.value("model", nlohmann::json::object());
+    if (!model.is_object() || model.value("hash", std::string()) != file_hash(p.model))
+      return fallback("the model file is missing or does not match its sidecar's hash");
+    try {
+      learned::CostModel::load_shared(p.model, kind);
+    } catch (const kernels::Error& e) {
+      return fallback(std::string("corrupt model: ") + e.what());
+    }
+    c.path = p.model;
+    c.source = "calibrated";
+    c.note = "calibrated model for this machine" + size + " " + p.model + " (" + held_out_text(s) + ")";
     return c;
   }
-  nlohmann::json s;
-  try {
-    s = nlohmann::json::parse(kernels::read_text_file(p.sidecar));
-  } catch (const nlohmann::json::exception& e) {
-    return fallback(std::string("corrupt sidecar: not JSON: ") + e.what());
-  }
-  if (!s.is_object() || s.value("format", std::string()) != kCalibrationFormat)
-    return fallback("corrupt sidecar: not a calibration sidecar");
-  if (s.value("version", 0) != kCalibrationVersion) return fallback("a sidecar of another layout version");
-  if (!s.contains("identity") || s["identity"] != identity)
-    return fallback("it was made for another machine identity");
-  if (s.value("kernel", std::string()) != k) return fallback("corrupt sidecar: another kernel");
-  const nlohmann::json base = s.value("base_model", nlohmann::json::object());
-  if (!base.is_object() || base.value("hash", std::string()) != file_hash(c.path))
-    return fallback("it fine-tuned another shipped model than " + c.path);
-  c.calibration = s;
-  const std::string decision = s.value("decision", std::string());
-  if (decision == "shipped") {
-    c.note += " (calibration on this machine kept it: " + held_out_text(s) + ")";
-    return c;
-  }
-  if (decision != "calibrated") return fallback("corrupt sidecar: no decision");
-  const nlohmann::json model = s.value("model", nlohmann::json::object());
-  if (!model.is_object() || model.value("hash", std::string()) != file_hash(p.model))
-    return fallback("the model file is missing or does not match its sidecar's hash");
-  try {
-    learned::CostModel::load_shared(p.model, kind);
-  } catch (const kernels::Error& e) {
-    return fallback(std::string("corrupt model: ") + e.what());
-  }
-  c.path = p.model;
-  c.source = "calibrated";
-  c.note = "calibrated model for this machine " + p.model + " (" + held_out_text(s) + ")";
+  // A calibration serves its own dense size only (calibration.hpp): another size's is not used.
+  c.note += " (no calibration for this machine" + size + ": " + again + ")";
   return c;
 }
 

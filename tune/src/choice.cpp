@@ -237,7 +237,8 @@ CandidateChoice detail::choose_candidates(const TuneRequest& o, KernelKind kind,
 }
 
 ModelChoice detail::resolve_model(TuneRequest& o, TuneObserver& obs) {
-  ModelChoice c = choose_model(o.model, o.kind, o.dtype, o.generated.compiler, o.use_calibration);
+  ModelChoice c = choose_model(o.model, o.kind, o.dtype, o.generated.compiler,
+                               o.use_calibration, {}, o.dense);
   if (!c.warning.empty()) obs.warning(c.warning);
   obs.note("tune: ranking with the " + c.note);
   o.model = c.path;

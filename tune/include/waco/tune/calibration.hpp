@@ -5,9 +5,17 @@
 // Layout: <data>/calibration/<identity hash>/ holds identity.json (the identity in full),
 // <kernel>.sqlite (the groups calibrate collected: resumable), <kernel>.model (the fine-tuned
 // model, when it ranked the held-out groups better than the shipped one) and <kernel>.json (the
-// sidecar: identity, minutes, groups, held-out Spearman and pair accuracy before and after, the
-// decision, the model file's and the base model's hashes). Single precision only: calibrate
-// times f32 kernels; an f64 tune ranks with the shipped models.
+// sidecar: identity, dense size, minutes, groups, held-out Spearman and pair accuracy before and
+// after, the decision, the model file's and the base model's hashes). Single precision only:
+// calibrate times f32 kernels; an f64 tune ranks with the shipped models.
+//
+// One calibration per dense size: <kernel>.* at the kernel's default size (the shipped dataset's:
+// SpMM/SDDMM 256, MTTKRP 16), <kernel>-<J>.* at another (`calibrate --dense J`). A calibration
+// ranks only tunes of its own size: measured on a second CPU (learned/README.md, session 40),
+// each size's calibration ranked its own size better than the shipped model (SpMM J=16 Spearman
+// 0.64 -> 0.73, J=64 0.83 -> 0.85) and other sizes no better or worse (J=16's at J=64: 0.80).
+// A sidecar without "dense" (made before sizes had their own files) is of the default size; one
+// in <kernel>.* that says another size (calibrate --dense before session 40) serves that size.
 //
 // The identity is heuristics::machine_identity() less waco-hybrid's version and git revision (a
 // rebuild keeps the calibration; a changed shipped model is caught by the base model's hash):
@@ -44,8 +52,9 @@ struct CalibrationPaths {
   std::string model;    ///< <dir>/<kernel>.model
   std::string sidecar;  ///< <dir>/<kernel>.json
 };
+/// The files of the calibration of `kind` at dense size `dense` (0: the kernel's default).
 CalibrationPaths calibration_paths(kernels::KernelKind kind, const nlohmann::json& identity,
-                                   const std::string& root = {});
+                                   const std::string& root = {}, int dense = 0);
 
 /// 16 hex digits of a file's bytes (the sidecar's model and base-model hashes); "" when unreadable.
 std::string file_hash(const std::string& path);
@@ -70,11 +79,12 @@ struct ModelChoice {
 bool calibration_disabled_by_env();
 
 /// The model to rank with: `explicit_path` when given; else, for f32 and unless `use_calibration`
-/// is false or the environment disables it, this machine's calibrated model when it is sound
-/// (loaded and checked; a corrupt one gives `warning` and the shipped model); else the shipped
-/// model of `kind` and `dtype` (learned::model_path_or_default).
+/// is false or the environment disables it, this machine's calibrated model at dense size `dense`
+/// (0: the kernel's default) when it is sound (loaded and checked; a corrupt one gives `warning`
+/// and the shipped model); else the shipped model of `kind` and `dtype`
+/// (learned::model_path_or_default).
 ModelChoice choose_model(const std::string& explicit_path, kernels::KernelKind kind,
                          kernels::Dtype dtype, const codegen::CompilerOptions& kernel_compiler,
-                         bool use_calibration, const std::string& root = {});
+                         bool use_calibration, const std::string& root = {}, int dense = 0);
 
 }  // namespace waco::tuning
