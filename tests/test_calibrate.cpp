@@ -67,6 +67,21 @@ nlohmann::json parse(const test::CliResult& r) {
 
 void truncate_file(const std::string& path, std::uintmax_t size) { fs::resize_file(path, size); }
 
+/// A sound sidecar of a calibration that kept its fine-tuned model: the shipped model's copy at
+/// `p.model` (copied there first), made on `id` for `kernel`.
+nlohmann::json calibrated_sidecar(const tuning::CalibrationPaths& p, const nlohmann::json& id,
+                                  const std::string& kernel, const std::string& shipped) {
+  fs::copy_file(shipped, p.model, fs::copy_options::overwrite_existing);
+  return {{"format", tuning::kCalibrationFormat},
+          {"version", tuning::kCalibrationVersion},
+          {"identity", id},
+          {"kernel", kernel},
+          {"decision", "calibrated"},
+          {"validation", {{"groups", 3}}},
+          {"base_model", {{"hash", tuning::file_hash(shipped)}}},
+          {"model", {{"path", p.model}, {"hash", tuning::file_hash(p.model)}}}};
+}
+
 }  // namespace
 
 TEST_CASE("calibrate: end to end in under a minute, then predict and tune use the model and say so") {
@@ -255,15 +270,7 @@ TEST_CASE("calibrate: choose_model uses this identity's sound calibration only")
   CHECK(c.warning.empty());
 
   fs::create_directories(p.dir);
-  fs::copy_file(shipped, p.model, fs::copy_options::overwrite_existing);
-  nlohmann::json s = {{"format", tuning::kCalibrationFormat},
-                      {"version", tuning::kCalibrationVersion},
-                      {"identity", id},
-                      {"kernel", "spmv"},
-                      {"decision", "calibrated"},
-                      {"validation", {{"groups", 3}}},
-                      {"base_model", {{"hash", tuning::file_hash(shipped)}}},
-                      {"model", {{"path", p.model}, {"hash", tuning::file_hash(p.model)}}}};
+  nlohmann::json s = calibrated_sidecar(p, id, "spmv", shipped);
   const auto write_sidecar = [&](const nlohmann::json& j) { std::ofstream(p.sidecar) << j.dump(); };
   write_sidecar(s);
   c = tuning::choose_model("", kind, f32, cc, true, root);
@@ -352,15 +359,7 @@ TEST_CASE("calibrate: choose_model uses a calibration at its own dense size only
   ::setenv("WACO_NO_CALIBRATION", "0", 1);
   fs::create_directories(p64.dir);
   const auto calibrated = [&](const tuning::CalibrationPaths& p, const nlohmann::json& dense) {
-    fs::copy_file(shipped, p.model, fs::copy_options::overwrite_existing);
-    nlohmann::json s = {{"format", tuning::kCalibrationFormat},
-                        {"version", tuning::kCalibrationVersion},
-                        {"identity", id},
-                        {"kernel", "spmm"},
-                        {"decision", "calibrated"},
-                        {"validation", {{"groups", 3}}},
-                        {"base_model", {{"hash", tuning::file_hash(shipped)}}},
-                        {"model", {{"path", p.model}, {"hash", tuning::file_hash(p.model)}}}};
+    nlohmann::json s = calibrated_sidecar(p, id, "spmm", shipped);
     if (!dense.is_null()) s["dense"] = dense;
     std::ofstream(p.sidecar) << s.dump();
   };
@@ -414,12 +413,7 @@ TEST_CASE("calibrate: the model search of the library (tuning::nominate) ranks w
   const nlohmann::json id = tuning::calibration_identity(cc);
   const tuning::CalibrationPaths p = tuning::calibration_paths(kind, id, root);
   fs::create_directories(p.dir);
-  fs::copy_file(shipped, p.model, fs::copy_options::overwrite_existing);
-  std::ofstream(p.sidecar) << nlohmann::json{
-      {"format", tuning::kCalibrationFormat}, {"version", tuning::kCalibrationVersion},
-      {"identity", id}, {"kernel", "spmv"}, {"decision", "calibrated"},
-      {"base_model", {{"hash", tuning::file_hash(shipped)}}},
-      {"model", {{"hash", tuning::file_hash(p.model)}}}}.dump();
+  std::ofstream(p.sidecar) << calibrated_sidecar(p, id, "spmv", shipped).dump();
   const std::string old = std::getenv("XDG_DATA_HOME") ? std::getenv("XDG_DATA_HOME") : "";
   ::setenv("XDG_DATA_HOME", (dir + "/data").c_str(), 1);
   ::setenv("WACO_NO_CALIBRATION", "0", 1);  // on ("0"; catch_main.cpp turns it off)
