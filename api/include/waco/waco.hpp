@@ -216,8 +216,9 @@ struct Options {
   // option of the same name (dashes as underscores; `waco-hybrid tune --help` says what it does,
   // and gives its range and default), and an unset one (empty, false) is the CLI's default. An
   // application needs none of them. A value out of the CLI's range is an Error.
-  /// --model: a cost model file (empty: this machine's calibrated model when `waco-hybrid
-  /// calibrate` made one, else the shipped one; the report's "model" says which).
+  /// --model: a cost model file (empty: this machine's calibrated model at this dense size when
+  /// `waco-hybrid calibrate [--dense J]` made one, else the shipped one; the report's "model"
+  /// says which).
   std::string model;
   bool no_calibration = false;      ///< --no-calibration (also: WACO_NO_CALIBRATION=1)
   std::string index;                ///< --index: the HNSW graph of search "anns"
