@@ -13,7 +13,13 @@ timed ok (`predict --schedules ... --top 0`), and the script reports per model:
   - the hybrid's share: the oracle's time over the best time among the model's --budget best
     (default 20), which the hybrid measures side by side.
 The shares come from the exhaustive run's own timings (each schedule timed alone, once): they
-compare models on the same timings, they are not a tune's delivered speedups.
+compare models on the same timings, they are not a tune's delivered speedups. The exhaustive run
+times schedules one after another, so a kernel's chunk variants share a moment of the machine's
+drift and the oracle can be a lucky block: --side-by-side times the oracle and every model's
+--budget best again, interleaved in one `bench` run per matrix (kept in
+OUT/exhaustive/NAME.sbs.json), and adds both shares on those timings: model-alone's first, and
+the best of its --budget as the hybrid's side-by-side run would find it, over the fastest of all
+those timed.
 
 Example (SpMM at J=64, the shipped model against two calibrations):
   scripts/calibration_curve.py --bin build/experiments/waco-hybrid --kernel spmm --dense 64 \
@@ -62,6 +68,29 @@ def exhaustive_times(db_path, kernel, dense):
     return ok, {t: v for t, v in abandoned.items() if t not in ok}
 
 
+def side_by_side(a, dense_args, lock_args, f, base, schedules):
+    """Schedule text -> median seconds of one interleaved `bench` run of the distinct schedules
+    (beside the kernel's library baseline, which bench wants first); kept in BASE.sbs.json."""
+    distinct = list(dict.fromkeys(schedules))
+    path = base + ".sbs.json"
+    if os.path.exists(path):
+        kept = json.load(open(path))
+        if all(t in kept for t in distinct):
+            return kept
+    baseline = "csf" if a.kernel == "mttkrp" else "csr"
+    r = run([a.bin, "bench", "--kernel", a.kernel, *dense_args, "--threads", str(a.threads),
+             "--impl", baseline, *[x for t in distinct for x in ("--schedule", t)],
+             "--retake-disturbed", "5", "--json", *lock_args, f], base + ".sbs.log")
+    results = r["results"][1:]
+    if len(results) != len(distinct) or not all(x.get("verified") for x in results):
+        raise RuntimeError(f"bench of {f} did not time every schedule; see {base}.sbs.log")
+    kept = {t: x["median_s"] for t, x in zip(distinct, results)}
+    with open(path + ".tmp", "w") as out:
+        json.dump(kept, out)
+    os.replace(path + ".tmp", path)
+    return kept
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -75,6 +104,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--cpu-lock", default="")
     ap.add_argument("--model", action="append", default=[], metavar="NAME=PATH")
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="time the oracle and every model's picks again, interleaved (bench)")
     ap.add_argument("--json", action="store_true", help="print the per-model summary as JSON")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
@@ -117,6 +148,7 @@ def main():
         listing = base + ".schedules.txt"
         with open(listing, "w") as out:
             out.write("".join(t + "\n" for t in list(times) + list(bound)))
+        picks = {}  # model -> its --budget best schedules, best first
         for mname, path in models:
             margs = ["--no-calibration"] if path == "shipped" else ["--model", path]
             p = run([a.bin, "predict", "--kernel", a.kernel, *dense_args, "--threads",
@@ -136,6 +168,14 @@ def main():
                 "pair_accuracy": pair_accuracy(scores, ts),
                 "model_alone_share": oracle / every[0],
                 "hybrid_share": oracle / min(every[:a.budget])})
+            picks[mname] = [r["schedule"] for r in ranked[:a.budget]]
+        if a.side_by_side:
+            sbs = side_by_side(a, dense_args, lock_args, f, base,
+                               [min(times, key=times.get)] + [t for p in picks.values() for t in p])
+            best = min(sbs.values())
+            for mname, top in picks.items():
+                per_model[mname][-1]["model_alone_share_sbs"] = best / sbs[top[0]]
+                per_model[mname][-1]["hybrid_share_sbs"] = best / min(sbs[t] for t in top)
 
     summary = {}
     for mname, rows in per_model.items():
@@ -151,6 +191,9 @@ def main():
             "hybrid_share_mean": statistics.fmean(col("hybrid_share")),
             "hybrid_within_5pct": sum(s >= 1 / 1.05 for s in col("hybrid_share")) / len(rows),
             "rows": rows}
+        if a.side_by_side:
+            summary[mname]["model_alone_share_sbs_mean"] = statistics.fmean(col("model_alone_share_sbs"))
+            summary[mname]["hybrid_share_sbs_mean"] = statistics.fmean(col("hybrid_share_sbs"))
     with open(os.path.join(a.out, "curve.json"), "w") as out:
         json.dump({"kernel": a.kernel, "dense": dense, "threads": a.threads, "budget": a.budget,
                    "models": dict(models), "summary": summary}, out, indent=1)
@@ -160,13 +203,16 @@ def main():
         return
     print(f"{a.kernel} (dense {dense}, {a.threads} threads), {len(a.files)} matrices; "
           f"shares of the exhaustive oracle on its own timings")
+    sbs_head = f" {'alone sbs':>10} {'hybrid sbs':>11}" if a.side_by_side else ""
     print(f"{'model':<14} {'n':>3} {'Spearman':>9} {'pair acc':>9} {'alone':>7} {'<=5%':>6} "
-          f"{'hybrid':>7} {'<=5%':>6}")
+          f"{'hybrid':>7} {'<=5%':>6}{sbs_head}")
     for mname, s in summary.items():
+        sbs = (f" {s['model_alone_share_sbs_mean']:>10.3f} {s['hybrid_share_sbs_mean']:>11.3f}"
+               if a.side_by_side else "")
         print(f"{mname:<14} {s['matrices']:>3} {s['spearman_median']:>9.3f} "
               f"{s['pair_accuracy_median']:>9.3f} {s['model_alone_share_mean']:>7.3f} "
               f"{s['model_alone_within_5pct']:>6.0%} {s['hybrid_share_mean']:>7.3f} "
-              f"{s['hybrid_within_5pct']:>6.0%}")
+              f"{s['hybrid_within_5pct']:>6.0%}{sbs}")
 
 
 if __name__ == "__main__":
