@@ -69,19 +69,19 @@ def exhaustive_times(db_path, kernel, dense):
 
 
 def side_by_side(a, dense_args, lock_args, f, base, schedules):
-    """Schedule text -> median seconds of one interleaved `bench` run of the distinct schedules
-    (beside the kernel's library baseline, which bench wants first); kept in BASE.sbs.json."""
+    """Schedule text -> median seconds of one interleaved `bench` run of the distinct schedules;
+    kept in BASE.sbs.json."""
     distinct = list(dict.fromkeys(schedules))
     path = base + ".sbs.json"
     if os.path.exists(path):
-        kept = json.load(open(path))
+        with open(path) as kept_file:
+            kept = json.load(kept_file)
         if all(t in kept for t in distinct):
             return kept
-    baseline = "csf" if a.kernel == "mttkrp" else "csr"
     r = run([a.bin, "bench", "--kernel", a.kernel, *dense_args, "--threads", str(a.threads),
-             "--impl", baseline, *[x for t in distinct for x in ("--schedule", t)],
+             *[x for t in distinct for x in ("--schedule", t)],
              "--retake-disturbed", "5", "--json", *lock_args, f], base + ".sbs.log")
-    results = r["results"][1:]
+    results = r["results"]
     if len(results) != len(distinct) or not all(x.get("verified") for x in results):
         raise RuntimeError(f"bench of {f} did not time every schedule; see {base}.sbs.log")
     kept = {t: x["median_s"] for t, x in zip(distinct, results)}
