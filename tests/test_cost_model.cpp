@@ -191,6 +191,53 @@ TEST_CASE("cost model: a model reading the value type tells f32 from f64, others
   CHECK_THROWS_WITH(CostModelConfig::from_json(j), Catch::Contains("dtype_input"));
 }
 
+TEST_CASE("cost model: a model reading the dense size tells J apart; widening one keeps its ranking") {
+  const kernels::CooMatrix a = gen("banded", 500, 4000, 4);
+  const std::vector<codegen::SuperSchedule> list = {
+      codegen::schedule_from_string(kernels::KernelKind::SpMM, "csr"),
+      codegen::schedule_from_string(kernels::KernelKind::SpMM,
+                                    "split=i:4,j:16 order=i1,i0,j1,k,j0 format=CUC parallel=i1 chunk=4")};
+  CostModelConfig c;
+  c.kind = kernels::KernelKind::SpMM;
+  const CostModel plain = CostModel::create(c);
+  CHECK(plain.scores(plain.prepare(a, nullptr, kernels::Dtype::F32, 16), list) ==
+        plain.scores(plain.prepare(a), list));  // others ignore it
+  CHECK_FALSE(plain.config().to_json().contains("dense_input"));  // older files read alike
+  c.dense_input = true;
+  const CostModel sized = CostModel::create(c);
+  const auto j16 = sized.scores(sized.prepare(a, nullptr, kernels::Dtype::F32, 16), list);
+  const auto j256 = sized.scores(sized.prepare(a, nullptr, kernels::Dtype::F32, 256), list);
+  CHECK(j16 != j256);
+  CHECK_THROWS_WITH(sized.prepare(a), Catch::Contains("reads the dense size"));
+  // The file keeps it.
+  const std::string path = test::scratch_dir("cost-model-dense") + "/sized.model";
+  sized.save(path);
+  const CostModel back = CostModel::load(path);
+  CHECK(back.config().dense_input);
+  CHECK(back.scores(back.prepare(a, nullptr, kernels::Dtype::F32, 16), list) == j16);
+  // Widening a trained model: the new feature's weights are zero, so it ranks as before at
+  // every size, until training moves them.
+  const CostModel wide = plain.with_dense_input();
+  CHECK(wide.config().dense_input);
+  CHECK(wide.parameter_count() == plain.parameter_count() + c.width);
+  const auto before = plain.scores(plain.prepare(a), list);
+  for (std::int64_t j : {1, 16, 64, 256, 4096}) {
+    const auto after = wide.scores(wide.prepare(a, nullptr, kernels::Dtype::F32, j), list);
+    REQUIRE(after.size() == before.size());
+    for (std::size_t i = 0; i < after.size(); ++i) CHECK(after[i] == Approx(before[i]).epsilon(1e-5));
+  }
+  CHECK_THROWS_WITH(wide.with_dense_input(), Catch::Contains("already"));
+  // SpMV has no dense size; WACONet reads no features.
+  CostModelConfig v;
+  v.dense_input = true;
+  CHECK_THROWS_WITH(CostModel::create(v), Catch::Contains("dense operands"));
+  CHECK_THROWS_WITH(CostModel::create(CostModelConfig{}).with_dense_input(), Catch::Contains("not spmv"));
+  CostModelConfig w = c;
+  w.encoder = EncoderKind::WacoNet;
+  CHECK_THROWS_WITH(CostModel::create(w), Catch::Contains("feature encoder"));
+  CHECK_THROWS_WITH(CostModelConfig::from_json(w.to_json()), Catch::Contains("dense_input"));
+}
+
 TEST_CASE("cost model: scores per schedule for every encoder without WACONet, foreign input refused") {
   const kernels::CooMatrix a = gen("uniform", 400, 4000, 3);
   for (EncoderKind e : {EncoderKind::Stats, EncoderKind::Signature}) {

@@ -162,6 +162,45 @@ TEST_CASE("train: --dtype-input learns from the groups of both value types and r
   CHECK(c.err.find("--dtype-input trains on the groups of both value types") != std::string::npos);
 }
 
+TEST_CASE("train: --dense-input fine-tunes a one-size model on groups of three sizes, and it reads the size") {
+  const std::string dir = test::scratch_dir("train-dense-input");
+  const std::string data = std::string(WACO_SOURCE_DIR) + "/data/dense/spmm-epyc.jsonl.gz";
+  const std::string shipped = std::string(WACO_SOURCE_DIR) + "/data/models/spmm.model";
+  const auto r = test::run_cli("train --kernel spmm --init " + shipped +
+                               " --dense-input --epochs 1 --threads 2 --json -q -o " + dir + "/sized.model " + data);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("data").at("matrices").at("train").get<int>() > 400);  // every size
+  const waco::learned::CostModel m = waco::learned::CostModel::load(dir + "/sized.model");
+  CHECK(m.config().dense_input);
+  CHECK(m.record().at("command").get<std::string>().find("--dense-input") != std::string::npos);
+  // predict reads the size (the lite build as the LibTorch one), and so does a tune.
+  const auto scores = [&](const std::string& bin, int dense) {
+    const auto p = test::run_command(bin + " predict --kernel spmm --dense " + std::to_string(dense) +
+                                     " --top 0 --json --model " + dir + "/sized.model " + example() +
+                                     " 2>/dev/null");
+    REQUIRE(p.status == 0);
+    std::map<std::string, double> s;
+    const nlohmann::json j = nlohmann::json::parse(p.out);
+    for (const auto& row : j.at("ranked"))
+      s[row.at("schedule").get<std::string>()] = row.at("score").get<double>();
+    return s;
+  };
+  const auto lite16 = scores(test::cli_binary(), 16);
+  CHECK(lite16 != scores(test::cli_binary(), 256));
+  const auto torch16 = scores(test::cli_binary() + "-torch", 16);
+  REQUIRE(torch16.size() == lite16.size());
+  for (const auto& [s, v] : lite16) CHECK(torch16.at(s) == Approx(v).epsilon(1e-4));
+  const auto t = test::run_cli("tune --kernel spmm --dense 16 --budget 2 --no-plan-cache --json --db " +
+                               dir + "/r.sqlite --model " + dir + "/sized.model " + example());
+  INFO(t.err);
+  CHECK(t.status == 0);
+  // SpMV has no dense size.
+  const auto v = test::run_cli("train --kernel spmv --dense-input -o " + dir + "/x.model " + data);
+  CHECK(v.status == 1);
+  CHECK(v.err.find("not spmv") != std::string::npos);
+}
+
 TEST_CASE("train: waco-hybrid ranks without LibTorch as waco-hybrid-torch does, and hands it training") {
   const std::string lite = test::cli_binary();
   const std::string torch = lite + "-torch";

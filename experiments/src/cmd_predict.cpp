@@ -68,6 +68,7 @@ int predict_by_search(const Options& o, const tuning::ModelChoice& model, kernel
   req.space = &space;
   req.admissible = pr.final_count;
   req.problem = &p;
+  req.dense = kind == kernels::KernelKind::SpMV ? 1 : dense;
   req.budget = static_cast<std::uint64_t>(o.top > 0 ? o.top : 10);
   req.model = model.path;
   req.index = o.index;
@@ -106,6 +107,7 @@ int predict(const Options& o) {
   const learned::CostModel model = learned::CostModel::load(path, kind);
   const Operand op = load_operand(o.file, o.read, kind);
   const int threads = resolve_threads(o.threads);
+  const int dense = o.dense > 0 ? o.dense : kernels::default_dense_size(kind);
 
   std::vector<codegen::SuperSchedule> list;
   std::string from;
@@ -120,7 +122,6 @@ int predict(const Options& o) {
   } else {
     heuristics::SpaceOptions so;
     so.cores = threads;
-    const int dense = o.dense > 0 ? o.dense : kernels::default_dense_size(kind);
     heuristics::Space space = heuristics::Space::for_operand(
         kind, op.matrix ? &op.matrix->matrix : nullptr, op.tensor ? &op.tensor->tensor : nullptr,
         dense, so);
@@ -143,8 +144,8 @@ int predict(const Options& o) {
     if (s.threads != 1) s.threads = threads;
   const double t1 = kernels::now_seconds();
   const learned::ModelInput in = op.matrix
-                                     ? model.prepare(op.matrix->matrix, nullptr, o.read.dtype)
-                                     : model.prepare(op.tensor->tensor, o.read.dtype);
+                                     ? model.prepare(op.matrix->matrix, nullptr, o.read.dtype, dense)
+                                     : model.prepare(op.tensor->tensor, o.read.dtype, dense);
   const std::vector<double> scores = model.scores(in, learned::as_model_sees(list, threads));
   const double model_s = kernels::now_seconds() - t1;
   std::vector<std::size_t> idx(list.size());

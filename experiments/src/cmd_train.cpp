@@ -24,6 +24,7 @@ struct Options {
   std::string waconet_variant = "small";
   bool encoder_given = false;  ///< --encoder was on the command line
   bool dtype_input = false;    ///< --dtype-input: the value type one more feature, both types' groups
+  bool dense_input = false;    ///< --dense-input: the dense size one more feature
   std::string init;            ///< --init MODEL: fine-tune this model's weights
   std::string output;
   std::string checkpoint;
@@ -43,6 +44,7 @@ std::string command_of(const Options& o, const learned::TrainOptions& t, const s
        " --batch " + std::to_string(t.schedules_per_matrix) + " --matrices-per-step " +
        std::to_string(t.matrices_per_step) + " --patience " + std::to_string(t.patience) +
        " --seed " + std::to_string(o.seed) + " --threads " + std::to_string(t.threads);
+  if (o.dense_input) c += " --dense-input";
   if (o.dtype_input) c += " --dtype-input";
   else if (o.data.dtype != kernels::Dtype::F32)
     c += " --dtype " + std::string(kernels::dtype_name(o.data.dtype));
@@ -65,9 +67,14 @@ int train(const Options& given) {
   learned::CostModel model = [&] {
     if (!o.init.empty()) {
       // The model's own kernel and encoder (checked against --kernel and a given --encoder).
-      return learned::CostModel::load(
+      learned::CostModel init = learned::CostModel::load(
           o.init, kind,
           o.encoder_given ? std::optional(learned::parse_encoder(o.encoder)) : std::nullopt);
+      if (!o.dense_input || init.config().dense_input) return init;
+      if (!o.data.quiet)
+        std::fprintf(stderr, "--dense-input: %s reads the dense size from now on (its weight "
+                             "zero before training)\n", o.init.c_str());
+      return init.with_dense_input();
     }
     learned::CostModelConfig config;
     config.kind = kind;
@@ -75,11 +82,13 @@ int train(const Options& given) {
     config.waconet_variant = o.waconet_variant;
     config.seed = o.seed;
     config.dtype_input = o.dtype_input;
+    config.dense_input = o.dense_input;
     return learned::CostModel::create(config);
   }();
   // A model reading the value type learns from the groups of both (--init's model decides).
   o.dtype_input = model.config().dtype_input;
   o.data.every_dtype = o.dtype_input;
+  o.dense_input = model.config().dense_input;
   const std::string encoder = learned::encoder_name(model.config().encoder);
 
   const LoadedExamples data = load_examples(model, o.data, [](const learned::DatasetGroup&) { return true; });
@@ -202,8 +211,14 @@ Command make_train_command() {
             sub.add_flag("--dtype-input", o->dtype_input,
                          "The model reads the value type (f32 or f64) as one more matrix feature "
                          "and trains on the groups of both (without it: the groups of --dtype)");
+            sub.add_flag("--dense-input", o->dense_input,
+                         "The model reads the dense size (log2 J or K) as one more matrix feature, "
+                         "so that one model ranks groups of several sizes (spmm, sddmm, mttkrp; "
+                         "with --init: a model without it learns it, starting from its ranking)");
             sub.add_flag("--json", o->json, "Print JSON (history, best epoch, data)");
             sub.footer(
+                "Groups of every dense size the data holds are trained on (without "
+                "--dense-input the model cannot tell them apart). "
                 "Groups are split by family (all augmentations of one real file together): 80% "
                 "train, 10% validation (early stopping), 10% test (never read here; see "
                 "`waco-hybrid evaluate --split test`). Deterministic for a seed and thread "

@@ -216,8 +216,7 @@ CostModel CostModel::create(const CostModelConfig& config) {
   if (config.width < 1 || config.width > 4096 || config.table_width < 1 || config.table_width > 1024)
     throw Error("cost model widths out of range (width " + std::to_string(config.width) +
                 ", table width " + std::to_string(config.table_width) + ")");
-  if (config.dtype_input && !uses_features(config.encoder))
-    throw Error("a model reading the value type needs a feature encoder (signature or stats)");
+  check_inputs(config);
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->net = CostNet(config);
@@ -239,6 +238,31 @@ void CostModel::save(const std::string& path) const {
                     module_tensors(*impl_->net));
 }
 
+CostModel CostModel::with_dense_input() const {
+  if (impl_->config.dense_input) throw Error("the cost model reads the dense size already");
+  CostModelConfig c = impl_->config;
+  c.dense_input = true;
+  CostModel wide = create(c);  // check_inputs: SpMV and WACONet refused
+  wide.impl_->record = impl_->record;
+  const auto from = impl_->snapshot();
+  torch::NoGradGuard g;
+  // The dense size is the last feature (prepare_input): a zero column of feat1's weights, so
+  // that every score is this model's until training moves it.
+  for (auto& [name, t] : module_tensors(*wide.impl_->net)) {
+    const torch::Tensor& old = from.at(name);
+    if (name == "feat1.weight") {
+      t.zero_();
+      t.narrow(1, 0, old.size(1)).copy_(old);
+    } else if (name == "feat_mean" || name == "feat_std") {
+      t.narrow(0, 0, old.size(0)).copy_(old);
+      t[old.size(0)] = name == "feat_mean" ? 6.0f : 2.0f;  // log2 J: 16..256 within one unit
+    } else {
+      t.copy_(old);
+    }
+  }
+  return wide;
+}
+
 CostModel CostModel::load(const std::string& path, std::optional<kernels::KernelKind> expect_kind,
                           std::optional<EncoderKind> expect_encoder) {
   TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");
@@ -258,13 +282,15 @@ auto waconet_pattern(const CostNet& net) {
 
 ModelInput CostModel::prepare(const kernels::CooMatrix& a,
                              const signature::LocalitySignature* signature,
-                             kernels::Dtype dtype) const {
+                             kernels::Dtype dtype, std::int64_t dense) const {
   return prepare_input(impl_->config, a, false, features_with(signature),
-                       waconet_pattern(impl_->net), dtype);
+                       waconet_pattern(impl_->net), dtype, dense);
 }
 
-ModelInput CostModel::prepare(const kernels::CooTensor& t, kernels::Dtype dtype) const {
-  return prepare_input(impl_->config, t, true, tensor_features, waconet_pattern(impl_->net), dtype);
+ModelInput CostModel::prepare(const kernels::CooTensor& t, kernels::Dtype dtype,
+                             std::int64_t dense) const {
+  return prepare_input(impl_->config, t, true, tensor_features, waconet_pattern(impl_->net), dtype,
+                       dense);
 }
 
 std::vector<double> CostModel::scores(const ModelInput& input,

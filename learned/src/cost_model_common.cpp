@@ -71,7 +71,18 @@ nlohmann::json CostModelConfig::to_json() const {
           {"table_width", table_width},
           {"seed", seed}};
   if (dtype_input) j["dtype_input"] = true;
+  if (dense_input) j["dense_input"] = true;
   return j;
+}
+
+void check_inputs(const CostModelConfig& c) {
+  if (c.dtype_input && !uses_features(c.encoder))
+    throw Error("a model reading the value type (dtype_input) needs a feature encoder (signature or stats)");
+  if (c.dense_input && !uses_features(c.encoder))
+    throw Error("a model reading the dense size (dense_input) needs a feature encoder (signature or stats)");
+  if (c.dense_input && c.kind == kernels::KernelKind::SpMV)
+    throw Error("a model reading the dense size (dense_input) needs a kernel with dense operands (spmm, "
+                "sddmm, mttkrp), not spmv");
 }
 
 CostModelConfig CostModelConfig::from_json(const nlohmann::json& j) {
@@ -90,8 +101,12 @@ CostModelConfig CostModelConfig::from_json(const nlohmann::json& j) {
     c.table_width = small_int("table_width");
     c.seed = kernels::json_unsigned_field(j, "seed", "malformed cost model configuration");
     c.dtype_input = j.value("dtype_input", false);
-    if (c.dtype_input && !uses_features(c.encoder))
-      throw Error("malformed cost model configuration: dtype_input needs a feature encoder");
+    c.dense_input = j.value("dense_input", false);
+    try {
+      check_inputs(c);
+    } catch (const Error& e) {
+      throw Error(std::string("malformed cost model configuration: ") + e.what());
+    }
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("malformed cost model configuration: ") + e.what());

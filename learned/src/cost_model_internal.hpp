@@ -3,6 +3,7 @@
 // torch-free waco-hybrid's). Both must read a model file and a schedule alike.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -30,10 +31,16 @@ inline FeatureSet feature_set(EncoderKind e) {
 }
 inline int dims_of(kernels::KernelKind k) { return kernels::needs_tensor(k) ? 3 : 2; }
 /// The matrix features a model of `c` reads: its feature set's, then the value type when
-/// c.dtype_input (prepare_input appends it).
+/// c.dtype_input and the dense size when c.dense_input (prepare_input appends them).
 inline int model_feature_count(const CostModelConfig& c) {
-  return feature_count(feature_set(c.encoder), dims_of(c.kind)) + (c.dtype_input ? 1 : 0);
+  return feature_count(feature_set(c.encoder), dims_of(c.kind)) + (c.dtype_input ? 1 : 0) +
+         (c.dense_input ? 1 : 0);
 }
+/// The dense size as a dense_input model reads it (raw, before standardization).
+inline float dense_feature(std::int64_t dense) { return static_cast<float>(std::log2(static_cast<double>(dense))); }
+/// Throws kernels::Error unless a model of `c` can read what its flags say: the value type and
+/// the dense size need a feature encoder, the dense size a kernel with dense operands.
+void check_inputs(const CostModelConfig& c);
 
 /// Schedules as the schedule embedder reads them: per schedule F categorical field values and
 /// the flattened S x S loop-order permutation matrix.
@@ -82,17 +89,22 @@ inline auto features_with(const signature::LocalitySignature* signature) {
 }
 
 /// The model's view of an operand, timed: its feature vector (`features`: matrix_features or
-/// tensor_features, then the value type `dtype` when c.dtype_input) for the feature encoders,
-/// `pattern(op)` for the WACONet ones.
+/// tensor_features, then the value type `dtype` when c.dtype_input and the dense size `dense`
+/// when c.dense_input) for the feature encoders, `pattern(op)` for the WACONet ones.
 template <typename Operand, typename Features, typename Pattern>
 ModelInput prepare_input(const CostModelConfig& c, const Operand& op, bool tensor,
-                         Features features, Pattern pattern, kernels::Dtype dtype) {
+                         Features features, Pattern pattern, kernels::Dtype dtype,
+                         std::int64_t dense) {
   check_operand(c, tensor);
+  if (c.dense_input && dense < 1)
+    throw kernels::Error("this cost model reads the dense size, and none was given",
+                         "give the dense size (J or K) the schedules will run at");
   const double t0 = kernels::now_seconds();
   auto in = std::make_shared<ModelInput::Impl>();
   if (uses_features(c.encoder)) {
     in->features = features(feature_set(c.encoder), op, 0);
     if (c.dtype_input) in->features.push_back(dtype == kernels::Dtype::F64 ? 1.0f : 0.0f);
+    if (c.dense_input) in->features.push_back(dense_feature(dense));
   }
   if (uses_waconet(c.encoder)) in->pattern = pattern(op);
   in->seconds = kernels::now_seconds() - t0;

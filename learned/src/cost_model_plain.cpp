@@ -152,6 +152,7 @@ CostModel CostModel::create(const CostModelConfig&) {
 }
 
 void CostModel::save(const std::string&) const { throw_torch_required("writing a cost model"); }
+CostModel CostModel::with_dense_input() const { throw_torch_required("widening a cost model"); }
 
 TrainSummary CostModel::train(const std::vector<RankingExample>&, const std::vector<RankingExample>&,
                               const TrainOptions&, const std::function<void(const EpochReport&)>&) {
@@ -218,12 +219,13 @@ constexpr auto kNoPattern = [](const auto&) { return std::shared_ptr<const Prepa
 
 ModelInput CostModel::prepare(const kernels::CooMatrix& a,
                              const signature::LocalitySignature* signature,
-                             kernels::Dtype dtype) const {
-  return prepare_input(impl_->config, a, false, features_with(signature), kNoPattern, dtype);
+                             kernels::Dtype dtype, std::int64_t dense) const {
+  return prepare_input(impl_->config, a, false, features_with(signature), kNoPattern, dtype, dense);
 }
 
-ModelInput CostModel::prepare(const kernels::CooTensor& t, kernels::Dtype dtype) const {
-  return prepare_input(impl_->config, t, true, tensor_features, kNoPattern, dtype);
+ModelInput CostModel::prepare(const kernels::CooTensor& t, kernels::Dtype dtype,
+                             std::int64_t dense) const {
+  return prepare_input(impl_->config, t, true, tensor_features, kNoPattern, dtype, dense);
 }
 
 namespace {

@@ -138,8 +138,8 @@ RankingExample make_example(const CostModel& model, const DatasetGroup& g,
   RankingExample ex;
   ex.name = g.label();
   ex.input = kernels::needs_tensor(g.kind)
-                 ? model.prepare(make_group_tensor(g, data_dirs), g.dtype)
-                 : model.prepare(make_group_matrix(g, data_dirs), nullptr, g.dtype);
+                 ? model.prepare(make_group_tensor(g, data_dirs), g.dtype, g.dense)
+                 : model.prepare(make_group_matrix(g, data_dirs), nullptr, g.dtype, g.dense);
   for (const MeasuredCandidate& c : g.candidates) {
     ex.schedules.push_back(c.schedule);
     ex.seconds.push_back(c.seconds);

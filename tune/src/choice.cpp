@@ -153,7 +153,7 @@ CandidateChoice detail::choose_candidates(const TuneRequest& o, KernelKind kind,
     if ((among != nullptr || searcher.by_model) && p.A != nullptr && threads > 1) {
       beside = [&](const signature::LocalitySignature& sig) {
         const std::string path = learned::model_path_or_default(o.model, kind, p.dtype());
-        input = learned::CostModel::load_shared(path, kind)->prepare(*p.A, &sig, p.dtype());
+        input = learned::CostModel::load_shared(path, kind)->prepare(*p.A, &sig, p.dtype(), dense);
       };
     }
     Space space = Space::for_operand(kind, p.A, p.T, kind == KernelKind::SpMV ? 1 : dense, so, beside);

@@ -36,10 +36,10 @@ bool ranks_by_model(const std::string& name) {
 
 learned::ModelInput model_input(const SearchRequest& r, const learned::CostModel& model) {
   if (r.input != nullptr) return *r.input;
-  if (r.problem->A == nullptr) return model.prepare(*r.problem->T, r.problem->dtype());
+  if (r.problem->A == nullptr) return model.prepare(*r.problem->T, r.problem->dtype(), r.dense);
   const heuristics::MatrixFacts* facts = r.space->facts();
   return model.prepare(*r.problem->A, facts && facts->has_signature ? &facts->signature : nullptr,
-                       r.problem->dtype());
+                       r.problem->dtype(), r.dense);
 }
 
 }  // namespace waco::tuning

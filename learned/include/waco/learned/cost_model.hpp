@@ -62,6 +62,10 @@ struct CostModelConfig {
   /// so that one model ranks both (trained on groups of both); a feature encoder only. Files
   /// without the field have none.
   bool dtype_input = false;
+  /// The dense size (SpMM/MTTKRP J, SDDMM K) is one more matrix feature, log2 of it, after the
+  /// value type's, so that one model ranks every size (trained on groups of several); a feature
+  /// encoder and a kernel with dense operands only. Files without the field have none.
+  bool dense_input = false;
 
   nlohmann::json to_json() const;
   /// Throws kernels::Error on a missing or bad field.
@@ -183,6 +187,12 @@ class CostModel {
       const std::string& path, std::optional<kernels::KernelKind> expect_kind = std::nullopt);
   /// Writes the model file atomically (a kill never leaves a torn file).
   void save(const std::string& path) const;
+  /// This model reading the dense size too (config().dense_input), ranking as this one does until
+  /// it is trained: the new feature's weights zero, its standardization fixed (log2 J around 6,
+  /// by 2), the rest copied; for fine-tuning a model trained at one size on groups of several.
+  /// Throws kernels::Error for a model that has it already, SpMV, or a WACONet encoder, and
+  /// TorchRequired in the lite build.
+  CostModel with_dense_input() const;
 
   CostModel(CostModel&&) noexcept;
   CostModel& operator=(CostModel&&) noexcept;
@@ -198,11 +208,13 @@ class CostModel {
   /// `signature`: a's locality signature when the caller has it already (the schedule space
   /// computed it), so that the feature encoders do not compute it again (matrix_features).
   /// `dtype`: the value type the schedules will compute in, read by a dtype_input model (others
-  /// rank the same whatever it is).
+  /// rank the same whatever it is). `dense`: the dense size, read by a dense_input model (which
+  /// throws kernels::Error without one, 0); others ignore it.
   ModelInput prepare(const kernels::CooMatrix& a,
                      const signature::LocalitySignature* signature = nullptr,
-                     kernels::Dtype dtype = kernels::Dtype::F32) const;
-  ModelInput prepare(const kernels::CooTensor& t, kernels::Dtype dtype = kernels::Dtype::F32) const;
+                     kernels::Dtype dtype = kernels::Dtype::F32, std::int64_t dense = 0) const;
+  ModelInput prepare(const kernels::CooTensor& t, kernels::Dtype dtype = kernels::Dtype::F32,
+                     std::int64_t dense = 0) const;
 
   /// Scores of schedules for one operand, lower = predicted faster. Schedules must be of the
   /// model's kernel (kernels::Error otherwise).
