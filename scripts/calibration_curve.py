@@ -19,7 +19,9 @@ drift and the oracle can be a lucky block: --side-by-side times the oracle and e
 --budget best again, interleaved in one `bench` run per matrix (kept in
 OUT/exhaustive/NAME.sbs.json), and adds both shares on those timings: model-alone's first, and
 the best of its --budget as the hybrid's side-by-side run would find it, over the fastest of all
-those timed.
+those timed. --repeat DIR reads a second exhaustive run (another run of this script, --out DIR)
+and ranks the first run's schedules by its times, as a row of its own: how far a perfect model
+would get against timings this noisy.
 
 Example (SpMM at J=64, the shipped model against two calibrations):
   scripts/calibration_curve.py --bin build/experiments/waco-hybrid --kernel spmm --dense 64 \
@@ -106,6 +108,10 @@ def main():
     ap.add_argument("--model", action="append", default=[], metavar="NAME=PATH")
     ap.add_argument("--side-by-side", action="store_true",
                     help="time the oracle and every model's picks again, interleaved (bench)")
+    ap.add_argument("--repeat", default="", metavar="DIR",
+                    help="the --out folder of a second run of this script on the same files: "
+                         "its exhaustive timings rank the first's as one more row, 'repeat' "
+                         "(the ceiling the oracle's own noise leaves any model)")
     ap.add_argument("--json", action="store_true", help="print the per-model summary as JSON")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
@@ -114,6 +120,8 @@ def main():
     models = [m.split("=", 1) for m in a.model]
     if any(len(m) != 2 for m in models):
         ap.error("--model takes NAME=PATH")
+    if a.repeat and any(name == "repeat" for name, _ in models):
+        ap.error("'repeat' names the --repeat row: give the model another name")
     dense = 1 if a.kernel == "spmv" else (a.dense or (16 if a.kernel == "mttkrp" else 64))
     dense_args = [] if a.kernel == "spmv" else ["--dense", str(dense)]
     lock_args = ["--cpu-lock", a.cpu_lock] if a.cpu_lock else []
@@ -149,26 +157,41 @@ def main():
         with open(listing, "w") as out:
             out.write("".join(t + "\n" for t in list(times) + list(bound)))
         picks = {}  # model -> its --budget best schedules, best first
+        rankings = []  # (name, [(score, schedule)]), lower score = predicted faster
         for mname, path in models:
             margs = ["--no-calibration"] if path == "shipped" else ["--model", path]
             p = run([a.bin, "predict", "--kernel", a.kernel, *dense_args, "--threads",
                      str(a.threads), "--schedules", listing, "--top", "0", "--json", *margs, f],
                     base + "." + mname + ".predict.log")
-            ranked = sorted(p["ranked"], key=lambda row: row["score"])
+            rankings.append((mname, [(r["score"], r["schedule"]) for r in p["ranked"]]))
+        second = os.path.join(a.repeat, "exhaustive", name + ".sqlite") if a.repeat else ""
+        if second and not os.path.exists(second):
+            print(f"{name}: no repeat run in {a.repeat}", file=sys.stderr)
+        elif second:
+            # The second exhaustive run as a "model": its own times (abandoned ones at their
+            # bound, schedules it lacks last) rank the first run's.
+            times2, abandoned2 = exhaustive_times(second, a.kernel, dense)
+            if len(times2) < 3:
+                print(f"{name}: the repeat run has {len(times2)} schedules timed ok", file=sys.stderr)
+            known = {**{t: v for t, v in abandoned2.items() if not math.isnan(v)}, **times2}
+            rankings.append(("repeat", [(known.get(t, math.inf), t)
+                                        for t in list(times) + list(bound)]))
+        for mname, scored_list in rankings:
+            ranked = sorted(scored_list, key=lambda row: row[0])
             # Rank quality over the schedules timed to the end; shares over all, abandoned ones
             # at their lower bound.
-            scored = [(r["score"], times[r["schedule"]]) for r in ranked if r["schedule"] in times]
-            every = [times.get(r["schedule"], bound.get(r["schedule"], math.inf)) for r in ranked]
-            scores = [s for s, _ in scored]
+            scored = [(sc, times[t]) for sc, t in ranked if t in times and sc != math.inf]
+            every = [times.get(t, bound.get(t, math.inf)) for _, t in ranked]
+            scores = [sc for sc, _ in scored]
             ts = [t for _, t in scored]
             rho = spearman(scores, ts)
-            per_model[mname].append({
+            per_model.setdefault(mname, []).append({
                 "matrix": name, "schedules": len(ts), "abandoned": len(bound),
                 "spearman": math.nan if rho is None else rho,
                 "pair_accuracy": pair_accuracy(scores, ts),
                 "model_alone_share": oracle / every[0],
                 "hybrid_share": oracle / min(every[:a.budget])})
-            picks[mname] = [r["schedule"] for r in ranked[:a.budget]]
+            picks[mname] = [t for _, t in ranked[:a.budget]]
         if a.side_by_side:
             sbs = side_by_side(a, dense_args, lock_args, f, base,
                                [min(times, key=times.get)] + [t for p in picks.values() for t in p])
