@@ -50,10 +50,12 @@ def run(argv, log):
     return json.loads(p.stdout)
 
 
-def exhaustive_times(db_path, kernel, dense):
+def exhaustive_times(db_path, kernel, dense, threads):
     """Schedule text -> median seconds of the exhaustive tune's isolated measurements, and for the
     schedules it abandoned (too slow to finish timing) the fastest run before it did: a lower
-    bound, enough to score a model that ranks one of them first."""
+    bound, enough to score a model that ranks one of them first. A schedule stored with
+    threads=0 (all cores: the csr schedule) is named with the run's `threads`, as `predict`
+    prints it, so that the model's ranking finds it."""
     con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     rows = con.execute(
         "SELECT s.text, m.status, m.median_s, m.reason FROM measurements m "
@@ -62,6 +64,7 @@ def exhaustive_times(db_path, kernel, dense):
     con.close()
     ok, abandoned = {}, {}
     for text, status, median, reason in rows:
+        text = re.sub(r"\bthreads=0\b", f"threads={threads}", text)
         if status == "ok" and median and median > 0:
             ok[text] = min(median, ok.get(text, math.inf))
         elif status == "abandoned":
@@ -146,7 +149,7 @@ def main():
             eta = (time.time() - t_start) / done * (len(a.files) - done)
             print(f"[{done}/{len(a.files)}] {name}: exhaustive {time.time() - t0:.0f} s "
                   f"(~{eta / 60:.0f} min left)", file=sys.stderr)
-        times, abandoned = exhaustive_times(base + ".sqlite", a.kernel, dense)
+        times, abandoned = exhaustive_times(base + ".sqlite", a.kernel, dense, a.threads)
         if len(times) < 3:
             print(f"{name}: {len(times)} schedules timed ok, left out", file=sys.stderr)
             continue
@@ -170,7 +173,7 @@ def main():
         elif second:
             # The second exhaustive run as a "model": its own times (abandoned ones at their
             # bound, schedules it lacks last) rank the first run's.
-            times2, abandoned2 = exhaustive_times(second, a.kernel, dense)
+            times2, abandoned2 = exhaustive_times(second, a.kernel, dense, a.threads)
             if len(times2) < 3:
                 print(f"{name}: the repeat run has {len(times2)} schedules timed ok", file=sys.stderr)
             known = {**{t: v for t, v in abandoned2.items() if not math.isnan(v)}, **times2}
