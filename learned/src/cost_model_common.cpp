@@ -77,12 +77,14 @@ nlohmann::json CostModelConfig::to_json() const {
 
 void check_inputs(const CostModelConfig& c) {
   if (c.dtype_input && !uses_features(c.encoder))
-    throw Error("a model reading the value type (dtype_input) needs a feature encoder (signature or stats)");
+    throw Error("a model reading the value type (dtype_input) needs a feature encoder "
+                "(signature or stats)");
   if (c.dense_input && !uses_features(c.encoder))
-    throw Error("a model reading the dense size (dense_input) needs a feature encoder (signature or stats)");
+    throw Error("a model reading the dense size (dense_input) needs a feature encoder "
+                "(signature or stats)");
   if (c.dense_input && c.kind == kernels::KernelKind::SpMV)
-    throw Error("a model reading the dense size (dense_input) needs a kernel with dense operands (spmm, "
-                "sddmm, mttkrp), not spmv");
+    throw Error("a model reading the dense size (dense_input) needs a kernel with dense "
+                "operands (spmm, sddmm, mttkrp), not spmv");
 }
 
 CostModelConfig CostModelConfig::from_json(const nlohmann::json& j) {

@@ -37,7 +37,9 @@ inline int model_feature_count(const CostModelConfig& c) {
          (c.dense_input ? 1 : 0);
 }
 /// The dense size as a dense_input model reads it (raw, before standardization).
-inline float dense_feature(std::int64_t dense) { return static_cast<float>(std::log2(static_cast<double>(dense))); }
+inline float dense_feature(std::int64_t dense) {
+  return static_cast<float>(std::log2(static_cast<double>(dense)));
+}
 /// Throws kernels::Error unless a model of `c` can read what its flags say: the value type and
 /// the dense size need a feature encoder, the dense size a kernel with dense operands.
 void check_inputs(const CostModelConfig& c);
