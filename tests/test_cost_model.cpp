@@ -191,7 +191,7 @@ TEST_CASE("cost model: a model reading the value type tells f32 from f64, others
   CHECK_THROWS_WITH(CostModelConfig::from_json(j), Catch::Contains("dtype_input"));
 }
 
-TEST_CASE("cost model: a model reading the dense size tells J apart; widening one keeps its ranking") {
+TEST_CASE("cost model: a model reading the dense size tells J apart, and widening one keeps its ranking") {
   const kernels::CooMatrix a = gen("banded", 500, 4000, 4);
   const std::vector<codegen::SuperSchedule> list = {
       codegen::schedule_from_string(kernels::KernelKind::SpMM, "csr"),
