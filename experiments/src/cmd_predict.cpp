@@ -43,13 +43,12 @@ struct Options {
 /// --search / --passes: a search of tune's registry (model or anns) over the space the passes
 /// leave, without measuring; its --top best and what it reports about itself.
 int predict_by_search(const Options& o, const tuning::ModelChoice& model, kernels::KernelKind kind,
-                      const Operand& op, int threads, double t0) {
+                      const Operand& op, int threads, int dense, double t0) {
   const tuning::Searcher& searcher = tuning::find_searcher(o.search);
   if (!searcher.by_model)
     throw Error("predict ranks with the cost model: --search model or anns, not " + o.search);
   heuristics::SpaceOptions so;
   so.cores = threads;
-  const int dense = o.dense > 0 ? o.dense : kernels::default_dense_size(kind);
   const kernels::DenseOperands d = kernels::make_dense_operands(
       kind, op.matrix ? &op.matrix->matrix : nullptr, op.tensor ? &op.tensor->tensor : nullptr,
       dense, 1);
@@ -114,7 +113,7 @@ int predict(const Options& o) {
   if (o.search != "model" || o.passes != "all") {
     if (!o.schedules.empty())
       throw Error("--schedules ranks a list with the model; it takes neither --search nor --passes");
-    return predict_by_search(o, choice, kind, op, threads, t0);
+    return predict_by_search(o, choice, kind, op, threads, dense, t0);
   }
   if (!o.schedules.empty()) {
     list = read_schedule_list(kind, o.schedules);
