@@ -34,12 +34,15 @@ def run(cmd, lock):
 
 
 def served(report):
-    """What a report's plan runs, as `bench` names it: impl csr, or the schedule."""
+    """What a report's plan runs, as `bench` names it: "csr", a hand-written baseline that
+    beat it ("dia", as both reports name it in `implementation`), or "gen:SCHEDULE". A baseline's
+    report still carries a schedule (the adaptive plan's csr placeholder, the tune's
+    "impl=NAME"), which is not what runs."""
     impl = report.get("implementation")
-    if impl in ("csr", "csf"):
-        return None
+    if impl and impl != "generated":
+        return impl
     # An adaptive plan's report names its schedule; a tune's, its best (the result).
-    return report["schedule"] if "schedule" in report else report["best"]["schedule"]
+    return "gen:" + (report["schedule"] if "schedule" in report else report["best"]["schedule"])
 
 
 def main():
@@ -72,21 +75,21 @@ def main():
                                               "-q", f], lock)
         hy = run([a.waco, "tune"] + common + ["--no-plan-cache", "--json", "-q", f], lock)
         s_ad, s_hy = served(ad), served(hy)
-        scheds = []
-        for s in (s_ad, s_hy):
-            if s is not None and s not in scheds:
-                scheds.append(s)
-        cmd = [a.waco, "bench"] + common + ["--impl", "csr", "--repeat", str(a.rounds), "--json"]
-        for s in scheds:
-            cmd += ["--schedule", s]
+        impls = ["csr"] + [s for s in dict.fromkeys((s_ad, s_hy))
+                           if s != "csr" and s != "csf" and not s.startswith("gen:")]
+        cmd = [a.waco, "bench"] + common + ["--impl", ",".join(impls), "--repeat", str(a.rounds),
+                                            "--json"]
+        for s in dict.fromkeys((s_ad, s_hy)):
+            if s.startswith("gen:"):
+                cmd += ["--schedule", s[len("gen:"):]]
         bench = run(cmd + [f], lock)
         times = {}
         for r in bench["results"]:
             times[r["impl"]] = r
         def entry_of(s):
-            e = times.get("csr" if s is None else "gen:" + s)
+            e = times.get(s)
             return e if e and e.get("times_s") else None
-        e_csr, e_ad, e_hy = entry_of(None), entry_of(s_ad), entry_of(s_hy)
+        e_csr, e_ad, e_hy = entry_of("csr"), entry_of(s_ad), entry_of(s_hy)
         t_csr, t_ad, t_hy = (e["median_s"] if e else None for e in (e_csr, e_ad, e_hy))
         # The median of the per-round ratios (the rounds are interleaved: side by side).
         ratio = (statistics.median(h / d for h, d in zip(e_hy["times_s"], e_ad["times_s"]))
@@ -95,7 +98,7 @@ def main():
             ratios.append(ratio)
         be = ad.get("economy", {}).get("break_even_calls")
         row = {"matrix": name, "adaptive": ad, "hybrid_verdict": hy.get("verdict"),
-               "hybrid_schedule": s_hy, "hybrid_implementation":
+               "hybrid_served": s_hy, "hybrid_implementation":
                hy.get("implementation"), "csr_s": t_csr, "adaptive_s": t_ad, "hybrid_s": t_hy,
                "hybrid_over_adaptive": ratio, "bench": bench}
         rows.append(row)
