@@ -3,6 +3,7 @@
 // with the library baselines, resuming without running anything again, and usage errors. Also
 // tune --search bandit, which ablate's standard set uses.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 
 namespace {
 
+namespace fs = std::filesystem;
 using Result = waco::test::CliResult;
 
 std::string example() { return waco::test::examples_dir() + "/bcsstk13.mtx.gz"; }
@@ -62,7 +64,7 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
       "--config \"bandit5=--search bandit --budget 5\" --db " +
       dir + "/a.sqlite --work " + dir + "/work --cache-dir " + dir +
       "/cache --tune-args \"--repeat 3 --warmup 1 --confirm-rounds 4\" "
-      "--bench-repeat 5 --final-runs-max 3 --threads 2 --roofline --json " +
+      "--bench-repeat 5 --final-runs-max 3 --final-passes 2 --threads 2 --roofline --json " +
       example();
   const Result r = waco::test::run_cli(args);
   INFO(r.err);
@@ -118,17 +120,32 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
   if (ws.at("llc_bytes").is_number()) CHECK(ws.at("beyond_llc") == false);
   CHECK(ws.at("stream_gbs").get<double>() > 0.1);
   CHECK(bench.at("retake_disturbed") == 5);
+  // Two passes of 2-3 runs each, the second after the first (of every matrix: here one).
   const int final_runs = bench.at("final_runs");
-  CHECK(final_runs >= 2);
-  CHECK(final_runs <= 3);
+  CHECK(final_runs >= 4);
+  CHECK(final_runs <= 6);
   CHECK(bench.at("final_runs_max") == 3);
+  CHECK(bench.at("final_passes") == 2);
   REQUIRE(bench.at("runs").size() == static_cast<std::size_t>(final_runs));
+  REQUIRE(bench.at("passes").size() == 2);
+  int file = 0;
+  for (const auto& pass : bench.at("passes")) {
+    INFO(pass.dump());
+    CHECK(pass.at("runs").size() >= 2);
+    CHECK(pass.at("runs").size() <= 3);
+    for (const auto& n : pass.at("runs")) CHECK(n.get<int>() == ++file);  // side-by-side-N.json
+    CHECK(fs::exists(dir + "/work/" + m.at("fingerprint").get<std::string>() + "-spmv-1-t2/side-by-side-" +
+                     std::to_string(file) + ".json"));
+  }
+  CHECK(file == final_runs);
   CHECK(bench.at("agree_rule").get<std::string>().find("5%") != std::string::npos);
-  // Settled (the last two runs agreed), or not after 3 runs, or too busy to say.
-  CHECK((bench.at("settled") == true || final_runs == 3 || bench.at("busy") == true));
+  CHECK(bench.at("pass_rule").get<std::string>().find("median") != std::string::npos);
+  // Settled (the last two runs of every pass agreed), or a pass not after 3 runs, or too busy.
+  CHECK((bench.at("settled") == true || final_runs >= 5 || bench.at("busy") == true));
   for (const auto& run : bench.at("runs")) {
     INFO(run.dump());
     CHECK(run.at("busy").is_boolean());
+    CHECK((run.at("pass") == 1 || run.at("pass") == 2));
     const std::string ref = run.at("reference");
     CHECK((ref == "csr schedule" || ref == "csr baseline"));
     CHECK(run.at("speedups").size() == 4);
@@ -156,6 +173,39 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
   const auto j2 = nlohmann::json::parse(again.out);
   CHECK(j2.at("matrices")[0].at("side_by_side") == bench);
   CHECK(j2.at("matrices")[0].at("runs") == runs);
+  // A third pass added to the stored two (read back from their files), which stay as they were.
+  // args with another --final-passes (it takes one value).
+  const auto passes = [&](int n) {
+    std::string a = args;
+    const std::string two = "--final-passes 2";
+    return a.replace(a.find(two), two.size(), "--final-passes " + std::to_string(n));
+  };
+  const Result third = waco::test::run_cli(passes(3));
+  INFO(third.err);
+  REQUIRE(third.status == 0);
+  CHECK(third.err.find("pass 3 of 3") != std::string::npos);
+  CHECK(third.err.find("] bcsstk13.mtx.gz bestformat") == std::string::npos);  // no tune ran
+  const auto j3p = nlohmann::json::parse(third.out);
+  const auto& b3 = j3p.at("matrices")[0].at("side_by_side");
+  REQUIRE(b3.at("passes").size() == 3);
+  CHECK(b3.at("passes")[0] == bench.at("passes")[0]);
+  CHECK(b3.at("passes")[1] == bench.at("passes")[1]);
+  CHECK(b3.at("passes")[2].at("runs")[0] == final_runs + 1);
+  CHECK(b3.at("final_runs").get<int>() > final_runs);
+  for (std::size_t i = 0; i < bench.at("runs").size(); ++i) CHECK(b3.at("runs")[i] == bench.at("runs")[i]);
+  for (const char* name : {"bestformat", "few"}) {
+    const auto& d = b3.at("configs").at(name).at("delivered");
+    CHECK(d.at("runs").get<int>() >= 2);
+    CHECK(d.at("runs").get<int>() <= b3.at("final_runs").get<int>());
+    CHECK(d.at("per_run").size() == static_cast<std::size_t>(d.at("runs").get<int>()));
+  }
+  // The earlier passes' files gone: the final run starts again, said so.
+  fs::remove(dir + "/work/" + m.at("fingerprint").get<std::string>() + "-spmv-1-t2/side-by-side-1.json");
+  const Result restarted = waco::test::run_cli(passes(4));
+  INFO(restarted.err);
+  REQUIRE(restarted.status == 0);
+  CHECK(restarted.err.find("gone or damaged") != std::string::npos);
+  CHECK(nlohmann::json::parse(restarted.out).at("matrices")[0].at("side_by_side").at("passes").size() == 1);
   // The text table names every configuration.
   const Result text = waco::test::run_cli(
       "ablate --kernel spmv --configs bestformat,schedule-only --config \"few=--search random "

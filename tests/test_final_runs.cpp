@@ -166,6 +166,66 @@ TEST_CASE("final runs: replicated until two consecutive undisturbed runs agree")
   }
 }
 
+TEST_CASE("final runs: passes apart in time are combined by their median") {
+  // Each pass is a replication of two runs that agree, as ablate's passes usually are.
+  const auto pass = [](std::map<std::string, double> a, std::map<std::string, double> b,
+                       bool busy = false) {
+    Script s{{run(std::move(a), busy), run(std::move(b), busy)}};
+    return s(2);
+  };
+  SECTION("one pass is that pass") {
+    const cli::Replication p = pass({{"h", 1.2}, {"e", 1.0}}, {{"h", 1.22}, {"e", 1.01}});
+    const auto one = cli::delivered_over_passes({p});
+    const auto own = cli::delivered_speedups(p);
+    REQUIRE(one.size() == own.size());
+    for (const auto& [c, d] : own) {
+      CHECK(one.at(c).speedup == Approx(d.speedup));
+      CHECK(one.at(c).runs == d.runs);
+      CHECK(one.at(c).decided == d.decided);
+      CHECK(one.at(c).interval.lo == Approx(d.interval.lo));
+      CHECK(one.at(c).interval.hi == Approx(d.interval.hi));
+    }
+  }
+  SECTION("the median of the passes; decided only where every pass is near it or in its band") {
+    // h: one pass in a slower state of the machine (1.00 against 1.18-1.20): a tie against a
+    // gain, undecided. e: three close passes. s: below csr in every pass, 9% apart: its band.
+    const std::vector<cli::Replication> passes{
+        pass({{"h", 1.00}, {"e", 1.30}, {"s", 0.80}}, {{"h", 1.01}, {"e", 1.31}, {"s", 0.81}}),
+        pass({{"h", 1.20}, {"e", 1.32}, {"s", 0.90}}, {{"h", 1.21}, {"e", 1.33}, {"s", 0.91}}),
+        pass({{"h", 1.18}, {"e", 1.29}, {"s", 0.88}}, {{"h", 1.19}, {"e", 1.30}, {"s", 0.89}})};
+    const auto d = cli::delivered_over_passes(passes);
+    CHECK(d.at("h").speedup == Approx(1.185));
+    CHECK_FALSE(d.at("h").decided);
+    CHECK(d.at("h").runs == 6);
+    CHECK(d.at("h").per_run.size() == 6);
+    CHECK(d.at("h").interval.lo == Approx(1.00));
+    CHECK(d.at("h").interval.hi == Approx(1.21));
+    CHECK(d.at("e").speedup == Approx(1.305));
+    CHECK(d.at("e").decided);
+    CHECK(d.at("s").speedup == Approx(0.885));
+    CHECK(d.at("s").decided);
+  }
+  SECTION("a busy pass is left out; a configuration one pass did not time is undecided") {
+    const std::vector<cli::Replication> passes{
+        pass({{"h", 3.0}, {"e", 1.0}}, {{"h", 3.1}, {"e", 1.0}}, true),
+        pass({{"h", 1.10}, {"e", 1.0}}, {{"h", 1.11}, {"e", 1.0}}),
+        pass({{"h", 1.12}}, {{"h", 1.13}})};
+    const auto d = cli::delivered_over_passes(passes);
+    CHECK(d.at("h").speedup == Approx(1.115));  // the median of 1.105 and 1.125
+    CHECK(d.at("h").runs == 4);
+    CHECK(d.at("h").decided);
+    CHECK(d.at("e").speedup == Approx(1.0));
+    CHECK_FALSE(d.at("e").decided);
+  }
+  SECTION("every pass busy: all of them, undecided") {
+    const std::vector<cli::Replication> passes{pass({{"h", 1.0}}, {{"h", 1.0}}, true),
+                                               pass({{"h", 2.0}}, {{"h", 2.0}}, true)};
+    const auto d = cli::delivered_over_passes(passes);
+    CHECK(d.at("h").speedup == Approx(1.5));
+    CHECK_FALSE(d.at("h").decided);
+  }
+}
+
 TEST_CASE("final runs: a bench JSON gives each winner's speedup over the faster csr reference") {
   // Results in bench's order: the csr baseline, eigen, a failed rsb-tuned, the csr schedule, the
   // winner. Five rounds each, paired.

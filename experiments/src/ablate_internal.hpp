@@ -51,6 +51,7 @@ struct Options {
   int threads = 0;
   int bench_repeat = 20;
   int final_runs_max = 4;  ///< fresh side-by-side runs at most (at least 2)
+  int final_passes = 2;    ///< passes of the final run over every matrix, apart in time
   std::string model;      ///< passed to every model search without its own
   std::string tune_args;  ///< appended to every tune child's arguments
   std::string cache_dir;  ///< the kernel compile cache of every child
@@ -148,12 +149,16 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
 // ---------------------------------------------------------------------------------------------
 // The final side-by-side run (ablate_side_by_side.cpp).
 
-/// The final side-by-side run: every distinct winner, the csr schedule and the library baselines
-/// interleaved in one bench child, replicated in fresh children until two consecutive
-/// undisturbed runs agree (final_runs.hpp) or --final-runs-max runs were made. Null when
-/// interrupted.
+/// One pass of the final side-by-side run: every distinct winner, the csr schedule and the
+/// library baselines interleaved in one bench child, replicated in fresh children until two
+/// consecutive undisturbed runs agree (final_runs.hpp) or --final-runs-max runs were made; the
+/// matrix's side-by-side row over this pass and, given `earlier` (the stored row of the same
+/// winners), its passes before it (delivered_over_passes). Null when interrupted.
 nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
                                 const std::map<std::string, nlohmann::json>& rows,
-                                kernels::FileLock& lock);
+                                kernels::FileLock& lock, const nlohmann::json* earlier = nullptr);
+
+/// The passes a side-by-side row holds (a row before --final-passes: one).
+int passes_of(const nlohmann::json& row);
 
 }  // namespace waco::cli::ablate_detail

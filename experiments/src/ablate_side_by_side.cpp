@@ -1,9 +1,11 @@
 // The final side-by-side run of `waco-hybrid ablate` (run_side_by_side): every configuration's
 // winner, the csr schedule and the library baselines timed interleaved in one `waco-hybrid bench`
 // child, repeated in fresh children until two consecutive undisturbed runs agree (final_runs.hpp:
-// each winner's delivered speedup over the faster csr reference, with its interval), and the
-// matrix's side-by-side row: the timings over the runs used, the delivered speedups, the runs and
-// the working set against the last-level cache.
+// each winner's delivered speedup over the faster csr reference, with its interval), in
+// --final-passes passes apart in time (pass p of a matrix runs after pass p - 1 of every matrix;
+// the earlier passes read back from their bench files), and the matrix's side-by-side row: the
+// timings over the runs used, the delivered speedups over the passes, the runs and the working
+// set against the last-level cache.
 #include "ablate_internal.hpp"
 
 #include <algorithm>
@@ -11,12 +13,15 @@
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cli_common.hpp"
 #include "final_runs.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/io.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::cli {
@@ -165,61 +170,76 @@ nlohmann::json working_set_json(const std::vector<const nlohmann::json*>& outs) 
   return j;
 }
 
-}  // namespace
-
-namespace ablate_detail {
-
-nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
-                                const std::map<std::string, nlohmann::json>& rows,
-                                kernels::FileLock& lock) {
-  const SideBySidePlan plan = plan_side_by_side(m, rows);
-  std::string impl_list;
-  for (const std::string& i : plan.impls) impl_list += (impl_list.empty() ? "" : ",") + i;
-  std::vector<std::string> argv = child_argv("bench", m);
-  argv.insert(argv.end(), {"--impl", impl_list, "--json", "--repeat", std::to_string(o.bench_repeat),
-                           "--warmup", "2", "--retake-disturbed", std::to_string(kRetakeDisturbed)});
-  if (o.roofline) argv.push_back("--roofline");
-  if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
-  for (const std::string& text : plan.schedules) argv.insert(argv.end(), {"--schedule", text});
-  argv.push_back(m.file);
-  const volatile std::sig_atomic_t& interrupted = interrupt_flag();
+/// One pass of the final run: the replication and, per run, its bench JSON, seconds and the
+/// number of its files (side-by-side-N).
+struct Pass {
+  Replication rep;
   std::vector<nlohmann::json> outs;
   std::vector<double> seconds;
-  const Replication rep = replicate(o.final_runs_max, [&](int i) {
-    FinalRun f;
-    if (!interrupted) {
-      const std::string stem = m.dir + "/side-by-side-" + std::to_string(i + 1);
-      const ChildResult r = run_child(argv, stem, lock);
-      // bench exits 1 when a kernel computed a wrong result; its JSON still has every row.
-      if (!interrupted && (!r.out.is_object() || !r.out.contains("results")))
-        throw Error("the side-by-side run on " + m.file + " failed: " + r.error,
-                    "run the bench command it names in " + stem + ".stderr by hand");
-      outs.push_back(r.out);
-      seconds.push_back(r.seconds);
-      if (!interrupted) f = final_run_of(r.out, plan.layout);
-    }
-    if (interrupted) {  // not a result: the caller stops
-      f.busy = true;
-      f.busy_reason = "interrupted";
-      return f;
-    }
-    if (!o.quiet) {
-      std::string line;
-      for (const auto& [name, s] : f.speedups) line += " " + name + " " + fmt_speedup(s.speedup);
-      std::fprintf(stderr, "ablate: %s side by side, run %d: over the %s:%s%s\n", m.name.c_str(),
-                   i + 1, f.reference.c_str(), line.c_str(),
-                   f.busy ? ("  (busy: " + f.busy_reason + ")").c_str() : "");
-    }
-    return f;
-  });
-  if (interrupted) return nullptr;
+  std::vector<int> files;
+};
 
+/// The passes a stored side-by-side row holds, read back from their bench files in the matrix's
+/// work folder (a row before --final-passes: one pass of runs 1..final_runs). Nothing when a
+/// file is gone or damaged: the caller runs the final run again from the start.
+std::optional<std::vector<Pass>> stored_passes(const MatrixRun& m, const nlohmann::json& row,
+                                               const BenchLayout& layout) {
+  nlohmann::json passes = row.value("passes", nlohmann::json());
+  if (!passes.is_array()) {
+    nlohmann::json files = nlohmann::json::array();
+    for (int i = 1; i <= row.value("final_runs", 0); ++i) files.push_back(i);
+    passes = nlohmann::json::array({{{"runs", files},
+                                     {"settled", row.value("settled", false)},
+                                     {"busy", row.value("busy", false)},
+                                     {"undecided", row.value("undecided", nlohmann::json::array())}}});
+  }
+  const nlohmann::json runs = row.value("runs", nlohmann::json::array());
+  std::vector<Pass> out;
+  std::size_t k = 0;  // index into the row's runs, which list every pass's in order
+  try {
+    for (const nlohmann::json& p : passes) {
+      Pass pass;
+      for (const nlohmann::json& n : p.at("runs")) {
+        const std::string path = m.dir + "/side-by-side-" + std::to_string(n.get<int>()) + ".json";
+        nlohmann::json j = nlohmann::json::parse(read_text_file(path));
+        if (!j.is_object() || !j.contains("results")) return std::nullopt;
+        pass.rep.runs.push_back(final_run_of(j, layout));
+        pass.outs.push_back(std::move(j));
+        pass.seconds.push_back(k < runs.size() ? runs[k].value("seconds", 0.0) : 0.0);
+        pass.files.push_back(n.get<int>());
+        ++k;
+      }
+      if (pass.files.empty()) return std::nullopt;
+      pass.rep.settled = p.value("settled", false);
+      pass.rep.busy = p.value("busy", false);
+      for (const nlohmann::json& c : p.value("undecided", nlohmann::json::array()))
+        pass.rep.undecided.insert(c.get<std::string>());
+      out.push_back(std::move(pass));
+    }
+  } catch (const std::exception&) {  // a file gone, damaged or of another shape
+    return std::nullopt;
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+/// The matrix's side-by-side row from all its passes.
+nlohmann::json side_by_side_row(const Options& o, const MatrixRun& m,
+                                const std::map<std::string, nlohmann::json>& rows,
+                                const SideBySidePlan& plan, const std::vector<Pass>& passes) {
   std::vector<const nlohmann::json*> used;
-  for (std::size_t i : runs_used(rep)) used.push_back(&outs[i]);
+  std::vector<Replication> reps;
+  for (const Pass& p : passes) {
+    reps.push_back(p.rep);
+    for (std::size_t i : runs_used(p.rep)) used.push_back(&p.outs[i]);
+  }
   nlohmann::json baselines = nlohmann::json::object(), configs = nlohmann::json::object();
   for (std::size_t i = 0; i < plan.impls.size(); ++i)
     baselines[plan.impls[i]] = timing_over_runs(used, static_cast<int>(i));
-  const std::map<std::string, Delivered> delivered = delivered_speedups(rep);
+  const std::map<std::string, Delivered> delivered = delivered_over_passes(reps);
+  std::set<std::string> undecided;
+  for (const auto& [name, d] : delivered)
+    if (!d.decided) undecided.insert(name);
   for (const auto& [name, index] : plan.layout.configs) {
     // Each configuration's own text (threads=0 and threads=<cores> are one kernel, timed once).
     nlohmann::json t = timing_over_runs(used, index);
@@ -232,14 +252,32 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
     if (!configs.contains(name))
       configs[name] = {
           {"error", row.value("status", "") == "ok" ? "no winner" : "the configuration failed"}};
-  nlohmann::json runs = nlohmann::json::array();
+  nlohmann::json runs = nlohmann::json::array(), pass_rows = nlohmann::json::array();
   std::string busy_reason;
-  for (std::size_t i = 0; i < rep.runs.size(); ++i) {
-    runs.push_back(final_run_json(rep.runs[i], seconds[i]));
-    if (busy_reason.empty()) busy_reason = rep.runs[i].busy_reason;
-  }
+  bool busy = true, settled = true;
   double total_s = 0;
-  for (double x : seconds) total_s += x;
+  int total_runs = 0;
+  for (std::size_t p = 0; p < passes.size(); ++p) {
+    const Pass& pass = passes[p];
+    double pass_s = 0;
+    for (std::size_t i = 0; i < pass.rep.runs.size(); ++i) {
+      nlohmann::json r = final_run_json(pass.rep.runs[i], pass.seconds[i]);
+      r["pass"] = p + 1;
+      runs.push_back(std::move(r));
+      if (busy_reason.empty()) busy_reason = pass.rep.runs[i].busy_reason;
+      pass_s += pass.seconds[i];
+    }
+    busy = busy && pass.rep.busy;
+    if (!pass.rep.busy) settled = settled && pass.rep.settled;
+    total_s += pass_s;
+    total_runs += static_cast<int>(pass.rep.runs.size());
+    pass_rows.push_back({{"runs", pass.files},
+                         {"settled", pass.rep.settled},
+                         {"busy", pass.rep.busy},
+                         {"undecided", pass.rep.undecided},
+                         {"seconds", pass_s}});
+  }
+  if (busy) settled = false;
   nlohmann::json row = matrix_fields(m);
   row.update({{"format", "waco-ablation-bench"},
               {"version", kRowVersion},
@@ -247,13 +285,16 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
               {"warmup", 2},
               {"retake_disturbed", kRetakeDisturbed},
               {"distinct_schedules", plan.schedules.size()},
-              {"final_runs", rep.runs.size()},
+              {"final_runs", total_runs},
               {"final_runs_max", o.final_runs_max},
-              {"settled", rep.settled},
-              {"busy", rep.busy},
-              {"busy_reason", rep.busy ? nlohmann::json(busy_reason) : nlohmann::json()},
-              {"undecided", rep.undecided},
+              {"final_passes", o.final_passes},
+              {"passes", pass_rows},
+              {"settled", settled},
+              {"busy", busy},
+              {"busy_reason", busy ? nlohmann::json(busy_reason) : nlohmann::json()},
+              {"undecided", undecided},
               {"agree_rule", kAgreeRule},
+              {"pass_rule", kPassRule},
               {"configs", configs},
               {"baselines", baselines},
               {"csr_schedule", timing_over_runs(used, plan.layout.schedule)},
@@ -262,6 +303,80 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
               {"seconds", total_s},
               {"context", used.back()->value("context", nlohmann::json(nullptr))}});
   return row;
+}
+
+}  // namespace
+
+namespace ablate_detail {
+
+int passes_of(const nlohmann::json& row) {
+  const nlohmann::json p = row.value("passes", nlohmann::json());
+  return p.is_array() ? static_cast<int>(p.size()) : 1;
+}
+
+nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
+                                const std::map<std::string, nlohmann::json>& rows,
+                                kernels::FileLock& lock, const nlohmann::json* earlier) {
+  const SideBySidePlan plan = plan_side_by_side(m, rows);
+  std::vector<Pass> passes;
+  if (earlier) {
+    std::optional<std::vector<Pass>> stored = stored_passes(m, *earlier, plan.layout);
+    if (stored) {
+      passes = std::move(*stored);
+    } else if (!o.quiet) {
+      std::fprintf(stderr,
+                   "ablate: %s: the earlier side-by-side runs' files in %s are gone or damaged: "
+                   "the final run starts again\n",
+                   m.name.c_str(), m.dir.c_str());
+    }
+  }
+  int next_file = 1;
+  for (const Pass& p : passes)
+    for (int f : p.files) next_file = std::max(next_file, f + 1);
+  std::string impl_list;
+  for (const std::string& i : plan.impls) impl_list += (impl_list.empty() ? "" : ",") + i;
+  std::vector<std::string> argv = child_argv("bench", m);
+  argv.insert(argv.end(), {"--impl", impl_list, "--json", "--repeat", std::to_string(o.bench_repeat),
+                           "--warmup", "2", "--retake-disturbed", std::to_string(kRetakeDisturbed)});
+  if (o.roofline) argv.push_back("--roofline");
+  if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
+  for (const std::string& text : plan.schedules) argv.insert(argv.end(), {"--schedule", text});
+  argv.push_back(m.file);
+  const volatile std::sig_atomic_t& interrupted = interrupt_flag();
+  Pass pass;
+  const int pass_number = static_cast<int>(passes.size()) + 1;
+  pass.rep = replicate(o.final_runs_max, [&](int i) {
+    FinalRun f;
+    if (!interrupted) {
+      const int file = next_file + i;
+      const std::string stem = m.dir + "/side-by-side-" + std::to_string(file);
+      const ChildResult r = run_child(argv, stem, lock);
+      // bench exits 1 when a kernel computed a wrong result; its JSON still has every row.
+      if (!interrupted && (!r.out.is_object() || !r.out.contains("results")))
+        throw Error("the side-by-side run on " + m.file + " failed: " + r.error,
+                    "run the bench command it names in " + stem + ".stderr by hand");
+      pass.outs.push_back(r.out);
+      pass.seconds.push_back(r.seconds);
+      pass.files.push_back(file);
+      if (!interrupted) f = final_run_of(r.out, plan.layout);
+    }
+    if (interrupted) {  // not a result: the caller stops
+      f.busy = true;
+      f.busy_reason = "interrupted";
+      return f;
+    }
+    if (!o.quiet) {
+      std::string line;
+      for (const auto& [name, s] : f.speedups) line += " " + name + " " + fmt_speedup(s.speedup);
+      std::fprintf(stderr, "ablate: %s side by side, pass %d, run %d: over the %s:%s%s\n",
+                   m.name.c_str(), pass_number, i + 1, f.reference.c_str(), line.c_str(),
+                   f.busy ? ("  (busy: " + f.busy_reason + ")").c_str() : "");
+    }
+    return f;
+  });
+  if (interrupted) return nullptr;
+  passes.push_back(std::move(pass));
+  return side_by_side_row(o, m, rows, plan, passes);
 }
 
 }  // namespace ablate_detail

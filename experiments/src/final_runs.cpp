@@ -177,4 +177,43 @@ std::map<std::string, Delivered> delivered_speedups(const Replication& r) {
   return out;
 }
 
+const char* const kPassRule =
+    "a configuration's delivered speedup is the median of the passes' (each the median of its "
+    "undisturbed runs); it is decided when every pass decided it and each pass's speedup is "
+    "within 5% of that median or in its band";
+
+std::map<std::string, Delivered> delivered_over_passes(const std::vector<Replication>& passes) {
+  std::vector<const Replication*> used;
+  for (const Replication& r : passes)
+    if (!r.busy) used.push_back(&r);
+  if (used.empty())
+    for (const Replication& r : passes) used.push_back(&r);
+  if (used.size() == 1) return delivered_speedups(*used.front());
+  std::map<std::string, std::vector<Delivered>> by_config;
+  for (const Replication* r : used)
+    for (auto& [config, d] : delivered_speedups(*r)) by_config[config].push_back(std::move(d));
+  std::map<std::string, Delivered> out;
+  for (const auto& [config, each] : by_config) {
+    Delivered& d = out[config];
+    std::vector<double> speedups;
+    d.decided = each.size() == used.size();  // a pass that did not time it cannot agree
+    for (const Delivered& p : each) {
+      speedups.push_back(p.speedup);
+      d.interval.lo = d.per_run.empty() ? p.interval.lo : std::min(d.interval.lo, p.interval.lo);
+      d.interval.hi = d.per_run.empty() ? p.interval.hi : std::max(d.interval.hi, p.interval.hi);
+      d.per_run.insert(d.per_run.end(), p.per_run.begin(), p.per_run.end());
+      d.runs += p.runs;
+      d.decided = d.decided && p.decided;
+    }
+    std::sort(speedups.begin(), speedups.end());
+    d.speedup = kernels::quantile(speedups, 0.5);
+    for (double s : speedups)
+      d.decided = d.decided && (std::abs(s / d.speedup - 1.0) < kAgreeChange ||
+                                band_of(s) == band_of(d.speedup));
+    d.interval.lo = std::min(d.interval.lo, d.speedup);
+    d.interval.hi = std::max(d.interval.hi, d.speedup);
+  }
+  return out;
+}
+
 }  // namespace waco::cli

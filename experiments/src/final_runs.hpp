@@ -117,4 +117,17 @@ struct Delivered {
 /// Per configuration timed in a run used.
 std::map<std::string, Delivered> delivered_speedups(const Replication& r);
 
+/// The rule that combines passes, in words (stored in the side-by-side rows).
+extern const char* const kPassRule;
+
+/// Several replications of one matrix's final run taken apart in time (ablate --final-passes:
+/// pass p runs after pass p - 1 of every matrix): the machine's state drifts over minutes, and
+/// two runs a second apart agree on a state that the next minutes may not share. Per
+/// configuration: the median of the passes' delivered speedups (delivered_speedups of each
+/// pass; the passes that are not busy, or all when every one is), the interval from the lowest
+/// to the highest of theirs, the runs and per-run speedups of all of them; decided when every
+/// pass used decided it and each pass's speedup is within kAgreeChange of the median or in its
+/// band. One pass gives exactly delivered_speedups(pass).
+std::map<std::string, Delivered> delivered_over_passes(const std::vector<Replication>& passes);
+
 }  // namespace waco::cli
