@@ -614,11 +614,14 @@ PYBIND11_MODULE(_waco, m) {
                              "arrays it takes and returns")
       .def_property_readonly("schedule", [](const PyPlan& p) { return p.plan.schedule(); },
                              "the winning schedule (waco-hybrid run --schedule text form; the "
-                             "csr schedule when the hand-written csr serves)")
+                             "csr schedule when a hand-written baseline serves: see "
+                             "implementation)")
       .def_property_readonly(
           "implementation", [](const PyPlan& p) { return p.plan.implementation(); },
-          "what runs the calls: 'generated' (the schedule's kernel) or 'csr' ('csf' for mttkrp: "
-          "no schedule beat csr and the hand-written baseline ran faster than the csr schedule)")
+          "what runs the calls: 'generated' (the schedule's kernel), 'csr' ('csf' for mttkrp: "
+          "no schedule beat csr and the hand-written baseline ran faster than the csr schedule) "
+          "or 'dia' (spmv: the diagonal-storage baseline beat csr); schedule is the csr "
+          "schedule for the last two")
       .def_property_readonly("verdict", [](const PyPlan& p) { return p.plan.verdict(); },
                              "gain, no-gain, not-worth-it (csr runs) or given (make_plan)")
       .def_property_readonly("speedup", [](const PyPlan& p) { return p.plan.speedup(); },

@@ -283,6 +283,7 @@ def _tune(a):
         report["output"] = a.output
         if not a.quiet:
             what = ("tuned" if plan.implementation == "generated" else
+                    "dia baseline's (diagonal storage)" if plan.implementation == "dia" else
                     f"{plan.implementation} schedule's (the hand-written {plan.implementation} "
                     "baseline ran fastest)")
             print(f"tune: wrote the {what} kernel to {a.output}", file=sys.stderr)
@@ -296,6 +297,8 @@ def _tune(a):
           + f", {plan.dtype})")
     if plan.implementation == "generated":
         print(f"schedule:  {plan.schedule}")
+    elif plan.implementation == "dia":  # as the CLI's report names it
+        print("schedule:  impl=dia (the dia baseline: diagonal storage; it beat csr)")
     else:  # as the CLI's report names a baseline
         print(f"schedule:  impl={plan.implementation} (the hand-written {plan.implementation} "
               f"baseline: it ran faster than the {plan.schedule} schedule)")

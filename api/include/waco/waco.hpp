@@ -264,13 +264,15 @@ struct Options {
 class WACO_API Plan {
  public:
   Kernel kernel() const;
-  /// The winning schedule (`waco-hybrid run --schedule` text form); the csr schedule when the
-  /// hand-written csr (csf) serves (implementation() "csr" or "csf").
+  /// The winning schedule (`waco-hybrid run --schedule` text form); the csr schedule when a
+  /// hand-written baseline serves (implementation() other than "generated").
   std::string schedule() const;
-  /// What runs the calls: "generated" (schedule()'s generated kernel), or "csr" ("csf" for
-  /// MTTKRP) when no schedule beat csr and the hand-written baseline ran faster than the csr
-  /// schedule side by side: the plan serves that baseline, compiled into the library, the kernel
-  /// that was measured.
+  /// What runs the calls: "generated" (schedule()'s generated kernel); "csr" ("csf" for MTTKRP)
+  /// when no schedule beat csr and the hand-written baseline ran faster than the csr schedule
+  /// side by side; or "dia" (SpMV) when the diagonal-storage baseline beat csr (the
+  /// diagonal-storage pass admits it where the matrix's diagonals store at most 2 values a
+  /// nonzero). A baseline is compiled into the library: the plan serves the kernel that was
+  /// measured.
   std::string implementation() const;
   /// "gain" (a schedule beat csr side by side), "no-gain" (csr runs), "not-worth-it" (the
   /// expected calls could not pay for a search: csr runs), "given" (make_plan).
