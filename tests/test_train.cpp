@@ -201,6 +201,40 @@ TEST_CASE("train: --dense-input fine-tunes a one-size model on groups of three s
   CHECK(v.err.find("not spmv") != std::string::npos);
 }
 
+TEST_CASE("train: data without a validation split gets a held-out share of its families with --holdout") {
+  const std::string dir = test::scratch_dir("train-holdout");
+  // Twelve calibration groups (all of the training split, as calibrate's are): four matrices'
+  // three dense sizes each, or as many as the first twelve lines hold.
+  const std::string data = dir + "/small.jsonl";
+  REQUIRE(test::run_command("zcat " + std::string(WACO_SOURCE_DIR) +
+                            "/data/dense/spmm-epyc.jsonl.gz | head -12 > " + data)
+              .status == 0);
+  const std::string shipped = std::string(WACO_SOURCE_DIR) + "/data/models/spmm.model";
+  const std::string common = "train --kernel spmm --init " + shipped + " --epochs 2 --threads 2 ";
+  const auto plain = test::run_cli(common + "-o " + dir + "/plain.model " + data);
+  INFO(plain.err);
+  REQUIRE(plain.status == 0);
+  CHECK(plain.err.find("no validation split: no early stopping") != std::string::npos);
+  const auto held = test::run_cli(common + "--holdout 0.25 --json -o " + dir + "/held.model " + data);
+  INFO(held.err);
+  REQUIRE(held.status == 0);
+  CHECK(held.err.find("--holdout 0.25 holds out") != std::string::npos);
+  const auto j = nlohmann::json::parse(held.out);
+  const int train = j.at("data").at("matrices").at("train"), validation = j.at("data").at("matrices").at("validation");
+  CHECK(train + validation == 12);
+  CHECK(validation > 0);
+  CHECK(train > validation);
+  const waco::learned::CostModel m = waco::learned::CostModel::load(dir + "/held.model");
+  CHECK(m.record().at("data").at("holdout").at("families").get<int>() >= 1);
+  CHECK(m.record().at("command").get<std::string>().find("--holdout") != std::string::npos);
+  // The same seed holds out the same families.
+  const auto again = test::run_cli(common + "--holdout 0.25 --json -q -o " + dir + "/again.model " + data);
+  REQUIRE(again.status == 0);
+  CHECK(nlohmann::json::parse(again.out).at("data").at("matrices") == j.at("data").at("matrices"));
+  const auto bad = test::run_cli(common + "--holdout 0.9 -o " + dir + "/x.model " + data);
+  CHECK(bad.status != 0);
+}
+
 TEST_CASE("train: waco-hybrid ranks without LibTorch as waco-hybrid-torch does, and hands it training") {
   const std::string lite = test::cli_binary();
   const std::string torch = lite + "-torch";

@@ -1,15 +1,19 @@
 // waco-hybrid train: the learned cost model from measured groups (cost_model.hpp): one progress
 // line per epoch with the validation Spearman and an ETA, a checkpoint every epoch (--resume
 // continues it after a kill), early stopping, and a model file that records its data and command.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <vector>
 
 #include "cli_common.hpp"
 #include "command.hpp"
 #include "model_data.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -32,8 +36,32 @@ struct Options {
   learned::TrainOptions train;
   std::uint64_t seed = 1;
   ModelDataOptions data;
+  double holdout = 0.0;  ///< --holdout: share of the training families for early stopping
   bool json = false;
 };
+
+/// The families whose groups early stopping reads when the data has no validation split
+/// (--holdout SHARE: calibration groups, for one, all come from the training split): a share
+/// of the training families, at least one and never all, chosen by a hash of the family and the
+/// seed, so that one family's groups (a file's augmentations, a matrix's dense sizes) stay on one
+/// side.
+std::set<std::string> holdout_families(const std::vector<std::string>& train_families,
+                                       double share, std::uint64_t seed) {
+  std::vector<std::string> f(train_families);
+  std::sort(f.begin(), f.end());
+  f.erase(std::unique(f.begin(), f.end()), f.end());
+  if (f.size() < 2 || share <= 0) return {};
+  const auto key = [seed](const std::string& x) {
+    return kernels::splitmix64(kernels::fnv1a(x) ^ kernels::splitmix64(seed));
+  };
+  std::sort(f.begin(), f.end(), [&](const std::string& a, const std::string& b) {
+    const std::uint64_t ka = key(a), kb = key(b);
+    return ka != kb ? ka < kb : a < b;
+  });
+  const auto n = std::clamp<std::size_t>(
+      static_cast<std::size_t>(std::ceil(share * static_cast<double>(f.size()))), 1, f.size() - 1);
+  return {f.begin(), f.begin() + static_cast<std::ptrdiff_t>(n)};
+}
 
 /// The command that trains this model again (the data source as given).
 std::string command_of(const Options& o, const learned::TrainOptions& t, const std::string& encoder) {
@@ -48,6 +76,7 @@ std::string command_of(const Options& o, const learned::TrainOptions& t, const s
   if (o.dtype_input) c += " --dtype-input";
   else if (o.data.dtype != kernels::Dtype::F32)
     c += " --dtype " + std::string(kernels::dtype_name(o.data.dtype));
+  if (o.holdout > 0) c += " --holdout " + std::to_string(o.holdout);
   if (!o.data.db.empty()) c += " --db " + o.data.db;
   for (const auto& f : o.data.files) c += " " + f;
   return c + " -o " + o.output;
@@ -103,6 +132,33 @@ int train(const Options& given) {
   if (tr.empty())
     throw Error("no training matrices for " + o.kernel + " in " + data.described,
                 "collect measurements first (waco-hybrid collect --kernel " + o.kernel + ")");
+  std::size_t held_families = 0;
+  if (va.empty() && o.holdout > 0) {
+    std::vector<std::string> families;
+    for (const learned::DatasetGroup& g : data.groups)
+      if (g.split == "train") families.push_back(g.family);
+    const std::set<std::string> held = holdout_families(families, o.holdout, o.seed);
+    held_families = held.size();
+    tr.clear();
+    for (std::size_t i = 0; i < data.examples.size(); ++i) {
+      if (data.groups[i].split != "train") continue;
+      (held.count(data.groups[i].family) ? va : tr).push_back(data.examples[i]);
+    }
+    if (!o.data.quiet)
+      std::fprintf(stderr,
+                   "%s has no validation split: --holdout %.2f holds out %zu of its training "
+                   "families (%zu groups) for early stopping\n",
+                   data.described.c_str(), o.holdout, held_families, va.size());
+  } else if (va.empty() && !o.data.quiet) {
+    std::fprintf(stderr,
+                 "%s has no validation split: no early stopping, the weights of the last of %d "
+                 "epochs are written (--holdout SHARE holds out a share of the training "
+                 "families for it)\n",
+                 data.described.c_str(), o.train.epochs);
+  } else if (o.holdout > 0 && !o.data.quiet) {
+    std::fprintf(stderr, "--holdout ignored: %s has its own validation split\n",
+                 data.described.c_str());
+  }
   if (!o.data.quiet)
     std::fprintf(stderr,
                  "%s: %zu train, %zu validation matrices (%d test held back), encoder %s, %lld "
@@ -138,6 +194,7 @@ int train(const Options& given) {
   rec["data"] = {{"source", data.described}, {"hash", data.data_hash},
                  {"matrices", {{"train", tr.size()}, {"validation", va.size()}, {"test", counts["test"]}}},
                  {"skipped", data.skipped.size()}};
+  if (held_families > 0) rec["data"]["holdout"] = {{"share", o.holdout}, {"families", held_families}};
   if (!o.init.empty()) rec["fine_tuned_from"] = o.init;
   rec["command"] = command_of(o, to, encoder);
   rec["train_options"] = {{"epochs", to.epochs}, {"schedules_per_matrix", to.schedules_per_matrix},
@@ -207,6 +264,12 @@ Command make_train_command() {
             sub.add_option("--checkpoint", o->checkpoint,
                            "Checkpoint written after every epoch (default: MODEL.checkpoint)");
             sub.add_flag("--resume", o->resume, "Continue from the checkpoint when it exists");
+            sub.add_option("--holdout", o->holdout,
+                           "When the data has no validation split (calibration groups, a database of "
+                           "training recipes): hold out this share of its training families, chosen "
+                           "by the seed, for early stopping (0: none, every epoch trains and the "
+                           "last is written)")
+                ->capture_default_str()->check(CLI::Range(0.0, 0.5));
             add_model_data_options(sub, o->data);
             sub.add_flag("--dtype-input", o->dtype_input,
                          "The model reads the value type (f32 or f64) as one more matrix feature "
@@ -229,7 +292,9 @@ Command make_train_command() {
                 "  waco-hybrid train --kernel spmv --dtype-input data/dataset/spmv.jsonl.gz "
                 "data/dtype/spmv-zen5.jsonl.gz -o both.model\n"
                 "  waco-hybrid train --kernel spmv --init data/models/spmv.model --db here.sqlite "
-                "--lr 0.0003 -o tuned.model");
+                "--lr 0.0003 -o tuned.model\n"
+                "  waco-hybrid train --kernel spmm --init data/models/spmm.model --dense-input "
+                "--holdout 0.2 data/dense/spmm-epyc.jsonl.gz -o sized.model");
             return [o] { return train(*o); };
           }};
 }
