@@ -179,11 +179,24 @@ struct Pass {
   std::vector<int> files;
 };
 
+/// Whether a bench output times what `plan` times, in its order (the baselines by name, then
+/// one generated kernel per schedule): a file of another plan's run is not read as this one's.
+bool times_plan(const nlohmann::json& bench, const SideBySidePlan& plan) {
+  if (!bench.is_object() || !bench.contains("results") || !bench.at("results").is_array()) return false;
+  const nlohmann::json& r = bench.at("results");
+  if (r.size() != plan.impls.size() + plan.schedules.size()) return false;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const std::string impl = r[i].value("impl", "");
+    if (i < plan.impls.size() ? impl != plan.impls[i] : impl.rfind("gen:", 0) != 0) return false;
+  }
+  return true;
+}
+
 /// The passes a stored side-by-side row holds, read back from their bench files in the matrix's
 /// work folder (a row before --final-passes: one pass of runs 1..final_runs). Nothing when a
-/// file is gone or damaged: the caller runs the final run again from the start.
+/// file is gone, damaged or of another plan: the caller runs the final run again from the start.
 std::optional<std::vector<Pass>> stored_passes(const MatrixRun& m, const nlohmann::json& row,
-                                               const BenchLayout& layout) {
+                                               const SideBySidePlan& plan) {
   nlohmann::json passes = row.value("passes", nlohmann::json());
   if (!passes.is_array()) {
     nlohmann::json files = nlohmann::json::array();
@@ -202,8 +215,8 @@ std::optional<std::vector<Pass>> stored_passes(const MatrixRun& m, const nlohman
       for (const nlohmann::json& n : p.at("runs")) {
         const std::string path = m.dir + "/side-by-side-" + std::to_string(n.get<int>()) + ".json";
         nlohmann::json j = nlohmann::json::parse(read_text_file(path));
-        if (!j.is_object() || !j.contains("results")) return std::nullopt;
-        pass.rep.runs.push_back(final_run_of(j, layout));
+        if (!times_plan(j, plan)) return std::nullopt;
+        pass.rep.runs.push_back(final_run_of(j, plan.layout));
         pass.outs.push_back(std::move(j));
         pass.seconds.push_back(k < runs.size() ? runs[k].value("seconds", 0.0) : 0.0);
         pass.files.push_back(n.get<int>());
@@ -320,13 +333,13 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
   const SideBySidePlan plan = plan_side_by_side(m, rows);
   std::vector<Pass> passes;
   if (earlier) {
-    std::optional<std::vector<Pass>> stored = stored_passes(m, *earlier, plan.layout);
+    std::optional<std::vector<Pass>> stored = stored_passes(m, *earlier, plan);
     if (stored) {
       passes = std::move(*stored);
     } else if (!o.quiet) {
       std::fprintf(stderr,
-                   "ablate: %s: the earlier side-by-side runs' files in %s are gone or damaged: "
-                   "the final run starts again\n",
+                   "ablate: %s: the earlier side-by-side runs' files in %s are gone, damaged or "
+                   "of other winners: the final run starts again\n",
                    m.name.c_str(), m.dir.c_str());
     }
   }
