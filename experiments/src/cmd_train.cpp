@@ -144,7 +144,12 @@ int train(const Options& given) {
       if (data.groups[i].split != "train") continue;
       (held.count(data.groups[i].family) ? va : tr).push_back(data.examples[i]);
     }
-    if (!o.data.quiet)
+    if (!o.data.quiet && held_families == 0)
+      std::fprintf(stderr,
+                   "%s has no validation split and one training family: --holdout cannot hold "
+                   "any out, no early stopping\n",
+                   data.described.c_str());
+    else if (!o.data.quiet)
       std::fprintf(stderr,
                    "%s has no validation split: --holdout %.2f holds out %zu of its training "
                    "families (%zu groups) for early stopping\n",
