@@ -76,7 +76,7 @@ def main():
         hy = run([a.waco, "tune"] + common + ["--no-plan-cache", "--json", "-q", f], lock)
         s_ad, s_hy = served(ad), served(hy)
         impls = ["csr"] + [s for s in dict.fromkeys((s_ad, s_hy))
-                           if s != "csr" and s != "csf" and not s.startswith("gen:")]
+                           if s != "csr" and not s.startswith("gen:")]
         cmd = [a.waco, "bench"] + common + ["--impl", ",".join(impls), "--repeat", str(a.rounds),
                                             "--json"]
         for s in dict.fromkeys((s_ad, s_hy)):

@@ -121,29 +121,29 @@ int train(const Options& given) {
   const std::string encoder = learned::encoder_name(model.config().encoder);
 
   const LoadedExamples data = load_examples(model, o.data, [](const learned::DatasetGroup&) { return true; });
+  // Without a validation split in the data, --holdout's families validate (holdout_families).
+  const bool has_validation = std::any_of(data.groups.begin(), data.groups.end(),
+                                          [](const learned::DatasetGroup& g) { return g.split == "validation"; });
+  std::set<std::string> held;
+  if (!has_validation && o.holdout > 0) {
+    std::vector<std::string> families;
+    for (const learned::DatasetGroup& g : data.groups)
+      if (g.split == "train") families.push_back(g.family);
+    held = holdout_families(families, o.holdout, o.seed);
+  }
+  const std::size_t held_families = held.size();
   std::vector<learned::RankingExample> tr, va;
   std::map<std::string, int> counts;
   for (std::size_t i = 0; i < data.examples.size(); ++i) {
     const std::string& split = data.groups[i].split;
     ++counts[split];
-    if (split == "train") tr.push_back(data.examples[i]);
+    if (split == "train") (held.count(data.groups[i].family) ? va : tr).push_back(data.examples[i]);
     else if (split == "validation") va.push_back(data.examples[i]);
   }
   if (tr.empty())
     throw Error("no training matrices for " + o.kernel + " in " + data.described,
                 "collect measurements first (waco-hybrid collect --kernel " + o.kernel + ")");
-  std::size_t held_families = 0;
-  if (va.empty() && o.holdout > 0) {
-    std::vector<std::string> families;
-    for (const learned::DatasetGroup& g : data.groups)
-      if (g.split == "train") families.push_back(g.family);
-    const std::set<std::string> held = holdout_families(families, o.holdout, o.seed);
-    held_families = held.size();
-    tr.clear();
-    for (std::size_t i = 0; i < data.examples.size(); ++i) {
-      if (data.groups[i].split != "train") continue;
-      (held.count(data.groups[i].family) ? va : tr).push_back(data.examples[i]);
-    }
+  if (!has_validation && o.holdout > 0) {
     if (!o.data.quiet && held_families == 0)
       std::fprintf(stderr,
                    "%s has no validation split and one training family: --holdout cannot hold "
@@ -154,7 +154,7 @@ int train(const Options& given) {
                    "%s has no validation split: --holdout %.2f holds out %zu of its training "
                    "families (%zu groups) for early stopping\n",
                    data.described.c_str(), o.holdout, held_families, va.size());
-  } else if (va.empty() && !o.data.quiet) {
+  } else if (!has_validation && !o.data.quiet) {
     std::fprintf(stderr,
                  "%s has no validation split: no early stopping, the weights of the last of %d "
                  "epochs are written (--holdout SHARE holds out a share of the training "

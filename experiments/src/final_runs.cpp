@@ -100,14 +100,22 @@ FinalRun final_run_of(const nlohmann::json& bench, const BenchLayout& layout) {
   return run;
 }
 
+namespace {
+
+/// The agreement rule of two speedups (kAgreeRule, kPassRule): `later` changed by less than
+/// kAgreeChange relative to `earlier`, or stayed in its band.
+bool agree(double earlier, double later) {
+  return std::abs(later / earlier - 1.0) < kAgreeChange || band_of(earlier) == band_of(later);
+}
+
+}  // namespace
+
 std::vector<std::string> disagreeing(const FinalRun& a, const FinalRun& b) {
   std::vector<std::string> out;
   for (const auto& [config, sa] : a.speedups) {
     const auto it = b.speedups.find(config);
     if (it == b.speedups.end()) continue;
-    const double sb = it->second.speedup;
-    const bool close = std::abs(sb / sa.speedup - 1.0) < kAgreeChange;
-    if (!close && band_of(sa.speedup) != band_of(sb)) out.push_back(config);
+    if (!agree(sa.speedup, it->second.speedup)) out.push_back(config);
   }
   return out;  // std::map order: sorted
 }
@@ -207,9 +215,7 @@ std::map<std::string, Delivered> delivered_over_passes(const std::vector<Replica
     }
     std::sort(speedups.begin(), speedups.end());
     d.speedup = kernels::quantile(speedups, 0.5);
-    for (double s : speedups)
-      d.decided = d.decided && (std::abs(s / d.speedup - 1.0) < kAgreeChange ||
-                                band_of(s) == band_of(d.speedup));
+    for (double s : speedups) d.decided = d.decided && agree(d.speedup, s);
     d.interval.lo = std::min(d.interval.lo, d.speedup);
     d.interval.hi = std::max(d.interval.hi, d.speedup);
   }
