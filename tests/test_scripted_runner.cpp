@@ -6,9 +6,11 @@
 // too), a failing candidate, --expected-calls not worth it, --confirm 0 (the model alone),
 // --measure-first and a tuning-cache hit.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -393,6 +395,53 @@ TEST_CASE("scripted tune: no gain returns the faster csr reference, the hand-wri
   CHECK(k.at("decision").at("faster_reference") == "schedule");
   CHECK(k.at("best").at("schedule") == k.at("csr").at("schedule"));
   CHECK(k.at("implementation") == "generated");
+}
+
+TEST_CASE("scripted tune: nominees that do not fit in one child go in heats, the best of each to a final") {
+  const std::string dir = waco::test::scratch_dir("scripted-heats");
+  // The static-chunk schedules 30% faster than csr, every other kernel as fast as csr.
+  const std::string script = write_script(dir, equal_kernels("chunk=static", 0.7e-4));
+  // bcsstk13's formats take ~1 MiB each (12 bytes a nonzero), nothing shared at this size: 4 MiB
+  // holds the two references and two nominees.
+  const json j = parsed(tune(dir, script, "--side-by-side-memory 4M"));
+  const json& heats = j.at("confirm").at("heats");
+  CHECK(heats.at("budget_bytes") == 4194304);
+  REQUIRE(heats.at("heats").size() > 1);
+  // Every one of the model's 20 nominees ran in exactly one heat, with its ratio to csr.
+  std::vector<int> ranks;
+  for (const json& h : heats.at("heats")) {
+    CHECK(h.at("nominees").size() <= 2);
+    for (const json& n : h.at("nominees")) {
+      ranks.push_back(n.at("search_rank").get<int>());
+      CHECK(n.at("status") == "ok");
+      const bool fast = n.at("schedule").get<std::string>().find("chunk=static") != std::string::npos;
+      CHECK(n.at("ratio_to_csr").get<double>() == Approx(fast ? 0.7 : 1.0).epsilon(0.08));
+    }
+  }
+  std::sort(ranks.begin(), ranks.end());
+  std::vector<int> all(20);
+  std::iota(all.begin(), all.end(), 1);
+  CHECK(ranks == all);
+  // The final: the heats' best by ratio, as many as fit (two), all of them static-chunk ones;
+  // it is the selection run the decision reads.
+  CHECK(heats.at("final_run") == true);
+  REQUIRE(heats.at("finalists").size() == 2);
+  for (const json& f : heats.at("finalists"))
+    CHECK(f.get<std::string>().find("chunk=static") != std::string::npos);
+  CHECK(j.at("confirm").at("ranking").size() == 2);
+  CHECK(j.at("considered") == 20);
+  CHECK(j.at("verdict") == "gain");
+  CHECK(j.at("best").at("schedule").get<std::string>().find("chunk=static") != std::string::npos);
+  CHECK(j.at("speedup_over_csr").get<double>() == Approx(1 / 0.7).epsilon(0.08));
+  // The fresh runs time the two leaders that fit.
+  CHECK(j.at("decision").at("leaders").size() == 2);
+  // With room for all, one child as before: no heats.
+  const std::string dir2 = waco::test::scratch_dir("scripted-heats-fit");
+  const json k = parsed(tune(dir2, write_script(dir2, equal_kernels("chunk=static", 0.7e-4)),
+                             "--side-by-side-memory 1G"));
+  CHECK_FALSE(k.at("confirm").contains("heats"));
+  CHECK(k.at("confirm").at("ranking").size() == 20);
+  CHECK(k.at("best").at("schedule").get<std::string>().find("chunk=static") != std::string::npos);
 }
 
 TEST_CASE("scripted tune: a failing candidate is reported and does not stop the decision") {

@@ -1,9 +1,11 @@
 // Unit "side_by_side_fit": which of a tune's nominees one side-by-side child can hold
 // (tune/src/pipeline.hpp, candidates_that_fit): formats and outputs counted once where the
 // measuring child shares them (heuristics::shared_data), the references always their own, and
-// a nominee that does not fit passed over for later ones storing a format already held.
+// a nominee that does not fit passed over for later ones storing a format already held; and
+// the heats (plan_heats) that measure nominees that do not all fit in one child.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -84,4 +86,37 @@ TEST_CASE("side_by_side_fit: a nominee that does not fit is passed over for one 
   CHECK(candidates_that_fit(c, 6, 22 + 2 * 11, 10, 1, {}, &csr) == Positions{0, 1});
   // The first always goes, even when nothing fits.
   CHECK(candidates_that_fit(c, 6, 0, 10, 1, formats) == Positions{0});
+}
+
+TEST_CASE("side_by_side_fit: heats hold every nominee, a format's nominees in one heat") {
+  using waco::tuning::detail::plan_heats;
+  using Heats = std::vector<Positions>;
+  SharedData formats;
+  formats.formats = true;
+  const std::vector<Candidate> c = nominees();
+  // All fit: one heat, the list's order.
+  CHECK(plan_heats(c, 6, 1e9, 10, 1, formats) == Heats{{0, 1, 2, 3, 4, 5}});
+  CHECK(plan_heats(c, 4, 1e9, 10, 1, formats) == Heats{{0, 1, 2, 3}});  // only the wanted
+  // Room for one format (and its nominees' outputs) beside the references: the UC nominees in
+  // one heat, the split ones in another, each with every nominee storing its format.
+  CHECK(plan_heats(c, 6, 22 + 10 + 3 * 1, 10, 1, formats) == Heats{{0, 2, 4}, {1, 3, 5}});
+  // The csr schedule's format is held: the UC nominees cost their outputs alone and share a
+  // heat with the split ones.
+  const auto csr = waco::codegen::canonicalize(waco::codegen::schedule_from_string(
+      waco::kernels::KernelKind::SpMV, "order=i,k format=UC parallel=i chunk=128"));
+  CHECK(plan_heats(c, 6, 22 + 10 + 6 * 1, 10, 1, formats, &csr) == Heats{{0, 1, 2, 3, 4, 5}});
+  // Nothing shared: each nominee its own format and output; no room for any beside the
+  // references still measures each, alone.
+  CHECK(plan_heats(c, 6, 22 + 2 * 11, 10, 1, {}) == Heats{{0, 1}, {2, 3}, {4, 5}});
+  CHECK(plan_heats(c, 3, 0, 10, 1, {}) == Heats{{0}, {1}, {2}});
+  // Every wanted nominee is in exactly one heat, whatever the budget.
+  for (double budget : {0.0, 30.0, 33.0, 40.0, 50.0, 70.0}) {
+    Positions all;
+    for (const Positions& h : plan_heats(c, 6, budget, 10, 1, formats)) {
+      CHECK_FALSE(h.empty());
+      all.insert(all.end(), h.begin(), h.end());
+    }
+    std::sort(all.begin(), all.end());
+    CHECK(all == Positions{0, 1, 2, 3, 4, 5});
+  }
 }

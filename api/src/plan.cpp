@@ -271,6 +271,8 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.rule.min_gain = in_range(o.min_gain, r.rule.min_gain, settings::kMinGain);
   r.rule.level = in_range(o.verdict_level, r.rule.level, settings::kVerdictLevel);
   r.rule.max_disturbed = in_range(o.max_disturbed, r.rule.max_disturbed, settings::kMaxDisturbed);
+  r.side_by_side_bytes = static_cast<double>(in_range(
+      o.side_by_side_memory, std::int64_t{0}, settings::kSideBySideMemory));
   r.timeout = positive(o.timeout, r.timeout, "timeout");
   r.compile_timeout = positive(o.compile_timeout, r.compile_timeout, "compile_timeout");
   r.tolerance = positive(o.tolerance, r.tolerance, "tolerance");

@@ -351,6 +351,14 @@ Command make_tune_command() {
                            "clean and do not count) is verdict undecided")
                 ->check(setting_range(tuning::settings::kMaxDisturbed))
                 ->capture_default_str();
+            sub.add_option("--side-by-side-memory", o->req.side_by_side_bytes,
+                           "Memory one side-by-side child may hold for its kernels' formats and "
+                           "outputs, K/M/G suffixes binary (default: a quarter of this "
+                           "machine's): nominees whose formats do not fit in one child are "
+                           "measured in heats, the references in each, then the best of each "
+                           "heat side by side")
+                ->transform(CLI::AsSizeValue(false))
+                ->check(CLI::Range(0.0, static_cast<double>(tuning::settings::kSideBySideMemory.hi)));
             add_limit_options(sub, o->req.timeout, o->req.compile_timeout);
             sub.add_option("--tolerance", o->req.tolerance, "Max |out - ref| / sum|products| per entry")
                 ->check(CLI::PositiveNumber)

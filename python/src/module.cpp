@@ -282,7 +282,8 @@ bool set_setting(waco::Options& o, const std::string& key, const py::handle& v) 
       {"chunk_window", &waco::Options::chunk_window}};
   const std::pair<const char*, std::optional<std::int64_t> waco::Options::*> longs[] = {
       {"max_serial_work", &waco::Options::max_serial_work},
-      {"cache_bytes", &waco::Options::cache_bytes}};
+      {"cache_bytes", &waco::Options::cache_bytes},
+      {"side_by_side_memory", &waco::Options::side_by_side_memory}};
   const std::pair<const char*, std::optional<double> waco::Options::*> reals[] = {
       {"min_gain", &waco::Options::min_gain}, {"verdict_level", &waco::Options::verdict_level},
       {"max_disturbed", &waco::Options::max_disturbed}, {"timeout", &waco::Options::timeout},

@@ -72,7 +72,7 @@ TUNE_SETTINGS = (
     "min_gain", "verdict_level", "max_disturbed", "timeout", "compile_timeout", "tolerance",
     "abandon_factor", "retry_failed", "compiler", "max_padding", "race", "tile_window",
     "max_block_padding", "min_chunks_per_thread", "chunk_window", "max_serial_work",
-    "cache_level", "cache_bytes", "cache_fraction", "no_calibration")
+    "cache_level", "cache_bytes", "cache_fraction", "no_calibration", "side_by_side_memory")
 
 
 def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search="model",

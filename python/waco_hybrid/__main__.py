@@ -91,6 +91,9 @@ def _add_settings(t):
     t.add_argument("--race", choices=["atomic", "private", "auto"])
     t.add_argument("--cache-level", choices=["llc-core", "l1", "l2", "l3"])
     t.add_argument("--cache-bytes", type=_size, help="cache bytes per thread, K/M/G suffixes")
+    t.add_argument("--side-by-side-memory", type=_size,
+                   help="memory of one side-by-side child for formats and outputs, K/M/G "
+                        "suffixes (a quarter of the machine's); beyond it, heats")
 
 
 def _settings(a):

@@ -61,6 +61,10 @@ struct Measured {
   TuneResult result;
   std::optional<Confirmation> confirmation;
   std::optional<FreshTiming> fresh;
+  /// The selection in heats (plan_heats), when the nominees' formats did not fit in one
+  /// side-by-side child: each heat's nominees with their ratio to csr, the finalists (report
+  /// "confirm"."heats"); null when they went side by side at once.
+  nlohmann::json heats = nullptr;
 };
 
 /// What tune decided from the search and the side-by-side run.
@@ -110,6 +114,17 @@ std::vector<std::size_t> candidates_that_fit(const std::vector<Candidate>& candi
                                              double budget, double format_bytes,
                                              double output_bytes, const SharedData& shared,
                                              const codegen::SuperSchedule* held = nullptr);
+
+/// Heats: the first `wanted` candidates split into side-by-side children that each fit in
+/// `budget` (as candidates_that_fit counts: the references with their own format and output in
+/// each). Candidates storing one format (shared formats) go to the same heat, which holds it
+/// once; the formats are placed in the order the list first names them, a heat taking the next
+/// while it fits (a format that fits no heat alone goes alone). Positions in list order within
+/// each heat. One heat holding the first `wanted` when they all fit.
+std::vector<std::vector<std::size_t>> plan_heats(const std::vector<Candidate>& candidates,
+                                                 int wanted, double budget, double format_bytes,
+                                                 double output_bytes, const SharedData& shared,
+                                                 const codegen::SuperSchedule* held = nullptr);
 
 /// `p` needs its sparse operand only; `dense` is the size tuned for. With `among`, the search
 /// ranks the schedules of that short list the space admits (admitted_variants) instead of the

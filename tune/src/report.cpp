@@ -75,15 +75,17 @@ nlohmann::json confirmation_json(const Measured& m, bool side_by_side, int warmu
     }
     ranking.push_back(row);
   }
-  return {{"top", static_cast<int>(m.confirmation->ranking.size())},
-          {"direct", side_by_side},
-          {"rounds", m.confirmation->rounds},
-          {"warmup", warmup},
-          {"ranking", ranking},
-          {"csr_counters", c.references[0].counters},
-          {"csr_median_s", median_or_null(&c.references[0])},
-          {"csr_baseline_median_s", median_or_null(&c.references[1])},
-          {"seconds", m.confirmation->seconds}};
+  nlohmann::json j = {{"top", static_cast<int>(m.confirmation->ranking.size())},
+                      {"direct", side_by_side},
+                      {"rounds", m.confirmation->rounds},
+                      {"warmup", warmup},
+                      {"ranking", ranking},
+                      {"csr_counters", c.references[0].counters},
+                      {"csr_median_s", median_or_null(&c.references[0])},
+                      {"csr_baseline_median_s", median_or_null(&c.references[1])},
+                      {"seconds", m.confirmation->seconds}};
+  if (!m.heats.is_null()) j["heats"] = m.heats;  // the selection ran in heats
+  return j;
 }
 
 /// tune --json's "decision": the fresh runs that decided (null when the selection run showed no

@@ -20,23 +20,43 @@ namespace waco::tuning {
 
 using namespace detail;
 
+namespace {
+
+/// What one side-by-side child can spend on nominees beside the two references (each with a
+/// format and an output of its own), and one output for all when the output is shared.
+double room_for_nominees(double budget, double format_bytes, double output_bytes,
+                         const SharedData& shared) {
+  budget -= 2 * (format_bytes + output_bytes);
+  if (shared.output) budget -= output_bytes;
+  return budget;
+}
+
+/// The format a candidate stores, when candidates share formats (empty: its own).
+std::string format_key(const Candidate* c, const SharedData& shared) {
+  if (!shared.formats || !c || !c->schedule) return {};
+  return codegen::StorageCache::key(codegen::canonicalize(*c->schedule));
+}
+
+std::string held_key(const codegen::SuperSchedule* held, const SharedData& shared) {
+  return shared.formats && held ? codegen::StorageCache::key(codegen::canonicalize(*held))
+                                : std::string();
+}
+
+}  // namespace
+
 std::vector<std::size_t> detail::candidates_that_fit(const std::vector<Candidate>& candidates,
                                                      int wanted, double budget,
                                                      double format_bytes, double output_bytes,
                                                      const SharedData& shared,
                                                      const codegen::SuperSchedule* held) {
-  budget -= 2 * (format_bytes + output_bytes);  // the references, each with its own
-  if (shared.output) budget -= output_bytes;    // one output for every candidate
-  const auto key = [](const codegen::SuperSchedule& s) {
-    return codegen::StorageCache::key(codegen::canonicalize(s));
-  };
+  budget = room_for_nominees(budget, format_bytes, output_bytes, shared);
   std::set<std::string> formats;
-  if (shared.formats && held) formats.insert(key(*held));
+  if (const std::string h = held_key(held, shared); !h.empty()) formats.insert(h);
   std::vector<std::size_t> chosen;
   const std::size_t total = std::max(candidates.size(), static_cast<std::size_t>(std::max(wanted, 0)));
   for (std::size_t i = 0; i < total && chosen.size() < static_cast<std::size_t>(wanted); ++i) {
     const Candidate* c = i < candidates.size() ? &candidates[i] : nullptr;
-    const std::string k = shared.formats && c && c->schedule ? key(*c->schedule) : std::string();
+    const std::string k = format_key(c, shared);
     const bool new_format = k.empty() || !formats.count(k);
     const double need = (shared.output ? 0.0 : output_bytes) + (new_format ? format_bytes : 0.0);
     if (need > budget && !chosen.empty()) {
@@ -49,6 +69,41 @@ std::vector<std::size_t> detail::candidates_that_fit(const std::vector<Candidate
   }
   if (chosen.empty()) chosen.push_back(0);
   return chosen;
+}
+
+std::vector<std::vector<std::size_t>> detail::plan_heats(
+    const std::vector<Candidate>& candidates, int wanted, double budget, double format_bytes,
+    double output_bytes, const SharedData& shared, const codegen::SuperSchedule* held) {
+  budget = room_for_nominees(budget, format_bytes, output_bytes, shared);
+  const std::string h = held_key(held, shared);
+  // The candidates by the format they store, in the order the list first names each.
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<std::string> keys;
+  const std::size_t n = std::min(candidates.size(), static_cast<std::size_t>(std::max(wanted, 0)));
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string k = format_key(&candidates[i], shared);
+    const auto at = k.empty() ? keys.end() : std::find(keys.begin(), keys.end(), k);
+    if (at != keys.end()) {
+      groups[static_cast<std::size_t>(at - keys.begin())].push_back(i);
+    } else {
+      keys.push_back(k);
+      groups.push_back({i});
+    }
+  }
+  std::vector<std::vector<std::size_t>> heats;
+  double used = 0.0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const double need = (keys[g].empty() || keys[g] != h ? format_bytes : 0.0) +
+                        (shared.output ? 0.0 : output_bytes * static_cast<double>(groups[g].size()));
+    if (heats.empty() || (used + need > budget && !heats.back().empty())) {
+      heats.emplace_back();
+      used = 0.0;
+    }
+    heats.back().insert(heats.back().end(), groups[g].begin(), groups[g].end());
+    used += need;
+  }
+  for (std::vector<std::size_t>& heat : heats) std::sort(heat.begin(), heat.end());
+  return heats;
 }
 
 std::optional<CallsBudget> detail::apply_calls_budget(TuneRequest& o, TuneObserver& obs, std::vector<Candidate>& candidates,
@@ -88,26 +143,171 @@ std::optional<CallsBudget> detail::apply_calls_budget(TuneRequest& o, TuneObserv
 
 namespace {
 
+/// What one side-by-side child holds (candidates_that_fit, plan_heats): the memory it may
+/// use for formats and outputs (TuneRequest::side_by_side_bytes, else a quarter of the
+/// machine's), a format's and an output's size, what the child shares.
+struct ChildMemory {
+  double budget = 0.0;
+  double format_bytes = 0.0;
+  double output_bytes = 0.0;
+  SharedData shared;
+  std::string budget_text;  ///< how the budget reads in a note
+
+  ChildMemory(const TuneRequest& o, const Problem& p) : shared(shared_data(p)) {
+    const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
+    // A format: a value, a coordinate and a position or some padding a nonzero (12 bytes in f32).
+    format_bytes = (8.0 + value) * static_cast<double>(p.nnz());
+    output_bytes = value * static_cast<double>(p.output_size());
+    budget = o.side_by_side_bytes > 0 ? o.side_by_side_bytes : physical_memory_bytes() / 4;
+    budget_text = o.side_by_side_bytes > 0
+                      ? format("--side-by-side-memory (%.0f MiB)", budget / 1048576.0)
+                      : std::string("a quarter of this machine's memory");
+  }
+  std::vector<std::size_t> fit(const std::vector<Candidate>& c, int wanted,
+                               const codegen::SuperSchedule* held) const {
+    return candidates_that_fit(c, wanted, budget, format_bytes, output_bytes, shared, held);
+  }
+};
+
 /// Which of `candidates` (at most `wanted`; unknown ones past the list count as a format each)
 /// fit in one side-by-side child beside the two references, the csr schedule `held` among them
-/// (candidates_that_fit): at most a quarter of the memory for them; says so when that is fewer.
-std::vector<std::size_t> side_by_side_fit(const Problem& p, const std::vector<Candidate>& candidates,
+/// (candidates_that_fit); says so when that is fewer.
+std::vector<std::size_t> side_by_side_fit(const TuneRequest& o, const Problem& p,
+                                          const std::vector<Candidate>& candidates,
                                           int wanted, TuneObserver& obs,
                                           const codegen::SuperSchedule* held = nullptr) {
-  const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
-  // A format: a value, a coordinate and a position or some padding a nonzero (12 bytes in f32).
-  const double format_bytes = (8.0 + value) * static_cast<double>(p.nnz());
-  const double output_bytes = value * static_cast<double>(p.output_size());
-  std::vector<std::size_t> chosen = candidates_that_fit(
-      candidates, wanted, physical_memory_bytes() / 4, format_bytes, output_bytes, shared_data(p), held);
+  const ChildMemory mem(o, p);
+  std::vector<std::size_t> chosen = mem.fit(candidates, wanted, held);
   const int top = static_cast<int>(chosen.size());
   if (top < wanted)
-    obs.note(format("tune: only %d of %d side by side: more would not fit in a quarter of this "
-                    "machine's memory", top, wanted));
+    obs.note(format("tune: only %d of %d side by side: more would not fit in %s", top, wanted,
+                    mem.budget_text.c_str()));
   else if (!chosen.empty() && chosen.back() + 1 != chosen.size())
-    obs.note(format("tune: %d of the first %zu side by side: the rest would not fit in a "
-                    "quarter of this machine's memory beside them", top, chosen.back() + 1));
+    obs.note(format("tune: %d of the first %zu side by side: the rest would not fit in %s "
+                    "beside them", top, chosen.back() + 1, mem.budget_text.c_str()));
   return chosen;
+}
+
+/// A side-by-side run's ranking with its entries moved to `into`'s numbering (`entry_of`: a
+/// list position, search_rank - 1, to its index in the combined result).
+Confirmation renumbered(const Confirmation& c, const std::vector<std::size_t>& entry_of) {
+  Confirmation out = c;
+  for (ConfirmEntry& ce : out.ranking) ce.entry = entry_of.at(ce.search_rank - 1);
+  return out;
+}
+
+/// The selection in heats (plan_heats): each heat's nominees side by side with the references
+/// in a child of their own, ranked by their paired ratio to the heat's faster-measured csr
+/// reference (the csr schedule, else the baseline); the best of each heat then side by side
+/// in one more child (as many as fit, by that ratio), whose run is the selection run that the
+/// decision reads, as when all go at once. A single finalist keeps its heat's run. The
+/// result's entries are every nominee with its heat's timing (times of different children:
+/// only the ratios in the heats record compare across heats).
+RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidate>& candidates,
+                                    const std::vector<Candidate>& references,
+                                    const std::vector<std::vector<std::size_t>>& heats,
+                                    const ChildMemory& mem, const codegen::SuperSchedule* held,
+                                    nlohmann::json& record, std::string& busy) {
+  const TuneRequest& o = t.o;
+  const double t0 = now_seconds();
+  RankedConfirmation out;
+  TuneResult& r = out.result;
+  std::vector<std::size_t> entry_of(candidates.size(), 0);
+  struct Finalist {
+    std::size_t at = 0;  // list position
+    std::size_t heat = 0;
+    double ratio = 0.0;
+  };
+  std::vector<Finalist> finalists;
+  std::vector<Confirmation> runs;
+  std::vector<Measurement> timed;  // every heat's measurements, for the busy warning
+  nlohmann::json heats_json = nlohmann::json::array();
+  for (std::size_t h = 0; h < heats.size(); ++h) {
+    if (o.stop != nullptr && *o.stop != 0) {
+      r.stopped_by = "interrupted";
+      r.complete = false;
+      break;
+    }
+    t.obs.note(format("tune: heat %zu of %zu: %zu nominees side by side with %s (%d rounds)",
+                      h + 1, heats.size(), heats[h].size(), t.shortcut.c_str(), o.confirm_rounds));
+    RankedConfirmation rc = confirm_ranked(
+        t.measurer, candidates, references,
+        ConfirmOptions{static_cast<int>(heats[h].size()), o.confirm_rounds, {}, heats[h]},
+        o.abandon_factor);
+    const std::vector<Measurement>& refs = rc.confirmation.references;
+    const Measurement* ref = refs.size() == 2 && refs[0].status == MeasureStatus::Ok   ? &refs[0]
+                             : refs.size() == 2 && refs[1].status == MeasureStatus::Ok ? &refs[1]
+                                                                                       : nullptr;
+    std::optional<Finalist> best;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const ConfirmEntry& ce : rc.confirmation.ranking) {
+      const std::size_t at = ce.search_rank - 1;
+      const TuneEntry& e = rc.result.entries[ce.entry];
+      entry_of.at(at) = r.entries.size();
+      r.entries.push_back(e);
+      ++r.measured;
+      ++r.status_counts[e.measurement.status];
+      timed.push_back(e.measurement);
+      nlohmann::json row = {{"schedule", e.candidate.label()},
+                            {"search_rank", ce.search_rank},
+                            {"status", std::string(status_name(e.measurement.status))}};
+      if (e.measurement.status == MeasureStatus::Ok && ref) {
+        const double ratio = judge_gain(e.measurement, *ref, o.rule).ratio_median;
+        row["ratio_to_csr"] = ratio;
+        if (!best || ratio < best->ratio) best = Finalist{at, runs.size(), ratio};
+      }
+      rows.push_back(row);
+    }
+    for (const Measurement& m : refs) timed.push_back(m);
+    if (best) finalists.push_back(*best);
+    heats_json.push_back({{"nominees", rows},
+                          {"csr_median_s", ref ? nlohmann::json(ref->median_s) : nlohmann::json()},
+                          {"reference", !ref ? "none" : ref == &refs[0] ? "schedule" : "baseline"},
+                          {"seconds", rc.confirmation.seconds}});
+    runs.push_back(std::move(rc.confirmation));
+  }
+  std::sort(finalists.begin(), finalists.end(),
+            [](const Finalist& a, const Finalist& b) { return a.ratio < b.ratio; });
+  std::vector<Candidate> listed;
+  for (const Finalist& f : finalists) listed.push_back(candidates[f.at]);
+  std::vector<std::size_t> among;
+  if (!listed.empty())
+    for (std::size_t k : mem.fit(listed, static_cast<int>(listed.size()), held))
+      among.push_back(finalists[k].at);
+  std::sort(among.begin(), among.end());
+  nlohmann::json finals = nlohmann::json::array();
+  for (std::size_t at : among) finals.push_back(candidates[at].label());
+  Confirmation c;
+  if (among.size() > 1) {
+    t.obs.note(format("tune: the best of each heat, %zu, side by side with %s (%d rounds)",
+                      among.size(), t.shortcut.c_str(), o.confirm_rounds));
+    RankedConfirmation fin = confirm_ranked(
+        t.measurer, candidates, references,
+        ConfirmOptions{static_cast<int>(among.size()), o.confirm_rounds, {}, among}, 0.0);
+    c = renumbered(fin.confirmation, entry_of);
+  } else if (among.size() == 1) {
+    const auto f = std::find_if(finalists.begin(), finalists.end(),
+                                [&](const Finalist& x) { return x.at == among[0]; });
+    c = renumbered(runs.at(f->heat), entry_of);
+  } else if (!runs.empty()) {
+    c = renumbered(runs.back(), entry_of);  // no nominee ran: the references' last timing
+  }
+  if (!c.ranking.empty() && c.ranking.front().measurement.status == MeasureStatus::Ok)
+    r.best = c.ranking.front().entry;
+  std::vector<const Measurement*> all;
+  for (const Measurement& m : timed) all.push_back(&m);
+  if (among.size() > 1) {
+    for (const ConfirmEntry& ce : c.ranking) all.push_back(&ce.measurement);
+    for (const Measurement& m : c.references) all.push_back(&m);
+  }
+  busy = disturbed_warning(all);
+  c.seconds = r.seconds = now_seconds() - t0;
+  record = {{"budget_bytes", mem.budget},
+            {"heats", heats_json},
+            {"finalists", finals},
+            {"final_run", among.size() > 1}};
+  out.confirmation = std::move(c);
+  return out;
 }
 
 /// Step 7 of tune: the search's best candidates and both references measured again side by
@@ -118,7 +318,7 @@ Confirmation confirm_top(const TuneRequest& o, TuneObserver& obs, const Problem&
                          const TuneResult& r, const TuneEntry& csr_schedule,
                          const TuneEntry& csr_baseline, const std::string& shortcut) {
   const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
-  const int top = static_cast<int>(side_by_side_fit(p, {}, o.confirm, obs).size());
+  const int top = static_cast<int>(side_by_side_fit(o, p, {}, o.confirm, obs).size());
   obs.note(format("tune: measuring the best %lld side by side with %s (%d rounds)",
                   static_cast<long long>(std::min<std::int64_t>(top, ok)), shortcut.c_str(),
                   o.confirm_rounds));
@@ -151,18 +351,35 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
     if (wanted == 0) return m;
     const codegen::SuperSchedule* held =
         csr_schedule.candidate.schedule ? &*csr_schedule.candidate.schedule : nullptr;
-    std::vector<std::size_t> chosen = side_by_side_fit(t.p, candidates, wanted, t.obs, held);
-    const int top = static_cast<int>(chosen.size());
-    if (chosen.back() + 1 == chosen.size()) chosen.clear();  // simply the first `top`
-    t.obs.note(format("tune: %s %s search: the model's best %d measured side by side with %s "
-                      "(%d rounds)",
-                      kernel.c_str(), t.search.c_str(), top, t.shortcut.c_str(), o.confirm_rounds));
-    RankedConfirmation rc = confirm_ranked(
-        t.measurer, candidates, {csr_schedule.candidate, csr_baseline.candidate},
-        ConfirmOptions{top, o.confirm_rounds, {}, std::move(chosen)}, o.abandon_factor);
-    m.result = std::move(rc.result);
-    m.confirmation = std::move(rc.confirmation);
-    busy = disturbed_warning(*m.confirmation);
+    const ChildMemory mem(o, t.p);
+    const std::vector<std::vector<std::size_t>> heats = plan_heats(
+        candidates, wanted, mem.budget, mem.format_bytes, mem.output_bytes, mem.shared, held);
+    const std::vector<Candidate> references{csr_schedule.candidate, csr_baseline.candidate};
+    if (heats.size() > 1) {
+      t.obs.note(format("tune: %s %s search: the model's best %d in %zu heats side by side with "
+                        "%s (their formats would not fit in one child: %s), the best of each "
+                        "then together",
+                        kernel.c_str(), t.search.c_str(), wanted, heats.size(),
+                        t.shortcut.c_str(), mem.budget_text.c_str()));
+      RankedConfirmation rc =
+          confirm_in_heats(t, candidates, references, heats, mem, held, m.heats, busy);
+      m.result = std::move(rc.result);
+      // Stopped before the first heat: nothing was timed side by side.
+      if (!rc.confirmation.references.empty()) m.confirmation = std::move(rc.confirmation);
+    } else {
+      std::vector<std::size_t> chosen = heats.at(0);
+      const int top = static_cast<int>(chosen.size());
+      if (chosen.back() + 1 == chosen.size()) chosen.clear();  // simply the first `top`
+      t.obs.note(format("tune: %s %s search: the model's best %d measured side by side with %s "
+                        "(%d rounds)",
+                        kernel.c_str(), t.search.c_str(), top, t.shortcut.c_str(), o.confirm_rounds));
+      RankedConfirmation rc = confirm_ranked(t.measurer, candidates, references,
+                                             ConfirmOptions{top, o.confirm_rounds, {}, std::move(chosen)},
+                                             o.abandon_factor);
+      m.result = std::move(rc.result);
+      m.confirmation = std::move(rc.confirmation);
+      busy = disturbed_warning(*m.confirmation);
+    }
     if (!busy.empty()) t.obs.warning(busy);
   } else if (!t.side_by_side) {
     if (!not_worth_it) {
@@ -186,12 +403,32 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
                                 : Decision{};
   if (selected.judged &&
       (o.decide_always || selected.judged->ratio_median <= 1.0 - o.rule.min_gain)) {
+    // As many leaders as fit in one child beside the references (in the selection's order).
+    std::vector<Candidate> leaders;
+    for (const ConfirmEntry& ce : m.confirmation->ranking)
+      if (ce.measurement.status == MeasureStatus::Ok &&
+          leaders.size() < static_cast<std::size_t>(o.decide_leaders))
+        leaders.push_back(m.result.entries[ce.entry].candidate);
+    int fit = o.decide_leaders;
+    if (!leaders.empty()) {
+      const ChildMemory mem(o, t.p);
+      const std::vector<std::size_t> fits = mem.fit(
+          leaders, static_cast<int>(leaders.size()),
+          csr_schedule.candidate.schedule ? &*csr_schedule.candidate.schedule : nullptr);
+      std::size_t prefix = 0;
+      while (prefix < fits.size() && fits[prefix] == prefix) ++prefix;
+      if (prefix < leaders.size()) {
+        fit = static_cast<int>(std::max<std::size_t>(1, prefix));
+        t.obs.note(format("tune: %d of the selection's best %zu in the fresh runs: more would "
+                          "not fit in %s", fit, leaders.size(), mem.budget_text.c_str()));
+      }
+    }
     t.obs.note(format("tune: deciding on fresh runs: the best %d and %s side by side again (%d "
                       "runs of %d rounds)",
-                      o.decide_leaders, t.shortcut.c_str(), o.decide_runs, o.decide_rounds));
+                      fit, t.shortcut.c_str(), o.decide_runs, o.decide_rounds));
     m.fresh = time_fresh(t.measurer, m.result, *m.confirmation,
                          {csr_schedule.candidate, csr_baseline.candidate},
-                         FreshOptions{o.decide_leaders, o.decide_rounds, o.decide_runs});
+                         FreshOptions{fit, o.decide_rounds, o.decide_runs});
     if (!m.fresh->busy.empty()) t.obs.warning(m.fresh->busy);
   }
   // A model search that did not measure the references first: their only timings are the

@@ -238,6 +238,9 @@ struct Options {
   std::optional<double> min_gain;       ///< --min-gain (0.02)
   std::optional<double> verdict_level;  ///< --verdict-level (0.9)
   std::optional<double> max_disturbed;  ///< --max-disturbed (0.1)
+  /// --side-by-side-memory: bytes one side-by-side child may hold for its kernels' formats and
+  /// outputs (0 or unset: a quarter of the machine's); nominees that do not fit go in heats.
+  std::optional<std::int64_t> side_by_side_memory;
   std::optional<double> timeout;          ///< --timeout: seconds to verify and time (60)
   std::optional<double> compile_timeout;  ///< --compile-timeout (300)
   std::optional<double> tolerance;        ///< --tolerance (1e-4)

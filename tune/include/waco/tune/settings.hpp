@@ -27,6 +27,9 @@ inline constexpr SettingRange<int> kDecideLeaders{"decide_leaders", 1, 1000};
 inline constexpr SettingRange<double> kMinGain{"min_gain", 0.0, 0.9};
 inline constexpr SettingRange<double> kVerdictLevel{"verdict_level", 0.5, 0.999};
 inline constexpr SettingRange<double> kMaxDisturbed{"max_disturbed", 0.0, 1.0};
+/// One side-by-side child's memory for formats and outputs (0: a quarter of the machine's).
+inline constexpr SettingRange<std::int64_t> kSideBySideMemory{"side_by_side_memory", 0,
+                                                              std::int64_t{1} << 50};
 // The trimming passes' parameters (heuristics::PassParams).
 inline constexpr SettingRange<int> kTileWindow{"tile_window", 0, 1 << 30};
 inline constexpr SettingRange<int> kMinChunksPerThread{"min_chunks_per_thread", 1, 1 << 30};

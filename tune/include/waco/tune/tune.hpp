@@ -67,6 +67,12 @@ struct TuneRequest {
   int decide_rounds = 20;
   int decide_leaders = 3;
   bool decide_always = false;  ///< fresh runs even without a selection gain
+  /// The memory one side-by-side child may hold for the formats and outputs of its candidates
+  /// and references (--side-by-side-memory; 0: a quarter of the machine's). Nominees whose
+  /// formats do not fit in one child are measured in heats (several children, the references
+  /// in each), and the best of each heat then side by side in one more; the fresh decision
+  /// runs time as many leaders as fit.
+  double side_by_side_bytes = 0.0;
   heuristics::DecisionRule rule;  ///< --min-gain, --verdict-level, --max-disturbed
   /// A model search's nominees measured one by one (racing), then the best --confirm side by
   /// side, as every other search; default: all of them side by side at once.
