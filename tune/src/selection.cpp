@@ -364,8 +364,8 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
       RankedConfirmation rc =
           confirm_in_heats(t, candidates, references, heats, mem, held, m.heats, busy);
       m.result = std::move(rc.result);
-      // Stopped before the first heat: nothing was timed side by side.
-      if (!rc.confirmation.references.empty()) m.confirmation = std::move(rc.confirmation);
+      // Stopped between heats: no selection run to decide on (the report says interrupted).
+      if (rc.result.stopped_by != "interrupted") m.confirmation = std::move(rc.confirmation);
     } else {
       std::vector<std::size_t> chosen = heats.at(0);
       const int top = static_cast<int>(chosen.size());
