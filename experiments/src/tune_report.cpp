@@ -235,13 +235,26 @@ void print_tune_text(const nlohmann::json& j) {
           dia ? std::string("the dia baseline, the diagonal-storage pass's nominee")
               : "#" + std::to_string(first.at("search_rank").get<std::int64_t>()) + " in the " +
                     (direct ? "model's order" : "search");
+      // In heats (the nominees did not fit in one child): the heats, then their best together.
+      const nlohmann::json& heats = c.value("heats", nlohmann::json());
+      std::string how = direct ? "model's best " + std::to_string(c.at("top").get<int>()) +
+                                     " measured side by side"
+                               : "search's best " + std::to_string(c.at("top").get<int>()) +
+                                     " measured again";
+      if (heats.is_object()) {
+        std::size_t nominees = 0;
+        for (const nlohmann::json& h : heats.at("heats")) nominees += h.at("nominees").size();
+        how = "model's best " + std::to_string(nominees) + " measured in " +
+              std::to_string(heats.at("heats").size()) + " heats (their formats did not fit in "
+              "one child), the best " + std::to_string(c.at("top").get<int>()) + " of them " +
+              (heats.value("final_run", false) ? "side by side again" : "from its heat");
+      }
       std::printf("  side by side  best nominee %s, %s schedule %s, %s baseline %s: the "
-                  "%s best %d measured %s over %d rounds; the nominee was %s\n",
+                  "%s over %d rounds; the nominee was %s\n",
                   seconds_or(first.value("median_s", nlohmann::json()), "-").c_str(),
                   shortcut.c_str(), seconds_or(c.at("csr_median_s"), "failed").c_str(),
                   shortcut.c_str(), seconds_or(c.at("csr_baseline_median_s"), "failed").c_str(),
-                  direct ? "model's" : "search's", c.at("top").get<int>(),
-                  direct ? "side by side" : "again", c.at("rounds").get<int>(), rank.c_str());
+                  how.c_str(), c.at("rounds").get<int>(), rank.c_str());
       if (fresh)
         std::printf("  decided       on %d fresh side-by-side runs of %d rounds that timed the "
                     "selection's best %zu and both references again (%s); the speedups are "
