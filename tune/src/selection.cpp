@@ -188,8 +188,8 @@ std::vector<std::size_t> side_by_side_fit(const TuneRequest& o, const Problem& p
   return chosen;
 }
 
-/// A side-by-side run's ranking with its entries moved to `into`'s numbering (`entry_of`: a
-/// list position, search_rank - 1, to its index in the combined result).
+/// A side-by-side run's ranking renumbered to the combined result's entries (`entry_of`: a
+/// list position, search_rank - 1, to its index there).
 Confirmation renumbered(const Confirmation& c, const std::vector<std::size_t>& entry_of) {
   Confirmation out = c;
   for (ConfirmEntry& ce : out.ranking) ce.entry = entry_of.at(ce.search_rank - 1);
@@ -365,7 +365,7 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
           confirm_in_heats(t, candidates, references, heats, mem, held, m.heats, busy);
       m.result = std::move(rc.result);
       // Stopped between heats: no selection run to decide on (the report says interrupted).
-      if (rc.result.stopped_by != "interrupted") m.confirmation = std::move(rc.confirmation);
+      if (m.result.stopped_by != "interrupted") m.confirmation = std::move(rc.confirmation);
     } else {
       std::vector<std::size_t> chosen = heats.at(0);
       const int top = static_cast<int>(chosen.size());
