@@ -246,8 +246,11 @@ void print_tune_text(const nlohmann::json& j) {
         for (const nlohmann::json& h : heats.at("heats")) nominees += h.at("nominees").size();
         how = "model's best " + std::to_string(nominees) + " measured in " +
               std::to_string(heats.at("heats").size()) + " heats (their formats did not fit in "
-              "one child), the best " + std::to_string(c.at("top").get<int>()) + " of them " +
-              (heats.value("final_run", false) ? "side by side again" : "from its heat");
+              "one child), " +
+              (heats.value("final_run", false)
+                   ? "the best " + std::to_string(c.at("top").get<int>()) + " of them side by "
+                     "side again"
+                   : std::string("one finalist: its heat's run selects"));
       }
       std::printf("  side by side  best nominee %s, %s schedule %s, %s baseline %s: the "
                   "%s over %d rounds; the nominee was %s\n",
