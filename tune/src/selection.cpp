@@ -228,8 +228,9 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
       r.complete = false;
       break;
     }
-    t.obs.note(format("tune: heat %zu of %zu: %zu nominees side by side with %s (%d rounds)",
-                      h + 1, heats.size(), heats[h].size(), t.shortcut.c_str(), o.confirm_rounds));
+    t.obs.note(format("tune: heat %zu of %zu: %zu nominee%s side by side with %s (%d rounds)",
+                      h + 1, heats.size(), heats[h].size(), heats[h].size() == 1 ? "" : "s",
+                      t.shortcut.c_str(), o.confirm_rounds));
     RankedConfirmation rc = confirm_ranked(
         t.measurer, candidates, references,
         ConfirmOptions{static_cast<int>(heats[h].size()), o.confirm_rounds, {}, heats[h]},
