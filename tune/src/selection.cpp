@@ -167,6 +167,10 @@ struct ChildMemory {
                                const codegen::SuperSchedule* held) const {
     return candidates_that_fit(c, wanted, budget, format_bytes, output_bytes, shared, held);
   }
+  std::vector<std::vector<std::size_t>> heats(const std::vector<Candidate>& c, int wanted,
+                                              const codegen::SuperSchedule* held) const {
+    return plan_heats(c, wanted, budget, format_bytes, output_bytes, shared, held);
+  }
 };
 
 /// Which of `candidates` (at most `wanted`; unknown ones past the list count as a format each)
@@ -197,8 +201,8 @@ Confirmation renumbered(const Confirmation& c, const std::vector<std::size_t>& e
 }
 
 /// The selection in heats (plan_heats): each heat's nominees side by side with the references
-/// in a child of their own, ranked by their paired ratio to the heat's faster-measured csr
-/// reference (the csr schedule, else the baseline); the best of each heat then side by side
+/// in a child of their own, ranked by their paired ratio to the heat's csr reference (the csr
+/// schedule, or the baseline when the schedule failed); the best of each heat then side by side
 /// in one more child (as many as fit, by that ratio), whose run is the selection run that the
 /// decision reads, as when all go at once. A single finalist keeps its heat's run. The
 /// result's entries are every nominee with its heat's timing (times of different children:
@@ -220,7 +224,6 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
   };
   std::vector<Finalist> finalists;
   std::vector<Confirmation> runs;
-  std::vector<Measurement> timed;  // every heat's measurements, for the busy warning
   nlohmann::json heats_json = nlohmann::json::array();
   for (std::size_t h = 0; h < heats.size(); ++h) {
     if (o.stop != nullptr && *o.stop != 0) {
@@ -248,7 +251,6 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
       r.entries.push_back(e);
       ++r.measured;
       ++r.status_counts[e.measurement.status];
-      timed.push_back(e.measurement);
       nlohmann::json row = {{"schedule", e.candidate.label()},
                             {"search_rank", ce.search_rank},
                             {"status", std::string(status_name(e.measurement.status))}};
@@ -259,7 +261,6 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
       }
       rows.push_back(row);
     }
-    for (const Measurement& m : refs) timed.push_back(m);
     if (best) finalists.push_back(*best);
     heats_json.push_back({{"nominees", rows},
                           {"csr_median_s", ref ? nlohmann::json(ref->median_s) : nlohmann::json()},
@@ -295,12 +296,14 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
   }
   if (!c.ranking.empty() && c.ranking.front().measurement.status == MeasureStatus::Ok)
     r.best = c.ranking.front().entry;
+  // The busy warning over every run of the selection: the heats' and the final's.
   std::vector<const Measurement*> all;
-  for (const Measurement& m : timed) all.push_back(&m);
-  if (among.size() > 1) {
-    for (const ConfirmEntry& ce : c.ranking) all.push_back(&ce.measurement);
-    for (const Measurement& m : c.references) all.push_back(&m);
-  }
+  const auto add = [&all](const Confirmation& run) {
+    for (const ConfirmEntry& ce : run.ranking) all.push_back(&ce.measurement);
+    for (const Measurement& m : run.references) all.push_back(&m);
+  };
+  for (const Confirmation& run : runs) add(run);
+  if (among.size() > 1) add(c);
   busy = disturbed_warning(all);
   c.seconds = r.seconds = now_seconds() - t0;
   record = {{"budget_bytes", mem.budget},
@@ -344,17 +347,17 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
                              std::optional<double> csr_s, std::string& busy) {
   const TuneRequest& o = t.o;
   const std::string kernel(kernel_name(t.kind));
+  // What one measuring child holds, with the csr schedule's format among the references'.
+  const ChildMemory mem(o, t.p);
+  const codegen::SuperSchedule* held =
+      csr_schedule.candidate.schedule ? &*csr_schedule.candidate.schedule : nullptr;
   Measured m;
   if (t.side_by_side && !not_worth_it) {
     const int wanted = static_cast<int>(std::min<std::size_t>(
         candidates.size(), o.confirm_given ? static_cast<std::size_t>(std::max(1, o.confirm))
                                            : candidates.size()));
     if (wanted == 0) return m;
-    const codegen::SuperSchedule* held =
-        csr_schedule.candidate.schedule ? &*csr_schedule.candidate.schedule : nullptr;
-    const ChildMemory mem(o, t.p);
-    const std::vector<std::vector<std::size_t>> heats = plan_heats(
-        candidates, wanted, mem.budget, mem.format_bytes, mem.output_bytes, mem.shared, held);
+    const std::vector<std::vector<std::size_t>> heats = mem.heats(candidates, wanted, held);
     const std::vector<Candidate> references{csr_schedule.candidate, csr_baseline.candidate};
     if (heats.size() > 1) {
       t.obs.note(format("tune: %s %s search: the model's best %d in %zu heats side by side with "
@@ -412,10 +415,7 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
         leaders.push_back(m.result.entries[ce.entry].candidate);
     int fit = o.decide_leaders;
     if (!leaders.empty()) {
-      const ChildMemory mem(o, t.p);
-      const std::vector<std::size_t> fits = mem.fit(
-          leaders, static_cast<int>(leaders.size()),
-          csr_schedule.candidate.schedule ? &*csr_schedule.candidate.schedule : nullptr);
+      const std::vector<std::size_t> fits = mem.fit(leaders, static_cast<int>(leaders.size()), held);
       std::size_t prefix = 0;
       while (prefix < fits.size() && fits[prefix] == prefix) ++prefix;
       if (prefix < leaders.size()) {
