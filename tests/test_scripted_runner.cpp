@@ -4,9 +4,11 @@
 // then `tune --runner scripted:FILE` end to end: a clear gain decided on fresh runs, 20 equal
 // kernels giving no gain, no gain returning the faster csr reference (the hand-written csr
 // too), a failing candidate, --expected-calls not worth it, --confirm 0 (the model alone),
-// --measure-first and a tuning-cache hit.
+// --measure-first, a tuning-cache hit, heats (and a stop between them, in process through
+// tuning::run).
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,6 +22,9 @@
 #include "waco/heuristics/scripted_runner.hpp"
 #include "waco/heuristics/tuner.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/io.hpp"
+#include "waco/tune/observer.hpp"
+#include "waco/tune/tune.hpp"
 
 using namespace waco;
 using namespace waco::heuristics;
@@ -442,6 +447,60 @@ TEST_CASE("scripted tune: nominees that do not fit in one child go in heats, the
   CHECK_FALSE(k.at("confirm").contains("heats"));
   CHECK(k.at("confirm").at("ranking").size() == 20);
   CHECK(k.at("best").at("schedule").get<std::string>().find("chunk=static") != std::string::npos);
+}
+
+TEST_CASE("scripted tune: a stop between heats ends the selection there, and the same tune again runs them all") {
+  // In process (tuning::run, as the CLI's SIGINT handler sets TuneRequest::stop): an observer
+  // sets the stop flag when the first heat begins, so the check before the second heat sees it.
+  const std::string dir = waco::test::scratch_dir("scripted-heats-stop");
+  const std::string script = write_script(dir, equal_kernels("chunk=static", 0.7e-4));
+  const kernels::LoadedMatrix a = kernels::read_matrix_market(example());
+  tuning::TuneOperand op;
+  op.matrix = &a.matrix;
+  tuning::TuneRequest r;
+  r.kind = kernels::KernelKind::SpMV;
+  r.threads = 2;
+  r.params.cache_bytes = 1 << 20;  // as tune()'s --cache-bytes 1M
+  r.db = dir + "/results.sqlite";
+  r.db_default = false;
+  r.plan_cache = dir + "/plans";
+  r.runner = "scripted:" + script;
+  r.side_by_side_bytes = 4.0 * 1048576;
+  static volatile std::sig_atomic_t stop = 0;
+  stop = 0;
+  r.stop = &stop;
+  struct StopAtFirstHeat : tuning::TuneObserver {
+    int heats_begun = 0;
+    void note(const std::string& line) override {
+      if (line.find("tune: heat ") == std::string::npos) return;
+      ++heats_begun;
+      stop = 1;
+    }
+  } obs;
+  const tuning::TuneOutcome out = tuning::run(op, r, obs);
+  CHECK(obs.heats_begun == 1);
+  CHECK(out.interrupted);
+  CHECK_FALSE(out.from_cache);
+  const json& j = out.report;
+  INFO(j.dump(1));
+  // The first heat's nominees were measured and are reported, nothing after them: no selection
+  // run (the final, or the heats together), no fresh runs, no decision, nothing cached.
+  CHECK(j.at("stopped_by") == "interrupted");
+  CHECK(j.at("complete") == false);
+  CHECK(j.at("confirm").is_null());
+  CHECK(j.at("considered") == 2);  // 4 MiB: the references and two nominees a heat
+  CHECK(j.at("measured") == 2);
+  CHECK(j.at("verdict") == "unconfirmed");
+  CHECK(j.at("decision").is_null());
+  const bool cached = std::filesystem::exists(dir + "/plans") && !std::filesystem::is_empty(dir + "/plans");
+  CHECK_FALSE(cached);
+  // Without the stop, the same request measures every heat and decides.
+  stop = 0;
+  tuning::TuneObserver quiet;
+  const tuning::TuneOutcome again = tuning::run(op, r, quiet);
+  CHECK_FALSE(again.interrupted);
+  CHECK(again.report.at("confirm").at("heats").at("heats").size() > 1);
+  CHECK(again.verdict == "gain");
 }
 
 TEST_CASE("scripted tune: a failing candidate is reported and does not stop the decision") {
