@@ -4,8 +4,8 @@
 // then `tune --runner scripted:FILE` end to end: a clear gain decided on fresh runs, 20 equal
 // kernels giving no gain, no gain returning the faster csr reference (the hand-written csr
 // too), a failing candidate, --expected-calls not worth it, --confirm 0 (the model alone),
-// --measure-first, a tuning-cache hit, heats (and a stop between them, in process through
-// tuning::run).
+// --measure-first, a tuning-cache hit, heats (the model's nominees and --measure-first's best;
+// a stop between heats, in process through tuning::run).
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <csignal>
@@ -553,6 +553,40 @@ TEST_CASE("scripted tune: --measure-first measures the nominees one by one, then
   CHECK(j.at("measured").get<int>() == j.at("candidates").get<int>());
   CHECK(j.at("confirm").at("ranking").size() <= 11);  // --confirm 10 and the csr-like schedule
   CHECK(j.at("verdict") == "gain");
+}
+
+TEST_CASE("scripted tune: --measure-first puts its best in heats when their formats do not fit in one child") {
+  const std::string dir = waco::test::scratch_dir("scripted-measure-first-heats");
+  const json j = parsed(tune(dir, write_script(dir, equal_kernels("chunk=static", 0.7e-4)),
+                             "--measure-first --side-by-side-memory 4M"));
+  CHECK(j.at("confirm").at("direct") == false);
+  CHECK(j.at("measured").get<int>() == j.at("candidates").get<int>());
+  const json& heats = j.at("confirm").at("heats");
+  REQUIRE(heats.at("heats").size() > 1);
+  // Every nominee (--confirm 10 and perhaps the csr-like schedule) in one heat, with its rank in
+  // the search's own timings and its ratio to the heat's csr.
+  std::vector<int> ranks;
+  for (const json& h : heats.at("heats"))
+    for (const json& n : h.at("nominees")) {
+      ranks.push_back(n.at("search_rank").get<int>());
+      CHECK(n.contains("ratio_to_csr"));
+    }
+  CHECK(ranks.size() >= 10);
+  CHECK(ranks.size() <= 11);
+  std::sort(ranks.begin(), ranks.end());
+  CHECK(std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end());
+  // The fastest by the search's timings are the static-chunk ones: rank 1 among the nominees.
+  CHECK(ranks.front() == 1);
+  // The ranking's rows are the search's entries: their own timings beside the side-by-side ones.
+  for (const json& row : j.at("confirm").at("ranking")) CHECK(row.at("search_median_s").is_number());
+  CHECK(j.at("verdict") == "gain");
+  CHECK(j.at("best").at("schedule").get<std::string>().find("chunk=static") != std::string::npos);
+  // With room for all, one side-by-side run as before.
+  const std::string dir2 = waco::test::scratch_dir("scripted-measure-first-fit");
+  const json k = parsed(tune(dir2, write_script(dir2, equal_kernels("chunk=static", 0.7e-4)),
+                             "--measure-first --side-by-side-memory 1G"));
+  CHECK_FALSE(k.at("confirm").contains("heats"));
+  CHECK(k.at("confirm").at("ranking").size() >= 10);
 }
 
 TEST_CASE("scripted tune: a tuning-cache hit returns the decision without measuring") {

@@ -244,7 +244,8 @@ void print_tune_text(const nlohmann::json& j) {
       if (heats.is_object()) {
         std::size_t nominees = 0;
         for (const nlohmann::json& h : heats.at("heats")) nominees += h.at("nominees").size();
-        how = "model's best " + std::to_string(nominees) + " measured in " +
+        how = (direct ? "model's best " : "search's best ") + std::to_string(nominees) +
+              " measured " + (direct ? "" : "again ") + "in " +
               std::to_string(heats.at("heats").size()) + " heats (their formats did not fit in "
               "one child), " +
               (heats.value("final_run", false)

@@ -147,12 +147,7 @@ void sort_ranking(std::vector<ConfirmEntry>& ranking) {
 }
 }  // namespace
 
-Confirmation confirm_best(Runner& measurer, const TuneResult& r,
-                          const std::vector<Candidate>& references, const ConfirmOptions& opts) {
-  WACO_ASSERT(opts.top >= 1 && opts.rounds >= 1, "confirm_best needs top >= 1 and rounds >= 1");
-  const double t0 = kernels::now_seconds();
-  Confirmation c;
-  c.rounds = opts.rounds;
+Nominated best_entries(const TuneResult& r, const ConfirmOptions& opts) {
   std::vector<std::size_t> ok;
   for (std::size_t i = 0; i < r.entries.size(); ++i)
     if (r.entries[i].measurement.status == MeasureStatus::Ok) ok.push_back(i);
@@ -163,16 +158,29 @@ Confirmation confirm_best(Runner& measurer, const TuneResult& r,
   // The fastest entry `always` accepts joins the nominees (one more) when it is not among them.
   const auto accepted = [&](std::size_t i) { return opts.always(r.entries[i].candidate); };
   const auto first = opts.always ? std::find_if(ok.begin(), ok.end(), accepted) : ok.end();
-  std::vector<std::size_t> rank;  // search ranks of the nominees, 1-based
+  Nominated n;
   for (std::size_t k = 0; k < std::min(ok.size(), static_cast<std::size_t>(opts.top)); ++k)
-    rank.push_back(k + 1);
+    n.ranks.push_back(k + 1);
   if (first != ok.end() && first - ok.begin() >= opts.top) {
-    rank.push_back(static_cast<std::size_t>(first - ok.begin()) + 1);
+    n.ranks.push_back(static_cast<std::size_t>(first - ok.begin()) + 1);
     ok[static_cast<std::size_t>(opts.top)] = *first;
     ok.resize(static_cast<std::size_t>(opts.top) + 1);
   } else if (ok.size() > static_cast<std::size_t>(opts.top)) {
     ok.resize(static_cast<std::size_t>(opts.top));
   }
+  n.entries = std::move(ok);
+  return n;
+}
+
+Confirmation confirm_best(Runner& measurer, const TuneResult& r,
+                          const std::vector<Candidate>& references, const ConfirmOptions& opts) {
+  WACO_ASSERT(opts.top >= 1 && opts.rounds >= 1, "confirm_best needs top >= 1 and rounds >= 1");
+  const double t0 = kernels::now_seconds();
+  Confirmation c;
+  c.rounds = opts.rounds;
+  const Nominated nominated = best_entries(r, opts);
+  const std::vector<std::size_t>& ok = nominated.entries;
+  const std::vector<std::size_t>& rank = nominated.ranks;
 
   Batch batch;
   std::vector<std::size_t> nominee_slot, reference_slot;

@@ -1,7 +1,7 @@
 // Steps 5b-7 of a tune (pipeline.hpp): what the expected calls pay for (apply_calls_budget),
 // which nominees fit side by side in memory (candidates_that_fit), and their measurement: side
-// by side, or one by one and the best again, then a gain again in fresh runs
-// (measure_and_confirm).
+// by side, or one by one and the best again (either in heats when their formats do not fit in
+// one child: plan_heats), then a gain again in fresh runs (measure_and_confirm).
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -173,25 +173,6 @@ struct ChildMemory {
   }
 };
 
-/// Which of `candidates` (at most `wanted`; unknown ones past the list count as a format each)
-/// fit in one side-by-side child beside the two references, the csr schedule `held` among them
-/// (candidates_that_fit); says so when that is fewer.
-std::vector<std::size_t> side_by_side_fit(const TuneRequest& o, const Problem& p,
-                                          const std::vector<Candidate>& candidates,
-                                          int wanted, TuneObserver& obs,
-                                          const codegen::SuperSchedule* held = nullptr) {
-  const ChildMemory mem(o, p);
-  std::vector<std::size_t> chosen = mem.fit(candidates, wanted, held);
-  const int top = static_cast<int>(chosen.size());
-  if (top < wanted)
-    obs.note(format("tune: only %d of %d side by side: more would not fit in %s", top, wanted,
-                    mem.budget_text.c_str()));
-  else if (!chosen.empty() && chosen.back() + 1 != chosen.size())
-    obs.note(format("tune: %d of the first %zu side by side: the rest would not fit in %s "
-                    "beside them", top, chosen.back() + 1, mem.budget_text.c_str()));
-  return chosen;
-}
-
 /// A side-by-side run's ranking renumbered to the combined result's entries (`entry_of`: a
 /// list position, search_rank - 1, to its index there).
 Confirmation renumbered(const Confirmation& c, const std::vector<std::size_t>& entry_of) {
@@ -206,12 +187,17 @@ Confirmation renumbered(const Confirmation& c, const std::vector<std::size_t>& e
 /// in one more child (as many as fit, by that ratio), whose run is the selection run that the
 /// decision reads, as when all go at once. A single finalist keeps its heat's run. The
 /// result's entries are every nominee with its heat's timing (times of different children:
-/// only the ratios in the heats record compare across heats).
+/// only the ratios in the heats record compare across heats). `rank_of`: each list position's
+/// search rank, for the record and the returned ranking (empty: the position + 1, a model's
+/// order); `race_factor`: the heats' racing (confirm_ranked).
 RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidate>& candidates,
                                     const std::vector<Candidate>& references,
                                     const std::vector<std::vector<std::size_t>>& heats,
                                     const ChildMemory& mem, const codegen::SuperSchedule* held,
-                                    nlohmann::json& record, std::string& busy) {
+                                    nlohmann::json& record, std::string& busy,
+                                    const std::vector<std::size_t>& rank_of = {},
+                                    double race_factor = 0.0) {
+  const auto rank = [&rank_of](std::size_t at) { return rank_of.empty() ? at + 1 : rank_of.at(at); };
   const TuneRequest& o = t.o;
   const double t0 = now_seconds();
   RankedConfirmation out;
@@ -237,7 +223,7 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
     RankedConfirmation rc = confirm_ranked(
         t.measurer, candidates, references,
         ConfirmOptions{static_cast<int>(heats[h].size()), o.confirm_rounds, {}, heats[h]},
-        o.abandon_factor);
+        race_factor);
     const std::vector<Measurement>& refs = rc.confirmation.references;
     const Measurement* ref = refs.size() == 2 && refs[0].status == MeasureStatus::Ok   ? &refs[0]
                              : refs.size() == 2 && refs[1].status == MeasureStatus::Ok ? &refs[1]
@@ -252,7 +238,7 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
       ++r.measured;
       ++r.status_counts[e.measurement.status];
       nlohmann::json row = {{"schedule", e.candidate.label()},
-                            {"search_rank", ce.search_rank},
+                            {"search_rank", rank(at)},
                             {"status", std::string(status_name(e.measurement.status))}};
       if (e.measurement.status == MeasureStatus::Ok && ref) {
         const double ratio = judge_gain(e.measurement, *ref, o.rule).ratio_median;
@@ -296,6 +282,7 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
   }
   if (!c.ranking.empty() && c.ranking.front().measurement.status == MeasureStatus::Ok)
     r.best = c.ranking.front().entry;
+  for (ConfirmEntry& ce : c.ranking) ce.search_rank = rank(ce.search_rank - 1);
   // The busy warning over every run of the selection: the heats' and the final's.
   std::vector<const Measurement*> all;
   const auto add = [&all](const Confirmation& run) {
@@ -314,29 +301,59 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
   return out;
 }
 
-/// Step 7 of tune: the search's best candidates and both references measured again side by
-/// side in one child (interleaved rounds). The winner and the speedups come from these
-/// timings: two separate measurements of one kernel drift by up to 1.5x on a shared machine,
-/// more than the gap between the top candidates. Not stored (see confirm_best).
-Confirmation confirm_top(const TuneRequest& o, TuneObserver& obs, const Problem& p, Runner& measurer,
-                         const TuneResult& r, const TuneEntry& csr_schedule,
-                         const TuneEntry& csr_baseline, const std::string& shortcut) {
-  const std::int64_t ok = r.status_counts.at(MeasureStatus::Ok);  // r.best: at least one
-  const int top = static_cast<int>(side_by_side_fit(o, p, {}, o.confirm, obs).size());
-  obs.note(format("tune: measuring the best %lld side by side with %s (%d rounds)",
-                  static_cast<long long>(std::min<std::int64_t>(top, ok)), shortcut.c_str(),
-                  o.confirm_rounds));
+/// Step 7 of a search that measured its candidates one by one first: its best `--confirm`
+/// (by those timings) and both references measured again side by side in one child
+/// (interleaved rounds), or in heats (confirm_in_heats) when their formats do not fit in one.
+/// The winner and the speedups come from these timings: two separate measurements of one
+/// kernel drift by up to 1.5x on a shared machine, more than the gap between the top
+/// candidates. Not stored (see confirm_best). Sets m.confirmation (and m.heats), or marks
+/// m.result interrupted when stopped between heats.
+void confirm_top(const TuneRun& t, Measured& m, const TuneEntry& csr_schedule,
+                 const TuneEntry& csr_baseline, const ChildMemory& mem,
+                 const codegen::SuperSchedule* held) {
+  const TuneRequest& o = t.o;
+  const TuneResult& r = m.result;
   // The csr-like schedules of the search (the csr schedule with any chunk and thread count):
   // the fastest of them is always nominated, so that the winner is never slower than it.
   const codegen::SuperSchedule csr_shape = csr_schedule.candidate.schedule.value();
-  ConfirmOptions co{top, o.confirm_rounds, [csr_shape](const Candidate& c) {
+  ConfirmOptions co{std::max(1, o.confirm), o.confirm_rounds, [csr_shape](const Candidate& c) {
                       if (!c.schedule) return false;
                       codegen::SuperSchedule s = *c.schedule;
                       s.threads = csr_shape.threads;
                       s.chunk = csr_shape.chunk;
                       return s == csr_shape;
                     }, {}};
-  return confirm_best(measurer, r, {csr_schedule.candidate, csr_baseline.candidate}, co);
+  const Nominated nominated = best_entries(r, co);
+  std::vector<Candidate> listed;
+  for (std::size_t e : nominated.entries) listed.push_back(r.entries[e].candidate);
+  const std::vector<std::vector<std::size_t>> heats =
+      mem.heats(listed, static_cast<int>(listed.size()), held);
+  const std::vector<Candidate> references{csr_schedule.candidate, csr_baseline.candidate};
+  if (heats.size() <= 1) {
+    t.obs.note(format("tune: measuring the best %zu side by side with %s (%d rounds)",
+                      listed.size(), t.shortcut.c_str(), o.confirm_rounds));
+    m.confirmation = confirm_best(t.measurer, r, references, co);
+    return;
+  }
+  t.obs.note(format("tune: measuring the best %zu in %zu heats side by side with %s (their "
+                    "formats would not fit in one child: %s), the best of each then together",
+                    listed.size(), heats.size(), t.shortcut.c_str(), mem.budget_text.c_str()));
+  std::string busy;
+  RankedConfirmation rc = confirm_in_heats(t, listed, references, heats, mem, held, m.heats, busy,
+                                           nominated.ranks);
+  if (!busy.empty()) t.obs.warning(busy);
+  if (rc.result.stopped_by == "interrupted") {
+    m.result.stopped_by = "interrupted";
+    m.result.complete = false;
+    return;
+  }
+  // The ranking's entries are the search's (its own timings beside the side-by-side ones).
+  Confirmation c = std::move(rc.confirmation);
+  for (ConfirmEntry& ce : c.ranking) {
+    const auto at = std::find(nominated.ranks.begin(), nominated.ranks.end(), ce.search_rank);
+    ce.entry = nominated.entries.at(static_cast<std::size_t>(at - nominated.ranks.begin()));
+  }
+  m.confirmation = std::move(c);
 }
 
 }  // namespace
@@ -366,7 +383,8 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
                         kernel.c_str(), t.search.c_str(), wanted, heats.size(),
                         t.shortcut.c_str(), mem.budget_text.c_str()));
       RankedConfirmation rc =
-          confirm_in_heats(t, candidates, references, heats, mem, held, m.heats, busy);
+          confirm_in_heats(t, candidates, references, heats, mem, held, m.heats, busy, {},
+                           o.abandon_factor);
       m.result = std::move(rc.result);
       // Stopped between heats: no selection run to decide on (the report says interrupted).
       if (m.result.stopped_by != "interrupted") m.confirmation = std::move(rc.confirmation);
@@ -395,8 +413,7 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
     m.result = run_candidates(t.db, t.key, t.measurer, candidates, to);
     const TuneResult& r = m.result;
     if (o.confirm > 0 && r.best && r.stopped_by != "interrupted")
-      m.confirmation =
-          confirm_top(o, t.obs, t.p, t.measurer, r, csr_schedule, csr_baseline, t.shortcut);
+      confirm_top(t, m, csr_schedule, csr_baseline, mem, held);
   }
   if (t.memory) t.memory->stage("selection", &t.measurer);
   // 7b. Select on one run, decide on another: a gain in the selection run is timed again in
@@ -415,6 +432,7 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
         leaders.push_back(m.result.entries[ce.entry].candidate);
     int fit = o.decide_leaders;
     if (!leaders.empty()) {
+      fit = std::min(fit, static_cast<int>(leaders.size()));
       const std::vector<std::size_t> fits = mem.fit(leaders, static_cast<int>(leaders.size()), held);
       std::size_t prefix = 0;
       while (prefix < fits.size() && fits[prefix] == prefix) ++prefix;

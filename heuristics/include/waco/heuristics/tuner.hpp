@@ -125,6 +125,15 @@ struct Confirmation {
   double seconds = 0.0;                  ///< wall time of the stage
 };
 
+/// The entries confirm_best nominates: the opts.top verified entries of r with the smallest
+/// search medians (equal medians in the search's order), and the fastest verified one that
+/// opts.always accepts when it is not among them (one more); with their search ranks (1-based).
+struct Nominated {
+  std::vector<std::size_t> entries;  ///< indices into TuneResult::entries, fastest first
+  std::vector<std::size_t> ranks;    ///< each one's search rank
+};
+Nominated best_entries(const TuneResult& r, const ConfirmOptions& opts);
+
 /// Nominates the opts.top verified entries of r with the smallest search medians and measures
 /// them side by side with `references` (e.g. the csr schedule and baseline) in one call; a
 /// reference that is also nominated is measured once. Nothing is stored in the database: these
