@@ -813,6 +813,66 @@ TEST_CASE("api: an adaptive plan never compiles a kernel the expected calls cann
   CHECK(compiled_objects(o.kernel_cache_dir) == 0);
 }
 
+TEST_CASE("api: an adaptive plan compiles the nominees its caches lack in the background and "
+          "tries them on the calls once loaded") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive-compiles");
+  waco::Options o = scratch_options(dir);  // an empty kernel cache; no shipped folder (catch_main)
+  o.adaptive = true;
+  o.nominees = 2;
+  o.expected_calls = 100000000;  // pays for compiling both
+  const Csr a = random_csr(2000, 1500, 0.01, 47);
+  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  // Calls, with pauses that let the low-priority compiler run, until it settles (each result
+  // checked against the reference now and then).
+  int wrong = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (p.verdict() == "exploring" && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+    wrong += calls_until_settled(p, a, 64, 5);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const std::string report = p.report_json();
+  INFO(report);
+  CHECK(wrong == 0);
+  REQUIRE(p.verdict() != "exploring");
+  // Both nominees' kernels compiled in the background and tried: none left for want of a kernel.
+  CHECK(report.find("compiled in the background") != std::string::npos);
+  CHECK(report.find("not compiled") == std::string::npos);
+  CHECK(report.find("did not compile") == std::string::npos);
+  CHECK(compiled_objects(o.kernel_cache_dir) >= 1);
+  CHECK(p.exploring_calls() >= 2);  // each verified on a call at least
+}
+
+TEST_CASE("api: an adaptive plan none of whose nominees ran keeps no no-gain in the tuning cache") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive-untried");
+  waco::Options o = scratch_options(dir);
+  o.kernel_cache_dir = dir + "/empty-kernel-cache";
+  o.adaptive = true;
+  // A budget (a tenth of 50,000 csr calls of ~10-25 us: 50-125 ms here) that pays for choosing
+  // (~10 ms) and not for compiling (estimated 0.5 s a kernel): every nominee leaves untried.
+  o.expected_calls = 50000;
+  const Csr a = random_csr(2000, 1500, 0.01, 53);
+  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  const int wrong = calls_until_settled(p, a, 50000, 5);
+  const std::string report = p.report_json();
+  INFO(report);
+  CHECK(wrong == 0);
+  REQUIRE(p.verdict() == "no-gain");
+  CHECK(p.exploring_calls() == 0);
+  CHECK(report.find("the calls cannot pay for compiling it now") != std::string::npos);
+  CHECK(compiled_objects(o.kernel_cache_dir) == 0);
+  // Not kept: a later plan of more calls may compile and try them.
+  CHECK(report.find("no nominee ran on a call") != std::string::npos);
+  waco::Options again = scratch_options(dir);
+  again.kernel_cache_dir = o.kernel_cache_dir;
+  again.adaptive = true;
+  const waco::Plan q = waco::tune(matrix_of(a), waco::Kernel::SpMV, again);
+  calls_until_settled(q, a, 2000, 5);
+  const std::string later = q.report_json();
+  INFO(later);
+  CHECK(later.find("\"hit\": false") != std::string::npos);  // asked, and found nothing kept
+  CHECK(later.find("\"hit\": true") == std::string::npos);
+}
+
 TEST_CASE("api: an adaptive plan of 10 expected calls settles on csr, not-worth-it, as "
           "`waco-hybrid tune --adaptive --expected-calls 10` does (test_tune)") {
   waco::Options o = scratch_options(waco::test::scratch_dir("api-adaptive-few"));

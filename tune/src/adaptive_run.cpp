@@ -426,30 +426,63 @@ void AdaptiveRun::nominee_step(std::size_t k) {
     policy_.ready(arm);
     return;
   }
-  // Not compiled: never waited for. Compiled in the background for the next plan of this
-  // matrix, one at a time, when what is left of the budget pays for it.
+  // Not compiled: never waited for. Compiled in the background, one kernel after the other,
+  // when what is left of the budget pays for it; the nominee joins once its kernel is loaded
+  // (the verification waits for it, csr serving the calls).
   const double left = policy_.budget_seconds() - std::max(0.0, policy_.cost_seconds());
-  if (compiling_ || left < kCompileEstimateS) {
+  if (left < kCompileEstimateS) {
     policy_.failed(arm, "its kernel is not compiled (the calls cannot pay for compiling it now)");
     return;
   }
-  policy_.failed(arm, "its kernel is not compiled: compiling it in the background for the next plan");
   policy_.charge(kCompileEstimateS, "compile of nominee " + std::to_string(arm) + " (estimated)",
                  Cost::Compile);
+  to_compile_.emplace_back(arm, std::make_shared<Arm>(std::move(*a)));
+  if (compiling_) return;  // the running thread takes it next
   compiling_ = true;
-  if (compiler_.joinable()) compiler_.join();
+  if (compiler_.joinable()) compiler_.join();  // ended: it found its queue empty
   codegen::CompilerOptions copts = r.generated.compiler;
   copts.cancelled = [this] { return stop_compiling_.load(); };
-  compiler_ = std::thread([this, source = a->bound.source, opts = std::move(copts)] {
-    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
-    try {
-      codegen::compile_and_load(source, opts);
-    } catch (const std::exception&) {
-      // The next plan finds it missing and says so.
+  compiler_ = std::thread([this, opts = std::move(copts)] { compile_queued(opts); });
+}
+
+void AdaptiveRun::compile_queued(codegen::CompilerOptions opts) {
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+  for (;;) {
+    std::pair<int, std::shared_ptr<Arm>> next;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (to_compile_.empty() || stop_compiling_.load()) {
+        to_compile_.clear();
+        compiling_ = false;
+        return;
+      }
+      next = std::move(to_compile_.front());
+      to_compile_.erase(to_compile_.begin());
     }
-    std::lock_guard<std::mutex> done(mu_);
-    compiling_ = false;
-  });
+    const auto& [arm, a] = next;
+    const double t0 = kernels::now_seconds();
+    std::string error;
+    try {
+      codegen::load_kernel(a->bound, opts);
+      g_loaded.store(true, std::memory_order_relaxed);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const double took = kernels::now_seconds() - t0;
+    std::lock_guard<std::mutex> lock(mu_);
+    // Settled meanwhile (or ended): the kernel stays in the compile cache for a later plan.
+    if (policy_.settled() || stop_compiling_.load()) continue;
+    const std::string name = "nominee " + std::to_string(arm);
+    if (!error.empty()) {
+      policy_.failed(arm, "its kernel did not compile: " + error);
+      continue;
+    }
+    policy_.charge(0.0, name + format(": kernel compiled in the background in %.2f s", took) +
+                            " (charged as estimated)",
+                   Cost::Compile);
+    arms_[static_cast<std::size_t>(arm)] = std::move(next.second);
+    policy_.ready(arm);
+  }
 }
 
 void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
@@ -537,12 +570,17 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     if (exploring)
       policy_.charge(kernels::now_seconds() - t_enter - t_prepare - t - t_nominee - t_check, {},
                      Cost::Overhead);
+    if (step.verify) tried_ = true;
     if (policy_.settled() && !stored_) {
       settle_locked();
       stored_ = true;
       // The cache's gain stays unless these calls judged it (a nominee whose kernel is not
-      // compiled yet leaves unjudged: that is no verdict on it).
-      store = !cached_gain_ || policy_.judged();
+      // compiled yet leaves unjudged: that is no verdict on it). A no-gain none of whose
+      // nominees ran on a call (each left before: its format refused, its kernel not
+      // compiled) is no verdict either: kept, it would answer later plans with csr unasked.
+      store = tried_ && (!cached_gain_ || policy_.judged());
+      if (!tried_ && policy_.verdict() == "no-gain")
+        cache_result_ = {{"skipped", "no nominee ran on a call: no verdict to keep"}};
     }
   }
   if (store) store_decision();

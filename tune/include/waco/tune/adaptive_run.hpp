@@ -6,7 +6,8 @@
 // shipped folder. While the budget has not grown enough for the next step, csr serves the calls
 // untimed and without the lock. A kernel the cache lacks is not
 // waited for: it is compiled by a background thread of low priority, when the calls can pay for
-// it, for the next plan of this matrix. The policy tries the prepared nominees on the caller's
+// it, and the nominee joins once its kernel is loaded (until then the policy's verification
+// waits for it, csr serving the calls). The policy tries the prepared nominees on the caller's
 // calls, each verified against csr on a real call before any of its results is returned, and
 // settles. Nothing runs beside the caller's kernels but that compiler. waco::Plan (libwaco) runs
 // one on the application's calls, `waco-hybrid tune --adaptive` on calls it makes itself: the same
@@ -168,8 +169,13 @@ class AdaptiveRun {
   std::shared_ptr<const Arm> chosen_;             ///< set once, before settled_
   std::atomic<bool> settled_{false};
   bool stored_ = false;
+  bool tried_ = false;  ///< a nominee ran on a call (its verification was handed out)
   nlohmann::json cache_result_ = nullptr;
-  std::thread compiler_;          ///< a background compilation (one at a time)
+  /// Nominees whose kernels the background thread compiles, one after the other (its queue;
+  /// each with its format built), under mu_; the thread runs while it is not empty.
+  std::vector<std::pair<int, std::shared_ptr<Arm>>> to_compile_;
+  void compile_queued(codegen::CompilerOptions opts);  ///< the background thread's loop
+  std::thread compiler_;          ///< the background compilation
   bool compiling_ = false;
   std::atomic<bool> stop_compiling_{false};  ///< set by the destructor: the compiler is killed
 };
