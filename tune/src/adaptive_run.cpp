@@ -451,7 +451,8 @@ void AdaptiveRun::compile_queued(codegen::CompilerOptions opts) {
     std::pair<int, std::shared_ptr<Arm>> next;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (to_compile_.empty() || stop_compiling_.load()) {
+      // Settled (or ended): the kernels still queued are left for a plan that needs them.
+      if (to_compile_.empty() || stop_compiling_.load() || policy_.settled()) {
         to_compile_.clear();
         compiling_ = false;
         return;
@@ -470,7 +471,7 @@ void AdaptiveRun::compile_queued(codegen::CompilerOptions opts) {
     }
     const double took = kernels::now_seconds() - t0;
     std::lock_guard<std::mutex> lock(mu_);
-    // Settled meanwhile (or ended): the kernel stays in the compile cache for a later plan.
+    // Settled meanwhile (or ended): this kernel stays in the compile cache for a later plan.
     if (policy_.settled() || stop_compiling_.load()) continue;
     const std::string name = "nominee " + std::to_string(arm);
     if (!error.empty()) {
