@@ -207,11 +207,16 @@ def test_adaptive_plan_serves_at_once_and_settles(example, tmp_path):
     assert plan.calls == 0
     x = vector(example.shape[1], 3)
     want = example @ x
-    for _ in range(5000):
+    # Until it settles: a nominee whose kernel must be compiled joins once the low-priority
+    # compiler is done, which can take seconds beside the calls (pauses give it its turn).
+    deadline = time.monotonic() + 120
+    calls = 0
+    while plan.verdict == "exploring" and time.monotonic() < deadline:
         y = plan @ x
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
-        if plan.verdict != "exploring":
-            break
+        calls += 1
+        if calls % 64 == 0:
+            time.sleep(0.002)
     assert plan.verdict in ("gain", "no-gain")
     assert plan.calls >= plan.exploring_calls
     assert plan.report["mode"] == "adaptive"
