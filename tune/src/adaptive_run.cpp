@@ -571,7 +571,6 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     if (exploring)
       policy_.charge(kernels::now_seconds() - t_enter - t_prepare - t - t_nominee - t_check, {},
                      Cost::Overhead);
-    if (step.verify) tried_ = true;
     if (policy_.settled() && !stored_) {
       settle_locked();
       stored_ = true;
@@ -579,8 +578,9 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
       // compiled yet leaves unjudged: that is no verdict on it). A no-gain none of whose
       // nominees ran on a call (each left before: its format refused, its kernel not
       // compiled) is no verdict either: kept, it would answer later plans with csr unasked.
-      store = tried_ && (!cached_gain_ || policy_.judged());
-      if (!tried_ && policy_.verdict() == "no-gain")
+      const bool tried = policy_.exploring_calls() > 0;  // a nominee ran (verified) on a call
+      store = tried && (!cached_gain_ || policy_.judged());
+      if (!tried && policy_.verdict() == "no-gain")
         cache_result_ = {{"skipped", "no nominee ran on a call: no verdict to keep"}};
     }
   }

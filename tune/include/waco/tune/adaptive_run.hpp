@@ -169,7 +169,6 @@ class AdaptiveRun {
   std::shared_ptr<const Arm> chosen_;             ///< set once, before settled_
   std::atomic<bool> settled_{false};
   bool stored_ = false;
-  bool tried_ = false;  ///< a nominee ran on a call (its verification was handed out)
   nlohmann::json cache_result_ = nullptr;
   /// Nominees whose kernels the background thread compiles, one after the other (its queue;
   /// each with its format built), under mu_; the thread runs while it is not empty.
