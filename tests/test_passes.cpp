@@ -531,6 +531,26 @@ TEST_CASE("passes: narrow-indices admits narrow twins only beyond the last-level
       CHECK(codegen::to_text(twins.schedules[3]) ==  // k1 (2 coordinates) narrowed too
             "split=i:256,k:2048 order=i1,k1,i0,k0 format=UNUN parallel=i1 threads=2 chunk=1");
       CHECK(twins.note.empty());
+      // Over more than 65536 columns a csr-like SpMV nominee has two twins: the blocked one
+      // (rule 2) and the tiled one, each after its nominee in that order.
+      g.kind = "uniform";
+      g.rows = 70000;
+      g.nnz = 20000;
+      const kernels::CooMatrix wide = kernels::generate(g);
+      Space w = Space::for_operand(KernelKind::SpMV, &wide, nullptr, 1, so);
+      run_pipeline(w, all, pp);
+      const NarrowTwins both = with_narrow_twins(w, {spmv("order=i,k format=UC parallel=i threads=2 chunk=static"),
+                                                     spmv("order=i,k format=UC parallel=i threads=2 chunk=128")});
+      REQUIRE(both.added == 4);
+      REQUIRE(both.schedules.size() == 6);
+      CHECK(codegen::to_text(both.schedules[1]) ==
+            "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2 chunk=static");
+      CHECK(codegen::to_text(both.schedules[2]) ==
+            "split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCNN parallel=i1 threads=2 chunk=static");
+      CHECK(codegen::to_text(both.schedules[4]) ==
+            "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2 chunk=1");
+      CHECK(codegen::to_text(both.schedules[5]) ==
+            "split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCNN parallel=i1 threads=2 chunk=1");
     } else {
       CHECK(twins.added == 0);
       CHECK(twins.schedules == nominees);
@@ -592,6 +612,18 @@ TEST_CASE("passes: narrow twins follow their rules, and legality refuses an N le
                                                               "order=i,k,j format=UC parallel=i threads=2 chunk=32"),
                                       {2000000, 2000000, 64})) ==
         "split=i:256,k:65536 order=i1,k1,i0,k0,j format=UCUN parallel=i1 threads=2 chunk=1");
+  // The tiled twin: csr-like SpMV schedules over more than 65536 columns only (rule 2's), rows
+  // and columns in tiles of 65536 with 16-bit offsets, a dynamic chunk 1.
+  CHECK(codegen::to_text(*tiled_narrow_twin(spmv("order=i,k format=UC parallel=i threads=2 chunk=static"), big)) ==
+        "split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCNN parallel=i1 threads=2 chunk=static");
+  CHECK(codegen::to_text(*tiled_narrow_twin(spmv("order=i,k format=UC parallel=i threads=2 chunk=128"), big)) ==
+        "split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCNN parallel=i1 threads=2 chunk=1");
+  CHECK(codegen::to_text(*tiled_narrow_twin(spmv("order=k,i format=UC parallel=k threads=2 chunk=static"), big)) ==
+        "split=i:65536,k:65536 order=k1,i1,k0,i0 format=UCNN parallel=k1 threads=2 chunk=static");
+  CHECK_FALSE(tiled_narrow_twin(spmv("order=i,k format=UC parallel=i threads=2 chunk=128"), small));
+  CHECK_FALSE(tiled_narrow_twin(spmv("order=i,k format=CC parallel=i"), big));
+  CHECK_FALSE(tiled_narrow_twin(codegen::parse_schedule(KernelKind::SpMM, "order=i,k,j format=UC parallel=i threads=2 chunk=32"),
+                                {2000000, 2000000, 64}));
   // None: no C level (bcsr-like U levels), a C level too wide that is not csr-like, or few rows.
   CHECK_FALSE(narrow_twin(spmv("order=i,k format=UU parallel=i"), small));
   CHECK_FALSE(narrow_twin(spmv("order=i,k format=CC parallel=i"), big));

@@ -28,8 +28,10 @@ bool operand_beyond_llc(std::int64_t nnz, std::int64_t rows, kernels::Dtype dtyp
 
 namespace {
 
-/// Rule 2 of narrow_twin: the blocked narrow format of a csr-like schedule.
-std::optional<SuperSchedule> blocked_twin(const SuperSchedule& s, const std::vector<std::int64_t>& extents) {
+/// Rule 2 of narrow_twin (`row_block` kNarrowRowBlock, its rows U) and tiled_narrow_twin
+/// (kNarrowTileRows, its nonempty rows N): the blocked narrow format of a csr-like schedule.
+std::optional<SuperSchedule> blocked_twin(const SuperSchedule& s, const std::vector<std::int64_t>& extents,
+                                          int row_block, LevelFormat rows) {
   const codegen::KernelSpec& spec = codegen::kernel_spec(s.kind);
   const std::vector<Loop> levels = s.levels();
   if (levels.size() != 2 || s.formats[0] != LevelFormat::U || s.formats[1] != LevelFormat::C ||
@@ -40,7 +42,7 @@ std::optional<SuperSchedule> blocked_twin(const SuperSchedule& s, const std::vec
   const auto yi = static_cast<std::size_t>(spec.var_index(y));
   if (extents[yi] <= codegen::kMaxNarrowRange || extents[xi] <= kNarrowRowBlock) return std::nullopt;
   SuperSchedule t = s;
-  t.split[xi] = kNarrowRowBlock;
+  t.split[xi] = row_block;
   t.split[yi] = static_cast<int>(codegen::kMaxNarrowRange);
   t.order.clear();
   for (const Loop& l : s.order) {
@@ -54,9 +56,9 @@ std::optional<SuperSchedule> blocked_twin(const SuperSchedule& s, const std::vec
       t.order.push_back(l);
     }
   }
-  t.formats = {LevelFormat::U, LevelFormat::C, LevelFormat::U, LevelFormat::N};
+  t.formats = {LevelFormat::U, LevelFormat::C, rows, LevelFormat::N};
   if (t.parallel.var == x || t.parallel.var == y) t.parallel.part = Loop::Part::Outer;
-  if (t.chunk != codegen::kStaticChunk) t.chunk = std::max(1, t.chunk / kNarrowRowBlock);
+  if (t.chunk != codegen::kStaticChunk) t.chunk = std::max(1, t.chunk / row_block);
   return t;
 }
 
@@ -79,7 +81,20 @@ std::optional<SuperSchedule> narrow_twin(const SuperSchedule& schedule,
       changed = true;
     }
   }
-  std::optional<SuperSchedule> twin = changed ? std::optional(t) : blocked_twin(s, extents);
+  std::optional<SuperSchedule> twin =
+      changed ? std::optional(t) : blocked_twin(s, extents, kNarrowRowBlock, LevelFormat::U);
+  if (twin && !codegen::validate(*twin).empty()) return std::nullopt;  // (not expected)
+  return twin;
+}
+
+std::optional<SuperSchedule> tiled_narrow_twin(const SuperSchedule& schedule,
+                                               const std::vector<std::int64_t>& extents) {
+  const SuperSchedule s = codegen::canonicalize(schedule);
+  WACO_ASSERT(codegen::validate(s).empty(), "tiled_narrow_twin needs a valid schedule");
+  WACO_ASSERT(extents.size() == codegen::kernel_spec(s.kind).vars.size(),
+              "tiled_narrow_twin: one extent per variable");
+  if (s.kind != kernels::KernelKind::SpMV) return std::nullopt;
+  std::optional<SuperSchedule> twin = blocked_twin(s, extents, kNarrowTileRows, LevelFormat::N);
   if (twin && !codegen::validate(*twin).empty()) return std::nullopt;  // (not expected)
   return twin;
 }
@@ -92,21 +107,22 @@ NarrowTwins with_narrow_twins(const Space& space, const std::vector<SuperSchedul
   int without = 0, repeated = 0;
   for (const SuperSchedule& s : nominees) {
     out.schedules.push_back(s);
-    const std::optional<SuperSchedule> twin = narrow_twin(s, space.extents());
-    if (!twin) {
-      ++without;
-      continue;
+    std::vector<SuperSchedule> twins;
+    for (std::optional<SuperSchedule> t : {narrow_twin(s, space.extents()), tiled_narrow_twin(s, space.extents())})
+      if (t) twins.push_back(std::move(*t));
+    if (twins.empty()) ++without;
+    for (SuperSchedule& twin : twins) {
+      if (const std::optional<std::string> why = space.storage_admits(twin)) {
+        if (refused.empty()) refused = *why;
+        continue;
+      }
+      if (!listed.insert(codegen::to_text(twin)).second) {
+        ++repeated;
+        continue;
+      }
+      out.schedules.push_back(std::move(twin));
+      ++out.added;
     }
-    if (const std::optional<std::string> why = space.storage_admits(*twin)) {
-      if (refused.empty()) refused = *why;
-      continue;
-    }
-    if (!listed.insert(codegen::to_text(*twin)).second) {
-      ++repeated;
-      continue;
-    }
-    out.schedules.push_back(*twin);
-    ++out.added;
   }
   if (out.added == 0)
     out.note = !refused.empty() ? "twins refused: " + refused

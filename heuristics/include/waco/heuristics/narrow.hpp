@@ -5,8 +5,9 @@
 //
 // The space enumerates U and C levels only (its format masks, the cost model's encoding and the
 // training data know those); narrow schedules enter a search as *twins* of the nominees the
-// search chose: narrow_twin() turns a nominee into the same kernel over 16-bit coordinates, and
-// with_narrow_twins() puts each nominee's twin right after it when the space admits the twin's
+// search chose: narrow_twin() turns a nominee into the same kernel over 16-bit coordinates,
+// tiled_narrow_twin() a csr-like SpMV nominee into tiles of 16-bit rows and columns, and
+// with_narrow_twins() puts each nominee's twins right after it when the space admits their
 // storage. The narrow-indices pass (passes.def) is what admits them: a storage constraint that
 // refuses every N level unless the operand's working set exceeds the last-level cache
 // (operand_beyond_llc). Measured side by side as every nominee, the twin wins only where it runs
@@ -54,6 +55,27 @@ inline constexpr int kNarrowRowBlock = 256;
 std::optional<codegen::SuperSchedule> narrow_twin(const codegen::SuperSchedule& s,
                                                   const std::vector<std::int64_t>& extents);
 
+/// Rows of the block of a tiled narrow twin (tiled_narrow_twin): the most an N level of the
+/// block's rows holds. Measured (SpMV, 2 threads, side by side, 20 rounds; AMD EPYC VM, 8 MiB
+/// L3): on a 2M-square uniform random matrix (20M nonzeros) 65536 rows ran in 82 ms, 16384 in
+/// 139 ms (the gathered vector's blocks are read once a row block: 4x more often).
+inline constexpr int kNarrowTileRows = 1 << 16;
+
+/// The tiled narrow twin of a csr-like SpMV schedule (the schedules rule 2 of narrow_twin
+/// blocks), a second twin beside that one, or nullopt: `split=x:65536,y:65536`, x1, y1, x0, y0
+/// with `UCNN`, i.e. tiles of kNarrowTileRows rows by 65536 columns, each tile's nonempty rows
+/// compressed with 16-bit row offsets and its columns 16-bit offsets (CSR within librsb-like
+/// leaves), so that the block of x a tile gathers from stays in cache while the tile runs; the
+/// parallel loop on x1, a dynamic chunk becomes 1, static stays. It pays where rows gather from
+/// all over a vector beyond the cache, and costs where rows gather locally (a stencil's). Measured
+/// (SpMV, 2 threads, side by side, 20 rounds, AMD EPYC VM, 8 MiB L3): uniform random 2M square,
+/// 20M nonzeros: 82.3 ms (static; chunk 1 82.9) against csr's 89.5, librsb's tuner 70.6 and
+/// the blocked twin (rule 2) 286; R-MAT 2M square, 16.4M nonzeros: 34.3 ms (chunk 1; static
+/// 48.0: its tiles are unbalanced) against csr's 36.3, librsb's tuner 37.1, rule 2 121. SpMM was
+/// not measured: SpMV only.
+std::optional<codegen::SuperSchedule> tiled_narrow_twin(const codegen::SuperSchedule& s,
+                                                        const std::vector<std::int64_t>& extents);
+
 /// What with_narrow_twins added.
 struct NarrowTwins {
   std::vector<codegen::SuperSchedule> schedules;  ///< the nominees with their admitted twins
@@ -62,11 +84,11 @@ struct NarrowTwins {
   std::string note;
 };
 
-/// The nominees in order, each followed by its narrow twin when the twin is new to the list and
-/// `space`'s storage constraints admit it (Space::storage_admits: legality's exact bounds, the
-/// narrow-indices pass's cache test, ...). The twin's split, nest and execution stages are the
-/// rule's, not the space's: it is the nominee's kernel over narrower coordinates, not a point
-/// of the space's search.
+/// The nominees in order, each followed by its narrow twins (narrow_twin's, then
+/// tiled_narrow_twin's) when a twin is new to the list and `space`'s storage constraints admit
+/// it (Space::storage_admits: legality's exact bounds, the narrow-indices pass's cache test,
+/// ...). A twin's split, nest and execution stages are the rule's, not the space's: it is the
+/// nominee's kernel over narrower coordinates, not a point of the space's search.
 NarrowTwins with_narrow_twins(const Space& space,
                               const std::vector<codegen::SuperSchedule>& nominees);
 
