@@ -778,10 +778,32 @@ TEST_CASE("codegen: narrow (N) levels equal the reference (property test and the
   for (const char* text :
        {"split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2 chunk=static",
         "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 threads=2 chunk=1",
-        "split=k:65536 order=i,k1,k0 format=UCN parallel=i threads=2 chunk=static"}) {
+        "split=k:65536 order=i,k1,k0 format=UCN parallel=i threads=2 chunk=static",
+        "split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCNN parallel=i1 threads=2 chunk=static",
+        "split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCNN parallel=i1 threads=2 chunk=1"}) {
     const SuperSchedule s = parse_schedule(KernelKind::SpMV, text);
     INFO(text);
     CHECK(check(s, op, 1, refused) == "");
+  }
+  // The tiled layout (heuristics' tiled narrow twin) over several row tiles, the last one short
+  // (150000 rows: 65536 + 65536 + 18928), rows 70000..99999 empty and one dense row.
+  g.rows = 150000;
+  g.cols = 140000;
+  g.nnz = 40000;
+  CooMatrix tall = generate(g);
+  for (std::size_t e = 0; e < tall.row.size(); ++e)
+    if (tall.row[e] >= 70000 && tall.row[e] < 100000) tall.row[e] -= 30000;
+  for (index_t c = 0; c < 140000; c += 7) {
+    tall.row.push_back(149999);
+    tall.col.push_back(c);
+    tall.val.push_back(0.25f);
+  }
+  waco::kernels::canonicalize(tall);
+  const Operands tiles{"uniform 150000x140000", tall, {}};
+  for (const char* text : {"split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCNN parallel=i1 threads=2 chunk=static",
+                           "split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCNN parallel=i1 threads=2 chunk=1"}) {
+    INFO(text);
+    CHECK(check(parse_schedule(KernelKind::SpMV, text), tiles, 1, refused) == "");
   }
   const SuperSchedule spmm = parse_schedule(
       KernelKind::SpMM, "split=i:256,k:65536 order=i1,k1,i0,k0,j format=UCUN parallel=i1 threads=2 chunk=static");

@@ -66,13 +66,15 @@ inline constexpr int kNarrowTileRows = 1 << 16;
 /// with `UCNN`, i.e. tiles of kNarrowTileRows rows by 65536 columns, each tile's nonempty rows
 /// compressed with 16-bit row offsets and its columns 16-bit offsets (CSR within librsb-like
 /// leaves), so that the block of x a tile gathers from stays in cache while the tile runs; the
-/// parallel loop on x1, a dynamic chunk becomes 1, static stays. It pays where rows gather from
-/// all over a vector beyond the cache, and costs where rows gather locally (a stencil's). Measured
-/// (SpMV, 2 threads, side by side, 20 rounds, AMD EPYC VM, 8 MiB L3): uniform random 2M square,
-/// 20M nonzeros: 82.3 ms (static; chunk 1 82.9) against csr's 89.5, librsb's tuner 70.6 and
-/// the blocked twin (rule 2) 286; R-MAT 2M square, 16.4M nonzeros: 34.3 ms (chunk 1; static
-/// 48.0: its tiles are unbalanced) against csr's 36.3, librsb's tuner 37.1, rule 2 121. SpMM was
-/// not measured: SpMV only.
+/// parallel loop on x1, a dynamic chunk becomes 1, static stays. It is for rows that gather
+/// from all over a vector beyond the cache; rows that gather locally (a stencil's) run faster
+/// in rule 2's blocks. Measured (SpMV, 2 threads, side by side, two runs of 20 and 30 rounds,
+/// AMD EPYC VM, 8 MiB L3), ms: R-MAT, 2M vertices, 16.4M nonzeros: chunk 1 34.3 / 35.6 against
+/// csr's 36.3 / 37.2 and librsb's tuner's 37.1 / 38.6, the fastest of all (static tiles
+/// 48.0 / 49.6: unbalanced; rule 2 121 / 128); uniform random, 2M square, 20M nonzeros:
+/// 82.9 / 69.0 against csr's 89.5 / 71.2, but librsb's tuner 70.6 / 45.9 (its leaves are COO,
+/// a layout the space does not have); 2-D stencil and banded (20M, 22M): 0.87-0.95x csr's time,
+/// rule 2 0.77-0.88x. SpMM was not measured: SpMV only.
 std::optional<codegen::SuperSchedule> tiled_narrow_twin(const codegen::SuperSchedule& s,
                                                         const std::vector<std::int64_t>& extents);
 
