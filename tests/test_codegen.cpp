@@ -805,6 +805,9 @@ TEST_CASE("codegen: narrow (N) levels equal the reference (property test and the
     INFO(text);
     CHECK(check(parse_schedule(KernelKind::SpMV, text), tiles, 1, refused) == "");
   }
+  CHECK(check(parse_schedule(KernelKind::SpMM,
+                             "split=i:65536,k:65536 order=i1,k1,i0,k0,j format=UCNN parallel=i1 threads=2 chunk=1"),
+              tiles, 5, refused) == "");
   const SuperSchedule spmm = parse_schedule(
       KernelKind::SpMM, "split=i:256,k:65536 order=i1,k1,i0,k0,j format=UCUN parallel=i1 threads=2 chunk=static");
   CHECK(check(spmm, op, 5, refused) == "");

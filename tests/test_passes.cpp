@@ -612,7 +612,7 @@ TEST_CASE("passes: narrow twins follow their rules, and legality refuses an N le
                                                               "order=i,k,j format=UC parallel=i threads=2 chunk=32"),
                                       {2000000, 2000000, 64})) ==
         "split=i:256,k:65536 order=i1,k1,i0,k0,j format=UCUN parallel=i1 threads=2 chunk=1");
-  // The tiled twin: csr-like SpMV schedules over more than 65536 columns only (rule 2's), rows
+  // The tiled twin: csr-like SpMV and SpMM schedules over more than 65536 columns only, rows
   // and columns in tiles of 65536 with 16-bit offsets, a dynamic chunk 1.
   CHECK(codegen::to_text(*tiled_narrow_twin(spmv("order=i,k format=UC parallel=i threads=2 chunk=static"), big)) ==
         "split=i:65536,k:65536 order=i1,k1,i0,k0 format=UCNN parallel=i1 threads=2 chunk=static");
@@ -622,8 +622,13 @@ TEST_CASE("passes: narrow twins follow their rules, and legality refuses an N le
         "split=i:65536,k:65536 order=k1,i1,k0,i0 format=UCNN parallel=k1 threads=2 chunk=static");
   CHECK_FALSE(tiled_narrow_twin(spmv("order=i,k format=UC parallel=i threads=2 chunk=128"), small));
   CHECK_FALSE(tiled_narrow_twin(spmv("order=i,k format=CC parallel=i"), big));
-  CHECK_FALSE(tiled_narrow_twin(codegen::parse_schedule(KernelKind::SpMM, "order=i,k,j format=UC parallel=i threads=2 chunk=32"),
-                                {2000000, 2000000, 64}));
+  CHECK(codegen::to_text(*tiled_narrow_twin(
+            codegen::parse_schedule(KernelKind::SpMM, "order=i,k,j format=UC parallel=i threads=2 chunk=32"),
+            {2000000, 2000000, 64})) ==
+        "split=i:65536,k:65536 order=i1,k1,i0,k0,j format=UCNN parallel=i1 threads=2 chunk=1");
+  CHECK_FALSE(tiled_narrow_twin(
+      codegen::parse_schedule(KernelKind::SDDMM, "order=i,j,k format=UC parallel=i threads=2 chunk=32"),
+      {2000000, 2000000, 64}));
   // None: no C level (bcsr-like U levels), a C level too wide that is not csr-like, or few rows.
   CHECK_FALSE(narrow_twin(spmv("order=i,k format=UU parallel=i"), small));
   CHECK_FALSE(narrow_twin(spmv("order=i,k format=CC parallel=i"), big));

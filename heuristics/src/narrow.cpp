@@ -93,7 +93,7 @@ std::optional<SuperSchedule> tiled_narrow_twin(const SuperSchedule& schedule,
   WACO_ASSERT(codegen::validate(s).empty(), "tiled_narrow_twin needs a valid schedule");
   WACO_ASSERT(extents.size() == codegen::kernel_spec(s.kind).vars.size(),
               "tiled_narrow_twin: one extent per variable");
-  if (s.kind != kernels::KernelKind::SpMV) return std::nullopt;
+  if (s.kind != kernels::KernelKind::SpMV && s.kind != kernels::KernelKind::SpMM) return std::nullopt;
   std::optional<SuperSchedule> twin = blocked_twin(s, extents, kNarrowTileRows, LevelFormat::N);
   if (twin && !codegen::validate(*twin).empty()) return std::nullopt;  // (not expected)
   return twin;
