@@ -95,6 +95,7 @@ std::optional<SuperSchedule> tiled_narrow_twin(const SuperSchedule& schedule,
               "tiled_narrow_twin: one extent per variable");
   if (s.kind != kernels::KernelKind::SpMV && s.kind != kernels::KernelKind::SpMM) return std::nullopt;
   std::optional<SuperSchedule> twin = blocked_twin(s, extents, kNarrowTileRows, LevelFormat::N);
+  if (twin) twin->chunk = 1;  // few, unequal tiles: one at a time, whatever the nominee's chunk
   if (twin && !codegen::validate(*twin).empty()) return std::nullopt;  // (not expected)
   return twin;
 }

@@ -66,17 +66,20 @@ inline constexpr int kNarrowTileRows = 1 << 16;
 /// with `UCNN`, i.e. tiles of kNarrowTileRows rows by 65536 columns, each tile's nonempty rows
 /// compressed with 16-bit row offsets and its columns 16-bit offsets (CSR within librsb-like
 /// leaves), so that the block of x a tile gathers from stays in cache while the tile runs; the
-/// parallel loop on x1, a dynamic chunk becomes 1, static stays. It is for rows that gather
-/// from all over a vector beyond the cache; rows that gather locally (a stencil's) run faster
-/// in rule 2's blocks. Measured (SpMV, 2 threads, side by side, two runs of 20 and 30 rounds,
-/// AMD EPYC VM, 8 MiB L3), ms: R-MAT, 2M vertices, 16.4M nonzeros: chunk 1 34.3 / 35.6 against
-/// csr's 36.3 / 37.2 and librsb's tuner's 37.1 / 38.6, the fastest of all (static tiles
-/// 48.0 / 49.6: unbalanced; rule 2 121 / 128); uniform random, 2M square, 20M nonzeros:
-/// 82.9 / 69.0 against csr's 89.5 / 71.2, but librsb's tuner 70.6 / 45.9 (its leaves are COO,
-/// a layout the space does not have); 2-D stencil and banded (20M, 22M): 0.87-0.95x csr's time,
-/// rule 2 0.77-0.88x. SpMM (n = 16, one run of 15 rounds), ms: R-MAT 171.7 (chunk 1) against
-/// csr's 237.4, the best csr-like schedule's 241.6 and librsb's tuner's 255.4; uniform 436
-/// against 339-366 (csr-like schedules, librsb). SDDMM was not measured: it has none.
+/// parallel loop on x1 in dynamic chunks of one tile whatever the nominee's chunk (static tiles
+/// ran no faster anywhere, and 1.4x slower on R-MAT). It is for rows that gather from all over
+/// a vector beyond the cache; rows that gather locally (a stencil's) run faster in rule 2's
+/// blocks. Measured (2 threads, side by side, AMD EPYC VM, 8 MiB L3), ms:
+/// - SpMV, two runs of 20 and 30 rounds: R-MAT (2M vertices, 16.4M nonzeros) 34.3 / 35.6
+///   against csr's 36.3 / 37.2 and librsb's tuner's 37.1 / 38.6, the fastest of all (static
+///   tiles 48.0 / 49.6; rule 2 121 / 128); uniform random (2M square, 20M nonzeros) 82.9 / 69.0
+///   (static 82.3 / 70.2) against csr's 89.5 / 71.2, but librsb's tuner 70.6 / 45.9 (its leaves
+///   are COO, a layout the space does not have); 2-D stencil and banded (20M, 22M nonzeros)
+///   0.87-0.95x csr's time (static and chunk 1 within 3%), rule 2 0.77-0.88x.
+/// - SpMM (n = 16), runs of 15 and 20 rounds: R-MAT 171.7 / 169.7 (static 225.5) against csr's
+///   237.4 / 234.4, the best csr-like schedule's 241.6 / 235.7, Eigen's 248.8 and librsb's
+///   tuner's 255.4 / 252.7; uniform 436 against 339-366 (csr-like schedules, librsb).
+/// SDDMM has none (not measured).
 std::optional<codegen::SuperSchedule> tiled_narrow_twin(const codegen::SuperSchedule& s,
                                                         const std::vector<std::int64_t>& extents);
 
