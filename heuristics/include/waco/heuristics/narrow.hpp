@@ -67,7 +67,7 @@ inline constexpr int kNarrowTileRows = 1 << 16;
 /// compressed with 16-bit row offsets and its columns 16-bit offsets (CSR within librsb-like
 /// leaves), so that the block of x a tile gathers from stays in cache while the tile runs; the
 /// parallel loop on x1 in dynamic chunks of one tile whatever the nominee's chunk (static tiles
-/// ran no faster anywhere, and 1.4x slower on R-MAT). It is for rows that gather from all over
+/// ran no faster anywhere, 1.3-1.4x slower on R-MAT). It is for rows that gather from all over
 /// a vector beyond the cache; rows that gather locally (a stencil's) run faster in rule 2's
 /// blocks. Measured (2 threads, side by side, AMD EPYC VM, 8 MiB L3), ms:
 /// - SpMV, two runs of 20 and 30 rounds: R-MAT (2M vertices, 16.4M nonzeros) 34.3 / 35.6
