@@ -62,14 +62,27 @@ std::optional<SuperSchedule> blocked_twin(const SuperSchedule& s, const std::vec
   return t;
 }
 
+/// A twin rule's input: `schedule` canonical, checked valid and given one extent a variable.
+SuperSchedule twin_input(const SuperSchedule& schedule, const std::vector<std::int64_t>& extents) {
+  SuperSchedule s = codegen::canonicalize(schedule);
+  WACO_ASSERT(codegen::validate(s).empty(), "a narrow twin needs a valid schedule");
+  WACO_ASSERT(extents.size() == codegen::kernel_spec(s.kind).vars.size(),
+              "a narrow twin needs one extent per variable");
+  return s;
+}
+
+/// A rule's twin, or nullopt when it is not valid (not expected).
+std::optional<SuperSchedule> valid_twin(std::optional<SuperSchedule> twin) {
+  if (twin && !codegen::validate(*twin).empty()) return std::nullopt;
+  return twin;
+}
+
 }  // namespace
 
 std::optional<SuperSchedule> narrow_twin(const SuperSchedule& schedule,
                                          const std::vector<std::int64_t>& extents) {
-  const SuperSchedule s = codegen::canonicalize(schedule);
+  const SuperSchedule s = twin_input(schedule, extents);
   const codegen::KernelSpec& spec = codegen::kernel_spec(s.kind);
-  WACO_ASSERT(codegen::validate(s).empty(), "narrow_twin needs a valid schedule");
-  WACO_ASSERT(extents.size() == spec.vars.size(), "narrow_twin: one extent per variable");
   const std::vector<Loop> levels = s.levels();
   SuperSchedule t = s;
   bool changed = false;
@@ -81,23 +94,16 @@ std::optional<SuperSchedule> narrow_twin(const SuperSchedule& schedule,
       changed = true;
     }
   }
-  std::optional<SuperSchedule> twin =
-      changed ? std::optional(t) : blocked_twin(s, extents, kNarrowRowBlock, LevelFormat::U);
-  if (twin && !codegen::validate(*twin).empty()) return std::nullopt;  // (not expected)
-  return twin;
+  return valid_twin(changed ? std::optional(t) : blocked_twin(s, extents, kNarrowRowBlock, LevelFormat::U));
 }
 
 std::optional<SuperSchedule> tiled_narrow_twin(const SuperSchedule& schedule,
                                                const std::vector<std::int64_t>& extents) {
-  const SuperSchedule s = codegen::canonicalize(schedule);
-  WACO_ASSERT(codegen::validate(s).empty(), "tiled_narrow_twin needs a valid schedule");
-  WACO_ASSERT(extents.size() == codegen::kernel_spec(s.kind).vars.size(),
-              "tiled_narrow_twin: one extent per variable");
+  const SuperSchedule s = twin_input(schedule, extents);
   if (s.kind != kernels::KernelKind::SpMV && s.kind != kernels::KernelKind::SpMM) return std::nullopt;
   std::optional<SuperSchedule> twin = blocked_twin(s, extents, kNarrowTileRows, LevelFormat::N);
   if (twin) twin->chunk = 1;  // few, unequal tiles: one at a time, whatever the nominee's chunk
-  if (twin && !codegen::validate(*twin).empty()) return std::nullopt;  // (not expected)
-  return twin;
+  return valid_twin(std::move(twin));
 }
 
 NarrowTwins with_narrow_twins(const Space& space, const std::vector<SuperSchedule>& nominees) {
