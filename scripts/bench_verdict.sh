@@ -20,7 +20,7 @@ default_out=build/bench-verdict
 # shellcheck source=scripts/bench_env.sh
 source scripts/bench_env.sh
 case "$kernel" in
-  spmv) twin="order=i,k format=UC parallel=i threads=$threads chunk=128" ;;
+  spmv) twin="order=i,k format=UC parallel=i threads=$threads chunk=auto" ;;
   spmm) twin="order=i,k,j format=UC parallel=i threads=$threads chunk=32" ;;
   sddmm) twin="order=i,j,k format=UC parallel=i threads=$threads chunk=32" ;;
   *) echo "error: bench_verdict.sh takes spmv, spmm or sddmm" >&2; exit 2 ;;

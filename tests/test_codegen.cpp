@@ -19,6 +19,7 @@
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/generated_kernel.hpp"
 #include "waco/codegen/storage.hpp"
+#include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/generators.hpp"
 #include "waco/kernels/reference.hpp"
@@ -234,6 +235,59 @@ TEST_CASE("codegen: named shortcuts equal the reference on every edge case") {
         if (name == "csc")  // its parallel loop does not index the output
           CHECK(check(*schedule_shortcut(k, name), op, 13, refused, RaceStrategy::Private) == "");
       }
+}
+
+TEST_CASE("codegen: chunk=auto binds the csr SpMV baseline's rule, in the kernel of every dynamic chunk") {
+  // The csr shortcut's chunk for SpMV (and dcsr's, csc's): the serial kernel up to
+  // kCsrSpmvSerialNnz stored entries, else about four dynamic chunks a thread of the parallel loop's iterations,
+  // at least kCsrSpmvMinChunk; the source is the dynamic one (the chunk is a run-time argument).
+  CHECK(to_text(*schedule_shortcut(KernelKind::SpMV, "csr")) ==
+        "order=i,k format=UC parallel=i threads=0 chunk=auto");
+  CHECK(emit_kernel_source(*schedule_shortcut(KernelKind::SpMV, "csr")) ==
+        emit_kernel_source(schedule_from_string(KernelKind::SpMV, "order=i,k format=UC parallel=i chunk=128")));
+  GeneratorSpec g;
+  g.kind = "uniform";
+  g.rows = 9000;
+  g.cols = 7000;
+  g.nnz = 60000;
+  const CooMatrix big = generate(g);
+  g.rows = 500;
+  g.nnz = 3000;
+  const CooMatrix small = generate(g);
+  REQUIRE(small.nnz() <= kCsrSpmvSerialNnz);
+  REQUIRE(big.nnz() > kCsrSpmvSerialNnz);
+  for (const std::string name : {"csr", "dcsr", "csc"})
+    for (int threads : {2, 3}) {
+      const SuperSchedule s = *schedule_shortcut(KernelKind::SpMV, name);
+      INFO(name << ", " << threads << " threads");
+      const DenseOperands d = make_dense_operands(KernelKind::SpMV, &big, nullptr, 1, 3);
+      const Problem p = make_problem(KernelKind::SpMV, &big, nullptr, d);
+      BoundKernel b = bind_schedule(s, p, 1, threads, test_options());
+      CHECK(b.args.threads == threads);
+      const index_t iterations = name == "csc" ? 7000 : 9000;
+      CHECK(b.args.chunk == csr_spmv_chunk(iterations, threads));
+      CHECK(b.args.chunk == (iterations + 4 * threads - 1) / (4 * threads));
+      const DenseOperands ds = make_dense_operands(KernelKind::SpMV, &small, nullptr, 1, 3);
+      const Problem ps = make_problem(KernelKind::SpMV, &small, nullptr, ds);
+      BoundKernel bs = bind_schedule(s, ps, 1, threads, test_options());
+      CHECK(bs.args.threads == 1);
+      CHECK(bs.source.find("#pragma omp") == std::string::npos);  // the serial kernel
+      CHECK(b.source.find("#pragma omp") != std::string::npos);
+      for (BoundKernel* k : {&b, &bs}) {
+        const Problem& q = k == &b ? p : ps;
+        Values out;
+        out.assign(Dtype::F32, static_cast<std::size_t>(k->out_size));
+        k->run(q.B->data.raw(), nullptr, out.raw(), 1);
+        CHECK(verify(out, compute_reference(q), kDefaultTolerance).ok);
+      }
+    }
+  // A chunk of at least 128 rows however few the rows; a fixed chunk is bound as it is.
+  CHECK(csr_spmv_chunk(300, 2) == kCsrSpmvMinChunk);
+  const CooMatrix& A = big;
+  const DenseOperands d = make_dense_operands(KernelKind::SpMV, &A, nullptr, 1, 3);
+  const Problem p = make_problem(KernelKind::SpMV, &A, nullptr, d);
+  CHECK(bind_schedule(schedule_from_string(KernelKind::SpMV, "order=i,k format=UC parallel=i chunk=128"), p, 1, 2,
+                      test_options()).args.chunk == 128);
 }
 
 TEST_CASE("codegen: the bound baselines (csr, csf, dia) equal the reference on every edge case, "

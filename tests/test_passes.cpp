@@ -78,7 +78,8 @@ TEST_CASE("passes: the restrictions keep csr storage (schedule-only) or the defa
     CAPTURE(kernels::kernel_name(k));
     SpaceOptions so;
     so.cores = 2;
-    const codegen::SuperSchedule csr = *codegen::schedule_shortcut(k, "csr");
+    // As the space holds them (SpMV's chunk=auto as chunk 128: codegen::fixed_chunk).
+    const codegen::SuperSchedule csr = codegen::fixed_chunk(*codegen::schedule_shortcut(k, "csr"));
     codegen::SuperSchedule csr_all_cores = csr;
     csr_all_cores.threads = 2;
     Space schedule_only = Space::for_operand(k, &a, nullptr, 8, so);
@@ -96,7 +97,7 @@ TEST_CASE("passes: the restrictions keep csr storage (schedule-only) or the defa
     REQUIRE_FALSE(schedule_only.admits(csr_all_cores).has_value());
     for (const auto& [shortcut, reason] : {std::pair<std::string, std::string>{"dcsr", "not-csr-storage"},
                                            {"bcsr4x4", "sparse-split"}}) {
-      codegen::SuperSchedule other = *codegen::schedule_shortcut(k, shortcut);
+      codegen::SuperSchedule other = codegen::fixed_chunk(*codegen::schedule_shortcut(k, shortcut));
       other.threads = 2;
       REQUIRE(schedule_only.admits(other).value() == reason);
     }
@@ -123,7 +124,7 @@ TEST_CASE("passes: the restrictions keep csr storage (schedule-only) or the defa
     REQUIRE(formats.size() == format_only.count());  // one schedule per format
     REQUIRE(formats.size() > 4);
     REQUIRE_FALSE(format_only.admits(csr_all_cores).has_value());
-    codegen::SuperSchedule dcsr = *codegen::schedule_shortcut(k, "dcsr");
+    codegen::SuperSchedule dcsr = codegen::fixed_chunk(*codegen::schedule_shortcut(k, "dcsr"));
     dcsr.threads = 2;
     REQUIRE_FALSE(format_only.admits(dcsr).has_value());
     codegen::SuperSchedule small_chunk = csr_all_cores;

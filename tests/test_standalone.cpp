@@ -222,7 +222,8 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
         test::scratch_dir("standalone-" + kernel + "-" + std::string(kernels::dtype_name(dtype)));
     std::vector<codegen::SuperSchedule> schedules = schedules_for(k, random, narrow);
     // The last header of SpMV: a plan the hand-written csr baseline serves (its threads and
-    // chunks: serial up to 3072 nonzeros, else about four dynamic chunks a thread).
+    // chunks: serial up to 3072 nonzeros, else about four dynamic chunks a thread, as the csr
+    // schedule's chunk=auto).
     // After it, a plan the dia baseline serves (diagonal storage; its builder refuses a matrix
     // whose diagonals store more than 2 values a nonzero).
     const bool with_baseline = k == KernelKind::SpMV;
@@ -247,7 +248,11 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
         CHECK(header.find("diagonal storage") != std::string::npos);
         continue;
       }
-      CHECK((header.find("kChunksPerThread = 4;") != std::string::npos) == (baseline_of(i) == "csr"));
+      // The csr SpMV baseline's rule in the headers of chunk=auto (the csr, dcsr and csc
+      // shortcuts' SpMV chunk; the baseline's plan has the csr schedule).
+      CHECK((header.find("kChunksPerThread = 4;") != std::string::npos) ==
+            (schedules[i].chunk == codegen::kAutoChunk));
+      if (baseline_of(i) == "csr") CHECK(schedules[i].chunk == codegen::kAutoChunk);
       // The streaming rule of this machine, in the headers whose flush can stream.
       CHECK(header.find("kStreamMinBytes = " +
                         std::to_string(codegen::streams_output(schedules[i]) ? codegen::stream_output_min_bytes() : 0) +

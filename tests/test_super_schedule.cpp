@@ -183,6 +183,21 @@ TEST_CASE("super_schedule: text round trips") {
   CHECK(schedule_from_json(to_json(st)) == st);
   CHECK(st != parse_schedule(KernelKind::SpMV, "order=i,k format=UC threads=2 chunk=256"));
   CHECK(validate(st).empty());
+  // chunk=auto (the csr SpMV baseline's rule, kAutoChunk) both ways; SpMV only, with an unsplit
+  // parallel loop; fixed_chunk gives the space's form (its least chunk, 128).
+  const SuperSchedule au = parse_schedule(KernelKind::SpMV, "order=i,k format=UC threads=2 chunk=auto");
+  CHECK(au.chunk == kAutoChunk);
+  CHECK(to_text(au) == "order=i,k format=UC parallel=i threads=2 chunk=auto");
+  CHECK(schedule_from_json(to_json(au)) == au);
+  CHECK(hash_value(au) != hash_value(parse_schedule(KernelKind::SpMV, "order=i,k format=UC threads=2 chunk=128")));
+  CHECK(to_text(fixed_chunk(au)) == "order=i,k format=UC parallel=i threads=2 chunk=128");
+  CHECK(fixed_chunk(st) == st);
+  CHECK_THROWS_WITH(parse_schedule(KernelKind::SpMM, "order=i,k,j format=UC chunk=auto"),
+                    Catch::Contains("is for spmv only"));
+  CHECK_THROWS_WITH(parse_schedule(KernelKind::SpMV, "split=i:4 order=i1,i0,k format=UUC chunk=auto"),
+                    Catch::Contains("chunk=auto needs an unsplit parallel loop, not 'i1'"));
+  CHECK_THROWS_WITH(parse_schedule(KernelKind::SpMV, "order=i,k format=UC chunk=automatic"),
+                    Catch::Contains("static or auto"));
   // Defaults: parallel = the first loop, threads = 0, chunk = 1.
   CHECK(to_text(parse_schedule(KernelKind::SpMM, "format=UC order=k,i,j")) ==
         "order=k,i,j format=UC parallel=k threads=0 chunk=1");
@@ -367,13 +382,13 @@ TEST_CASE("super_schedule: shortcuts expand for the kernels they support") {
     const char* text;
   };
   const Case cases[] = {
-      {KernelKind::SpMV, "csr", "order=i,k format=UC parallel=i threads=0 chunk=128"},
+      {KernelKind::SpMV, "csr", "order=i,k format=UC parallel=i threads=0 chunk=auto"},
       {KernelKind::SpMM, "csr", "order=i,k,j format=UC parallel=i threads=0 chunk=32"},
       {KernelKind::SDDMM, "csr", "order=i,j,k format=UC parallel=i threads=0 chunk=32"},
-      {KernelKind::SpMV, "dcsr", "order=i,k format=CC parallel=i threads=0 chunk=128"},
+      {KernelKind::SpMV, "dcsr", "order=i,k format=CC parallel=i threads=0 chunk=auto"},
       {KernelKind::SpMM, "dcsr", "order=i,k,j format=CC parallel=i threads=0 chunk=32"},
       {KernelKind::SDDMM, "dcsr", "order=i,j,k format=CC parallel=i threads=0 chunk=32"},
-      {KernelKind::SpMV, "csc", "order=k,i format=UC parallel=k threads=0 chunk=128"},
+      {KernelKind::SpMV, "csc", "order=k,i format=UC parallel=k threads=0 chunk=auto"},
       {KernelKind::SpMM, "csc", "order=k,i,j format=UC parallel=k threads=0 chunk=32"},
       {KernelKind::SDDMM, "csc", "order=j,i,k format=UC parallel=j threads=0 chunk=32"},
       {KernelKind::SpMV, "bcsr4x4",
@@ -460,7 +475,7 @@ TEST_CASE("super_schedule: malformed text gets a precise error") {
       {V, "order= format=UC", "field 'order' has no value"},
       {V, "order=i,k format=UC threads=two", "threads 'two' is not a number"},
       {V, "order=i,k format=UC threads=-1", "threads -1 is negative"},
-      {V, "order=i,k format=UC chunk=-1", "chunk -1 is out of range (expected a power of two in 1..256, or static)"},
+      {V, "order=i,k format=UC chunk=-1", "chunk -1 is out of range (expected a power of two in 1..256, static or auto)"},
       {V, "order=i,k format=UC chunk=dynamic", "chunk 'dynamic' is not a number"},
       {V, "order=i,k format=UC chunk=512", "chunk 512 is out of range"},
       {V, "order=i,k format=UC chunk=3", "chunk 3 is not a power of two"},

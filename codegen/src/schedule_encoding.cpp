@@ -193,8 +193,10 @@ ScheduleCode encode(const SuperSchedule& s) {
   }
   out.parallel = slot_of(c.parallel);
   out.threads = c.threads;
-  if (c.chunk == kStaticChunk)
-    throw Error("'" + to_text(c) + "' has static scheduling, which schedule encoding version " +
+  if (c.chunk == kStaticChunk || c.chunk == kAutoChunk)
+    throw Error("'" + to_text(c) + "' has " +
+                    (c.chunk == kStaticChunk ? "static scheduling" : "chunk=auto") +
+                    ", which schedule encoding version " +
                     std::to_string(kScheduleEncodingVersion) + " cannot represent",
                 "encode its dynamic twin (chunk=" + std::to_string(kMaxChunk) + ") instead");
   out.chunk_log2 = log2_exact(c.chunk);

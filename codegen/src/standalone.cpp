@@ -23,7 +23,7 @@ namespace {
 
 // The builder and the calls, the same for every schedule: they read the constants kVars,
 // kSparseMode, kLevels, kLevelVar, kLevelPart, kLevelCompressed, kLevelNarrow, kSplit, kThreads, kChunk,
-// kSerialMaxNnz, kChunksPerThread, kStreamMinBytes, kKernel emitted before them.
+// kSerialMaxNnz, kChunksPerThread, kParallelVar, kStreamMinBytes, kKernel emitted before them.
 constexpr const char* kRuntime = R"WACO(
 /// The sparse operand in the schedule's format, with what the kernel needs besides the dense
 /// arrays. Made by build(); read-only afterwards (calls may share it across threads).
@@ -173,13 +173,13 @@ inline void run(const Format& f, const waco_value_t* in0, const waco_value_t* in
   a.threads = kThreads > 0 ? kThreads : omp_get_max_threads();
   a.chunk = kChunk;
   // The hand-written csr SpMV baseline's rule (kSerialMaxNnz and kChunksPerThread are 0 for
-  // every other header): small products on one thread, rows in about kChunksPerThread dynamic
-  // chunks a thread of at least kChunk rows.
+  // every other header): small products on one thread, the parallel loop's iterations (csr: rows)
+  // in about kChunksPerThread dynamic chunks a thread of at least kChunk.
   if (f.nnz <= kSerialMaxNnz) a.threads = 1;
   if (kChunksPerThread > 0 && a.threads > 1) {
-    const long long rows = f.extent[row_extent()];
+    const long long iterations = f.extent[kParallelVar];
     const long long parts = std::max<long long>(1, static_cast<long long>(kChunksPerThread) * a.threads);
-    a.chunk = static_cast<int>(std::max<long long>(kChunk, (rows + parts - 1) / parts));
+    a.chunk = static_cast<int>(std::max<long long>(kChunk, (iterations + parts - 1) / parts));
   }
   // Outputs larger than the last-level cache of the machine the header was made on are written
   // with streaming stores, as the plan that was measured writes them (kStreamMinBytes: 0 when
@@ -359,19 +359,21 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
   h << "inline constexpr bool kLevelNarrow[" << levels.size() << "] = {" << flags(narrow)
     << "};  // N levels: 16-bit coordinates\n";
   h << "inline constexpr int kThreads = " << s.threads << ";\n";
-  // The csr SpMV baseline's run-time rule (kernels/baseline_loops.hpp) when that baseline serves
-  // the plan: its schedule is the csr schedule, whose chunk is the rule's minimum.
-  const bool csr_spmv_rule = baseline == "csr" && s.kind == kernels::KernelKind::SpMV;
-  WACO_ASSERT(!csr_spmv_rule || s.chunk == kernels::kCsrSpmvMinChunk,
-              "the csr baseline's header needs the csr schedule (chunk " +
-                  std::to_string(kernels::kCsrSpmvMinChunk) + "), not " + to_text(s));
-  h << "inline constexpr int kChunk = " << s.chunk << ";\n";
+  // The csr SpMV baseline's run-time rule (kernels/baseline_loops.hpp) for chunk=auto, the csr
+  // schedule's chunk: also when that baseline serves the plan (its schedule is the csr schedule).
+  const bool csr_spmv_rule = s.chunk == kAutoChunk;
+  WACO_ASSERT(csr_spmv_rule || !(baseline == "csr" && s.kind == kernels::KernelKind::SpMV),
+              "the csr baseline's header needs the csr schedule (chunk=auto), not " + to_text(s));
+  h << "inline constexpr int kChunk = " << (csr_spmv_rule ? kernels::kCsrSpmvMinChunk : s.chunk)
+    << ";\n";
   h << "inline constexpr long long kSerialMaxNnz = "
     << (csr_spmv_rule ? kernels::kCsrSpmvSerialNnz : 0)
     << ";  // at most this many nonzeros: one thread\n";
   h << "inline constexpr int kChunksPerThread = "
     << (csr_spmv_rule ? kernels::kCsrSpmvChunksPerThread : 0)
-    << ";  // > 0: dynamic chunks of max(kChunk, rows / (this x threads)) rows\n";
+    << ";  // > 0: dynamic chunks of max(kChunk, iterations / (this x threads))\n";
+  h << "inline constexpr int kParallelVar = " << spec.var_index(s.parallel.var)
+    << ";  // the parallel loop's variable (unsplit when kChunksPerThread > 0)\n";
   h << "inline constexpr long long kStreamMinBytes = " << (streams ? stream_output_min_bytes() : 0)
     << ";  // > 0: outputs larger (bytes) stream (the last-level cache where it was made)\n";
   h << "inline constexpr double kMaxPadding = " << max_padding

@@ -13,6 +13,7 @@
 #include "waco/codegen/super_schedule.hpp"
 
 #include "text_util.hpp"
+#include "waco/kernels/baseline_loops.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -208,12 +209,20 @@ std::vector<std::string> check_schedule(const SuperSchedule& s, const std::vecto
                 " is negative (expected 0 for every core, or a thread count)");
   if (s.chunk == kStaticChunk) {
     // static scheduling: valid with any parallel loop
+  } else if (s.chunk == kAutoChunk) {
+    // The csr SpMV baseline's rule reads the parallel loop's extent and A's entries.
+    if (s.kind != kernels::KernelKind::SpMV)
+      r.push_back("chunk=auto (the csr SpMV baseline's rule) is for spmv only (expected a power of "
+                  "two in 1.." + std::to_string(kMaxChunk) + ", or static)");
+    else if (s.parallel.part != Loop::Part::Whole)
+      r.push_back("chunk=auto needs an unsplit parallel loop, not '" + s.parallel.name() +
+                  "' (expected a power of two in 1.." + std::to_string(kMaxChunk) + ", or static)");
   } else if (s.chunk < 1 || s.chunk > kMaxChunk) {
     r.push_back("chunk " + std::to_string(s.chunk) + " is out of range (expected a power of two in 1.." +
-                std::to_string(kMaxChunk) + ", or static)");
+                std::to_string(kMaxChunk) + ", static or auto)");
   } else if (!is_pow2(s.chunk)) {
     r.push_back("chunk " + std::to_string(s.chunk) + " is not a power of two (expected 1, 2, 4, ..., " +
-                std::to_string(kMaxChunk) + ", or static)");
+                std::to_string(kMaxChunk) + ", static or auto)");
   }
   return r;
 }
@@ -285,7 +294,7 @@ std::string example_text(KernelKind k) {
 
 std::string text_hint(KernelKind k) {
   return "the text form is 'split=<var>:<size>,... order=<loop>,... format=<U|C|N per sparse level> "
-         "parallel=<loop> threads=<n> chunk=<n|static>' (order and format required), e.g. '" +
+         "parallel=<loop> threads=<n> chunk=<n|static|auto>' (order and format required), e.g. '" +
          example_text(k) + "' for " + kname(k) +
          "; or a shortcut: " + (k == KernelKind::MTTKRP ? "csf" : "csr, dcsr, csc, bcsr4x4, ncsr");
 }
@@ -356,6 +365,11 @@ int SuperSchedule::split_of(char v) const {
 
 std::vector<std::string> validate(const SuperSchedule& s) { return check_schedule(s, nullptr); }
 
+SuperSchedule fixed_chunk(SuperSchedule s) {
+  if (s.chunk == kAutoChunk) s.chunk = static_cast<int>(kernels::kCsrSpmvMinChunk);
+  return s;
+}
+
 SuperSchedule canonicalize(const SuperSchedule& s) {
   const KernelSpec& spec = kernel_spec(s.kind);
   WACO_ASSERT(s.split.size() == spec.vars.size(), "canonicalize: one split size per variable");
@@ -425,6 +439,8 @@ std::string to_text(const SuperSchedule& s) {
   out << " parallel=" << s.parallel.name() << " threads=" << s.threads << " chunk=";
   if (s.chunk == kStaticChunk)
     out << "static";
+  else if (s.chunk == kAutoChunk)
+    out << "auto";
   else
     out << s.chunk;
   return out.str();
@@ -539,10 +555,15 @@ SuperSchedule parse_schedule(KernelKind k, const std::string& text) {
   }
   if (present(kChunk)) {
     const std::optional<int> n =
-        *value[kChunk] == "static" ? std::optional<int>(kStaticChunk) : parse_int(*value[kChunk]);
+        *value[kChunk] == "static" ? std::optional<int>(kStaticChunk)
+        : *value[kChunk] == "auto" ? std::optional<int>(kAutoChunk)
+                                   : parse_int(*value[kChunk]);
     if (!n)
       errors.push_back("chunk '" + *value[kChunk] + "' is not a number (expected a power of two in 1.." +
-                       std::to_string(kMaxChunk) + ", or static)");
+                       std::to_string(kMaxChunk) + ", static or auto)");
+    else if (*n < 0 && *value[kChunk] != "auto")  // auto is written as a word only
+      errors.push_back("chunk " + *value[kChunk] + " is out of range (expected a power of two in 1.." +
+                       std::to_string(kMaxChunk) + ", static or auto)");
     else
       s.chunk = *n;
   }
@@ -657,8 +678,9 @@ std::optional<SuperSchedule> schedule_shortcut(KernelKind k, const std::string& 
     const bool col = name == "csc";
     switch (k) {
       case KernelKind::SpMV:
-        text = col ? "order=k,i format=UC parallel=k chunk=128"
-                   : "order=i,k format=" + f + " parallel=i chunk=128";
+        // The csr SpMV baseline's rule (kAutoChunk), so that the generated csr runs as it does.
+        text = col ? "order=k,i format=UC parallel=k chunk=auto"
+                   : "order=i,k format=" + f + " parallel=i chunk=auto";
         break;
       case KernelKind::SpMM:
         text = col ? "order=k,i,j format=UC parallel=k chunk=32"

@@ -85,7 +85,9 @@ std::vector<Candidate> sample_candidates(const kernels::Problem& p, const Collec
     s = codegen::canonicalize(s);
     if (seen.insert(codegen::to_text(s)).second) out.push_back(Candidate::generated(s));
   };
-  add(*codegen::schedule_shortcut(kind, shortcut));
+  // As the space holds it (chunk=auto, which the model's encoding lacks, as its least chunk), so
+  // that every row of the dataset is a schedule the model can score.
+  add(codegen::fixed_chunk(*codegen::schedule_shortcut(kind, shortcut)));
   out.push_back(Candidate::baseline(shortcut));
   const auto n_adm = static_cast<std::uint64_t>(
       std::llround(opts.schedules * std::clamp(opts.admissible_share, 0.0, 1.0)));

@@ -174,11 +174,12 @@ ScheduleInputs schedule_inputs(kernels::KernelKind kind,
       throw Error("a " + std::string(kernels::kernel_name(s.kind)) + " schedule given to a " +
                       std::string(kernels::kernel_name(kind)) + " cost model",
                   "use the model of the schedule's kernel");
-    // The encoding has no static scheduling, nor the training data: a static schedule is seen
-    // as its dynamic twin with the largest chunk (the closest dispatch), so that a search scores
-    // both alike and measurement decides between them.
+    // The encoding has no static scheduling nor chunk=auto, nor the training data: such a
+    // schedule is seen as its dynamic twin with the largest chunk (the closest dispatch), so that
+    // a search scores them alike and measurement decides between them.
     codegen::SuperSchedule seen = s;
-    if (seen.chunk == codegen::kStaticChunk) seen.chunk = codegen::kMaxChunk;
+    if (seen.chunk == codegen::kStaticChunk || seen.chunk == codegen::kAutoChunk)
+      seen.chunk = codegen::kMaxChunk;
     const codegen::ScheduleCode c = codegen::encode(seen);
     for (int v : codegen::categorical_fields(c)) in.field_values.push_back(v);
     const std::vector<float> m = codegen::order_matrix(c);

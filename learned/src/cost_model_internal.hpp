@@ -53,8 +53,8 @@ struct ScheduleInputs {
   std::vector<std::int64_t> field_values;  ///< [N x F]
   std::vector<float> order;                ///< [N x S*S]
 };
-/// Throws kernels::Error for a schedule of another kernel. A static schedule is read as its
-/// dynamic twin with the largest chunk (the encoding has no static scheduling).
+/// Throws kernels::Error for a schedule of another kernel. A static or chunk=auto schedule is read
+/// as its dynamic twin with the largest chunk (the encoding has neither).
 ScheduleInputs schedule_inputs(kernels::KernelKind kind,
                                const std::vector<codegen::SuperSchedule>& schedules);
 

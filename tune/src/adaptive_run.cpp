@@ -319,8 +319,8 @@ void AdaptiveRun::nominate_step() {
     // The short list of the shipped kernels when there is one: ranking only what can run
     // without a compiler costs a fraction of ranking the admissible set (tune/README.md, "The
     // cost of the choice").
-    // More than asked: csr's own schedule among them (with this plan's threads) would be a
-    // nominee that can only tie, and at most kPerKernel nominees share a kernel (below).
+    // More than asked: csr's own schedule among them (with this plan's threads, as the space
+    // holds it: codegen::fixed_chunk) would be a nominee that can only tie, and at most kPerKernel nominees share a kernel (below).
     TuneOperand operand = setup_.operand;
     operand.diagonals = diagonals_;  // counted by the dia step: the space does not count again
     nom = nominate(operand, setup_.request, kPerKernel * static_cast<std::size_t>(setup_.nominees) * 2 + 1,
@@ -331,7 +331,7 @@ void AdaptiveRun::nominate_step() {
       if (s.threads <= 0) s.threads = threads;
       return codegen::to_text(codegen::canonicalize(s));
     };
-    const std::string csr = as_run(csr_->bound.schedule);
+    const std::string csr = as_run(codegen::fixed_chunk(csr_->bound.schedule));
     std::vector<codegen::SuperSchedule>& v = nom.schedules;
     v.erase(std::remove_if(v.begin(), v.end(),
                            [&](const codegen::SuperSchedule& s) { return as_run(s) == csr; }),

@@ -16,9 +16,11 @@ namespace waco::heuristics::detail {
 #undef WACO_RESTRICTION
 #undef WACO_PASS
 
-/// The csr schedule of a kernel (csf for MTTKRP): the reference the restrictions keep.
+/// The csr schedule of a kernel (csf for MTTKRP) as the space holds it: the reference the
+/// restrictions keep (SpMV's chunk=auto as codegen::fixed_chunk's 128).
 inline codegen::SuperSchedule csr_like_schedule(kernels::KernelKind k) {
-  return *codegen::schedule_shortcut(k, k == kernels::KernelKind::MTTKRP ? "csf" : "csr");
+  return codegen::fixed_chunk(
+      *codegen::schedule_shortcut(k, k == kernels::KernelKind::MTTKRP ? "csf" : "csr"));
 }
 
 /// The dense variable a kernel streams over (SpMM and MTTKRP j, SDDMM k), or 0 for SpMV.

@@ -13,7 +13,8 @@
 //
 // Example (SpMV bcsr4x4, "split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 chunk=32"):
 //   split_log2 = {2, 2}, order = {0, 2, 1, 3}, format = {1, 1, 2, 1}, parallel = 0, chunk_log2 = 5.
-// CSR SpMV ("order=i,k format=UC parallel=i chunk=128"):
+// CSR SpMV in chunks of 128 ("order=i,k format=UC parallel=i chunk=128"; the csr shortcut's
+// chunk=auto, like chunk=static, is scored as chunk 256 and has no code of its own):
 //   split_log2 = {0, 0}, order = {0, 1, 2, 3}, format = {1, 0, 2, 0}, parallel = 0, chunk_log2 = 7.
 #pragma once
 

@@ -11,13 +11,14 @@
 // OpenMP dynamic scheduling (chunk), on `threads` threads (0 = every available core), or with
 // chunk=static (0) in one contiguous range per thread: balanced by the stored entries when the
 // parallel loop is the outermost over a U level with a C level below it (CSR-like rows), else
-// OpenMP's static split of the iterations.
+// OpenMP's static split of the iterations; or (SpMV) with chunk=auto, the hand-written csr SpMV's
+// run-time rule (kAutoChunk, -1 in the JSON form).
 //
 // Text form (one line; the order of the key=value fields is fixed when printed, free when parsed):
 //   split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 threads=2 chunk=32
 // `split` lists only variables with s > 1 and may be omitted; `format` has one U/C/N letter per
-// level of the sparse operand in level order. Example (CSR SpMV): "order=i,k format=UC parallel=i
-// threads=0 chunk=128".
+// level of the sparse operand in level order. Example (CSR SpMV, the csr shortcut): "order=i,k
+// format=UC parallel=i threads=0 chunk=auto".
 #pragma once
 
 #include <cstddef>
@@ -70,6 +71,15 @@ inline constexpr int kMaxChunk = 256;
 /// 1.34x dynamic chunk 256 on a 5-point stencil and 1.46x on a block matrix, 0.74x on an R-MAT
 /// graph; so it is one more choice of the space, not a replacement.
 inline constexpr int kStaticChunk = 0;
+/// The chunk value of the hand-written csr SpMV's rule (text form "chunk=auto"; SpMV only, with an
+/// unsplit parallel loop): set when the kernel is bound, from the parallel loop's extent and the
+/// threads, as kernels::csr_spmv_chunk (about four dynamic chunks a thread, at least
+/// kernels::kCsrSpmvMinChunk iterations), and on one thread when A stores at most
+/// kernels::kCsrSpmvSerialNnz entries. It is the csr shortcut's chunk for SpMV, so that the
+/// generated csr runs as the baseline does: the fixed 128-row chunks it had took 1.15-1.71x the
+/// baseline's time on seven of nine 16-28M-nonzero matrices (AMD EPYC VM, 2 threads). The space
+/// does not enumerate it, and the cost model sees it as its dynamic twin of the largest chunk.
+inline constexpr int kAutoChunk = -1;
 
 struct SuperSchedule {
   kernels::KernelKind kind = kernels::KernelKind::SpMV;
@@ -78,7 +88,7 @@ struct SuperSchedule {
   std::vector<LevelFormat> formats;   ///< per sparse level, in level order
   Loop parallel;                      ///< the loop run in parallel
   int threads = 0;                    ///< 0 = every available core
-  int chunk = 1;                      ///< OpenMP dynamic chunk size, 1..kMaxChunk, or kStaticChunk
+  int chunk = 1;                      ///< OpenMP dynamic chunk size, 1..kMaxChunk, kAutoChunk or kStaticChunk
 
   bool operator==(const SuperSchedule& o) const;
   bool operator!=(const SuperSchedule& o) const { return !(*this == o); }
@@ -92,8 +102,12 @@ struct SuperSchedule {
 /// Reasons a schedule is invalid; empty when valid. Checks: split sizes powers of two in
 /// 1..kMaxSplit, the loop list matches the splits (x alone iff s_x = 1; x1 and x0 otherwise) with
 /// every loop once and x1 before x0, one format per level, the parallel loop is one of the loops,
-/// threads >= 0, chunk a power of two in 1..kMaxChunk or kStaticChunk.
+/// threads >= 0, chunk a power of two in 1..kMaxChunk, kStaticChunk, or kAutoChunk (SpMV, parallel loop unsplit).
 std::vector<std::string> validate(const SuperSchedule& s);
+
+/// s with chunk=auto replaced by its rule's least chunk (kernels::kCsrSpmvMinChunk), any other
+/// chunk kept: the form a space of fixed chunks holds (the search spaces do not enumerate auto).
+SuperSchedule fixed_chunk(SuperSchedule s);
 
 /// The canonical form: idempotent. Variables whose split size is 1 become one Whole loop (an
 /// x1/x0 pair of split 1 collapses to x, dropping the x0 level's format), and a parallel loop

@@ -28,7 +28,8 @@ struct CsrView {
 /// nonzeros, or one thread, run serially; otherwise rows go in dynamic chunks of
 /// csr_spmv_chunk(rows, threads), about kCsrSpmvChunksPerThread a thread and at least
 /// kCsrSpmvMinChunk rows. The drop-in header of a plan that this baseline serves applies the
-/// same rule (codegen::emit_standalone_header).
+/// same rule (codegen::emit_standalone_header), and so does the generated csr schedule of SpMV
+/// (codegen's chunk=auto).
 inline constexpr std::int64_t kCsrSpmvSerialNnz = 3072;
 inline constexpr int kCsrSpmvChunksPerThread = 4;
 inline constexpr index_t kCsrSpmvMinChunk = 128;
