@@ -284,7 +284,10 @@ Command make_tune_command() {
                            "calls, waco_tuned::build then waco_tuned::spmv/spmm/...), with what it "
                            "was tuned for in a comment");
             sub.add_option("--db", o->req.db,
-                           "Results database (default: " + heuristics::default_results_path() + ")");
+                           "Results database (default: " + heuristics::default_results_path() +
+                               "): every candidate timed on its own (by the searches that measure "
+                               "one at a time, and the csr references); the side-by-side and "
+                               "fresh runs that rank and decide are in the JSON report only");
             sub.add_option("--seed", o->req.seed, "Seed of the random sample and the dense operands")
                 ->capture_default_str();
             sub.add_option("--dense", o->req.dense,
@@ -409,8 +412,11 @@ Command make_tune_command() {
                 ->excludes(no_cache);
             sub.add_flag("--retry-failed", o->req.retry_failed,
                          "Measure again candidates stored with a status other than ok");
-            sub.add_flag("--json", o->json, "Print JSON (speedup_over_csr, best, status_counts, "
-                                            "kernel_source, context)");
+            sub.add_flag("--json", o->json,
+                         "Print JSON (verdict; claimed_speedup: a gain's, over the faster csr "
+                         "reference, its interval in speedup_interval; speedup_over_csr: over the csr "
+                         "schedule, speedup_over_csr_baseline: over the hand-written csr; best, "
+                         "status_counts, kernel_source, context)");
             sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
             add_cpu_lock_option(sub, o->cpu_lock, "from reading the file until the tune ends");
             add_codegen_options(sub, o->req.generated);
