@@ -84,6 +84,11 @@ TEST_CASE("compiler: compiles, loads and calls, and a second compile is a cache 
   CHECK(compiler_invocations() == before + 1);
   CHECK_FALSE(first.cache_hit);
   CHECK(first.compile_seconds > 0.0);
+  // The compiler's CPU time (its processes' rusage): some, and no more than its wall time on
+  // every core (plus the clock's tick).
+  CHECK(first.compile_cpu_seconds > 0.0);
+  CHECK(first.compile_cpu_seconds <=
+        first.compile_seconds * static_cast<double>(std::thread::hardware_concurrency()) + 0.02);
   CHECK(first.key.size() == 32);
   CHECK(first.library_path == dir + "/" + first.key + ".so");
   CHECK(first.source_path == dir + "/" + first.key + ".cpp");
@@ -99,6 +104,7 @@ TEST_CASE("compiler: compiles, loads and calls, and a second compile is a cache 
   CHECK(compiler_invocations() == before + 1);  // no compiler run
   CHECK(second.cache_hit);
   CHECK(second.compile_seconds == 0.0);
+  CHECK(second.compile_cpu_seconds == 0.0);
   CHECK(second.key == first.key);
   CHECK(second.library_path == first.library_path);
   CHECK(call_f(second, 20) == 41);

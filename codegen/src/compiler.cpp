@@ -130,6 +130,7 @@ CompileResult compile_and_load(const std::string& source, const CompilerOptions&
   const ProcessResult r = run_process(argv, opts.timeout_seconds, opts.cancelled);
   if (r.cancelled) throw kernels::Cancelled("compiling a kernel was stopped (asked to stop)");
   result.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.compile_cpu_seconds = r.cpu_seconds;
   if (r.spawn_error != 0) throw_spawn_error(opts.compiler, r.spawn_error, argv);
   if (!succeeded(r)) {
     const std::string log_path = join_path(dir, result.key + ".log");

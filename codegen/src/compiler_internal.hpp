@@ -74,6 +74,9 @@ struct ProcessResult {
   bool timed_out = false;
   bool cancelled = false;  ///< killed because `cancelled` asked for it
   int status = 0;  ///< waitpid status
+  /// User + system CPU time of the compiler's processes (the guard's rusage from wait4: the
+  /// guard has reaped the driver, which reaped cc1plus, as and ld); 0 when it did not start.
+  double cpu_seconds = 0.0;
   std::string output;
 };
 

@@ -275,8 +275,15 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   for (;;) {
     const bool kill_now = result.timed_out || result.cancelled;
     if (kill_now) ::kill(-pid, SIGKILL);
-    const pid_t w = ::waitpid(pid, &result.status, kill_now ? 0 : WNOHANG);
-    if (w == pid) break;
+    struct rusage usage {};
+    const pid_t w = ::wait4(pid, &result.status, kill_now ? 0 : WNOHANG, &usage);
+    if (w == pid) {
+      const auto seconds = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+      };
+      result.cpu_seconds = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+      break;
+    }
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) {
       const int err = errno;

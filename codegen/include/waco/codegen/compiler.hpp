@@ -111,6 +111,9 @@ struct CompileResult {
   bool cache_hit = false;        ///< true: <key>.so was present and only loaded
   bool shipped = false;          ///< the hit came from a shipped folder (shipped_kernel_dirs)
   double compile_seconds = 0.0;  ///< wall time of the compiler run; 0 on a cache hit
+  /// User + system CPU time of the compiler's processes (what the run took from the machine's
+  /// cores, beside an application's calls too); 0 on a cache hit.
+  double compile_cpu_seconds = 0.0;
   double load_seconds = 0.0;     ///< wall time of dlopen
   std::string key;               ///< the cache key (32 hex digits)
   std::string library_path;      ///< <cache_dir>/<key>.so, or the shipped folder's
