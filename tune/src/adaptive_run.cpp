@@ -320,7 +320,8 @@ void AdaptiveRun::nominate_step() {
     // without a compiler costs a fraction of ranking the admissible set (tune/README.md, "The
     // cost of the choice").
     // More than asked: csr's own schedule among them (with this plan's threads, as the space
-    // holds it: codegen::fixed_chunk) would be a nominee that can only tie, and at most kPerKernel nominees share a kernel (below).
+    // holds it: codegen::fixed_chunk) would be a nominee that can only tie, and at most
+    // kPerKernel nominees share a kernel (below).
     TuneOperand operand = setup_.operand;
     operand.diagonals = diagonals_;  // counted by the dia step: the space does not count again
     nom = nominate(operand, setup_.request, kPerKernel * static_cast<std::size_t>(setup_.nominees) * 2 + 1,
