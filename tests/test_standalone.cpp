@@ -253,6 +253,12 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
       CHECK((header.find("kChunksPerThread = 4;") != std::string::npos) ==
             (schedules[i].chunk == codegen::kAutoChunk));
       if (baseline_of(i) == "csr") CHECK(schedules[i].chunk == codegen::kAutoChunk);
+      // ... whose small products run the serial nest, outside the OpenMP region (the edge cases
+      // below are such products; "2100 rows" is not).
+      const std::size_t serial_branch = header.find("if (a->threads <= 1) {");
+      CHECK((serial_branch != std::string::npos) == (schedules[i].chunk == codegen::kAutoChunk));
+      if (serial_branch != std::string::npos)
+        CHECK(serial_branch < header.find("#pragma omp parallel"));
       // The streaming rule of this machine, in the headers whose flush can stream.
       CHECK(header.find("kStreamMinBytes = " +
                         std::to_string(codegen::streams_output(schedules[i]) ? codegen::stream_output_min_bytes() : 0) +
