@@ -250,12 +250,32 @@ TEST_CASE("codegen: chunk=auto binds the csr SpMV baseline's rule, in the kernel
   g.rows = 9000;
   g.cols = 7000;
   g.nnz = 60000;
-  const CooMatrix big = generate(g);
+  CooMatrix big = generate(g);
   g.rows = 500;
   g.nnz = 3000;
   const CooMatrix small = generate(g);
   REQUIRE(small.nnz() <= kCsrSpmvSerialNnz);
   REQUIRE(big.nnz() > kCsrSpmvSerialNnz);
+  // Every other row emptied: dcsr's chunks are sized from the 4,500 nonempty rows, not 9,000.
+  {
+    std::vector<index_t> r, c;
+    std::vector<float> v;
+    for (std::size_t e = 0; e < static_cast<std::size_t>(big.nnz()); ++e)
+      if (big.row[e] % 2 == 0) {
+        r.push_back(big.row[e]);
+        c.push_back(big.col[e]);
+        v.push_back(1.0f + 0.001f * static_cast<float>(e % 97));
+      }
+    big = waco::test::from_triplets(9000, 7000, r, c, v);
+  }
+  REQUIRE(big.nnz() > kCsrSpmvSerialNnz);
+  index_t nonempty_rows = 0;
+  {
+    std::vector<bool> seen(9000, false);
+    for (std::size_t e = 0; e < static_cast<std::size_t>(big.nnz()); ++e) seen[static_cast<std::size_t>(big.row[e])] = true;
+    for (bool x : seen) nonempty_rows += x;
+  }
+  REQUIRE(nonempty_rows <= 4500);
   for (const std::string name : {"csr", "dcsr", "csc"})
     for (int threads : {2, 3}) {
       const SuperSchedule s = *schedule_shortcut(KernelKind::SpMV, name);
@@ -264,9 +284,10 @@ TEST_CASE("codegen: chunk=auto binds the csr SpMV baseline's rule, in the kernel
       const Problem p = make_problem(KernelKind::SpMV, &big, nullptr, d);
       BoundKernel b = bind_schedule(s, p, 1, threads, test_options());
       CHECK(b.args.threads == threads);
-      const index_t iterations = name == "csc" ? 7000 : 9000;
+      // dcsr's loop runs over the nonempty rows only.
+      const index_t iterations = name == "csc" ? 7000 : name == "dcsr" ? nonempty_rows : 9000;
       CHECK(b.args.chunk == csr_spmv_chunk(iterations, threads));
-      CHECK(b.args.chunk == (iterations + 4 * threads - 1) / (4 * threads));
+      CHECK(b.args.chunk == std::max<index_t>(kCsrSpmvMinChunk, (iterations + 4 * threads - 1) / (4 * threads)));
       const DenseOperands ds = make_dense_operands(KernelKind::SpMV, &small, nullptr, 1, 3);
       const Problem ps = make_problem(KernelKind::SpMV, &small, nullptr, ds);
       BoundKernel bs = bind_schedule(s, ps, 1, threads, test_options());

@@ -116,8 +116,12 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
   }
   b.args.chunk = s.chunk;
   if (s.chunk == kAutoChunk) {
-    const auto extent = static_cast<kernels::index_t>(ext[spec.var_index(s.parallel.var)]);
-    b.args.chunk = static_cast<int>(kernels::csr_spmv_chunk(extent, b.args.threads));
+    // The parallel loop's iterations: its extent, or, over a compressed outermost level (dcsr),
+    // the level's stored coordinates (a hypersparse matrix's rows would otherwise make chunks so
+    // large that a few cover every nonempty row).
+    const bool stored = st.levels.front().loop == s.parallel && st.levels.front().format != LevelFormat::U;
+    const std::int64_t iterations = stored ? st.levels.front().size : ext[spec.var_index(s.parallel.var)];
+    b.args.chunk = static_cast<int>(kernels::csr_spmv_chunk(static_cast<kernels::index_t>(iterations), b.args.threads));
   }
   return b;
 }

@@ -173,11 +173,15 @@ inline void run(const Format& f, const waco_value_t* in0, const waco_value_t* in
   a.threads = kThreads > 0 ? kThreads : omp_get_max_threads();
   a.chunk = kChunk;
   // The hand-written csr SpMV baseline's rule (kSerialMaxNnz and kChunksPerThread are 0 for
-  // every other header): small products on one thread, the parallel loop's iterations (csr: rows)
-  // in about kChunksPerThread dynamic chunks a thread of at least kChunk.
+  // every other header): small products on one thread, the parallel loop's iterations (csr: rows;
+  // dcsr: its nonempty rows) in about kChunksPerThread dynamic chunks a thread of at least kChunk.
   if (f.nnz <= kSerialMaxNnz) a.threads = 1;
   if (kChunksPerThread > 0 && a.threads > 1) {
-    const long long iterations = f.extent[kParallelVar];
+    // A compressed outermost level (dcsr) runs over its stored coordinates only.
+    const bool stored = kLevelVar[0] == kParallelVar && kLevelPart[0] == 0 && kLevelCompressed[0];
+    const long long iterations = !stored ? f.extent[kParallelVar]
+                                 : kLevelNarrow[0] ? static_cast<long long>(f.crd16[0].size())
+                                                   : static_cast<long long>(f.crd[0].size());
     const long long parts = std::max<long long>(1, static_cast<long long>(kChunksPerThread) * a.threads);
     a.chunk = static_cast<int>(std::max<long long>(kChunk, (iterations + parts - 1) / parts));
   }
