@@ -232,10 +232,10 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race, Source
   if (form == SourceForm::Header && s.chunk == kAutoChunk) {
     // The drop-in header's small products (chunk=auto: the host sets one thread up to the csr
     // baseline's serial bound) run the schedule's serial nest, without an OpenMP region, as the
-    // library runs the schedule's serial kernel: one thread inside the region cost ~1.4 us a call
-    // more on a 1,910-nonzero matrix (2.6 us). (The shared object keeps one source for auto and
-    // its fixed chunk; the library compiles the serial kernel apart.) Before the private copies
-    // are allocated: the serial nest needs none.
+    // library runs the schedule's serial kernel: on west0479 (1,910 nonzeros, Intel SPR VM) one
+    // thread inside the region took 3.4-3.7 us a call, the serial nest 2.9-3.1 us. (The shared
+    // object keeps one source for auto and its fixed chunk; the library compiles the serial
+    // kernel apart.) Before the private copies are allocated: the serial nest needs none.
     SuperSchedule one = s;
     one.threads = 1;
     const Analysis serial = analyze(one, race);
