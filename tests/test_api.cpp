@@ -305,6 +305,8 @@ TEST_CASE("api: bad input gives waco::Error with a clear message") {
   CHECK_THROWS_WITH(waco::make_plan(m, waco::Kernel::SpMV, "order=i,i format=UC"),
                     Contains("schedule"));
   CHECK_THROWS_WITH(waco::make_plan(m, waco::Kernel::MTTKRP, "csf"), Contains("needs a 3-D tensor"));
+  // dia of a matrix on too many diagonals: refused before anything is stored.
+  CHECK_THROWS_WITH(waco::make_plan(m, waco::Kernel::SpMV, "dia"), Contains("diagonals"));
   const waco::Plan mm = waco::make_plan(m, waco::Kernel::SpMM, "csr", scratch_options(dir));
   CHECK_THROWS_WITH(mm.spmm(4, x.data(), 2, y.data(), 4), Contains("ldb = 2 is smaller"));
   CHECK_THROWS_WITH(mm.spmm(0, x.data(), 2, y.data(), 4), Contains("at least 1"));
@@ -555,6 +557,14 @@ TEST_CASE("api: a decision for the dia baseline serves diagonal storage, equal t
   std::vector<float> y2(m.rows());
   l.spmv(x.data(), y2.data());
   check_close(ref, y2.data(), scale * 100);
+  // The same baseline asked for by name, without a tune (SpMV only).
+  const waco::Plan given = waco::make_plan(m, waco::Kernel::SpMV, " dia", o);
+  CHECK(given.implementation() == "dia");
+  CHECK(given.verdict() == "given");
+  std::vector<float> y3(m.rows(), std::numeric_limits<float>::quiet_NaN());
+  given.spmv(x.data(), y3.data());
+  check_close(ref, y3.data(), scale * 100);
+  CHECK_THROWS_WITH(waco::make_plan(m, waco::Kernel::SpMM, "dia", o), Catch::Matchers::Contains("serves spmv only"));
   // Its drop-in header is dia's, as `tune -o` writes it for the same decision.
   const std::string header = p.standalone_header();
   CHECK(header.find("the dia baseline (diagonal storage) serves this plan") != std::string::npos);

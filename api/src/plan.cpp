@@ -559,9 +559,18 @@ Plan make_plan(const Matrix& A, Kernel k, const std::string& schedule, const Opt
     // baseline compiled into the library, as a no-gain tune and an adaptive plan serve it (no
     // kernel to load, no compiler asked who it is). The csr schedule's generated kernel: its
     // text form.
-    std::shared_ptr<Plan::Impl> impl =
-        bind_plan(A, k, codegen::schedule_from_string(kind_of(k), schedule), o,
-                  codegen::baseline_named(kind_of(k), schedule));
+    // "dia" (SpMV): the diagonal-storage baseline a tune may return; its plan carries the csr
+    // schedule, as a tuned one does (codegen::bind_baseline refuses a matrix whose diagonals
+    // would store more than kDiaMaxFill values a nonzero).
+    const std::string baseline = codegen::baseline_named(kind_of(k), schedule);
+    const std::size_t b = schedule.find_first_not_of(" \t"), e = schedule.find_last_not_of(" \t");
+    if (baseline.empty() && b != std::string::npos && schedule.substr(b, e - b + 1) == codegen::kDiaBaseline)
+      throw Error("make_plan: \"dia\" (diagonal storage) serves spmv only",
+                  "use \"csr\" or a schedule for the other kernels");
+    std::shared_ptr<Plan::Impl> impl = bind_plan(
+        A, k,
+        codegen::schedule_from_string(kind_of(k), baseline == codegen::kDiaBaseline ? "csr" : schedule),
+        o, baseline);
     impl->verdict = "given";
     impl->report = nullptr;
     impl->tuning_s = kernels::now_seconds() - t0;

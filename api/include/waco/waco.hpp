@@ -353,7 +353,9 @@ WACO_API Plan tune(const Matrix& A, Kernel kernel, const Options& opts = {});
 /// A plan of a given schedule without tuning: "csr" (the reference every tune is measured
 /// against: the hand-written csr compiled into the library, implementation() "csr"; "csf" for
 /// MTTKRP), another shortcut ("dcsr", "csc", "bcsr4x4") or a schedule's text form (the csr
-/// schedule's generated kernel: its text form, Plan::schedule() of the "csr" plan).
+/// schedule's generated kernel: its text form, Plan::schedule() of the "csr" plan); "dia" (SpMV:
+/// the diagonal-storage baseline a tune may return, refused with an Error when the diagonals
+/// would store more than 2 values a nonzero).
 WACO_API Plan make_plan(const Matrix& A, Kernel kernel, const std::string& schedule,
                         const Options& opts = {});
 
