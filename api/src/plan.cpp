@@ -563,13 +563,13 @@ Plan make_plan(const Matrix& A, Kernel k, const std::string& schedule, const Opt
     // schedule, as a tuned one does (codegen::bind_baseline refuses a matrix whose diagonals
     // would store more than kDiaMaxFill values a nonzero).
     const std::string baseline = codegen::baseline_named(kind_of(k), schedule);
-    const std::size_t b = schedule.find_first_not_of(" \t"), e = schedule.find_last_not_of(" \t");
-    if (baseline.empty() && b != std::string::npos && schedule.substr(b, e - b + 1) == codegen::kDiaBaseline)
+    const bool names_dia = codegen::baseline_named(KernelKind::SpMV, schedule) == codegen::kDiaBaseline;
+    if (names_dia && baseline.empty())
       throw Error("make_plan: \"dia\" (diagonal storage) serves spmv only",
                   "use \"csr\" or a schedule for the other kernels");
     std::shared_ptr<Plan::Impl> impl = bind_plan(
         A, k,
-        codegen::schedule_from_string(kind_of(k), baseline == codegen::kDiaBaseline ? "csr" : schedule),
+        codegen::schedule_from_string(kind_of(k), names_dia ? "csr" : schedule),
         o, baseline);
     impl->verdict = "given";
     impl->report = nullptr;
