@@ -24,6 +24,7 @@
 #include "support/test_paths.hpp"
 #include "waco/codegen/compiler.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/memo.hpp"
 
 namespace fs = std::filesystem;
 using waco::codegen::compile_and_load;
@@ -117,15 +118,40 @@ TEST_CASE("compiler: compiles, loads and calls, and a second compile is a cache 
   CHECK_THAT(msg, Catch::Contains(first.library_path));
 }
 
-TEST_CASE("compiler: the library outlives the CompileResult that loaded it") {
+TEST_CASE("compiler: the library outlives the CompileResult that loaded it, and is opened once") {
   const CompilerOptions opts = options_in(waco::test::scratch_dir("compiler-lifetime"));
   std::shared_ptr<waco::codegen::LoadedLibrary> keep;
   {
     const auto r = compile_and_load(kSource, opts);
     keep = r.library;
   }
-  CHECK(keep.use_count() == 1);
   CHECK(reinterpret_cast<IntFn>(keep->symbol("f"))(5) == 11);
+  // The process keeps what it opened (kernel libraries stay mapped: RTLD_NODELETE): a second
+  // load of the path shares the open library instead of asking dlopen again.
+  const auto again = compile_and_load(kSource, opts);
+  CHECK(again.cache_hit);
+  CHECK(again.library == keep);
+  CHECK(reinterpret_cast<IntFn>(again.library->symbol("f"))(5) == 11);
+}
+
+TEST_CASE("compiler: kernels::Memo keeps a pure function's results, bounded") {
+  waco::kernels::Memo<std::string, int> memo(2);
+  int made = 0;
+  const auto make = [&made](int v) { return [&made, v] { ++made; return v; }; };
+  CHECK(memo.get("a", make(1)) == 1);
+  CHECK(memo.get("a", make(9)) == 1);  // kept: not made again
+  CHECK(made == 1);
+  CHECK(memo.get("b", make(2)) == 2);
+  CHECK(memo.size() == 2);
+  memo.keep("b", 3);  // a key kept again takes the new value, and the memo stays full
+  CHECK(memo.find("b") == std::optional<int>(3));
+  CHECK(memo.size() == 2);
+  CHECK(memo.get("c", make(4)) == 4);  // full: emptied, then c kept
+  CHECK(memo.size() == 1);
+  CHECK_FALSE(memo.find("a").has_value());
+  // A make that throws keeps nothing.
+  CHECK_THROWS_AS(memo.get("d", []() -> int { throw Error("no"); }), Error);
+  CHECK_FALSE(memo.find("d").has_value());
 }
 
 TEST_CASE("compiler: the key depends on source, flags and compiler, and on nothing else") {

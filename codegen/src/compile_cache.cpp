@@ -31,6 +31,7 @@
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/memo.hpp"
 #include "waco/kernels/process.hpp"
 
 #ifndef WACO_SHIPPED_KERNELS_DIR
@@ -290,7 +291,9 @@ std::string shipped_library(const std::string& key) {
 
 std::string default_cache_dir() { return join_path(kernels::user_cache_dir(), "kernels"); }
 
-std::string cache_key(const std::string& source, const CompilerOptions& opts) {
+namespace {
+
+std::string compute_cache_key(const std::string& source, const CompilerOptions& opts) {
   Sha256 h;
   hash_field(h, "format", "waco-hybrid kernel cache v" + std::to_string(kCompilerCacheFormatVersion));
   hash_field(h, "compiler", compiler_version(opts.compiler));
@@ -310,6 +313,20 @@ std::string cache_key(const std::string& source, const CompilerOptions& opts) {
     key += hex[digest[i] & 15];
   }
   return key;
+}
+
+}  // namespace
+
+std::string cache_key(const std::string& source, const CompilerOptions& opts) {
+  // Once per process and (compiler, flags, source): the SHA-256 of a kernel's source (several
+  // kilobytes) cost more than finding it again, and a plan asks for each nominee's key twice (is it
+  // compiled? then load it). The compiler's version and the host are read once per process too.
+  static kernels::Memo<std::string, std::string> memo(512);
+  std::string k = opts.compiler;
+  for (const std::string& f : opts.flags) k += '\0' + f;
+  k += '\1';
+  k += source;
+  return memo.get(k, [&] { return compute_cache_key(source, opts); });
 }
 
 std::vector<std::string> shipped_kernel_dirs() {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/memo.hpp"
 
 namespace waco::codegen {
 
@@ -36,8 +37,13 @@ namespace {
 std::atomic<std::int64_t> g_compiler_invocations{0};
 
 std::shared_ptr<LoadedLibrary> load(const std::string& path, double& seconds) {
+  // A library this process opened before is shared, not opened again: dlopen of a mapped path
+  // still searches the loaded objects (an adaptive plan's nominee spent ~40 us there). Kernel
+  // libraries stay mapped for the life of the process anyway (RTLD_NODELETE), so holding their
+  // handles here keeps nothing else alive; a path names one kernel (its cache key).
+  static kernels::Memo<std::string, std::shared_ptr<LoadedLibrary>> opened(512);
   const auto t0 = std::chrono::steady_clock::now();
-  auto lib = std::make_shared<LoadedLibrary>(path);
+  std::shared_ptr<LoadedLibrary> lib = opened.get(path, [&] { return std::make_shared<LoadedLibrary>(path); });
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return lib;
 }

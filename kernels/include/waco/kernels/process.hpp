@@ -46,7 +46,8 @@ std::string find_executable(const std::string& name);
 /// code was installed: <prefix>/share/waco-hybrid/<name> for <prefix>/bin/waco-hybrid,
 /// <prefix>/lib/libwaco.so or <prefix>/libexec/waco-hybrid/waco-measure-worker (found with dladdr, so a moved prefix still finds it; inside an
 /// application linking libwaco.so it is the library's prefix, not the application's), when that
-/// folder exists; else `fallback` (e.g. the source tree's copy, for a build tree).
+/// folder exists; else `fallback` (e.g. the source tree's copy, for a build tree). Looked for
+/// once per process and name.
 std::string shipped_dir(const std::string& name, const std::string& fallback);
 
 /// An exclusive advisory lock on a file (flock), e.g. the CPU lock that measuring programs share
