@@ -215,14 +215,24 @@ TEST_CASE("adaptive: csr serves while nominees are being prepared") {
     const AdaptivePolicy::Step s = p.next();
     CHECK(s.arm == 0);
     CHECK(s.verify == 0);
+    CHECK(s.waiting);  // nothing to explore: the run time serves such calls quietly for a while
     p.record(0, 10e-6);
   }
   p.ready(2);
   const AdaptivePolicy::Step s = p.next();
   CHECK(s.verify == 2);
+  CHECK_FALSE(s.waiting);
   // While 2's verification is in flight and 1 is not ready, csr serves.
-  CHECK(p.next().arm == 0);
-  CHECK(p.next().verify == 0);
+  const AdaptivePolicy::Step w = p.next();
+  CHECK(w.arm == 0);
+  CHECK(w.verify == 0);
+  CHECK(w.waiting);
+  p.verified(2, true, 9e-6, "");
+  p.failed(1, "its format refused");
+  // The verification done and 1 gone: the rungs begin, csr's call first, not a waiting one.
+  const AdaptivePolicy::Step r = p.next();
+  CHECK(r.arm == 0);
+  CHECK_FALSE(r.waiting);
 }
 
 TEST_CASE("adaptive: the budget stops exploration") {

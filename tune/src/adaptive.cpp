@@ -13,10 +13,15 @@ namespace {
 
 constexpr std::size_t kCsrWindow = 1024;
 
+/// kernels::quantile(sorted v, 0.5), without sorting: a selection, O(n) (asked on every call
+/// while a plan explores, of windows of up to kCsrWindow times).
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return kernels::quantile(v, 0.5);
+  const std::size_t lo = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(lo), v.end());
+  if (v.size() % 2 == 1) return v[lo];
+  const double hi = *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(lo) + 1, v.end());
+  return v[lo] + 0.5 * (hi - v[lo]);
 }
 
 }  // namespace
@@ -38,10 +43,11 @@ int AdaptivePolicy::live_nominees() const {
 double AdaptivePolicy::median_ratio(const Arm& a) const { return median_of(a.ratios); }
 
 double AdaptivePolicy::csr_seconds() const {
-  // Asked on every call while exploring: the median of the window is taken again only when the
-  // window has grown by a sixteenth since (or is small).
+  // Asked several times on every call while exploring: the median of the window is taken again
+  // only when a csr call was recorded since, and then, past 64 calls, once the window has grown
+  // by a sixteenth.
   const std::int64_t n = static_cast<std::int64_t>(csr_all_.size());
-  if (n < 64 || csr_calls_ - csr_median_calls_ >= n / 16) {
+  if (csr_calls_ != csr_median_calls_ && (n < 64 || csr_calls_ - csr_median_calls_ >= n / 16)) {
     csr_median_ = median_of(csr_all_);
     csr_median_calls_ = csr_calls_;
   }
@@ -97,7 +103,7 @@ AdaptivePolicy::Step AdaptivePolicy::next() {
       }
       waiting = true;  // not prepared yet, or its verification is in flight
     }
-    if (waiting) return {0, 0};
+    if (waiting) return {0, 0, false, true};
     if (live_nominees() == 0) {
       settle(0, "no-gain");
       return {0, 0};

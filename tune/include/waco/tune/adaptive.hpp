@@ -71,6 +71,9 @@ class AdaptivePolicy {
     int arm = 0;
     int verify = 0;  ///< a nominee to verify on this call (arm is then 0), else 0
     bool warm = false;  ///< a call that warms the caches for the arm's timed call after it
+    /// csr's call while the verification waits for a nominee that is not ready (its format or
+    /// kernel still coming): the call has nothing to explore.
+    bool waiting = false;
   };
 
   AdaptivePolicy(int nominees, AdaptiveOptions options);
