@@ -124,7 +124,12 @@ class Space {
                            const kernels::CooTensor* t, std::int64_t dense,
                            const SpaceOptions& opts,
                            const std::function<void(const signature::LocalitySignature&)>& beside);
-  static constexpr std::int64_t kBesideMinNnz = 32768;
+  /// From about here the two threads pay: `bench_choice --shortlist` (SpMV, 2 threads, Intel SPR
+  /// VM, six alternations of the team for every matrix and of 32768), the short list's choice
+  /// took a median 0.78x the time on 8 matrices of 1.9k-27k nonzeros (zenios 0.61x, G51 0.70x,
+  /// west0479 0.89x), 0.93x on cage5 (233 nonzeros, range 0.69-1.17) and 1.15x on ash219 (438),
+  /// where starting the team costs about what the counts do.
+  static constexpr std::int64_t kBesideMinNnz = 1024;
   /// The structural space: no matrix, given extents per KernelSpec::vars (sparse extents unknown
   /// may be given as kMaxSplit). Passes that need the matrix do not apply (they say so).
   static Space structural(kernels::KernelKind k, std::vector<std::int64_t> extents,
