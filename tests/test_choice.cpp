@@ -26,6 +26,7 @@
 #include "support/test_paths.hpp"
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/kernel_spec.hpp"
+#include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/pass.hpp"
 #include "waco/heuristics/space.hpp"
 #include "waco/kernels/generators.hpp"
@@ -233,6 +234,37 @@ TEST_CASE("tune: nominate gives the lists the unoptimized nominate recorded "
     REQUIRE(la == le);
   }
   CHECK(!std::getline(a, la));
+}
+
+TEST_CASE("tune: a short list scored again (its schedule embeddings kept) scores as a fresh model does") {
+  kernels::GeneratorSpec g;
+  g.kind = "uniform";
+  g.rows = 3000;
+  g.nnz = 30000;
+  g.seed = 7;
+  const kernels::CooMatrix a = kernels::generate(g);
+  const std::string path = learned::default_model_path(KernelKind::SpMV);
+  const auto shared = learned::CostModel::load_shared(path, KernelKind::SpMV);
+  const learned::ModelInput in = shared->prepare(a);
+  std::vector<codegen::SuperSchedule> part, list;
+  for (const char* text : {"csr", "order=i,k format=UC parallel=i threads=2 chunk=static",
+                           "order=i,k format=UC parallel=i threads=2 chunk=4",
+                           "split=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=2",
+                           "split=k:256 order=k1,i,k0 format=UUC parallel=i threads=2 chunk=8"})
+    part.push_back(codegen::schedule_from_string(KernelKind::SpMV, text));
+  list = part;
+  list.push_back(codegen::schedule_from_string(KernelKind::SpMV, "order=i,k format=CC parallel=i threads=1 chunk=1"));
+  const std::vector<double> first = shared->scores(in, part);
+  CHECK(shared->scores(in, list).size() == list.size());  // another list between
+  CHECK(shared->scores(in, part) == first);
+  const learned::CostModel fresh = learned::CostModel::load(path, KernelKind::SpMV);
+  CHECK(fresh.scores(fresh.prepare(a), part) == first);
+  // Another matrix, the same list: its own scores (the kept part is the schedules' alone).
+  g.kind = "banded";
+  g.seed = 8;
+  const kernels::CooMatrix b = kernels::generate(g);
+  CHECK(shared->scores(shared->prepare(b), part) == fresh.scores(fresh.prepare(b), part));
+  CHECK(shared->scores(shared->prepare(b), part) != first);
 }
 
 TEST_CASE("tune: the model is loaded once per process and file, again when the file changes") {

@@ -3,6 +3,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "waco/heuristics/results_db.hpp"
@@ -23,20 +26,46 @@ std::string calibration_root() {
   return (fs::path(heuristics::default_results_path()).parent_path() / "calibration").string();
 }
 
-nlohmann::json calibration_identity(const codegen::CompilerOptions& kernel_compiler) {
+namespace {
+
+/// The identity and its folder's name (16 hex digits of its hash).
+struct KeptIdentity {
+  nlohmann::json identity;
+  std::string folder;
+};
+
+/// Once per kernel compiler, as heuristics::machine_identity: nothing of it changes within a
+/// process, and every model choice asks (its JSON copied and printed, ~40 us a choice).
+const KeptIdentity& kept_identity(const codegen::CompilerOptions& kernel_compiler) {
+  static std::mutex lock;
+  static std::map<std::pair<std::string, std::vector<std::string>>, KeptIdentity> kept;
+  const std::lock_guard<std::mutex> hold(lock);
+  auto key = std::make_pair(kernel_compiler.compiler, kernel_compiler.flags);
+  if (const auto it = kept.find(key); it != kept.end()) return it->second;
   nlohmann::json id = heuristics::machine_identity(kernel_compiler);
   id.erase("waco_version");
   id.erase("git_revision");
-  return id;
+  std::string folder = kernels::hex16(kernels::fnv1a(id.dump()));
+  return kept.emplace(std::move(key), KeptIdentity{std::move(id), std::move(folder)}).first->second;
+}
+
+CalibrationPaths paths_in(kernels::KernelKind kind, const std::string& folder, const std::string& root,
+                          int dense) {
+  const std::string dir = (root.empty() ? calibration_root() : root) + "/" + folder;
+  std::string k(kernels::kernel_name(kind));
+  if (dense > 0 && dense != kernels::default_dense_size(kind)) k += "-" + std::to_string(dense);
+  return {dir, dir + "/" + k + ".sqlite", dir + "/" + k + ".model", dir + "/" + k + ".json"};
+}
+
+}  // namespace
+
+nlohmann::json calibration_identity(const codegen::CompilerOptions& kernel_compiler) {
+  return kept_identity(kernel_compiler).identity;
 }
 
 CalibrationPaths calibration_paths(kernels::KernelKind kind, const nlohmann::json& identity,
                                    const std::string& root, int dense) {
-  const std::string dir =
-      (root.empty() ? calibration_root() : root) + "/" + kernels::hex16(kernels::fnv1a(identity.dump()));
-  std::string k(kernels::kernel_name(kind));
-  if (dense > 0 && dense != kernels::default_dense_size(kind)) k += "-" + std::to_string(dense);
-  return {dir, dir + "/" + k + ".sqlite", dir + "/" + k + ".model", dir + "/" + k + ".json"};
+  return paths_in(kind, kernels::hex16(kernels::fnv1a(identity.dump())), root, dense);
 }
 
 std::string file_hash(const std::string& path) {
@@ -103,14 +132,15 @@ ModelChoice choose_model(const std::string& explicit_path, kernels::KernelKind k
   const int want = dense > 0 ? dense : default_dense;
   const bool sized = kind != kernels::KernelKind::SpMV;
   const std::string size = sized ? " at dense size " + std::to_string(want) : "";
-  const nlohmann::json identity = calibration_identity(kernel_compiler);
+  const KeptIdentity& kept = kept_identity(kernel_compiler);
+  const nlohmann::json& identity = kept.identity;
   const std::string k(kernels::kernel_name(kind));
   const std::string again = "waco-hybrid calibrate --kernel " + k +
                             (want != default_dense ? " --dense " + std::to_string(want) : "");
   // This size's own files first; then, at another size than the default, the default files,
   // which calibrate --dense filled before sizes had files of their own (their sidecar says so).
-  std::vector<CalibrationPaths> files = {calibration_paths(kind, identity, root, want)};
-  if (want != default_dense) files.push_back(calibration_paths(kind, identity, root));
+  std::vector<CalibrationPaths> files = {paths_in(kind, kept.folder, root, want)};
+  if (want != default_dense) files.push_back(paths_in(kind, kept.folder, root, 0));
   std::error_code ec;
   for (std::size_t f = 0; f < files.size(); ++f) {
     const CalibrationPaths& p = files[f];
