@@ -1,8 +1,9 @@
 // A process-wide memo of a pure function's results: thread-safe, bounded in entries (when full it
 // is emptied and fills again: the entries a process asks for again come back after one miss).
 // For work that a process repeats with the same inputs and that costs more than hashing and
-// comparing its key (a kernel's source emitted, its cache key's SHA-256), never for results that
-// depend on anything outside the key (or for handles to what is already held: weak pointers).
+// comparing its key (a kernel's source emitted, its cache key's SHA-256), or for handles that
+// stay valid for the life of the process (an opened kernel library); never for results that
+// depend on anything outside the key.
 #pragma once
 
 #include <cstddef>
