@@ -212,6 +212,16 @@ int main(int argc, char** argv) {
                          "[--count N] [--list] [--shortlist] FILES...\n");
     return 2;
   }
+  // Without shipped lists (a build tree whose share/waco-hybrid/kernels was not built, or
+  // WACO_SHIPPED_KERNELS=none) the short list is empty and nothing would be ranked: the times
+  // would be of a choice no plan makes (two builds compared that way looked 2x apart).
+  if (o.shortlist && codegen::shipped_schedules(o.kind).empty()) {
+    std::fprintf(stderr, "bench_choice: --shortlist, but no shipped list of %s kernels was found "
+                         "(build the target waco_shipped_kernels, or point WACO_SHIPPED_KERNELS "
+                         "at a folder that has them)\n",
+                 std::string(kernels::kernel_name(o.kind)).c_str());
+    return 1;
+  }
   try {
     return run(o);
   } catch (const kernels::Error& e) {
