@@ -531,9 +531,8 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
       // Over budget: wait for the calls to pay. Waiting for a kernel compiled in the background
       // with nothing left to prepare: look again after kWaitingQuietS of calls.
       std::int64_t quiet = policy_.calls_until_affordable(0.0);
-      const double csr_s = policy_.csr_seconds();
-      if (step.waiting && nominated_done_ && next_nominee_ >= nominated_.size() && csr_s > 0.0)
-        quiet = std::max(quiet, static_cast<std::int64_t>(kWaitingQuietS / csr_s));
+      if (step.waiting && nominated_done_ && next_nominee_ >= nominated_.size() && policy_.csr_seconds() > 0.0)
+        quiet = std::max(quiet, static_cast<std::int64_t>(kWaitingQuietS / policy_.csr_seconds()));
       quiet_.store(std::min(quiet, kMaxQuietCalls), std::memory_order_relaxed);
     }
     arm = arms_.at(static_cast<std::size_t>(step.arm));

@@ -3,8 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/file_stamp.hpp"
 #include "waco/kernels/io.hpp"
+#include "waco/kernels/memo.hpp"
 #include "waco/kernels/sparse.hpp"
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/shipped.hpp"
@@ -36,17 +36,17 @@ struct KeptIdentity {
 
 /// Once per kernel compiler, as heuristics::machine_identity: nothing of it changes within a
 /// process, and every model choice asks (its JSON copied and printed, ~40 us a choice).
-const KeptIdentity& kept_identity(const codegen::CompilerOptions& kernel_compiler) {
-  static std::mutex lock;
-  static std::map<std::pair<std::string, std::vector<std::string>>, KeptIdentity> kept;
-  const std::lock_guard<std::mutex> hold(lock);
-  auto key = std::make_pair(kernel_compiler.compiler, kernel_compiler.flags);
-  if (const auto it = kept.find(key); it != kept.end()) return it->second;
-  nlohmann::json id = heuristics::machine_identity(kernel_compiler);
-  id.erase("waco_version");
-  id.erase("git_revision");
-  std::string folder = kernels::hex16(kernels::fnv1a(id.dump()));
-  return kept.emplace(std::move(key), KeptIdentity{std::move(id), std::move(folder)}).first->second;
+std::shared_ptr<const KeptIdentity> kept_identity(const codegen::CompilerOptions& kernel_compiler) {
+  static kernels::Memo<std::string, std::shared_ptr<const KeptIdentity>> kept(16);
+  std::string key = kernel_compiler.compiler;
+  for (const std::string& f : kernel_compiler.flags) key += '\0' + f;
+  return kept.get(key, [&] {
+    nlohmann::json id = heuristics::machine_identity(kernel_compiler);
+    id.erase("waco_version");
+    id.erase("git_revision");
+    std::string folder = kernels::hex16(kernels::fnv1a(id.dump()));
+    return std::make_shared<const KeptIdentity>(KeptIdentity{std::move(id), std::move(folder)});
+  });
 }
 
 CalibrationPaths paths_in(kernels::KernelKind kind, const std::string& folder, const std::string& root,
@@ -60,7 +60,7 @@ CalibrationPaths paths_in(kernels::KernelKind kind, const std::string& folder, c
 }  // namespace
 
 nlohmann::json calibration_identity(const codegen::CompilerOptions& kernel_compiler) {
-  return kept_identity(kernel_compiler).identity;
+  return kept_identity(kernel_compiler)->identity;
 }
 
 CalibrationPaths calibration_paths(kernels::KernelKind kind, const nlohmann::json& identity,
@@ -132,15 +132,15 @@ ModelChoice choose_model(const std::string& explicit_path, kernels::KernelKind k
   const int want = dense > 0 ? dense : default_dense;
   const bool sized = kind != kernels::KernelKind::SpMV;
   const std::string size = sized ? " at dense size " + std::to_string(want) : "";
-  const KeptIdentity& kept = kept_identity(kernel_compiler);
-  const nlohmann::json& identity = kept.identity;
+  const std::shared_ptr<const KeptIdentity> kept = kept_identity(kernel_compiler);
+  const nlohmann::json& identity = kept->identity;
   const std::string k(kernels::kernel_name(kind));
   const std::string again = "waco-hybrid calibrate --kernel " + k +
                             (want != default_dense ? " --dense " + std::to_string(want) : "");
   // This size's own files first; then, at another size than the default, the default files,
   // which calibrate --dense filled before sizes had files of their own (their sidecar says so).
-  std::vector<CalibrationPaths> files = {paths_in(kind, kept.folder, root, want)};
-  if (want != default_dense) files.push_back(paths_in(kind, kept.folder, root, 0));
+  std::vector<CalibrationPaths> files = {paths_in(kind, kept->folder, root, want)};
+  if (want != default_dense) files.push_back(paths_in(kind, kept->folder, root, 0));
   std::error_code ec;
   for (std::size_t f = 0; f < files.size(); ++f) {
     const CalibrationPaths& p = files[f];
