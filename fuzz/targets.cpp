@@ -456,6 +456,10 @@ void cost_model(const std::uint8_t* data, std::size_t size) {
   } catch (const Error&) {
     return;
   }
+  try {
+    (void)m->record();  // parsed when first read (ModelRecord)
+  } catch (const Error&) {
+  }
   // A model that loads scores: a small matrix (or tensor) and its default schedule.
   const KernelKind k = m->config().kind;
   learned::ModelInput in;

@@ -324,11 +324,14 @@ TEST_CASE("cost model: model file round trip and refusals") {
   c.encoder = EncoderKind::Signature;
   CostModel m = CostModel::create(c);
   m.record()["note"] = "kept";
+  // The record is found in the header by following its strings and brackets (ModelRecord).
+  m.record()["strings"] = {"}]\"{[\\", "\\\"", "record"};
   const auto ex = synthetic_example(m, gen("banded", 500, 4000, 2));
   const std::string path = dir + "/m.model";
   m.save(path);
   const CostModel back = CostModel::load(path);
   CHECK(back.record().at("note") == "kept");
+  CHECK(back.record().at("strings") == m.record().at("strings"));
   CHECK(back.scores(ex.input, ex.schedules) == m.scores(ex.input, ex.schedules));
   CHECK_THROWS_WITH(CostModel::load(path, kernels::KernelKind::SpMM), Catch::Contains("for spmv, not spmm"));
   CHECK_THROWS_WITH(CostModel::load(path, std::nullopt, EncoderKind::Stats), Catch::Contains("signature encoder"));
@@ -355,6 +358,16 @@ TEST_CASE("cost model: model file round trip and refusals") {
   typed.replace(typed.find(note), note.size(), "\"note\":\"kep\"");
   std::ofstream(dir + "/typed.model", std::ios::binary) << typed;
   CHECK_THROWS_WITH(CostModel::load(dir + "/typed.model"), Catch::Contains("corrupt cost model header"));
+  // The training record is parsed when first read: a record that is not JSON loads and ranks,
+  // and says so when read, every time.
+  std::string record = bytes;
+  REQUIRE(record.find(note) != std::string::npos);
+  record.replace(record.find(note), note.size(), "\"note\":[kept]");
+  std::ofstream(dir + "/record.model", std::ios::binary) << record;
+  const CostModel unread = CostModel::load(dir + "/record.model");
+  CHECK(unread.scores(ex.input, ex.schedules) == m.scores(ex.input, ex.schedules));
+  CHECK_THROWS_WITH(unread.record(), Catch::Contains("corrupt cost model header"));
+  CHECK_THROWS_WITH(unread.record(), Catch::Contains("record.model"));
   // NaN weights are refused.
   std::string nan = bytes;
   const float q = std::numeric_limits<float>::quiet_NaN();

@@ -183,7 +183,7 @@ void shuffle(std::vector<T>& v, std::uint64_t seed) {
 struct CostModel::Impl {
   CostModelConfig config;
   CostNet net{nullptr};
-  nlohmann::json record = nlohmann::json::object();
+  ModelRecord record;
 
   std::map<std::string, torch::Tensor> tensors() const {
     std::map<std::string, torch::Tensor> m;
@@ -203,7 +203,7 @@ struct CostModel::Impl {
     return {{"format_version", kCostModelFormatVersion},
             {"schedule_encoding_version", codegen::kScheduleEncodingVersion},
             {"config", config.to_json()},
-            {"record", record}};
+            {"record", record.get()}};
   }
 };
 
@@ -224,8 +224,8 @@ CostModel CostModel::create(const CostModelConfig& config) {
 }
 
 const CostModelConfig& CostModel::config() const { return impl_->config; }
-nlohmann::json& CostModel::record() { return impl_->record; }
-const nlohmann::json& CostModel::record() const { return impl_->record; }
+nlohmann::json& CostModel::record() { return impl_->record.get(); }
+const nlohmann::json& CostModel::record() const { return impl_->record.get(); }
 
 std::int64_t CostModel::parameter_count() const {
   std::int64_t n = 0;
@@ -243,7 +243,7 @@ CostModel CostModel::with_dense_input() const {
   CostModelConfig c = impl_->config;
   c.dense_input = true;
   CostModel wide = create(c);  // check_inputs: SpMV and WACONet refused
-  wide.impl_->record = impl_->record;
+  wide.impl_->record = impl_->record.get();
   const auto from = impl_->snapshot();
   torch::NoGradGuard g;
   // The dense size is the last feature (prepare_input): a zero column of feat1's weights, so
@@ -547,8 +547,8 @@ TrainSummary CostModel::train(const std::vector<RankingExample>& train,
       if (r.best) save(ck_best);
       nlohmann::json hist = nlohmann::json::array();
       for (const auto& h : summary.history) hist.push_back(epoch_json(h));
-      const nlohmann::json saved_record = impl_->record;
-      impl_->record["checkpoint"] = {
+      const nlohmann::json saved_record = impl_->record.get();
+      impl_->record.get()["checkpoint"] = {
           {"epoch", r.epoch}, {"best_epoch", summary.best_epoch},
           {"best_val_spearman", std::isfinite(summary.best_val_spearman)
                                     ? nlohmann::json(summary.best_val_spearman) : nlohmann::json()},
@@ -567,8 +567,8 @@ TrainSummary CostModel::train(const std::vector<RankingExample>& train,
   summary.seconds = kernels::now_seconds() - t_start;
   nlohmann::json hist = nlohmann::json::array();
   for (const auto& h : summary.history) hist.push_back(epoch_json(h));
-  impl_->record["history"] = hist;
-  impl_->record["best_epoch"] = summary.best_epoch;
+  impl_->record.get()["history"] = hist;
+  impl_->record.get()["best_epoch"] = summary.best_epoch;
   return summary;
 }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <string_view>
+#include <utility>
 
 #include "cost_model_internal.hpp"
 #include "tensor_reader.hpp"
@@ -188,12 +190,133 @@ ScheduleInputs schedule_inputs(kernels::KernelKind kind,
   return in;
 }
 
+struct ModelRecord::State {
+  std::once_flag parsed;
+  std::string path, text;  ///< text: empty once parsed (or never given)
+  nlohmann::json value = nlohmann::json::object();
+};
+
+ModelRecord::ModelRecord() : state_(std::make_unique<State>()) {}
+ModelRecord::ModelRecord(std::string path, std::string text) : ModelRecord() {
+  state_->path = std::move(path);
+  state_->text = std::move(text);
+}
+ModelRecord::ModelRecord(ModelRecord&&) noexcept = default;
+ModelRecord& ModelRecord::operator=(ModelRecord&&) noexcept = default;
+ModelRecord::~ModelRecord() = default;
+
+ModelRecord& ModelRecord::operator=(nlohmann::json value) {
+  state_ = std::make_unique<State>();
+  state_->value = std::move(value);
+  return *this;
+}
+
+const nlohmann::json& ModelRecord::get() const {
+  State& s = *state_;
+  // An exception leaves the flag unset: a corrupt record is reported at every read.
+  std::call_once(s.parsed, [&s] {
+    if (s.text.empty()) return;
+    try {
+      s.value = nlohmann::json::parse(s.text);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(s.path + ": corrupt cost model header (its training record): " + e.what(),
+                  "write the model again");
+    }
+    s.text.clear();
+    s.text.shrink_to_fit();
+  });
+  return s.value;
+}
+
+nlohmann::json& ModelRecord::get() {
+  return const_cast<nlohmann::json&>(static_cast<const ModelRecord&>(*this).get());
+}
+
+namespace {
+
+/// [begin, end) of the value of the top-level key `key` in the JSON object `t`, found by
+/// following strings and brackets alone (no number is parsed); nullopt when the key is not
+/// there or `t` is not an object this walk can follow (the parser then says what is wrong).
+std::optional<std::pair<std::size_t, std::size_t>> top_level_value(std::string_view t,
+                                                                   std::string_view key) {
+  constexpr std::size_t npos = std::string_view::npos;
+  std::size_t i = 0;
+  const auto blank = [&] {
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t')) ++i;
+  };
+  const auto string_end = [&](std::size_t p) {  // t[p] == '"': after its closing quote
+    for (++p; p < t.size(); ++p) {
+      if (t[p] == '\\')
+        ++p;
+      else if (t[p] == '"')
+        return p + 1;
+    }
+    return npos;
+  };
+  const auto value_end = [&](std::size_t p) {  // where the value at p ends (at depth 0)
+    int depth = 0;
+    while (p < t.size()) {
+      const char c = t[p];
+      if (c == '"') {
+        p = string_end(p);
+        if (p == npos) return npos;
+        if (depth == 0) return p;
+        continue;
+      }
+      if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (depth == 0) return p;  // a scalar's end: the object's close
+        if (--depth == 0) return p + 1;
+      } else if (depth == 0 && (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t')) {
+        return p;
+      }
+      ++p;
+    }
+    return depth == 0 ? p : npos;
+  };
+  blank();
+  if (i >= t.size() || t[i] != '{') return std::nullopt;
+  ++i;
+  for (;;) {
+    blank();
+    if (i >= t.size() || t[i] != '"') return std::nullopt;
+    const std::size_t k = i;
+    i = string_end(i);
+    if (i == npos) return std::nullopt;
+    const std::string_view name = t.substr(k + 1, i - k - 2);
+    blank();
+    if (i >= t.size() || t[i] != ':') return std::nullopt;
+    ++i;
+    blank();
+    const std::size_t begin = i;
+    i = value_end(i);
+    if (i == npos || i == begin) return std::nullopt;
+    if (name == key) return std::make_pair(begin, i);
+    blank();
+    if (i >= t.size() || t[i] != ',') return std::nullopt;
+    ++i;
+  }
+}
+
+}  // namespace
+
 ModelHeader parse_model_header(const std::string& path, const std::string& header_text,
                                std::optional<kernels::KernelKind> expect_kind,
                                std::optional<EncoderKind> expect_encoder) {
   ModelHeader out;
   try {
-    nlohmann::json h = nlohmann::json::parse(header_text);
+    // The training record stays text (ModelRecord): the rest, with an empty record in its
+    // place, is parsed and checked now.
+    nlohmann::json h;
+    if (const auto at = top_level_value(header_text, "record")) {
+      const auto [begin, end] = *at;
+      h = nlohmann::json::parse(header_text.substr(0, begin) + "{}" + header_text.substr(end));
+      out.record = ModelRecord(path, header_text.substr(begin, end - begin));
+    } else {
+      h = nlohmann::json::parse(header_text);
+      if (h.is_object() && h.contains("record")) out.record = std::move(h["record"]);
+    }
     if (!h.is_object() || !h.contains("config"))
       throw Error(path + ": corrupt cost model header (no configuration)", "write the model again");
     const int enc = h.value("schedule_encoding_version", -1);
@@ -203,7 +326,6 @@ ModelHeader parse_model_header(const std::string& path, const std::string& heade
                       std::to_string(codegen::kScheduleEncodingVersion),
                   "train the model again with this version (waco-hybrid train)");
     out.config = CostModelConfig::from_json(h.at("config"));
-    out.record = h.contains("record") ? std::move(h["record"]) : nlohmann::json::object();
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": corrupt cost model header: " + e.what(), "write the model again");
   }

@@ -58,11 +58,33 @@ struct ScheduleInputs {
 ScheduleInputs schedule_inputs(kernels::KernelKind kind,
                                const std::vector<codegen::SuperSchedule>& schedules);
 
+/// A model's training record (its header's "record": the command, the machine and ~14 KB of
+/// per-epoch history), kept as the file's text until it is first read. Ranking never reads it,
+/// and parsing it was ~0.3 ms of a process's first model load (~0.8 ms), which an adaptive
+/// plan's first choice waits for. A record that is not JSON is reported when it is read
+/// (kernels::Error, "corrupt cost model header"). Reading is thread-safe (a shared model's).
+class ModelRecord {
+ public:
+  ModelRecord();  ///< an empty object
+  /// The record as the file of `path` holds it (JSON text), parsed when first read.
+  ModelRecord(std::string path, std::string text);
+  ModelRecord(ModelRecord&&) noexcept;
+  ModelRecord& operator=(ModelRecord&&) noexcept;
+  ~ModelRecord();
+  ModelRecord& operator=(nlohmann::json value);
+  nlohmann::json& get();
+  const nlohmann::json& get() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 /// The checked header of a model file: the configuration and the training record. Refuses
 /// another schedule encoding version, another kernel or encoder than expected.
 struct ModelHeader {
   CostModelConfig config;
-  nlohmann::json record;
+  ModelRecord record;
 };
 ModelHeader parse_model_header(const std::string& path, const std::string& header_text,
                                std::optional<kernels::KernelKind> expect_kind,

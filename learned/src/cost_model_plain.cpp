@@ -111,7 +111,7 @@ constexpr std::size_t kKeptList = 128;
 
 struct CostModel::Impl {
   CostModelConfig config;
-  nlohmann::json record = nlohmann::json::object();
+  ModelRecord record;
   std::int64_t parameters = 0;
   Vector feat_mean, feat_std;
   Linear feat1, feat2;
@@ -229,8 +229,8 @@ CostModel CostModel::load(const std::string& path, std::optional<kernels::Kernel
 }
 
 const CostModelConfig& CostModel::config() const { return impl_->config; }
-nlohmann::json& CostModel::record() { return impl_->record; }
-const nlohmann::json& CostModel::record() const { return impl_->record; }
+nlohmann::json& CostModel::record() { return impl_->record.get(); }
+const nlohmann::json& CostModel::record() const { return impl_->record.get(); }
 std::int64_t CostModel::parameter_count() const { return impl_->parameters; }
 
 namespace {
