@@ -254,6 +254,40 @@ TEST_CASE("adaptive: the budget stops exploration") {
     CHECK(p.next().arm == 0);
     CHECK(p.verdict() == "not-worth-it");
   }
+  SECTION("a preparation step that overran its estimate still has its nominee tried") {
+    AdaptiveOptions o;
+    o.expected_calls = 1000;  // 10% of 1000 calls of 10 us: a budget of 1 ms
+    for (const bool estimated : {false, true}) {
+      AdaptivePolicy p(1, o);
+      p.record(0, 10e-6);
+      p.charge(1.2e-3, "choice", waco::tuning::Cost::Choice);  // estimated at 0.8 ms
+      CHECK(p.charged(waco::tuning::Cost::Choice) == Approx(1.2e-3));
+      if (estimated) p.overran(0.8e-3, 1.2e-3);
+      p.ready(1);
+      if (!estimated) {
+        CHECK(p.next().verify == 0);
+        CHECK(p.verdict() == "not-worth-it");
+        continue;
+      }
+      // The overrun (0.4 ms) is spent either way: the nominee prepared is verified and tried,
+      // and exploring stops when the rest of the cost passes the budget.
+      const std::set<int> served = drive(p, [](int arm) { return arm == 0 ? 10e-6 : 5e-6; }, 1000);
+      CHECK(served.count(1) == 1);
+      CHECK(p.verdict() == "gain");
+      CHECK(p.to_json().at("overrun_s").get<double>() == Approx(0.4e-3));
+    }
+    AdaptivePolicy slow(1, o);
+    slow.record(0, 10e-6);
+    slow.charge(1.2e-3, "choice", waco::tuning::Cost::Choice);
+    slow.overran(0.8e-3, 1.2e-3);
+    slow.overran(1e-3, 0.5e-3);  // under its estimate: nothing
+    slow.ready(1);
+    drive(slow, [](int arm) { return arm == 0 ? 10e-6 : 14e-6; }, 1000);
+    CHECK(slow.verdict() != "gain");
+    CHECK(slow.choice() == 0);
+    // A slower nominee's calls cost what the budget left (0.2 ms of 4 us each): ~50 calls.
+    CHECK(slow.cost_seconds() - 0.4e-3 <= 1e-3 + 2 * 4e-6);
+  }
   SECTION("without expected calls, exploring waits for the calls to pay") {
     AdaptiveOptions o;  // share 0.1 of the calls so far
     AdaptivePolicy p = ready_policy(1, o);

@@ -64,7 +64,11 @@ double AdaptivePolicy::budget_seconds() const {
 }
 
 bool AdaptivePolicy::over_budget() const {
-  return !csr_all_.empty() && cost_seconds() > budget_seconds();
+  return !csr_all_.empty() && cost_seconds() - overrun_s_ > budget_seconds();
+}
+
+void AdaptivePolicy::overran(double estimate, double seconds) {
+  if (seconds > estimate) overrun_s_ += seconds - estimate;
 }
 
 void AdaptivePolicy::skip(std::int64_t n) { calls_ += n; }
@@ -377,6 +381,7 @@ nlohmann::json AdaptivePolicy::to_json() const {
           {"exploring_calls", exploring_calls_},
           {"cost_s", cost_seconds()},
           {"budget_s", budget_seconds()},
+          {"overrun_s", overrun_s_},
           {"csr_s", csr_seconds()},
           {"expected_calls", o_.expected_calls},
           {"share", o_.share},

@@ -235,6 +235,11 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
                      "not prepared: its format would cost more than the expected calls allow");
     return;
   }
+  // What the step is charged (its compile, queued in the background, is estimated apart).
+  const auto prepared = [this] {
+    return policy_.charged(Cost::Choice) + policy_.charged(Cost::Format) + policy_.charged(Cost::Load);
+  };
+  const double before = prepared();
   preparing_ = true;
   lock.unlock();
   if (lookup)
@@ -246,6 +251,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   else
     nominee_step(next_nominee_);
   lock.lock();
+  policy_.overran(estimate, prepared() - before);
   if (!lookup && !dia_check && nominated_done_ && total == nominated_.size()) ++next_nominee_;
   preparing_ = false;
   // Counting the diagonals is cheap: without a dia nominee the choice is decided on this call,
