@@ -47,6 +47,12 @@ constexpr double kCompileEstimateS = 0.5;
 constexpr double kChoiceFixedS = 0.008;
 constexpr double kChoicePerNonzeroS = 60e-9;
 constexpr double kShortChoiceFixedS = 0.0006;
+/// ... for a kernel with dense operands: SpMM's short list admits 70-80 schedules (their
+/// variants) where SpMV's admits 13-26, and the first scoring of each costs (session 49, Intel
+/// VM, `scripts/adaptive_vs_hybrid.py` on 8 matrices of 0.4k-27k nonzeros, no tuning cache: a
+/// process's first choice 1.8-3.0 ms for SpMV, median 2.2; 2.6-4.6 ms for SpMM n=64, median 3.3).
+/// SDDMM and MTTKRP are taken as SpMM.
+constexpr double kShortChoiceFixedDenseS = 0.0012;
 constexpr double kShortChoicePerNonzeroS = 35e-9;
 constexpr double kFirstChoiceS = 0.0015;
 constexpr double kFormatFixedS = 0.00005;
@@ -166,6 +172,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   const bool dia_next = nominated_done_ && dia_at_ == next_nominee_;  // no kernel to load
   double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz +
                     (dia_next ? 0.0 : g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
+  double then = 0.0;  // what the step after it is taken to cost, when the step pays only with it
   const double lookup_estimate =
       kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
   // The count pays only when the cheapest step after it does too: a format (dia's, the least a
@@ -197,10 +204,17 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
     estimate = count_estimate;
   } else if (!nominated_done_) {
     // Ranking the shipped kernels' short list is the cheapest choice: until the budget affords
-    // that much, the list is not even read (a short run of calls pays nothing for it).
+    // that much, the list is not even read (a short run of calls pays nothing for it). The
+    // choice pays only when the cheapest step after it does too, a nominee's format and load:
+    // a choice that leaves no room for one is spent for nothing (SpMM n=64 at 1,000 expected
+    // calls of 20-40 us: 3-4 ms of choice, then not-worth-it).
     const double first = g_chose.load(std::memory_order_relaxed) ? 0.0 : kFirstChoiceS;
-    estimate = first + kShortChoiceFixedS + kShortChoicePerNonzeroS * nnz;
-    if (policy_.cost_seconds() + estimate <= policy_.budget_seconds()) {
+    const bool spmv = setup_.request.kind == kernels::KernelKind::SpMV;
+    estimate = first + (spmv ? kShortChoiceFixedS : kShortChoiceFixedDenseS) +
+               kShortChoicePerNonzeroS * nnz;
+    then = kFormatFixedS + kFormatPerNonzeroS * nnz +
+           (g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
+    if (policy_.cost_seconds() + estimate + then <= policy_.budget_seconds()) {
       if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
         const double t0 = kernels::now_seconds();
         shortlist_ = codegen::shipped_schedules(setup_.request.kind);
@@ -209,11 +223,11 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
       if (shortlist_->empty()) estimate = first + kChoiceFixedS + kChoicePerNonzeroS * nnz;
     }
   }
-  if (policy_.cost_seconds() + estimate > policy_.budget_seconds()) {
+  if (policy_.cost_seconds() + estimate + then > policy_.budget_seconds()) {
     // With expected calls the budget is all there is; without, it grows with the calls, and
     // until it has grown enough csr serves them untimed.
     if (setup_.policy.expected_calls <= 0) {
-      quiet_.store(std::min(policy_.calls_until_affordable(estimate), kMaxQuietCalls),
+      quiet_.store(std::min(policy_.calls_until_affordable(estimate + then), kMaxQuietCalls),
                    std::memory_order_relaxed);
       return;
     }
