@@ -191,7 +191,7 @@ ScheduleInputs schedule_inputs(kernels::KernelKind kind,
 }
 
 struct ModelRecord::State {
-  std::once_flag parsed;
+  std::mutex mutex;        ///< the first read parses (not std::call_once: a parse may throw)
   std::string path, text;  ///< text: empty once parsed (or never given)
   nlohmann::json value = nlohmann::json::object();
 };
@@ -213,9 +213,8 @@ ModelRecord& ModelRecord::operator=(nlohmann::json value) {
 
 const nlohmann::json& ModelRecord::get() const {
   State& s = *state_;
-  // An exception leaves the flag unset: a corrupt record is reported at every read.
-  std::call_once(s.parsed, [&s] {
-    if (s.text.empty()) return;
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.text.empty()) {  // a corrupt record stays text: it is reported at every read
     try {
       s.value = nlohmann::json::parse(s.text);
     } catch (const nlohmann::json::exception& e) {
@@ -224,7 +223,7 @@ const nlohmann::json& ModelRecord::get() const {
     }
     s.text.clear();
     s.text.shrink_to_fit();
-  });
+  }
   return s.value;
 }
 
