@@ -707,6 +707,48 @@ TEST_CASE("tune: --adaptive runs the library's adaptive plan on calls of its own
   CHECK(cli("tune --kernel spmv --nominees 2 " + caches + example()).status != 0);
 }
 
+TEST_CASE("tune: --adaptive --prior-choice nominates the short list's first schedules, in its "
+          "order, and keeps no no-gain of theirs") {
+  const std::string dir = waco::test::scratch_dir("tune-adaptive-prior");
+  const std::string shipped = dir + "/shipped";
+  {
+    std::ofstream f(dir + "/list.txt");
+    f << "csr\nsplit=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=4\n"
+      << "order=i,k format=CC parallel=i threads=2 chunk=static\n";
+  }
+  const Result pre = cli("precompile --kernel spmv --list " + dir + "/list.txt --out " + shipped + " -q");
+  INFO(pre.err);
+  REQUIRE(pre.status == 0);
+  const std::string args = "tune --kernel spmv --adaptive --prior-choice --expected-calls 100000000 "
+                           "--calls 4000 --nominees 2 --no-compare --threads 2 --json --plan-cache " +
+                           dir + "/plans --cache-dir " + dir + "/cache " + example();
+  const Result r = waco::test::run_cli(args, "WACO_SHIPPED_KERNELS=" + shipped);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const nlohmann::json& a = j.at("adaptive");
+  CHECK(a.at("nomination").at("search") == "prior");
+  // The list's order, csr's own schedule left out (it can only tie), with the plan's threads.
+  REQUIRE(a.at("arms").size() == 3);
+  CHECK(a.at("arms").at(1).at("schedule") ==
+        "split=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=4");
+  CHECK(a.at("arms").at(2).at("schedule") == "order=i,k format=CC parallel=i threads=2 chunk=static");
+  const std::string verdict = j.at("verdict");
+  CHECK((verdict == "gain" || verdict == "no-gain" || verdict == "exploring"));
+  if (verdict == "no-gain") {  // the model's nominees were not tried: no verdict to keep
+    CHECK(j.at("plan_cache").at("skipped").get<std::string>().find("short list's order") !=
+          std::string::npos);
+    CHECK_FALSE(fs::exists(dir + "/plans"));
+  }
+  if (verdict == "gain") CHECK(j.at("plan_cache").at("path").is_string());
+  // Without a short list (the tests' WACO_SHIPPED_KERNELS=none) the model ranks, as without the flag.
+  const Result none = cli("tune --kernel spmv --adaptive --prior-choice --expected-calls 100000000 "
+                          "--calls 50 --no-compare --no-plan-cache --json " + example());
+  INFO(none.err);
+  REQUIRE(none.status == 0);
+  CHECK(nlohmann::json::parse(none.out).at("adaptive").at("nomination").at("search") == "model");
+}
+
 TEST_CASE("tune: Ctrl-C ends tune --adaptive with a line saying so, status 1") {
   const std::string dir = waco::test::scratch_dir("tune-adaptive-interrupt");
   const std::string args = "tune --kernel spmv --adaptive --calls 100000000000 --no-plan-cache "

@@ -394,6 +394,12 @@ Command make_tune_command() {
                          "--adaptive: do not time csr alone on as many calls afterwards, nor a gain "
                          "again on fresh pairs (drive.check)")
                 ->needs(adaptive);
+            // Hidden (tests, ablations): the nominees in the short list's order, never the model's.
+            sub.add_flag("--prior-choice", o->drive.prior_only,
+                         "--adaptive: nominate the shipped short list's first schedules (its most "
+                         "frequent winners) instead of the model's choice")
+                ->needs(adaptive)
+                ->group("");
             sub.add_option("--tuning-share", o->req.tuning_share,
                            "Share of the expected calls' csr time that tuning may take")
                 ->check(CLI::Range(1e-6, 1.0))

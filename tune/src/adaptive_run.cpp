@@ -55,6 +55,8 @@ constexpr double kShortChoiceFixedS = 0.0006;
 constexpr double kShortChoiceFixedDenseS = 0.0012;
 constexpr double kShortChoicePerNonzeroS = 35e-9;
 constexpr double kFirstChoiceS = 0.0015;
+/// Reading the shipped lists, the first time in a process (0.2-0.36 ms, session 49).
+constexpr double kListReadS = 0.0004;
 constexpr double kFormatFixedS = 0.00005;
 constexpr double kFormatPerNonzeroS = 20e-9;
 constexpr double kLoadS = 0.0001;
@@ -173,6 +175,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz +
                     (dia_next ? 0.0 : g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
   double then = 0.0;  // what the step after it is taken to cost, when the step pays only with it
+  bool prior = false;  // the choice by the short list's order (prior_step)
   const double lookup_estimate =
       kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
   // The count pays only when the cheapest step after it does too: a format (dia's, the least a
@@ -214,13 +217,26 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
                kShortChoicePerNonzeroS * nnz;
     then = kFormatFixedS + kFormatPerNonzeroS * nnz +
            (g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
+    // When the expected calls afford a nominee but not the model's choice before it, the short
+    // list's own order may do: its first entries are the committed dataset's most frequent
+    // winners (SpMM n=64 on 8 matrices at 1,000 calls: the model's first choice, 2.6-4.6 ms,
+    // did not fit 2.5-4.7 ms budgets; the list's first kernel ran 1.30-1.84x csr on 7 of them).
+    const double read = shortlist_ ? 0.0 : kListReadS;
+    prior = setup_.prior_only ||
+            (setup_.policy.expected_calls > 0 &&
+             policy_.cost_seconds() + estimate + then > policy_.budget_seconds() &&
+             policy_.cost_seconds() + read + then <= policy_.budget_seconds());
+    if (prior) estimate = read;
     if (policy_.cost_seconds() + estimate + then <= policy_.budget_seconds()) {
       if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
         const double t0 = kernels::now_seconds();
         shortlist_ = codegen::shipped_schedules(setup_.request.kind);
         policy_.charge(kernels::now_seconds() - t0, {}, Cost::Choice);
       }
-      if (shortlist_->empty()) estimate = first + kChoiceFixedS + kChoicePerNonzeroS * nnz;
+      if (shortlist_->empty()) {  // no list: the model ranks the admissible set
+        prior = false;
+        estimate = first + kChoiceFixedS + kChoicePerNonzeroS * nnz;
+      }
     }
   }
   if (policy_.cost_seconds() + estimate + then > policy_.budget_seconds()) {
@@ -260,6 +276,8 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
     lookup_step();
   else if (dia_check)
     dia_step();
+  else if (!nominated_done_ && prior)
+    prior_step();
   else if (!nominated_done_)
     nominate_step();
   else
@@ -337,6 +355,70 @@ void AdaptiveRun::dia_step() {
                "the dia baseline is the only nominee (" + dia.note + ")");
 }
 
+std::vector<codegen::SuperSchedule> AdaptiveRun::trimmed(std::vector<codegen::SuperSchedule> v) const {
+  const int threads = csr_->bound.args.threads;
+  const auto as_run = [threads](codegen::SuperSchedule s) {
+    if (s.threads <= 0) s.threads = threads;
+    return codegen::to_text(codegen::canonicalize(s));
+  };
+  const std::string csr = as_run(codegen::fixed_chunk(csr_->bound.schedule));
+  v.erase(std::remove_if(v.begin(), v.end(),
+                         [&](const codegen::SuperSchedule& s) { return as_run(s) == csr; }),
+          v.end());
+  // The model scores a kernel's chunk variants alike: its best few are often one kernel in
+  // several chunks (SpMM n=64: four of `split=j:64|32 UC` dynamic, where the static twin the
+  // hybrid tune chose on 14 of 22 held-out-like matrices came sixth). At most kPerKernel of a
+  // kernel (its schedule but the dynamic chunk) go first, the rest of the ranking after them.
+  std::vector<codegen::SuperSchedule> diverse, rest;
+  std::map<std::string, std::size_t> per_kernel;
+  for (codegen::SuperSchedule& s : v) {
+    codegen::SuperSchedule k = s;
+    if (k.chunk != codegen::kStaticChunk) k.chunk = 1;
+    (per_kernel[as_run(k)]++ < kPerKernel ? diverse : rest).push_back(std::move(s));
+  }
+  diverse.insert(diverse.end(), rest.begin(), rest.end());
+  if (diverse.size() > static_cast<std::size_t>(setup_.nominees))
+    diverse.resize(static_cast<std::size_t>(setup_.nominees));
+  return diverse;
+}
+
+void AdaptiveRun::prior_step() {
+  const double t0 = kernels::now_seconds();
+  // The listed schedules run with this plan's threads (the lists name the threads of the
+  // machine that made them). One the operand cannot store or run fails when it is prepared.
+  // A list's `csr` entry (chunk=auto) is csr's own schedule: it can only tie.
+  const int threads = csr_->bound.args.threads;
+  const auto as_run = [threads](codegen::SuperSchedule s) {
+    if (s.threads <= 0) s.threads = threads;
+    return codegen::to_text(codegen::canonicalize(s));
+  };
+  const std::string csr = as_run(csr_->bound.schedule);
+  std::vector<codegen::SuperSchedule> v;
+  for (codegen::SuperSchedule s : *shortlist_) {
+    if (s.threads > 0) s.threads = threads;
+    if (as_run(s) != csr) v.push_back(codegen::canonicalize(s));
+  }
+  v = trimmed(std::move(v));
+  const double seconds = kernels::now_seconds() - t0;
+  std::lock_guard<std::mutex> lock(mu_);
+  nominated_done_ = true;
+  prior_ = true;
+  next_nominee_ = 0;
+  nomination_ = {{"search", "prior"},
+                 {"note", setup_.prior_only
+                              ? "the short list's order (prior-only): its most frequent winners first"
+                              : "the expected calls afford a nominee but not the model's choice: the "
+                                "short list's most frequent winners, in its order"},
+                 {"shortlist", shortlist_->size()},
+                 {"seconds", seconds}};
+  if (!dia_note_.empty()) nomination_["dia"] = dia_note_;
+  policy_.charge(seconds, "choice (the short list's order)", Cost::Choice);
+  for (int k = static_cast<int>(v.size()) + 1; k <= setup_.nominees; ++k)
+    policy_.failed(k, "the short list has fewer schedules");
+  for (std::size_t k = 0; k < v.size(); ++k) nominee_text_[k + 1] = codegen::to_text(v[k]);
+  nominated_ = std::move(v);
+}
+
 void AdaptiveRun::nominate_step() {
   Nomination nom;
   std::string error;
@@ -353,31 +435,7 @@ void AdaptiveRun::nominate_step() {
     nom = nominate(operand, setup_.request, kPerKernel * static_cast<std::size_t>(setup_.nominees) * 2 + 1,
                    quiet, shortlist_->empty() ? nullptr : &*shortlist_);
     g_chose.store(true, std::memory_order_relaxed);
-    const int threads = csr_->bound.args.threads;
-    const auto as_run = [threads](codegen::SuperSchedule s) {
-      if (s.threads <= 0) s.threads = threads;
-      return codegen::to_text(codegen::canonicalize(s));
-    };
-    const std::string csr = as_run(codegen::fixed_chunk(csr_->bound.schedule));
-    std::vector<codegen::SuperSchedule>& v = nom.schedules;
-    v.erase(std::remove_if(v.begin(), v.end(),
-                           [&](const codegen::SuperSchedule& s) { return as_run(s) == csr; }),
-            v.end());
-    // The model scores a kernel's chunk variants alike: its best few are often one kernel in
-    // several chunks (SpMM n=64: four of `split=j:64|32 UC` dynamic, where the static twin the
-    // hybrid tune chose on 14 of 22 held-out-like matrices came sixth). At most kPerKernel of a
-    // kernel (its schedule but the dynamic chunk) go first, the rest of the ranking after them.
-    std::vector<codegen::SuperSchedule> diverse, rest;
-    std::map<std::string, std::size_t> per_kernel;
-    for (codegen::SuperSchedule& s : v) {
-      codegen::SuperSchedule k = s;
-      if (k.chunk != codegen::kStaticChunk) k.chunk = 1;
-      (per_kernel[as_run(k)]++ < kPerKernel ? diverse : rest).push_back(std::move(s));
-    }
-    diverse.insert(diverse.end(), rest.begin(), rest.end());
-    v = std::move(diverse);
-    if (v.size() > static_cast<std::size_t>(setup_.nominees))
-      v.resize(static_cast<std::size_t>(setup_.nominees));
+    nom.schedules = trimmed(std::move(nom.schedules));
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -617,9 +675,15 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
       // nominees ran on a call (each left before: its format refused, its kernel not
       // compiled) is no verdict either: kept, it would answer later plans with csr unasked.
       const bool tried = policy_.exploring_calls() > 0;  // a nominee ran (verified) on a call
-      store = tried && (!cached_gain_ || policy_.judged());
+      // Nor is a no-gain among the short list's first entries (prior_step): the model's
+      // nominees were not tried.
+      const bool prior_no_gain = prior_ && policy_.verdict() == "no-gain";
+      store = tried && (!cached_gain_ || policy_.judged()) && !prior_no_gain;
       if (!tried && policy_.verdict() == "no-gain")
         cache_result_ = {{"skipped", "no nominee ran on a call: no verdict to keep"}};
+      else if (prior_no_gain)
+        cache_result_ = {{"skipped", "the short list's order was tried, not the model's nominees: "
+                                     "no verdict to keep"}};
     }
   }
   if (store) store_decision();

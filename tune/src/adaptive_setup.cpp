@@ -75,6 +75,7 @@ nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& giv
   // it first asks the tuning cache, as a library plan's is.
   const TuneOperand& op = operand;
   AdaptiveSetup setup = adaptive_setup(op, nullptr, request, drive.nominees);
+  setup.prior_only = drive.prior_only;
   // csr (csf) serves first, and whenever no nominee beats it: the hand-written baseline.
   const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
   const kernels::Problem sparse = sparse_problem(op, kind, request.dtype);

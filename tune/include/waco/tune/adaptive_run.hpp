@@ -76,6 +76,11 @@ struct AdaptiveSetup {
   /// The operand's fingerprint (kernels::fingerprint_hex), computed when first needed: for
   /// the tuning cache's key and the report (a serial hash of ~10 ns a nonzero).
   std::function<std::string()> fingerprint;
+  /// How nominees are chosen: by the model (the default), falling back to the short list's own
+  /// order (its most frequent winners first: prior_step) when the expected calls afford a
+  /// nominee but not the model's choice; or always by that order (`prior_only`: tests and
+  /// ablations, `tune --adaptive --prior-choice`).
+  bool prior_only = false;
 };
 
 /// The setup of an adaptive run for `request` (resolved threads; dense 0: the kernel's default):
@@ -120,6 +125,12 @@ class AdaptiveRun {
   void maybe_prepare(std::unique_lock<std::mutex>& lock);
   void lookup_step();         ///< asks the tuning cache (setup_.ask_cache)
   void nominate_step();
+  /// Nominees in the short list's own order (the committed dataset's most frequent winners
+  /// first), without the model: what the calls afford when the model's choice does not fit.
+  void prior_step();
+  /// The nominees of a ranked list: csr's own schedule out, at most kPerKernel of a kernel
+  /// first, setup_.nominees of them.
+  std::vector<codegen::SuperSchedule> trimmed(std::vector<codegen::SuperSchedule> v) const;
   /// `s` the only nominee (dia: the dia baseline, `s` the csr schedule naming it), `nomination`
   /// the report's, the other slots failed with `why`. Under mu_.
   void only_nominee(const codegen::SuperSchedule& s, bool dia, nlohmann::json nomination,
@@ -157,6 +168,7 @@ class AdaptiveRun {
   std::int64_t diagonals_ = -1;  ///< what dia_step counted (-1: no count)
   bool cached_gain_ = false;  ///< the only nominee is the tuning cache's gain
   bool nominated_done_ = false;
+  bool prior_ = false;  ///< the nominees are the short list's order (prior_step), not the model's
   std::size_t next_nominee_ = 0;  ///< the next nominee to prepare (0-based)
   bool preparing_ = false;        ///< a caller runs a step now
   std::atomic<std::int64_t> settled_calls_{0};
@@ -192,6 +204,8 @@ struct AdaptiveDrive {
   /// `check_pairs` pairs of the chosen kernel and csr that took no part in the decision ("check").
   bool compare = true;
   int check_pairs = 48;
+  /// AdaptiveSetup::prior_only: nominees in the short list's order, never the model's.
+  bool prior_only = false;
 };
 
 /// Drives one adaptive run (above), after 3 untimed csr calls (the process's cold start), and
