@@ -355,12 +355,12 @@ void AdaptiveRun::dia_step() {
                "the dia baseline is the only nominee (" + dia.note + ")");
 }
 
+std::string AdaptiveRun::as_run(codegen::SuperSchedule s) const {
+  if (s.threads <= 0) s.threads = csr_->bound.args.threads;
+  return codegen::to_text(codegen::canonicalize(s));
+}
+
 std::vector<codegen::SuperSchedule> AdaptiveRun::trimmed(std::vector<codegen::SuperSchedule> v) const {
-  const int threads = csr_->bound.args.threads;
-  const auto as_run = [threads](codegen::SuperSchedule s) {
-    if (s.threads <= 0) s.threads = threads;
-    return codegen::to_text(codegen::canonicalize(s));
-  };
   const std::string csr = as_run(codegen::fixed_chunk(csr_->bound.schedule));
   v.erase(std::remove_if(v.begin(), v.end(),
                          [&](const codegen::SuperSchedule& s) { return as_run(s) == csr; }),
@@ -388,10 +388,6 @@ void AdaptiveRun::prior_step() {
   // machine that made them). One the operand cannot store or run fails when it is prepared.
   // A list's `csr` entry (chunk=auto) is csr's own schedule: it can only tie.
   const int threads = csr_->bound.args.threads;
-  const auto as_run = [threads](codegen::SuperSchedule s) {
-    if (s.threads <= 0) s.threads = threads;
-    return codegen::to_text(codegen::canonicalize(s));
-  };
   const std::string csr = as_run(csr_->bound.schedule);
   std::vector<codegen::SuperSchedule> v;
   for (codegen::SuperSchedule s : *shortlist_) {

@@ -128,6 +128,8 @@ class AdaptiveRun {
   /// Nominees in the short list's own order (the committed dataset's most frequent winners
   /// first), without the model: what the calls afford when the model's choice does not fit.
   void prior_step();
+  /// `s` as this plan runs it (with csr's threads when it names none), canonical, as text.
+  std::string as_run(codegen::SuperSchedule s) const;
   /// The nominees of a ranked list: csr's own schedule out, at most kPerKernel of a kernel
   /// first, setup_.nominees of them.
   std::vector<codegen::SuperSchedule> trimmed(std::vector<codegen::SuperSchedule> v) const;
