@@ -189,11 +189,11 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   const bool lookup_pending = setup_.ask_cache && !looked_up_;
   const bool count_first =
       count_pending && lookup_pending && setup_.policy.expected_calls > 0 &&
-      policy_.cost_seconds() + lookup_estimate + count_estimate > policy_.budget_seconds();
+      !policy_.affords(lookup_estimate + count_estimate);
   bool lookup = lookup_pending && !count_first;
   const bool dia_check = count_pending && !lookup;
   if (lookup && dia_next && setup_.policy.expected_calls > 0 &&
-      policy_.cost_seconds() + lookup_estimate + estimate > policy_.budget_seconds()) {
+      !policy_.affords(lookup_estimate + estimate)) {
     // dia admitted, and the expected calls do not pay for asking the tuning cache before its
     // format: dia is tried unasked when they pay for its format (its decision still goes to the
     // cache), else the plan is not worth it.
@@ -224,10 +224,9 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
     const double read = shortlist_ ? 0.0 : kListReadS;
     prior = setup_.prior_only ||
             (setup_.policy.expected_calls > 0 &&
-             policy_.cost_seconds() + estimate + then > policy_.budget_seconds() &&
-             policy_.cost_seconds() + read + then <= policy_.budget_seconds());
+             !policy_.affords(estimate + then) && policy_.affords(read + then));
     if (prior) estimate = read;
-    if (policy_.cost_seconds() + estimate + then <= policy_.budget_seconds()) {
+    if (policy_.affords(estimate + then)) {
       if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
         const double t0 = kernels::now_seconds();
         shortlist_ = codegen::shipped_schedules(setup_.request.kind);
@@ -239,7 +238,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
       }
     }
   }
-  if (policy_.cost_seconds() + estimate + then > policy_.budget_seconds()) {
+  if (!policy_.affords(estimate + then)) {
     // With expected calls the budget is all there is; without, it grows with the calls, and
     // until it has grown enough csr serves them untimed.
     if (setup_.policy.expected_calls <= 0) {

@@ -140,6 +140,8 @@ class AdaptivePolicy {
   std::int64_t csr_calls() const { return csr_calls_; }
   /// The budget of exploration cost now (seconds).
   double budget_seconds() const;
+  /// Whether `more` seconds of work beyond the cost so far fit in the budget now.
+  bool affords(double more) const { return cost_seconds() + more <= budget_seconds(); }
   /// The call at which it settled (0 while exploring).
   std::int64_t settled_at() const { return settled_at_; }
   /// Calls after which the tuning paid for itself: cost / (csr - choice) per call, from the
