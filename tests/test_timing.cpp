@@ -6,7 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <fstream>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -211,4 +215,39 @@ TEST_CASE("peaks: the probe runs on the widest vector ISA the CPU has, each supp
   // An ISA this CPU lacks is an error, not an illegal instruction.
   if (isas.back() != VectorIsa::Avx512)
     CHECK_THROWS_AS(waco::kernels::measure_peaks(1, VectorIsa::Avx512), waco::kernels::Error);
+}
+
+TEST_CASE("context: /proc/cpuinfo read as far as asked gives what the whole file gives") {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) return;  // not Linux: nothing to compare
+  std::vector<std::string> whole;
+  for (std::string line; std::getline(in, line);) whole.push_back(line);
+  REQUIRE(!whole.empty());
+  // Every line, in order, when the scan is never stopped.
+  std::vector<std::string> scanned;
+  waco::kernels::scan_cpuinfo([&](std::string_view line) {
+    scanned.emplace_back(line);
+    return false;
+  });
+  // The file is made as it is read: a processor's clock may differ between two reads.
+  REQUIRE(scanned.size() == whole.size());
+  for (std::size_t i = 0; i < whole.size(); ++i)
+    if (whole[i].rfind("cpu MHz", 0) != 0) CHECK(scanned[i] == whole[i]);
+  // Stopped at the third line: three lines seen.
+  int seen = 0;
+  waco::kernels::scan_cpuinfo([&](std::string_view) { return ++seen == 3; });
+  CHECK(seen == std::min<int>(3, static_cast<int>(whole.size())));
+  // A field is the first line's value after its colon, blanks dropped.
+  for (const std::string& line : whole) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || line.rfind("cpu MHz", 0) == 0) continue;
+    const std::string key = line.substr(0, line.find_first_of("\t:"));
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    CHECK(waco::kernels::cpuinfo_field(key) == value);
+    break;  // the first field (processor)
+  }
+  CHECK(waco::kernels::cpu_model() == (waco::kernels::cpuinfo_field("model name").empty()
+                                           ? std::string("unknown")
+                                           : waco::kernels::cpuinfo_field("model name")));
 }

@@ -140,13 +140,12 @@ class Sha256 {
 const std::string& host_identity() {
   static const std::string identity = [] {
     std::string model, flags;
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line) && (model.empty() || flags.empty())) {
-      if (model.empty() && line.rfind("model name", 0) == 0) model = line;
-      if (flags.empty() && (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0))
+    kernels::scan_cpuinfo([&](std::string_view line) {
+      if (model.empty() && line.substr(0, 10) == "model name") model = line;
+      if (flags.empty() && (line.substr(0, 5) == "flags" || line.substr(0, 8) == "Features"))
         flags = line;
-    }
+      return !model.empty() && !flags.empty();
+    });
     utsname u{};
     std::string machine = ::uname(&u) == 0 ? u.machine : "unknown";
     return machine + "\n" + model + "\n" + flags;

@@ -3,11 +3,13 @@
 #include "waco/kernels/context.hpp"
 
 #include <omp.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include <filesystem>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -362,25 +365,45 @@ std::string user_cache_dir() {
   return "/tmp/waco-hybrid-" + std::to_string(::getuid());
 }
 
-std::string cpuinfo_field(const std::string& key) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string v = line.substr(colon + 1);
-        v.erase(0, v.find_first_not_of(" \t"));
-        return v;
-      }
-    }
+void scan_cpuinfo(const std::function<bool(std::string_view)>& line_done) {
+  // Read as it is needed: the kernel makes /proc/cpuinfo one processor at a time, and making
+  // each asks that processor for its clock, so a buffered stream (8 KiB at once) made every
+  // processor's record for a line of the first (2-vCPU VM: 0.13-0.20 ms, 0.05-0.08 ms for the
+  // first processor's record alone).
+  const int fd = ::open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  std::string pending;
+  char buf[1024];
+  bool done = false;
+  while (!done) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    pending.append(buf, static_cast<std::size_t>(n));
+    std::size_t from = 0;
+    for (std::size_t nl; !done && (nl = pending.find('\n', from)) != std::string::npos; from = nl + 1)
+      done = line_done(std::string_view(pending).substr(from, nl - from));
+    pending.erase(0, from);
   }
-  return {};
+  if (!done && !pending.empty()) line_done(pending);  // a last line without its newline
+  ::close(fd);
+}
+
+std::string cpuinfo_field(const std::string& key) {
+  std::string value;
+  scan_cpuinfo([&](std::string_view line) {
+    if (line.substr(0, key.size()) != key) return false;
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) return false;
+    value = std::string(line.substr(colon + 1));
+    value.erase(0, value.find_first_not_of(" \t"));
+    return true;
+  });
+  return value;
 }
 
 std::string cpu_model() {
-  // Once a process: every tune's machine identity (tuning cache, calibration) names it, and
-  // reading /proc/cpuinfo took ~35 us.
+  // Once a process: every tune's machine identity (tuning cache, calibration) names it.
   static const std::string model = [] {
     const std::string v = cpuinfo_field("model name");
     return v.empty() ? std::string("unknown") : v;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -108,6 +109,9 @@ std::string cpu_model();
 /// The value of the first /proc/cpuinfo line that starts with `key` (after its colon, leading
 /// blanks dropped); empty when there is none.
 std::string cpuinfo_field(const std::string& key);
+/// Each line of /proc/cpuinfo in turn (no newline) until `line_done` returns true; the file is
+/// read only as far as that (nothing when it cannot be opened).
+void scan_cpuinfo(const std::function<bool(std::string_view)>& line_done);
 
 /// Logical CPUs available to this process.
 int available_cpus();
