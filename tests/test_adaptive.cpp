@@ -288,6 +288,30 @@ TEST_CASE("adaptive: the budget stops exploration") {
     // A slower nominee's calls cost what the budget left (0.2 ms of 4 us each): ~50 calls.
     CHECK(slow.cost_seconds() - 0.4e-3 <= 1e-3 + 2 * 4e-6);
   }
+  SECTION("the short list's order when the budget affords a nominee but not the model's choice") {
+    // 10% of N calls of 10 us: N = 1000 gives 1 ms. The model's choice 1.5 ms, reading the list
+    // 0.4 ms, a nominee's format and kernel 0.3 ms after either.
+    const auto by_list_order = [](std::int64_t expected, double spent) {
+      AdaptiveOptions o;
+      o.expected_calls = expected;
+      AdaptivePolicy p(1, o);
+      p.record(0, 10e-6);
+      if (spent > 0) p.charge(spent, "lookup");
+      return p.chooses_by_list_order(1.5e-3, 0.4e-3, 0.3e-3);
+    };
+    CHECK(by_list_order(1000, 0));        // 0.7 ms fits 1 ms, 1.8 does not
+    CHECK_FALSE(by_list_order(2000, 0));  // 2 ms: the model's choice and its nominee fit
+    CHECK(by_list_order(2000, 0.5e-3));   // ... not after 0.5 ms spent on the tuning cache
+    CHECK_FALSE(by_list_order(600, 0));   // 0.6 ms: not even the list and a nominee
+    CHECK_FALSE(by_list_order(0, 0));     // no expected calls: the budget grows, the model's
+    // Once the list is read (read = 0), its order is cheaper still.
+    AdaptiveOptions o;
+    o.expected_calls = 500;
+    AdaptivePolicy p(1, o);
+    p.record(0, 10e-6);
+    CHECK_FALSE(p.chooses_by_list_order(1.5e-3, 0.4e-3, 0.3e-3));
+    CHECK(p.chooses_by_list_order(1.5e-3, 0.0, 0.3e-3));
+  }
   SECTION("without expected calls, exploring waits for the calls to pay") {
     AdaptiveOptions o;  // share 0.1 of the calls so far
     AdaptivePolicy p = ready_policy(1, o);

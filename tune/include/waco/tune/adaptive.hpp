@@ -142,6 +142,14 @@ class AdaptivePolicy {
   double budget_seconds() const;
   /// Whether `more` seconds of work beyond the cost so far fit in the budget now.
   bool affords(double more) const { return cost_seconds() + more <= budget_seconds(); }
+  /// Whether the nominees are to be taken in the short list's own order (its first entries: the
+  /// committed dataset's most frequent winners) instead of the model's: with expected calls,
+  /// when what is left of the budget affords reading the list and a nominee after it (`read` +
+  /// `then` seconds) but not the model's choice before that nominee (`model_choice` + `then`).
+  /// Without expected calls the budget grows with the calls, and the plan waits for the model's.
+  bool chooses_by_list_order(double model_choice, double read, double then) const {
+    return o_.expected_calls > 0 && !affords(model_choice + then) && affords(read + then);
+  }
   /// The call at which it settled (0 while exploring).
   std::int64_t settled_at() const { return settled_at_; }
   /// Calls after which the tuning paid for itself: cost / (csr - choice) per call, from the
