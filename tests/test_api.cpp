@@ -911,6 +911,51 @@ TEST_CASE("api: an adaptive plan none of whose nominees ran keeps no no-gain in 
   CHECK(later.find("\"hit\": true") == std::string::npos);
 }
 
+TEST_CASE("api: an adaptive plan checks a model it is given before it returns, and finds out on "
+          "its calls that a default model needs LibTorch, serving csr") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive-torch-model");
+  fs::create_directories(dir + "/models");
+  {  // a WACONet model's header and nothing else: enough to say it needs LibTorch
+    const std::string header = R"({"config":{"encoder":"waconet","kernel":"spmv"}})";
+    std::ofstream f(dir + "/models/spmv.model", std::ios::binary);
+    f.write("WACOCOST", 8);
+    const std::uint32_t version = 1, n = static_cast<std::uint32_t>(header.size());
+    f.write(reinterpret_cast<const char*>(&version), 4);
+    f.write(reinterpret_cast<const char*>(&n), 4);
+    f << header;
+  }
+  waco::Options o = adaptive_options(dir, 100000000);
+  o.no_calibration = true;
+  const Csr a = random_csr(500, 400, 0.02, 61);
+  o.model = dir + "/models/spmv.model";
+  try {
+    (void)waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+    FAIL("a model that needs LibTorch was taken");
+  } catch (const waco::Error& e) {
+    CHECK(std::string(e.what()).find("LibTorch") != std::string::npos);
+    CHECK(e.hint().find("waco-hybrid-torch") != std::string::npos);
+  }
+  // The same file as the default model: the plan is made at once (the default model is read by
+  // the plan's choice, paid for by the calls), and serves csr, correctly, once the choice fails.
+  o.model.clear();
+  struct ModelsDir {
+    explicit ModelsDir(const std::string& d) { ::setenv("WACO_MODELS_DIR", d.c_str(), 1); }
+    ~ModelsDir() { ::unsetenv("WACO_MODELS_DIR"); }
+  } models(dir + "/models");
+  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  int wrong = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (p.verdict() == "exploring" && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    wrong += calls_until_settled(p, a, 64, 5);
+  const std::string report = p.report_json();
+  INFO(report);
+  CHECK(wrong == 0);
+  CHECK(p.verdict() != "exploring");
+  CHECK(p.verdict() != "gain");
+  CHECK(p.implementation() == "csr");
+  CHECK(report.find("LibTorch") != std::string::npos);
+}
+
 TEST_CASE("api: an adaptive plan of 10 expected calls settles on csr, not-worth-it, as "
           "`waco-hybrid tune --adaptive --expected-calls 10` does (test_tune)") {
   waco::Options o = scratch_options(waco::test::scratch_dir("api-adaptive-few"));

@@ -62,10 +62,10 @@ TuneOutcome cached_outcome(const TuneRequest& o, const CachedDecision& hit, cons
 
 }  // namespace
 
-void check_request(const TuneRequest& o) {
+void check_request(const TuneRequest& o, bool check_model) {
   find_searcher(o.search);  // a typo fails before any work
   // A model that needs LibTorch: TorchRequired (the lite CLI runs waco-hybrid-torch instead).
-  if (ranks_with_model(o)) learned::CostModel::check_backend(
+  if (check_model && ranks_with_model(o)) learned::CostModel::check_backend(
       learned::model_path_or_default(o.model, o.kind, o.dtype));
   parse_pipeline(o.passes);
   // Made-up timings must not reach the user's results database or tuning cache.

@@ -156,8 +156,9 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
 
 /// The checks run() makes before any work, for a caller that wants them before reading its
 /// operand: the search's name, the pipeline, the model's backend (TorchRequired when the model
-/// needs LibTorch and this build has none), a scripted runner's database and cache.
-void check_request(const TuneRequest& request);
+/// needs LibTorch and this build has none; `check_model` false: not checked), a scripted
+/// runner's database and cache.
+void check_request(const TuneRequest& request, bool check_model = true);
 
 /// The cost model's best schedules for an operand, measured nowhere: an adaptive plan's nominees.
 struct Nomination {
