@@ -28,6 +28,7 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/file_stamp.hpp"
 #include "waco/kernels/json_fields.hpp"
+#include "waco/kernels/memo.hpp"
 
 namespace waco::codegen {
 
@@ -747,7 +748,11 @@ std::optional<SuperSchedule> schedule_shortcut(KernelKind k, const std::string& 
   } else {
     return std::nullopt;
   }
-  return parse_schedule(k, text);
+  // Parsed once a process per kernel and text: every plan binds csr's schedule (make_plan, an
+  // adaptive plan's first arm), and parsing it was a fifth of binding csr to a 2.4k-nonzero
+  // matrix.
+  static kernels::Memo<std::string, SuperSchedule> parsed(64);
+  return parsed.get(kn + ' ' + text, [&] { return parse_schedule(k, text); });
 }
 
 SuperSchedule schedule_from_string(KernelKind k, const std::string& text) {
