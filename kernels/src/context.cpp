@@ -366,10 +366,10 @@ std::string user_cache_dir() {
 }
 
 void scan_cpuinfo(const std::function<bool(std::string_view)>& line_done) {
-  // Read as it is needed: the kernel makes /proc/cpuinfo one processor at a time, and making
-  // each asks that processor for its clock, so a buffered stream (8 KiB at once) made every
-  // processor's record for a line of the first (2-vCPU VM: 0.13-0.20 ms, 0.05-0.08 ms for the
-  // first processor's record alone).
+  // Read as it is needed: the kernel makes /proc/cpuinfo one processor's record at a time (each
+  // with that processor's current clock), and a buffered stream (8 KiB at once) had it make
+  // every record for a line of the first (2-vCPU VM, the other vCPU idle: 0.13-0.20 ms against
+  // 0.05-0.08 ms for the first record alone).
   const int fd = ::open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   std::string pending;

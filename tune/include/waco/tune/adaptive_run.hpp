@@ -88,8 +88,9 @@ struct AdaptiveSetup {
 /// no_plan_cache; asked first unless refresh), keyed as a tune's decision. Throws kernels::Error
 /// when the request's search does not rank with the model or nominees < 1, and what
 /// check_request throws (the backend of a model the request names; the default model's is
-/// found out by the plan's choice, whose failure leaves the plan on csr). `fingerprint` gives the operand's when first needed (unset:
-/// operand.fingerprint, or computed from the operand then).
+/// found out by the plan's choice, whose failure leaves the plan on csr). `fingerprint` gives
+/// the operand's when first needed (unset: operand.fingerprint, or computed from the operand
+/// then).
 AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const void> keep,
                              const TuneRequest& request, int nominees,
                              std::function<std::string()> fingerprint = {});
