@@ -715,7 +715,7 @@ TEST_CASE("tune: --adaptive --prior-choice nominates the short list's first sche
     std::ofstream f(dir + "/list.txt");
     // Chunks of one row, dynamically scheduled: 3-4x slower than csr on the example (2 threads),
     // so that the list's order finds no gain.
-    f << "csr\nsplit=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=1\n"
+    f << "csr\norder=i,k format=UC parallel=i threads=2 chunk=1\n"
       << "order=i,k format=CC parallel=i threads=2 chunk=1\n";
   }
   const Result pre = cli("precompile --kernel spmv --list " + dir + "/list.txt --out " + shipped + " -q");
@@ -732,8 +732,7 @@ TEST_CASE("tune: --adaptive --prior-choice nominates the short list's first sche
   CHECK(a.at("nomination").at("search") == "prior");
   // The list's order, csr's own schedule left out (it can only tie), with the plan's threads.
   REQUIRE(a.at("arms").size() == 3);
-  CHECK(a.at("arms").at(1).at("schedule") ==
-        "split=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=1");
+  CHECK(a.at("arms").at(1).at("schedule") == "order=i,k format=UC parallel=i threads=2 chunk=1");
   CHECK(a.at("arms").at(2).at("schedule") == "order=i,k format=CC parallel=i threads=2 chunk=1");
   // The model's nominees were not tried: their no-gain is no verdict to keep.
   CHECK(j.at("verdict") == "no-gain");
