@@ -739,6 +739,30 @@ TEST_CASE("tune: --adaptive --prior-choice nominates the short list's first sche
   CHECK(j.at("plan_cache").at("skipped").get<std::string>().find("short list's order") !=
         std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/plans"));
+  // A list whose first entries may gain (blocks of 128 rows in chunks of 1 or 4 blocks): a gain
+  // among them is kept in the tuning cache, a no-gain is not (whichever the timings give).
+  {
+    std::ofstream f(dir + "/list2.txt");
+    f << "split=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=4\n"
+      << "split=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=1\n";
+  }
+  const Result pre2 = cli("precompile --kernel spmv --list " + dir + "/list2.txt --out " + shipped +
+                          "2 -q");
+  INFO(pre2.err);
+  REQUIRE(pre2.status == 0);
+  const Result r2 = waco::test::run_cli(
+      "tune --kernel spmv --adaptive --prior-choice --expected-calls 100000000 --calls 4000 "
+      "--nominees 2 --no-compare --threads 2 --json --plan-cache " + dir + "/plans2 --cache-dir " +
+          dir + "/cache " + example(),
+      "WACO_SHIPPED_KERNELS=" + shipped + "2");
+  INFO(r2.err);
+  REQUIRE(r2.status == 0);
+  const auto j2 = nlohmann::json::parse(r2.out);
+  CHECK(j2.at("adaptive").at("nomination").at("search") == "prior");
+  const std::string verdict = j2.at("verdict");
+  CHECK((verdict == "gain" || verdict == "no-gain" || verdict == "exploring"));
+  if (verdict == "gain") CHECK(j2.at("plan_cache").at("path").is_string());
+  if (verdict == "no-gain") CHECK_FALSE(fs::exists(dir + "/plans2"));
   // Without a short list (the tests' WACO_SHIPPED_KERNELS=none) the model ranks, as without the flag.
   const Result none = cli("tune --kernel spmv --adaptive --prior-choice --expected-calls 100000000 "
                           "--calls 50 --no-compare --no-plan-cache --json " + example());
