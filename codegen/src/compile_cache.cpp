@@ -139,16 +139,10 @@ class Sha256 {
 /// uname's machine when that is absent) identify the host.
 const std::string& host_identity() {
   static const std::string identity = [] {
-    std::string model, flags;
-    kernels::scan_cpuinfo([&](std::string_view line) {
-      if (model.empty() && line.substr(0, 10) == "model name") model = line;
-      if (flags.empty() && (line.substr(0, 5) == "flags" || line.substr(0, 8) == "Features"))
-        flags = line;
-      return !model.empty() && !flags.empty();
-    });
+    const kernels::CpuinfoLines& cpu = kernels::cpuinfo_identity_lines();
     utsname u{};
     std::string machine = ::uname(&u) == 0 ? u.machine : "unknown";
-    return machine + "\n" + model + "\n" + flags;
+    return machine + "\n" + cpu.model + "\n" + cpu.flags;
   }();
   return identity;
 }

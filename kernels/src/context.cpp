@@ -402,10 +402,28 @@ std::string cpuinfo_field(const std::string& key) {
   return value;
 }
 
+const CpuinfoLines& cpuinfo_identity_lines() {
+  static const CpuinfoLines lines = [] {
+    CpuinfoLines l;
+    scan_cpuinfo([&](std::string_view line) {
+      if (l.model.empty() && line.substr(0, 10) == "model name") l.model = line;
+      if (l.flags.empty() && (line.substr(0, 5) == "flags" || line.substr(0, 8) == "Features"))
+        l.flags = line;
+      return !l.model.empty() && !l.flags.empty();
+    });
+    return l;
+  }();
+  return lines;
+}
+
 std::string cpu_model() {
-  // Once a process: every tune's machine identity (tuning cache, calibration) names it.
+  // Once a process: every tune's machine identity (tuning cache, calibration) names it. The
+  // value of the first "model name" line that has one (cpuinfo_field's rule).
   static const std::string model = [] {
-    const std::string v = cpuinfo_field("model name");
+    const std::string& line = cpuinfo_identity_lines().model;
+    const auto colon = line.find(':');
+    std::string v = colon == std::string::npos ? cpuinfo_field("model name") : line.substr(colon + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
     return v.empty() ? std::string("unknown") : v;
   }();
   return model;

@@ -358,9 +358,15 @@ std::string AdaptiveRun::as_run(codegen::SuperSchedule s) const {
 }
 
 std::vector<codegen::SuperSchedule> AdaptiveRun::trimmed(std::vector<codegen::SuperSchedule> v) const {
-  const std::string csr = as_run(codegen::fixed_chunk(csr_->bound.schedule));
+  // csr's own schedule, in its fixed chunk (as the model ranks it) or its own (a list's `csr`
+  // entry, chunk=auto), can only tie.
+  const std::string csr = as_run(csr_->bound.schedule);
+  const std::string csr_fixed = as_run(codegen::fixed_chunk(csr_->bound.schedule));
   v.erase(std::remove_if(v.begin(), v.end(),
-                         [&](const codegen::SuperSchedule& s) { return as_run(s) == csr; }),
+                         [&](const codegen::SuperSchedule& s) {
+                           const std::string t = as_run(s);
+                           return t == csr || t == csr_fixed;
+                         }),
           v.end());
   // The model scores a kernel's chunk variants alike: its best few are often one kernel in
   // several chunks (SpMM n=64: four of `split=j:64|32 UC` dynamic, where the static twin the
@@ -383,13 +389,11 @@ void AdaptiveRun::prior_step() {
   const double t0 = kernels::now_seconds();
   // The listed schedules run with this plan's threads (the lists name the threads of the
   // machine that made them). One the operand cannot store or run fails when it is prepared.
-  // A list's `csr` entry (chunk=auto) is csr's own schedule: it can only tie.
   const int threads = csr_->bound.args.threads;
-  const std::string csr = as_run(csr_->bound.schedule);
   std::vector<codegen::SuperSchedule> v;
   for (codegen::SuperSchedule s : *shortlist_) {
     if (s.threads > 0) s.threads = threads;
-    if (as_run(s) != csr) v.push_back(codegen::canonicalize(s));
+    v.push_back(codegen::canonicalize(s));
   }
   v = trimmed(std::move(v));
   const double seconds = kernels::now_seconds() - t0;

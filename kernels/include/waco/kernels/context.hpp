@@ -112,6 +112,14 @@ std::string cpuinfo_field(const std::string& key);
 /// Each line of /proc/cpuinfo in turn (no newline) until `line_done` returns true; the file is
 /// read only as far as that (nothing when it cannot be opened).
 void scan_cpuinfo(const std::function<bool(std::string_view)>& line_done);
+/// The CPU's lines of /proc/cpuinfo that name it, whole: the first "model name" line and the
+/// first "flags" (x86) or "Features" (Arm) line (empty when absent). Read once a process: the
+/// machine identity (cpu_model) and the kernel cache's host identity both name the CPU by them.
+struct CpuinfoLines {
+  std::string model;
+  std::string flags;
+};
+const CpuinfoLines& cpuinfo_identity_lines();
 
 /// Logical CPUs available to this process.
 int available_cpus();

@@ -132,7 +132,8 @@ class AdaptiveRun {
   void prior_step();
   /// `s` as this plan runs it (with csr's threads when it names none), canonical, as text.
   std::string as_run(codegen::SuperSchedule s) const;
-  /// The nominees of a ranked list: csr's own schedule out, at most kPerKernel of a kernel
+  /// The nominees of a ranked list: csr's own schedule out (in any chunk it runs in: its own
+  /// or the fixed one the model ranks), at most kPerKernel of a kernel
   /// first, setup_.nominees of them.
   std::vector<codegen::SuperSchedule> trimmed(std::vector<codegen::SuperSchedule> v) const;
   /// `s` the only nominee (dia: the dia baseline, `s` the csr schedule naming it), `nomination`
