@@ -274,6 +274,53 @@ TEST_CASE("scripted runner: the tuner's side-by-side stages on scripted times") 
   CHECK(some.result.status_counts.count(MeasureStatus::WrongResult) == 0);
 }
 
+TEST_CASE("scripted runner: the fresh runs stop once no leader can be judged a gain") {
+  // Both references at 100 us; near: 1% faster (a ratio of 0.99, above the rule's 0.98);
+  // slowish: 10% slower; kFast: 20% faster.
+  const char* kNear = "order=i,k format=UC parallel=i threads=2 chunk=8";
+  const char* kSlowish = "order=i,k format=UC parallel=i threads=2 chunk=32";
+  const RunnerScript s = RunnerScript::from_json(
+      json{{"seed", std::uint64_t{11}},
+           {"default", {{"median_s", 1e-4}, {"jitter", 0.02}}},
+           {"rules",
+            {{{"label", spmv(kFast).label()}, {"median_s", 0.8e-4}},
+             {{"label", spmv(kNear).label()}, {"median_s", 0.99e-4}},
+             {{"label", spmv(kSlowish).label()}, {"median_s", 1.1e-4}}}}});
+  const std::vector<Candidate> refs = {spmv("order=i,k format=UC parallel=i threads=0 chunk=16"),
+                                       Candidate::baseline("csr")};
+  const DecisionRule rule;  // min_gain 0.02
+  const auto fresh = [&](const std::vector<Candidate>& nominees, double stop) {
+    ScriptedRunner r(s, options());
+    const RankedConfirmation rc = confirm_ranked(r, nominees, refs, {10, 20, {}, {}}, 3.0);
+    REQUIRE(rc.confirmation.best.has_value());
+    FreshOptions fo{2, 20, 3};
+    fo.stop_min_gain = stop;
+    return time_fresh(r, rc.result, rc.confirmation, refs, fo);
+  };
+  // Neither leader is 2% faster than either reference in the first run: one run, not three.
+  const FreshTiming stopped = fresh({spmv(kNear), spmv(kSlowish)}, rule.min_gain);
+  CHECK(stopped.runs == 1);
+  CHECK(stopped.runs_planned == 3);
+  CHECK(stopped.stopped.find("after 1 of 3 runs") != std::string::npos);
+  REQUIRE(stopped.leader_ms.size() == 2);
+  CHECK(stopped.leader_ms[0].seconds.size() == 20);
+  // The verdict is the one all three runs give: no gain, whichever leader and reference.
+  const FreshTiming all = fresh({spmv(kNear), spmv(kSlowish)}, -1.0);
+  CHECK(all.runs == 3);
+  CHECK(all.stopped.empty());
+  for (const FreshTiming* f : {&stopped, &all}) {
+    REQUIRE(f->best().has_value());
+    for (const Measurement& ref : f->references)
+      CHECK_FALSE(judge_gain(f->leader_ms[*f->best()], ref, rule, f->runs).gain);
+  }
+  // A leader that may still win keeps every run going, and wins.
+  const FreshTiming open = fresh({spmv(kNear), spmv(kFast)}, rule.min_gain);
+  CHECK(open.runs == 3);
+  CHECK(open.stopped.empty());
+  REQUIRE(open.best().has_value());
+  CHECK(judge_gain(open.leader_ms[*open.best()], open.references[1], rule, 3).gain);
+}
+
 // ---- tune --runner scripted:FILE ------------------------------------------------------------
 
 namespace {

@@ -281,6 +281,7 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
   const double t0 = kernels::now_seconds();
   FreshTiming f;
   f.rounds = opts.rounds;
+  f.runs_planned = opts.runs;
   for (std::size_t k = 0; k < c.ranking.size() && f.leaders.size() < static_cast<std::size_t>(opts.leaders); ++k)
     if (c.ranking[k].measurement.status == MeasureStatus::Ok) f.leaders.push_back(k);
   if (f.leaders.empty()) return f;
@@ -290,6 +291,8 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
   for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
   CompareOptions co;
   co.race_factor = 0.0;  // the leaders were fast a moment ago: time every one
+  // lost[i][j]: leader i had a run whose median ratio to reference j exceeded 1 - stop_min_gain.
+  std::vector<std::vector<bool>> lost(lead_slot.size(), std::vector<bool>(reference_slot.size(), false));
   for (int run = 0; run < opts.runs; ++run) {
     const std::vector<Measurement> ms = measurer.compare(batch.list, opts.rounds, co);
     if (run == 0) {
@@ -301,6 +304,37 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
         merge_rounds(f.references[j], ms[reference_slot[j]]);
     }
     ++f.runs;
+    if (opts.stop_min_gain < 0 || f.runs == opts.runs) continue;
+    // judge_gain's every-run condition on this run's rounds alone (a pair whose round counts
+    // differ is judged otherwise there, by the ratio of its medians: never counted as lost).
+    bool open = false;
+    for (std::size_t i = 0; i < lead_slot.size(); ++i) {
+      if (f.leader_ms[i].status != MeasureStatus::Ok) continue;
+      for (std::size_t j = 0; j < reference_slot.size(); ++j) {
+        if (f.references[j].status != MeasureStatus::Ok) continue;
+        const Measurement& a = ms[lead_slot[i]];
+        const Measurement& b = ms[reference_slot[j]];
+        if (!lost[i][j] && a.seconds.size() == b.seconds.size() && !a.seconds.empty()) {
+          std::vector<double> ratios;
+          for (std::size_t k = 0; k < a.seconds.size(); ++k)
+            if (b.seconds[k] > 0) ratios.push_back(a.seconds[k] / b.seconds[k]);
+          if (ratios.size() == a.seconds.size()) {
+            std::sort(ratios.begin(), ratios.end());
+            lost[i][j] = kernels::quantile(ratios, 0.5) > 1.0 - opts.stop_min_gain;
+          }
+        }
+        open = open || !lost[i][j];
+      }
+    }
+    if (!open) {
+      char why[200];
+      std::snprintf(why, sizeof why,
+                    "after %d of %d runs: each leader, against each reference, had a run whose "
+                    "median per-round ratio exceeded %.3g; a gain needs every run at most that",
+                    f.runs, opts.runs, 1.0 - opts.stop_min_gain);
+      f.stopped = why;
+      break;
+    }
   }
   std::vector<const Measurement*> all;
   for (const Measurement& m : f.leader_ms) all.push_back(&m);

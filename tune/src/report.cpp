@@ -116,6 +116,8 @@ nlohmann::json decision_json(const Measured& m, const Decision& d) {
     leaders.push_back(row);
   }
   j.update({{"runs", f.runs},
+            {"runs_planned", f.runs_planned},
+            {"stopped", f.stopped.empty() ? nlohmann::json() : nlohmann::json(f.stopped)},
             {"rounds", f.rounds},
             {"leaders", leaders},
             {"csr_median_s", median_or_null(&f.references[0])},

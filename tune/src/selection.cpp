@@ -447,7 +447,8 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
                       fit, t.shortcut.c_str(), o.decide_runs, o.decide_rounds));
     m.fresh = time_fresh(t.measurer, m.result, *m.confirmation,
                          {csr_schedule.candidate, csr_baseline.candidate},
-                         FreshOptions{fit, o.decide_rounds, o.decide_runs});
+                         FreshOptions{fit, o.decide_rounds, o.decide_runs, o.rule.min_gain});
+    if (!m.fresh->stopped.empty()) t.obs.note("tune: fresh runs stopped " + m.fresh->stopped);
     if (!m.fresh->busy.empty()) t.obs.warning(m.fresh->busy);
   }
   // A model search that did not measure the references first: their only timings are the

@@ -171,6 +171,12 @@ struct FreshOptions {
   int leaders = 1;  ///< the selection's best N verified nominees (>= 1)
   int rounds = 20;  ///< timed interleaved rounds per run (>= 1)
   int runs = 3;     ///< fresh side-by-side children (>= 1)
+  /// The decision rule's min_gain, to stop before `runs` once no leader can be judged a gain:
+  /// when every verified leader, against every verified reference, has had a run whose median
+  /// per-round ratio exceeded 1 - stop_min_gain, judge_gain's every-run condition fails
+  /// whichever leader and reference the remaining runs would put forward (the verdict is
+  /// no-gain whatever they time). < 0 (the default): every run is made.
+  double stop_min_gain = -1.0;
 };
 
 struct FreshTiming {
@@ -178,7 +184,10 @@ struct FreshTiming {
   std::vector<Measurement> leader_ms;    ///< per leader: every run's rounds, appended in run order
   std::vector<Measurement> references;   ///< per reference candidate, likewise
   int runs = 0;                          ///< runs made (each `rounds` rounds)
+  int runs_planned = 0;                  ///< FreshOptions::runs
   int rounds = 0;
+  /// Why fewer runs than planned were made (FreshOptions::stop_min_gain), else empty.
+  std::string stopped;
   double seconds = 0.0;                  ///< wall time of the runs
   std::string busy;                      ///< disturbed_warning of these runs (empty: quiet)
   double disturbed_share = 0.0;          ///< disturbance(...).kept_share() of these runs
