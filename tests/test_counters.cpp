@@ -6,6 +6,8 @@
 
 #include <linux/perf_event.h>
 
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -15,6 +17,27 @@
 #include "waco/kernels/error.hpp"
 
 using namespace waco::kernels;
+
+namespace {
+bool likwid_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  const std::string all((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  return all.find("liblikwid") != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("counters: liblikwid is loaded on first use, and the probe asks in a child, once") {
+  // Not linked (its relocation cost every process ~12 ms at start): nothing has asked yet (ctest
+  // runs each test case in a process of its own; run all together, this case comes first).
+  CHECK_FALSE(likwid_mapped());
+  const bool available = hardware_counters_available();
+  CHECK(hardware_counters_available() == available);  // remembered
+  const std::unique_ptr<Counters> c = open_counters(CounterBackend::Auto);
+  CHECK((c->backend() != "none") == available);
+  // After a "no", open_counters(Auto) answers from the probe, which ran in a child: this
+  // process (and any it forks) never loads likwid.
+  if (!available) CHECK_FALSE(likwid_mapped());
+}
 
 namespace {
 
@@ -257,3 +280,4 @@ TEST_CASE("counters: auto falls back to none and warns once per process", "[coun
     CHECK(first->stop().at("instructions") > 1'000'000);
   }
 }
+

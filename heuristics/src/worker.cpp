@@ -19,6 +19,8 @@
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/kernel_spec.hpp"
 #include "waco/heuristics/prefix_counts.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/counters.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/process_memory.hpp"
 #include "waco/kernels/timing.hpp"
@@ -310,7 +312,14 @@ std::uint64_t physical_memory() {
         (void)codegen::cache_key({}, current->options.generated.compiler);
       } catch (const kernels::Error&) {
       }
+      // Likewise the last-level cache size each child's shared_data asks for (16 sysfs files).
+      (void)kernels::last_level_cache_bytes();
       if (!write_frame(sock, 'K', {})) ::_exit(0);
+      // After the answer, while the tuner goes on (its choice): whether hardware counters can
+      // count here, asked once (kernels::hardware_counters_available, ~11 ms on a KVM guest
+      // without a PMU: likwid's topology and PCI scan), which every measuring child asked again
+      // before its counted runs; a child forked after a "no" inherits it.
+      if (current->options.hardware_counter_runs > 0) kernels::hardware_counters_available();
       continue;
     }
     if (length > kMaxFrame) {

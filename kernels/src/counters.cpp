@@ -6,9 +6,17 @@
 // specific backend that cannot work is a user error and throws with the reason.
 #include "waco/kernels/counters.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
 
 #include "counters_backends.hpp"
 #include "waco/kernels/error.hpp"
@@ -17,6 +25,10 @@ namespace waco::kernels {
 namespace {
 
 std::atomic<bool> g_fallback_warned{false};
+/// Set by hardware_counters_available() when its probe found no backend for the default events:
+/// open_counters(Auto) of those events then answers "none" at once, here and in every process
+/// forked after.
+std::atomic<bool> g_known_unavailable{false};
 
 class NoneCounters final : public Counters {
  public:
@@ -144,6 +156,10 @@ std::unique_ptr<Counters> open_counters(CounterBackend requested,
       return std::move(attempt.counters);
     }
     case CounterBackend::Auto: {
+      // Known from the probe (a warning still to give asks the backends for their reasons).
+      if (events.empty() && g_known_unavailable.load(std::memory_order_relaxed) &&
+          (warn == nullptr || g_fallback_warned.load()))
+        return detail::make_none_counters();
       auto likwid = detail::try_likwid_counters(wanted);
       if (likwid.counters) return std::move(likwid.counters);
       auto perf = detail::try_perf_counters(wanted);
@@ -158,6 +174,42 @@ std::unique_ptr<Counters> open_counters(CounterBackend requested,
   }
   WACO_ASSERT(false, "unhandled CounterBackend");
   return nullptr;
+}
+
+bool hardware_counters_available() {
+  static const bool available = [] {
+    std::fflush(nullptr);  // nothing buffered for the child to write twice
+    const pid_t pid = ::fork();
+    if (pid < 0) return true;  // unknown: every caller tries, as without the probe
+    if (pid == 0) {
+      bool none = true;
+      {
+        const std::unique_ptr<Counters> c = open_counters(CounterBackend::Auto);
+        none = c->backend() == "none";
+      }
+      ::_exit(none ? 1 : 0);
+    }
+    // ~11 ms on a KVM guest without a PMU; a probe still running after 10 s is ended and the
+    // answer taken as unknown.
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      const pid_t r = ::waitpid(pid, &status, WNOHANG);
+      if (r == pid) break;
+      if (r < 0 && errno != EINTR) return true;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    const bool none = WIFEXITED(status) && WEXITSTATUS(status) == 1;
+    if (none) g_known_unavailable.store(true, std::memory_order_relaxed);
+    return !none;
+  }();
+  return available;
 }
 
 namespace detail {

@@ -10,6 +10,11 @@
 // cheap preconditions itself (a CPU likwid knows, MSR device files for its direct/daemon access
 // modes) so that the usual failures never reach likwid, and (3) captures likwid's stderr into the
 // failure reason while it initialises. Environment failures are remembered per process.
+//
+// liblikwid is opened on first use (dlopen), not linked: linked, its 17 MB took every process
+// that loaded this library ~12 ms of relocation at start (an empty program linked to it: 12.8 ms
+// from exec to exit against 0.8 ms), counters asked for or not: every CLI run, every measuring
+// worker, every application linking libwaco.so.
 #include "counters_backends.hpp"
 
 #include <map>
@@ -17,6 +22,7 @@
 #include "waco/kernels/error.hpp"
 
 #ifdef WACO_HAVE_LIKWID
+#include <dlfcn.h>
 #include <likwid.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +32,7 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <type_traits>
 #endif
 
 namespace waco::kernels::detail {
@@ -102,6 +109,69 @@ std::mutex g_mutex;
 bool g_session_open = false;
 std::string g_environment_failure;  ///< non-empty once likwid is known not to work here
 
+/// The functions of liblikwid this backend calls, from the library opened on first use.
+struct LikwidApi {
+  decltype(&::get_configuration) get_configuration = nullptr;
+  decltype(&::topology_init) topology_init = nullptr;
+  decltype(&::topology_finalize) topology_finalize = nullptr;
+  decltype(&::get_cpuInfo) get_cpuInfo = nullptr;
+  decltype(&::get_cpuTopology) get_cpuTopology = nullptr;
+  decltype(&::perfmon_setVerbosity) perfmon_setVerbosity = nullptr;
+  decltype(&::perfmon_init) perfmon_init = nullptr;
+  decltype(&::perfmon_finalize) perfmon_finalize = nullptr;
+  decltype(&::perfmon_addEventSet) perfmon_addEventSet = nullptr;
+  decltype(&::perfmon_setupCounters) perfmon_setupCounters = nullptr;
+  decltype(&::perfmon_startCounters) perfmon_startCounters = nullptr;
+  decltype(&::perfmon_stopCounters) perfmon_stopCounters = nullptr;
+  decltype(&::perfmon_getResult) perfmon_getResult = nullptr;
+};
+
+/// Set by try_likwid_counters (under g_mutex) once the library is open; a session's methods
+/// run only after that.
+const LikwidApi* g_api = nullptr;
+
+/// liblikwid opened (its soname as configured, then the file the build found) and its
+/// functions looked up, once a process; null with `why` when it cannot be.
+const LikwidApi* open_likwid(std::string& why) {
+  static std::string failure;
+  static const LikwidApi* const api = []() -> const LikwidApi* {
+    void* h = nullptr;
+    std::string tried;
+    for (const char* name : {WACO_LIKWID_SONAME, WACO_LIKWID_PATH}) {
+      if (name[0] == '\0') continue;
+      h = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (h != nullptr) break;
+      const char* e = ::dlerror();
+      tried += std::string(tried.empty() ? "" : "; ") + (e != nullptr ? e : name);
+    }
+    if (h == nullptr) {
+      failure = "cannot load liblikwid (" + tried + ")";
+      return nullptr;
+    }
+    static LikwidApi a;
+    const auto look = [&](auto& f, const char* name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(::dlsym(h, name));
+      if (f == nullptr && failure.empty()) failure = std::string("liblikwid has no ") + name;
+    };
+    look(a.get_configuration, "get_configuration");
+    look(a.topology_init, "topology_init");
+    look(a.topology_finalize, "topology_finalize");
+    look(a.get_cpuInfo, "get_cpuInfo");
+    look(a.get_cpuTopology, "get_cpuTopology");
+    look(a.perfmon_setVerbosity, "perfmon_setVerbosity");
+    look(a.perfmon_init, "perfmon_init");
+    look(a.perfmon_finalize, "perfmon_finalize");
+    look(a.perfmon_addEventSet, "perfmon_addEventSet");
+    look(a.perfmon_setupCounters, "perfmon_setupCounters");
+    look(a.perfmon_startCounters, "perfmon_startCounters");
+    look(a.perfmon_stopCounters, "perfmon_stopCounters");
+    look(a.perfmon_getResult, "perfmon_getResult");
+    return failure.empty() ? &a : nullptr;
+  }();
+  why = failure;
+  return api;
+}
+
 /// Redirects file descriptor 2 into a temporary file while alive; text() returns what was
 /// written. Flushes stdio first so that nothing of ours ends up in the capture, and so that
 /// likwid's forked helpers have no buffered output to duplicate.
@@ -170,7 +240,7 @@ bool is_executable(const char* path) { return path != nullptr && ::access(path, 
 /// Checks likwid's access path before perfmon_init so that the common failures do not go through
 /// likwid at all. Returns the reason it cannot work, or "".
 std::string access_precheck(int cpu) {
-  Configuration_t config = get_configuration();
+  Configuration_t config = g_api->get_configuration();
   const int mode = config != nullptr ? static_cast<int>(config->daemonMode) : ACCESSMODE_DIRECT;
   if (mode == ACCESSMODE_PERF) return {};  // likwid goes through perf_event: let it try
   const std::string msr = "/dev/cpu/" + std::to_string(cpu) + "/msr";
@@ -207,8 +277,8 @@ class LikwidCounters final : public Counters {
   LikwidCounters& operator=(const LikwidCounters&) = delete;
   ~LikwidCounters() override {
     std::lock_guard<std::mutex> lock(g_mutex);
-    if (running_) perfmon_stopCounters();
-    perfmon_finalize();
+    if (running_) g_api->perfmon_stopCounters();
+    g_api->perfmon_finalize();
     g_session_open = false;
   }
 
@@ -216,7 +286,7 @@ class LikwidCounters final : public Counters {
   std::vector<std::string> events() const override { return events_; }
 
   void start() override {
-    const int rc = perfmon_startCounters();
+    const int rc = g_api->perfmon_startCounters();
     if (rc != 0) throw Error("counters: likwid could not start its counters (code " +
                              std::to_string(rc) + ")");
     running_ = true;
@@ -224,14 +294,14 @@ class LikwidCounters final : public Counters {
 
   CounterValues stop() override {
     WACO_ASSERT(running_, "likwid counters stopped without start()");
-    const int rc = perfmon_stopCounters();
+    const int rc = g_api->perfmon_stopCounters();
     running_ = false;
     if (rc != 0) throw Error("counters: likwid could not stop its counters (code " +
                              std::to_string(rc) + ")");
     CounterValues out;
     for (std::size_t e = 0; e < events_.size(); ++e) {
       double total = 0.0;
-      for (int t = 0; t < threads_; ++t) total += perfmon_getResult(group_, static_cast<int>(e), t);
+      for (int t = 0; t < threads_; ++t) total += g_api->perfmon_getResult(group_, static_cast<int>(e), t);
       out[events_[e]] = static_cast<std::uint64_t>(total + 0.5);
     }
     return out;
@@ -247,15 +317,15 @@ class LikwidCounters final : public Counters {
 /// Initialises topology and perfmon; returns the environment failure or "".
 std::string init_perfmon(std::vector<int>& cpus, LikwidCpu& family) {
   StderrCapture capture;
-  perfmon_setVerbosity(0);
-  if (topology_init() != 0) {
+  g_api->perfmon_setVerbosity(0);
+  if (g_api->topology_init() != 0) {
     return with_output("topology_init failed: this CPU is not supported by likwid",
                        capture.text());
   }
-  family = cpu_family(get_cpuInfo());
-  CpuTopology_t topo = get_cpuTopology();
+  family = cpu_family(g_api->get_cpuInfo());
+  CpuTopology_t topo = g_api->get_cpuTopology();
   if (topo == nullptr || topo->numHWThreads == 0) {
-    topology_finalize();
+    g_api->topology_finalize();
     return with_output("likwid found no hardware threads", capture.text());
   }
   for (std::uint32_t t = 0; t < topo->numHWThreads; ++t) {
@@ -263,12 +333,12 @@ std::string init_perfmon(std::vector<int>& cpus, LikwidCpu& family) {
   }
   std::string pre = access_precheck(cpus.front());
   if (!pre.empty()) {
-    topology_finalize();
+    g_api->topology_finalize();
     return with_output(pre, capture.text());
   }
-  const int rc = perfmon_init(static_cast<int>(cpus.size()), cpus.data());
+  const int rc = g_api->perfmon_init(static_cast<int>(cpus.size()), cpus.data());
   if (rc != 0) {
-    topology_finalize();
+    g_api->topology_finalize();
     return with_output("perfmon_init failed: " + std::string(std::strerror(rc < 0 ? -rc : rc)),
                        capture.text());
   }
@@ -281,6 +351,14 @@ BackendAttempt try_likwid_counters(const std::vector<std::string>& events) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_environment_failure.empty()) return {nullptr, g_environment_failure};
   if (g_session_open) return {nullptr, "another likwid counter session is open in this process"};
+  if (g_api == nullptr) {
+    std::string why;
+    g_api = open_likwid(why);
+    if (g_api == nullptr) {
+      g_environment_failure = why;
+      return {nullptr, why};
+    }
+  }
   std::vector<int> cpus;
   LikwidCpu family = LikwidCpu::Other;
   std::string failure = init_perfmon(cpus, family);
@@ -290,32 +368,32 @@ BackendAttempt try_likwid_counters(const std::vector<std::string>& events) {
   }
   const LikwidEventSet set = likwid_event_set(family, events);
   const auto give_up = [](std::string reason) {
-    perfmon_finalize();
+    g_api->perfmon_finalize();
     return BackendAttempt{nullptr, std::move(reason)};
   };
   if (!set.error.empty()) return give_up(set.error);
   StderrCapture capture;
-  const int group = perfmon_addEventSet(set.set.c_str());
+  const int group = g_api->perfmon_addEventSet(set.set.c_str());
   if (group < 0) {
     return give_up(with_output("likwid rejected the event set " + set.set, capture.text()));
   }
-  if (perfmon_setupCounters(group) != 0) {
+  if (g_api->perfmon_setupCounters(group) != 0) {
     return give_up(with_output("likwid could not set up the counters for " + set.set,
                                capture.text()));
   }
-  if (perfmon_startCounters() != 0) {
+  if (g_api->perfmon_startCounters() != 0) {
     return give_up(with_output("likwid could not start the counters", capture.text()));
   }
   volatile std::uint64_t sink = 0;
   for (std::uint64_t i = 0; i < 200000; ++i) sink = sink + i * i;
-  if (perfmon_stopCounters() != 0) {
+  if (g_api->perfmon_stopCounters() != 0) {
     return give_up(with_output("likwid could not stop the counters", capture.text()));
   }
   // likwid counts whole hardware threads, so the probe loop must show up in some event.
   double probe = 0.0;
   for (std::size_t e = 0; e < events.size(); ++e) {
     for (std::size_t t = 0; t < cpus.size(); ++t) {
-      probe += perfmon_getResult(group, static_cast<int>(e), static_cast<int>(t));
+      probe += g_api->perfmon_getResult(group, static_cast<int>(e), static_cast<int>(t));
     }
   }
   if (!(probe > 0.0)) {

@@ -45,6 +45,15 @@ std::unique_ptr<Counters> open_counters(CounterBackend requested,
                                         const std::vector<std::string>& events = {},
                                         std::ostream* warn = nullptr);
 
+/// Whether open_counters(Auto) of the default events can count on this machine, probed once a
+/// process in a forked child, so that the asking process keeps no counter library state. The
+/// probe costs ~11 ms on a KVM guest without a PMU (likwid's topology and PCI scan, then
+/// perf_event_open), which every measuring child paid again: after a "no", open_counters(Auto)
+/// of the default events answers "none" at once in this process and in every process it forks
+/// after (a measuring worker asks before forking its children). true when the probe could not
+/// run or answer (each caller then tries, as without it).
+bool hardware_counters_available();
+
 /// Splits a comma-separated event list and checks each name against the generic events known to
 /// every backend: case-insensitive; repeats dropped keeping the first; an empty list gives {};
 /// an empty item or an unknown name throws Error (the hint lists the known events).
