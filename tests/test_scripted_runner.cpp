@@ -377,6 +377,20 @@ TEST_CASE("scripted tune: a clear gain is decided on fresh runs") {
   CHECK(j.at("best").at("schedule") != j.at("csr").at("schedule"));
   CHECK(j.at("plan_cache").is_object());  // a decision: cached
   CHECK(j.at("busy_warning").is_null());
+  CHECK(d.at("runs_planned") == 3);
+  CHECK(d.at("stopped").is_null());
+  // The memory record's stages, in order, each with its wall time (within the tune's).
+  std::vector<std::string> stages;
+  double seconds = 0.0;
+  for (const json& st : j.at("memory").at("stages")) {
+    stages.push_back(st.at("stage").get<std::string>());
+    CHECK(st.at("seconds").get<double>() >= 0.0);
+    seconds += st.at("seconds").get<double>();
+  }
+  CHECK(stages == std::vector<std::string>{"operand", "fingerprint", "dense_and_reference",
+                                           "worker_load", "choice", "references", "selection",
+                                           "decide", "report"});
+  CHECK(seconds <= j.at("economy").at("total_s").get<double>() + 1e-3);
 }
 
 TEST_CASE("scripted tune: 20 equal kernels give no gain") {

@@ -23,13 +23,15 @@ class MemoryRecord {
   /// largest measuring child's peaks during it (Runner::memory).
   void stage(const std::string& name, heuristics::Runner* runner = nullptr);
 
-  /// {"stages": [{"stage", "tune_peak_bytes", "tune_rss_bytes", "worker_peak_bytes",
+  /// {"stages": [{"stage", "seconds" (its wall time: since the previous stage ended, or since
+  /// the record began), "tune_peak_bytes", "tune_rss_bytes", "worker_peak_bytes",
   /// "worker_rss_bytes", "children_peak_bytes"}], "peak_bytes": {"tune", "worker", "children"},
   /// "per_stage": whether the tuning process's peaks are per stage}.
   nlohmann::json to_json() const;
 
  private:
   bool reset_;
+  double last_;  ///< when the previous stage ended (or the record began)
   nlohmann::json stages_ = nlohmann::json::array();
   std::int64_t tune_peak_ = 0, worker_peak_ = 0, children_peak_ = 0;
 };
