@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -125,6 +126,24 @@ struct LikwidApi {
   decltype(&::perfmon_stopCounters) perfmon_stopCounters = nullptr;
   decltype(&::perfmon_getResult) perfmon_getResult = nullptr;
 };
+
+/// Whether likwid could count here in any of its access modes: through MSRs (direct or daemon
+/// access, /dev/cpu/N/msr) or through perf_event (a CPU PMU under /sys/bus/event_source/devices:
+/// "cpu", or "cpu_core"/"cpu_atom" on hybrid Intel parts). With neither, it is not even loaded
+/// (~12 ms of relocation, then its topology and PCI scan: on a KVM guest without a PMU, every
+/// `--counters auto` paid that to hear no).
+bool counting_path_exists() {
+  const auto exists = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0;
+  };
+  for (const char* pmu : {"cpu", "cpu_core", "cpu_atom"})
+    if (exists(std::string("/sys/bus/event_source/devices/") + pmu)) return true;
+  const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
+  for (long c = 0; c < std::max(1L, cpus); ++c)
+    if (exists("/dev/cpu/" + std::to_string(c) + "/msr")) return true;
+  return false;
+}
 
 /// Set by try_likwid_counters (under g_mutex) once the library is open; a session's methods
 /// run only after that.
@@ -351,6 +370,12 @@ BackendAttempt try_likwid_counters(const std::vector<std::string>& events) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_environment_failure.empty()) return {nullptr, g_environment_failure};
   if (g_session_open) return {nullptr, "another likwid counter session is open in this process"};
+  if (g_api == nullptr && !counting_path_exists()) {
+    g_environment_failure =
+        "cannot access MSRs: no /dev/cpu/N/msr (load the msr kernel module; in a VM the "
+        "hypervisor must expose the PMU), and the kernel has no CPU PMU for likwid's perf mode";
+    return {nullptr, g_environment_failure};
+  }
   if (g_api == nullptr) {
     std::string why;
     g_api = open_likwid(why);
