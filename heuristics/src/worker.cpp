@@ -316,9 +316,10 @@ std::uint64_t physical_memory() {
       (void)kernels::last_level_cache_bytes();
       if (!write_frame(sock, 'K', {})) ::_exit(0);
       // After the answer, while the tuner goes on (its choice): whether hardware counters can
-      // count here, asked once (kernels::hardware_counters_available, ~11 ms on a KVM guest
-      // without a PMU: likwid's topology and PCI scan), which every measuring child asked again
-      // before its counted runs; a child forked after a "no" inherits it.
+      // count here, asked once (kernels::hardware_counters_available: 0.6-0.8 ms where likwid
+      // has no way to count, ~12 + 11.5 ms where it loads and scans), which every measuring child
+      // asked again before its counted runs; a child forked after a "no" inherits it. (Probing from
+      // the worker's start instead, beside the tuner's load and choice, slowed both.)
       if (current->options.hardware_counter_runs > 0) kernels::hardware_counters_available();
       continue;
     }

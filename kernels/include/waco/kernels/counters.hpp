@@ -46,12 +46,12 @@ std::unique_ptr<Counters> open_counters(CounterBackend requested,
                                         std::ostream* warn = nullptr);
 
 /// Whether open_counters(Auto) of the default events can count on this machine, probed once a
-/// process in a forked child, so that the asking process keeps no counter library state. The
-/// probe costs ~11 ms on a KVM guest without a PMU (likwid's topology and PCI scan, then
-/// perf_event_open), which every measuring child paid again: after a "no", open_counters(Auto)
-/// of the default events answers "none" at once in this process and in every process it forks
-/// after (a measuring worker asks before forking its children). true when the probe could not
-/// run or answer (each caller then tries, as without it).
+/// process in a forked child (ask from a single-threaded process), so that the asking process
+/// keeps no counter library state. Where likwid loads, the probe costs ~12 ms to load it and
+/// ~11.5 ms for its topology and PCI scan, which every measuring child paid again: after a
+/// "no", open_counters(Auto) of the default events answers "none" at once in this process and
+/// in every process it forks after (a measuring worker asks before forking its children). true
+/// when the probe could not run or answer (each caller then tries, as without it).
 bool hardware_counters_available();
 
 /// Splits a comma-separated event list and checks each name against the generic events known to
