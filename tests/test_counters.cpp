@@ -39,6 +39,18 @@ TEST_CASE("counters: liblikwid is loaded on first use, and the probe asks in a c
   if (!available) CHECK_FALSE(likwid_mapped());
 }
 
+TEST_CASE("counters: liblikwid opens with every function the backend calls") {
+  // Where likwid has no way to count (no MSR device, no CPU PMU) the backend never opens it, so
+  // the library and its lookups are checked here on their own.
+  if (!detail::likwid_compiled_in()) {
+    CHECK_FALSE(detail::likwid_library_problem().empty());
+    return;
+  }
+  INFO(detail::likwid_library_problem());
+  CHECK(detail::likwid_library_problem().empty());
+  CHECK(likwid_mapped());
+}
+
 namespace {
 
 /// Work the counters must see: about 4 instructions per iteration, not optimized away.

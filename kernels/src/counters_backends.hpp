@@ -78,6 +78,10 @@ BackendAttempt try_likwid_counters(const std::vector<std::string>& events);
 /// True when this build includes the likwid backend (WACO_HAVE_LIKWID).
 bool likwid_compiled_in();
 
+/// Why liblikwid cannot be opened with every function the backend calls ("" when it can; the
+/// build's reason without likwid). Opens it (once a process), whether or not it could count here.
+std::string likwid_library_problem();
+
 // ---- for tests ------------------------------------------------------------------------------
 
 /// Lets the next Auto fallback warn again (the warning is once per process otherwise).

@@ -95,6 +95,8 @@ LikwidEventSet likwid_event_set(LikwidCpu cpu, const std::vector<std::string>& e
 
 bool likwid_compiled_in() { return false; }
 
+std::string likwid_library_problem() { return "this build has no likwid support"; }
+
 BackendAttempt try_likwid_counters(const std::vector<std::string>&) {
   return {nullptr, "this build has no likwid support (likwid.h or liblikwid not found when "
                    "configuring)"};
@@ -110,21 +112,17 @@ std::mutex g_mutex;
 bool g_session_open = false;
 std::string g_environment_failure;  ///< non-empty once likwid is known not to work here
 
-/// The functions of liblikwid this backend calls, from the library opened on first use.
+/// The functions of liblikwid this backend calls (one list: the members below and their lookup).
+#define WACO_LIKWID_FUNCTIONS(X)                                                                 \
+  X(get_configuration) X(topology_init) X(topology_finalize) X(get_cpuInfo) X(get_cpuTopology) \
+  X(perfmon_setVerbosity) X(perfmon_init) X(perfmon_finalize) X(perfmon_addEventSet)            \
+  X(perfmon_setupCounters) X(perfmon_startCounters) X(perfmon_stopCounters) X(perfmon_getResult)
+
+/// Those functions, from the library opened on first use.
 struct LikwidApi {
-  decltype(&::get_configuration) get_configuration = nullptr;
-  decltype(&::topology_init) topology_init = nullptr;
-  decltype(&::topology_finalize) topology_finalize = nullptr;
-  decltype(&::get_cpuInfo) get_cpuInfo = nullptr;
-  decltype(&::get_cpuTopology) get_cpuTopology = nullptr;
-  decltype(&::perfmon_setVerbosity) perfmon_setVerbosity = nullptr;
-  decltype(&::perfmon_init) perfmon_init = nullptr;
-  decltype(&::perfmon_finalize) perfmon_finalize = nullptr;
-  decltype(&::perfmon_addEventSet) perfmon_addEventSet = nullptr;
-  decltype(&::perfmon_setupCounters) perfmon_setupCounters = nullptr;
-  decltype(&::perfmon_startCounters) perfmon_startCounters = nullptr;
-  decltype(&::perfmon_stopCounters) perfmon_stopCounters = nullptr;
-  decltype(&::perfmon_getResult) perfmon_getResult = nullptr;
+#define WACO_LIKWID_MEMBER(name) decltype(&::name) name = nullptr;
+  WACO_LIKWID_FUNCTIONS(WACO_LIKWID_MEMBER)
+#undef WACO_LIKWID_MEMBER
 };
 
 /// Whether likwid could count here in any of its access modes: through MSRs (direct or daemon
@@ -172,19 +170,9 @@ const LikwidApi* open_likwid(std::string& why) {
       f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(::dlsym(h, name));
       if (f == nullptr && failure.empty()) failure = std::string("liblikwid has no ") + name;
     };
-    look(a.get_configuration, "get_configuration");
-    look(a.topology_init, "topology_init");
-    look(a.topology_finalize, "topology_finalize");
-    look(a.get_cpuInfo, "get_cpuInfo");
-    look(a.get_cpuTopology, "get_cpuTopology");
-    look(a.perfmon_setVerbosity, "perfmon_setVerbosity");
-    look(a.perfmon_init, "perfmon_init");
-    look(a.perfmon_finalize, "perfmon_finalize");
-    look(a.perfmon_addEventSet, "perfmon_addEventSet");
-    look(a.perfmon_setupCounters, "perfmon_setupCounters");
-    look(a.perfmon_startCounters, "perfmon_startCounters");
-    look(a.perfmon_stopCounters, "perfmon_stopCounters");
-    look(a.perfmon_getResult, "perfmon_getResult");
+#define WACO_LIKWID_LOOK(name) look(a.name, #name);
+    WACO_LIKWID_FUNCTIONS(WACO_LIKWID_LOOK)
+#undef WACO_LIKWID_LOOK
     return failure.empty() ? &a : nullptr;
   }();
   why = failure;
@@ -365,6 +353,12 @@ std::string init_perfmon(std::vector<int>& cpus, LikwidCpu& family) {
 }
 
 }  // namespace
+
+std::string likwid_library_problem() {
+  std::string why;
+  open_likwid(why);
+  return why;
+}
 
 BackendAttempt try_likwid_counters(const std::vector<std::string>& events) {
   std::lock_guard<std::mutex> lock(g_mutex);
