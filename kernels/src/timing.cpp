@@ -49,29 +49,68 @@ SoftwareCounts software_counts() {
   return {sec(u.ru_utime) + sec(u.ru_stime), u.ru_nivcsw, u.ru_nvcsw, u.ru_minflt + u.ru_majflt};
 }
 
-double process_run_delay_s() {
-  DIR* dir = ::opendir("/proc/self/task");
-  if (!dir) return -1.0;
-  long long total_ns = 0;
-  bool any = false;
-  char path[320], buf[128];
-  while (const dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // the thread ended, or no schedstat
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0) continue;
-    buf[n] = '\0';
-    long long on_cpu = 0, waiting = 0;  // "<ns on the CPU> <ns runnable, waiting> <slices>"
-    if (std::sscanf(buf, "%lld %lld", &on_cpu, &waiting) != 2) continue;
-    total_ns += waiting;
-    any = true;
+namespace {
+
+/// The scheduler statistics of this process's threads (/proc/self/task/*/schedstat), opened once
+/// and read with pread: a timed run reads them before it (and after it when it was preempted),
+/// and listing /proc/self/task and opening each file every time cost ~8 us a run, as much as a
+/// small matrix's kernel. scan() lists the threads again (a thread pool may have grown);
+/// run_delay_s() reads the listed ones (a thread that ended is left out, and stale() says so).
+class RunDelayReader {
+ public:
+  RunDelayReader() { scan(); }
+  RunDelayReader(const RunDelayReader&) = delete;
+  RunDelayReader& operator=(const RunDelayReader&) = delete;
+  ~RunDelayReader() { close_all(); }
+
+  void scan() {
+    close_all();
+    stale_ = false;
+    DIR* dir = ::opendir("/proc/self/task");
+    if (!dir) return;
+    char path[320];
+    while (const dirent* e = ::readdir(dir)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+      const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) fds_.push_back(fd);  // else the thread ended, or no schedstat
+    }
+    ::closedir(dir);
   }
-  ::closedir(dir);
-  return any ? 1e-9 * static_cast<double>(total_ns) : -1.0;
-}
+
+  /// The listed threads' summed run_delay (seconds); negative when none could be read.
+  double run_delay_s() const {
+    long long total_ns = 0;
+    bool any = false;
+    char buf[128];
+    for (const int fd : fds_) {
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      if (n <= 0) {  // the thread ended
+        stale_ = true;
+        continue;
+      }
+      buf[n] = '\0';
+      long long on_cpu = 0, waiting = 0;  // "<ns on the CPU> <ns runnable, waiting> <slices>"
+      if (std::sscanf(buf, "%lld %lld", &on_cpu, &waiting) != 2) continue;
+      total_ns += waiting;
+      any = true;
+    }
+    return any ? 1e-9 * static_cast<double>(total_ns) : -1.0;
+  }
+  bool stale() const { return stale_; }
+
+ private:
+  void close_all() {
+    for (const int fd : fds_) ::close(fd);
+    fds_.clear();
+  }
+  std::vector<int> fds_;
+  mutable bool stale_ = false;
+};
+
+}  // namespace
+
+double process_run_delay_s() { return RunDelayReader().run_delay_s(); }
 
 bool run_disturbed(const SoftwareCounts& c, double seconds, int threads) {
   if (c.involuntary_switches <= 0) return false;
@@ -114,20 +153,23 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
   for (auto& s : samples) s.reserve(static_cast<std::size_t>(opts.repeats));
   std::vector<int> retaken(n, 0), kept_disturbed(n, 0);
   std::vector<SoftwareCounts> counts(n);
+  RunDelayReader run_delay;
   for (int round = 0; round < opts.warmup + opts.repeats; ++round) {
+    // Every function has run once after the first round: the threads it starts exist.
+    if (round == 1 || run_delay.stale()) run_delay.scan();
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t i = (k + static_cast<std::size_t>(round)) % n;
       if (!fns[i]) continue;
       for (;;) {
         for (int w = 0; w < settle; ++w) fns[i]();
-        const double delay0 = process_run_delay_s();
+        const double delay0 = run_delay.run_delay_s();
         const SoftwareCounts c0 = software_counts();
         const double t0 = opts.clock();
         fns[i]();
         const double dt = opts.clock() - t0;
         SoftwareCounts c = software_counts() - c0;
         if (c.involuntary_switches > 0 && delay0 >= 0) {
-          const double delay1 = process_run_delay_s();
+          const double delay1 = run_delay.run_delay_s();
           if (delay1 >= 0) c.run_delay_s = std::max(0.0, delay1 - delay0);  // a thread may end
         }
         if (round < opts.warmup) break;
