@@ -245,6 +245,25 @@ RankedConfirmation confirm_ranked(Runner& measurer, const std::vector<Candidate>
 namespace {
 /// Appends a further run's timed rounds to a measurement (see time_fresh). A failure in any run
 /// is the measurement's.
+/// The per-round ratios a/b of two measurements timed in the same rounds (pairs of the rounds'
+/// times); empty when their round counts differ or a round of b is not positive: they are then
+/// compared by the ratio of their medians.
+std::vector<double> round_ratios(const Measurement& a, const Measurement& b) {
+  if (a.seconds.size() != b.seconds.size()) return {};
+  std::vector<double> ratios;
+  ratios.reserve(a.seconds.size());
+  for (std::size_t k = 0; k < a.seconds.size(); ++k) {
+    if (b.seconds[k] <= 0) return {};
+    ratios.push_back(a.seconds[k] / b.seconds[k]);
+  }
+  return ratios;
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return kernels::quantile(values, 0.5);
+}
+
 void merge_rounds(Measurement& into, const Measurement& again) {
   if (into.status != MeasureStatus::Ok) return;
   if (again.status != MeasureStatus::Ok) {
@@ -312,16 +331,9 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
       if (f.leader_ms[i].status != MeasureStatus::Ok) continue;
       for (std::size_t j = 0; j < reference_slot.size(); ++j) {
         if (f.references[j].status != MeasureStatus::Ok) continue;
-        const Measurement& a = ms[lead_slot[i]];
-        const Measurement& b = ms[reference_slot[j]];
-        if (!lost[i][j] && a.seconds.size() == b.seconds.size() && !a.seconds.empty()) {
-          std::vector<double> ratios;
-          for (std::size_t k = 0; k < a.seconds.size(); ++k)
-            if (b.seconds[k] > 0) ratios.push_back(a.seconds[k] / b.seconds[k]);
-          if (ratios.size() == a.seconds.size()) {
-            std::sort(ratios.begin(), ratios.end());
-            lost[i][j] = kernels::quantile(ratios, 0.5) > 1.0 - opts.stop_min_gain;
-          }
+        if (!lost[i][j]) {
+          const std::vector<double> ratios = round_ratios(ms[lead_slot[i]], ms[reference_slot[j]]);
+          lost[i][j] = !ratios.empty() && median_of(ratios) > 1.0 - opts.stop_min_gain;
         }
         open = open || !lost[i][j];
       }
@@ -407,11 +419,8 @@ Verdict judge_gain(const Measurement& winner, const Measurement& reference,
   Verdict v;
   v.min_gain = rule.min_gain;
   v.level = rule.level;
-  std::vector<double> ratios;
-  if (winner.seconds.size() == reference.seconds.size())
-    for (std::size_t k = 0; k < winner.seconds.size(); ++k)
-      if (reference.seconds[k] > 0) ratios.push_back(winner.seconds[k] / reference.seconds[k]);
-  if (ratios.empty() || ratios.size() != winner.seconds.size()) {
+  std::vector<double> ratios = round_ratios(winner, reference);
+  if (ratios.empty()) {
     v.ratio_median = v.ratio_q25 = v.ratio_q75 = winner.median_s / reference.median_s;
     v.ratio_lo = v.ratio_hi = v.ratio_median;
   } else {
@@ -419,12 +428,10 @@ Verdict judge_gain(const Measurement& winner, const Measurement& reference,
     if (runs > 1 && n % static_cast<std::size_t>(runs) == 0) {
       v.runs = runs;
       const std::size_t per = n / static_cast<std::size_t>(runs);
-      for (int k = 0; k < runs; ++k) {
-        std::vector<double> part(ratios.begin() + static_cast<std::ptrdiff_t>(k * per),
-                                 ratios.begin() + static_cast<std::ptrdiff_t>((k + 1) * per));
-        std::sort(part.begin(), part.end());
-        v.run_ratio_medians.push_back(kernels::quantile(part, 0.5));
-      }
+      for (int k = 0; k < runs; ++k)
+        v.run_ratio_medians.push_back(
+            median_of({ratios.begin() + static_cast<std::ptrdiff_t>(k * per),
+                       ratios.begin() + static_cast<std::ptrdiff_t>((k + 1) * per)}));
     }
     const auto [lo, hi] = median_interval(ratios, rule.level);
     std::sort(ratios.begin(), ratios.end());

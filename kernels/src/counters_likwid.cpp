@@ -364,13 +364,13 @@ BackendAttempt try_likwid_counters(const std::vector<std::string>& events) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_environment_failure.empty()) return {nullptr, g_environment_failure};
   if (g_session_open) return {nullptr, "another likwid counter session is open in this process"};
-  if (g_api == nullptr && !counting_path_exists()) {
-    g_environment_failure =
-        "cannot access MSRs: no /dev/cpu/N/msr (load the msr kernel module; in a VM the "
-        "hypervisor must expose the PMU), and the kernel has no CPU PMU for likwid's perf mode";
-    return {nullptr, g_environment_failure};
-  }
   if (g_api == nullptr) {
+    if (!counting_path_exists()) {
+      g_environment_failure =
+          "cannot access MSRs: no /dev/cpu/N/msr (load the msr kernel module; in a VM the "
+          "hypervisor must expose the PMU), and the kernel has no CPU PMU for likwid's perf mode";
+      return {nullptr, g_environment_failure};
+    }
     std::string why;
     g_api = open_likwid(why);
     if (g_api == nullptr) {
