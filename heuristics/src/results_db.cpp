@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <system_error>
 
 #include "sqlite_statement.hpp"
@@ -274,32 +275,86 @@ MatrixRecord matrix_record(const kernels::CooTensor& t, const std::string& path,
 namespace {
 /// Column names of every table of a schema-version database: (table, column) pairs.
 std::vector<std::pair<std::string, std::string>> columns_of(sqlite3* db) {
-  std::vector<std::string> tables;
-  {
-    Statement t(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                    "ORDER BY name");
-    while (t.step()) tables.push_back(t.text(0));
+  std::vector<std::pair<std::string, std::string>> out;
+  Statement c(db, "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
+                  "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'");
+  while (c.step()) out.emplace_back(c.text(0), c.text(1));
+  return out;
+}
+
+std::string trimmed(const std::string& s) {
+  const std::size_t a = s.find_first_not_of(" \t\n");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\n") - a + 1);
+}
+
+std::string first_word(const std::string& s) {
+  const std::string t = trimmed(s);
+  return t.substr(0, t.find_first_of(" \t\n(,"));
+}
+
+/// The (table, column) pairs schema_sql() makes, read off its text rather than from a database
+/// it is executed in (that took ~2.5 ms, most of a process's first open of an existing file):
+/// its statements are CREATE TABLE t(column ..., ..., table constraints), ALTER TABLE t ADD
+/// COLUMN c ..., ALTER TABLE a RENAME TO b and DROP TABLE t, in the one style written above
+/// (no ';' or unbalanced parentheses in a statement's quotes). tests/test_results_db.cpp checks
+/// the pairs against a file the schema made.
+std::vector<std::pair<std::string, std::string>> schema_columns() {
+  std::vector<std::pair<std::string, std::vector<std::string>>> tables;
+  const auto table = [&](const std::string& name) -> std::vector<std::string>* {
+    for (auto& t : tables)
+      if (t.first == name) return &t.second;
+    return nullptr;
+  };
+  const std::string sql = schema_sql();
+  std::size_t from = 0;
+  for (std::size_t end; (end = sql.find(';', from)) != std::string::npos; from = end + 1) {
+    const std::string st = trimmed(sql.substr(from, end - from));
+    std::istringstream words(st);
+    std::string w1, w2, name, w4, w5, w6;
+    words >> w1 >> w2 >> name >> w4 >> w5 >> w6;
+    if (w1 == "CREATE" && w2 == "TABLE") {
+      const std::size_t open = st.find('('), close = st.rfind(')');
+      WACO_ASSERT(open != std::string::npos && close > open, "schema: CREATE TABLE without columns");
+      std::vector<std::string> cols;
+      int depth = 0;
+      std::size_t item = open + 1;
+      for (std::size_t k = open + 1; k <= close; ++k) {
+        if (st[k] == '(') ++depth;
+        if (st[k] == ')' && k < close) --depth;
+        if ((st[k] == ',' && depth == 0) || k == close) {
+          const std::string word = first_word(st.substr(item, k - item));
+          if (word != "PRIMARY" && word != "UNIQUE" && word != "FOREIGN" && word != "CHECK" &&
+              word != "CONSTRAINT")
+            cols.push_back(word);
+          item = k + 1;
+        }
+      }
+      tables.emplace_back(st.substr(13, open - 13), cols);  // after "CREATE TABLE "
+      tables.back().first = trimmed(tables.back().first);
+    } else if (w1 == "ALTER" && w2 == "TABLE" && w4 == "ADD" && w5 == "COLUMN") {
+      std::vector<std::string>* t = table(name);
+      WACO_ASSERT(t != nullptr, "schema: ALTER TABLE of a table not created");
+      t->push_back(w6);
+    } else if (w1 == "ALTER" && w2 == "TABLE" && w4 == "RENAME" && w5 == "TO") {
+      for (auto& t : tables)
+        if (t.first == name) t.first = w6;
+    } else if (w1 == "DROP" && w2 == "TABLE") {
+      tables.erase(std::remove_if(tables.begin(), tables.end(),
+                                  [&](const auto& t) { return t.first == name; }),
+                   tables.end());
+    }
   }
   std::vector<std::pair<std::string, std::string>> out;
-  for (const std::string& table : tables) {
-    Statement c(db, "SELECT name FROM pragma_table_info(?1)");
-    c.bind(1, table);
-    while (c.step()) out.emplace_back(table, c.text(0));
-  }
+  for (const auto& [t, cols] : tables)
+    for (const std::string& c : cols) out.emplace_back(t, c);
   return out;
 }
 
 /// Refuses a file whose tables lack a column of this schema version (a damaged or foreign file
 /// that says it is of this version): the statements would fail on it later, as a bug.
 void check_tables(sqlite3* db, const std::string& path) {
-  static const std::vector<std::pair<std::string, std::string>> expected = [] {
-    sqlite3* mem = nullptr;
-    sqlite3_open(":memory:", &mem);
-    sqlite3_exec(mem, schema_sql().c_str(), nullptr, nullptr, nullptr);
-    auto cols = columns_of(mem);
-    sqlite3_close(mem);
-    return cols;
-  }();
+  static const std::vector<std::pair<std::string, std::string>> expected = schema_columns();
   const auto have = columns_of(db);
   for (const auto& tc : expected)
     if (std::find(have.begin(), have.end(), tc) == have.end())
