@@ -33,7 +33,6 @@
 #include <sstream>
 #include <string>
 #include <system_error>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -294,7 +293,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
       result.timed_out = true;
       continue;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    kernels::await_child_exit(pid, static_cast<double>(remaining_ms()) / 1000.0);
   }
   return result;
 }

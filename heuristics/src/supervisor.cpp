@@ -18,6 +18,7 @@
 #include "framing.hpp"
 #include "measure_internal.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/process.hpp"
 #include "waco/kernels/process_memory.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -54,16 +55,8 @@ int wait_child(pid_t pid, bool block) {
 }  // namespace
 
 int reap_child(pid_t pid, double seconds) {
-  const double until = now_seconds() + seconds;
-  for (;;) {
-    const int st = wait_child(pid, false);
-    if (st != -2) return st;
-    if (now_seconds() >= until) {
-      ::kill(pid, SIGKILL);
-      return wait_child(pid, true);
-    }
-    ::usleep(2000);
-  }
+  if (!kernels::await_child_exit(pid, seconds)) ::kill(pid, SIGKILL);
+  return wait_child(pid, true);
 }
 
 namespace {

@@ -13,13 +13,12 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <thread>
 
 #include "counters_backends.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/process.hpp"
 
 namespace waco::kernels {
 namespace {
@@ -193,19 +192,12 @@ bool hardware_counters_available() {
     // loaded); where likwid loads, ~12 ms to load it and ~11.5 ms for its topology and PCI scan.
     // A probe still running after 10 s is ended and the answer taken as unknown.
     int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    for (;;) {
-      const pid_t r = ::waitpid(pid, &status, WNOHANG);
-      if (r == pid) break;
-      if (r < 0 && errno != EINTR) return true;
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid, SIGKILL);
-        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const bool ended = await_child_exit(pid, 10.0);
+    if (!ended) ::kill(pid, SIGKILL);
+    pid_t r;
+    while ((r = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
+    if (!ended || r != pid) return true;
     const bool none = WIFEXITED(status) && WEXITSTATUS(status) == 1;
     if (none) g_known_unavailable.store(true, std::memory_order_relaxed);
     return !none;

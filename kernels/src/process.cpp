@@ -5,11 +5,15 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <chrono>
 #include <cstdlib>
@@ -23,6 +27,40 @@
 extern char** environ;
 
 namespace waco::kernels {
+
+bool await_child_exit(pid_t pid, double seconds) {
+  using clock = std::chrono::steady_clock;
+  const auto until = clock::now() + std::chrono::duration<double>(std::max(0.0, seconds));
+  const auto ended = [pid] {
+    siginfo_t info{};
+    for (;;) {
+      info.si_pid = 0;
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0)
+        return info.si_pid == pid;
+      if (errno != EINTR) return true;  // no such child: nothing to wait for
+    }
+  };
+  int fd = -1;
+#ifdef SYS_pidfd_open
+  fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#endif
+  double nap_s = 50e-6;
+  bool done = ended();
+  while (!done) {
+    const double left = std::chrono::duration<double>(until - clock::now()).count();
+    if (left <= 0) break;
+    if (fd >= 0) {  // readable once the process has ended
+      pollfd p{fd, POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(std::ceil(std::min(left, 1.0) * 1000.0)));
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(nap_s, left)));
+      nap_s = std::min(2 * nap_s, 2e-3);
+    }
+    done = ended();
+  }
+  if (fd >= 0) ::close(fd);
+  return done;
+}
 
 int run_process(const std::vector<std::string>& argv, const std::string& out_path,
                 const std::string& err_path, bool live_stderr, double timeout_s,
@@ -77,7 +115,13 @@ int run_process(const std::vector<std::string>& argv, const std::string& out_pat
       throw Error(argv[0] + " did not finish within " +
                   std::to_string(static_cast<int>(timeout_s)) + " s (killed)");
     }
-    if (w == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Woken as it ends; every 50 ms to forward a stop, or at the deadline.
+    if (w == 0) {
+      double slice = stop != nullptr ? 0.05 : 3600.0;
+      if (timeout_s > 0)
+        slice = std::min(slice, std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count());
+      await_child_exit(pid, std::max(slice, 0.0));
+    }
   }
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
