@@ -435,6 +435,10 @@ int available_cpus() {
   return omp_get_num_procs();
 }
 
+void release_idle_openmp_threads() {
+  if (!omp_in_parallel()) omp_pause_resource_all(omp_pause_soft);
+}
+
 double physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);

@@ -201,6 +201,9 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   }
   memory.stage("choice", &measurer);
   check_cancel(o);
+  // What this process ran in parallel (the choice's analyses and scoring) is done: its idle
+  // OpenMP threads would spin beside the measuring children for milliseconds.
+  kernels::release_idle_openmp_threads();
   const nlohmann::json cache_json = tile_cache_json(o.params, threads);
   const TuneRun run{o, obs, kind, p, measurer, db, key, needs_tensor(kind) ? "csf" : "csr",
                     choice.search, side_by_side, db_path, &memory};

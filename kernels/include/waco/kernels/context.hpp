@@ -124,6 +124,13 @@ const CpuinfoLines& cpuinfo_identity_lines();
 /// Logical CPUs available to this process.
 int available_cpus();
 
+/// Ends the idle threads of the calling thread's OpenMP thread pool (omp_pause_resource_all,
+/// soft: the next parallel region starts them again, ~0.1 ms); nothing inside a parallel region.
+/// GNU libgomp keeps a region's threads spinning after it ends (GOMP_SPINCOUNT, 300,000 pauses
+/// by default), on the cores that a tune's measuring children then time kernels on: a tune calls
+/// it once its own parallel work (the choice) is done.
+void release_idle_openmp_threads();
+
 /// Physical memory of the machine in bytes (sysconf); +infinity when unknown.
 double physical_memory_bytes();
 /// Memory available to a new allocation now without swapping (/proc/meminfo MemAvailable), in
