@@ -106,9 +106,8 @@ int main(int argc, char** argv) {
   // objects, validators, help text) cost ~2 ms of each run, the measuring children's included.
   // The others stay listed, for the top-level --help; a first argument that names no command (an
   // option, a typo) has them all declared, so that help and errors are as they were.
-  const bool named = argc > 1 && std::any_of(commands.begin(), commands.end(), [&](const Command& c) {
-                       return c.name == argv[1];
-                     });
+  const bool named = argc > 1 && std::any_of(commands.begin(), commands.end(),
+                                             [&](const Command& c) { return c.name == argv[1]; });
   std::function<int()> action;
   for (const Command& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.summary);

@@ -315,7 +315,8 @@ std::vector<std::pair<std::string, std::string>> schema_columns() {
     words >> w1 >> w2 >> name >> w4 >> w5 >> w6;
     if (w1 == "CREATE" && w2 == "TABLE") {
       const std::size_t open = st.find('('), close = st.rfind(')');
-      WACO_ASSERT(open != std::string::npos && close > open, "schema: CREATE TABLE without columns");
+      WACO_ASSERT(open != std::string::npos && close > open,
+                  "schema: CREATE TABLE without columns");
       std::vector<std::string> cols;
       int depth = 0;
       std::size_t item = open + 1;
@@ -330,8 +331,7 @@ std::vector<std::pair<std::string, std::string>> schema_columns() {
           item = k + 1;
         }
       }
-      tables.emplace_back(st.substr(13, open - 13), cols);  // after "CREATE TABLE "
-      tables.back().first = trimmed(tables.back().first);
+      tables.emplace_back(trimmed(st.substr(13, open - 13)), std::move(cols));  // "CREATE TABLE "
     } else if (w1 == "ALTER" && w2 == "TABLE" && w4 == "ADD" && w5 == "COLUMN") {
       std::vector<std::string>* t = table(name);
       WACO_ASSERT(t != nullptr, "schema: ALTER TABLE of a table not created");

@@ -2,10 +2,10 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
-#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -118,8 +118,10 @@ int run_process(const std::vector<std::string>& argv, const std::string& out_pat
     // Woken as it ends; every 50 ms to forward a stop, or at the deadline.
     if (w == 0) {
       double slice = stop != nullptr ? 0.05 : 3600.0;
-      if (timeout_s > 0)
-        slice = std::min(slice, std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count());
+      if (timeout_s > 0) {
+        const auto left = deadline - std::chrono::steady_clock::now();
+        slice = std::min(slice, std::chrono::duration<double>(left).count());
+      }
       await_child_exit(pid, std::max(slice, 0.0));
     }
   }
