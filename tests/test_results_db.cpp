@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -43,6 +45,68 @@ void raw_sql(const std::string& path, const std::string& sql) {
   sqlite3_free(err);
   sqlite3_close(db);
   REQUIRE(rc == SQLITE_OK);
+}
+
+/// A file's tables as SQLite describes them: per table its columns (name, type, not null,
+/// default, primary key) and indexes (unique, origin, columns, and an expression index's SQL), and
+/// the CHECK constraints of its SQL, in a canonical order.
+std::string schema_of(const std::string& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const auto rows = [&](const std::string& sql) {
+    std::vector<std::string> out;
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::string row;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        const unsigned char* t = sqlite3_column_text(st, c);
+        row += std::string(t ? reinterpret_cast<const char*>(t) : "NULL") + "|";
+      }
+      out.push_back(row);
+    }
+    sqlite3_finalize(st);
+    return out;
+  };
+  std::string text;
+  for (const std::string& t :
+       rows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")) {
+    const std::string table = t.substr(0, t.size() - 1);
+    text += "table " + table + "\n";
+    for (const std::string& c : rows("SELECT name, type, \"notnull\", dflt_value, pk FROM "
+                                     "pragma_table_info('" + table + "')"))
+      text += "  column " + c + "\n";
+    std::vector<std::string> indexes;
+    for (const std::string& i : rows("SELECT name, \"unique\", origin FROM pragma_index_list('" +
+                                     table + "')")) {
+      const std::string name = i.substr(0, i.find('|'));
+      std::string line = i.substr(i.find('|')) + " on";
+      for (const std::string& c : rows("SELECT name FROM pragma_index_info('" + name + "')"))
+        line += " " + c;
+      for (const std::string& q :
+           rows("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = '" + name + "'"))
+        line += " " + q;
+      indexes.push_back(line);
+    }
+    std::sort(indexes.begin(), indexes.end());
+    for (const std::string& i : indexes) text += "  index " + i + "\n";
+    // CHECK constraints as written (white space aside).
+    for (std::string sql : rows("SELECT sql FROM sqlite_master WHERE name = '" + table + "'")) {
+      sql.erase(std::remove_if(sql.begin(), sql.end(), [](char ch) { return std::isspace(ch); }),
+                sql.end());
+      for (std::size_t at = sql.find("CHECK("); at != std::string::npos;
+           at = sql.find("CHECK(", at + 1)) {
+        int depth = 0;
+        std::size_t end = at + 5;
+        do {
+          depth += sql[end] == '(' ? 1 : sql[end] == ')' ? -1 : 0;
+        } while (depth > 0 && ++end < sql.size());
+        text += "  check " + sql.substr(at, end - at + 1) + "\n";
+      }
+    }
+  }
+  sqlite3_close(db);
+  return text;
 }
 
 kernels::CooMatrix small_matrix() {
@@ -262,6 +326,11 @@ TEST_CASE("results_db: a version 1 file is migrated in place (through 2, 3, 4 an
     UPDATE meta SET value = '1' WHERE key = 'schema_version';)sql");
   ResultsDb db(path);
   CHECK(db.schema_version() == kResultsSchemaVersion);
+  // The migrations leave the tables, columns, indexes and constraints a new file is made with.
+  const std::string fresh = test::scratch_dir("results-db-migrate-fresh") + "/fresh.sqlite";
+  { ResultsDb made(fresh); }
+  CHECK(schema_of(path) == schema_of(fresh));
+  CHECK(schema_of(fresh).find("column dtype|TEXT|1|'f32'|0|") != std::string::npos);
   const auto kept = db.find_measurement(key, c, 1);
   REQUIRE(kept.has_value());
   CHECK(kept->measurement.median_s == Approx(0.002));

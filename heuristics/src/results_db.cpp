@@ -29,10 +29,15 @@ namespace {
 
 constexpr int kBusyTimeoutMs = 30000;
 
+// Version 6's column of measurements and groups: the value type.
+constexpr const char* kDtypeColumn =
+    "dtype TEXT NOT NULL DEFAULT 'f32' CHECK(dtype IN ('f32','f64'))";
+
 // The measurements table under a given name: version 2 added the status 'abandoned' (racing) to
-// its CHECK, version 3 the column group_id.
-std::string measurements_table(const std::string& name, bool with_group) {
-  return "CREATE TABLE " + name + R"sql((
+// its CHECK, version 3 the column group_id; `current`: with version 4's and 6's columns too (a new
+// file's table, as the migrations leave it).
+std::string measurements_table(const std::string& name, bool with_group, bool current = false) {
+  std::string table = "CREATE TABLE " + name + R"sql((
   id             INTEGER PRIMARY KEY,
   matrix_id      INTEGER NOT NULL REFERENCES matrices(id),
   schedule_id    INTEGER REFERENCES schedules(id),
@@ -59,8 +64,10 @@ std::string measurements_table(const std::string& name, bool with_group) {
   kernel_source  TEXT NOT NULL,
   wall_s         REAL,
   context        TEXT NOT NULL,
-  created        TEXT NOT NULL)sql" +
-         std::string(with_group ? ",\n  group_id       INTEGER REFERENCES groups(id));\n" : ");\n");
+  created        TEXT NOT NULL)sql";
+  if (with_group) table += ",\n  group_id       INTEGER REFERENCES groups(id)";
+  if (current) table += ",\n  counters       TEXT,\n  " + std::string(kDtypeColumn);
+  return table + ");\n";
 }
 
 // The groups table under a given name: version 6 added the column dtype, part of its identity.
@@ -89,15 +96,16 @@ std::string groups_table(const std::string& name, bool with_dtype) {
 }
 
 // Version 3: the dataset tables. A matrix's provenance (how to make it again, where it came from,
-// its split) and the measurement groups (rows timed side by side in one child).
-std::string dataset_tables_sql() {
+// its split) and the measurement groups (rows timed side by side in one child); `current`: the
+// groups table as version 6 has it.
+std::string dataset_tables_sql(bool current = false) {
   return R"sql(
 CREATE TABLE provenance(
   matrix_id INTEGER PRIMARY KEY REFERENCES matrices(id),
   recipe    TEXT NOT NULL,
   source    TEXT NOT NULL,
   split     TEXT NOT NULL CHECK(split IN ('train','validation','test')));
-)sql" + groups_table("groups", false);
+)sql" + groups_table("groups", current);
 }
 
 // Version 4: the software counts of a side-by-side measurement (Measurement::counters).
@@ -122,13 +130,15 @@ CREATE TABLE ablation(
 // identities hold it, so that a matrix timed in both types keeps both. The groups table is
 // rebuilt (SQLite cannot change a UNIQUE constraint; rows keep their ids): with foreign keys off
 // when it holds rows (ResultsDb's constructor).
-std::string dtype_columns_sql() {
-  return R"sql(
-ALTER TABLE measurements ADD COLUMN dtype TEXT NOT NULL DEFAULT 'f32' CHECK(dtype IN ('f32','f64'));
-DROP INDEX measurements_identity;
+constexpr const char* kMeasurementsIndexV6 = R"sql(
 CREATE UNIQUE INDEX measurements_identity ON measurements(
   matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats, dtype);
-)sql" + groups_table("groups_v6", true) + R"sql(
+)sql";
+
+std::string dtype_columns_sql() {
+  return "ALTER TABLE measurements ADD COLUMN " + std::string(kDtypeColumn) +
+         ";\nDROP INDEX measurements_identity;" + kMeasurementsIndexV6 +
+         groups_table("groups_v6", true) + R"sql(
 INSERT INTO groups_v6(id, matrix_id, kernel, dense, threads, rounds, repetition, candidates,
   csr_spread, pair_agreement, seconds, context, created)
   SELECT id, matrix_id, kernel, dense, threads, rounds, repetition, candidates, csr_spread,
@@ -143,7 +153,9 @@ CREATE UNIQUE INDEX measurements_identity ON measurements(
   matrix_id, kernel, implementation, ifnull(schedule_id, 0), dense, threads, repeats);
 )sql";
 
-// Every table of the current schema. Executed in one transaction when the file is new.
+// Every table of the current schema, made directly (the tables, columns and indexes that the
+// migrations make of a version 1 file: tests/test_results_db.cpp). Executed in one transaction
+// when the file is new.
 std::string schema_sql() {
   return R"sql(
 CREATE TABLE meta(
@@ -164,8 +176,8 @@ CREATE TABLE schedules(
   text   TEXT NOT NULL,
   json   TEXT NOT NULL,
   UNIQUE(kernel, text));
-)sql" + dataset_tables_sql() + measurements_table("measurements", true) + kMeasurementsIndex +
-         kCountersColumn + kAblationTable + dtype_columns_sql();
+)sql" + dataset_tables_sql(true) + measurements_table("measurements", true, true) +
+         kMeasurementsIndexV6 + kAblationTable;
 }
 
 // Version 5 -> 6: measurements.dtype.
