@@ -307,10 +307,10 @@ std::string first_word(const std::string& s) {
 
 /// The (table, column) pairs schema_sql() makes, read off its text rather than from a database
 /// it is executed in (that took ~2.5 ms, most of a process's first open of an existing file):
-/// its statements are CREATE TABLE t(column ..., ..., table constraints), ALTER TABLE t ADD
-/// COLUMN c ..., ALTER TABLE a RENAME TO b and DROP TABLE t, in the one style written above
-/// (no ';' or unbalanced parentheses in a statement's quotes). tests/test_results_db.cpp checks
-/// the pairs against a file the schema made.
+/// it reads CREATE TABLE t(column ..., ..., table constraints) (and ALTER TABLE t ADD COLUMN c,
+/// ALTER TABLE a RENAME TO b and DROP TABLE t, should a schema use them), in the one style
+/// written above (no ';' or unbalanced parentheses in a statement's quotes).
+/// tests/test_results_db.cpp checks the pairs against a file the schema made.
 std::vector<std::pair<std::string, std::string>> schema_columns() {
   std::vector<std::pair<std::string, std::vector<std::string>>> tables;
   const auto table = [&](const std::string& name) -> std::vector<std::string>* {
