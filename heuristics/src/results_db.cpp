@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
 #include <system_error>
 
 #include "sqlite_statement.hpp"
@@ -307,59 +306,36 @@ std::string first_word(const std::string& s) {
 
 /// The (table, column) pairs schema_sql() makes, read off its text rather than from a database
 /// it is executed in (that took ~2.5 ms, most of a process's first open of an existing file):
-/// it reads CREATE TABLE t(column ..., ..., table constraints) (and ALTER TABLE t ADD COLUMN c,
-/// ALTER TABLE a RENAME TO b and DROP TABLE t, should a schema use them), in the one style
-/// written above (no ';' or unbalanced parentheses in a statement's quotes).
-/// tests/test_results_db.cpp checks the pairs against a file the schema made.
+/// its CREATE TABLE t(column ..., ..., table constraints) statements, in the one style written
+/// above (no ';' or unbalanced parentheses in a statement's quotes; a schema that alters or
+/// drops tables is refused here). tests/test_results_db.cpp checks the pairs against a file the
+/// schema made.
 std::vector<std::pair<std::string, std::string>> schema_columns() {
-  std::vector<std::pair<std::string, std::vector<std::string>>> tables;
-  const auto table = [&](const std::string& name) -> std::vector<std::string>* {
-    for (auto& t : tables)
-      if (t.first == name) return &t.second;
-    return nullptr;
-  };
+  std::vector<std::pair<std::string, std::string>> out;
   const std::string sql = schema_sql();
   std::size_t from = 0;
   for (std::size_t end; (end = sql.find(';', from)) != std::string::npos; from = end + 1) {
     const std::string st = trimmed(sql.substr(from, end - from));
-    std::istringstream words(st);
-    std::string w1, w2, name, w4, w5, w6;
-    words >> w1 >> w2 >> name >> w4 >> w5 >> w6;
-    if (w1 == "CREATE" && w2 == "TABLE") {
-      const std::size_t open = st.find('('), close = st.rfind(')');
-      WACO_ASSERT(open != std::string::npos && close > open,
-                  "schema: CREATE TABLE without columns");
-      std::vector<std::string> cols;
-      int depth = 0;
-      std::size_t item = open + 1;
-      for (std::size_t k = open + 1; k <= close; ++k) {
-        if (st[k] == '(') ++depth;
-        if (st[k] == ')' && k < close) --depth;
-        if ((st[k] == ',' && depth == 0) || k == close) {
-          const std::string word = first_word(st.substr(item, k - item));
-          if (word != "PRIMARY" && word != "UNIQUE" && word != "FOREIGN" && word != "CHECK" &&
-              word != "CONSTRAINT")
-            cols.push_back(word);
-          item = k + 1;
-        }
+    WACO_ASSERT(st.rfind("ALTER", 0) != 0 && st.rfind("DROP", 0) != 0,
+                "schema_sql alters or drops a table: schema_columns reads CREATE TABLE only");
+    if (st.rfind("CREATE TABLE ", 0) != 0) continue;
+    const std::size_t open = st.find('('), close = st.rfind(')');
+    WACO_ASSERT(open != std::string::npos && close > open, "schema: CREATE TABLE without columns");
+    const std::string table = trimmed(st.substr(13, open - 13));  // after "CREATE TABLE "
+    int depth = 0;
+    std::size_t item = open + 1;
+    for (std::size_t k = open + 1; k <= close; ++k) {
+      if (st[k] == '(') ++depth;
+      if (st[k] == ')' && k < close) --depth;
+      if ((st[k] == ',' && depth == 0) || k == close) {
+        const std::string word = first_word(st.substr(item, k - item));
+        if (word != "PRIMARY" && word != "UNIQUE" && word != "FOREIGN" && word != "CHECK" &&
+            word != "CONSTRAINT")
+          out.emplace_back(table, word);
+        item = k + 1;
       }
-      tables.emplace_back(trimmed(st.substr(13, open - 13)), std::move(cols));  // "CREATE TABLE "
-    } else if (w1 == "ALTER" && w2 == "TABLE" && w4 == "ADD" && w5 == "COLUMN") {
-      std::vector<std::string>* t = table(name);
-      WACO_ASSERT(t != nullptr, "schema: ALTER TABLE of a table not created");
-      t->push_back(w6);
-    } else if (w1 == "ALTER" && w2 == "TABLE" && w4 == "RENAME" && w5 == "TO") {
-      for (auto& t : tables)
-        if (t.first == name) t.first = w6;
-    } else if (w1 == "DROP" && w2 == "TABLE") {
-      tables.erase(std::remove_if(tables.begin(), tables.end(),
-                                  [&](const auto& t) { return t.first == name; }),
-                   tables.end());
     }
   }
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& [t, cols] : tables)
-    for (const std::string& c : cols) out.emplace_back(t, c);
   return out;
 }
 

@@ -243,8 +243,6 @@ RankedConfirmation confirm_ranked(Runner& measurer, const std::vector<Candidate>
 }
 
 namespace {
-/// Appends a further run's timed rounds to a measurement (see time_fresh). A failure in any run
-/// is the measurement's.
 /// The per-round ratios a/b of two measurements timed in the same rounds (pairs of the rounds'
 /// times); empty when their round counts differ or a round of b is not positive: they are then
 /// compared by the ratio of their medians.
@@ -259,11 +257,8 @@ std::vector<double> round_ratios(const Measurement& a, const Measurement& b) {
   return ratios;
 }
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return kernels::quantile(values, 0.5);
-}
-
+/// Appends a further run's timed rounds to a measurement (see time_fresh). A failure in any run
+/// is the measurement's.
 void merge_rounds(Measurement& into, const Measurement& again) {
   if (into.status != MeasureStatus::Ok) return;
   if (again.status != MeasureStatus::Ok) {
@@ -333,7 +328,7 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
         if (f.references[j].status != MeasureStatus::Ok) continue;
         if (!lost[i][j]) {
           const std::vector<double> ratios = round_ratios(ms[lead_slot[i]], ms[reference_slot[j]]);
-          lost[i][j] = !ratios.empty() && median_of(ratios) > 1.0 - opts.stop_min_gain;
+          lost[i][j] = !ratios.empty() && kernels::median(ratios) > 1.0 - opts.stop_min_gain;
         }
         open = open || !lost[i][j];
       }
@@ -430,7 +425,7 @@ Verdict judge_gain(const Measurement& winner, const Measurement& reference,
       const std::size_t per = n / static_cast<std::size_t>(runs);
       for (int k = 0; k < runs; ++k)
         v.run_ratio_medians.push_back(
-            median_of({ratios.begin() + static_cast<std::ptrdiff_t>(k * per),
+            kernels::median({ratios.begin() + static_cast<std::ptrdiff_t>(k * per),
                        ratios.begin() + static_cast<std::ptrdiff_t>((k + 1) * per)}));
     }
     const auto [lo, hi] = median_interval(ratios, rule.level);

@@ -13,6 +13,7 @@
 // second on the KVM guests this was built on) then hits every size alike instead of bending one
 // part of the curve.
 #include "waco/kernels/cache_probe.hpp"
+#include "waco/kernels/timing.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -243,12 +244,6 @@ std::vector<double> decreasing_fit(const std::vector<double>& y) {
   return out;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
 void detect_cache_levels(CacheProbeResult& r) {
@@ -267,7 +262,7 @@ void detect_cache_levels(CacheProbeResult& r) {
     y[i] = std::log2(std::max(r.curve[i].gbps, 1e-9));
   }
   std::vector<double> m(y);
-  for (std::size_t i = 1; i + 1 < n; ++i) m[i] = median_of({y[i - 1], y[i], y[i + 1]});
+  for (std::size_t i = 1; i + 1 < n; ++i) m[i] = median({y[i - 1], y[i], y[i + 1]});
   const std::vector<double> z = decreasing_fit(m);
   if (z.front() - z.back() < kMinDrop) {
     add_note("the bandwidth curve is flat: no cache level stands out");
@@ -302,9 +297,9 @@ void detect_cache_levels(CacheProbeResult& r) {
     const std::size_t upper_from = d == 0 ? 0 : drops[d - 1].b;
     const std::size_t lower_to = d + 1 < drops.size() ? drops[d + 1].a : n - 1;
     const double upper =
-        median_of(std::vector<double>(z.begin() + upper_from, z.begin() + drops[d].a + 1));
+        median(std::vector<double>(z.begin() + upper_from, z.begin() + drops[d].a + 1));
     const double lower =
-        median_of(std::vector<double>(z.begin() + drops[d].b, z.begin() + lower_to + 1));
+        median(std::vector<double>(z.begin() + drops[d].b, z.begin() + lower_to + 1));
     const double threshold = 0.5 * (upper + lower);
     std::size_t k = drops[d].a;
     while (k + 1 <= drops[d].b && z[k + 1] >= threshold) ++k;

@@ -79,7 +79,7 @@ class RunDelayReader {
   }
 
   /// The listed threads' summed run_delay (seconds); negative when none could be read.
-  double run_delay_s() const {
+  double run_delay_s() {
     long long total_ns = 0;
     bool any = false;
     char buf[128];
@@ -105,7 +105,7 @@ class RunDelayReader {
     fds_.clear();
   }
   std::vector<int> fds_;
-  mutable bool stale_ = false;
+  bool stale_ = false;
 };
 
 }  // namespace
@@ -126,6 +126,15 @@ double quantile(const std::vector<double>& sorted, double q) {
   const std::size_t lo = static_cast<std::size_t>(pos);
   const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
   return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  const std::size_t lo = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(lo), v.end());
+  if (v.size() % 2 == 1) return v[lo];
+  const double hi = *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(lo) + 1, v.end());
+  return v[lo] + 0.5 * (hi - v[lo]);
 }
 
 TimingStats summarize(std::vector<double> samples) {

@@ -13,16 +13,9 @@ namespace {
 
 constexpr std::size_t kCsrWindow = 1024;
 
-/// kernels::quantile(sorted v, 0.5), without sorting: a selection, O(n) (asked on every call
-/// while a plan explores, of windows of up to kCsrWindow times).
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  const std::size_t lo = (v.size() - 1) / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(lo), v.end());
-  if (v.size() % 2 == 1) return v[lo];
-  const double hi = *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(lo) + 1, v.end());
-  return v[lo] + 0.5 * (hi - v[lo]);
-}
+/// Medians by selection (kernels::median, O(n)): asked on every call while a plan explores, of
+/// windows of up to kCsrWindow times.
+using kernels::median;
 
 }  // namespace
 
@@ -40,7 +33,7 @@ int AdaptivePolicy::live_nominees() const {
   return n;
 }
 
-double AdaptivePolicy::median_ratio(const Arm& a) const { return median_of(a.ratios); }
+double AdaptivePolicy::median_ratio(const Arm& a) const { return median(a.ratios); }
 
 double AdaptivePolicy::csr_seconds() const {
   // Asked several times on every call while exploring: the median of the window is taken again
@@ -48,7 +41,7 @@ double AdaptivePolicy::csr_seconds() const {
   // by a sixteenth.
   const std::int64_t n = static_cast<std::int64_t>(csr_all_.size());
   if (csr_calls_ != csr_median_calls_ && (n < 64 || csr_calls_ - csr_median_calls_ >= n / 16)) {
-    csr_median_ = median_of(csr_all_);
+    csr_median_ = median(csr_all_);
     csr_median_calls_ = csr_calls_;
   }
   return csr_median_;
@@ -309,8 +302,8 @@ void AdaptivePolicy::judge() {
   w.status = ref.status = heuristics::MeasureStatus::Ok;
   w.seconds = judge_nominee_;
   ref.seconds = judge_csr_;
-  w.median_s = median_of(w.seconds);
-  ref.median_s = median_of(ref.seconds);
+  w.median_s = median(w.seconds);
+  ref.median_s = median(ref.seconds);
   judged_ = heuristics::judge_gain(w, ref, o_.rule);
   if (judged_->gain)
     settle(finalist_, "gain");
@@ -338,7 +331,7 @@ std::optional<double> AdaptivePolicy::speedup() const {
 
 std::optional<double> AdaptivePolicy::break_even_calls() const {
   if (verdict_ != "gain" || !judged_) return std::nullopt;
-  const double csr = median_of(judge_csr_), mine = median_of(judge_nominee_);
+  const double csr = median(judge_csr_), mine = median(judge_nominee_);
   if (mine >= csr) return std::nullopt;
   return std::max(0.0, cost_seconds()) / (csr - mine);
 }
@@ -351,7 +344,7 @@ nlohmann::json AdaptivePolicy::to_json() const {
                         {"live", a.live},
                         {"verified", a.verified},
                         {"calls", k == 0 ? csr_calls_ : static_cast<std::int64_t>(a.seconds.size())},
-                        {"median_s", k == 0 ? csr_seconds() : median_of(a.seconds)}};
+                        {"median_s", k == 0 ? csr_seconds() : median(a.seconds)}};
     if (k > 0) j["median_ratio"] = a.ratios.empty() ? nlohmann::json() : nlohmann::json(median_ratio(a));
     if (!a.left.empty()) j["left"] = a.left;
     arms.push_back(j);

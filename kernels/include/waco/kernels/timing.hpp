@@ -85,6 +85,9 @@ TimingStats summarize(std::vector<double> samples);
 
 /// The q-quantile (0 <= q <= 1) of sorted values, linear interpolation. Precondition: not empty.
 double quantile(const std::vector<double>& sorted, double q);
+/// The median of unsorted values, as quantile(sorted, 0.5) interpolates it, by selection (O(n));
+/// 0 when there are none.
+double median(std::vector<double> values);
 
 /// Untimed runs of a function right before each of its timed runs in a side-by-side
 /// comparison (time_interleaved's settle; tune's confirmation, collect and bench use it). One
