@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -285,6 +286,35 @@ TEST_CASE("measure: compare's racing per call, and candidates always timed howev
   // Off for the call (the default): timed like the others.
   const std::vector<Measurement> plain = m.compare(cs, 3);
   CHECK(plain[1].status == MeasureStatus::Ok);
+}
+
+TEST_CASE("measure: compare's successive halving stops the slower half, never a reference") {
+  Fixture f;
+  Measurer m(f.p, f.ref, quick_options(cache_dir()));
+  // Three generated nominees, the csr schedule (always timed: the halving's reference) and the
+  // csr baseline; 8 rounds, at least 1 kept: 1 nominee stops after 2 rounds (2 of 3 kept, the
+  // faster half rounded up), 1 after 4, 1 runs all 8, whichever they are (distinct times).
+  const std::vector<Candidate> cs = {
+      schedule("order=i,k format=UC parallel=i chunk=4"), schedule("order=i,k format=UC parallel=i chunk=16"),
+      schedule("order=i,k format=UC parallel=i chunk=64"), schedule("csr"), Candidate::baseline("csr")};
+  CompareOptions co;
+  co.always_timed = {3};
+  co.halving_keep = 1;
+  const std::vector<Measurement> ms = m.compare(cs, 8, co);
+  REQUIRE(ms.size() == cs.size());
+  std::multiset<std::size_t> rounds;
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO(cs[i].label() << ": " << ms[i].reason);
+    CHECK(ms[i].verified);
+    CHECK(ms[i].status == (ms[i].seconds.size() == 8 ? MeasureStatus::Ok : MeasureStatus::Abandoned));
+    CHECK(was_halved(ms[i]) == (ms[i].seconds.size() < 8));
+    rounds.insert(ms[i].seconds.size());
+  }
+  CHECK(rounds == std::multiset<std::size_t>{2, 4, 8});
+  for (std::size_t i : {3, 4}) {
+    CHECK(ms[i].status == MeasureStatus::Ok);
+    CHECK(ms[i].seconds.size() == 8);
+  }
 }
 
 TEST_CASE("measure: compare's screening stops a run that overruns its deadline and goes on") {

@@ -221,6 +221,90 @@ TEST_CASE("scripted runner: compare honours rounds, racing, always_timed and fai
   }
 }
 
+TEST_CASE("scripted runner: successive halving stops the slower half at each quarter of the rounds") {
+  // Six generated nominees 80-105 us apart by 5 us, the csr schedule (always timed: the halving's
+  // reference) and the csr baseline at 100 us.
+  const char* kRef = "order=i,k format=UC parallel=i threads=2 chunk=64";
+  json rules = json::array();
+  std::vector<Candidate> cs;
+  for (int k = 0; k < 6; ++k) {
+    const std::string text =
+        std::string("order=i,k format=UC parallel=i threads=2 chunk=") + std::to_string(1 << k);
+    cs.push_back(spmv(text));
+    rules.push_back({{"label", spmv(text).label()}, {"median_s", (80 + 5 * k) * 1e-6}});
+  }
+  cs.push_back(spmv(kRef));
+  cs.push_back(Candidate::baseline("csr"));
+  const RunnerScript s = RunnerScript::from_json(json{
+      {"seed", 5u}, {"default", {{"median_s", 1e-4}, {"jitter", 0.005}}}, {"rules", rules}});
+  SECTION("8 rounds, at least 2 kept: 3 stop after 2 rounds, 1 after 4, 2 run all 8") {
+    const std::vector<Measurement> ms =
+        ScriptedRunner(s, options()).compare(cs, 8, {0.0, {6}, 2});
+    REQUIRE(ms.size() == 8);
+    for (std::size_t i : {0u, 1u, 6u, 7u}) {
+      INFO(cs[i].label());
+      CHECK(ms[i].status == MeasureStatus::Ok);
+      CHECK(ms[i].seconds.size() == 8);
+      CHECK_FALSE(was_halved(ms[i]));
+    }
+    const std::size_t after[] = {8, 8, 4, 2, 2, 2};
+    for (std::size_t i = 2; i < 6; ++i) {
+      INFO(cs[i].label() << ": " << ms[i].reason);
+      CHECK(ms[i].status == MeasureStatus::Abandoned);
+      CHECK(was_halved(ms[i]));
+      CHECK(ms[i].seconds.size() == after[i]);
+      CHECK(ms[i].reason.find("of 8 rounds (successive halving)") != std::string::npos);
+    }
+  }
+  SECTION("without halving, or without a reference always timed, every one runs every round") {
+    for (const CompareOptions& co : {CompareOptions{0.0, {6}, 0}, CompareOptions{0.0, {}, 2}}) {
+      const std::vector<Measurement> ms = ScriptedRunner(s, options()).compare(cs, 8, co);
+      for (const Measurement& m : ms) {
+        CHECK(m.status == MeasureStatus::Ok);
+        CHECK(m.seconds.size() == 8);
+      }
+    }
+  }
+}
+
+TEST_CASE("halving_drops: the slower half at a quarter, a half and three quarters of the rounds") {
+  // Candidate 0 is the reference (1.0 a round); 1-6 at ratios 0.8, 0.9, 1.0, 1.1, 1.2, 1.3.
+  const auto samples = [](int done) {
+    std::vector<std::vector<double>> s(7);
+    for (std::size_t i = 0; i < 7; ++i)
+      s[i].assign(static_cast<std::size_t>(done), i == 0 ? 1.0 : 0.7 + 0.1 * static_cast<double>(i));
+    return s;
+  };
+  const std::vector<char> halved = {0, 1, 1, 1, 1, 1, 1};
+  const auto dropped = [&](int done, int rounds, int keep, std::vector<std::vector<double>> s) {
+    std::vector<std::size_t> out;
+    for (const HalvingDrop& d : halving_drops(done, rounds, keep, 0, s, halved)) {
+      CHECK(d.after_rounds == done);
+      CHECK(d.ratio > d.kept_ratio);
+      out.push_back(d.index);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  CHECK(dropped(5, 20, 2, samples(5)) == std::vector<std::size_t>{4, 5, 6});
+  CHECK(dropped(5, 20, 5, samples(5)) == std::vector<std::size_t>{6});  // at least 5 kept
+  CHECK(dropped(10, 20, 2, samples(10)) == std::vector<std::size_t>{4, 5, 6});
+  CHECK(dropped(15, 20, 2, samples(15)).size() == 3);
+  CHECK(dropped(6, 20, 2, samples(6)).empty());    // not a quarter of the rounds
+  CHECK(dropped(20, 20, 2, samples(20)).empty());  // the last round: nothing left to save
+  CHECK(dropped(1, 4, 2, samples(1)).empty());     // under 8 rounds: no halving
+  CHECK(dropped(5, 20, 0, samples(5)).empty());    // keep 0: no halving
+  std::vector<std::vector<double>> s = samples(5);
+  s[6].pop_back();  // stopped before: not ranked again
+  CHECK(dropped(5, 20, 2, s) == std::vector<std::size_t>{4, 5});
+  s = samples(5);
+  s[4] = s[3];  // a tie with the slowest kept stays
+  CHECK(dropped(5, 20, 2, s) == std::vector<std::size_t>{5, 6});
+  s = samples(5);
+  s[0].pop_back();  // the reference did not run every round: no halving
+  CHECK(dropped(5, 20, 2, s).empty());
+}
+
 TEST_CASE("scripted runner: malformed scripts are errors that name the problem") {
   const auto error_of = [](const json& j) {
     try {

@@ -64,6 +64,35 @@ TEST_CASE("timing: time_interleaved rotates the order each round and skips empty
   CHECK_THROWS_AS(time_interleaved(two, TimingOptions{0, 0}), InternalError);
 }
 
+TEST_CASE("timing: time_interleaved stops the functions after_round names") {
+  std::string trace;
+  const std::vector<std::function<void()>> fns = {
+      [&] { trace += 'a'; }, [&] { trace += 'b'; }, [&] { trace += 'c'; }};
+  std::vector<int> asked;  // the timed rounds done at each call
+  const std::vector<TimingStats> s = time_interleaved(
+      fns, TimingOptions{1, 4}, 0,
+      [&](int done, const std::vector<std::vector<double>>& samples) {
+        asked.push_back(done);
+        for (const auto& f : samples)
+          if (!f.empty()) CHECK(static_cast<int>(f.size()) <= done);
+        if (done == 1) return std::vector<std::size_t>{1};  // b stops after one timed round
+        if (done == 2) return std::vector<std::size_t>{2};  // c after two
+        return std::vector<std::size_t>{};
+      });
+  // Asked after each timed round but the last, never after the warm-up round.
+  CHECK(asked == std::vector<int>{1, 2, 3});
+  CHECK(trace == "abc" "bca" "ca" "a" "a");
+  CHECK(s[0].seconds.size() == 4);
+  CHECK(s[1].seconds.size() == 1);
+  CHECK(s[2].seconds.size() == 2);
+  CHECK(s[2].min <= s[2].max);
+  CHECK_THROWS_AS(time_interleaved(fns, TimingOptions{0, 2}, 0,
+                                   [](int, const std::vector<std::vector<double>>&) {
+                                     return std::vector<std::size_t>{7};
+                                   }),
+                  InternalError);
+}
+
 TEST_CASE("timing: the clock of TimingOptions measures the runs") {
   // A fake clock that advances by one per reading: every timed run lasts exactly one tick.
   static double ticks = 0.0;

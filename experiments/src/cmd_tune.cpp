@@ -334,6 +334,14 @@ Command make_tune_command() {
                            "their number: 1 - (1 - --verdict-level) / N)")
                 ->check(setting_range(tuning::settings::kDecideLeaders))
                 ->capture_default_str();
+            sub.add_option("--halving-keep", o->req.halving_keep,
+                           "Successive halving of the selection's rounds: at a quarter, a half "
+                           "and three quarters of --confirm-rounds the slower half of the "
+                           "nominees (by their per-round ratios to the csr schedule) stop being "
+                           "timed (abandoned), at least this many running every round; 0: every "
+                           "nominee runs every round")
+                ->check(setting_range(tuning::settings::kHalvingKeep))
+                ->capture_default_str();
             sub.add_flag("--decide-always", o->req.decide_always,
                          "Time the fresh decision runs even when the selection shows no gain "
                          "(the A/A calibration of scripts/bench_verdict.sh; the references' "

@@ -141,8 +141,18 @@ void print_tune_text(const nlohmann::json& j) {
   std::printf("  status: %s\n", counts.empty() ? "nothing considered" : counts.c_str());
   print_reference(shortcut + " schedule", j.at("csr"));
   print_reference(shortcut + " baseline", j.at("csr_baseline"));
-  const std::int64_t abandoned = j.at("status_counts").value("abandoned", std::int64_t{0});
-  const bool direct = j.at("confirm").is_object() && j.at("confirm").value("direct", false);
+  const nlohmann::json& confirm = j.at("confirm");
+  const bool direct = confirm.is_object() && confirm.value("direct", false);
+  // Nominees successive halving stopped are abandoned too: said apart (the search's own
+  // entries hold them only when the selection is its measurement).
+  const std::int64_t halved = confirm.is_object() ? confirm.value("halved", std::int64_t{0}) : 0;
+  const std::int64_t abandoned = j.at("status_counts").value("abandoned", std::int64_t{0}) -
+                                 (direct ? halved : 0);
+  if (halved > 0)
+    std::printf("  halving       %lld nominee%s dropped before the selection's last rounds (the "
+                "slower half at each quarter, at least %d kept)\n",
+                static_cast<long long>(halved), halved == 1 ? "" : "s",
+                confirm.value("halving_keep", 0));
   if (abandoned > 0 && direct)
     std::printf("  racing        %lld abandoned (their first two runs side by side above %.3gx "
                 "the group's fastest)\n",

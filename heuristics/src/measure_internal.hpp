@@ -113,10 +113,12 @@ std::vector<Measurement> measure_here(const kernels::Problem& p, const kernels::
 /// Before each candidate's preparation and first runs, an 'N' frame names it and carries the
 /// screening and failures so far, so that a crash or a hang there is that candidate's alone
 /// (supervise, compare_screened); one in the rounds after the 'P' frame is every candidate's.
+/// `halving_keep` (CompareOptions::halving_keep): successive halving of the rounds among the
+/// generated candidates not in `keep`, by their per-round ratios to the first one in `keep`.
 std::vector<Measurement> compare_here(const kernels::Problem& p, const kernels::Reference& ref,
                                       const MeasureOptions& opts, int run_threads,
                                       const std::vector<Candidate>& cs,
-                                      const std::vector<char>& keep, int rounds,
+                                      const std::vector<char>& keep, int rounds, int halving_keep,
                                       Screening screening, int sock);
 
 // ---- supervisor.cpp -------------------------------------------------------------------------

@@ -186,7 +186,8 @@ std::vector<Measurement> Measurer::request(char type, const std::vector<Candidat
                                     {"check_s", race.check_s}}},
                                   {"compare",
                                    {{"race_factor", co.race_factor},
-                                    {"always_timed", co.always_timed}}}};
+                                    {"always_timed", co.always_timed},
+                                    {"halving_keep", co.halving_keep}}}};
   char type_back = 0;
   std::string payload;
   ReadStatus st = ReadStatus::Eof;

@@ -186,7 +186,10 @@ Confirmation confirm_best(Runner& measurer, const TuneResult& r,
   std::vector<std::size_t> nominee_slot, reference_slot;
   for (std::size_t i : ok) nominee_slot.push_back(batch.add(r.entries[i].candidate));
   for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
-  const std::vector<Measurement> ms = measurer.compare(batch.list, opts.rounds);
+  CompareOptions co;
+  co.always_timed.assign(reference_slot.begin(), reference_slot.end());
+  co.halving_keep = opts.halving_keep;
+  const std::vector<Measurement> ms = measurer.compare(batch.list, opts.rounds, co);
 
   for (std::size_t k = 0; k < ok.size(); ++k)
     c.ranking.push_back({ok[k], rank[k], ms[nominee_slot[k]]});
@@ -222,6 +225,7 @@ RankedConfirmation confirm_ranked(Runner& measurer, const std::vector<Candidate>
   CompareOptions co;
   co.race_factor = race_factor;
   co.always_timed.assign(reference_slot.begin(), reference_slot.end());
+  co.halving_keep = opts.halving_keep;
   const std::vector<Measurement> ms =
       nominee_slot.empty() ? std::vector<Measurement>{} : measurer.compare(batch.list, opts.rounds, co);
 

@@ -98,7 +98,8 @@ namespace {
 std::vector<Measurement> compare_screened(const kernels::Problem& p, const kernels::Reference& ref,
                                           const MeasureOptions& opts, int run_threads,
                                           const std::vector<Candidate>& cs,
-                                          const std::vector<char>& keep, int rounds) {
+                                          const std::vector<char>& keep, int rounds,
+                                          int halving_keep) {
   std::vector<std::optional<Measurement>> out(cs.size());
   Screening screening;
   screening.probes.resize(cs.size());
@@ -122,7 +123,8 @@ std::vector<Measurement> compare_screened(const kernels::Problem& p, const kerne
         opts.prepare_timeout_s * n,
         opts.run_timeout_s * n * std::max(1.0, static_cast<double>(rounds) / opts.repeats),
         [&](int child_sock) {
-          return compare_here(p, ref, opts, run_threads, sub, sub_keep, rounds, known, child_sock);
+          return compare_here(p, ref, opts, run_threads, sub, sub_keep, rounds, halving_keep, known,
+                              child_sock);
         },
         &x, opts.prepare_timeout_s + opts.run_timeout_s);
     if (x.is_null()) {
@@ -203,10 +205,12 @@ std::vector<Measurement> answer_request(const LoadedProblem& lp, FormatCheck& fo
   // compare()'s racing for this request (CompareOptions).
   MeasureOptions request_opts = opts;
   std::vector<char> keep(cs.size(), 0);
+  int halving_keep = 0;
   if (const auto it = j.find("compare"); it != j.end()) {
     const double factor = it->at("race_factor").get<double>();
     if (factor >= 0) request_opts.compare_race_factor = factor;
     for (const nlohmann::json& k : it->at("always_timed")) keep.at(k.get<std::size_t>()) = 1;
+    halving_keep = it->value("halving_keep", 0);
   }
   // Refused formats are answered here; the rest go to one child.
   std::vector<std::optional<Measurement>> answer(cs.size());
@@ -229,7 +233,7 @@ std::vector<Measurement> answer_request(const LoadedProblem& lp, FormatCheck& fo
     });
     if (done.size() != 1) done.resize(1);
   } else if (!todo.empty()) {
-    done = compare_screened(p, ref, request_opts, run_threads, todo, todo_keep, rounds);
+    done = compare_screened(p, ref, request_opts, run_threads, todo, todo_keep, rounds, halving_keep);
   }
   std::vector<Measurement> m;
   std::size_t next = 0;

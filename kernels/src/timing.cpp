@@ -154,7 +154,8 @@ TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& 
 }
 
 std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()>>& fns,
-                                          const TimingOptions& opts, int settle) {
+                                          const TimingOptions& opts, int settle,
+                                          const AfterRound& after_round) {
   WACO_ASSERT(opts.repeats >= 1 && opts.warmup >= 0 && settle >= 0,
               "repeats must be >= 1, warmup and settle >= 0");
   const std::size_t n = fns.size();
@@ -162,13 +163,14 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
   for (auto& s : samples) s.reserve(static_cast<std::size_t>(opts.repeats));
   std::vector<int> retaken(n, 0), kept_disturbed(n, 0);
   std::vector<SoftwareCounts> counts(n);
+  std::vector<char> stopped(n, 0);  // named by after_round
   RunDelayReader run_delay;
   for (int round = 0; round < opts.warmup + opts.repeats; ++round) {
     // Every function has run once after the first round: the threads it starts exist.
     if (round == 1 || run_delay.stale()) run_delay.scan();
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t i = (k + static_cast<std::size_t>(round)) % n;
-      if (!fns[i]) continue;
+      if (!fns[i] || stopped[i]) continue;
       for (;;) {
         for (int w = 0; w < settle; ++w) fns[i]();
         const double delay0 = run_delay.run_delay_s();
@@ -194,6 +196,11 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
         break;
       }
     }
+    if (after_round && round >= opts.warmup && round + 1 < opts.warmup + opts.repeats)
+      for (const std::size_t i : after_round(round + 1 - opts.warmup, samples)) {
+        WACO_ASSERT(i < n, "after_round named a function not in the list");
+        stopped[i] = 1;
+      }
   }
   std::vector<TimingStats> out(n);
   for (std::size_t i = 0; i < n; ++i) {

@@ -277,6 +277,7 @@ bool set_setting(waco::Options& o, const std::string& key, const py::handle& v) 
       {"decide_runs", &waco::Options::decide_runs},
       {"decide_rounds", &waco::Options::decide_rounds},
       {"decide_leaders", &waco::Options::decide_leaders},
+      {"halving_keep", &waco::Options::halving_keep},
       {"tile_window", &waco::Options::tile_window},
       {"min_chunks_per_thread", &waco::Options::min_chunks_per_thread},
       {"chunk_window", &waco::Options::chunk_window}};

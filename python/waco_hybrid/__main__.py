@@ -65,7 +65,9 @@ def _add_settings(t):
             ("confirm-rounds", int, "rounds of the side-by-side measurement (20)"),
             ("decide-runs", int, "fresh decision runs (3)"),
             ("decide-rounds", int, "rounds of each fresh decision run (20)"),
-            ("decide-leaders", int, "nominees timed in the decision runs (1)"),
+            ("decide-leaders", int, "nominees timed in the decision runs (3)"),
+            ("halving-keep", int, "nominees timed in every selection round; the slower half "
+                                  "of the others stop at each quarter of the rounds (6; 0: none)"),
             ("min-gain", float, "smallest gain reported (0.02)"),
             ("verdict-level", float, "confidence level of the ratio's interval (0.9)"),
             ("max-disturbed", float, "share of disturbed decision rounds tolerated (0.1)"),

@@ -51,8 +51,9 @@ nlohmann::json median_or_null(const Measurement* m) {
 }
 
 /// tune --json's "confirm": the side-by-side (selection) run, every nominee with its timing or
-/// reason.
-nlohmann::json confirmation_json(const Measured& m, bool side_by_side, int warmup) {
+/// reason; "halved": the nominees successive halving stopped (those of the heats included when
+/// the search's entries are the selection's own measurements).
+nlohmann::json confirmation_json(const Measured& m, bool side_by_side, const TuneRequest& o) {
   if (!m.confirmation) return nullptr;
   const Confirmation& c = *m.confirmation;
   const Measurement* first = c.best ? &c.ranking[*c.best].measurement : nullptr;
@@ -75,10 +76,17 @@ nlohmann::json confirmation_json(const Measured& m, bool side_by_side, int warmu
     }
     ranking.push_back(row);
   }
+  std::int64_t halved = 0;
+  if (side_by_side)
+    for (const TuneEntry& e : m.result.entries) halved += was_halved(e.measurement);
+  else
+    for (const ConfirmEntry& ce : c.ranking) halved += was_halved(ce.measurement);
   nlohmann::json j = {{"top", static_cast<int>(m.confirmation->ranking.size())},
                       {"direct", side_by_side},
                       {"rounds", m.confirmation->rounds},
-                      {"warmup", warmup},
+                      {"warmup", o.warmup},
+                      {"halving_keep", o.halving_keep},
+                      {"halved", halved},
                       {"ranking", ranking},
                       {"csr_counters", c.references[0].counters},
                       {"csr_median_s", median_or_null(&c.references[0])},
@@ -272,7 +280,7 @@ nlohmann::json tune_report(const TuneRun& t, const ReportInput& in) {
       {"speedup_over_csr", speedup(csr_schedule, d.confirm_csr)},
       {"speedup_over_csr_baseline", speedup(csr_baseline, d.confirm_base)},
       {"confirmed", d.confirmed},
-      {"confirm", confirmation_json(*in.measured, t.side_by_side, o.warmup)},
+      {"confirm", confirmation_json(*in.measured, t.side_by_side, o)},
       {"decision", d.confirmed ? decision_json(*in.measured, d) : nlohmann::json(nullptr)},
       {"noise_warning", null_unless(!noise.empty(), noise)},
       {"busy_warning", null_unless(!in.busy.empty(), in.busy)},

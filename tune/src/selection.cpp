@@ -222,7 +222,8 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
                       t.shortcut.c_str(), o.confirm_rounds));
     RankedConfirmation rc = confirm_ranked(
         t.measurer, candidates, references,
-        ConfirmOptions{static_cast<int>(heats[h].size()), o.confirm_rounds, {}, heats[h]},
+        ConfirmOptions{static_cast<int>(heats[h].size()), o.confirm_rounds, {}, heats[h],
+                       o.halving_keep},
         race_factor);
     const std::vector<Measurement>& refs = rc.confirmation.references;
     const Measurement* ref = refs.size() == 2 && refs[0].status == MeasureStatus::Ok   ? &refs[0]
@@ -271,7 +272,8 @@ RankedConfirmation confirm_in_heats(const TuneRun& t, const std::vector<Candidat
                       among.size(), t.shortcut.c_str(), o.confirm_rounds));
     RankedConfirmation fin = confirm_ranked(
         t.measurer, candidates, references,
-        ConfirmOptions{static_cast<int>(among.size()), o.confirm_rounds, {}, among}, 0.0);
+        ConfirmOptions{static_cast<int>(among.size()), o.confirm_rounds, {}, among, o.halving_keep},
+        0.0);
     c = renumbered(fin.confirmation, entry_of);
   } else if (among.size() == 1) {
     const auto f = std::find_if(finalists.begin(), finalists.end(),
@@ -322,7 +324,7 @@ void confirm_top(const TuneRun& t, Measured& m, const TuneEntry& csr_schedule,
                       s.threads = csr_shape.threads;
                       s.chunk = csr_shape.chunk;
                       return s == csr_shape;
-                    }, {}};
+                    }, {}, o.halving_keep};
   const Nominated nominated = best_entries(r, co);
   std::vector<Candidate> listed;
   for (std::size_t e : nominated.entries) listed.push_back(r.entries[e].candidate);
@@ -396,7 +398,8 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
                         "(%d rounds)",
                         kernel.c_str(), t.search.c_str(), top, t.shortcut.c_str(), o.confirm_rounds));
       RankedConfirmation rc = confirm_ranked(t.measurer, candidates, references,
-                                             ConfirmOptions{top, o.confirm_rounds, {}, std::move(chosen)},
+                                             ConfirmOptions{top, o.confirm_rounds, {}, std::move(chosen),
+                                                            o.halving_keep},
                                              o.abandon_factor);
       m.result = std::move(rc.result);
       m.confirmation = std::move(rc.confirmation);

@@ -99,7 +99,35 @@ struct CompareOptions {
   /// Indices of candidates timed in every round however slow their first runs are, like the
   /// baselines (the caller's references, e.g. the csr schedule beside a model's nominees).
   std::vector<std::size_t> always_timed;
+  /// Successive halving of the rounds (halving_drops): at a quarter, a half and three quarters
+  /// of them, the slower half of the generated candidates not in always_timed stop being timed,
+  /// keeping at least this many; each one stopped is Abandoned with its rounds so far as its
+  /// times (halved_out). Only the leaders of a selection need every round. 0: none.
+  int halving_keep = 0;
 };
+
+/// A candidate that successive halving stopped (halving_drops).
+struct HalvingDrop {
+  std::size_t index = 0;    ///< the candidate's position in the compared list
+  int after_rounds = 0;     ///< timed rounds it ran
+  double ratio = 0.0;       ///< its median per-round ratio to the reference
+  double kept_ratio = 0.0;  ///< the slowest kept candidate's
+};
+
+/// The candidates to stop after `done` of `rounds` timed rounds (CompareOptions::halving_keep):
+/// at a quarter, a half and three quarters of the rounds (none when rounds < 8), the candidates
+/// marked in `halved` that ran every round so far are ranked by the median of their per-round
+/// time ratios to candidate `reference` (which must have run every round too), and all but the
+/// faster half (at least `keep`; ties kept) are returned. `samples`: each candidate's timed
+/// runs, one a round. The ratio cancels the machine's drift between rounds, as the verdict's does.
+std::vector<HalvingDrop> halving_drops(int done, int rounds, int keep, std::size_t reference,
+                                       const std::vector<std::vector<double>>& samples,
+                                       const std::vector<char>& halved);
+
+/// A Measurement timed over its rounds so far made the stopped candidate of `d`: Abandoned, why.
+void halved_out(Measurement& m, const HalvingDrop& d, int rounds);
+/// Whether successive halving stopped the candidate of this Measurement (halved_out).
+bool was_halved(const Measurement& m);
 
 /// Measures candidates of one problem: one at a time (measure, with racing) or side by side
 /// (compare, interleaved rounds). Expected failures (refused, compile error, wrong result, crash,

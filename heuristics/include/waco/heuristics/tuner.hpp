@@ -108,6 +108,9 @@ struct ConfirmOptions {
   /// first `top` (e.g. those whose formats fit in memory beside each other). A candidate's search
   /// rank stays its position + 1.
   std::vector<std::size_t> among;
+  /// Successive halving of the rounds among the nominees (CompareOptions::halving_keep; the
+  /// references are timed in every round): at least this many run every round; 0: all do.
+  int halving_keep = 0;
 };
 
 struct ConfirmEntry {

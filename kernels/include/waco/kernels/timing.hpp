@@ -1,6 +1,7 @@
 // Timing: warm-up runs, then repeated runs summarized by median, min and max.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -109,7 +110,13 @@ TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& 
 /// that calls one kernel many times; with 0 it finds what the previous function left. An empty
 /// function is skipped: its stats stay empty. Every timed run is bracketed by software_counts();
 /// a disturbed one is taken again while the function has retakes left (opts.retake_disturbed).
+/// `after_round`, when set, is called after each timed round but the last with the timed rounds
+/// done so far and every function's timed runs (one a round, in order); the functions it names
+/// are not run again, their stats covering the rounds they ran (successive halving).
+using AfterRound =
+    std::function<std::vector<std::size_t>(int, const std::vector<std::vector<double>>&)>;
 std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()>>& fns,
-                                          const TimingOptions& opts, int settle = 0);
+                                          const TimingOptions& opts, int settle = 0,
+                                          const AfterRound& after_round = {});
 
 }  // namespace waco::kernels

@@ -66,6 +66,12 @@ struct TuneRequest {
   int decide_runs = 3;
   int decide_rounds = 20;
   int decide_leaders = 3;
+  /// Successive halving of the selection's rounds (heuristics::CompareOptions::halving_keep): at
+  /// a quarter, a half and three quarters of --confirm-rounds the slower half of the nominees
+  /// (by their per-round ratios to the csr schedule) stop being timed, at least this many
+  /// running every round; 0: every nominee runs every round. The selection only picks the
+  /// leaders that the fresh runs decide on.
+  int halving_keep = 6;
   bool decide_always = false;  ///< fresh runs even without a selection gain
   /// The memory one side-by-side child may hold for the formats and outputs of its candidates
   /// and references (--side-by-side-memory; 0: a quarter of the machine's). Nominees whose
