@@ -495,27 +495,16 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
   write_frame(sock, 'P', {});
   for (std::size_t i = 0; i < cs.size(); ++i)
     if (runs[i] && hopeless(i)) abandon(i);
-  // Successive halving: the generated candidates not kept, by their ratios to the first kept one.
-  kernels::AfterRound halving;
-  std::vector<std::optional<HalvingDrop>> dropped(cs.size());
-  const auto reference = std::find(keep.begin(), keep.end(), char{1});
-  if (halving_keep > 0 && reference != keep.end() && runs[reference - keep.begin()]) {
-    std::vector<char> halved(cs.size(), 0);
-    for (std::size_t i = 0; i < cs.size(); ++i)
-      halved[i] = runs[i] && cs[i].is_generated() && !keep[i];
-    const std::size_t ref_at = static_cast<std::size_t>(reference - keep.begin());
-    halving = [&, ref_at, halved](int done, const std::vector<std::vector<double>>& samples) {
-      std::vector<std::size_t> stop;
-      for (const HalvingDrop& d : halving_drops(done, rounds, halving_keep, ref_at, samples, halved)) {
-        dropped[d.index] = d;
-        stop.push_back(d.index);
-      }
-      return stop;
-    };
-  }
+  std::vector<char> timed(cs.size(), 0);
+  for (std::size_t i = 0; i < cs.size(); ++i) timed[i] = runs[i] != nullptr;
+  SuccessiveHalving halving(cs, keep, timed, halving_keep, rounds);
   const std::vector<kernels::TimingStats> t = kernels::time_interleaved(
       runs, {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed, run_threads},
-      opts.settle, halving);
+      opts.settle,
+      halving.on() ? kernels::AfterRound([&halving](int done, const auto& samples) {
+        return halving.after_round(done, samples);
+      })
+                   : kernels::AfterRound());
   // Hardware counters where the machine exposes them (KVM guests without a PMU do not: the
   // backend is then "none"), around extra runs after the timed rounds.
   std::unique_ptr<kernels::Counters> hw;
@@ -523,7 +512,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
   const bool counting = hw && hw->backend() != "none";
   std::vector<std::map<std::string, double>> hardware(cs.size());
   for (std::size_t i = 0; i < cs.size() && counting; ++i) {
-    if (!runs[i] || dropped[i]) continue;
+    if (!runs[i] || halving.stopped(i)) continue;
     hw->start();
     for (int k = 0; k < opts.hardware_counter_runs; ++k) runs[i]();
     for (const auto& [event, count] : hw->stop())
@@ -545,9 +534,9 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
                       {"voluntary_switches", c.voluntary_switches},
                       {"page_faults", c.page_faults},
                       {"hardware", {{"backend", hw ? std::string(hw->backend()) : "none"}}}};
-      if (counting && !dropped[i])
+      if (counting && !halving.stopped(i))
         r.m.counters["hardware"].update({{"runs", opts.hardware_counter_runs}, {"per_run", hardware[i]}});
-      if (dropped[i]) halved_out(r.m, *dropped[i], rounds);
+      halving.mark(i, r.m);
     }
     out.push_back(std::move(r.m));
   }

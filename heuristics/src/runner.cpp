@@ -54,16 +54,39 @@ std::vector<HalvingDrop> halving_drops(int done, int rounds, int keep, std::size
 }
 
 namespace {
-constexpr const char* kHalvedReason = "dropped after ";  // halved_out's reason begins so
+constexpr const char* kHalvedReason = "dropped after ";  // SuccessiveHalving::mark's reason begins so
 }  // namespace
 
-void halved_out(Measurement& m, const HalvingDrop& d, int rounds) {
+SuccessiveHalving::SuccessiveHalving(const std::vector<Candidate>& cs, const std::vector<char>& keep,
+                                     const std::vector<char>& timed, int keep_n, int rounds)
+    : keep_n_(keep_n), rounds_(rounds), halved_(cs.size(), 0), dropped_(cs.size()) {
+  const auto reference = std::find(keep.begin(), keep.end(), char{1});
+  reference_ = static_cast<std::size_t>(reference - keep.begin());
+  on_ = keep_n > 0 && reference != keep.end() && timed.at(reference_);
+  for (std::size_t i = 0; i < cs.size(); ++i)
+    halved_[i] = timed.at(i) && cs[i].is_generated() && !keep.at(i);
+}
+
+std::vector<std::size_t> SuccessiveHalving::after_round(
+    int done, const std::vector<std::vector<double>>& samples) {
+  std::vector<std::size_t> stop;
+  if (!on_) return stop;
+  for (const HalvingDrop& d : halving_drops(done, rounds_, keep_n_, reference_, samples, halved_)) {
+    dropped_[d.index] = d;
+    stop.push_back(d.index);
+  }
+  return stop;
+}
+
+void SuccessiveHalving::mark(std::size_t i, Measurement& m) const {
+  const std::optional<HalvingDrop>& d = dropped_.at(i);
+  if (!d) return;
   m.status = MeasureStatus::Abandoned;
   char buf[240];
   std::snprintf(buf, sizeof buf,
                 "%s%d of %d rounds (successive halving): its median ratio to the reference "
                 "%.3f, the slowest kept %.3f",
-                kHalvedReason, d.after_rounds, rounds, d.ratio, d.kept_ratio);
+                kHalvedReason, d->after_rounds, rounds_, d->ratio, d->kept_ratio);
   m.reason = buf;
 }
 

@@ -433,20 +433,13 @@ std::vector<Measurement> ScriptedRunner::compare(const std::vector<Candidate>& c
   // The rounds: every timed candidate once per round, on the round's machine; as compare_here,
   // successive halving among the generated candidates not kept, against the first kept one.
   std::vector<std::vector<double>> secs(n);
-  std::vector<std::optional<HalvingDrop>> dropped(n);
-  std::vector<char> halved(n, 0);
-  for (std::size_t i = 0; i < n; ++i) halved[i] = timed[i] && cs[i].is_generated() && !keep[i];
-  const auto reference = std::find(keep.begin(), keep.end(), char{1});
-  const std::size_t ref_at = static_cast<std::size_t>(reference - keep.begin());
-  const bool halving = co.halving_keep > 0 && reference != keep.end() && timed[ref_at];
+  SuccessiveHalving halving(cs, keep, timed, co.halving_keep, rounds);
   for (int r = 0; r < rounds; ++r) {
     const std::uint64_t k = static_cast<std::uint64_t>(r);
     const double machine = 1.0 + script_.drift * triangular(script_.seed, kDriftStream, g, k);
     for (std::size_t i = 0; i < n; ++i)
-      if (timed[i] && !dropped[i]) secs[i].push_back(draws[i].run(kRoundRun + k, machine));
-    if (halving)
-      for (const HalvingDrop& d : halving_drops(r + 1, rounds, co.halving_keep, ref_at, secs, halved))
-        dropped[d.index] = d;
+      if (timed[i] && !halving.stopped(i)) secs[i].push_back(draws[i].run(kRoundRun + k, machine));
+    halving.after_round(r + 1, secs);
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (!timed[i]) continue;
@@ -458,7 +451,7 @@ std::vector<Measurement> ScriptedRunner::compare(const std::vector<Candidate>& c
                   {"retaken", draws[i].t.retaken},
                   {"disturbed_kept", draws[i].t.disturbed_kept},
                   {"hardware", {{"backend", "none"}}}};
-    if (dropped[i]) halved_out(m, *dropped[i], rounds);
+    halving.mark(i, m);
   }
   return finish();
 }

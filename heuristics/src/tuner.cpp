@@ -430,7 +430,7 @@ Verdict judge_gain(const Measurement& winner, const Measurement& reference,
       for (int k = 0; k < runs; ++k)
         v.run_ratio_medians.push_back(
             kernels::median({ratios.begin() + static_cast<std::ptrdiff_t>(k * per),
-                       ratios.begin() + static_cast<std::ptrdiff_t>((k + 1) * per)}));
+                             ratios.begin() + static_cast<std::ptrdiff_t>((k + 1) * per)}));
     }
     const auto [lo, hi] = median_interval(ratios, rule.level);
     std::sort(ratios.begin(), ratios.end());

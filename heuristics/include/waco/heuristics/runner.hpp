@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,8 +102,8 @@ struct CompareOptions {
   std::vector<std::size_t> always_timed;
   /// Successive halving of the rounds (halving_drops): at a quarter, a half and three quarters
   /// of them, the slower half of the generated candidates not in always_timed stop being timed,
-  /// keeping at least this many; each one stopped is Abandoned with its rounds so far as its
-  /// times (halved_out). Only the leaders of a selection need every round. 0: none.
+    /// keeping at least this many; each one stopped is Abandoned with its rounds so far as its
+  /// times (SuccessiveHalving). Only the leaders of a selection need every round. 0: none.
   int halving_keep = 0;
 };
 
@@ -124,9 +125,32 @@ std::vector<HalvingDrop> halving_drops(int done, int rounds, int keep, std::size
                                        const std::vector<std::vector<double>>& samples,
                                        const std::vector<char>& halved);
 
-/// A Measurement timed over its rounds so far made the stopped candidate of `d`: Abandoned, why.
-void halved_out(Measurement& m, const HalvingDrop& d, int rounds);
-/// Whether successive halving stopped the candidate of this Measurement (halved_out).
+/// One side-by-side run's successive halving, as both runners' compare() do it: among the
+/// candidates `timed` in the rounds, the generated ones not in `keep` (always timed), against
+/// the first candidate in `keep`; off when `keep_n` is 0 or no timed candidate is kept.
+class SuccessiveHalving {
+ public:
+  SuccessiveHalving(const std::vector<Candidate>& cs, const std::vector<char>& keep,
+                    const std::vector<char>& timed, int keep_n, int rounds);
+  bool on() const { return on_; }
+  /// After `done` timed rounds (`samples`: every candidate's timed runs): the candidates to stop
+  /// now (halving_drops), remembered.
+  std::vector<std::size_t> after_round(int done, const std::vector<std::vector<double>>& samples);
+  bool stopped(std::size_t i) const { return dropped_.at(i).has_value(); }
+  /// Candidate i's Measurement, timed over the rounds it ran, made Abandoned with the reason when
+  /// halving stopped it (was_halved then holds).
+  void mark(std::size_t i, Measurement& m) const;
+
+ private:
+  bool on_ = false;
+  int keep_n_ = 0;
+  int rounds_ = 0;
+  std::size_t reference_ = 0;
+  std::vector<char> halved_;
+  std::vector<std::optional<HalvingDrop>> dropped_;
+};
+
+/// Whether successive halving stopped the candidate of this Measurement (SuccessiveHalving::mark).
 bool was_halved(const Measurement& m);
 
 /// Measures candidates of one problem: one at a time (measure, with racing) or side by side
