@@ -405,6 +405,60 @@ TEST_CASE("scripted runner: the fresh runs stop once no leader can be judged a g
   CHECK(judge_gain(open.leader_ms[*open.best()], open.references[1], rule, 3).gain);
 }
 
+TEST_CASE("scripted runner: a leader clearly slower than the fastest stops after a fresh run") {
+  // Both references at 100 us; kFast 80 us, fast2 81 us (within the drop ratio of it), near
+  // 99 us (1.24x kFast's time: dropped after the first run).
+  const char* kNear = "order=i,k format=UC parallel=i threads=2 chunk=8";
+  const char* kFast2 = "order=i,k format=UC parallel=i threads=2 chunk=32";
+  const RunnerScript s = RunnerScript::from_json(
+      json{{"seed", std::uint64_t{5}},
+           {"default", {{"median_s", 1e-4}, {"jitter", 0.02}}},
+           {"rules",
+            {{{"label", spmv(kFast).label()}, {"median_s", 0.8e-4}},
+             {{"label", spmv(kFast2).label()}, {"median_s", 0.81e-4}},
+             {{"label", spmv(kNear).label()}, {"median_s", 0.99e-4}}}}});
+  const std::vector<Candidate> refs = {spmv("order=i,k format=UC parallel=i threads=0 chunk=16"),
+                                       Candidate::baseline("csr")};
+  const auto fresh = [&](double drop) {
+    ScriptedRunner r(s, options());
+    const RankedConfirmation rc =
+        confirm_ranked(r, {spmv(kNear), spmv(kFast), spmv(kFast2)}, refs, {10, 20, {}, {}}, 3.0);
+    REQUIRE(rc.confirmation.best.has_value());
+    FreshOptions fo{3, 20, 3};
+    fo.drop_ratio = drop;
+    FreshTiming f = time_fresh(r, rc.result, rc.confirmation, refs, fo);
+    std::vector<std::string> labels;  // the leaders' schedules, in f.leaders' order
+    for (const std::size_t k : f.leaders)
+      labels.push_back(rc.result.entries[rc.confirmation.ranking[k].entry].candidate.label());
+    return std::make_pair(f, labels);
+  };
+  const auto [dropped, labels] = fresh(1.05);
+  CHECK(dropped.runs == 3);
+  CHECK(dropped.dropped == 1);
+  REQUIRE(dropped.leader_ms.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const Measurement& m = dropped.leader_ms[i];
+    if (labels[i] == spmv(kNear).label()) {
+      CHECK(m.status == MeasureStatus::Abandoned);
+      CHECK(m.reason.find("dropped after 1 of 3 fresh runs") != std::string::npos);
+      CHECK(m.seconds.size() == 20);  // the run it was timed in
+    } else {
+      CHECK(m.status == MeasureStatus::Ok);
+      CHECK(m.seconds.size() == 60);
+    }
+  }
+  for (const Measurement& ref : dropped.references) CHECK(ref.seconds.size() == 60);
+  REQUIRE(dropped.best().has_value());
+  CHECK(labels[*dropped.best()] != spmv(kNear).label());
+  // Without a drop ratio every leader runs every run.
+  const auto [kept, kept_labels] = fresh(0.0);
+  CHECK(kept.dropped == 0);
+  for (const Measurement& m : kept.leader_ms) {
+    CHECK(m.status == MeasureStatus::Ok);
+    CHECK(m.seconds.size() == 60);
+  }
+}
+
 // ---- tune --runner scripted:FILE ------------------------------------------------------------
 
 namespace {

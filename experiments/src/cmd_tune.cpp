@@ -334,6 +334,13 @@ Command make_tune_command() {
                            "their number: 1 - (1 - --verdict-level) / N)")
                 ->check(setting_range(tuning::settings::kDecideLeaders))
                 ->capture_default_str();
+            sub.add_option("--decide-drop", o->req.decide_drop,
+                           "A leader whose per-round ratio to the fastest leader has its "
+                           "interval wholly above this after a fresh decision run is not timed "
+                           "in the later runs (its status abandoned); <= 1: every leader runs "
+                           "every run")
+                ->check(setting_range(tuning::settings::kDecideDrop))
+                ->capture_default_str();
             sub.add_option("--halving-keep", o->req.halving_keep,
                            "Successive halving of the selection's rounds: at a quarter, a half "
                            "and three quarters of --confirm-rounds the slower half of the "

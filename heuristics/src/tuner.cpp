@@ -303,32 +303,60 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
   for (std::size_t k = 0; k < c.ranking.size() && f.leaders.size() < static_cast<std::size_t>(opts.leaders); ++k)
     if (c.ranking[k].measurement.status == MeasureStatus::Ok) f.leaders.push_back(k);
   if (f.leaders.empty()) return f;
-  Batch batch;  // a leader that is also a reference is measured once
-  std::vector<std::size_t> lead_slot, reference_slot;
-  for (std::size_t k : f.leaders) lead_slot.push_back(batch.add(r.entries[c.ranking[k].entry].candidate));
-  for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
+  const std::size_t nl = f.leaders.size(), nr = references.size();
+  std::vector<char> active(nl, 1);  // leaders still timed (FreshOptions::drop_ratio)
   CompareOptions co;
   co.race_factor = 0.0;  // the leaders were fast a moment ago: time every one
   // lost[i][j]: leader i had a run whose median ratio to reference j exceeded 1 - stop_min_gain.
-  std::vector<std::vector<bool>> lost(lead_slot.size(), std::vector<bool>(reference_slot.size(), false));
+  std::vector<std::vector<bool>> lost(nl, std::vector<bool>(nr, false));
   for (int run = 0; run < opts.runs; ++run) {
+    Batch batch;  // a leader that is also a reference is measured once
+    std::vector<std::size_t> lead_slot(nl, 0), reference_slot;
+    for (std::size_t i = 0; i < nl; ++i)
+      if (active[i]) lead_slot[i] = batch.add(r.entries[c.ranking[f.leaders[i]].entry].candidate);
+    for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
     const std::vector<Measurement> ms = measurer.compare(batch.list, opts.rounds, co);
     if (run == 0) {
       for (std::size_t s : lead_slot) f.leader_ms.push_back(ms[s]);
       for (std::size_t s : reference_slot) f.references.push_back(ms[s]);
     } else {
-      for (std::size_t i = 0; i < lead_slot.size(); ++i) merge_rounds(f.leader_ms[i], ms[lead_slot[i]]);
-      for (std::size_t j = 0; j < reference_slot.size(); ++j)
-        merge_rounds(f.references[j], ms[reference_slot[j]]);
+      for (std::size_t i = 0; i < nl; ++i)
+        if (active[i]) merge_rounds(f.leader_ms[i], ms[lead_slot[i]]);
+      for (std::size_t j = 0; j < nr; ++j) merge_rounds(f.references[j], ms[reference_slot[j]]);
     }
     ++f.runs;
-    if (opts.stop_min_gain < 0 || f.runs == opts.runs) continue;
+    if (f.runs == opts.runs) continue;
+    // Leaders clearly slower than the fastest so far stop here (FreshOptions::drop_ratio).
+    std::optional<std::size_t> fastest;
+    for (std::size_t i = 0; i < nl; ++i)
+      if (active[i] && f.leader_ms[i].status == MeasureStatus::Ok &&
+          (!fastest || f.leader_ms[i].median_s < f.leader_ms[*fastest].median_s))
+        fastest = i;
+    for (std::size_t i = 0; i < nl && opts.drop_ratio > 1.0 && fastest; ++i) {
+      Measurement& m = f.leader_ms[i];
+      if (i == *fastest || !active[i] || m.status != MeasureStatus::Ok) continue;
+      const std::vector<double> ratios = round_ratios(m, f.leader_ms[*fastest]);
+      if (ratios.empty()) continue;
+      const auto [lo, hi] = median_interval(ratios, opts.drop_level);
+      if (lo <= opts.drop_ratio) continue;
+      const double med = kernels::median(ratios);
+      active[i] = 0;
+      ++f.dropped;
+      m.status = MeasureStatus::Abandoned;
+      char why[240];
+      std::snprintf(why, sizeof why,
+                    "dropped after %d of %d fresh runs: %.3g x the fastest leader's time per "
+                    "round (median; %.0f%% interval %.3g-%.3g, above %.3g)",
+                    f.runs, opts.runs, med, 100 * opts.drop_level, lo, hi, opts.drop_ratio);
+      m.reason = why;
+    }
+    if (opts.stop_min_gain < 0) continue;
     // judge_gain's every-run condition on this run's rounds alone (a pair whose round counts
     // differ is judged otherwise there, by the ratio of its medians: never counted as lost).
     bool open = false;
-    for (std::size_t i = 0; i < lead_slot.size(); ++i) {
-      if (f.leader_ms[i].status != MeasureStatus::Ok) continue;
-      for (std::size_t j = 0; j < reference_slot.size(); ++j) {
+    for (std::size_t i = 0; i < nl; ++i) {
+      if (!active[i] || f.leader_ms[i].status != MeasureStatus::Ok) continue;
+      for (std::size_t j = 0; j < nr; ++j) {
         if (f.references[j].status != MeasureStatus::Ok) continue;
         if (!lost[i][j]) {
           const std::vector<double> ratios = round_ratios(ms[lead_slot[i]], ms[reference_slot[j]]);

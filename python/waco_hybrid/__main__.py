@@ -68,6 +68,8 @@ def _add_settings(t):
             ("decide-leaders", int, "nominees timed in the decision runs (3)"),
             ("halving-keep", int, "nominees timed in every selection round; the slower half "
                                   "of the others stop at each quarter of the rounds (6; 0: none)"),
+            ("decide-drop", float, "a leader slower than the fastest by more than this "
+                                   "after a decision run stops (1.05; <= 1: none)"),
             ("min-gain", float, "smallest gain reported (0.02)"),
             ("verdict-level", float, "confidence level of the ratio's interval (0.9)"),
             ("max-disturbed", float, "share of disturbed decision rounds tolerated (0.1)"),

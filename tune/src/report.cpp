@@ -117,15 +117,15 @@ nlohmann::json decision_json(const Measured& m, const Decision& d) {
     nlohmann::json row = {{"schedule", m.result.entries[ce.entry].candidate.label()},
                           {"selection_median_s", ce.measurement.median_s},
                           {"status", std::string(status_name(fm.status))}};
-    if (fm.status == MeasureStatus::Ok)
-      row["median_s"] = fm.median_s;
-    else
-      row["reason"] = fm.reason;
+    if (fm.status == MeasureStatus::Ok || fm.status == MeasureStatus::Abandoned)
+      row["median_s"] = fm.median_s;  // a dropped leader's: over the runs it was timed in
+    if (fm.status != MeasureStatus::Ok) row["reason"] = fm.reason;
     leaders.push_back(row);
   }
   j.update({{"runs", f.runs},
             {"runs_planned", f.runs_planned},
             {"stopped", f.stopped.empty() ? nlohmann::json() : nlohmann::json(f.stopped)},
+            {"dropped", f.dropped},
             {"rounds", f.rounds},
             {"leaders", leaders},
             {"csr_median_s", median_or_null(&f.references[0])},

@@ -450,7 +450,12 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
                       fit, t.shortcut.c_str(), o.decide_runs, o.decide_rounds));
     m.fresh = time_fresh(t.measurer, m.result, *m.confirmation,
                          {csr_schedule.candidate, csr_baseline.candidate},
-                         FreshOptions{fit, o.decide_rounds, o.decide_runs, o.rule.min_gain});
+                         FreshOptions{fit, o.decide_rounds, o.decide_runs, o.rule.min_gain,
+                                      o.decide_drop});
+    if (m.fresh->dropped > 0)
+      t.obs.note(format("tune: %d of the %zu leaders dropped after a fresh run (more than %g x "
+                        "the fastest leader's time)",
+                        m.fresh->dropped, m.fresh->leaders.size(), o.decide_drop));
     if (!m.fresh->stopped.empty()) t.obs.note("tune: fresh runs stopped " + m.fresh->stopped);
     if (!m.fresh->busy.empty()) t.obs.warning(m.fresh->busy);
   }

@@ -235,6 +235,7 @@ struct Options {
   std::optional<int> decide_rounds;   ///< --decide-rounds (20)
   std::optional<int> decide_leaders;  ///< --decide-leaders (3)
   std::optional<int> halving_keep;    ///< --halving-keep (6; 0: none)
+  std::optional<double> decide_drop;  ///< --decide-drop (1.05; <= 1: none)
   bool decide_always = false;         ///< --decide-always
   std::optional<double> min_gain;       ///< --min-gain (0.02)
   std::optional<double> verdict_level;  ///< --verdict-level (0.9)

@@ -180,6 +180,16 @@ struct FreshOptions {
   /// whichever leader and reference the remaining runs would put forward (the verdict is
   /// no-gain whatever they time). < 0 (the default): every run is made.
   double stop_min_gain = -1.0;
+  /// Leaders that lost clearly stop before `runs`: after each run but the last, a leader whose
+  /// per-round ratios to the fastest leader (the smallest median over the runs so far), pooled
+  /// over those runs, have their `drop_level` interval (median_interval) wholly above drop_ratio
+  /// is not timed again (Abandoned, with the ratio in its reason), so that the later
+  /// runs time only the leaders still in question beside the references. The verdict's
+  /// Bonferroni count stays the leaders' number (decide): which leader is judged may be chosen on
+  /// any of the rounds, the test's level covers each. <= 1 (the default): every leader runs
+  /// every run.
+  double drop_ratio = 0.0;
+  double drop_level = 0.9;
 };
 
 struct FreshTiming {
@@ -191,6 +201,9 @@ struct FreshTiming {
   int rounds = 0;
   /// Why fewer runs than planned were made (FreshOptions::stop_min_gain), else empty.
   std::string stopped;
+  /// Leaders dropped before the last run (FreshOptions::drop_ratio): their leader_ms are
+  /// Abandoned and hold the rounds of the runs they were timed in.
+  int dropped = 0;
   double seconds = 0.0;                  ///< wall time of the runs
   std::string busy;                      ///< disturbed_warning of these runs (empty: quiet)
   double disturbed_share = 0.0;          ///< disturbance(...).kept_share() of these runs

@@ -66,6 +66,9 @@ struct TuneRequest {
   int decide_runs = 3;
   int decide_rounds = 20;
   int decide_leaders = 3;
+  /// A leader whose per-round ratio to the fastest leader has its interval wholly above this
+  /// after a fresh run is not timed in the later runs (FreshOptions::drop_ratio); <= 1: never.
+  double decide_drop = 1.05;
   /// Successive halving of the selection's rounds (heuristics::CompareOptions::halving_keep): at
   /// a quarter, a half and three quarters of --confirm-rounds the slower half of the nominees
   /// (by their per-round ratios to the csr schedule) stop being timed, at least this many
