@@ -177,7 +177,7 @@ TEST_CASE("measure: compare times candidates side by side and keeps their failur
 
   // A wrong result fails that candidate only.
   kernels::Reference wrong = f.ref;
-  wrong.value[17] += 1.0;
+  wrong.value.set(17, wrong.value[17] + 1.0);
   Measurer mw(f.p, wrong, quick_options(cache_dir()));
   const std::vector<Measurement> w = mw.compare({schedule("csr"), Candidate::baseline("csr")}, 3);
   REQUIRE(w.size() == 2);
@@ -416,7 +416,7 @@ TEST_CASE("measure: refusals and compile errors are statuses with reasons") {
 TEST_CASE("measure: a wrong result is detected and not timed") {
   Fixture f;
   kernels::Reference wrong = f.ref;
-  wrong.value[17] += 1.0;  // the reference of another matrix, in one entry
+  wrong.value.set(17, wrong.value[17] + 1.0);  // the reference of another matrix, in one entry
   Measurer m(f.p, wrong, quick_options(cache_dir()));
   const Measurement w = m.measure(schedule("csr"));
   CHECK(w.status == MeasureStatus::WrongResult);

@@ -159,7 +159,7 @@ TEST_CASE("measure_worker: one worker serves a second problem") {
   CHECK(m.measure(csr_schedule(kernels::KernelKind::SpMV)).status == MeasureStatus::Refused);
   // The reference is the loaded one: a wrong one fails verification.
   kernels::Reference wrong = spmm.ref;
-  wrong.value[5] += 1.0;
+  wrong.value.set(5, wrong.value[5] + 1.0);
   m.load(spmm.p, wrong);
   CHECK(m.measure(Candidate::baseline("csr")).status == MeasureStatus::WrongResult);
   CHECK(m.worker_pid() == worker);
@@ -245,9 +245,10 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   std::memcpy(huge.data() + count_at, &lots, 8);
   CHECK(refused(huge).find("elements announced") != std::string::npos);
   // A reference of the wrong size.
-  kernels::Reference short_ref = f.ref;
-  short_ref.value.pop_back();
-  short_ref.scale.pop_back();
+  kernels::Reference short_ref;
+  const std::vector<double> shorter(f.ref.value.size() - 1, 0.0);
+  short_ref.value.assign(f.ref.value.dtype(), shorter.data(), shorter.size());
+  short_ref.scale = short_ref.value;
   CHECK(refused(d::encode_load(f.p, short_ref, o, 1)).find("reference") != std::string::npos);
 }
 

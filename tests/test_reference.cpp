@@ -26,14 +26,14 @@ TEST_CASE("reference: spmv, spmm, sddmm by hand") {
   ops.B = dense(3, 1, Layout::RowMajor, {1.f, 2.f, 3.f});
   Problem p = make_problem(KernelKind::SpMV, &A, nullptr, ops);
   Reference r = compute_reference(p);
-  CHECK(r.value == std::vector<double>{7.0, 0.0, 6.0});
-  CHECK(r.scale == std::vector<double>{7.0, 0.0, 6.0});
+  CHECK(r.value.to_doubles() == std::vector<double>{7.0, 0.0, 6.0});
+  CHECK(r.scale.to_doubles() == std::vector<double>{7.0, 0.0, 6.0});
 
   ops.B = dense(3, 2, Layout::RowMajor, {1.f, -1.f, 2.f, 0.f, 3.f, 1.f});
   p = make_problem(KernelKind::SpMM, &A, nullptr, ops);
   r = compute_reference(p);
-  CHECK(r.value == std::vector<double>{7.0, 1.0, 0.0, 0.0, 6.0, 0.0});
-  CHECK(r.scale == std::vector<double>{7.0, 3.0, 0.0, 0.0, 6.0, 0.0});
+  CHECK(r.value.to_doubles() == std::vector<double>{7.0, 1.0, 0.0, 0.0, 6.0, 0.0});
+  CHECK(r.scale.to_doubles() == std::vector<double>{7.0, 3.0, 0.0, 0.0, 6.0, 0.0});
 
   // SDDMM with K = 2: D[i,j] = A[i,j] * sum_k B[i,k] C[k,j]
   ops.B = dense(3, 2, Layout::RowMajor, {1.f, 2.f, 0.f, 0.f, -1.f, 1.f});
@@ -41,7 +41,7 @@ TEST_CASE("reference: spmv, spmm, sddmm by hand") {
   p = make_problem(KernelKind::SDDMM, &A, nullptr, ops);
   r = compute_reference(p);
   // (0,0): 1*(1*1 + 2*1) = 3; (0,2): 2*(1*3 + 2*-1) = 2; (2,1): 3*(-1*0 + 1*2) = 6
-  CHECK(r.value == std::vector<double>{3.0, 2.0, 6.0});
+  CHECK(r.value.to_doubles() == std::vector<double>{3.0, 2.0, 6.0});
   CHECK(p.output_size() == 3);
   CHECK(p.flops() == 3 * (2 * 2 + 1));
 }
@@ -59,13 +59,14 @@ TEST_CASE("reference: mttkrp by hand") {
   const Reference r = compute_reference(p);
   // D[0,:] = 1*B[0,:]*C[1,:] + 2*B[1,:]*C[0,:] = (2,2) + (6,0) = (8, 2)
   // D[1,:] = 3*B[1,:]*C[1,:] = (18, 12)
-  CHECK(r.value == std::vector<double>{8.0, 2.0, 18.0, 12.0});
+  CHECK(r.value.to_doubles() == std::vector<double>{8.0, 2.0, 18.0, 12.0});
 }
 
 TEST_CASE("reference: verify accepts rounding, rejects wrong values, NaN and size mismatch") {
+  const std::vector<double> value = {1.0, -2.0, 0.0}, scale = {1.0, 4.0, 0.0};
   Reference r;
-  r.value = {1.0, -2.0, 0.0};
-  r.scale = {1.0, 4.0, 0.0};
+  r.value.assign(Dtype::F64, value.data(), 3);
+  r.scale.assign(Dtype::F64, scale.data(), 3);
   const std::vector<float> good = {1.00001f, -2.0f, 0.0f};
   Verification v = verify(good.data(), 3, r);
   CHECK(v.ok);
@@ -84,6 +85,42 @@ TEST_CASE("reference: verify accepts rounding, rejects wrong values, NaN and siz
   CHECK_FALSE(verify(nan.data(), 3, r).ok);
 
   CHECK_FALSE(verify(good.data(), 2, r).ok);
+
+  // A float reference (a single-precision problem's) judges alike.
+  Reference f;
+  f.value.assign(Dtype::F32, value.data(), 3);
+  f.scale.assign(Dtype::F32, scale.data(), 3);
+  CHECK(verify(good.data(), 3, f).ok);
+  CHECK(verify(bad.data(), 3, f).worst_index == 1);
+  CHECK_FALSE(verify(nonzero_where_zero.data(), 3, f).ok);
+  CHECK_FALSE(verify(nan.data(), 3, f).ok);
+}
+
+TEST_CASE("reference: stored in the problem's value type, summed in double") {
+  // Row 0: 1 + 1e-8 + 1e-8 - 1: float accumulation loses the small terms, double keeps them.
+  const CooMatrix A = from_triplets(2, 4, {0, 0, 0, 0}, {0, 1, 2, 3}, {1.f, 1e-8f, 1e-8f, -1.f});
+  DenseOperands ops;
+  ops.B = dense(4, 1, Layout::RowMajor, {1.f, 1.f, 1.f, 1.f});
+  const Reference f = compute_reference(make_problem(KernelKind::SpMV, &A, nullptr, ops));
+  CHECK(f.value.dtype() == Dtype::F32);
+  CHECK(f.scale.dtype() == Dtype::F32);
+  CHECK(f.value[0] == Approx(2e-8).epsilon(1e-6));
+  CHECK(f.value[1] == 0.0);  // an empty row
+  DenseOperands wide = make_dense_operands(KernelKind::SpMV, &A, nullptr, 1, 1, Dtype::F64);
+  for (index_t k = 0; k < 4; ++k) wide.B.set(k, 0, 1.0);
+  const Reference d = compute_reference(make_problem(KernelKind::SpMV, &A, nullptr, wide));
+  CHECK(d.value.dtype() == Dtype::F64);
+  CHECK(d.value[0] == Approx(2e-8).epsilon(1e-6));
+  // A float scale beyond float's range saturates: a tolerance times infinity would pass any
+  // output.
+  const CooMatrix big = from_triplets(1, 2, {0, 0}, {0, 1}, {3e38f, -3e38f});
+  DenseOperands two;
+  two.B = dense(2, 1, Layout::RowMajor, {1.f, 1.f});
+  const Reference s = compute_reference(make_problem(KernelKind::SpMV, &big, nullptr, two));
+  CHECK(std::isfinite(s.scale[0]));
+  CHECK(s.value[0] == 0.0);
+  const std::vector<float> wrong = {1e36f};
+  CHECK_FALSE(verify(wrong.data(), 1, s).ok);
 }
 
 TEST_CASE("reference: dense operand shapes follow the kernel") {

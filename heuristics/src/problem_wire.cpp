@@ -12,7 +12,8 @@ namespace waco::heuristics::detail {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x4c4f4157;  // "WAOL" in the bytes of a little-endian machine
-constexpr std::uint32_t kVersion = 2;  // 2: values in double, dense operands typed
+constexpr std::uint32_t kVersion = 3;  // 2: values in double, dense operands typed; 3: the
+                                       // reference typed
 
 // ---- encoding: one template over where the bytes go (counted, sent, kept) --------------------
 
@@ -59,9 +60,13 @@ class Writer {
     value<std::int32_t>(m->rows);
     value<std::int32_t>(m->cols);
     value<std::uint8_t>(static_cast<std::uint8_t>(m->layout));
-    value<std::uint8_t>(static_cast<std::uint8_t>(m->dtype()));
-    value<std::uint64_t>(m->data.size());
-    raw(m->data.raw(), m->data.size() * kernels::dtype_size(m->dtype()));
+    values(m->data);
+  }
+  /// Typed values: their type, count and bytes.
+  void values(const kernels::Values& v) {
+    value<std::uint8_t>(static_cast<std::uint8_t>(v.dtype()));
+    value<std::uint64_t>(v.size());
+    raw(v.raw(), v.size() * kernels::dtype_size(v.dtype()));
   }
   bool ok() const { return ok_; }
 
@@ -108,8 +113,8 @@ bool encode(Sink& sink, const kernels::Problem& p, const kernels::Reference& ref
   }
   w.dense(p.B);
   w.dense(p.C);
-  w.array(ref.value);
-  w.array(ref.scale);
+  w.values(ref.value);
+  w.values(ref.scale);
   return w.ok();
 }
 
@@ -138,6 +143,23 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw WireError(what);
 }
 
+/// Reads Writer::values into v; `expected` the count the caller knows (checked before the
+/// values are allocated).
+void get_values(FrameSource& in, kernels::Values& v, std::uint64_t expected, const char* what) {
+  const auto dtype = get<std::uint8_t>(in);
+  check(dtype <= static_cast<std::uint8_t>(kernels::Dtype::F64),
+        std::string(what) + ": unknown value type");
+  const auto d = static_cast<kernels::Dtype>(dtype);
+  const auto n = get<std::uint64_t>(in);
+  check(n == expected, std::string(what) + ": " + std::to_string(n) + " values, " +
+                           std::to_string(expected) + " expected");
+  check(n <= in.left() / kernels::dtype_size(d),
+        std::string(what) + ": " + std::to_string(n) + " values announced, " +
+            std::to_string(in.left()) + " bytes left in the frame");
+  v.assign(d, static_cast<std::size_t>(n));
+  in.read(v.raw(), n * kernels::dtype_size(d));
+}
+
 bool get_dense(FrameSource& in, kernels::DenseMatrix& m, const char* what) {
   const auto present = get<std::uint8_t>(in);
   check(present <= 1, std::string(what) + ": bad presence flag");
@@ -149,19 +171,8 @@ bool get_dense(FrameSource& in, kernels::DenseMatrix& m, const char* what) {
   check(layout <= static_cast<std::uint8_t>(kernels::Layout::ColMajor),
         std::string(what) + ": unknown layout");
   m.layout = static_cast<kernels::Layout>(layout);
-  const auto dtype = get<std::uint8_t>(in);
-  check(dtype <= static_cast<std::uint8_t>(kernels::Dtype::F64),
-        std::string(what) + ": unknown value type");
-  const auto d = static_cast<kernels::Dtype>(dtype);
-  const auto n = get<std::uint64_t>(in);
-  check(n == static_cast<std::uint64_t>(m.rows) * static_cast<std::uint64_t>(m.cols),
-        std::string(what) + ": " + std::to_string(n) + " values for " + std::to_string(m.rows) +
-            " x " + std::to_string(m.cols));
-  check(n <= in.left() / kernels::dtype_size(d),
-        std::string(what) + ": " + std::to_string(n) + " values announced, " +
-            std::to_string(in.left()) + " bytes left in the frame");
-  m.data.assign(d, static_cast<std::size_t>(n));
-  in.read(m.data.raw(), n * kernels::dtype_size(d));
+  get_values(in, m.data, static_cast<std::uint64_t>(m.rows) * static_cast<std::uint64_t>(m.cols),
+             what);
   return true;
 }
 
@@ -275,12 +286,11 @@ std::unique_ptr<LoadedProblem> read_load(FrameSource& in) {
   } catch (const kernels::InternalError& e) {  // check_bounds, validate
     throw WireError(e.what());
   }
-  get_array(in, lp->reference.value, "reference values");
-  get_array(in, lp->reference.scale, "reference scales");
-  const auto out = static_cast<std::size_t>(p.output_size());
-  check(lp->reference.value.size() == out && lp->reference.scale.size() == out,
-        "the reference has " + std::to_string(lp->reference.value.size()) + " entries, the "
-        "output " + std::to_string(out));
+  const auto out = static_cast<std::uint64_t>(p.output_size());
+  get_values(in, lp->reference.value, out, "reference values");
+  get_values(in, lp->reference.scale, out, "reference scales");
+  check(lp->reference.scale.dtype() == lp->reference.value.dtype(),
+        "the reference's values and scales differ in type");
   check(in.left() == 0, std::to_string(in.left()) + " bytes after the problem");
   return lp;
 }

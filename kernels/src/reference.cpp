@@ -2,6 +2,8 @@
 // loops over the canonical COO entries, nothing clever, so that they can be trusted.
 #include "waco/kernels/reference.hpp"
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <sstream>
 
@@ -10,78 +12,114 @@
 namespace waco::kernels {
 namespace {
 
-Reference sized(std::int64_t n) {
-  Reference r;
-  r.value.assign(static_cast<std::size_t>(n), 0.0);
-  r.scale.assign(static_cast<std::size_t>(n), 0.0);
-  return r;
+/// Accumulates in double and stores each output entry once, rounded to the problem's value
+/// type (a float reference takes half the memory of a double one, in the tuning process, the
+/// worker and every measuring child, and half the bytes a verification reads). The canonical
+/// operand's entries come sorted by output row, so one row's sums at a time are enough: `open`
+/// starts a row (the previous one is stored), `add` sums one product into the open row.
+class Accumulator {
+ public:
+  Accumulator(Dtype d, std::int64_t rows, std::int64_t width)
+      : width_(width), sum_(static_cast<std::size_t>(width)), abs_(sum_.size()) {
+    r_.value.assign(d, static_cast<std::size_t>(rows * width));
+    r_.scale.assign(d, static_cast<std::size_t>(rows * width));
+  }
+  void open(std::int64_t row) {
+    if (row == row_) return;
+    WACO_ASSERT(row > row_, "compute_reference needs the operand's entries sorted by row");
+    store();
+    row_ = row;
+  }
+  void add(std::int64_t j, double term) {
+    sum_[static_cast<std::size_t>(j)] += term;
+    abs_[static_cast<std::size_t>(j)] += std::fabs(term);
+  }
+  Reference done() {
+    store();
+    return std::move(r_);
+  }
+
+ private:
+  void store() {
+    if (row_ < 0) return;
+    const auto at = static_cast<std::size_t>(row_ * width_);
+    for (std::size_t j = 0; j < sum_.size(); ++j) {
+      r_.value.set(at + j, sum_[j]);
+      // A float scale saturates instead of becoming infinite (tolerance x infinity would pass
+      // any output): the largest float is as lenient as a check of such an entry can be.
+      r_.scale.set(at + j, r_.scale.dtype() == Dtype::F32
+                               ? std::min(abs_[j], static_cast<double>(FLT_MAX))
+                               : abs_[j]);
+      sum_[j] = abs_[j] = 0.0;
+    }
+  }
+  Reference r_;
+  std::int64_t width_;
+  std::int64_t row_ = -1;
+  std::vector<double> sum_, abs_;
+};
+
+Reference spmv(const CooMatrix& A, const DenseMatrix& x, Dtype d) {
+  Accumulator r(d, A.rows, 1);
+  for (std::int64_t e = 0; e < A.nnz(); ++e) {
+    r.open(A.row[e]);
+    r.add(0, A.val[e] * x.at(A.col[e], 0));
+  }
+  return r.done();
 }
 
-void add(Reference& r, std::size_t at, double term) {
-  r.value[at] += term;
-  r.scale[at] += std::fabs(term);
-}
-
-Reference spmv(const CooMatrix& A, const DenseMatrix& x) {
-  Reference r = sized(A.rows);
-  for (std::int64_t e = 0; e < A.nnz(); ++e)
-    add(r, A.row[e], A.val[e] * x.at(A.col[e], 0));
-  return r;
-}
-
-Reference spmm(const CooMatrix& A, const DenseMatrix& B) {
+Reference spmm(const CooMatrix& A, const DenseMatrix& B, Dtype d) {
   const index_t J = B.cols;
-  Reference r = sized(static_cast<std::int64_t>(A.rows) * J);
-  for (std::int64_t e = 0; e < A.nnz(); ++e)
-    for (index_t j = 0; j < J; ++j)
-      add(r, static_cast<std::size_t>(A.row[e]) * J + j,
-          A.val[e] * B.at(A.col[e], j));
-  return r;
+  Accumulator r(d, A.rows, J);
+  for (std::int64_t e = 0; e < A.nnz(); ++e) {
+    r.open(A.row[e]);
+    for (index_t j = 0; j < J; ++j) r.add(j, A.val[e] * B.at(A.col[e], j));
+  }
+  return r.done();
 }
 
-Reference sddmm(const CooMatrix& A, const DenseMatrix& B, const DenseMatrix& C) {
+Reference sddmm(const CooMatrix& A, const DenseMatrix& B, const DenseMatrix& C, Dtype d) {
   const index_t K = B.cols;
-  Reference r = sized(A.nnz());
-  for (std::int64_t e = 0; e < A.nnz(); ++e)
-    for (index_t k = 0; k < K; ++k)
-      add(r, e, A.val[e] * B.at(A.row[e], k) * C.at(k, A.col[e]));
-  return r;
+  Accumulator r(d, A.nnz(), 1);  // one output entry per nonzero, in their order
+  for (std::int64_t e = 0; e < A.nnz(); ++e) {
+    r.open(e);
+    for (index_t k = 0; k < K; ++k) r.add(0, A.val[e] * B.at(A.row[e], k) * C.at(k, A.col[e]));
+  }
+  return r.done();
 }
 
-Reference mttkrp(const CooTensor& T, const DenseMatrix& B, const DenseMatrix& C) {
+Reference mttkrp(const CooTensor& T, const DenseMatrix& B, const DenseMatrix& C, Dtype d) {
   const index_t J = B.cols;
-  Reference r = sized(static_cast<std::int64_t>(T.dims[0]) * J);
-  for (std::int64_t e = 0; e < T.nnz(); ++e)
+  Accumulator r(d, T.dims[0], J);
+  for (std::int64_t e = 0; e < T.nnz(); ++e) {
+    r.open(T.idx[0][e]);
     for (index_t j = 0; j < J; ++j)
-      add(r, static_cast<std::size_t>(T.idx[0][e]) * J + j,
-          T.val[e] * B.at(T.idx[1][e], j) * C.at(T.idx[2][e], j));
-  return r;
+      r.add(j, T.val[e] * B.at(T.idx[1][e], j) * C.at(T.idx[2][e], j));
+  }
+  return r.done();
 }
 
 }  // namespace
 
 Reference compute_reference(const Problem& p) {
   p.validate();
+  const Dtype d = p.dtype();
   switch (p.kind) {
-    case KernelKind::SpMV: return spmv(*p.A, *p.B);
-    case KernelKind::SpMM: return spmm(*p.A, *p.B);
-    case KernelKind::SDDMM: return sddmm(*p.A, *p.B, *p.C);
-    case KernelKind::MTTKRP: return mttkrp(*p.T, *p.B, *p.C);
+    case KernelKind::SpMV: return spmv(*p.A, *p.B, d);
+    case KernelKind::SpMM: return spmm(*p.A, *p.B, d);
+    case KernelKind::SDDMM: return sddmm(*p.A, *p.B, *p.C, d);
+    case KernelKind::MTTKRP: return mttkrp(*p.T, *p.B, *p.C, d);
   }
   WACO_ASSERT(false, "unknown kernel");
 }
 
 namespace {
 
-template <class V>
-Verification verify_typed(const V* out, std::int64_t size, const Reference& ref, double tolerance) {
+template <class V, class R>
+Verification verify_typed(const V* out, std::int64_t size, const R* value, const R* scale,
+                          double tolerance) {
   Verification v;
   v.tolerance = tolerance;
-  if (size != static_cast<std::int64_t>(ref.value.size())) {
-    v.message = "output has " + std::to_string(size) + " entries, the reference " +
-                std::to_string(ref.value.size());
-    return v;
-  }
   // Entries whose every product is zero must come out (close to) zero: judge them against the
   // smallest normal float rather than dividing by zero.
   constexpr double kTiny = 1.1754943508222875e-38;
@@ -92,7 +130,8 @@ Verification verify_typed(const V* out, std::int64_t size, const Reference& ref,
       v.worst_index = i;
       break;
     }
-    const double err = std::fabs(o - ref.value[i]) / std::max(ref.scale[i], kTiny);
+    const double err = std::fabs(o - static_cast<double>(value[i])) /
+                       std::max(static_cast<double>(scale[i]), kTiny);
     if (err > v.max_rel_error) {
       v.max_rel_error = err;
       v.worst_index = i;
@@ -102,21 +141,37 @@ Verification verify_typed(const V* out, std::int64_t size, const Reference& ref,
   if (!v.ok) {
     std::ostringstream msg;
     msg << "entry " << v.worst_index << " is " << out[v.worst_index] << ", the reference "
-        << ref.value[v.worst_index] << " (relative error " << v.max_rel_error
-        << " > tolerance " << tolerance << ")";
+        << value[v.worst_index] << " (relative error " << v.max_rel_error << " > tolerance "
+        << tolerance << ")";
     v.message = msg.str();
   }
   return v;
 }
 
+template <class V>
+Verification verify_against(const V* out, std::int64_t size, const Reference& ref,
+                            double tolerance) {
+  if (size != static_cast<std::int64_t>(ref.value.size())) {
+    Verification v;
+    v.tolerance = tolerance;
+    v.message = "output has " + std::to_string(size) + " entries, the reference " +
+                std::to_string(ref.value.size());
+    return v;
+  }
+  return with_value_type(ref.value.dtype(), [&](auto r) {
+    using R = decltype(r);
+    return verify_typed(out, size, ref.value.data<R>(), ref.scale.data<R>(), tolerance);
+  });
+}
+
 }  // namespace
 
 Verification verify(const float* out, std::int64_t size, const Reference& ref, double tolerance) {
-  return verify_typed(out, size, ref, tolerance);
+  return verify_against(out, size, ref, tolerance);
 }
 
 Verification verify(const double* out, std::int64_t size, const Reference& ref, double tolerance) {
-  return verify_typed(out, size, ref, tolerance);
+  return verify_against(out, size, ref, tolerance);
 }
 
 Verification verify(const Values& out, const Reference& ref, double tolerance) {

@@ -11,10 +11,13 @@ namespace waco::kernels {
 
 /// A reference result in the canonical output layout (see kernel.hpp). scale[e] is the sum of the
 /// absolute values of the products that make up value[e]; errors are judged relative to it, which
-/// is the bound float accumulation can meet whatever the summation order.
+/// is the bound float accumulation can meet whatever the summation order. Both are summed in
+/// double and stored in the problem's value type: rounding a float reference's entry costs at
+/// most 2^-24 of its scale, far below any tolerance verify() is given, and halves the memory of
+/// every process that holds one (SpMM with J = 16 on 20M nonzeros: 1 GB in double).
 struct Reference {
-  std::vector<double> value;
-  std::vector<double> scale;
+  Values value;
+  Values scale;
 };
 
 /// Computes the reference result of a validated problem.
