@@ -29,6 +29,8 @@ inline constexpr double kDefaultTolerance = 1e-4;
 struct Verification {
   bool ok = false;
   double max_rel_error = 0.0;  ///< max over entries of |out - ref| / max(scale, tiny)
+  /// The entry of max_rel_error (the first non-finite output, if any) when the check fails; when
+  /// it passes, -1 for a float output against a float reference (not looked up).
   std::int64_t worst_index = -1;
   double tolerance = kDefaultTolerance;
   /// Empty when ok, otherwise what failed (worst entry, values, or a size mismatch / NaN).
