@@ -1309,6 +1309,9 @@ TEST_CASE("api: tune's settings as the CLI's options, checked against the CLI's 
   bad.halving_keep = -1;
   CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("halving_keep"));
   bad = o;
+  bad.decide_drop = -0.5;
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_drop"));
+  bad = o;
   bad.side_by_side_memory = -1;
   CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("side_by_side_memory"));
   CHECK(waco::tune(m, waco::Kernel::SpMV, o).from_cache());
