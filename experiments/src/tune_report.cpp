@@ -269,13 +269,20 @@ void print_tune_text(const nlohmann::json& j) {
                   shortcut.c_str(), seconds_or(c.at("csr_median_s"), "failed").c_str(),
                   shortcut.c_str(), seconds_or(c.at("csr_baseline_median_s"), "failed").c_str(),
                   how.c_str(), c.at("rounds").get<int>(), rank.c_str());
-      if (fresh)
+      if (fresh) {
+        const int dropped = decision.value("dropped", 0);
+        const std::string drop_text =
+            dropped > 0 ? "; " + std::to_string(dropped) + " of them dropped after a run, " +
+                              "clearly slower than the fastest: --decide-drop"
+                        : std::string();
         std::printf("  decided       on %d fresh side-by-side runs of %d rounds that timed the "
-                    "selection's best %zu and both references again (%s); the speedups are "
+                    "selection's best %zu and both references again (%s%s); the speedups are "
                     "theirs\n",
                     decision.at("runs").get<int>(), decision.at("rounds").get<int>(),
                     decision.at("leaders").size(),
-                    seconds_or(j.at("economy").value("decide_s", nlohmann::json()), "-").c_str());
+                    seconds_or(j.at("economy").value("decide_s", nlohmann::json()), "-").c_str(),
+                    drop_text.c_str());
+      }
     }
     if (j.at("kernel_source").is_string())
       std::printf("  kernel source %s\n", j.at("kernel_source").get<std::string>().c_str());
