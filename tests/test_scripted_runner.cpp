@@ -358,6 +358,33 @@ TEST_CASE("scripted runner: the tuner's side-by-side stages on scripted times") 
   CHECK(some.result.status_counts.count(MeasureStatus::WrongResult) == 0);
 }
 
+namespace {
+
+/// The fresh-run tests' references: the csr schedule (the scripts' default time) and the baseline.
+std::vector<Candidate> csr_references() {
+  return {spmv("order=i,k format=UC parallel=i threads=0 chunk=16"), Candidate::baseline("csr")};
+}
+
+/// A selection of `nominees` side by side on the scripted machine `s`, then its fresh runs; with
+/// the leaders' schedules in the timing's leaders order.
+struct SelectedThenFresh {
+  FreshTiming f;
+  std::vector<std::string> labels;
+};
+SelectedThenFresh select_then_fresh(const RunnerScript& s, const std::vector<Candidate>& nominees,
+                                    const FreshOptions& fo) {
+  ScriptedRunner r(s, options());
+  const std::vector<Candidate> refs = csr_references();
+  const RankedConfirmation rc = confirm_ranked(r, nominees, refs, {10, 20, {}, {}}, 3.0);
+  REQUIRE(rc.confirmation.best.has_value());
+  SelectedThenFresh out{time_fresh(r, rc.result, rc.confirmation, refs, fo), {}};
+  for (const std::size_t k : out.f.leaders)
+    out.labels.push_back(rc.result.entries[rc.confirmation.ranking[k].entry].candidate.label());
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("scripted runner: the fresh runs stop once no leader can be judged a gain") {
   // Both references at 100 us; near: 1% faster (a ratio of 0.99, above the rule's 0.98);
   // slowish: 10% slower; kFast: 20% faster.
@@ -370,16 +397,11 @@ TEST_CASE("scripted runner: the fresh runs stop once no leader can be judged a g
             {{{"label", spmv(kFast).label()}, {"median_s", 0.8e-4}},
              {{"label", spmv(kNear).label()}, {"median_s", 0.99e-4}},
              {{"label", spmv(kSlowish).label()}, {"median_s", 1.1e-4}}}}});
-  const std::vector<Candidate> refs = {spmv("order=i,k format=UC parallel=i threads=0 chunk=16"),
-                                       Candidate::baseline("csr")};
   const DecisionRule rule;  // min_gain 0.02
   const auto fresh = [&](const std::vector<Candidate>& nominees, double stop) {
-    ScriptedRunner r(s, options());
-    const RankedConfirmation rc = confirm_ranked(r, nominees, refs, {10, 20, {}, {}}, 3.0);
-    REQUIRE(rc.confirmation.best.has_value());
     FreshOptions fo{2, 20, 3};
     fo.stop_min_gain = stop;
-    return time_fresh(r, rc.result, rc.confirmation, refs, fo);
+    return select_then_fresh(s, nominees, fo).f;
   };
   // Neither leader is 2% faster than either reference in the first run: one run, not three.
   const FreshTiming stopped = fresh({spmv(kNear), spmv(kSlowish)}, rule.min_gain);
@@ -417,20 +439,10 @@ TEST_CASE("scripted runner: a leader clearly slower than the fastest stops after
             {{{"label", spmv(kFast).label()}, {"median_s", 0.8e-4}},
              {{"label", spmv(kFast2).label()}, {"median_s", 0.81e-4}},
              {{"label", spmv(kNear).label()}, {"median_s", 0.99e-4}}}}});
-  const std::vector<Candidate> refs = {spmv("order=i,k format=UC parallel=i threads=0 chunk=16"),
-                                       Candidate::baseline("csr")};
   const auto fresh = [&](double drop) {
-    ScriptedRunner r(s, options());
-    const RankedConfirmation rc =
-        confirm_ranked(r, {spmv(kNear), spmv(kFast), spmv(kFast2)}, refs, {10, 20, {}, {}}, 3.0);
-    REQUIRE(rc.confirmation.best.has_value());
     FreshOptions fo{3, 20, 3};
     fo.drop_ratio = drop;
-    FreshTiming f = time_fresh(r, rc.result, rc.confirmation, refs, fo);
-    std::vector<std::string> labels;  // the leaders' schedules, in f.leaders' order
-    for (const std::size_t k : f.leaders)
-      labels.push_back(rc.result.entries[rc.confirmation.ranking[k].entry].candidate.label());
-    return std::make_pair(f, labels);
+    return select_then_fresh(s, {spmv(kNear), spmv(kFast), spmv(kFast2)}, fo);
   };
   const auto [dropped, labels] = fresh(1.05);
   CHECK(dropped.runs == 3);
@@ -441,6 +453,7 @@ TEST_CASE("scripted runner: a leader clearly slower than the fastest stops after
     if (labels[i] == spmv(kNear).label()) {
       CHECK(m.status == MeasureStatus::Abandoned);
       CHECK(m.reason.find("dropped after 1 of 3 fresh runs") != std::string::npos);
+      CHECK_FALSE(was_halved(m));  // not the selection's successive halving
       CHECK(m.seconds.size() == 20);  // the run it was timed in
     } else {
       CHECK(m.status == MeasureStatus::Ok);

@@ -54,7 +54,10 @@ std::vector<HalvingDrop> halving_drops(int done, int rounds, int keep, std::size
 }
 
 namespace {
-constexpr const char* kHalvedReason = "dropped after ";  // SuccessiveHalving::mark's reason begins so
+// What SuccessiveHalving::mark's reason says, and was_halved looks for (the fresh runs' dropped
+// leaders are Abandoned with a reason that begins "dropped after " too).
+constexpr const char* kHalvedReason = "dropped after ";
+constexpr const char* kHalvedTag = " rounds (successive halving): ";
 }  // namespace
 
 SuccessiveHalving::SuccessiveHalving(const std::vector<Candidate>& cs, const std::vector<char>& keep,
@@ -84,14 +87,14 @@ void SuccessiveHalving::mark(std::size_t i, Measurement& m) const {
   m.status = MeasureStatus::Abandoned;
   char buf[240];
   std::snprintf(buf, sizeof buf,
-                "%s%d of %d rounds (successive halving): its median ratio to the reference "
-                "%.3f, the slowest kept %.3f",
-                kHalvedReason, d->after_rounds, rounds_, d->ratio, d->kept_ratio);
+                "%s%d of %d%sits median ratio to the reference %.3f, the slowest kept %.3f",
+                kHalvedReason, d->after_rounds, rounds_, kHalvedTag, d->ratio, d->kept_ratio);
   m.reason = buf;
 }
 
 bool was_halved(const Measurement& m) {
-  return m.status == MeasureStatus::Abandoned && m.reason.rfind(kHalvedReason, 0) == 0;
+  return m.status == MeasureStatus::Abandoned && m.reason.rfind(kHalvedReason, 0) == 0 &&
+         m.reason.find(kHalvedTag) != std::string::npos;
 }
 
 }  // namespace waco::heuristics

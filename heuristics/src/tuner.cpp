@@ -326,12 +326,9 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
     }
     ++f.runs;
     if (f.runs == opts.runs) continue;
-    // Leaders clearly slower than the fastest so far stop here (FreshOptions::drop_ratio).
-    std::optional<std::size_t> fastest;
-    for (std::size_t i = 0; i < nl; ++i)
-      if (active[i] && f.leader_ms[i].status == MeasureStatus::Ok &&
-          (!fastest || f.leader_ms[i].median_s < f.leader_ms[*fastest].median_s))
-        fastest = i;
+    // Leaders clearly slower than the fastest so far stop here (FreshOptions::drop_ratio; a
+    // dropped one is Abandoned, so best() is among those still timed).
+    const std::optional<std::size_t> fastest = f.best();
     for (std::size_t i = 0; i < nl && opts.drop_ratio > 1.0 && fastest; ++i) {
       Measurement& m = f.leader_ms[i];
       if (i == *fastest || !active[i] || m.status != MeasureStatus::Ok) continue;

@@ -102,7 +102,7 @@ struct CompareOptions {
   std::vector<std::size_t> always_timed;
   /// Successive halving of the rounds (halving_drops): at a quarter, a half and three quarters
   /// of them, the slower half of the generated candidates not in always_timed stop being timed,
-    /// keeping at least this many; each one stopped is Abandoned with its rounds so far as its
+  /// keeping at least this many; each one stopped is Abandoned with its rounds so far as its
   /// times (SuccessiveHalving). Only the leaders of a selection need every round. 0: none.
   int halving_keep = 0;
 };
