@@ -333,26 +333,25 @@ nlohmann::json cache_probe_key() {
 
 std::string cache_probe_path() { return user_cache_dir() + "/cache-probe.json"; }
 
-std::optional<CacheProbeResult> load_cache_probe(const std::string& path,
-                                                 const nlohmann::json& key) {
+std::optional<nlohmann::json> load_machine_fact(const std::string& path, int format,
+                                               const nlohmann::json& key) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   try {
     std::ostringstream text;
     text << in.rdbuf();
-    const nlohmann::json j = nlohmann::json::parse(text.str());
-    if (!j.is_object() || !j.contains("format") ||
-        json_integer(j.at("format")) != kProbeFormatVersion || !j.contains("key") ||
-        j.at("key") != key || !j.contains("result"))
+    nlohmann::json j = nlohmann::json::parse(text.str());
+    if (!j.is_object() || !j.contains("format") || json_integer(j.at("format")) != format ||
+        !j.contains("key") || j.at("key") != key || !j.contains("result"))
       return std::nullopt;
-    return CacheProbeResult::from_json(j.at("result"));
+    return std::move(j.at("result"));
   } catch (const std::exception&) {  // corrupt or truncated: measured again and replaced
     return std::nullopt;
   }
 }
 
-bool store_cache_probe(const std::string& path, const nlohmann::json& key,
-                       const CacheProbeResult& result) {
+bool store_machine_fact(const std::string& path, int format, const nlohmann::json& key,
+                        const nlohmann::json& result) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path target(path);
@@ -362,8 +361,7 @@ bool store_cache_probe(const std::string& path, const nlohmann::json& key,
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return false;
-    const nlohmann::json j{
-        {"format", kProbeFormatVersion}, {"key", key}, {"result", result.to_json()}};
+    const nlohmann::json j{{"format", format}, {"key", key}, {"result", result}};
     // Invalid UTF-8 (a CPU model or host name) is replaced, so that dump() cannot throw.
     out << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     out.flush();
@@ -379,6 +377,22 @@ bool store_cache_probe(const std::string& path, const nlohmann::json& key,
     return false;
   }
   return true;
+}
+
+std::optional<CacheProbeResult> load_cache_probe(const std::string& path,
+                                                 const nlohmann::json& key) {
+  const std::optional<nlohmann::json> result = load_machine_fact(path, kProbeFormatVersion, key);
+  if (!result) return std::nullopt;
+  try {
+    return CacheProbeResult::from_json(*result);
+  } catch (const std::exception&) {  // a damaged result: measured again and replaced
+    return std::nullopt;
+  }
+}
+
+bool store_cache_probe(const std::string& path, const nlohmann::json& key,
+                       const CacheProbeResult& result) {
+  return store_machine_fact(path, kProbeFormatVersion, key, result.to_json());
 }
 
 const CacheProbeResult& cache_probe(bool use_cache) {

@@ -60,6 +60,17 @@ void detect_cache_levels(CacheProbeResult& result);
 /// "machine": /etc/machine-id, or the host name when that is absent}.
 nlohmann::json cache_probe_key();
 
+/// A measured fact of this machine kept in the user's cache (the cache probe's result; the csr
+/// SpMV serial bound, serial_bound.hpp): a JSON file {"format": format, "key": key, "result":
+/// result}. load_machine_fact: the result when the file is there, whole, of this format and for
+/// this key; nullopt otherwise (absent, unreadable, corrupt, truncated, another format or
+/// machine). store_machine_fact: written to a temporary file then renamed (directories
+/// created), so that a reader never sees half a file; false when it cannot be written.
+std::optional<nlohmann::json> load_machine_fact(const std::string& path, int format,
+                                               const nlohmann::json& key);
+bool store_machine_fact(const std::string& path, int format, const nlohmann::json& key,
+                        const nlohmann::json& result);
+
 /// <user_cache_dir()>/cache-probe.json.
 std::string cache_probe_path();
 
