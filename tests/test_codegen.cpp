@@ -23,6 +23,7 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/generators.hpp"
 #include "waco/kernels/reference.hpp"
+#include "waco/kernels/serial_bound.hpp"
 
 using namespace waco::codegen;
 using namespace waco::kernels;
@@ -238,8 +239,9 @@ TEST_CASE("codegen: named shortcuts equal the reference on every edge case") {
 }
 
 TEST_CASE("codegen: chunk=auto binds the csr SpMV baseline's rule, in the kernel of every dynamic chunk") {
-  // The csr shortcut's chunk for SpMV (and dcsr's, csc's): the serial kernel up to
-  // kCsrSpmvSerialNnz stored entries, else about four dynamic chunks a thread of the parallel loop's iterations,
+  // The csr shortcut's chunk for SpMV (and dcsr's, csc's): the serial kernel up to the serial
+  // bound's stored entries (kernels::csr_spmv_serial; this machine's, whatever it measured: a
+  // small matrix below the probe's range, a big one above it), else about four dynamic chunks a thread of the parallel loop's iterations,
   // at least kCsrSpmvMinChunk; the source is the dynamic one (the chunk is a run-time argument).
   CHECK(to_text(*schedule_shortcut(KernelKind::SpMV, "csr")) ==
         "order=i,k format=UC parallel=i threads=0 chunk=auto");
@@ -249,13 +251,13 @@ TEST_CASE("codegen: chunk=auto binds the csr SpMV baseline's rule, in the kernel
   g.kind = "uniform";
   g.rows = 9000;
   g.cols = 7000;
-  g.nnz = 60000;
+  g.nnz = 320000;
   CooMatrix big = generate(g);
   g.rows = 500;
-  g.nnz = 3000;
+  g.nnz = 500;
   const CooMatrix small = generate(g);
-  REQUIRE(small.nnz() <= kCsrSpmvSerialNnz);
-  REQUIRE(big.nnz() > kCsrSpmvSerialNnz);
+  for (int threads : {2, 3}) REQUIRE(csr_spmv_serial(small.nnz(), threads, Dtype::F32));
+  REQUIRE(small.nnz() <= kSerialProbeMinNnz / 2);
   // Every other row emptied: dcsr's chunks are sized from the 4,500 nonempty rows, not 9,000.
   {
     std::vector<index_t> r, c;
@@ -268,7 +270,8 @@ TEST_CASE("codegen: chunk=auto binds the csr SpMV baseline's rule, in the kernel
       }
     big = waco::test::from_triplets(9000, 7000, r, c, v);
   }
-  REQUIRE(big.nnz() > kCsrSpmvSerialNnz);
+  REQUIRE(big.nnz() > kSerialProbeMaxNnz);
+  for (int threads : {2, 3}) REQUIRE(!csr_spmv_serial(big.nnz(), threads, Dtype::F32));
   index_t nonempty_rows = 0;
   {
     std::vector<bool> seen(9000, false);

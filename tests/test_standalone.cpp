@@ -222,7 +222,7 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
         test::scratch_dir("standalone-" + kernel + "-" + std::string(kernels::dtype_name(dtype)));
     std::vector<codegen::SuperSchedule> schedules = schedules_for(k, random, narrow);
     // The last header of SpMV: a plan the hand-written csr baseline serves (its threads and
-    // chunks: serial up to 3072 nonzeros, else about four dynamic chunks a thread, as the csr
+    // chunks: serial up to the serial bound, else about four dynamic chunks a thread, as the csr
     // schedule's chunk=auto).
     // After it, a plan the dia baseline serves (diagonal storage; its builder refuses a matrix
     // whose diagonals store more than 2 values a nonzero).

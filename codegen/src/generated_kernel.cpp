@@ -8,6 +8,7 @@
 #include "waco/codegen/emitter.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/serial_bound.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::codegen {
@@ -93,7 +94,8 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
   // VM: 2.6 us, as the baseline, against 4.0 us for one thread in the region); otherwise about
   // four dynamic chunks a thread of the parallel loop's iterations (below).
   SuperSchedule emitted = s;
-  if (s.chunk == kAutoChunk && p.A->nnz() <= kernels::kCsrSpmvSerialNnz) emitted.threads = b.args.threads = 1;
+  if (s.chunk == kAutoChunk && kernels::csr_spmv_serial(p.A->nnz(), b.args.threads, p.dtype()))
+    emitted.threads = b.args.threads = 1;
   b.dtype = p.dtype();
   b.race = resolve_race(opts.race, emitted, b.out_size, updates, b.args.threads, b.dtype);
   b.source = emit_kernel_source(emitted, b.race, SourceForm::SharedObject, b.dtype);

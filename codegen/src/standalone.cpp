@@ -15,7 +15,9 @@
 #include "waco/codegen/generated_kernel.hpp"
 #include "waco/codegen/kernel_spec.hpp"
 #include "waco/kernels/baseline_loops.hpp"
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/serial_bound.hpp"
 
 namespace waco::codegen {
 
@@ -370,8 +372,11 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
               "the csr baseline's header needs the csr schedule (chunk=auto), not " + to_text(s));
   h << "inline constexpr int kChunk = " << (csr_spmv_rule ? kernels::kCsrSpmvMinChunk : s.chunk)
     << ";\n";
+  // The serial bound of this machine for the header's threads (serial_bound.hpp; a header run
+  // elsewhere keeps the bound of the machine that wrote it).
+  const int rule_threads = s.threads > 0 ? s.threads : kernels::available_cpus();
   h << "inline constexpr long long kSerialMaxNnz = "
-    << (csr_spmv_rule ? kernels::kCsrSpmvSerialNnz : 0)
+    << (csr_spmv_rule && rule_threads >= 2 ? kernels::csr_spmv_serial_nnz(rule_threads, dtype) : 0)
     << ";  // at most this many nonzeros: one thread\n";
   h << "inline constexpr int kChunksPerThread = "
     << (csr_spmv_rule ? kernels::kCsrSpmvChunksPerThread : 0)

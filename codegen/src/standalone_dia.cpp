@@ -2,13 +2,15 @@
 // baseline "dia"): the same two calls as every drop-in header, build() from CSR arrays and
 // spmv(), over diagonal storage, with the loop of kernels/baseline_loops.hpp (dia_spmv): rows in
 // static ranges of whole blocks of kDiaBlockRows, one range a thread, each block summing its diagonals in
-// increasing offset with vector loops; serially up to 3072 stored values. The tests check it
+// increasing offset with vector loops; serially up to the serial bound in stored values. The tests check it
 // against the reference through a separate program (tests/test_standalone.cpp).
 #include "standalone_dia.hpp"
 
 #include <sstream>
 
 #include "waco/kernels/baseline_loops.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/serial_bound.hpp"
 
 namespace waco::codegen::detail {
 
@@ -136,7 +138,9 @@ std::string dia_standalone_header(const std::string& name_space, const std::stri
   h << "inline constexpr int kThreads = " << threads << ";  // 0: omp_get_max_threads()\n";
   h << "inline constexpr long long kMaxFill = " << kernels::kDiaMaxFill
     << ";  // stored values per nonzero the builder accepts\n";
-  h << "inline constexpr long long kSerialMaxStored = " << kernels::kCsrSpmvSerialNnz
+  const int rule_threads = threads > 0 ? threads : kernels::available_cpus();  // as standalone.cpp
+  h << "inline constexpr long long kSerialMaxStored = "
+    << (rule_threads >= 2 ? kernels::csr_spmv_serial_nnz(rule_threads, dtype) : 0)
     << ";  // at most this many stored values: one thread\n";
   h << "inline constexpr long long kBlockRows = " << kernels::kDiaBlockRows
     << ";  // rows a block sums in the L1 cache\n";

@@ -2,7 +2,7 @@
 // default schedule, "FixedCSR" in the WACO paper, section 6.1) and, for MTTKRP, the same idea over
 // CSF (compressed i, k, l). OpenMP dynamic scheduling with the chunk sizes of issue 2: 32 rows for
 // SpMM, SDDMM and MTTKRP; SpMV in about four chunks a thread of at least 128 rows (Eigen's), and an
-// SpMV of at most kCsrSpmvSerialNnz nonzeros runs serially. The loops and SpMV's rule are public
+// SpMV of at most the serial bound's nonzeros (serial_bound.hpp) runs serially. The loops and SpMV's rule are public
 // (baseline_loops.hpp).
 #include <omp.h>
 
@@ -12,23 +12,22 @@
 #include "baselines.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/serial_bound.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::kernels {
 
 namespace {
 constexpr int kChunk = 32;
-// kCsrSpmvSerialNnz (baseline_loops.hpp): SpMV of at most this many nonzeros (or on one
-// thread) runs its rows serially, without an OpenMP region. Eigen does the same below 20000
-// (SparseDenseProduct.h), and csr's f64 SpMV ran at 0.78-0.90x Eigen's speed on 494_bus (1666
-// nonzeros) and west0479 (1910), though in double the inner loops are the same instructions
-// (movslq, vmovsd, vmulsd, vaddsd): the region's fork, join and dynamic dispatch cost more than
-// such a product (0.3 us on one thread; on two, 0.2-0.35 us above a serial loop of 0.8-1.0 us).
-// Measured (2 threads, AMD EPYC VM, median of 2 runs of 40 rounds, us, f64 then f32): the serial
-// loop (Eigen's) against csr's parallel one 0.81 / 1.00 and 1.01 / 1.16 (494_bus), 0.97 / 1.31
-// and 1.35 / 1.64 (lund_a, 2449), 1.14 / 1.16 and 1.47 / 1.34 (Erdos971, 2628), 1.60 / 1.40 and
-// 2.01 / 1.67 (qh882, 3354): the crossover lies near 3000 in both types. The parallel loop's
-// instructions are unchanged.
+// The serial bound (serial_bound.hpp): SpMV of at most this many nonzeros (or on one thread) runs
+// its rows serially, without an OpenMP region. Eigen does the same below 20000
+// (SparseDenseProduct.h). The region's fork, join and dynamic dispatch cost more than a small
+// product: with a fixed bound of 3072 (the crossover measured on the generic AMD EPYC VM of
+// sessions 39-43, 2 threads: the serial loop against the parallel one 0.81-1.01x on 494_bus, 1666
+// nonzeros, 1.35-1.64x on qh882, 3354), csr's f32 SpMV ran at 0.77-0.88x Eigen's speed on four
+// 6-12k-nonzero matrices on an AMD EPYC Zen 5 VM, whose two-thread region costs ~3 us: there the
+// f32 crossover lies at 11-22k nonzeros (f64 near 3.3k), so the bound is measured per machine
+// (kernels/README.md, "The serial bound"). The loops' instructions are unchanged.
 
 /// Row i of y = A x.
 template <class V>
@@ -39,15 +38,18 @@ V spmv_row(const index_t* rp, const index_t* ci, const V* v, const V* x, index_t
 }
 }  // namespace
 
+namespace detail {
+
 template <class V>
-void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads) {
+void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y) {
+  for (index_t i = 0; i < A.rows; ++i) y[i] = spmv_row(A.rowptr, A.colidx, A.val, x, i);
+}
+
+template <class V>
+void csr_spmv_parallel_rows(const CsrView<V>& A, const V* x, V* y, int threads) {
   const index_t* rp = A.rowptr;
   const index_t* ci = A.colidx;
   const V* v = A.val;
-  if (threads <= 1 || static_cast<std::int64_t>(rp[A.rows]) <= kCsrSpmvSerialNnz) {
-    for (index_t i = 0; i < A.rows; ++i) y[i] = spmv_row(rp, ci, v, x, i);
-    return;
-  }
   // About four chunks a thread, as Eigen's parallel SpMV takes them (SparseDenseProduct.h), and
   // at least kCsrSpmvMinChunk rows (csr_spmv_chunk): 128-row chunks cost a dispatch each, which
   // in double left csr at 0.84-0.90x Eigen's speed at the median over 22 held-out-like matrices,
@@ -56,6 +58,16 @@ void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads) {
   const index_t chunk = csr_spmv_chunk(A.rows, threads);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
   for (index_t i = 0; i < A.rows; ++i) y[i] = spmv_row(rp, ci, v, x, i);
+}
+
+}  // namespace detail
+
+template <class V>
+void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads) {
+  if (csr_spmv_serial(A.rowptr[A.rows], threads, dtype_of<V>()))
+    detail::csr_spmv_serial_rows(A, x, y);
+  else
+    detail::csr_spmv_parallel_rows(A, x, y, threads);
 }
 
 template <class V>
@@ -132,7 +144,9 @@ void csf_mttkrp(const CsfView<V>& T, index_t J, const V* B, const V* C, V* D, in
   template void csr_spmv<V>(const CsrView<V>&, const V*, V*, int);                      \
   template void csr_spmm<V>(const CsrView<V>&, index_t, const V*, V*, int);             \
   template void csr_sddmm<V>(const CsrView<V>&, index_t, const V*, const V*, V*, int);  \
-  template void csf_mttkrp<V>(const CsfView<V>&, index_t, const V*, const V*, V*, int);
+  template void csf_mttkrp<V>(const CsfView<V>&, index_t, const V*, const V*, V*, int); \
+  template void detail::csr_spmv_serial_rows<V>(const CsrView<V>&, const V*, V*);       \
+  template void detail::csr_spmv_parallel_rows<V>(const CsrView<V>&, const V*, V*, int);
 WACO_BASELINE_LOOPS(float)
 WACO_BASELINE_LOOPS(double)
 #undef WACO_BASELINE_LOOPS
@@ -157,6 +171,8 @@ class CsrBaseline final : public Implementation {
     val_.assign(csr.val.begin(), csr.val.end());
     conversion_seconds_ = now_seconds() - t0;
     out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
+    // The serial bound, probed here when this machine has none yet: never in a timed call.
+    if (p.kind == KernelKind::SpMV) (void)csr_spmv_serial(p.A->nnz(), threads_, p.dtype());
   }
 
   void run() override {

@@ -27,6 +27,7 @@
 #include "baselines.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/serial_bound.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::kernels {
@@ -105,7 +106,7 @@ void dia_fill(const CooMatrix& a, const std::vector<index_t>& offsets, V* val, i
 
 template <class V>
 void dia_spmv(const DiaView<V>& A, const V* x, V* y, int threads) {
-  if (threads <= 1 || A.diagonals * A.rows <= kCsrSpmvSerialNnz) {
+  if (csr_spmv_serial(A.diagonals * A.rows, threads, dtype_of<V>())) {
     dia_rows(A, x, y, 0, A.rows);
     return;
   }
@@ -144,6 +145,7 @@ class DiaSpmv final : public Implementation {
                        vals_.get()};
     conversion_seconds_ = now_seconds() - t0;
     out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
+    (void)csr_spmv_serial(view_.diagonals * view_.rows, threads_, p.dtype());  // probed untimed
   }
 
   void run() override {

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/implementation.hpp"
 
 namespace waco::kernels::detail {
@@ -37,8 +38,15 @@ std::unique_ptr<Implementation> make_by_value_type() {
   return std::make_unique<ByValueType<Impl>>();
 }
 
+/// The csr SpMV baseline's two loops (baseline_csr.cpp), which csr_spmv chooses between by the
+/// serial bound; the bound's probe (serial_bound.cpp) times these very loops.
+template <class V>
+void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y);
+template <class V>
+void csr_spmv_parallel_rows(const CsrView<V>& A, const V* x, V* y, int threads);
+
 /// csr: CSR rows in parallel, OpenMP dynamic (SpMV: ~4 chunks a thread of >= 128 rows, as Eigen;
-/// SpMM/SDDMM: chunk 32); TACO's default loops. A small SpMV (kSpmvSerialNnz, baseline_csr.cpp)
+/// SpMM/SDDMM: chunk 32); TACO's default loops. A small SpMV (the serial bound: serial_bound.hpp)
 /// runs serially.
 std::unique_ptr<Implementation> make_csr();
 /// csf: MTTKRP over CSF (compressed i, k, l), slices in parallel, dynamic chunk 32.

@@ -331,7 +331,8 @@ class WACO_API Plan {
   /// builder of its format from CSR arrays (coordinates for MTTKRP) and the call, in namespace
   /// `name_space`. When the hand-written csr (csf) serves (implementation()), that baseline's
   /// loop, generated from the csr (csf) schedule and run with the baseline's threads and chunks
-  /// (SpMV: one thread up to 3072 nonzeros, else about four dynamic chunks a thread); the header
+  /// (SpMV: one thread up to the serial bound measured on this machine, else about four dynamic
+  /// chunks a thread); the header
   /// says so. Throws Error when `name_space` is not a C++ identifier.
   std::string standalone_header(const std::string& name_space = "waco_tuned") const;
 

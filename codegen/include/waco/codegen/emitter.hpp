@@ -154,7 +154,8 @@ std::string emit_kernel_source(const SuperSchedule& s, RaceStrategy race = RaceS
 /// nonzero, with the same bounds as build_storage. Values, dense arrays and outputs are of
 /// `dtype` (`name_space::waco_value_t`). `baseline` "csr" (a plan the hand-written csr baseline
 /// serves; `s` is then the csr schedule): an SpMV header runs the baseline's parallel rule
-/// (kernels/baseline_loops.hpp: serial up to 3072 nonzeros, about four dynamic chunks a thread),
+/// (kernels/baseline_loops.hpp: serial up to the serial bound of this machine, about four dynamic
+/// chunks a thread),
 /// so that it holds the loop that was measured; the other kernels' csr and csf baselines are
 /// their schedules' loops already. `baseline` "dia" (SpMV; `s` the csr schedule): the same two
 /// calls over diagonal storage with the dia baseline's loop (kernels/baseline_loops.hpp); its

@@ -75,7 +75,7 @@ inline constexpr int kStaticChunk = 0;
 /// unsplit parallel loop): set when the kernel is bound, from the parallel loop's extent and the
 /// threads, as kernels::csr_spmv_chunk (about four dynamic chunks a thread, at least
 /// kernels::kCsrSpmvMinChunk iterations), and on one thread when A stores at most
-/// kernels::kCsrSpmvSerialNnz entries. It is the csr shortcut's chunk for SpMV, so that the
+/// kernels::csr_spmv_serial says (the serial bound measured on this machine). It is the csr shortcut's chunk for SpMV, so that the
 /// generated csr runs as the baseline does: the fixed 128-row chunks it had took 1.15-1.71x the
 /// baseline's time on seven of nine 16-28M-nonzero matrices (AMD EPYC VM, 2 threads). The space
 /// does not enumerate it, and the cost model sees it as its dynamic twin of the largest chunk.

@@ -3,8 +3,8 @@
 // runs the same compiled code on the csr (csf) schedule's storage, so that a waco::Plan whose tune
 // found the hand-written baseline the fastest (no gain over it) serves the very kernel that was
 // measured. Rows (slices) in parallel, OpenMP dynamic: 32 rows for SpMM, SDDMM and MTTKRP; SpMV in
-// about four chunks a thread of at least 128 rows, serially up to 3072 nonzeros. Instantiated for
-// float and double (baseline_csr.cpp).
+// about four chunks a thread of at least 128 rows, serially up to this machine's serial bound
+// (serial_bound.hpp). Instantiated for float and double (baseline_csr.cpp).
 #pragma once
 
 #include <cstdint>
@@ -24,13 +24,13 @@ struct CsrView {
   const V* val = nullptr;
 };
 
-/// The csr SpMV baseline's parallel rule (baseline_csr.cpp says why): at most kCsrSpmvSerialNnz
-/// nonzeros, or one thread, run serially; otherwise rows go in dynamic chunks of
+/// The csr SpMV baseline's parallel rule (baseline_csr.cpp says why): at most the serial bound's
+/// nonzeros (csr_spmv_serial, serial_bound.hpp: measured on this machine), or one thread, run
+/// serially; otherwise rows go in dynamic chunks of
 /// csr_spmv_chunk(rows, threads), about kCsrSpmvChunksPerThread a thread and at least
 /// kCsrSpmvMinChunk rows. The drop-in header of a plan that this baseline serves applies the
 /// same rule (codegen::emit_standalone_header), and so does the generated csr schedule of SpMV
 /// (codegen's chunk=auto).
-inline constexpr std::int64_t kCsrSpmvSerialNnz = 3072;
 inline constexpr int kCsrSpmvChunksPerThread = 4;
 inline constexpr index_t kCsrSpmvMinChunk = 128;
 inline index_t csr_spmv_chunk(index_t rows, int threads) {
@@ -75,7 +75,8 @@ template <class V>
 void dia_fill(const CooMatrix& a, const std::vector<index_t>& offsets, V* val, int threads);
 /// y = A x (y: rows values, each written): rows in static ranges of whole blocks
 /// (one range a thread), each block of kDiaBlockRows summing its diagonals in increasing offset with vector loops
-/// (its columns' order, as CSR sums); serially up to kCsrSpmvSerialNnz stored values.
+/// (its columns' order, as CSR sums); serially up to the serial bound in stored values
+/// (csr_spmv_serial).
 template <class V>
 void dia_spmv(const DiaView<V>& A, const V* x, V* y, int threads);
 

@@ -1,0 +1,250 @@
+// The csr SpMV rule's serial bound (serial_bound.hpp): the probe, the bound read off it, and the
+// per-machine store beside the cache probe's.
+#include "waco/kernels/serial_bound.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "baselines.hpp"
+#include "waco/kernels/cache_probe.hpp"
+#include "waco/kernels/context.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/json_fields.hpp"
+#include "waco/kernels/timing.hpp"
+
+namespace waco::kernels {
+
+namespace {
+
+constexpr int kStoreFormat = 1;
+constexpr int kCachedThreads = 256;  ///< thread counts below this are looked up without a lock
+constexpr std::int64_t kRowNnz = 8;  ///< the probe matrices' nonzeros a row
+constexpr int kSettleCalls = 2;      ///< untimed calls before each timed one
+
+/// "<threads>/<dtype>", an entry of the stored object.
+std::string entry_name(int threads, Dtype dtype) {
+  return std::to_string(threads) + "/" + std::string(dtype_name(dtype));
+}
+
+/// WACO_CSR_SERIAL_NNZ, read once: -1 when unset or empty.
+std::int64_t env_bound() {
+  static const std::int64_t bound = [] {
+    const char* v = std::getenv("WACO_CSR_SERIAL_NNZ");
+    if (v == nullptr || *v == '\0') return std::int64_t{-1};
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 0)
+      throw Error(std::string("WACO_CSR_SERIAL_NNZ must be a whole number of nonzeros (got '") + v + "')",
+                  "unset it to use the bound measured on this machine");
+    return static_cast<std::int64_t>(n);
+  }();
+  return bound;
+}
+
+/// The probe on one type: the baseline's own loops on synthetic matrices of each size.
+template <class V>
+std::vector<std::pair<std::int64_t, double>> probe_ratios(int threads, int rounds) {
+  std::vector<std::pair<std::int64_t, double>> out;
+  std::uint64_t state = 0x5eed5eed5eedULL;
+  const auto next = [&state] {  // SplitMix64
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  for (std::int64_t nnz = kSerialProbeMinNnz; nnz <= kSerialProbeMaxNnz; nnz *= 2) {
+    // Rows of 1 to 2 kRowNnz - 1 nonzeros at random (kRowNnz on average), so that the inner
+    // loop's exit is as hard to predict as a real matrix's: with rows all kRowNnz long (a trip
+    // count the branch predictor learns) the bound came out at 15-25k nonzeros in f64, where
+    // csr's serial loop ran dwt_1005, G51 and bcsstk09 (8.6-18k) at half the speed of the same
+    // loop on two threads (Zen 5 VM; kernels/README.md, "The serial bound").
+    const auto rows = static_cast<index_t>(nnz / kRowNnz);
+    std::vector<index_t> rowptr(static_cast<std::size_t>(rows) + 1, 0);
+    for (index_t i = 0; i < rows; ++i)
+      rowptr[static_cast<std::size_t>(i) + 1] = rowptr[static_cast<std::size_t>(i)] + 1 +
+          static_cast<index_t>(next() % static_cast<std::uint64_t>(2 * kRowNnz - 1));
+    const std::int64_t stored = rowptr.back();
+    std::vector<index_t> colidx(static_cast<std::size_t>(stored));
+    for (index_t i = 0; i < rows; ++i) {
+      const auto row = colidx.begin() + rowptr[static_cast<std::size_t>(i)];
+      const auto end = colidx.begin() + rowptr[static_cast<std::size_t>(i) + 1];
+      for (auto e = row; e != end; ++e) *e = static_cast<index_t>(next() % static_cast<std::uint64_t>(rows));
+      std::sort(row, end);
+    }
+    const std::vector<V> val(static_cast<std::size_t>(stored), V(0.5)), x(static_cast<std::size_t>(rows), V(1));
+    std::vector<V> y(static_cast<std::size_t>(rows));
+    const CsrView<V> a{rows, rowptr.data(), colidx.data(), val.data()};
+    const auto serial = [&] { detail::csr_spmv_serial_rows(a, x.data(), y.data()); };
+    const auto parallel = [&] { detail::csr_spmv_parallel_rows(a, x.data(), y.data(), threads); };
+    for (int w = 0; w < 3; ++w) {
+      serial();
+      parallel();
+    }
+    std::vector<double> ratio;
+    for (int r = 0; r < rounds; ++r) {
+      // Each round times both, in alternating order, so that neither always runs first; each
+      // timed call after kSettleCalls of its own, as an application's repeated calls run (and
+      // as a tune times them: heuristics' settle runs). Timed right after the other loop, the
+      // serial one found half of y and of A in the other core's cache and ran up to 1.8x
+      // slower, which put the bound at 3,949 nonzeros in f32 where real matrices' crossover lay
+      // above 8,600 (Zen 5 VM, 2 threads).
+      double ts = 0.0, tp = 0.0;
+      for (int k = 0; k < 2; ++k) {
+        const bool s_turn = (k == 0) == (r % 2 == 0);
+        for (int c = 0; c < kSettleCalls; ++c) s_turn ? serial() : parallel();
+        const double t0 = now_seconds();
+        s_turn ? serial() : parallel();
+        (s_turn ? ts : tp) = now_seconds() - t0;
+      }
+      if (ts > 0.0) ratio.push_back(tp / ts);
+    }
+    std::sort(ratio.begin(), ratio.end());
+    out.emplace_back(nnz, ratio.empty() ? 1.0 : ratio[ratio.size() / 2]);
+  }
+  return out;
+}
+
+/// This process's bounds: an atomic a (threads, dtype) below kCachedThreads (0: not known yet),
+/// a map beyond; `mutex` orders the probes and the file's read-modify-write.
+struct Bounds {
+  std::array<std::array<std::atomic<std::int64_t>, 2>, kCachedThreads> fast{};
+  std::map<std::pair<int, int>, std::int64_t> slow;
+  std::mutex mutex;
+};
+
+Bounds& bounds() {
+  static Bounds b;
+  return b;
+}
+
+/// The bound stored for this machine, or a new probe (stored). Called under Bounds::mutex.
+std::int64_t stored_or_probed(int threads, Dtype dtype) {
+  const std::string path = serial_bound_path();
+  const nlohmann::json key = cache_probe_key();
+  const std::string name = entry_name(threads, dtype);
+  nlohmann::json entries = nlohmann::json::object();
+  if (std::optional<nlohmann::json> stored = load_machine_fact(path, kStoreFormat, key);
+      stored && stored->is_object()) {
+    entries = std::move(*stored);
+    if (entries.contains(name)) {
+      try {
+        const SerialBoundProbe p = SerialBoundProbe::from_json(entries.at(name));
+        if (p.threads == threads && p.dtype == dtype) return p.serial_nnz;
+      } catch (const std::exception&) {  // a damaged entry: measured again and replaced
+      }
+    }
+  }
+  const SerialBoundProbe p = run_serial_bound_probe(threads, dtype);
+  entries[name] = p.to_json();
+  store_machine_fact(path, kStoreFormat, key, entries);  // not kept when unwritable: not an error
+  return p.serial_nnz;
+}
+
+}  // namespace
+
+nlohmann::json SerialBoundProbe::to_json() const {
+  nlohmann::json r = nlohmann::json::array();
+  for (const auto& [nnz, ratio] : ratios) r.push_back({nnz, ratio});
+  return {{"threads", threads},
+          {"dtype", std::string(dtype_name(dtype))},
+          {"ratios", r},
+          {"serial_nnz", serial_nnz},
+          {"seconds", seconds}};
+}
+
+SerialBoundProbe SerialBoundProbe::from_json(const nlohmann::json& j) {
+  const std::string what = "the stored serial bound is malformed";
+  try {
+    if (!j.is_object()) throw Error(what);
+    SerialBoundProbe p;
+    p.threads = static_cast<int>(json_int_field(j, "threads", 2, 1 << 20, what));
+    const std::optional<Dtype> d = parse_dtype(j.at("dtype").get<std::string>());
+    if (!d) throw Error(what + ": unknown dtype");
+    p.dtype = *d;
+    for (const auto& e : j.at("ratios")) {
+      const std::optional<std::int64_t> nnz = json_integer(e.at(0), 1, INT64_MAX);
+      if (!nnz || !e.at(1).is_number()) throw Error(what + ": a ratio is not [nnz, ratio]");
+      p.ratios.emplace_back(*nnz, e.at(1).get<double>());
+    }
+    p.serial_nnz = json_int_field(j, "serial_nnz", kSerialProbeMinNnz / 2, kSerialProbeMaxNnz, what);
+    p.seconds = j.value("seconds", 0.0);
+    return p;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(what + ": " + e.what());
+  }
+}
+
+std::int64_t serial_bound_from_ratios(const std::vector<std::pair<std::int64_t, double>>& ratios) {
+  WACO_ASSERT(!ratios.empty(), "serial_bound_from_ratios needs at least one size");
+  // The last size at which the serial loop was at least as fast.
+  std::size_t last = ratios.size();
+  for (std::size_t k = ratios.size(); k-- > 0;)
+    if (ratios[k].second >= 1.0) {
+      last = k;
+      break;
+    }
+  if (last == ratios.size()) return std::max<std::int64_t>(1, ratios.front().first / 2);
+  if (last + 1 == ratios.size()) return ratios.back().first;
+  const auto [sa, ra] = ratios[last];
+  const auto [sb, rb] = ratios[last + 1];
+  const double f = (ra - 1.0) / (ra - rb);  // ra >= 1 > rb
+  const double s = std::exp(std::log(static_cast<double>(sa)) +
+                            f * (std::log(static_cast<double>(sb)) - std::log(static_cast<double>(sa))));
+  return std::clamp<std::int64_t>(std::llround(s), sa, sb);
+}
+
+SerialBoundProbe run_serial_bound_probe(int threads, Dtype dtype, int rounds) {
+  WACO_ASSERT(threads >= 2 && rounds >= 1, "the serial bound's probe needs 2 threads or more");
+  const double t0 = now_seconds();
+  SerialBoundProbe p;
+  p.threads = threads;
+  p.dtype = dtype;
+  p.ratios = dtype == Dtype::F32 ? probe_ratios<float>(threads, rounds) : probe_ratios<double>(threads, rounds);
+  p.serial_nnz = serial_bound_from_ratios(p.ratios);
+  p.seconds = now_seconds() - t0;
+  return p;
+}
+
+std::string serial_bound_path() { return user_cache_dir() + "/csr-serial-bound.json"; }
+
+std::int64_t csr_spmv_serial_nnz(int threads, Dtype dtype) {
+  WACO_ASSERT(threads >= 2, "the serial bound is for two threads or more");
+  if (const std::int64_t env = env_bound(); env >= 0) return env;
+  Bounds& b = bounds();
+  const int t = dtype == Dtype::F32 ? 0 : 1;
+  if (threads < kCachedThreads) {
+    const std::int64_t known = b.fast[static_cast<std::size_t>(threads)][static_cast<std::size_t>(t)].load(
+        std::memory_order_acquire);
+    if (known > 0) return known;
+  }
+  const std::lock_guard<std::mutex> lock(b.mutex);
+  if (threads < kCachedThreads) {
+    auto& slot = b.fast[static_cast<std::size_t>(threads)][static_cast<std::size_t>(t)];
+    if (const std::int64_t known = slot.load(std::memory_order_relaxed); known > 0) return known;
+    const std::int64_t bound = stored_or_probed(threads, dtype);
+    slot.store(bound, std::memory_order_release);
+    return bound;
+  }
+  const auto it = b.slow.find({threads, t});
+  if (it != b.slow.end()) return it->second;
+  return b.slow[{threads, t}] = stored_or_probed(threads, dtype);
+}
+
+bool csr_spmv_serial(std::int64_t nnz, int threads, Dtype dtype) {
+  if (threads <= 1) return true;
+  if (const std::int64_t env = env_bound(); env >= 0) return nnz <= env;
+  if (nnz <= kSerialProbeMinNnz / 2) return true;
+  if (nnz > kSerialProbeMaxNnz) return false;
+  return nnz <= csr_spmv_serial_nnz(threads, dtype);
+}
+
+}  // namespace waco::kernels

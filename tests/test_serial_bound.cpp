@@ -1,0 +1,140 @@
+// The csr SpMV rule's serial bound (kernels/serial_bound.hpp): the bound read off probe ratios,
+// the stored form, the probe on this machine, and WACO_CSR_SERIAL_NNZ.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "support/test_paths.hpp"
+#include "waco/kernels/cache_probe.hpp"
+#include "waco/kernels/error.hpp"
+#include "waco/kernels/serial_bound.hpp"
+
+using namespace waco::kernels;
+
+TEST_CASE("serial bound: read off the ratios where the parallel loop starts to win for good") {
+  // Faster nowhere: serial up to the largest size probed; faster everywhere: half the smallest.
+  CHECK(serial_bound_from_ratios({{1024, 3.0}, {2048, 1.5}, {4096, 1.1}}) == 4096);
+  CHECK(serial_bound_from_ratios({{1024, 0.9}, {2048, 0.7}}) == 512);
+  // A crossing halfway in the ratio is halfway in log(size): 8192 * sqrt(2).
+  CHECK(serial_bound_from_ratios({{4096, 2.0}, {8192, 1.2}, {16384, 0.8}, {32768, 0.6}}) == 11585);
+  // A ratio of exactly 1 is a tie, which the serial loop keeps.
+  CHECK(serial_bound_from_ratios({{4096, 1.0}, {8192, 0.5}}) == 4096);
+  // A noisy win below a later loss does not count: the last crossing decides.
+  CHECK(serial_bound_from_ratios({{1024, 0.9}, {2048, 1.3}, {4096, 0.7}}) > 2048);
+  CHECK(serial_bound_from_ratios({{1024, 0.9}, {2048, 1.3}, {4096, 0.7}}) < 4096);
+  CHECK_THROWS(serial_bound_from_ratios({}));
+}
+
+TEST_CASE("serial bound: the stored form round-trips and refuses damage") {
+  SerialBoundProbe p;
+  p.threads = 2;
+  p.dtype = Dtype::F64;
+  p.ratios = {{1024, 4.0}, {2048, 0.5}};
+  p.serial_nnz = serial_bound_from_ratios(p.ratios);
+  p.seconds = 0.02;
+  const SerialBoundProbe q = SerialBoundProbe::from_json(p.to_json());
+  CHECK(q.threads == 2);
+  CHECK(q.dtype == Dtype::F64);
+  CHECK(q.ratios == p.ratios);
+  CHECK(q.serial_nnz == p.serial_nnz);
+  nlohmann::json bad = p.to_json();
+  bad["serial_nnz"] = 1e300;
+  CHECK_THROWS_AS(SerialBoundProbe::from_json(bad), Error);
+  bad = p.to_json();
+  bad["dtype"] = "f16";
+  CHECK_THROWS_AS(SerialBoundProbe::from_json(bad), Error);
+  bad = p.to_json();
+  bad["ratios"] = {{1024}};
+  CHECK_THROWS_AS(SerialBoundProbe::from_json(bad), Error);
+  CHECK_THROWS_AS(SerialBoundProbe::from_json(nlohmann::json::array()), Error);
+}
+
+TEST_CASE("serial bound: a stored machine fact is read back only whole, of its format and machine") {
+  const std::string dir = waco::test::scratch_dir("serial_bound_store");
+  const std::string path = dir + "/fact.json";
+  const nlohmann::json key = cache_probe_key(), result = {{"2/f32", 1}};
+  CHECK(!load_machine_fact(path, 1, key));  // absent
+  REQUIRE(store_machine_fact(path, 1, key, result));
+  CHECK(load_machine_fact(path, 1, key) == result);
+  CHECK(!load_machine_fact(path, 2, key));                          // another format
+  CHECK(!load_machine_fact(path, 1, nlohmann::json{{"cpu", "x"}}));  // another machine
+  { std::ofstream(path, std::ios::trunc) << "{\"format\": 1, \"key\""; }  // truncated
+  CHECK(!load_machine_fact(path, 1, key));
+  CHECK(!store_machine_fact(dir + "/fact.json/not-a-dir/x.json", 1, key, result));  // unwritable
+}
+
+TEST_CASE("serial bound: this machine's, probed once, stored, and the rule follows it") {
+  if (const char* env = std::getenv("WACO_CSR_SERIAL_NNZ"); env != nullptr && *env != '\0') {
+    WARN("WACO_CSR_SERIAL_NNZ is set: the probe is not used");
+    return;
+  }
+  const SerialBoundProbe p = run_serial_bound_probe(2, Dtype::F32, 5);
+  CHECK(p.ratios.size() == 8);  // 1024 .. 131072
+  CHECK(p.ratios.front().first == kSerialProbeMinNnz);
+  CHECK(p.ratios.back().first == kSerialProbeMaxNnz);
+  CHECK(p.serial_nnz == serial_bound_from_ratios(p.ratios));
+  for (const Dtype d : {Dtype::F32, Dtype::F64}) {
+    const std::int64_t bound = csr_spmv_serial_nnz(2, d);
+    CHECK(bound >= kSerialProbeMinNnz / 2);
+    CHECK(bound <= kSerialProbeMaxNnz);
+    CHECK(csr_spmv_serial_nnz(2, d) == bound);  // kept in the process
+    CHECK(csr_spmv_serial(bound, 2, d));
+    CHECK(!csr_spmv_serial(bound + 1, 2, d));
+  }
+  // Stored for this machine (XDG_CACHE_HOME is the tests' own).
+  const std::optional<nlohmann::json> stored = load_machine_fact(serial_bound_path(), 1, cache_probe_key());
+  REQUIRE(stored);
+  CHECK(SerialBoundProbe::from_json(stored->at("2/f32")).serial_nnz == csr_spmv_serial_nnz(2, Dtype::F32));
+  // Outside the probe's range and on one thread the rule needs no bound.
+  CHECK(csr_spmv_serial(kSerialProbeMinNnz / 2, 7, Dtype::F32));
+  CHECK(!csr_spmv_serial(kSerialProbeMaxNnz + 1, 7, Dtype::F32));
+  CHECK(csr_spmv_serial(1 << 30, 1, Dtype::F32));
+}
+
+// Run by the next case in a process of its own (the variable is read once a process), with
+// WACO_CSR_SERIAL_NNZ set and WACO_TEST_EXPECT saying what the rule must do with it.
+TEST_CASE("serial bound: the rule under WACO_CSR_SERIAL_NNZ", "[.env]") {
+  const std::string expect = std::getenv("WACO_TEST_EXPECT") ? std::getenv("WACO_TEST_EXPECT") : "";
+  if (expect == "error") {
+    CHECK_THROWS_WITH(csr_spmv_serial(5000, 2, Dtype::F32), Catch::Contains("WACO_CSR_SERIAL_NNZ"));
+    return;
+  }
+  const std::int64_t n = std::stoll(expect);
+  for (const Dtype d : {Dtype::F32, Dtype::F64}) {
+    CHECK(csr_spmv_serial_nnz(2, d) == n);
+    CHECK(csr_spmv_serial_nnz(64, d) == n);
+    CHECK(csr_spmv_serial(n, 2, d));
+    CHECK(!csr_spmv_serial(n + 1, 3, d));
+    CHECK(csr_spmv_serial(n + 1, 1, d));  // one thread: serial whatever the bound
+  }
+}
+
+TEST_CASE("serial bound: WACO_CSR_SERIAL_NNZ fixes the rule, and a bad value is a clear error") {
+  // The case above, in a fresh process of this test program: no probe runs there (a fixed
+  // bound needs none), and the variable is read there for the first time.
+  const auto run = [](const char* value, const char* expect) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::setenv("WACO_CSR_SERIAL_NNZ", value, 1);
+      ::setenv("WACO_TEST_EXPECT", expect, 1);
+      const char* argv[] = {"test_serial_bound", "serial bound: the rule under WACO_CSR_SERIAL_NNZ",
+                            nullptr};
+      ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+      ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  CHECK(run("100000", "100000") == 0);
+  CHECK(run("0", "0") == 0);
+  CHECK(run("12k", "error") == 0);
+  CHECK(run("-1", "error") == 0);
+  CHECK(run("5000", "6000") != 0);  // the child's checks can fail
+}
