@@ -1,5 +1,6 @@
 // waco-hybrid info FILE: shape and statistics of a sparse matrix or tensor.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -7,6 +8,7 @@
 #include "command.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/peaks.hpp"
+#include "waco/kernels/serial_bound.hpp"
 #include "waco/kernels/sparse.hpp"
 
 namespace waco::cli {
@@ -220,7 +222,8 @@ Command make_info_command() {
                 "--peaks", o->peaks,
                 "Instead of a file: measure this machine's fp32 and fp64 peaks and memory "
                 "bandwidth on --threads (about 0.5 s), the roofline bench --roofline reports "
-                "against");
+                "against, and on 2 threads or more the csr SpMV serial bound (the nonzeros up to "
+                "which csr runs serially) probed anew beside the one in use");
             sub.add_option("--isa", o->isa,
                            "With --peaks: the vector instructions of the arithmetic probe "
                            "(default: the widest this CPU supports)")
@@ -247,8 +250,18 @@ Command make_info_command() {
                 for (VectorIsa i : {VectorIsa::Sse2, VectorIsa::Avx2Fma, VectorIsa::Avx512})
                   if (o->isa == isa_name(i)) isa = i;
                 const MachinePeaks p = measure_peaks(threads, isa);
+                // The csr SpMV rule's serial bound (kernels/serial_bound.hpp): probed anew, and
+                // the one the rule uses (stored for this machine, or WACO_CSR_SERIAL_NNZ).
+                nlohmann::json bound = nlohmann::json::object();
+                if (threads >= 2)
+                  for (const Dtype d : {Dtype::F32, Dtype::F64}) {
+                    nlohmann::json b = run_serial_bound_probe(threads, d).to_json();
+                    b["used"] = csr_spmv_serial_nnz(threads, d);
+                    bound[std::string(dtype_name(d))] = b;
+                  }
                 if (o->json) {
                   nlohmann::json j = p.to_json();
+                  j["csr_serial_bound"] = bound;
                   j["context"] = context_json(threads, "none");
                   print_json(j);
                 } else {
@@ -262,6 +275,15 @@ Command make_info_command() {
                                 "%.0f MHz (2 FMA units a core deliver 2; more: the cores ran "
                                 "above it)\n",
                                 p.fma_per_cycle(), p.reported_mhz);
+                  if (!bound.empty())
+                    std::printf("csr serial bound: f32 %lld, f64 %lld nonzeros (this probe); the "
+                                "rule uses %lld, %lld (%s)\n",
+                                bound["f32"]["serial_nnz"].get<long long>(),
+                                bound["f64"]["serial_nnz"].get<long long>(),
+                                bound["f32"]["used"].get<long long>(),
+                                bound["f64"]["used"].get<long long>(),
+                                std::getenv("WACO_CSR_SERIAL_NNZ") ? "WACO_CSR_SERIAL_NNZ"
+                                                                   : serial_bound_path().c_str());
                   std::printf("measured in %.2f s\n", p.seconds);
                 }
                 return kExitOk;
