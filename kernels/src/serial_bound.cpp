@@ -63,8 +63,8 @@ std::vector<std::pair<std::int64_t, double>> probe_ratios(int threads, int round
     // Rows of 1 to 2 kRowNnz - 1 nonzeros at random (kRowNnz on average), so that the inner
     // loop's exit is as hard to predict as a real matrix's: with rows all kRowNnz long (a trip
     // count the branch predictor learns) the bound came out at 15-25k nonzeros in f64, where
-    // csr's serial loop ran dwt_1005, G51 and bcsstk09 (8.6-18k) at half the speed of the same
-    // loop on two threads (Zen 5 VM; kernels/README.md, "The serial bound").
+    // csr's serial loop ran dwt_1005 and G51 (8.6k, 11.8k) at 0.6x the speed of its parallel
+    // loop in `bench` (Zen 5 VM; kernels/README.md, "The serial bound").
     const auto rows = static_cast<index_t>(nnz / kRowNnz);
     std::vector<index_t> rowptr(static_cast<std::size_t>(rows) + 1, 0);
     for (index_t i = 0; i < rows; ++i)
