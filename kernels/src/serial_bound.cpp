@@ -14,6 +14,7 @@
 #include "baselines.hpp"
 #include "waco/kernels/cache_probe.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/json_fields.hpp"
 #include "waco/kernels/timing.hpp"
@@ -53,11 +54,10 @@ template <class V>
 std::vector<std::pair<std::int64_t, double>> probe_ratios(int threads, int rounds) {
   std::vector<std::pair<std::int64_t, double>> out;
   std::uint64_t state = 0x5eed5eed5eedULL;
-  const auto next = [&state] {  // SplitMix64
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+  const auto next = [&state] {  // the SplitMix64 stream of dense.hpp's step
+    const std::uint64_t z = splitmix64(state);
+    state += 0x9e3779b97f4a7c15ULL;
+    return z;
   };
   for (std::int64_t nnz = kSerialProbeMinNnz; nnz <= kSerialProbeMaxNnz; nnz *= 2) {
     // Rows of 1 to 2 kRowNnz - 1 nonzeros at random (kRowNnz on average), so that the inner
