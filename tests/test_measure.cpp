@@ -127,9 +127,9 @@ TEST_CASE("measure: a schedule and a baseline are verified and timed in a child"
   CHECK(g.min_s > 0.0);
   CHECK(g.min_s <= g.median_s);
   CHECK(g.median_s <= g.max_s);
-  // csr says threads=0: the run's count, or one when the serial bound runs it serially
-  // (kernels/serial_bound.hpp: this machine's, read from the file the child stored)
-  CHECK(g.threads == (kernels::csr_spmv_serial(f.a.nnz(), 2, kernels::Dtype::F32) ? 1 : 2));
+  // csr says threads=0: the run's count, or one when its serial loop is the faster on this
+  // matrix (kernels::csr_spmv_serial_for, timed in the child: either, under load)
+  CHECK((g.threads == 1 || g.threads == 2));
   CHECK(g.stored_values == f.a.nnz());
   CHECK(fs::exists(g.kernel_source));
   CHECK(g.wall_s >= g.median_s * 3);
@@ -170,7 +170,7 @@ TEST_CASE("measure: compare times candidates side by side and keeps their failur
     CHECK(ms[i].min_s <= ms[i].median_s);
     CHECK(ms[i].median_s <= ms[i].max_s);
   }
-  CHECK(ms[0].threads == (kernels::csr_spmv_serial(f.a.nnz(), 2, kernels::Dtype::F32) ? 1 : 2));
+  CHECK((ms[0].threads == 1 || ms[0].threads == 2));  // decided on the matrix (above)
   CHECK(ms[3].threads == 1);
   CHECK(fs::exists(ms[0].kernel_source));
   CHECK(ms[2].status == MeasureStatus::Refused);  // padding, refused by the worker

@@ -1,5 +1,6 @@
 // The csr SpMV rule's serial bound (kernels/serial_bound.hpp): the bound read off probe ratios,
-// the stored form, the probe on this machine, and WACO_CSR_SERIAL_NNZ.
+// the stored form, the probe on this machine, the rule decided on a matrix
+// (csr_spmv_serial_for, baseline_loops.hpp), and WACO_CSR_SERIAL_NNZ.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,13 +9,56 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "support/test_paths.hpp"
+#include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/cache_probe.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/serial_bound.hpp"
 
 using namespace waco::kernels;
+
+namespace {
+
+/// A CSR matrix of `nnz` nonzeros in rows of 1-15 (the columns spread over `rows` columns), its
+/// x, and A x summed as csr's loops sum a row.
+template <class V>
+struct TestCsr {
+  std::vector<index_t> rowptr{0}, colidx;
+  std::vector<V> val, x, expected;
+  explicit TestCsr(std::int64_t nnz) {
+    std::uint64_t h = 12345;
+    while (rowptr.back() < nnz) {
+      h = h * 6364136223846793005ULL + 1442695040888963407ULL;
+      rowptr.push_back(static_cast<index_t>(std::min<std::int64_t>(nnz, rowptr.back() + 1 + static_cast<index_t>((h >> 33) % 15))));
+    }
+    const auto rows = static_cast<index_t>(rowptr.size() - 1);
+    for (index_t i = 0; i < rows; ++i)
+      for (index_t p = rowptr[static_cast<std::size_t>(i)]; p < rowptr[static_cast<std::size_t>(i) + 1]; ++p) {
+        colidx.push_back(static_cast<index_t>((static_cast<std::int64_t>(i) * 7 + (p - rowptr[static_cast<std::size_t>(i)]) * 13) % rows));
+        val.push_back(V(0.25) + V(p % 5));
+      }
+    for (index_t i = 0; i < rows; ++i) x.push_back(V(1) + V(i % 3) / V(8));
+    for (index_t i = 0; i < rows; ++i) {
+      V s = 0;  // as csr's loops: the row's entries in order
+      for (index_t p = rowptr[static_cast<std::size_t>(i)]; p < rowptr[static_cast<std::size_t>(i) + 1]; ++p)
+        s += val[static_cast<std::size_t>(p)] * x[static_cast<std::size_t>(colidx[static_cast<std::size_t>(p)])];
+      expected.push_back(s);
+    }
+  }
+  CsrView<V> view() const { return {static_cast<index_t>(rowptr.size() - 1), rowptr.data(), colidx.data(), val.data()}; }
+  /// csr_spmv_serial_for on `threads`; when `timed` (the loops ran on A), y holds A x after it,
+  /// else it is untouched.
+  bool serial_for(int threads, bool timed = false) const {
+    std::vector<V> y(expected.size(), V(-1));
+    const bool serial = csr_spmv_serial_for(view(), x.data(), y.data(), threads);
+    CHECK(y == (timed ? expected : std::vector<V>(expected.size(), V(-1))));
+    return serial;
+  }
+};
+
+}  // namespace
 
 TEST_CASE("serial bound: read off the ratios where the parallel loop starts to win for good") {
   // Faster nowhere: serial up to the largest size probed; faster everywhere: half the smallest.
@@ -96,6 +140,26 @@ TEST_CASE("serial bound: this machine's, probed once, stored, and the rule follo
   CHECK(csr_spmv_serial(1 << 30, 1, Dtype::F32));
 }
 
+TEST_CASE("serial bound: the rule decided on a matrix, and its product written meanwhile") {
+  if (const char* env = std::getenv("WACO_CSR_SERIAL_NNZ"); env != nullptr && *env != '\0') {
+    WARN("WACO_CSR_SERIAL_NNZ is set: the rule is the variable's (the case below)");
+    return;
+  }
+  // Outside the probe's range and on one thread, the machine's rule, nothing timed.
+  const TestCsr<float> tiny(kSerialProbeMinNnz / 2), big(kSerialProbeMaxNnz + 1);
+  CHECK(tiny.serial_for(2));
+  CHECK(tiny.serial_for(1));
+  CHECK(!big.serial_for(2));
+  CHECK(!big.serial_for(3));
+  CHECK(big.serial_for(1));
+  // Inside it, timed on the matrix: either loop may win here (machine, load), and y = A x after.
+  const TestCsr<float> mid32(6000);
+  const TestCsr<double> mid64(20000);
+  (void)mid32.serial_for(2, true);
+  (void)mid64.serial_for(2, true);
+  CHECK(mid64.serial_for(1));
+}
+
 // Run by the next case in a process of its own (the variable is read once a process), with
 // WACO_CSR_SERIAL_NNZ set and WACO_TEST_EXPECT saying what the rule must do with it.
 TEST_CASE("serial bound: the rule under WACO_CSR_SERIAL_NNZ", "[.env]") {
@@ -111,6 +175,13 @@ TEST_CASE("serial bound: the rule under WACO_CSR_SERIAL_NNZ", "[.env]") {
     CHECK(csr_spmv_serial(n, 2, d));
     CHECK(!csr_spmv_serial(n + 1, 3, d));
     CHECK(csr_spmv_serial(n + 1, 1, d));  // one thread: serial whatever the bound
+  }
+  // Decided on a matrix, the variable's rule too (nothing timed), inside the probe's range and
+  // outside it.
+  for (const std::int64_t nnz : {std::int64_t{400}, std::int64_t{5000}, std::int64_t{120000}}) {
+    INFO(nnz << " nonzeros");
+    CHECK(TestCsr<float>(nnz).serial_for(2) == (nnz <= n));
+    CHECK(TestCsr<double>(nnz).serial_for(4) == (nnz <= n));
   }
 }
 

@@ -50,6 +50,29 @@ void StorageCache::keep(const SuperSchedule& s, const std::shared_ptr<const Stor
 GeneratedKernel::GeneratedKernel(SuperSchedule schedule, GeneratedOptions opts)
     : schedule_(canonicalize(schedule)), opts_(std::move(opts)) {}
 
+namespace {
+
+/// chunk=auto's serial rule (the csr SpMV baseline's): on CSR's storage (i dense, k compressed:
+/// the csr schedule, which the csr baseline a plan serves binds too) decided on the matrix,
+/// the baseline's loops timed on these arrays (kernels::csr_spmv_serial_for); on another (dcsr,
+/// csc) by the machine's bound on the stored entries (kernels::csr_spmv_serial).
+bool auto_chunk_serial(const Storage& st, const kernels::Problem& p, int threads) {
+  const bool csr = p.kind == kernels::KernelKind::SpMV && st.levels.size() == 2 &&
+                   st.levels[0].format == LevelFormat::U && st.levels[0].loop == Loop{'i'} &&
+                   st.levels[1].format == LevelFormat::C && st.levels[1].loop == Loop{'k'};
+  if (!csr || p.B == nullptr || p.B->data.size() < static_cast<std::size_t>(p.A->cols))
+    return kernels::csr_spmv_serial(st.stored_values(), threads, p.dtype());
+  return kernels::with_value_type(p.dtype(), [&](auto v) {
+    using V = decltype(v);
+    const kernels::CsrView<V> a{static_cast<kernels::index_t>(p.A->rows), st.levels[1].pos.data(),
+                                st.levels[1].crd.data(), st.vals.template data<V>()};
+    std::vector<V> y(static_cast<std::size_t>(p.A->rows));
+    return kernels::csr_spmv_serial_for(a, p.B->data.template data<V>(), y.data(), threads);
+  });
+}
+
+}  // namespace
+
 BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Problem& p,
                             std::int64_t dense, int threads, const GeneratedOptions& opts) {
   const SuperSchedule s = canonicalize(schedule);
@@ -94,7 +117,7 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
   // VM: 2.6 us, as the baseline, against 4.0 us for one thread in the region); otherwise about
   // four dynamic chunks a thread of the parallel loop's iterations (below).
   SuperSchedule emitted = s;
-  if (s.chunk == kAutoChunk && kernels::csr_spmv_serial(p.A->nnz(), b.args.threads, p.dtype()))
+  if (s.chunk == kAutoChunk && auto_chunk_serial(st, p, b.args.threads))
     emitted.threads = b.args.threads = 1;
   b.dtype = p.dtype();
   b.race = resolve_race(opts.race, emitted, b.out_size, updates, b.args.threads, b.dtype);
@@ -175,8 +198,8 @@ int baseline_entry(const WacoArgs* a) {
     const kernels::CsrView<V> A{rows, a->pos[1], a->crd[1], static_cast<const V*>(a->vals)};
     // The dense-only variable's extent: SpMM's j (i, k, j), SDDMM's k (i, j, k).
     const auto dense = static_cast<kernels::index_t>(a->extent[2]);
-    if constexpr (K == kernels::KernelKind::SpMV)
-      kernels::csr_spmv(A, in0, out, a->threads);
+    if constexpr (K == kernels::KernelKind::SpMV)  // serial or not as the binding decided
+      kernels::csr_spmv_rows(A, in0, out, a->threads);
     else if constexpr (K == kernels::KernelKind::SpMM)
       kernels::csr_spmm(A, dense, in0, out, a->threads);
     else

@@ -63,11 +63,16 @@ void csr_spmv_parallel_rows(const CsrView<V>& A, const V* x, V* y, int threads) 
 }  // namespace detail
 
 template <class V>
-void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads) {
-  if (csr_spmv_serial(A.rowptr[A.rows], threads, dtype_of<V>()))
+void csr_spmv_rows(const CsrView<V>& A, const V* x, V* y, int threads) {
+  if (threads <= 1)
     detail::csr_spmv_serial_rows(A, x, y);
   else
     detail::csr_spmv_parallel_rows(A, x, y, threads);
+}
+
+template <class V>
+void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads) {
+  csr_spmv_rows(A, x, y, csr_spmv_serial(A.rowptr[A.rows], threads, dtype_of<V>()) ? 1 : threads);
 }
 
 template <class V>
@@ -142,6 +147,7 @@ void csf_mttkrp(const CsfView<V>& T, index_t J, const V* B, const V* C, V* D, in
 
 #define WACO_BASELINE_LOOPS(V)                                                          \
   template void csr_spmv<V>(const CsrView<V>&, const V*, V*, int);                      \
+  template void csr_spmv_rows<V>(const CsrView<V>&, const V*, V*, int);                 \
   template void csr_spmm<V>(const CsrView<V>&, index_t, const V*, V*, int);             \
   template void csr_sddmm<V>(const CsrView<V>&, index_t, const V*, const V*, V*, int);  \
   template void csf_mttkrp<V>(const CsfView<V>&, index_t, const V*, const V*, V*, int); \
@@ -171,8 +177,11 @@ class CsrBaseline final : public Implementation {
     val_.assign(csr.val.begin(), csr.val.end());
     conversion_seconds_ = now_seconds() - t0;
     out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
-    // The serial bound, probed here when this machine has none yet: never in a timed call.
-    if (p.kind == KernelKind::SpMV) (void)csr_spmv_serial(p.A->nnz(), threads_, p.dtype());
+    // SpMV's serial or parallel loop, decided on this matrix here: never in a timed call.
+    spmv_threads_ = threads_;
+    if (p.kind == KernelKind::SpMV &&
+        csr_spmv_serial_for(view(), p.B->data.template data<V>(), out_.template data<V>(), threads_))
+      spmv_threads_ = 1;
   }
 
   void run() override {
@@ -190,7 +199,7 @@ class CsrBaseline final : public Implementation {
   CsrView<V> view() const { return {rows_, rowptr_.data(), colidx_.data(), val_.data()}; }
 
   void spmv() {
-    csr_spmv(view(), problem_.B->data.template data<V>(), out_.template data<V>(), threads_);
+    csr_spmv_rows(view(), problem_.B->data.template data<V>(), out_.template data<V>(), spmv_threads_);
   }
 
   void spmm() {
@@ -205,6 +214,7 @@ class CsrBaseline final : public Implementation {
 
   Problem problem_;
   int threads_ = 1;
+  int spmv_threads_ = 1;  ///< SpMV's: 1 (the serial loop) or threads_ (csr_spmv_serial_for)
   index_t rows_ = 0;
   std::vector<index_t> rowptr_, colidx_;
   std::vector<V> val_;

@@ -49,6 +49,33 @@ std::int64_t env_bound() {
   return bound;
 }
 
+/// One round of a comparison of the serial and the parallel loop: both timed, the order
+/// alternating with `round` so that neither always runs first, each timed call after
+/// kSettleCalls of its own, as an application's repeated calls run (and as a tune times them:
+/// heuristics' settle runs). Timed right after the other loop, the serial one found half of y
+/// and of A in the other core's cache and ran up to 1.8x slower, which put the bound at 3,949
+/// nonzeros in f32 where real matrices' crossover lay above 8,600 (Zen 5 VM, 2 threads).
+/// Returns the parallel call's time over the serial one's (0 when the serial one read 0).
+template <class S, class P>
+double round_ratio(const S& serial, const P& parallel, int round) {
+  double ts = 0.0, tp = 0.0;
+  for (int k = 0; k < 2; ++k) {
+    const bool s_turn = (k == 0) == (round % 2 == 0);
+    for (int c = 0; c < kSettleCalls; ++c) s_turn ? serial() : parallel();
+    const double t0 = now_seconds();
+    s_turn ? serial() : parallel();
+    (s_turn ? ts : tp) = now_seconds() - t0;
+  }
+  return ts > 0.0 ? tp / ts : 0.0;
+}
+
+/// The median of `v` (the upper one of an even count); 1 when empty.
+double median_or_one(std::vector<double> v) {
+  if (v.empty()) return 1.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 /// The probe on one type: the baseline's own loops on synthetic matrices of each size.
 template <class V>
 std::vector<std::pair<std::int64_t, double>> probe_ratios(int threads, int rounds) {
@@ -88,25 +115,9 @@ std::vector<std::pair<std::int64_t, double>> probe_ratios(int threads, int round
       parallel();
     }
     std::vector<double> ratio;
-    for (int r = 0; r < rounds; ++r) {
-      // Each round times both, in alternating order, so that neither always runs first; each
-      // timed call after kSettleCalls of its own, as an application's repeated calls run (and
-      // as a tune times them: heuristics' settle runs). Timed right after the other loop, the
-      // serial one found half of y and of A in the other core's cache and ran up to 1.8x
-      // slower, which put the bound at 3,949 nonzeros in f32 where real matrices' crossover lay
-      // above 8,600 (Zen 5 VM, 2 threads).
-      double ts = 0.0, tp = 0.0;
-      for (int k = 0; k < 2; ++k) {
-        const bool s_turn = (k == 0) == (r % 2 == 0);
-        for (int c = 0; c < kSettleCalls; ++c) s_turn ? serial() : parallel();
-        const double t0 = now_seconds();
-        s_turn ? serial() : parallel();
-        (s_turn ? ts : tp) = now_seconds() - t0;
-      }
-      if (ts > 0.0) ratio.push_back(tp / ts);
-    }
-    std::sort(ratio.begin(), ratio.end());
-    out.emplace_back(nnz, ratio.empty() ? 1.0 : ratio[ratio.size() / 2]);
+    for (int r = 0; r < rounds; ++r)
+      if (const double q = round_ratio(serial, parallel, r); q > 0.0) ratio.push_back(q);
+    out.emplace_back(nnz, median_or_one(ratio));
   }
   return out;
 }
@@ -246,5 +257,35 @@ bool csr_spmv_serial(std::int64_t nnz, int threads, Dtype dtype) {
   if (nnz > kSerialProbeMaxNnz) return false;
   return nnz <= csr_spmv_serial_nnz(threads, dtype);
 }
+
+template <class V>
+bool csr_spmv_serial_for(const CsrView<V>& A, const V* x, V* y, int threads) {
+  const std::int64_t nnz = A.rowptr[A.rows];
+  if (threads <= 1 || env_bound() >= 0 || nnz <= kSerialProbeMinNnz / 2 || nnz > kSerialProbeMaxNnz)
+    return csr_spmv_serial(nnz, threads, dtype_of<V>());
+  // Measured on A (serial_bound.hpp says why): after two calls of each, rounds until the first
+  // kClearRounds agree by at least kClearMargin which loop is faster (most matrices: 22 calls),
+  // else kMaxRounds (58 calls) and the median. A tie runs serially: the other core stays free.
+  constexpr int kClearRounds = 3, kMaxRounds = 9;
+  constexpr double kClearMargin = 1.1;
+  const auto serial = [&] { detail::csr_spmv_serial_rows(A, x, y); };
+  const auto parallel = [&] { detail::csr_spmv_parallel_rows(A, x, y, threads); };
+  for (int w = 0; w < 2; ++w) {
+    serial();
+    parallel();
+  }
+  std::vector<double> ratio;
+  for (int r = 0; r < kMaxRounds; ++r) {
+    if (const double q = round_ratio(serial, parallel, r); q > 0.0) ratio.push_back(q);
+    if (static_cast<int>(ratio.size()) == kClearRounds) {
+      const auto [lo, hi] = std::minmax_element(ratio.begin(), ratio.end());
+      if (*hi < 1.0 / kClearMargin || *lo > kClearMargin) break;
+    }
+  }
+  return median_or_one(ratio) >= 1.0;
+}
+
+template bool csr_spmv_serial_for<float>(const CsrView<float>&, const float*, float*, int);
+template bool csr_spmv_serial_for<double>(const CsrView<double>&, const double*, double*, int);
 
 }  // namespace waco::kernels

@@ -80,9 +80,27 @@ void dia_fill(const CooMatrix& a, const std::vector<index_t>& offsets, V* val, i
 template <class V>
 void dia_spmv(const DiaView<V>& A, const V* x, V* y, int threads);
 
-/// y = A x (y: rows values, each written).
+/// y = A x (y: rows values, each written), serially or not as csr_spmv_serial says of A's
+/// nonzeros (the machine's bound).
 template <class V>
 void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads);
+
+/// y = A x with the decision taken: the serial loop on one thread (threads <= 1), else the
+/// parallel one on `threads` (csr_spmv_serial_for decides which, once a matrix).
+template <class V>
+void csr_spmv_rows(const CsrView<V>& A, const V* x, V* y, int threads);
+
+/// Whether csr's SpMV of this matrix runs serially on `threads` threads, decided on the matrix
+/// itself: one thread, at most half the serial probe's smallest size or above its largest
+/// (serial_bound.hpp) answer as csr_spmv_serial does, and so does WACO_CSR_SERIAL_NNZ when set;
+/// in between, the serial and the parallel loop are timed on A, interleaved (3 to 9 rounds, each
+/// timed call after two of its own; 22-58 calls), and the serial one runs unless the parallel
+/// one is faster at the median. Why: near the crossover, real matrices of one size differ by
+/// 1.5x either way, and the machine's bound missed them by up to 6x (kernels/README.md, "The
+/// serial bound"). x: A's columns, y: A's rows (A x once timed, untouched otherwise). Runs OpenMP regions: not in a
+/// process that forks afterwards; never in a timed call (the baselines' prepare, a binding).
+template <class V>
+bool csr_spmv_serial_for(const CsrView<V>& A, const V* x, V* y, int threads);
 
 /// C = A B, B cols x J and C rows x J row-major (C written whole).
 template <class V>
