@@ -126,7 +126,7 @@ TEST_CASE("baselines: unknown or unsupported implementations are user errors") {
 }
 
 TEST_CASE("baselines: the csr loops start on a 64-byte boundary in every binary") {
-  // kernels/CMakeLists.txt compiles baseline_csr.cpp with -falign-functions=64 -falign-loops=64,
+  // kernels/CMakeLists.txt compiles baseline_csr.cpp with -falign-functions=64 (its loops unpadded),
   // so that the reference of every verdict runs at one code alignment in the measuring worker,
   // the CLI and libwaco.so (kernels/README.md, "Code alignment"). GCC's default 16 left it at
   // another offset in each binary.
