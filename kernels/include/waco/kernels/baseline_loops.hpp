@@ -3,7 +3,8 @@
 // runs the same compiled code on the csr (csf) schedule's storage, so that a waco::Plan whose tune
 // found the hand-written baseline the fastest (no gain over it) serves the very kernel that was
 // measured. Rows (slices) in parallel, OpenMP dynamic: 32 rows for SpMM, SDDMM and MTTKRP; SpMV in
-// about four chunks a thread of at least 128 rows, serially up to this machine's serial bound
+// about four chunks a thread of at least 128 rows, or serially where that is faster on the matrix
+// (csr_spmv_serial_for) or, without a matrix to time, up to this machine's serial bound
 // (serial_bound.hpp). Instantiated for float and double (baseline_csr.cpp).
 #pragma once
 

@@ -1,6 +1,8 @@
 // The csr SpMV rule's serial bound, measured on this machine: an SpMV of at most this many
-// nonzeros runs its rows serially, without an OpenMP region (baseline_loops.hpp; the csr
-// baseline, the dia baseline, the generated csr schedule's chunk=auto and the drop-in header).
+// nonzeros runs its rows serially, without an OpenMP region where no matrix is at hand to time
+// (the dia baseline, chunk=auto of dcsr and csc, the drop-in header, csr_spmv). The csr baseline,
+// the csr schedule and the csr a plan serves decide on the matrix instead (csr_spmv_serial_for,
+// baseline_loops.hpp), within the same range and under the same WACO_CSR_SERIAL_NNZ.
 //
 // Where a parallel region stops paying is a property of the machine, not of the code: an empty
 // two-thread region (fork, join) took ~3 us on an AMD EPYC Zen 5 KVM guest, where the serial
