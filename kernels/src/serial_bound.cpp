@@ -263,7 +263,7 @@ bool csr_spmv_serial_for(const CsrView<V>& A, const V* x, V* y, int threads) {
   const std::int64_t nnz = A.rowptr[A.rows];
   if (threads <= 1 || env_bound() >= 0 || nnz <= kSerialProbeMinNnz / 2 || nnz > kSerialProbeMaxNnz)
     return csr_spmv_serial(nnz, threads, dtype_of<V>());
-  // Measured on A (serial_bound.hpp says why): after two calls of each, rounds until the first
+  // Measured on A (baseline_loops.hpp says why): after two calls of each, rounds until the first
   // kClearRounds agree by at least kClearMargin which loop is faster (most matrices: 22 calls),
   // else kMaxRounds (58 calls) and the median. A tie runs serially: the other core stays free.
   constexpr int kClearRounds = 3, kMaxRounds = 9;
