@@ -71,11 +71,6 @@ void csr_spmv_rows(const CsrView<V>& A, const V* x, V* y, int threads) {
 }
 
 template <class V>
-void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads) {
-  csr_spmv_rows(A, x, y, csr_spmv_serial(A.rowptr[A.rows], threads, dtype_of<V>()) ? 1 : threads);
-}
-
-template <class V>
 void csr_spmm(const CsrView<V>& A, index_t J, const V* B, V* C, int threads) {
   const index_t* rp = A.rowptr;
   const index_t* ci = A.colidx;
@@ -146,7 +141,6 @@ void csf_mttkrp(const CsfView<V>& T, index_t J, const V* B, const V* C, V* D, in
 }
 
 #define WACO_BASELINE_LOOPS(V)                                                          \
-  template void csr_spmv<V>(const CsrView<V>&, const V*, V*, int);                      \
   template void csr_spmv_rows<V>(const CsrView<V>&, const V*, V*, int);                 \
   template void csr_spmm<V>(const CsrView<V>&, index_t, const V*, V*, int);             \
   template void csr_sddmm<V>(const CsrView<V>&, index_t, const V*, const V*, V*, int);  \

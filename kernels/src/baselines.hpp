@@ -38,8 +38,8 @@ std::unique_ptr<Implementation> make_by_value_type() {
   return std::make_unique<ByValueType<Impl>>();
 }
 
-/// The csr SpMV baseline's two loops (baseline_csr.cpp), which csr_spmv chooses between by the
-/// serial bound; the bound's probe (serial_bound.cpp) times these very loops.
+/// The csr SpMV baseline's two loops (baseline_csr.cpp), which csr_spmv_rows runs as decided;
+/// the bound's probe and csr_spmv_serial_for (serial_bound.cpp) time these very loops.
 template <class V>
 void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y);
 template <class V>

@@ -81,12 +81,7 @@ void dia_fill(const CooMatrix& a, const std::vector<index_t>& offsets, V* val, i
 template <class V>
 void dia_spmv(const DiaView<V>& A, const V* x, V* y, int threads);
 
-/// y = A x (y: rows values, each written), serially or not as csr_spmv_serial says of A's
-/// nonzeros (the machine's bound).
-template <class V>
-void csr_spmv(const CsrView<V>& A, const V* x, V* y, int threads);
-
-/// y = A x with the decision taken: the serial loop on one thread (threads <= 1), else the
+/// y = A x (y: rows values, each written) with the decision taken: the serial loop on one thread (threads <= 1), else the
 /// parallel one on `threads` (csr_spmv_serial_for decides which, once a matrix).
 template <class V>
 void csr_spmv_rows(const CsrView<V>& A, const V* x, V* y, int threads);

@@ -1,6 +1,6 @@
 // The csr SpMV rule's serial bound, measured on this machine: an SpMV of at most this many
 // nonzeros runs its rows serially, without an OpenMP region where no matrix is at hand to time
-// (the dia baseline, chunk=auto of dcsr and csc, the drop-in header, csr_spmv). The csr baseline,
+// (the dia baseline, chunk=auto of dcsr and csc, the drop-in header). The csr baseline,
 // the csr schedule and the csr a plan serves decide on the matrix instead (csr_spmv_serial_for,
 // baseline_loops.hpp), within the same range and under the same WACO_CSR_SERIAL_NNZ.
 //
