@@ -89,9 +89,10 @@ void csr_spmv_rows(const CsrView<V>& A, const V* x, V* y, int threads);
 /// Whether csr's SpMV of this matrix runs serially on `threads` threads, decided on the matrix
 /// itself: one thread, at most half the serial probe's smallest size or above its largest
 /// (serial_bound.hpp) answer as csr_spmv_serial does, and so does WACO_CSR_SERIAL_NNZ when set;
-/// in between, the serial and the parallel loop are timed on A, interleaved (3 to 9 rounds, each
-/// timed call after two of its own; 22-58 calls), and the serial one runs unless the parallel
-/// one is faster at the median. Why: near the crossover, real matrices of one size differ by
+/// in between, the serial and the parallel loop are timed on A, interleaved (3 rounds, each
+/// timed call after two of its own: 22 calls), and the one all three rounds find faster by 10%
+/// runs; a nearer tie is the machine's bound's (csr_spmv_serial), so that every process decides
+/// it alike. Why: near the crossover, real matrices of one size differ by
 /// 1.5x either way, and the machine's bound missed them by up to 6x (kernels/README.md, "The
 /// serial bound"). x: A's columns, y: A's rows (A x once timed, untouched otherwise). Runs OpenMP regions: not in a
 /// process that forks afterwards; never in a timed call (the baselines' prepare, a binding).
