@@ -265,9 +265,9 @@ bool csr_spmv_serial_for(const CsrView<V>& A, const V* x, V* y, int threads) {
     return csr_spmv_serial(nnz, threads, dtype_of<V>());
   // Measured on A (baseline_loops.hpp says why): after two calls of each, kClearRounds rounds;
   // when all agree by at least kClearMargin which loop is faster, that one, else (a near tie)
-  // the machine's bound, so that a near tie is decided alike in every process: timed again in
-  // another process it could fall either way, and a tune's reference, decided one way in the
-  // child that judged and another in the run that delivers, made a false gain (ca-HepTh, f64).
+  // the machine's bound, so that a near tie is decided alike wherever it is timed: decided to 9
+  // rounds and the median, ca-HepTh's f64 tie left the csr schedule running at 0.69-0.94x the
+  // csr baseline's speed in an ablation's final runs (each had decided on its own).
   constexpr int kClearRounds = 3;
   constexpr double kClearMargin = 1.1;
   const auto serial = [&] { detail::csr_spmv_serial_rows(A, x, y); };
