@@ -109,8 +109,15 @@ TEST_CASE("calibrate: end to end in under a minute, then predict and tune use th
   CHECK(measured >= 4);
   CHECK(j.at("groups").at("held_out").get<int>() >= 1);
   CHECK(j.at("measuring_seconds").get<double>() <= 0.35 * 60 * 0.9 + 15);  // one group over at most
-  CHECK(j.at("validation").at("shipped").at("pair_accuracy").is_number());
-  CHECK(j.at("validation").at("calibrated").at("pair_accuracy").is_number());
+  // The pair accuracy is over the held-out groups' pairs timed more than 2% apart: a number when
+  // there are some, null (not a made-up 0 or 1) when this machine timed one held-out group's five
+  // schedules all within 2% of each other.
+  const nlohmann::json& v = j.at("validation");
+  CHECK(v.at("shipped").at("pairs") == v.at("calibrated").at("pairs"));
+  for (const char* m : {"shipped", "calibrated"}) {
+    INFO(m << ": " << v.dump());
+    CHECK(v.at(m).at("pair_accuracy").is_number() == (v.at(m).at("pairs").get<std::int64_t>() > 0));
+  }
   REQUIRE(j.at("decision") == "calibrated");
   const std::string model = j.at("model").at("path").get<std::string>();
   const std::string sidecar = j.at("sidecar").get<std::string>();

@@ -164,7 +164,7 @@ std::vector<Planned> stratified_plan(std::vector<Planned> all, std::uint64_t see
 nlohmann::json quality_json(const learned::RankingQuality& q) {
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   return {{"spearman_median", num(q.spearman_median)}, {"pair_accuracy", num(q.pair_accuracy)},
-          {"groups", q.matrices}};
+          {"pairs", q.pairs}, {"groups", q.matrices}};
 }
 
 /// Whether the fine-tuned model ranks the held-out groups better: a higher pooled pair accuracy

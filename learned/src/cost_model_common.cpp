@@ -147,7 +147,7 @@ RankingQuality ranking_quality(const CostModel& model, const std::vector<Ranking
     pc.agree2 += c.agree2;
     pc.pairs += c.pairs;
   }
-  return {median_finite(rho), pc.accuracy(), examples.size()};
+  return {median_finite(rho), pc.accuracy(), examples.size(), pc.pairs};
 }
 
 double CostModel::loss(const std::vector<RankingExample>& examples, double margin,

@@ -119,11 +119,13 @@ struct TrainOptions {
 
 /// How well a model orders measured groups: the median over matrices of Spearman's rho over the
 /// candidates timed to the end, and the pair accuracy pooled over all matrices (pairs known by
-/// ranking_metrics.hpp's rules, min_gap apart). NaN without matrices or pairs.
+/// ranking_metrics.hpp's rules, min_gap apart). NaN without matrices or pairs: a few groups
+/// whose timed candidates all lie within min_gap of each other have none (`pairs` says so).
 struct RankingQuality {
   double spearman_median = 0.0;
   double pair_accuracy = 0.0;
   std::size_t matrices = 0;
+  std::int64_t pairs = 0;  ///< the pooled pairs pair_accuracy is over
 };
 
 /// One epoch's record.
