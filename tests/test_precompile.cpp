@@ -44,16 +44,16 @@ TEST_CASE("precompile: a list is compiled once into a folder that run then loads
   REQUIRE(first.status == 0);
   const auto j = nlohmann::json::parse(first.out);
   CHECK(j["schedules"] == 3);
-  CHECK(j["kernels"] == 4);  // two sources x two dtypes
-  CHECK(j["compiled"] == 4);
-  CHECK(count_ext(out, ".so") == 4);
+  CHECK(j["kernels"] == 6);  // (two sources and csr's serial one) x two dtypes
+  CHECK(j["compiled"] == 6);
+  CHECK(count_ext(out, ".so") == 6);
 
   const auto again = run_cli("precompile --kernel spmv --list " + list + " --dtype f32,f64 --out " +
                              out + " --json -q");
   REQUIRE(again.status == 0);
   const auto j2 = nlohmann::json::parse(again.out);
   CHECK(j2["compiled"] == 0);
-  CHECK(j2["cached"] == 4);
+  CHECK(j2["cached"] == 6);
   // The folder lists what it holds (an adaptive plan's short list): the three schedules once,
   // each in its text form; another precompile into it adds its own.
   const auto listed = [&] {
@@ -73,17 +73,21 @@ TEST_CASE("precompile: a list is compiled once into a folder that run then loads
   CHECK(listed().size() == 4);
   CHECK(listed().back() == "order=i,k format=UC parallel=i threads=2 chunk=static");
 
-  // A run in a fresh kernel cache takes the kernel from the folder: nothing compiled.
+  // A run in a fresh kernel cache takes the kernel from the folder: nothing compiled, whether
+  // csr's chunk=auto runs the parallel or the serial kernel (decided on the matrix, here forced
+  // either way by the decision's override).
   const std::string xdg = "XDG_CACHE_HOME=" + dir + "/xdg ";
-  const auto run = run_cli("run --kernel spmv --schedule csr --repeat 2 --json " + example(),
-                           xdg + "WACO_SHIPPED_KERNELS=" + out);
-  INFO(run.err);
-  REQUIRE(run.status == 0);
-  const auto rj = nlohmann::json::parse(run.out);
-  CHECK(rj["generated"]["shipped"] == true);
-  CHECK(rj["generated"]["compile_s"] == 0.0);
-  CHECK((!fs::exists(dir + "/xdg/waco-hybrid/kernels") ||
-         count_ext(dir + "/xdg/waco-hybrid/kernels", ".so") == 0));
+  for (const char* serial_nnz : {"1", "100000000"}) {
+    const auto run = run_cli("run --kernel spmv --schedule csr --repeat 2 --json " + example(),
+                             xdg + "WACO_SHIPPED_KERNELS=" + out + " WACO_CSR_SERIAL_NNZ=" + serial_nnz);
+    INFO(serial_nnz << ": " << run.err);
+    REQUIRE(run.status == 0);
+    const auto rj = nlohmann::json::parse(run.out);
+    CHECK(rj["generated"]["shipped"] == true);
+    CHECK(rj["generated"]["compile_s"] == 0.0);
+    CHECK((!fs::exists(dir + "/xdg/waco-hybrid/kernels") ||
+           count_ext(dir + "/xdg/waco-hybrid/kernels", ".so") == 0));
+  }
   // f64 too; a schedule not in the folder is compiled as before.
   const auto f64 = run_cli("run --kernel spmv --schedule csr --dtype f64 --repeat 2 --json " + example(),
                            xdg + "WACO_SHIPPED_KERNELS=" + out);
@@ -183,4 +187,13 @@ TEST_CASE("precompile: the build's shipped kernels serve the csr schedule withou
   INFO(run.err);
   REQUIRE(run.status == 0);
   CHECK(nlohmann::json::parse(run.out)["generated"]["shipped"] == true);
+  // SpMV's csr schedule both ways its chunk=auto binds: in parallel and serially.
+  for (const char* serial_nnz : {"1", "100000000"}) {
+    const auto spmv = run_cli("run --kernel spmv --schedule csr --repeat 2 --json " + example(),
+                              "XDG_CACHE_HOME=" + dir + "/xdg WACO_SHIPPED_KERNELS= "
+                              "WACO_CSR_SERIAL_NNZ=" + serial_nnz);
+    INFO(serial_nnz << ": " << spmv.err);
+    REQUIRE(spmv.status == 0);
+    CHECK(nlohmann::json::parse(spmv.out)["generated"]["shipped"] == true);
+  }
 }

@@ -226,21 +226,32 @@ int precompile(const Options& o) {
   }
 
   // The sources to compile: each template in each dtype, and with private output copies too
-  // when its parallel loop does not own the output (tune's auto picks either).
+  // when its parallel loop does not own the output (tune's auto picks either). A chunk=auto
+  // template (the csr schedule) also serially: the binding decides on the matrix (and the
+  // machine's load) whether it runs without an OpenMP region (codegen::prepare_binding), a
+  // kernel of its own.
   std::vector<std::pair<std::string, std::string>> sources;  // label, source
   std::set<std::string> seen;
-  for (const codegen::SuperSchedule& s : schedules) {
-    const std::string text = codegen::to_text(s);
-    std::vector<codegen::RaceStrategy> races = {codegen::RaceStrategy::Atomic};
-    if (!codegen::parallel_loop_is_race_free(s)) races.push_back(codegen::RaceStrategy::Private);
-    for (Dtype dt : dtypes)
-      for (codegen::RaceStrategy r : races) {
-        std::string src = codegen::emit_kernel_source(s, r, codegen::SourceForm::SharedObject, dt);
-        if (!seen.insert(src).second) continue;
-        sources.emplace_back(text + " [" + std::string(dtype_name(dt)) + ", " +
-                                 race_strategy_name(r) + "]",
-                             std::move(src));
-      }
+  for (const codegen::SuperSchedule& listed_schedule : schedules) {
+    const std::string text = codegen::to_text(listed_schedule);
+    std::vector<codegen::SuperSchedule> variants = {listed_schedule};
+    if (listed_schedule.chunk == codegen::kAutoChunk && listed_schedule.threads != 1) {
+      variants.push_back(listed_schedule);
+      variants.back().threads = 1;
+    }
+    for (const codegen::SuperSchedule& s : variants) {
+      std::vector<codegen::RaceStrategy> races = {codegen::RaceStrategy::Atomic};
+      if (!codegen::parallel_loop_is_race_free(s)) races.push_back(codegen::RaceStrategy::Private);
+      for (Dtype dt : dtypes)
+        for (codegen::RaceStrategy r : races) {
+          std::string src = codegen::emit_kernel_source(s, r, codegen::SourceForm::SharedObject, dt);
+          if (!seen.insert(src).second) continue;
+          sources.emplace_back(text + (s.threads == 1 && listed_schedule.threads != 1 ? " serially" : "") +
+                                   " [" + std::string(dtype_name(dt)) + ", " +
+                                   race_strategy_name(r) + "]",
+                               std::move(src));
+        }
+    }
   }
   report["schedules"] = schedules.size();
   report["kernels"] = sources.size();

@@ -125,15 +125,19 @@ std::string noise_warning(const Decision& d, const TuneEntry& csr_schedule,
   const double drift = d.confirm_csr->median_s / csr_schedule.measurement.median_s;
   const double best_drift = d.best_side->median_s / d.best->measurement.median_s;
   if (drift <= 1.5 && drift >= 1 / 1.5 && best_drift <= 1.5 && best_drift >= 1 / 1.5) return {};
+  // (The best's times only when it is not the csr schedule itself: a no-gain's result.)
+  char best[96] = "";
+  if (d.best != &csr_schedule)
+    std::snprintf(best, sizeof best, ", the best %s and %s",
+                  format_seconds(d.best->measurement.median_s).c_str(),
+                  format_seconds(d.best_side->median_s).c_str());
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "timings are unstable: the %s schedule took %s in the search and %s side by "
-                "side, the best %s and %s (a loaded machine? only the side-by-side ratios "
-                "are comparable; try --threads 1 or more --confirm-rounds)",
+                "side%s (a loaded machine? only the side-by-side ratios are comparable; try "
+                "--threads 1 or more --confirm-rounds)",
                 shortcut.c_str(), format_seconds(csr_schedule.measurement.median_s).c_str(),
-                format_seconds(d.confirm_csr->median_s).c_str(),
-                format_seconds(d.best->measurement.median_s).c_str(),
-                format_seconds(d.best_side->median_s).c_str());
+                format_seconds(d.confirm_csr->median_s).c_str(), best);
   obs.warning(buf);
   return buf;
 }
