@@ -19,7 +19,7 @@ const std::vector<ImplementationInfo>& implementations() {
   static const std::vector<ImplementationInfo> list = [] {
     std::vector<ImplementationInfo> l = {
         {"csr",
-         "CSR, rows in parallel, OpenMP dynamic (TACO's default schedule; a tiny SpMV serially)",
+         "CSR, rows in parallel, OpenMP dynamic (TACO's default schedule; an SpMV serially where that is faster on the matrix)",
          {K::SpMV, K::SpMM, K::SDDMM}, detail::make_csr},
         {"csf", "CSF (compressed i, k, l), slices in parallel, OpenMP dynamic chunk 32",
          {K::MTTKRP}, detail::make_csf},
