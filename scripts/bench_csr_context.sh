@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 m=${1:?usage: scripts/bench_csr_context.sh MATRIX.mtx}
+[ -f build/kernels/libwaco_kernels.a ] || { echo "error: build/kernels/libwaco_kernels.a not built (run scripts/build.sh)" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 c++ -O3 -march=native -std=c++17 -fopenmp -Ikernels/include scripts/csr_context.cpp \

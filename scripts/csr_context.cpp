@@ -5,7 +5,6 @@
 // dynamic,1 or static (the shapes of the hybrid's ca-HepTh nominees). Prints each kernel's median
 // (us) over 50 rounds. Built and run by scripts/bench_csr_context.sh.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,14 +13,11 @@
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/sparse.hpp"
+#include "waco/kernels/timing.hpp"
 
 using namespace waco::kernels;
 
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Copy {
   std::vector<index_t> r, c;
@@ -78,14 +74,11 @@ int main(int argc, char** argv) {
       };
       run();
       run();
-      const double t0 = now();
+      const double t0 = now_seconds();
       run();
-      if (round >= 10) times[k].push_back(now() - t0);
+      if (round >= 10) times[k].push_back(now_seconds() - t0);
     }
   std::printf("K=%d others %s: csr", k_count, dynamic ? "dynamic,1" : "static");
-  for (auto& t : times) {
-    std::sort(t.begin(), t.end());
-    std::printf(" %.1f", t[t.size() / 2] * 1e6);
-  }
+  for (const auto& t : times) std::printf(" %.1f", median(t) * 1e6);
   std::printf(" us\n");
 }

@@ -246,8 +246,8 @@ int precompile(const Options& o) {
         for (codegen::RaceStrategy r : races) {
           std::string src = codegen::emit_kernel_source(s, r, codegen::SourceForm::SharedObject, dt);
           if (!seen.insert(src).second) continue;
-          sources.emplace_back(text + (s.threads == 1 && listed_schedule.threads != 1 ? " serially" : "") +
-                                   " [" + std::string(dtype_name(dt)) + ", " +
+          sources.emplace_back(text + (&s != &variants.front() ? " serially" : "") + " [" +
+                                   std::string(dtype_name(dt)) + ", " +
                                    race_strategy_name(r) + "]",
                                std::move(src));
         }
