@@ -472,6 +472,73 @@ TEST_CASE("scripted runner: a leader clearly slower than the fastest stops after
   }
 }
 
+TEST_CASE("scripted runner: apart, each leader is decided in children of its own") {
+  // Both references at 100 us; kFast 80 us (a gain); near 99 us (1% faster: not a gain).
+  const char* kNear = "order=i,k format=UC parallel=i threads=2 chunk=8";
+  const RunnerScript s = RunnerScript::from_json(
+      json{{"seed", std::uint64_t{13}},
+           {"default", {{"median_s", 1e-4}, {"jitter", 0.02}}},
+           {"rules",
+            {{{"label", spmv(kFast).label()}, {"median_s", 0.8e-4}},
+             {{"label", spmv(kNear).label()}, {"median_s", 0.99e-4}}}}});
+  const DecisionRule rule;
+  const auto fresh = [&](const std::vector<Candidate>& nominees, double stop) {
+    FreshOptions fo{2, 20, 3};
+    fo.apart = true;
+    fo.stop_min_gain = stop;
+    return select_then_fresh(s, nominees, fo);
+  };
+  // Every run: one child per leader, the references in each.
+  const auto [all, labels] = fresh({spmv(kNear), spmv(kFast)}, -1.0);
+  CHECK(all.apart);
+  CHECK(all.runs == 3);
+  CHECK(all.children == 6);
+  REQUIRE(all.leader_references.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(all.leader_ms[i].seconds.size() == 60);
+    REQUIRE(all.references_of(i).size() == 2);
+    for (const Measurement& ref : all.references_of(i)) CHECK(ref.seconds.size() == 60);
+  }
+  for (const Measurement& ref : all.references) CHECK(ref.seconds.size() == 120);  // every child
+  REQUIRE(all.best().has_value());
+  const std::size_t b = *all.best();
+  CHECK(labels[b] == spmv(kFast).label());
+  CHECK(all.score(b) == Approx(0.8).epsilon(0.05));  // its ratio to the references beside it
+  CHECK(all.score(1 - b) == Approx(0.99).epsilon(0.05));
+  const Verdict v = judge_gain(all.leader_ms[b], all.references_of(b)[1], rule, all.runs);
+  CHECK(v.gain);
+  CHECK(v.speedup == Approx(1.25).epsilon(0.05));
+  // With the stop rule, the leader that can no longer be a gain stops after its first run
+  // (abandoned), the other is timed in every run and wins.
+  const auto [stop, stop_labels] = fresh({spmv(kNear), spmv(kFast)}, rule.min_gain);
+  CHECK(stop.runs == 3);
+  CHECK(stop.stopped.empty());
+  CHECK(stop.children == 4);  // 2 + 1 + 1
+  CHECK(stop.dropped == 1);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const Measurement& m = stop.leader_ms[i];
+    if (stop_labels[i] == spmv(kNear).label()) {
+      CHECK(m.status == MeasureStatus::Abandoned);
+      CHECK(m.reason.find("stopped after 1 of 3 fresh runs") != std::string::npos);
+      CHECK(m.seconds.size() == 20);
+    } else {
+      CHECK(m.status == MeasureStatus::Ok);
+      CHECK(m.seconds.size() == 60);
+      CHECK(stop.references_of(i)[0].seconds.size() == 60);
+    }
+  }
+  REQUIRE(stop.best().has_value());
+  CHECK(stop_labels[*stop.best()] == spmv(kFast).label());
+  // When no leader may be a gain any more, every run stops, no leader abandoned: no gain.
+  const auto [none, none_labels] = fresh({spmv(kNear)}, rule.min_gain);
+  CHECK(none.runs == 1);
+  CHECK(none.children == 1);
+  CHECK(none.dropped == 0);
+  CHECK_FALSE(none.stopped.empty());
+  REQUIRE(none.best().has_value());
+  CHECK_FALSE(judge_gain(none.leader_ms[0], none.references_of(0)[1], rule, none.runs).gain);
+}
+
 // ---- tune --runner scripted:FILE ------------------------------------------------------------
 
 namespace {

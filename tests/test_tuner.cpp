@@ -477,6 +477,27 @@ TEST_CASE("tuner: time_fresh times the leaders and references again in fresh run
   REQUIRE(ft.best().has_value());
   CHECK(ft.leader_ms[*ft.best()].median_s <= ft.leader_ms[1 - *ft.best()].median_s);
   CHECK(judge_gain(ft.leader_ms[0], ft.references[1], {}, ft.runs).runs == 3);
+  CHECK(ft.children == 3);
+  CHECK(ft.references_of(1).size() == 2);  // together: the one set of references
+  // Apart: each leader in children of its own, the references beside it in each.
+  FreshOptions apart{2, 4, 2};
+  apart.apart = true;
+  const FreshTiming fa = time_fresh(m, rc.result, c, refs, apart);
+  CHECK(fa.runs == 2);
+  CHECK(fa.children == 4);
+  REQUIRE(fa.leader_references.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    REQUIRE(fa.leader_ms[i].status == MeasureStatus::Ok);
+    CHECK(fa.leader_ms[i].seconds.size() == 8);
+    for (const Measurement& x : fa.references_of(i)) {
+      REQUIRE(x.status == MeasureStatus::Ok);
+      CHECK(x.seconds.size() == 8);
+    }
+    CHECK(fa.score(i) > 0);
+  }
+  for (const Measurement& x : fa.references) CHECK(x.seconds.size() == 16);
+  REQUIRE(fa.best().has_value());
+  CHECK(fa.score(*fa.best()) <= fa.score(1 - *fa.best()));
   // Nothing verified in the selection: no fresh run.
   Confirmation failed = c;
   for (ConfirmEntry& e : failed.ranking) e.measurement.status = MeasureStatus::Crashed;

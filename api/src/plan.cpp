@@ -270,6 +270,7 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.halving_keep = in_range(o.halving_keep, r.halving_keep, settings::kHalvingKeep);
   r.decide_drop = in_range(o.decide_drop, r.decide_drop, settings::kDecideDrop);
   r.decide_always = o.decide_always;
+  r.decide_together = o.decide_together;
   r.rule.min_gain = in_range(o.min_gain, r.rule.min_gain, settings::kMinGain);
   r.rule.level = in_range(o.verdict_level, r.rule.level, settings::kVerdictLevel);
   r.rule.max_disturbed = in_range(o.max_disturbed, r.rule.max_disturbed, settings::kMaxDisturbed);

@@ -349,6 +349,10 @@ Command make_tune_command() {
                            "nominee runs every round")
                 ->check(setting_range(tuning::settings::kHalvingKeep))
                 ->capture_default_str();
+            sub.add_flag("--decide-together", o->req.decide_together,
+                         "Time all fresh decision leaders in one child a run beside the csr "
+                         "references (before session 58; default: each leader in children of "
+                         "its own beside them, as a user's process runs one kernel)");
             sub.add_flag("--decide-always", o->req.decide_always,
                          "Time the fresh decision runs even when the selection shows no gain "
                          "(the A/A calibration of scripts/bench_verdict.sh; the references' "

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -285,11 +286,33 @@ void merge_rounds(Measurement& into, const Measurement& again) {
 
 std::optional<std::size_t> FreshTiming::best() const {
   std::optional<std::size_t> b;
-  for (std::size_t i = 0; i < leader_ms.size(); ++i)
-    if (leader_ms[i].status == MeasureStatus::Ok &&
-        (!b || leader_ms[i].median_s < leader_ms[*b].median_s))
+  double b_score = 0.0;
+  for (std::size_t i = 0; i < leader_ms.size(); ++i) {
+    if (leader_ms[i].status != MeasureStatus::Ok) continue;
+    const double s = score(i);
+    if (!b || s < b_score) {
       b = i;
+      b_score = s;
+    }
+  }
   return b;
+}
+
+const std::vector<Measurement>& FreshTiming::references_of(std::size_t leader) const {
+  return leader_references.empty() ? references : leader_references[leader];
+}
+
+double FreshTiming::score(std::size_t leader) const {
+  const Measurement& m = leader_ms[leader];
+  if (leader_references.empty()) return m.median_s;
+  // Apart: each leader's rounds were timed in children of their own; only its ratios to the
+  // references timed beside it compare across leaders (the first reference that ran).
+  for (const Measurement& ref : leader_references[leader]) {
+    if (ref.status != MeasureStatus::Ok) continue;
+    const std::vector<double> ratios = round_ratios(m, ref);
+    if (!ratios.empty()) return kernels::median(ratios);
+  }
+  return std::numeric_limits<double>::infinity();
 }
 
 FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation& c,
@@ -300,52 +323,94 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
   FreshTiming f;
   f.rounds = opts.rounds;
   f.runs_planned = opts.runs;
+  f.apart = opts.apart;
   for (std::size_t k = 0; k < c.ranking.size() && f.leaders.size() < static_cast<std::size_t>(opts.leaders); ++k)
     if (c.ranking[k].measurement.status == MeasureStatus::Ok) f.leaders.push_back(k);
   if (f.leaders.empty()) return f;
   const std::size_t nl = f.leaders.size(), nr = references.size();
-  std::vector<char> active(nl, 1);  // leaders still timed (FreshOptions::drop_ratio)
+  std::vector<char> active(nl, 1);  // leaders still timed (drop_ratio; apart: stop_min_gain)
   CompareOptions co;
   co.race_factor = 0.0;  // the leaders were fast a moment ago: time every one
   // lost[i][j]: leader i had a run whose median ratio to reference j exceeded 1 - stop_min_gain.
   std::vector<std::vector<bool>> lost(nl, std::vector<bool>(nr, false));
+  // Rounds of this run: per leader its own, and per leader the references timed beside it.
+  std::vector<Measurement> run_lead(nl);
+  std::vector<std::vector<Measurement>> run_refs(nl, std::vector<Measurement>(nr));
+  const auto append = [](Measurement& into, const Measurement& again, bool first) {
+    if (first) into = again;
+    else merge_rounds(into, again);
+  };
   for (int run = 0; run < opts.runs; ++run) {
-    Batch batch;  // a leader that is also a reference is measured once
-    std::vector<std::size_t> lead_slot(nl, 0), reference_slot;
-    for (std::size_t i = 0; i < nl; ++i)
-      if (active[i]) lead_slot[i] = batch.add(r.entries[c.ranking[f.leaders[i]].entry].candidate);
-    for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
-    const std::vector<Measurement> ms = measurer.compare(batch.list, opts.rounds, co);
+    // One child of every active leader beside the references, or (apart) one child each.
+    std::vector<std::vector<std::size_t>> children;
+    for (std::size_t i = 0; i < nl; ++i) {
+      if (!active[i]) continue;
+      if (opts.apart || children.empty()) children.emplace_back();
+      children.back().push_back(i);
+    }
+    for (const std::vector<std::size_t>& child : children) {
+      Batch batch;  // a leader that is also a reference is measured once
+      std::vector<std::size_t> lead_slot, reference_slot;
+      for (std::size_t i : child) lead_slot.push_back(batch.add(r.entries[c.ranking[f.leaders[i]].entry].candidate));
+      for (const Candidate& ref : references) reference_slot.push_back(batch.add(ref));
+      const std::vector<Measurement> ms = measurer.compare(batch.list, opts.rounds, co);
+      for (std::size_t a = 0; a < child.size(); ++a) {
+        run_lead[child[a]] = ms[lead_slot[a]];
+        for (std::size_t j = 0; j < nr; ++j) run_refs[child[a]][j] = ms[reference_slot[j]];
+      }
+      // The references' rounds of every child, in order (apart: their rounds are not paired
+      // with any one leader's; FreshTiming::references_of is).
+      const bool first_child = run == 0 && &child == &children.front();
+      if (f.references.empty()) f.references.resize(nr);
+      for (std::size_t j = 0; j < nr; ++j) append(f.references[j], ms[reference_slot[j]], first_child);
+      ++f.children;
+    }
     if (run == 0) {
-      for (std::size_t s : lead_slot) f.leader_ms.push_back(ms[s]);
-      for (std::size_t s : reference_slot) f.references.push_back(ms[s]);
+      f.leader_ms = run_lead;
+      if (opts.apart) f.leader_references = run_refs;
     } else {
-      for (std::size_t i = 0; i < nl; ++i)
-        if (active[i]) merge_rounds(f.leader_ms[i], ms[lead_slot[i]]);
-      for (std::size_t j = 0; j < nr; ++j) merge_rounds(f.references[j], ms[reference_slot[j]]);
+      for (std::size_t i = 0; i < nl; ++i) {
+        if (!active[i]) continue;
+        merge_rounds(f.leader_ms[i], run_lead[i]);
+        if (opts.apart)
+          for (std::size_t j = 0; j < nr; ++j) merge_rounds(f.leader_references[i][j], run_refs[i][j]);
+      }
     }
     ++f.runs;
     if (f.runs == opts.runs) continue;
     // Leaders clearly slower than the fastest so far stop here (FreshOptions::drop_ratio; a
     // dropped one is Abandoned, so best() is among those still timed).
     const std::optional<std::size_t> fastest = f.best();
+    const auto drop = [&](std::size_t i, const char* why) {
+      active[i] = 0;
+      ++f.dropped;
+      f.leader_ms[i].status = MeasureStatus::Abandoned;
+      f.leader_ms[i].reason = why;
+    };
     for (std::size_t i = 0; i < nl && opts.drop_ratio > 1.0 && fastest; ++i) {
-      Measurement& m = f.leader_ms[i];
+      const Measurement& m = f.leader_ms[i];
       if (i == *fastest || !active[i] || m.status != MeasureStatus::Ok) continue;
-      const std::vector<double> ratios = round_ratios(m, f.leader_ms[*fastest]);
+      // Together: the per-round ratios to the fastest leader. Apart: the leaders ran in
+      // different children, so the ratios to the references timed beside each, the leader's
+      // interval against the fastest one's median (f.score).
+      std::vector<double> ratios;
+      if (!opts.apart) {
+        ratios = round_ratios(m, f.leader_ms[*fastest]);
+      } else {
+        for (const Measurement& ref : f.leader_references[i])
+          if (ref.status == MeasureStatus::Ok && ratios.empty()) ratios = round_ratios(m, ref);
+        for (double& x : ratios) x /= f.score(*fastest);
+      }
       if (ratios.empty()) continue;
       const auto [lo, hi] = median_interval(ratios, opts.drop_level);
       if (lo <= opts.drop_ratio) continue;
-      const double med = kernels::median(ratios);
-      active[i] = 0;
-      ++f.dropped;
-      m.status = MeasureStatus::Abandoned;
       char why[240];
       std::snprintf(why, sizeof why,
                     "dropped after %d of %d fresh runs: %.3g x the fastest leader's time per "
                     "round (median; %.0f%% interval %.3g-%.3g, above %.3g)",
-                    f.runs, opts.runs, med, 100 * opts.drop_level, lo, hi, opts.drop_ratio);
-      m.reason = why;
+                    f.runs, opts.runs, kernels::median(ratios), 100 * opts.drop_level, lo, hi,
+                    opts.drop_ratio);
+      drop(i, why);
     }
     if (opts.stop_min_gain < 0) continue;
     // judge_gain's every-run condition on this run's rounds alone (a pair whose round counts
@@ -354,13 +419,28 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
     for (std::size_t i = 0; i < nl; ++i) {
       if (!active[i] || f.leader_ms[i].status != MeasureStatus::Ok) continue;
       for (std::size_t j = 0; j < nr; ++j) {
-        if (f.references[j].status != MeasureStatus::Ok) continue;
+        if (f.references_of(i)[j].status != MeasureStatus::Ok) continue;
         if (!lost[i][j]) {
-          const std::vector<double> ratios = round_ratios(ms[lead_slot[i]], ms[reference_slot[j]]);
+          const std::vector<double> ratios = round_ratios(run_lead[i], run_refs[i][j]);
           lost[i][j] = !ratios.empty() && kernels::median(ratios) > 1.0 - opts.stop_min_gain;
         }
         open = open || !lost[i][j];
       }
+    }
+    // Apart, a leader that can no longer be judged a gain needs no more children of its own
+    // while another still may be (FreshOptions::apart); when none may, every leader stops here.
+    for (std::size_t i = 0; i < nl && opts.apart && open; ++i) {
+      if (!active[i] || f.leader_ms[i].status != MeasureStatus::Ok) continue;
+      bool leader_open = false;
+      for (std::size_t j = 0; j < nr; ++j)
+        leader_open = leader_open || (f.references_of(i)[j].status == MeasureStatus::Ok && !lost[i][j]);
+      if (leader_open) continue;
+      char why[200];
+      std::snprintf(why, sizeof why,
+                    "stopped after %d of %d fresh runs: against each reference, a run's median "
+                    "per-round ratio exceeded %.3g (a gain needs every run at most that)",
+                    f.runs, opts.runs, 1.0 - opts.stop_min_gain);
+      drop(i, why);
     }
     if (!open) {
       char why[200];

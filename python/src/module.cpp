@@ -269,6 +269,7 @@ bool set_setting(waco::Options& o, const std::string& key, const py::handle& v) 
       {"check_recall", &waco::Options::check_recall}, {"explain", &waco::Options::explain},
       {"measure_first", &waco::Options::measure_first},
       {"decide_always", &waco::Options::decide_always},
+      {"decide_together", &waco::Options::decide_together},
       {"retry_failed", &waco::Options::retry_failed},
       {"no_calibration", &waco::Options::no_calibration}};
   const std::pair<const char*, std::optional<int> waco::Options::*> ints[] = {

@@ -87,6 +87,8 @@ def _add_settings(t):
         t.add_argument("--" + name, type=kind, default=None, help=what)
     t.add_argument("--decide-always", action="store_true",
                    help="fresh decision runs even without a selection gain")
+    t.add_argument("--decide-together", action="store_true",
+                   help="all fresh decision leaders in one child a run (default: one child each)")
     t.add_argument("--retry-failed", action="store_true",
                    help="measure again candidates stored with a status other than ok")
     t.add_argument("--no-calibration", action="store_true",

@@ -66,13 +66,15 @@ Decision decide(const Measured& m, const TuneEntry& csr_schedule, const TuneEntr
     const std::vector<Measurement>* refs = &m.confirmation->references;
     d.fresh = m.fresh && m.fresh->runs > 0;
     if (d.fresh) {
-      runs = m.fresh->runs;
-      refs = &m.fresh->references;
       if (const auto fb = m.fresh->best()) {
+        runs = m.fresh->runs;
+        refs = &m.fresh->references_of(*fb);  // timed beside it, round by round
         d.winner = &m.confirmation->ranking[m.fresh->leaders[*fb]];
         d.best = &r.entries[d.winner->entry];
         d.best_side = &m.fresh->leader_ms[*fb];
       } else {  // every leader failed a fresh run (e.g. a wrong result on another allocation)
+        runs = m.fresh->children;  // the references' rounds of every child
+        refs = &m.fresh->references;
         d.best_side = nullptr;
       }
     }

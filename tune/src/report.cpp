@@ -127,6 +127,8 @@ nlohmann::json decision_json(const Measured& m, const Decision& d) {
             {"stopped", f.stopped.empty() ? nlohmann::json() : nlohmann::json(f.stopped)},
             {"dropped", f.dropped},
             {"rounds", f.rounds},
+            {"apart", f.apart},
+            {"children", f.children},
             {"leaders", leaders},
             {"csr_median_s", median_or_null(&f.references[0])},
             {"csr_baseline_median_s", median_or_null(&f.references[1])},

@@ -237,6 +237,7 @@ struct Options {
   std::optional<int> halving_keep;    ///< --halving-keep (6; 0: none)
   std::optional<double> decide_drop;  ///< --decide-drop (1.05; <= 1: none)
   bool decide_always = false;         ///< --decide-always
+  bool decide_together = false;       ///< --decide-together
   std::optional<double> min_gain;       ///< --min-gain (0.02)
   std::optional<double> verdict_level;  ///< --verdict-level (0.9)
   std::optional<double> max_disturbed;  ///< --max-disturbed (0.1)

@@ -190,13 +190,33 @@ struct FreshOptions {
   /// every run.
   double drop_ratio = 0.0;
   double drop_level = 0.9;
+  /// Each leader in children of its own beside the references (a run: one child per leader
+  /// still timed), instead of all leaders in one child. Why: a kernel's time depends on what
+  /// else the process runs between its calls. The user's process runs one kernel; `bench`
+  /// checks a claim beside the two references; a child of five kernels whose data do not all
+  /// fit the cores' private caches slows the references more than a leader (ca-HepTh SpMV, Zen 5
+  /// VM: the csr baseline 14.4 us alone or beside one kernel, 18-22 us among five dynamic-chunk
+  /// ones: scripts/bench_csr_context.sh). Apart, leaders are compared by their ratios to the
+  /// references timed beside them (FreshTiming::score); the drop rule compares a leader's ratio
+  /// interval with the fastest's median ratio; and with stop_min_gain a leader that can no longer
+  /// be judged a gain stops (Abandoned) while another still may be: the verdict's Bonferroni count
+  /// covers choosing the judged leader on any of the rounds. Costs: leaders x (1 + references)
+  /// kernels timed per run instead of leaders + references.
+  bool apart = false;
 };
 
 struct FreshTiming {
   std::vector<std::size_t> leaders;      ///< positions in Confirmation::ranking, best first
   std::vector<Measurement> leader_ms;    ///< per leader: every run's rounds, appended in run order
-  std::vector<Measurement> references;   ///< per reference candidate, likewise
+  /// Per reference candidate, likewise: every child's rounds in order (apart: not paired with
+  /// any one leader's rounds; judge a leader against references_of(it)).
+  std::vector<Measurement> references;
+  /// Apart (FreshOptions::apart): per leader, the references timed in its own children, paired
+  /// round by round with leader_ms; empty otherwise.
+  std::vector<std::vector<Measurement>> leader_references;
+  bool apart = false;
   int runs = 0;                          ///< runs made (each `rounds` rounds)
+  int children = 0;                      ///< side-by-side children made (apart: per leader a run)
   int runs_planned = 0;                  ///< FreshOptions::runs
   int rounds = 0;
   /// Why fewer runs than planned were made (FreshOptions::stop_min_gain), else empty.
@@ -207,8 +227,13 @@ struct FreshTiming {
   double seconds = 0.0;                  ///< wall time of the runs
   std::string busy;                      ///< disturbed_warning of these runs (empty: quiet)
   double disturbed_share = 0.0;          ///< disturbance(...).kept_share() of these runs
-  /// The leader with the smallest median over the fresh rounds among the verified ones.
+  /// The verified leader with the smallest score(): the fastest in the fresh rounds.
   std::optional<std::size_t> best() const;
+  /// The references timed beside leader `i` round by round (its judge: leader_ms[i] against them).
+  const std::vector<Measurement>& references_of(std::size_t leader) const;
+  /// How fast a leader ran: together, its median time; apart, the median of its per-round ratios
+  /// to the first reference that ran beside it (infinity when none did).
+  double score(std::size_t leader) const;
 };
 
 /// Times the leaders of a confirmation and `references` again (see FreshOptions). A leader or

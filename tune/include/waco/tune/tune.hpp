@@ -76,6 +76,10 @@ struct TuneRequest {
   /// leaders that the fresh runs decide on.
   int halving_keep = 6;
   bool decide_always = false;  ///< fresh runs even without a selection gain
+  /// --decide-together: all leaders in one fresh child per run beside the references (before
+  /// session 58). Default: each leader in children of its own beside the references
+  /// (FreshOptions::apart says why and what it costs).
+  bool decide_together = false;
   /// The memory one side-by-side child may hold for the formats and outputs of its candidates
   /// and references (--side-by-side-memory; 0: a quarter of the machine's). Nominees whose
   /// formats do not fit in one child are measured in heats (several children, the references
