@@ -92,7 +92,9 @@ void csr_spmv_rows(const CsrView<V>& A, const V* x, V* y, int threads);
 /// in between, the serial and the parallel loop are timed on A, interleaved (3 rounds, each
 /// timed call after two of its own: 22 calls), and the one all three rounds find faster by 10%
 /// runs; a nearer tie is the machine's bound's (csr_spmv_serial), so that every process decides
-/// it alike. Why: near the crossover, real matrices of one size differ by
+/// it alike; a clear answer against the bound stands only when it holds twice more, each after
+/// the loop it found slow ran for up to 20 ms (a process's first parallel regions can be slow:
+/// serial_bound.cpp). Why: near the crossover, real matrices of one size differ by
 /// 1.5x either way, and the machine's bound missed them by up to 6x (kernels/README.md, "The
 /// serial bound"). x: A's columns, y: A's rows (A x once timed, untouched otherwise). Runs OpenMP regions: not in a
 /// process that forks afterwards; never in a timed call (the baselines' prepare, a binding).
