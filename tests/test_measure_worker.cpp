@@ -180,6 +180,7 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   MeasureOptions o = quick();
   o.generated.compiler.flags = {"-O2", "-fPIC"};
   o.compare_race_factor = 2.5;
+  o.settle_s = 0.0025;
   const std::string bytes = d::encode_load(f.p, f.ref, o, 3);
   CHECK(bytes.size() == d::load_payload_size(f.p, f.ref, o, 3));
   d::FrameSource in(bytes);
@@ -196,6 +197,7 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   CHECK(lp->run_threads == 3);
   CHECK(lp->options.repeats == o.repeats);
   CHECK(lp->options.compare_race_factor == 2.5);
+  CHECK(lp->options.settle_s == 0.0025);
   CHECK(lp->options.generated.compiler.flags == o.generated.compiler.flags);
   CHECK(lp->options.generated.compiler.cache_dir == o.generated.compiler.cache_dir);
   CHECK(lp->problem.dtype() == kernels::Dtype::F32);
@@ -239,8 +241,8 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   q.A = &outside;
   CHECK_FALSE(refused(d::encode_load(q, f.ref, o, 1)).empty());
   std::string huge = bytes;
-  // The first array is the compiler's name, after the header (8), 8 ints, 8 doubles.
-  const std::size_t count_at = 8 + 8 * 4 + 8 * 8;
+  // The first array is the compiler's name, after the header (8), 8 ints, 9 doubles.
+  const std::size_t count_at = 8 + 8 * 4 + 9 * 8;
   const std::uint64_t lots = std::uint64_t{1} << 60;
   std::memcpy(huge.data() + count_at, &lots, 8);
   CHECK(refused(huge).find("elements announced") != std::string::npos);

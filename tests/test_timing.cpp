@@ -62,6 +62,21 @@ TEST_CASE("timing: time_interleaved rotates the order each round and skips empty
   CHECK(trace == "aaa" "bbb" "bbb" "aaa");
   CHECK(t[0].seconds.size() == 2);
   CHECK_THROWS_AS(time_interleaved(two, TimingOptions{0, 0}), InternalError);
+
+  // settle_s: the settle runs go on until they took that long (at least `settle` of them); the
+  // timed run follows them. Without settle runs, settle_s settles nothing.
+  int calls = 0;
+  TimingOptions o{0, 1};
+  o.settle_s = 0.002;
+  const double t0 = now_seconds();
+  time_interleaved({[&] { ++calls; }}, o, 1);
+  CHECK(now_seconds() - t0 >= 0.002);
+  CHECK(calls > 3);
+  calls = 0;
+  time_interleaved({[&] { ++calls; }}, o, 0);
+  CHECK(calls == 1);
+  o.settle_s = -1;
+  CHECK_THROWS_AS(time_interleaved(two, o, 1), InternalError);
 }
 
 TEST_CASE("timing: time_interleaved stops the functions after_round names") {

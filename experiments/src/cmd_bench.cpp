@@ -35,6 +35,7 @@ struct Options {
   int repeat = 10;
   int warmup = 2;
   int settle = kDefaultSettleRuns;
+  double settle_us = kDefaultSettleSeconds * 1e6;  ///< the settle runs take at least this long
   int retake_disturbed = 0;  ///< per implementation, disturbed timed runs taken again
   std::uint64_t seed = 1;
   double tolerance = kDefaultTolerance;
@@ -98,7 +99,8 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   for (std::size_t i = 0; i < impls.size(); ++i)
     if (impls[i]) runs[i] = [impl = impls[i].get()] { impl->run(); };
   const std::vector<TimingStats> stats = time_interleaved(
-      runs, {o.warmup, o.repeat, now_seconds, o.retake_disturbed, threads}, o.settle);
+      runs, {o.warmup, o.repeat, now_seconds, o.retake_disturbed, threads, o.settle_us * 1e-6},
+      o.settle);
   const double flops = p.flops(), bytes = min_traffic_bytes(p);
   for (std::size_t i = 0; i < impls.size(); ++i) {
     if (!impls[i]) continue;
@@ -212,7 +214,7 @@ int bench(const Options& o) {
                           {"disturbed_warning", disturbed.empty() ? nlohmann::json(nullptr)
                                                                   : nlohmann::json(disturbed)},
                           {"retake_disturbed", o.retake_disturbed},
-                          {"warmup", o.warmup}, {"settle", o.settle}, {"repeats", o.repeat}, {"interleaved", true},
+                          {"warmup", o.warmup}, {"settle", o.settle}, {"settle_us", o.settle_us}, {"repeats", o.repeat}, {"interleaved", true},
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
                           {"dtype", std::string(dtype_name(o.read.dtype))},
                           {"results", nlohmann::json::array()},
@@ -272,6 +274,12 @@ Command make_bench_command() {
                            "it finds its own data in the caches as a repeatedly called kernel does (and as "
                            "tune's side-by-side runs time it), not the previous implementation's")
                 ->check(CLI::Range(0, 100))
+                ->capture_default_str();
+            sub.add_option("--settle-us", o->settle_us,
+                           "... and at least this many microseconds of them (with --settle > 0): a short "
+                           "kernel timed right after another runs slower for a few hundred microseconds; "
+                           "tune's side-by-side runs settle as long")
+                ->check(CLI::Range(0.0, 1e6))
                 ->capture_default_str();
             sub.add_option("--retake-disturbed", o->retake_disturbed,
                            "Per implementation, timed runs that are taken again when another process "

@@ -12,8 +12,8 @@ namespace waco::heuristics::detail {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x4c4f4157;  // "WAOL" in the bytes of a little-endian machine
-constexpr std::uint32_t kVersion = 3;  // 2: values in double, dense operands typed; 3: the
-                                       // reference typed
+constexpr std::uint32_t kVersion = 4;  // 2: values in double, dense operands typed; 3: the
+                                       // reference typed; 4: settle_s
 
 // ---- encoding: one template over where the bytes go (counted, sent, kept) --------------------
 
@@ -89,7 +89,8 @@ bool encode(Sink& sink, const kernels::Problem& p, const kernels::Reference& ref
     w.template value<std::int32_t>(v);
   for (const double v : {o.tolerance, o.prepare_timeout_s, o.run_timeout_s,
                          o.compare_race_factor, o.compare_screen_margin, o.compare_screen_min_s,
-                         o.generated.storage.max_padding, o.generated.compiler.timeout_seconds})
+                         o.generated.storage.max_padding, o.generated.compiler.timeout_seconds,
+                         o.settle_s})
     w.template value<double>(v);
   const codegen::CompilerOptions& c = o.generated.compiler;
   w.array(c.compiler);
@@ -234,8 +235,10 @@ std::unique_ptr<LoadedProblem> read_load(FrameSource& in) {
         "options out of range (repeats, warmup, threads, race_min_runs, run threads)");
   for (double* v : {&o.tolerance, &o.prepare_timeout_s, &o.run_timeout_s,
                     &o.compare_race_factor, &o.compare_screen_margin, &o.compare_screen_min_s,
-                    &o.generated.storage.max_padding, &o.generated.compiler.timeout_seconds})
+                    &o.generated.storage.max_padding, &o.generated.compiler.timeout_seconds,
+                    &o.settle_s})
     *v = get<double>(in);
+  check(o.settle_s >= 0 && o.settle_s <= 1, "options out of range (settle_s)");
   codegen::CompilerOptions& c = o.generated.compiler;
   get_array(in, c.compiler, "compiler");
   const auto flags = get<std::uint64_t>(in);

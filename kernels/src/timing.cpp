@@ -156,8 +156,8 @@ TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& 
 std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()>>& fns,
                                           const TimingOptions& opts, int settle,
                                           const AfterRound& after_round) {
-  WACO_ASSERT(opts.repeats >= 1 && opts.warmup >= 0 && settle >= 0,
-              "repeats must be >= 1, warmup and settle >= 0");
+  WACO_ASSERT(opts.repeats >= 1 && opts.warmup >= 0 && settle >= 0 && opts.settle_s >= 0,
+              "repeats must be >= 1, warmup, settle and settle_s >= 0");
   const std::size_t n = fns.size();
   std::vector<std::vector<double>> samples(n);
   for (auto& s : samples) s.reserve(static_cast<std::size_t>(opts.repeats));
@@ -172,7 +172,10 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
       const std::size_t i = (k + static_cast<std::size_t>(round)) % n;
       if (!fns[i] || stopped[i]) continue;
       for (;;) {
-        for (int w = 0; w < settle; ++w) fns[i]();
+        if (settle > 0) {
+          const double s0 = now_seconds();
+          for (int w = 0; w < settle || now_seconds() - s0 < opts.settle_s; ++w) fns[i]();
+        }
         const double delay0 = run_delay.run_delay_s();
         const SoftwareCounts c0 = software_counts();
         const double t0 = opts.clock();

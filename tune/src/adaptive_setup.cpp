@@ -147,10 +147,11 @@ nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& giv
     d["wall_ratio"] = csr_wall > 0 ? nlohmann::json(wall / csr_wall) : nlohmann::json();
     // A gain checked in this process on pairs that took no part in the decision: the chosen
     // kernel and csr side by side as bench times them (kernels::time_interleaved: each timed
-    // call after an untimed one of its own, the order alternating round by round, so that
-    // neither is always the one that finds the other's effects), judged by the rule of the
-    // plan's judgment (heuristics::judge_gain). A plan's speedup is a claim about the process
-    // it ran in; this says whether it holds there a moment later.
+    // call after untimed ones of its own for at least kernels::kDefaultSettleSeconds, the order
+    // alternating round by round, so that neither is always the one that finds the other's
+    // effects), judged by the rule of the plan's judgment (heuristics::judge_gain). A plan's
+    // speedup is a claim about the process it ran in; this says whether it holds there a moment
+    // later.
     const std::shared_ptr<const Arm> chosen = run.current();
     if (run.settled() && run.verdict() == "gain" && chosen != csr && drive.check_pairs > 0) {
       obs.note(format("tune: adaptive: checking the gain on %d fresh pairs", drive.check_pairs));
@@ -158,6 +159,7 @@ nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& giv
       t.warmup = 0;
       t.repeats = drive.check_pairs;
       t.threads = request.threads;
+      t.settle_s = kernels::kDefaultSettleSeconds;
       const std::vector<kernels::TimingStats> times = kernels::time_interleaved(
           {[&] { call(*csr, out.raw()); }, [&] { call(*chosen, out.raw()); }}, t, 1);
       heuristics::Measurement ref, mine;

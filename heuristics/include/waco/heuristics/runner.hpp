@@ -53,6 +53,9 @@ struct MeasureOptions {
   /// Side-by-side rounds in compare(): untimed runs of a candidate right before each of its timed
   /// runs (see kernels::kDefaultSettleRuns), so that it is timed with its own data in the caches.
   int settle = kernels::kDefaultSettleRuns;
+  /// ... and at least this long (seconds; kernels::kDefaultSettleSeconds): a short kernel timed
+  /// right after another runs slower for a few hundred microseconds.
+  double settle_s = kernels::kDefaultSettleSeconds;
   /// Side-by-side rounds in compare(): hardware counters (likwid, else Linux perf; cycles,
   /// instructions, cache references and misses) are read around this many extra runs of each
   /// candidate after the timed rounds (never around timed runs: reading them costs time), where

@@ -59,6 +59,9 @@ struct TimingOptions {
   /// CPU seconds missing from threads x wall seconds (which counts a thread asleep at a barrier
   /// too), and without a thread count any involuntary switch disturbs.
   int threads = 0;
+  /// time_interleaved with settle > 0: each turn's settle runs go on until they took at least
+  /// this long (seconds, wall clock; 0: exactly `settle` runs). See kDefaultSettleSeconds.
+  double settle_s = 0;
 };
 
 /// The share of a run's thread time that involuntary switches may cost before the run counts as
@@ -98,6 +101,21 @@ double median(std::vector<double> values);
 /// order with the dynamic chunk-256 kernel (154 / 173 / 179 us at 1, 159-164 us at 2).
 constexpr int kDefaultSettleRuns = 2;
 
+/// The least time a turn's settle runs take (TimingOptions::settle_s) where tune, collect and
+/// bench compare kernels side by side, so that a short kernel is timed as in a loop that calls it
+/// alone. Two runs were not enough: on the AMD EPYC Zen 5 VM (2 vCPUs, f64 SpMV of ca-HepTh), each
+/// kernel alone in a loop (`bench` with one implementation, 3 fresh processes) took csr 14.5-14.6
+/// us, the split=i:1024 UUC kernel with chunk=1 12.9, chunk=4 13.7, chunk=static 14.3-14.4; timed
+/// round-robin after 2 settle runs, csr 15.8-19.6 and chunk=1 19.8-25.8 (the kernel before it
+/// leaves the two threads slow for a few hundred microseconds), after 2 ms of them 14.5-17.5 and
+/// 13.0-13.1. Ten tunes settling 0.5 ms gave 3 gains (two the chunk=1 kernel, claimed at 1.06-1.08x
+/// its 1.13x in the loop), six settling 1 ms 5 gains (chunk=1, 1.11-1.13x), six settling 2 ms 6
+/// (chunk=1 1.11-1.13x, chunk=4 1.06-1.07x against 1.07x in the loop); ten without settling 5, all
+/// the static kernel claimed at 1.04-1.13x (1.02x in the loop). 1 ms tripled such a tune's time
+/// (0.3 s to 0.9-1.2 s); kernels slower than half of it cost nothing more (tune/README.md,
+/// session 59).
+constexpr double kDefaultSettleSeconds = 0.001;
+
 /// Runs fn warmup times, then repeats times timing each run.
 TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& opts);
 
@@ -107,7 +125,8 @@ TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& 
 /// one function leaves to the next hit all of them alike. Only ratios of such timings are
 /// comparable on a noisy machine. With settle > 0, each turn first runs the function settle
 /// times untimed, so that the timed run finds the caches warm with its own data, as in a loop
-/// that calls one kernel many times; with 0 it finds what the previous function left. An empty
+/// that calls one kernel many times (and, with opts.settle_s, until they took that long); with 0
+/// it finds what the previous function left. An empty
 /// function is skipped: its stats stay empty. Every timed run is bracketed by software_counts();
 /// a disturbed one is taken again while the function has retakes left (opts.retake_disturbed).
 /// `after_round`, when set, is called after each timed round but the last with the timed rounds
