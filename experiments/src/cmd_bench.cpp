@@ -214,7 +214,8 @@ int bench(const Options& o) {
                           {"disturbed_warning", disturbed.empty() ? nlohmann::json(nullptr)
                                                                   : nlohmann::json(disturbed)},
                           {"retake_disturbed", o.retake_disturbed},
-                          {"warmup", o.warmup}, {"settle", o.settle}, {"settle_us", o.settle_us}, {"repeats", o.repeat}, {"interleaved", true},
+                          {"warmup", o.warmup}, {"settle", o.settle}, {"settle_us", o.settle_us},
+                          {"repeats", o.repeat}, {"interleaved", true},
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
                           {"dtype", std::string(dtype_name(o.read.dtype))},
                           {"results", nlohmann::json::array()},
