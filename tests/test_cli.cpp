@@ -167,6 +167,17 @@ TEST_CASE("cli: bench runs implementations side by side with ratios to the first
   const Result cold = cli("bench --json --repeat 2 --warmup 0 --settle 0 --kernel spmv --impl csr " + example());
   REQUIRE(cold.status == 0);
   CHECK(nlohmann::json::parse(cold.out)["settle"] == 0);
+  // A timed run lasts at least --min-run-us (default 50, kernels::kDefaultMinRunSeconds): a
+  // shorter kernel is called several times in it; 0 times single calls.
+  CHECK(j["min_run_us"].get<double>() == Approx(50.0));
+  CHECK(j["results"][0]["calls_per_run"].get<int>() >= 1);
+  const Result single = cli("bench --json --repeat 2 --min-run-us 0 --kernel spmv --impl csr " + example());
+  REQUIRE(single.status == 0);
+  CHECK(nlohmann::json::parse(single.out)["results"][0]["calls_per_run"] == 1);
+  const Result blocks = cli("bench --json --repeat 2 --min-run-us 20000 --kernel spmv --impl csr " + example());
+  REQUIRE(blocks.status == 0);
+  CHECK(nlohmann::json::parse(blocks.out)["results"][0]["calls_per_run"].get<int>() > 1);
+  CHECK(cli("bench --min-run-us -1 --kernel spmv --impl csr " + example()).status != 0);
   CHECK(cli("bench --settle -1 --kernel spmv --impl csr " + example()).status != 0);
   const Result csv = cli("bench --csv --repeat 2 --kernel spmm --dense 8 --impl csr,eigen " + example());
   CHECK(csv.status == 0);

@@ -181,6 +181,7 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   o.generated.compiler.flags = {"-O2", "-fPIC"};
   o.compare_race_factor = 2.5;
   o.settle_s = 0.0025;
+  o.min_run_s = 0.00004;
   const std::string bytes = d::encode_load(f.p, f.ref, o, 3);
   CHECK(bytes.size() == d::load_payload_size(f.p, f.ref, o, 3));
   d::FrameSource in(bytes);
@@ -198,6 +199,7 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   CHECK(lp->options.repeats == o.repeats);
   CHECK(lp->options.compare_race_factor == 2.5);
   CHECK(lp->options.settle_s == 0.0025);
+  CHECK(lp->options.min_run_s == 0.00004);
   CHECK(lp->options.generated.compiler.flags == o.generated.compiler.flags);
   CHECK(lp->options.generated.compiler.cache_dir == o.generated.compiler.cache_dir);
   CHECK(lp->problem.dtype() == kernels::Dtype::F32);
@@ -241,8 +243,8 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   q.A = &outside;
   CHECK_FALSE(refused(d::encode_load(q, f.ref, o, 1)).empty());
   std::string huge = bytes;
-  // The first array is the compiler's name, after the header (8), 8 ints, 9 doubles.
-  const std::size_t count_at = 8 + 8 * 4 + 9 * 8;
+  // The first array is the compiler's name, after the header (8), 8 ints, 10 doubles.
+  const std::size_t count_at = 8 + 8 * 4 + 10 * 8;
   const std::uint64_t lots = std::uint64_t{1} << 60;
   std::memcpy(huge.data() + count_at, &lots, 8);
   CHECK(refused(huge).find("elements announced") != std::string::npos);

@@ -119,6 +119,33 @@ TEST_CASE("timing: the clock of TimingOptions measures the runs") {
   const std::vector<TimingStats> t = time_interleaved({[] {}, [] {}}, o);
   CHECK(t[0].median == 1.0);
   CHECK(t[1].max == 1.0);
+  CHECK(t[0].calls == 1);
+
+  // min_run_s: a timed run calls the function as often as its per-call time says it takes to
+  // last that long, and the sample is the run's time per call. Without a warm-up or settle run,
+  // one untimed call tells the per-call time (1 tick): 10 calls a run, 1 tick a run.
+  int calls = 0;
+  o.warmup = 0;
+  o.repeats = 3;
+  o.min_run_s = 10.0;
+  TimingStats b = time_interleaved({[&] { ++calls; }}, o).front();
+  CHECK(calls == 1 + 3 * 10);
+  CHECK(b.calls == 10);
+  CHECK(b.seconds == std::vector<double>{0.1, 0.1, 0.1});
+  // Settle runs tell it instead (2 calls in 1 tick: 20 a run); the count stays fixed.
+  calls = 0;
+  b = time_interleaved({[&] { ++calls; }}, o, 2).front();
+  CHECK(b.calls == 20);
+  CHECK(calls == 3 * (2 + 20));
+  CHECK(b.median == Approx(0.05));
+  // A warm-up run, timed with one call (1 tick): 10 a run.
+  calls = 0;
+  o.warmup = 1;
+  b = time_interleaved({[&] { ++calls; }}, o).front();
+  CHECK(b.calls == 10);
+  CHECK(calls == 1 + 3 * 10);
+  o.min_run_s = -1;
+  CHECK_THROWS_AS(time_interleaved({[] {}}, o), InternalError);
   // The thread's CPU clock advances while this thread works, and not by more than wall time.
   const double c0 = thread_cpu_seconds(), w0 = now_seconds();
   volatile double x = 0;

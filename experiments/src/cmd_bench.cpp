@@ -36,6 +36,7 @@ struct Options {
   int warmup = 2;
   int settle = kDefaultSettleRuns;
   double settle_us = kDefaultSettleSeconds * 1e6;  ///< the settle runs take at least this long
+  double min_run_us = kDefaultMinRunSeconds * 1e6;  ///< a timed run takes at least this long
   int retake_disturbed = 0;  ///< per implementation, disturbed timed runs taken again
   std::uint64_t seed = 1;
   double tolerance = kDefaultTolerance;
@@ -99,7 +100,9 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   for (std::size_t i = 0; i < impls.size(); ++i)
     if (impls[i]) runs[i] = [impl = impls[i].get()] { impl->run(); };
   const std::vector<TimingStats> stats = time_interleaved(
-      runs, {o.warmup, o.repeat, now_seconds, o.retake_disturbed, threads, o.settle_us * 1e-6},
+      runs,
+      {o.warmup, o.repeat, now_seconds, o.retake_disturbed, threads, o.settle_us * 1e-6,
+       o.min_run_us * 1e-6},
       o.settle);
   const double flops = p.flops(), bytes = min_traffic_bytes(p);
   for (std::size_t i = 0; i < impls.size(); ++i) {
@@ -154,7 +157,7 @@ nlohmann::json row_json(const Row& r) {
     return j;
   }
   j.update({{"median_s", r.t.median}, {"min_s", r.t.min}, {"max_s", r.t.max},
-            {"times_s", r.t.seconds}, {"retaken", r.t.retaken},
+            {"times_s", r.t.seconds}, {"calls_per_run", r.t.calls}, {"retaken", r.t.retaken},
             {"disturbed_kept", r.t.disturbed_kept},
             {"involuntary_switches", r.t.counts.involuntary_switches},
             {"cpu_s", r.t.counts.cpu_s},
@@ -215,6 +218,7 @@ int bench(const Options& o) {
                                                                   : nlohmann::json(disturbed)},
                           {"retake_disturbed", o.retake_disturbed},
                           {"warmup", o.warmup}, {"settle", o.settle}, {"settle_us", o.settle_us},
+                          {"min_run_us", o.min_run_us},
                           {"repeats", o.repeat}, {"interleaved", true},
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
                           {"dtype", std::string(dtype_name(o.read.dtype))},
@@ -280,6 +284,13 @@ Command make_bench_command() {
                            "... and at least this many microseconds of them (with --settle > 0): a short "
                            "kernel timed right after another runs slower for a few hundred microseconds; "
                            "tune's side-by-side runs settle as long")
+                ->check(CLI::Range(0.0, 1e6))
+                ->capture_default_str();
+            sub.add_option("--min-run-us", o->min_run_us,
+                           "Each timed run takes at least this many microseconds: a shorter kernel is "
+                           "called back to back in it and the run's time divided by the calls "
+                           "(calls_per_run in --json), as tune times it; 0 times single calls, with the "
+                           "clock reads around each (~0.1 us)")
                 ->check(CLI::Range(0.0, 1e6))
                 ->capture_default_str();
             sub.add_option("--retake-disturbed", o->retake_disturbed,

@@ -500,7 +500,8 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
   SuccessiveHalving halving(cs, keep, timed, halving_keep, rounds);
   const std::vector<kernels::TimingStats> t = kernels::time_interleaved(
       runs,
-      {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed, run_threads, opts.settle_s},
+      {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed, run_threads, opts.settle_s,
+       opts.min_run_s},
       opts.settle,
       halving.on() ? kernels::AfterRound([&halving](int done, const auto& samples) {
         return halving.after_round(done, samples);

@@ -12,8 +12,8 @@ namespace waco::heuristics::detail {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x4c4f4157;  // "WAOL" in the bytes of a little-endian machine
-constexpr std::uint32_t kVersion = 4;  // 2: values in double, dense operands typed; 3: the
-                                       // reference typed; 4: settle_s
+constexpr std::uint32_t kVersion = 5;  // 2: values in double, dense operands typed; 3: the
+                                       // reference typed; 4: settle_s; 5: min_run_s
 
 // ---- encoding: one template over where the bytes go (counted, sent, kept) --------------------
 
@@ -90,7 +90,7 @@ bool encode(Sink& sink, const kernels::Problem& p, const kernels::Reference& ref
   for (const double v : {o.tolerance, o.prepare_timeout_s, o.run_timeout_s,
                          o.compare_race_factor, o.compare_screen_margin, o.compare_screen_min_s,
                          o.generated.storage.max_padding, o.generated.compiler.timeout_seconds,
-                         o.settle_s})
+                         o.settle_s, o.min_run_s})
     w.template value<double>(v);
   const codegen::CompilerOptions& c = o.generated.compiler;
   w.array(c.compiler);
@@ -236,9 +236,10 @@ std::unique_ptr<LoadedProblem> read_load(FrameSource& in) {
   for (double* v : {&o.tolerance, &o.prepare_timeout_s, &o.run_timeout_s,
                     &o.compare_race_factor, &o.compare_screen_margin, &o.compare_screen_min_s,
                     &o.generated.storage.max_padding, &o.generated.compiler.timeout_seconds,
-                    &o.settle_s})
+                    &o.settle_s, &o.min_run_s})
     *v = get<double>(in);
   check(o.settle_s >= 0 && o.settle_s <= 1, "options out of range (settle_s)");
+  check(o.min_run_s >= 0 && o.min_run_s <= 1, "options out of range (min_run_s)");
   codegen::CompilerOptions& c = o.generated.compiler;
   get_array(in, c.compiler, "compiler");
   const auto flags = get<std::uint64_t>(in);

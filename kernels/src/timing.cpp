@@ -156,8 +156,9 @@ TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& 
 std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()>>& fns,
                                           const TimingOptions& opts, int settle,
                                           const AfterRound& after_round) {
-  WACO_ASSERT(opts.repeats >= 1 && opts.warmup >= 0 && settle >= 0 && opts.settle_s >= 0,
-              "repeats must be >= 1, warmup, settle and settle_s >= 0");
+  WACO_ASSERT(opts.repeats >= 1 && opts.warmup >= 0 && settle >= 0 && opts.settle_s >= 0 &&
+                  opts.min_run_s >= 0,
+              "repeats must be >= 1, warmup, settle, settle_s and min_run_s >= 0");
   const std::size_t n = fns.size();
   std::vector<std::vector<double>> samples(n);
   for (auto& s : samples) s.reserve(static_cast<std::size_t>(opts.repeats));
@@ -165,6 +166,13 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
   std::vector<SoftwareCounts> counts(n);
   std::vector<char> stopped(n, 0);  // named by after_round
   RunDelayReader run_delay;
+  std::vector<int> calls(n, 0);            // per timed run; 0 until the first timed run
+  std::vector<double> per_call(n, -1.0);   // the latest per-call time (opts.clock), -1: none yet
+  const auto calls_for = [&opts](double per) {  // calls that make a timed run last min_run_s
+    if (opts.min_run_s <= 0) return 1;
+    return per > 0 ? static_cast<int>(std::clamp(std::ceil(opts.min_run_s / per), 1.0, 1e5))
+                   : 100000;
+  };
   for (int round = 0; round < opts.warmup + opts.repeats; ++round) {
     // Every function has run once after the first round: the threads it starts exist.
     if (round == 1 || run_delay.stale()) run_delay.scan();
@@ -174,20 +182,34 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
       for (;;) {
         if (settle > 0) {
           const double s0 = now_seconds();
-          for (int w = 0; w < settle || now_seconds() - s0 < opts.settle_s; ++w) fns[i]();
+          const double c0 = opts.min_run_s > 0 ? opts.clock() : 0.0;
+          int w = 0;
+          for (; w < settle || now_seconds() - s0 < opts.settle_s; ++w) fns[i]();
+          if (opts.min_run_s > 0) per_call[i] = (opts.clock() - c0) / w;
         }
+        if (round >= opts.warmup && calls[i] == 0) {
+          if (opts.min_run_s > 0 && per_call[i] < 0) {  // nothing ran yet: one untimed call
+            const double c0 = opts.clock();
+            fns[i]();
+            per_call[i] = opts.clock() - c0;
+          }
+          calls[i] = calls_for(per_call[i]);
+        }
+        const int block = std::max(1, calls[i]);  // the warm-up rounds call once
         const double delay0 = run_delay.run_delay_s();
         const SoftwareCounts c0 = software_counts();
         const double t0 = opts.clock();
-        fns[i]();
-        const double dt = opts.clock() - t0;
+        for (int b = 0; b < block; ++b) fns[i]();
+        const double run_s = opts.clock() - t0;
+        const double dt = run_s / block;
+        per_call[i] = dt;
         SoftwareCounts c = software_counts() - c0;
         if (c.involuntary_switches > 0 && delay0 >= 0) {
           const double delay1 = run_delay.run_delay_s();
           if (delay1 >= 0) c.run_delay_s = std::max(0.0, delay1 - delay0);  // a thread may end
         }
         if (round < opts.warmup) break;
-        if (run_disturbed(c, dt, opts.threads)) {
+        if (run_disturbed(c, run_s, opts.threads)) {
           if (retaken[i] < opts.retake_disturbed) {
             ++retaken[i];
             continue;
@@ -212,6 +234,7 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
     out[i].retaken = retaken[i];
     out[i].disturbed_kept = kept_disturbed[i];
     out[i].counts = counts[i];
+    out[i].calls = std::max(1, calls[i]);
   }
   return out;
 }

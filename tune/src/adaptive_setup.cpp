@@ -160,6 +160,7 @@ nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& giv
       t.repeats = drive.check_pairs;
       t.threads = request.threads;
       t.settle_s = kernels::kDefaultSettleSeconds;
+      t.min_run_s = kernels::kDefaultMinRunSeconds;
       const std::vector<kernels::TimingStats> times = kernels::time_interleaved(
           {[&] { call(*csr, out.raw()); }, [&] { call(*chosen, out.raw()); }}, t, 1);
       heuristics::Measurement ref, mine;

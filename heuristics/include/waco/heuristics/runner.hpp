@@ -56,6 +56,9 @@ struct MeasureOptions {
   /// ... and at least this long (seconds; kernels::kDefaultSettleSeconds): a short kernel timed
   /// right after another runs slower for a few hundred microseconds.
   double settle_s = kernels::kDefaultSettleSeconds;
+  /// ... and each timed run lasts at least this long (seconds; kernels::kDefaultMinRunSeconds): a
+  /// shorter kernel is timed over back-to-back calls, not one call and the clock reads around it.
+  double min_run_s = kernels::kDefaultMinRunSeconds;
   /// Side-by-side rounds in compare(): hardware counters (likwid, else Linux perf; cycles,
   /// instructions, cache references and misses) are read around this many extra runs of each
   /// candidate after the timed rounds (never around timed runs: reading them costs time), where

@@ -62,6 +62,13 @@ struct TimingOptions {
   /// time_interleaved with settle > 0: each turn's settle runs go on until they took at least
   /// this long (seconds, wall clock; 0: exactly `settle` runs). See kDefaultSettleSeconds.
   double settle_s = 0;
+  /// time_interleaved: the least time a timed run takes (seconds; 0: one call a run). A function
+  /// whose call is shorter is called back to back in each timed run, as many times as its
+  /// per-call time before its first timed run (its settle runs, else its last warm-up run, else
+  /// one untimed call) says it takes to last this long; the run's time divided by those calls is
+  /// the sample. The count is fixed per function, so that all its samples are alike. See
+  /// kDefaultMinRunSeconds.
+  double min_run_s = 0;
 };
 
 /// The share of a run's thread time that involuntary switches may cost before the run counts as
@@ -81,6 +88,7 @@ struct TimingStats {
   int retaken = 0;          ///< disturbed timed runs that were taken again
   int disturbed_kept = 0;   ///< disturbed timed runs kept (no retakes left)
   SoftwareCounts counts;    ///< summed over the kept timed runs (time_interleaved only)
+  int calls = 1;            ///< calls in each timed run (TimingOptions::min_run_s); seconds are per call
 };
 
 /// Median/min/max of samples (median of an even count is the mean of the middle two).
@@ -116,6 +124,21 @@ constexpr int kDefaultSettleRuns = 2;
 /// session 59).
 constexpr double kDefaultSettleSeconds = 0.001;
 
+/// The least time of a timed run (TimingOptions::min_run_s) where tune, collect and bench compare
+/// kernels side by side: a kernel shorter than this is timed over back-to-back calls, as a loop
+/// calls it. One call timed alone carries the clock reads and the software counts read around it
+/// (~100 ns on the AMD EPYC Zen 5 VM) and finds the caches as those reads left them: f64 SpMV of
+/// cage5 (0.26 us a call), 3 fresh `bench` processes with csr, Eigen, the csr schedule and the
+/// `threads=1` kernel that tunes had claimed at 1.19-1.23x: one call a run 250-260 / 271-300 /
+/// 239-259 / 201-210 ns, runs of at least 20 us 101-110 / 120-123 / 105-121 / 105-123 ns per call
+/// (alone in a loop of 1000 timed calls csr and that kernel both 180 ns, clock included). Tunes of
+/// cage5, ash219 and west0479 (0.26-1 us a call, 3 each): one call a run, 3 gains in 9 (claimed
+/// 1.04-1.14x); runs of at least 20 or 50 us, none in 18. The per-round ratio of csr against
+/// itself (the widest of 3 processes' interquartile ranges; cage5, ash219, west0479, jagmesh7 at
+/// 3.5 us): single calls 0.27, 0.05, 0.13, 0.22; runs of 20 us 0.03, 0.11, 0.01, 0.13; of 50 us
+/// 0.08, 0.02, 0.05, 0.09. A run of 50 us adds 5% to a 1 ms settle (tune/README.md, session 60).
+constexpr double kDefaultMinRunSeconds = 50e-6;
+
 /// Runs fn warmup times, then repeats times timing each run.
 TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& opts);
 
@@ -129,6 +152,7 @@ TimingStats time_repeated(const std::function<void()>& fn, const TimingOptions& 
 /// it finds what the previous function left. An empty
 /// function is skipped: its stats stay empty. Every timed run is bracketed by software_counts();
 /// a disturbed one is taken again while the function has retakes left (opts.retake_disturbed).
+/// A timed run of a short function calls it several times (opts.min_run_s; TimingStats::calls).
 /// `after_round`, when set, is called after each timed round but the last with the timed rounds
 /// done so far and every function's timed runs (one a round, in order); the functions it names
 /// are not run again, their stats covering the rounds they ran (successive halving).
