@@ -24,6 +24,7 @@
 #include "waco/heuristics/collector.hpp"
 #include "waco/heuristics/results_db.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/timing.hpp"
 
 using namespace waco;
 using namespace waco::heuristics;
@@ -312,6 +313,16 @@ TEST_CASE("collect: dataset export, import and stats round-trip a collection") {
   const std::string x((std::istreambuf_iterator<char>(da)), std::istreambuf_iterator<char>());
   const std::string y((std::istreambuf_iterator<char>(ea)), std::istreambuf_iterator<char>());
   CHECK(x == y);
+  // Every group records how its rows were timed (the settle and the least run length).
+  int timed_groups = 0;
+  ResultsDb(dir + "/d.sqlite").for_each_group("spmv", [&](const nlohmann::json& g) {
+    const nlohmann::json& t = g.at("context").at("timing");
+    CHECK(t.at("min_run_s").get<double>() == Approx(kernels::kDefaultMinRunSeconds));
+    CHECK(t.at("settle_s").get<double>() == Approx(kernels::kDefaultSettleSeconds));
+    CHECK(t.at("settle_runs") == kernels::kDefaultSettleRuns);
+    ++timed_groups;
+  });
+  CHECK(timed_groups == 2);
   // A corrupt export is an error naming the file and line.
   { std::ofstream bad(dir + "/bad.jsonl"); bad << "{\"export_version\": 1}\nnot json\n"; }
   r = test::run_cli("dataset import --db " + dir + "/e.sqlite " + dir + "/bad.jsonl");

@@ -240,6 +240,11 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   g.context["sampling"] = sampling;
   g.context["calm_before"] = calm;
   g.context["disturbed"] = disturbed;
+  // How the rows were timed: their times are on this footing (a settle time and a least run
+  // length changed what a short kernel's time means; kernels/timing.hpp).
+  g.context["timing"] = {{"settle_runs", opts.measure.settle},
+                         {"settle_s", opts.measure.settle_s},
+                         {"min_run_s", opts.measure.min_run_s}};
   double conversion = 0, compile = 0;
   std::vector<GroupRow> rows;
   for (std::size_t i = 0; i < cs.size(); ++i) {
