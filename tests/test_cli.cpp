@@ -170,6 +170,11 @@ TEST_CASE("cli: bench runs implementations side by side with ratios to the first
   // A timed run lasts at least --min-run-us (default 50, kernels::kDefaultMinRunSeconds): a
   // shorter kernel is called several times in it; 0 times single calls.
   CHECK(j["min_run_us"].get<double>() == Approx(50.0));
+  // How far apart the CPUs were, before and after the timings (null on one thread or CPU).
+  for (const char* when : {"before", "after"}) {
+    const nlohmann::json& ns = j.at("core_round_trip_ns").at(when);
+    CHECK((ns.is_null() || ns.get<double>() > 0.0));
+  }
   CHECK(j["results"][0]["calls_per_run"].get<int>() >= 1);
   const Result single = cli("bench --json --repeat 2 --min-run-us 0 --kernel spmv --impl csr " + example());
   REQUIRE(single.status == 0);

@@ -2,6 +2,7 @@
 // roofline's peak probes (which vector ISA they run on).
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -167,6 +168,31 @@ TEST_CASE("timing: busy_cpus sees a spinning thread, and the busy warning names 
   CHECK(busy <= available_cpus() + 0.05);
   // More threads than CPUs: a warning whatever the load.
   CHECK(warning.find("the machine is busy") != std::string::npos);
+}
+
+TEST_CASE("timing: core_round_trip_ns times a cache line between two CPUs, -1 with one") {
+  if (available_cpus() >= 2) {
+    const double ns = core_round_trip_ns(200, 3);
+    CHECK(ns > 0.0);
+    CHECK(ns < 1e6);  // a millisecond a round trip: not a cache line's journey
+  }
+  CHECK(core_round_trip_ns(0, 3) == -1.0);
+  CHECK(core_round_trip_ns(10, 0) == -1.0);
+  // A process allowed one CPU has no second one to hand the line to (and its affinity stays).
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0) ::_exit(3);
+    const bool refused = core_round_trip_ns(100, 2) == -1.0;
+    ::_exit(refused && available_cpus() == 1 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("timing: software counts flag disturbed runs, which are taken again") {

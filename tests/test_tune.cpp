@@ -23,6 +23,7 @@
 
 #include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
+#include "waco/kernels/context.hpp"
 
 namespace fs = std::filesystem;
 
@@ -116,6 +117,12 @@ TEST_CASE("tune: a random search reports the best schedule and resumes from the 
   CHECK(counted == 3);
   CHECK(j.at("csr").at("status") == "ok");
   CHECK(j.at("csr_baseline").at("status") == "ok");
+  // Two threads: how far apart two CPUs were before the references and after the decision
+  // (null when this machine lets the test one CPU).
+  if (waco::kernels::available_cpus() >= 2) {
+    CHECK(j.at("core_round_trip_ns").at("before").get<double>() > 0.0);
+    CHECK(j.at("core_round_trip_ns").at("after").get<double>() > 0.0);
+  }
   REQUIRE(j.at("best").is_object());
   CHECK(j.at("best").at("median_s").get<double>() > 0.0);
   CHECK(j.at("speedup_over_csr").get<double>() > 0.0);

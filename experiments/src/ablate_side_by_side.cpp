@@ -137,6 +137,7 @@ nlohmann::json final_run_json(const FinalRun& f, double seconds) {
   return {{"busy", f.busy},
           {"busy_reason", f.busy ? nlohmann::json(f.busy_reason) : nlohmann::json()},
           {"reference", f.reference.empty() ? nlohmann::json() : nlohmann::json(f.reference)},
+          {"core_round_trip_ns", f.core_round_trip_ns},
           {"seconds", seconds},
           {"speedups", speedups}};
 }

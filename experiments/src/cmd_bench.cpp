@@ -200,6 +200,8 @@ int bench(const Options& o) {
   const int threads = resolve_threads(o.threads);
   const std::string busy = busy_machine_warning(threads);
   if (!busy.empty()) std::cerr << "warning: " << busy << "\n";
+  // How far apart the CPUs are (kernels::core_round_trip_ns), before and after the timings.
+  const double round_trip_before = threads > 1 ? core_round_trip_ns() : -1.0;
   std::optional<MachinePeaks> peaks;
   if (o.roofline) peaks = measure_peaks(threads);
   std::vector<Row> rows;
@@ -211,6 +213,8 @@ int bench(const Options& o) {
   for (const Row& r : rows) failed |= r.error.rfind("wrong result", 0) == 0;
   const std::string disturbed = disturbed_warning(rows);
   if (!disturbed.empty()) std::cerr << "warning: " << disturbed << "\n";
+  const double round_trip_after = threads > 1 ? core_round_trip_ns() : -1.0;
+  const auto ns_or_null = [](double ns) { return ns > 0 ? nlohmann::json(ns) : nlohmann::json(); };
 
   const nlohmann::json busy_json = busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy);
   nlohmann::json out = {{"kernel", o.kernel}, {"threads", threads}, {"busy_warning", busy_json},
@@ -219,6 +223,8 @@ int bench(const Options& o) {
                           {"retake_disturbed", o.retake_disturbed},
                           {"warmup", o.warmup}, {"settle", o.settle}, {"settle_us", o.settle_us},
                           {"min_run_us", o.min_run_us},
+                          {"core_round_trip_ns", {{"before", ns_or_null(round_trip_before)},
+                                                  {"after", ns_or_null(round_trip_after)}}},
                           {"repeats", o.repeat}, {"interleaved", true},
                           {"dense", o.dense > 0 ? o.dense : default_dense_size(kind)},
                           {"dtype", std::string(dtype_name(o.read.dtype))},

@@ -70,6 +70,7 @@ FinalRun final_run_of(const nlohmann::json& bench, const BenchLayout& layout) {
   FinalRun run;
   run.busy_reason = warning_of(bench);
   run.busy = !run.busy_reason.empty();
+  if (bench.contains("core_round_trip_ns")) run.core_round_trip_ns = bench.at("core_round_trip_ns");
   const nlohmann::json& results = bench.at("results");
   const std::optional<double> base = median_of(results, layout.baseline);
   const std::optional<double> sched = median_of(results, layout.schedule);

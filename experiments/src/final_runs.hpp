@@ -66,6 +66,9 @@ struct FinalRun {
   std::string busy_reason;
   std::string reference;  ///< the faster reference of the run: "csr schedule" or "csr baseline"
   std::map<std::string, RunSpeedup> speedups;  ///< per configuration with a time
+  /// bench's core_round_trip_ns (before and after its timings; null when not measured): how far
+  /// apart the CPUs were, on which a short parallel kernel's speed depends.
+  nlohmann::json core_round_trip_ns;
 };
 
 /// Where a bench child's results are: the two references' and each configuration's index in its

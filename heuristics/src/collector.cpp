@@ -245,6 +245,10 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
   g.context["timing"] = {{"settle_runs", opts.measure.settle},
                          {"settle_s", opts.measure.settle_s},
                          {"min_run_s", opts.measure.min_run_s}};
+  if (opts.measure.threads > 1 && measurer.times_this_machine()) {  // how far apart the CPUs are
+    const double ns = kernels::core_round_trip_ns();
+    if (ns > 0) g.context["core_round_trip_ns"] = ns;
+  }
   double conversion = 0, compile = 0;
   std::vector<GroupRow> rows;
   for (std::size_t i = 0; i < cs.size(); ++i) {

@@ -4,10 +4,12 @@
 
 #include <omp.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -509,6 +511,55 @@ std::string busy_machine_warning(int threads, double seconds) {
                 "threads; compare only side-by-side ratios, or use fewer --threads",
                 busy, cpus, threads);
   return buf;
+}
+
+double core_round_trip_ns(int trips, int batches) {
+  cpu_set_t set;
+  if (trips < 1 || batches < 1 || sched_getaffinity(0, sizeof(set), &set) != 0) return -1.0;
+  int cpu[2] = {-1, -1};
+  for (int c = 0, found = 0; c < CPU_SETSIZE && found < 2; ++c)
+    if (CPU_ISSET(c, &set)) cpu[found++] = c;
+  if (cpu[1] < 0) return -1.0;
+  struct alignas(64) Line {
+    std::atomic<long> turn{0};  // odd: the echo's turn; even: the initiator's
+  } line;
+  std::atomic<bool> pinned{true};
+  const auto pin = [&pinned](int c) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) != 0) pinned = false;
+  };
+  const long total = static_cast<long>(trips) * batches;
+  std::vector<double> per_trip;
+  // Both sides go on whether or not pinning worked, so that neither waits for the other forever.
+  std::thread echo([&] {
+    pin(cpu[1]);
+    for (long i = 0; i < total; ++i) {
+      while (line.turn.load(std::memory_order_acquire) != 2 * i + 1) {
+      }
+      line.turn.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  std::thread initiator([&] {
+    pin(cpu[0]);
+    long i = 0;
+    for (int b = 0; b < batches; ++b) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int k = 0; k < trips; ++k, ++i) {
+        line.turn.store(2 * i + 1, std::memory_order_release);
+        while (line.turn.load(std::memory_order_acquire) != 2 * i + 2) {
+        }
+      }
+      const std::chrono::duration<double, std::nano> dt = std::chrono::steady_clock::now() - t0;
+      per_trip.push_back(dt.count() / trips);
+    }
+  });
+  initiator.join();
+  echo.join();
+  if (!pinned) return -1.0;
+  std::sort(per_trip.begin(), per_trip.end());
+  return per_trip[per_trip.size() / 2];
 }
 
 const char* version() { return WACO_VERSION; }

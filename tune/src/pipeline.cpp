@@ -219,6 +219,10 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
                          ? std::string()
                          : busy_machine_warning(threads, 0.05);
   if (!busy.empty()) obs.warning(busy);
+  // How far apart the CPUs are now (a VM's vCPUs move on the host): reported, with the same
+  // after the decision, because a short parallel kernel's speed depends on it.
+  const bool probe_cpus = measurer.times_this_machine() && threads > 1;
+  const double round_trip_before = probe_cpus ? core_round_trip_ns() : -1.0;
   TuneOptions to;
   to.budget_seconds = o.budget_seconds;
   to.retry_failed = o.retry_failed;
@@ -272,6 +276,8 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   in.csr_baseline = &csr_baseline;
   in.calls_budget = calls_budget;
   in.busy = busy;
+  in.round_trip_before_ns = round_trip_before;
+  in.round_trip_after_ns = probe_cpus ? core_round_trip_ns() : -1.0;
   in.cache = cache_json;
   in.context = context;
   in.model_alone = model_alone;

@@ -166,6 +166,9 @@ struct ReportInput {
   const TuneEntry* csr_baseline = nullptr;
   std::optional<CallsBudget> calls_budget;
   std::string busy;
+  /// kernels::core_round_trip_ns() before the references and after the decision (-1: not
+  /// measured: a runner that does not time this machine, or one CPU).
+  double round_trip_before_ns = -1.0, round_trip_after_ns = -1.0;
   nlohmann::json cache = nullptr;
   nlohmann::json context = nullptr;
   bool model_alone = false;
