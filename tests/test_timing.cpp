@@ -178,6 +178,9 @@ TEST_CASE("timing: core_round_trip_ns times a cache line between two CPUs, -1 wi
   }
   CHECK(core_round_trip_ns(0, 3) == -1.0);
   CHECK(core_round_trip_ns(10, 0) == -1.0);
+  CHECK(core_round_trip_ns(10, 1, 0.0) == -1.0);
+  // More round trips than fit in the time allowed: given up, -1, and both threads end.
+  if (available_cpus() >= 2) CHECK(core_round_trip_ns(50000000, 1, 0.01) == -1.0);
   // A process allowed one CPU has no second one to hand the line to (and its affinity stays).
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);

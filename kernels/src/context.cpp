@@ -513,9 +513,10 @@ std::string busy_machine_warning(int threads, double seconds) {
   return buf;
 }
 
-double core_round_trip_ns(int trips, int batches) {
+double core_round_trip_ns(int trips, int batches, double max_seconds) {
   cpu_set_t set;
-  if (trips < 1 || batches < 1 || sched_getaffinity(0, sizeof(set), &set) != 0) return -1.0;
+  if (trips < 1 || batches < 1 || max_seconds <= 0 || sched_getaffinity(0, sizeof(set), &set) != 0)
+    return -1.0;
   int cpu[2] = {-1, -1};
   for (int c = 0, found = 0; c < CPU_SETSIZE && found < 2; ++c)
     if (CPU_ISSET(c, &set)) cpu[found++] = c;
@@ -532,24 +533,32 @@ double core_round_trip_ns(int trips, int batches) {
   };
   const long total = static_cast<long>(trips) * batches;
   std::vector<double> per_trip;
-  // Both sides go on whether or not pinning worked, so that neither waits for the other forever.
+  // Both sides go on whether or not pinning worked, so that neither waits for the other forever;
+  // on CPUs other threads keep busy a round trip waits for time slices: the initiator gives up
+  // after max_seconds (checking the clock every 1024 spins) and the echo stops with it.
+  std::atomic<bool> gave_up{false};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_seconds);
   std::thread echo([&] {
     pin(cpu[1]);
     for (long i = 0; i < total; ++i) {
-      while (line.turn.load(std::memory_order_acquire) != 2 * i + 1) {
-      }
+      while (line.turn.load(std::memory_order_acquire) != 2 * i + 1)
+        if (gave_up.load(std::memory_order_relaxed)) return;
       line.turn.store(2 * i + 2, std::memory_order_release);
     }
   });
   std::thread initiator([&] {
     pin(cpu[0]);
     long i = 0;
+    unsigned spins = 0;
     for (int b = 0; b < batches; ++b) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int k = 0; k < trips; ++k, ++i) {
         line.turn.store(2 * i + 1, std::memory_order_release);
-        while (line.turn.load(std::memory_order_acquire) != 2 * i + 2) {
-        }
+        while (line.turn.load(std::memory_order_acquire) != 2 * i + 2)
+          if ((++spins & 1023u) == 0 && std::chrono::steady_clock::now() > deadline) {
+            gave_up = true;
+            return;
+          }
       }
       const std::chrono::duration<double, std::nano> dt = std::chrono::steady_clock::now() - t0;
       per_trip.push_back(dt.count() / trips);
@@ -557,7 +566,7 @@ double core_round_trip_ns(int trips, int batches) {
   });
   initiator.join();
   echo.join();
-  if (!pinned) return -1.0;
+  if (!pinned || gave_up) return -1.0;
   std::sort(per_trip.begin(), per_trip.end());
   return per_trip[per_trip.size() / 2];
 }

@@ -151,14 +151,14 @@ std::string busy_machine_warning(int threads, double seconds = 0.2);
 /// How long a cache line takes to go from one CPU to another and back: two threads pinned to the
 /// first two CPUs of this process's affinity set hand a counter back and forth `trips` times a
 /// batch; the median of `batches` batches' time per round trip, in nanoseconds (~5 ms at 500 ns).
-/// -1 with fewer than two CPUs or when a thread cannot be pinned. The caller's own affinity is
-/// left alone. A VM's two vCPUs are not always placed alike on the host: on the AMD EPYC Zen 5
+/// -1 with fewer than two CPUs, when a thread cannot be pinned, or when it took longer than
+/// `max_seconds` (other threads keep those CPUs busy). The caller's own affinity is left alone. A VM's two vCPUs are not always placed alike on the host: on the AMD EPYC Zen 5
 /// VM this took 413-1252 ns most of the time and 92-152 ns at times, and a 3.5 us SpMV with two
 /// threads and dynamic chunks (jagmesh7) ran at 3.2-4.6 us then, 5.3-6.7 us otherwise, while the
 /// serial csr beside it stayed at 3.5 (tune/README.md, session 60). So a short parallel
 /// kernel's speed, and a verdict about it, holds for the state it was measured in: tune, bench
 /// and collect record this next to their timings.
-double core_round_trip_ns(int trips = 2000, int batches = 5);
+double core_round_trip_ns(int trips = 2000, int batches = 5, double max_seconds = 0.1);
 
 /// The git revision this binary was built from (generated at build time).
 const char* git_revision();
