@@ -202,7 +202,7 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
         for (int b = 0; b < block; ++b) fns[i]();
         const double run_s = opts.clock() - t0;
         const double dt = run_s / block;
-        per_call[i] = dt;
+        if (round < opts.warmup) per_call[i] = dt;  // the count is fixed after the warm-up
         SoftwareCounts c = software_counts() - c0;
         if (c.involuntary_switches > 0 && delay0 >= 0) {
           const double delay1 = run_delay.run_delay_s();
