@@ -1319,6 +1319,9 @@ TEST_CASE("api: tune's settings as the CLI's options, checked against the CLI's 
   bad.decide_drop = -0.5;
   CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_drop"));
   bad = o;
+  bad.decide_clear = 1.5;
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_clear"));
+  bad = o;
   bad.side_by_side_memory = -1;
   CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("side_by_side_memory"));
   CHECK(waco::tune(m, waco::Kernel::SpMV, o).from_cache());

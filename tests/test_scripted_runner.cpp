@@ -472,6 +472,63 @@ TEST_CASE("scripted runner: a leader clearly slower than the fastest stops after
   }
 }
 
+TEST_CASE("scripted runner: a clear gain stops the fresh runs after the first") {
+  // Both references at 100 us; clear 30 us and clear2 31 us (3.3x: a clear gain at 0.5);
+  // kFast 80 us (1.25x: a gain, not a clear one), near 99 us.
+  const char* kClear = "order=i,k format=UC parallel=i threads=2 chunk=8";
+  const char* kClear2 = "order=i,k format=UC parallel=i threads=2 chunk=32";
+  const char* kNear = "order=i,k format=UC parallel=i threads=2 chunk=4";
+  const RunnerScript s = RunnerScript::from_json(
+      json{{"seed", std::uint64_t{17}},
+           {"default", {{"median_s", 1e-4}, {"jitter", 0.02}}},
+           {"rules",
+            {{{"label", spmv(kClear).label()}, {"median_s", 0.3e-4}},
+             {{"label", spmv(kClear2).label()}, {"median_s", 0.31e-4}},
+             {{"label", spmv(kFast).label()}, {"median_s", 0.8e-4}},
+             {{"label", spmv(kNear).label()}, {"median_s", 0.99e-4}}}}});
+  const DecisionRule rule;
+  const auto fresh = [&](const std::vector<Candidate>& nominees, double clear) {
+    FreshOptions fo{2, 20, 3};
+    fo.apart = true;
+    fo.clear_ratio = clear;
+    return select_then_fresh(s, nominees, fo);
+  };
+  const auto [clear, labels] = fresh({spmv(kClear), spmv(kClear2)}, 0.5);
+  CHECK(clear.runs == 1);
+  CHECK(clear.runs_planned == 3);
+  CHECK(clear.children == 2);
+  CHECK(clear.clear);
+  CHECK(clear.stopped.find("after 1 of 3 runs: a clear gain") != std::string::npos);
+  REQUIRE(clear.best().has_value());
+  CHECK(labels[*clear.best()] == spmv(kClear).label());
+  for (const Measurement& ref : clear.references_of(*clear.best()))
+    CHECK(judge_gain(clear.leader_ms[*clear.best()], ref, rule, clear.runs).gain);
+  // Off: every run is made.
+  const auto [all, all_labels] = fresh({spmv(kClear), spmv(kClear2)}, 0.0);
+  CHECK(all.runs == 3);
+  CHECK_FALSE(all.clear);
+  CHECK(all.stopped.empty());
+  // A gain that is not clear keeps every run.
+  const auto [plain, plain_labels] = fresh({spmv(kFast), spmv(kNear)}, 0.5);
+  CHECK(plain.runs == 3);
+  CHECK_FALSE(plain.clear);
+  // The selection run must agree: the same fresh rounds with a selection that timed the leader
+  // no faster than the references make every run.
+  ScriptedRunner r(s, options());
+  const std::vector<Candidate> refs = csr_references();
+  RankedConfirmation rc =
+      confirm_ranked(r, {spmv(kClear), spmv(kClear2)}, refs, {10, 20, {}, {}}, 3.0);
+  REQUIRE(rc.confirmation.best.has_value());
+  for (ConfirmEntry& e : rc.confirmation.ranking)
+    for (double& t : e.measurement.seconds) t *= 3.0;  // ~0.9-0.93 of the references' time
+  FreshOptions fo{2, 20, 3};
+  fo.apart = true;
+  fo.clear_ratio = 0.5;
+  const FreshTiming disagreed = time_fresh(r, rc.result, rc.confirmation, refs, fo);
+  CHECK(disagreed.runs == 3);
+  CHECK_FALSE(disagreed.clear);
+}
+
 TEST_CASE("scripted runner: apart, each leader is decided in children of its own") {
   // Both references at 100 us; kFast 80 us (a gain); near 99 us (1% faster: not a gain).
   const char* kNear = "order=i,k format=UC parallel=i threads=2 chunk=8";

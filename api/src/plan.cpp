@@ -269,6 +269,7 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.decide_leaders = in_range(o.decide_leaders, r.decide_leaders, settings::kDecideLeaders);
   r.halving_keep = in_range(o.halving_keep, r.halving_keep, settings::kHalvingKeep);
   r.decide_drop = in_range(o.decide_drop, r.decide_drop, settings::kDecideDrop);
+  r.decide_clear = in_range(o.decide_clear, r.decide_clear, settings::kDecideClear);
   r.decide_always = o.decide_always;
   r.decide_together = o.decide_together;
   r.rule.min_gain = in_range(o.min_gain, r.rule.min_gain, settings::kMinGain);

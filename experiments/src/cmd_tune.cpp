@@ -341,6 +341,13 @@ Command make_tune_command() {
                            "every run")
                 ->check(setting_range(tuning::settings::kDecideDrop))
                 ->capture_default_str();
+            sub.add_option("--decide-clear", o->req.decide_clear,
+                           "The fresh decision runs stop early on a clear gain: once the "
+                           "fastest leader's per-round ratio to each csr reference is at most "
+                           "this (its 99% interval over the runs made) and the selection run "
+                           "put it at most this too; 0: every run is made")
+                ->check(setting_range(tuning::settings::kDecideClear))
+                ->capture_default_str();
             sub.add_option("--halving-keep", o->req.halving_keep,
                            "Successive halving of the selection's rounds: at a quarter, a half "
                            "and three quarters of --confirm-rounds the slower half of the "

@@ -315,6 +315,44 @@ double FreshTiming::score(std::size_t leader) const {
   return std::numeric_limits<double>::infinity();
 }
 
+namespace {
+
+/// FreshOptions::clear_ratio after a run: why the fresh runs can stop on a clear gain, else empty.
+std::string clear_gain(const FreshTiming& f, const Confirmation& c, const FreshOptions& opts) {
+  const std::optional<std::size_t> fastest = f.best();
+  if (opts.clear_ratio <= 0 || !fastest) return {};
+  const std::vector<Measurement>& refs = f.references_of(*fastest);
+  const Measurement& selected = c.ranking[f.leaders[*fastest]].measurement;
+  if (c.references.size() != refs.size()) return {};
+  double worst_hi = 0.0, worst_selection = 0.0;
+  int judged = 0;
+  for (std::size_t j = 0; j < refs.size(); ++j) {
+    if (refs[j].status != MeasureStatus::Ok) continue;
+    const std::vector<double> fresh = round_ratios(f.leader_ms[*fastest], refs[j]);
+    const std::vector<double> before = c.references[j].status == MeasureStatus::Ok
+                                           ? round_ratios(selected, c.references[j])
+                                           : std::vector<double>{};
+    if (fresh.empty() || before.empty()) return {};
+    const double hi = median_interval(fresh, opts.clear_level).second;
+    const double sel = kernels::median(before);
+    if (hi > opts.clear_ratio || sel > opts.clear_ratio) return {};
+    worst_hi = std::max(worst_hi, hi);
+    worst_selection = std::max(worst_selection, sel);
+    ++judged;
+  }
+  if (judged == 0) return {};
+  char why[240];
+  std::snprintf(why, sizeof why,
+                "after %d of %d runs: a clear gain: the fastest leader's per-round ratio to each "
+                "reference at most %.3g (%.0f%% interval; the selection run's median at most "
+                "%.3g), both at or below %.3g",
+                f.runs, f.runs_planned, worst_hi, 100 * opts.clear_level, worst_selection,
+                opts.clear_ratio);
+  return why;
+}
+
+}  // namespace
+
 FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation& c,
                        const std::vector<Candidate>& references, const FreshOptions& opts) {
   WACO_ASSERT(opts.leaders >= 1 && opts.rounds >= 1 && opts.runs >= 1,
@@ -411,6 +449,11 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
                     f.runs, opts.runs, kernels::median(ratios), 100 * opts.drop_level, lo, hi,
                     opts.drop_ratio);
       drop(i, why);
+    }
+    if (const std::string why = clear_gain(f, c, opts); !why.empty()) {
+      f.stopped = why;
+      f.clear = true;
+      break;
     }
     if (opts.stop_min_gain < 0) continue;
     // judge_gain's every-run condition on this run's rounds alone (a pair whose round counts

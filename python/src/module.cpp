@@ -289,6 +289,7 @@ bool set_setting(waco::Options& o, const std::string& key, const py::handle& v) 
   const std::pair<const char*, std::optional<double> waco::Options::*> reals[] = {
       {"min_gain", &waco::Options::min_gain}, {"verdict_level", &waco::Options::verdict_level},
       {"decide_drop", &waco::Options::decide_drop},
+      {"decide_clear", &waco::Options::decide_clear},
       {"max_disturbed", &waco::Options::max_disturbed}, {"timeout", &waco::Options::timeout},
       {"compile_timeout", &waco::Options::compile_timeout},
       {"tolerance", &waco::Options::tolerance},

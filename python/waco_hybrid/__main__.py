@@ -70,6 +70,8 @@ def _add_settings(t):
                                   "of the others stop at each quarter of the rounds (6; 0: none)"),
             ("decide-drop", float, "a leader slower than the fastest by more than this "
                                    "after a decision run stops (1.05; <= 1: none)"),
+            ("decide-clear", float, "the decision runs stop on a gain at least 1/this in the "
+                                    "selection and in the runs made (0.5; 0: every run)"),
             ("min-gain", float, "smallest gain reported (0.02)"),
             ("verdict-level", float, "confidence level of the ratio's interval (0.9)"),
             ("max-disturbed", float, "share of disturbed decision rounds tolerated (0.1)"),

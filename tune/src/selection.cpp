@@ -459,6 +459,7 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
                       o.decide_together ? "one child a run" : "each leader in a child of its own"));
     FreshOptions fo{fit, o.decide_rounds, o.decide_runs, o.rule.min_gain, o.decide_drop};
     fo.apart = !o.decide_together;
+    fo.clear_ratio = o.decide_clear;
     m.fresh = time_fresh(t.measurer, m.result, *m.confirmation,
                          {csr_schedule.candidate, csr_baseline.candidate}, fo);
     if (m.fresh->dropped > 0)

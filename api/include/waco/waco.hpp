@@ -236,6 +236,7 @@ struct Options {
   std::optional<int> decide_leaders;  ///< --decide-leaders (3)
   std::optional<int> halving_keep;    ///< --halving-keep (6; 0: none)
   std::optional<double> decide_drop;  ///< --decide-drop (1.05; <= 1: none)
+  std::optional<double> decide_clear; ///< --decide-clear (0.5; 0: every fresh run)
   bool decide_always = false;         ///< --decide-always
   bool decide_together = false;       ///< --decide-together
   std::optional<double> min_gain;       ///< --min-gain (0.02)

@@ -190,6 +190,18 @@ struct FreshOptions {
   /// every run.
   double drop_ratio = 0.0;
   double drop_level = 0.9;
+  /// A clear gain stops before `runs`: after each run but the last, when the fastest leader
+  /// (best()) has, against every verified reference timed beside it, per-round ratios pooled
+  /// over the runs so far whose `clear_level` interval (median_interval) lies wholly at or below
+  /// clear_ratio, and the selection run (the Confirmation: another process) timed that leader at
+  /// or below clear_ratio of each of them too (the median of its per-round ratios), no more runs
+  /// are made (`stopped` says so). What the later runs guard against, a kernel fast or a
+  /// reference slow only in the process that timed it, moved a ratio by up to ~1.7x in the
+  /// measurements of tune/README.md ("Dynamic chunks and the caches"); they would also refine
+  /// which of near-tied leaders is the fastest. Needs the Confirmation's references in the order
+  /// of time_fresh's. <= 0 (the default): every run is made.
+  double clear_ratio = 0.0;
+  double clear_level = 0.99;
   /// Each leader in children of its own beside the references (a run: one child per leader
   /// still timed), instead of all leaders in one child. Why: a kernel's time depends on what
   /// else the process runs between its calls. The user's process runs one kernel; `bench`
@@ -219,8 +231,11 @@ struct FreshTiming {
   int children = 0;                      ///< side-by-side children made (apart: per leader a run)
   int runs_planned = 0;                  ///< FreshOptions::runs
   int rounds = 0;
-  /// Why fewer runs than planned were made (FreshOptions::stop_min_gain), else empty.
+  /// Why fewer runs than planned were made (FreshOptions::stop_min_gain: no leader can be a
+  /// gain; FreshOptions::clear_ratio: a clear gain), else empty.
   std::string stopped;
+  /// The runs stopped on a clear gain (FreshOptions::clear_ratio).
+  bool clear = false;
   /// Leaders dropped before the last run (FreshOptions::drop_ratio): their leader_ms are
   /// Abandoned and hold the rounds of the runs they were timed in.
   int dropped = 0;

@@ -26,6 +26,7 @@ inline constexpr SettingRange<int> kDecideRounds{"decide_rounds", 1, 1000000};
 inline constexpr SettingRange<int> kDecideLeaders{"decide_leaders", 1, 1000};
 inline constexpr SettingRange<int> kHalvingKeep{"halving_keep", 0, 1000000};
 inline constexpr SettingRange<double> kDecideDrop{"decide_drop", 0.0, 100.0};
+inline constexpr SettingRange<double> kDecideClear{"decide_clear", 0.0, 1.0};
 inline constexpr SettingRange<double> kMinGain{"min_gain", 0.0, 0.9};
 inline constexpr SettingRange<double> kVerdictLevel{"verdict_level", 0.5, 0.999};
 inline constexpr SettingRange<double> kMaxDisturbed{"max_disturbed", 0.0, 1.0};

@@ -69,6 +69,10 @@ struct TuneRequest {
   /// A leader whose per-round ratio to the fastest leader has its interval wholly above this
   /// after a fresh run is not timed in the later runs (FreshOptions::drop_ratio); <= 1: never.
   double decide_drop = 1.05;
+  /// The fresh runs stop early on a clear gain: once the fastest leader's per-round ratio to
+  /// each reference is at most this (its 99% interval, pooled over the runs made) and the
+  /// selection run put it at most this too (FreshOptions::clear_ratio); <= 0: every run.
+  double decide_clear = 0.5;
   /// Successive halving of the selection's rounds (heuristics::CompareOptions::halving_keep): at
   /// a quarter, a half and three quarters of --confirm-rounds the slower half of the nominees
   /// (by their per-round ratios to the csr schedule) stop being timed, at least this many
