@@ -37,6 +37,19 @@ struct Copy {
   std::vector<double> v, x, y;
 };
 
+/// k copies of the matrix, each with its own x (ones) and y.
+std::vector<Copy> make_copies(const CsrMatrix& a, int k) {
+  std::vector<Copy> copies(static_cast<std::size_t>(k));
+  for (Copy& c : copies) {
+    c.r = a.rowptr;
+    c.c = a.colidx;
+    c.v = a.val;
+    c.x.assign(static_cast<std::size_t>(a.cols), 1.0);
+    c.y.assign(static_cast<std::size_t>(a.rows), 0.0);
+  }
+  return copies;
+}
+
 template <bool Dynamic>
 __attribute__((noinline)) void blocked(Copy& c, index_t n) {
   const index_t blocks = (n + 1023) / 1024;
@@ -112,14 +125,7 @@ struct Probe {
 
 int mappings(const CsrMatrix& a, int k_count, bool probe) {
   const index_t n = a.rows;
-  std::vector<Copy> copies(static_cast<std::size_t>(k_count));
-  for (Copy& c : copies) {
-    c.r = a.rowptr;
-    c.c = a.colidx;
-    c.v = a.val;
-    c.x.assign(static_cast<std::size_t>(a.cols), 1.0);
-    c.y.assign(static_cast<std::size_t>(n), 0.0);
-  }
+  std::vector<Copy> copies = make_copies(a, k_count);
   Probe p;
   csr_mapped(copies[0], n, Mapping::Dynamic);  // the OpenMP team exists before the files are listed
   p.open_all();
@@ -160,14 +166,7 @@ int main(int argc, char** argv) {
   const int k_count = std::atoi(argv[2]);
   const bool dynamic = std::string(argv[3]) == "dynamic";
   const index_t n = a.rows;
-  std::vector<Copy> copies(static_cast<std::size_t>(k_count));
-  for (Copy& c : copies) {
-    c.r = a.rowptr;
-    c.c = a.colidx;
-    c.v = a.val;
-    c.x.assign(static_cast<std::size_t>(a.cols), 1.0);
-    c.y.assign(static_cast<std::size_t>(n), 0.0);
-  }
+  std::vector<Copy> copies = make_copies(a, k_count);
   std::vector<std::vector<double>> times(copies.size());
   for (int round = 0; round < 60; ++round)
     for (std::size_t k = 0; k < copies.size(); ++k) {
