@@ -154,6 +154,10 @@ int mappings(const CsrMatrix& a, int k_count, bool probe) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 4 && std::atoi(argv[2]) < 1) {
+    std::fprintf(stderr, "csr_context: K must be at least 1\n");
+    return 2;
+  }
   if (argc >= 4 && std::string(argv[3]) == "mapping") {
     const bool probe = argc >= 5 && std::string(argv[4]) == "probe";
     return mappings(to_csr(read_matrix_market(argv[1]).matrix), std::atoi(argv[2]), probe);

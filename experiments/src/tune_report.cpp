@@ -181,7 +181,8 @@ void print_tune_text(const nlohmann::json& j) {
                              : gain                 ? "gain over " + shortcut
                                                     : "no gain over " + shortcut;
     const std::string where =
-        fresh ? "in " + std::to_string(decision.at("runs").get<int>()) + " fresh runs"
+        fresh ? "in " + std::to_string(decision.at("runs").get<int>()) +
+                    (decision.at("runs").get<int>() == 1 ? " fresh run" : " fresh runs")
               : "side by side";
     // Old reports (cached decisions) have no interval.
     const double lo = detail.value("ratio_lo", detail.at("ratio_q25").get<double>());
