@@ -272,14 +272,17 @@ void print_tune_text(const nlohmann::json& j) {
                   how.c_str(), c.at("rounds").get<int>(), rank.c_str());
       if (fresh) {
         const int dropped = decision.value("dropped", 0);
-        const std::string drop_text =
+        std::string drop_text =
             dropped > 0 ? "; " + std::to_string(dropped) + " of them dropped after a run, " +
                               "clearly slower than the fastest: --decide-drop"
                         : std::string();
-        std::printf("  decided       on %d fresh side-by-side runs of %d rounds that timed the "
+        if (decision.value("clear", false))
+          drop_text += "; no more runs after a clear gain: --decide-clear";
+        const int runs = decision.at("runs").get<int>();
+        std::printf("  decided       on %d fresh side-by-side run%s of %d rounds that timed the "
                     "selection's best %zu and both references again (%s%s); the speedups are "
                     "theirs\n",
-                    decision.at("runs").get<int>(), decision.at("rounds").get<int>(),
+                    runs, runs == 1 ? "" : "s", decision.at("rounds").get<int>(),
                     decision.at("leaders").size(),
                     seconds_or(j.at("economy").value("decide_s", nlohmann::json()), "-").c_str(),
                     drop_text.c_str());

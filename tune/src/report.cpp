@@ -125,6 +125,7 @@ nlohmann::json decision_json(const Measured& m, const Decision& d) {
   j.update({{"runs", f.runs},
             {"runs_planned", f.runs_planned},
             {"stopped", f.stopped.empty() ? nlohmann::json() : nlohmann::json(f.stopped)},
+            {"clear", f.clear},
             {"dropped", f.dropped},
             {"rounds", f.rounds},
             {"apart", f.apart},
