@@ -117,11 +117,15 @@ TEST_CASE("tune: a random search reports the best schedule and resumes from the 
   CHECK(counted == 3);
   CHECK(j.at("csr").at("status") == "ok");
   CHECK(j.at("csr_baseline").at("status") == "ok");
-  // Two threads: how far apart two CPUs were before the references and after the decision
-  // (null when this machine lets the test one CPU).
-  if (waco::kernels::available_cpus() >= 2) {
-    CHECK(j.at("core_round_trip_ns").at("before").get<double>() > 0.0);
-    CHECK(j.at("core_round_trip_ns").at("after").get<double>() > 0.0);
+  // Two threads: how far apart two CPUs were before the references and after the decision;
+  // null when this machine lets the test one CPU, or when the first probe gave up after 0.1 s
+  // because another process kept a CPU busy (a test beside this one under ctest -j2), and
+  // "after" null when only the second did.
+  const nlohmann::json& rt = j.at("core_round_trip_ns");
+  INFO(rt.dump());
+  if (!rt.is_null()) {
+    CHECK(rt.at("before").get<double>() > 0.0);
+    CHECK((rt.at("after").is_null() || rt.at("after").get<double>() > 0.0));
   }
   REQUIRE(j.at("best").is_object());
   CHECK(j.at("best").at("median_s").get<double>() > 0.0);
