@@ -175,15 +175,15 @@ void print_tune_text(const nlohmann::json& j) {
                        : "; the result is the " + shortcut + " schedule";
   const nlohmann::json& decision = j.value("decision", nlohmann::json());
   const bool fresh = decision.is_object() && decision.value("fresh", false);
+  const int fresh_runs = fresh ? decision.at("runs").get<int>() : 0;
+  const char* const runs_s = fresh_runs == 1 ? "" : "s";  // "1 fresh run", "3 fresh runs"
   if (detail.is_object()) {
     const bool gain = detail.at("gain").get<bool>();
     const std::string head = verdict == "undecided" ? "undecided (the machine was busy)"
                              : gain                 ? "gain over " + shortcut
                                                     : "no gain over " + shortcut;
     const std::string where =
-        fresh ? "in " + std::to_string(decision.at("runs").get<int>()) +
-                    (decision.at("runs").get<int>() == 1 ? " fresh run" : " fresh runs")
-              : "side by side";
+        fresh ? "in " + std::to_string(fresh_runs) + " fresh run" + runs_s : "side by side";
     // Old reports (cached decisions) have no interval.
     const double lo = detail.value("ratio_lo", detail.at("ratio_q25").get<double>());
     const double hi = detail.value("ratio_hi", detail.at("ratio_q75").get<double>());
@@ -278,11 +278,10 @@ void print_tune_text(const nlohmann::json& j) {
                         : std::string();
         if (decision.value("clear", false))
           drop_text += "; no more runs after a clear gain: --decide-clear";
-        const int runs = decision.at("runs").get<int>();
         std::printf("  decided       on %d fresh side-by-side run%s of %d rounds that timed the "
                     "selection's best %zu and both references again (%s%s); the speedups are "
                     "theirs\n",
-                    runs, runs == 1 ? "" : "s", decision.at("rounds").get<int>(),
+                    fresh_runs, runs_s, decision.at("rounds").get<int>(),
                     decision.at("leaders").size(),
                     seconds_or(j.at("economy").value("decide_s", nlohmann::json()), "-").c_str(),
                     drop_text.c_str());
