@@ -140,12 +140,15 @@ TEST_CASE("baselines: the csr loops start on a 64-byte boundary in every binary"
 TEST_CASE("baselines: dia equals the reference on stencils, bands and rectangles, and refuses scattered matrices") {
   // Matrices on few diagonals, past the serial bound and across several blocks of 512 rows on two
   // threads: 2-D and 3-D stencils, a band with holes (fill 0.7), a band of a wide and of a tall
-  // rectangle (diagonals that leave the matrix), a dense 600x600 (1199 diagonals, all full).
+  // rectangle (diagonals that leave the matrix), a dense 600x600 (1199 diagonals, all full), a
+  // 3-D stencil of 34,040 rows (the rows whose diagonals all lie inside run as register tiles:
+  // several a thread, between edge blocks, on a row count no tile size divides).
   std::vector<std::pair<std::string, GeneratorSpec>> specs;
   auto add = [&](const std::string& name, GeneratorSpec g) { specs.emplace_back(name, g); };
   GeneratorSpec g;
   g.kind = "stencil2d", g.nx = 61, g.ny = 47, add("stencil2d 61x47", g);
   g = {}, g.kind = "stencil3d", g.nx = 13, g.ny = 11, g.nz = 9, add("stencil3d 13x11x9", g);
+  g = {}, g.kind = "stencil3d", g.nx = 40, g.ny = 37, g.nz = 23, add("stencil3d 40x37x23", g);
   g = {}, g.kind = "banded", g.rows = 3001, g.bandwidth = 4, g.fill = 0.7, g.seed = 3, add("banded 3001, fill 0.7", g);
   g = {}, g.kind = "banded", g.rows = 1500, g.cols = 4100, g.bandwidth = 3, add("banded 1500x4100", g);
   g = {}, g.kind = "banded", g.rows = 1200, g.cols = 900, g.bandwidth = 2, add("banded 1200x900", g);

@@ -1,8 +1,10 @@
 // The drop-in header of a plan the dia baseline serves (emitter.hpp, emit_standalone_header with
 // baseline "dia"): the same two calls as every drop-in header, build() from CSR arrays and
 // spmv(), over diagonal storage, with the loop of kernels/baseline_loops.hpp (dia_spmv): rows in
-// static ranges of whole blocks of kDiaBlockRows, one range a thread, each block summing its diagonals in
-// increasing offset with vector loops; serially up to the serial bound in stored values. The tests check it
+// static ranges of whole blocks of kDiaBlockRows, one range a thread; rows where every diagonal
+// lies inside the matrix in tiles of partial sums held in registers, each diagonal prefetched
+// ahead, the others in blocks; every row sums its diagonals in increasing offset with vector
+// loops; serially up to the serial bound in stored values. The tests check it
 // against the reference through a separate program (tests/test_standalone.cpp).
 #include "standalone_dia.hpp"
 
@@ -34,8 +36,8 @@ inline long long range_start(long long rows, int threads, int q) {
   return std::min(rows, blocks * q / threads * kBlockRows);
 }
 
-/// y[lo, hi) in blocks of kBlockRows.
-inline void rows_of(const Format& f, const waco_value_t* x, waco_value_t* y, long long lo, long long hi) {
+/// y[lo, hi) in blocks of kBlockRows (rows where a diagonal may leave the matrix).
+inline void blocks_of(const Format& f, const waco_value_t* x, waco_value_t* y, long long lo, long long hi) {
   waco_value_t acc[kBlockRows];
   for (long long i0 = lo; i0 < hi; i0 += kBlockRows) {
     const long long i1 = std::min(hi, i0 + kBlockRows);
@@ -50,6 +52,38 @@ inline void rows_of(const Format& f, const waco_value_t* x, waco_value_t* y, lon
     }
     std::copy(acc, acc + (i1 - i0), y + i0);
   }
+}
+
+/// y[lo, hi): rows where every diagonal lies inside the matrix in tiles of kTileBytes of partial
+/// sums held in registers, each diagonal's values prefetched kPrefetchBytes ahead; the others in
+/// blocks_of.
+inline void rows_of(const Format& f, const waco_value_t* x, waco_value_t* y, long long lo, long long hi) {
+  constexpr long long W = kTileBytes / static_cast<long long>(sizeof(waco_value_t));
+  constexpr long long ahead = kPrefetchBytes / static_cast<long long>(sizeof(waco_value_t));
+  constexpr long long line = 64 / static_cast<long long>(sizeof(waco_value_t));
+  long long t0 = hi, t1 = hi;  // the tiles: [t0, t1)
+  if (!f.offsets.empty()) {
+    const long long inside_lo = std::max<long long>(lo, -static_cast<long long>(f.offsets.front()));
+    const long long inside_hi = std::min<long long>(hi, f.cols - f.offsets.back());
+    t0 = std::min(hi, (inside_lo + W - 1) / W * W);
+    t1 = inside_hi > t0 ? t0 + (inside_hi - t0) / W * W : t0;
+  }
+  blocks_of(f, x, y, lo, t0);
+  for (long long i = t0; i < t1; i += W) {
+    waco_value_t acc[W];
+#pragma omp simd
+    for (long long t = 0; t < W; ++t) acc[t] = waco_value_t(0);
+    for (std::size_t d = 0; d < f.offsets.size(); ++d) {
+      const waco_value_t* v = f.vals.data() + d * static_cast<std::size_t>(f.rows) + i;
+      const waco_value_t* xd = x + i + f.offsets[d];
+      for (long long l = 0; l < W; l += line) __builtin_prefetch(v + ahead + l);
+#pragma omp simd
+      for (long long t = 0; t < W; ++t) acc[t] += v[t] * xd[t];
+    }
+#pragma omp simd
+    for (long long t = 0; t < W; ++t) y[i + t] = acc[t];
+  }
+  blocks_of(f, x, y, t1, hi);
 }
 
 }  // namespace detail
@@ -144,6 +178,10 @@ std::string dia_standalone_header(const std::string& name_space, const std::stri
     << ";  // at most this many stored values: one thread\n";
   h << "inline constexpr long long kBlockRows = " << kernels::kDiaBlockRows
     << ";  // rows a block sums in the L1 cache\n";
+  h << "inline constexpr long long kTileBytes = " << kernels::kDiaTileBytes
+    << ";  // partial sums a tile holds in registers\n";
+  h << "inline constexpr long long kPrefetchBytes = " << kernels::kDiaPrefetchBytes
+    << ";  // how far ahead each diagonal's values are prefetched\n";
   h << kDiaRuntime;
   h << "\n}  // namespace " << name_space << "\n";
   return h.str();

@@ -42,9 +42,9 @@ index_t range_start(index_t rows, int threads, int q) {
       rows, static_cast<std::int64_t>(blocks) * q / threads * kDiaBlockRows));
 }
 
-/// y[lo, hi) in blocks of kDiaBlockRows.
+/// y[lo, hi) in blocks of kDiaBlockRows (rows where a diagonal may leave the matrix).
 template <class V>
-void dia_rows(const DiaView<V>& A, const V* x, V* y, index_t lo, index_t hi) {
+void dia_blocks(const DiaView<V>& A, const V* x, V* y, index_t lo, index_t hi) {
   V acc[kDiaBlockRows];
   for (index_t i0 = lo; i0 < hi; i0 += kDiaBlockRows) {
     const index_t i1 = std::min<index_t>(hi, i0 + kDiaBlockRows);
@@ -59,6 +59,44 @@ void dia_rows(const DiaView<V>& A, const V* x, V* y, index_t lo, index_t hi) {
     }
     std::copy(acc, acc + (i1 - i0), y + i0);
   }
+}
+
+/// y[lo, hi): the rows where every diagonal lies inside the matrix (i + o in [0, cols) for each
+/// offset o) in tiles of kDiaTileBytes, aligned to the tile size, whose partial sums stay in
+/// registers while the tile sums each diagonal, each diagonal's values prefetched
+/// kDiaPrefetchBytes ahead (every line); the rows before and after them in dia_blocks. Against
+/// blocks alone (sums in L1, the diagonals one after the other): 0.50-0.63x the time beyond the
+/// LLC, 0.25-0.40x within it (kernels/README.md, "dia").
+template <class V>
+void dia_rows(const DiaView<V>& A, const V* x, V* y, index_t lo, index_t hi) {
+  constexpr std::int64_t W = kDiaTileBytes / static_cast<int>(sizeof(V));
+  constexpr std::int64_t ahead = kDiaPrefetchBytes / static_cast<int>(sizeof(V));
+  constexpr std::int64_t line = 64 / static_cast<int>(sizeof(V));
+  std::int64_t t0 = hi, t1 = hi;  // the tiles: [t0, t1)
+  if (A.diagonals > 0) {
+    const std::int64_t inside_lo = std::max<std::int64_t>(lo, -std::int64_t{A.offsets[0]});
+    const std::int64_t inside_hi =
+        std::min<std::int64_t>(hi, std::int64_t{A.cols} - A.offsets[A.diagonals - 1]);
+    t0 = std::min<std::int64_t>(hi, (inside_lo + W - 1) / W * W);
+    t1 = inside_hi > t0 ? t0 + (inside_hi - t0) / W * W : t0;
+  }
+  dia_blocks(A, x, y, lo, static_cast<index_t>(t0));
+  const std::int64_t rows = A.rows;
+  for (std::int64_t i = t0; i < t1; i += W) {
+    V acc[W];
+#pragma omp simd
+    for (std::int64_t t = 0; t < W; ++t) acc[t] = V(0);
+    for (std::int64_t d = 0; d < A.diagonals; ++d) {
+      const V* v = A.val + d * rows + i;
+      const V* xd = x + i + A.offsets[d];
+      for (std::int64_t l = 0; l < W; l += line) __builtin_prefetch(v + ahead + l);
+#pragma omp simd
+      for (std::int64_t t = 0; t < W; ++t) acc[t] += v[t] * xd[t];
+    }
+#pragma omp simd
+    for (std::int64_t t = 0; t < W; ++t) y[i + t] = acc[t];
+  }
+  dia_blocks(A, x, y, static_cast<index_t>(t1), hi);
 }
 
 }  // namespace

@@ -43,9 +43,15 @@ inline index_t csr_spmv_chunk(index_t rows, int threads) {
 /// The dia SpMV baseline (baseline_dia.cpp) stores at most kDiaMaxFill values a nonzero (its
 /// diagonals times its rows); it refuses a matrix that would need more.
 inline constexpr std::int64_t kDiaMaxFill = 2;
-/// Rows a dia_spmv block sums at once: the block's partial sums stay in the L1 cache while the
-/// diagonals stream past them.
+/// Rows a dia_spmv block sums at once where a diagonal leaves the matrix: the block's partial sums
+/// stay in the L1 cache while the diagonals stream past them. Threads take whole blocks.
 inline constexpr index_t kDiaBlockRows = 512;
+/// Bytes of partial sums a dia_spmv tile keeps in registers (4 AVX-512 or 8 AVX2 registers) where
+/// every diagonal lies inside the matrix: each tile sums all the diagonals before the next.
+inline constexpr int kDiaTileBytes = 256;
+/// How far ahead of a tile dia_spmv prefetches each diagonal's values (every cache line of it):
+/// the hardware prefetchers do not follow one stream a diagonal (kernels/README.md, "dia").
+inline constexpr int kDiaPrefetchBytes = 2048;
 
 /// A matrix in diagonal storage held elsewhere (the dia baseline's; codegen::bind_baseline binds
 /// the same arrays): `diagonals` diagonals of offset col - row, increasing, diagonal d's rows at
@@ -74,10 +80,12 @@ std::vector<index_t> dia_diagonals(const CooMatrix& a);
 /// static ranges on `threads`), so that the pages lie near them.
 template <class V>
 void dia_fill(const CooMatrix& a, const std::vector<index_t>& offsets, V* val, int threads);
-/// y = A x (y: rows values, each written): rows in static ranges of whole blocks
-/// (one range a thread), each block of kDiaBlockRows summing its diagonals in increasing offset with vector loops
-/// (its columns' order, as CSR sums); serially up to the serial bound in stored values
-/// (csr_spmv_serial).
+/// y = A x (y: rows values, each written): rows in static ranges of whole blocks of kDiaBlockRows
+/// (one range a thread); rows where every diagonal lies inside the matrix in tiles of
+/// kDiaTileBytes of partial sums held in registers, each diagonal's values prefetched
+/// kDiaPrefetchBytes ahead, the other rows in blocks of kDiaBlockRows; every row sums its diagonals
+/// in increasing offset with vector loops (its columns' order, as CSR sums); serially up to the
+/// serial bound in stored values (csr_spmv_serial).
 template <class V>
 void dia_spmv(const DiaView<V>& A, const V* x, V* y, int threads);
 
