@@ -64,9 +64,9 @@ void dia_blocks(const DiaView<V>& A, const V* x, V* y, index_t lo, index_t hi) {
 /// y[lo, hi): the rows where every diagonal lies inside the matrix (i + o in [0, cols) for each
 /// offset o) in tiles of kDiaTileBytes, aligned to the tile size, whose partial sums stay in
 /// registers while the tile sums each diagonal, each diagonal's values prefetched
-/// kDiaPrefetchBytes ahead (every line); the rows before and after them in dia_blocks. Against
-/// blocks alone (sums in L1, the diagonals one after the other): 0.50-0.63x the time beyond the
-/// LLC, 0.25-0.40x within it (kernels/README.md, "dia").
+/// kDiaPrefetchBytes ahead (every line); the rows before and after them in dia_blocks. Measured
+/// against blocks alone (sums in L1, the diagonals one after the other): kernels/README.md, "The
+/// `dia` baseline" (2 threads, Zen 5 VM: about half the time beyond the LLC).
 template <class V>
 void dia_rows(const DiaView<V>& A, const V* x, V* y, index_t lo, index_t hi) {
   constexpr std::int64_t W = kDiaTileBytes / static_cast<int>(sizeof(V));

@@ -50,7 +50,8 @@ inline constexpr index_t kDiaBlockRows = 512;
 /// every diagonal lies inside the matrix: each tile sums all the diagonals before the next.
 inline constexpr int kDiaTileBytes = 256;
 /// How far ahead of a tile dia_spmv prefetches each diagonal's values (every cache line of it):
-/// the hardware prefetchers do not follow one stream a diagonal (kernels/README.md, "dia").
+/// on the Zen 5 VM the hardware prefetchers fetched the diagonals' streams late (kernels/README.md,
+/// "The `dia` baseline").
 inline constexpr int kDiaPrefetchBytes = 2048;
 
 /// A matrix in diagonal storage held elsewhere (the dia baseline's; codegen::bind_baseline binds
