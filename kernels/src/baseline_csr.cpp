@@ -46,12 +46,12 @@ namespace detail {
 // us against 3.6 for this function's copy of the same instructions (Zen 5 VM; the decision,
 // timing this copy, had chosen it).
 template <class V>
-[[gnu::noinline]] void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y) {
+WACO_CSR_ROW_SUM_LOOP void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y) {
   for (index_t i = 0; i < A.rows; ++i) y[i] = spmv_row(A.rowptr, A.colidx, A.val, x, i);
 }
 
 template <class V>
-[[gnu::noinline]] void csr_spmv_parallel_rows(const CsrView<V>& A, const V* x, V* y, int threads) {
+WACO_CSR_ROW_SUM_LOOP void csr_spmv_parallel_rows(const CsrView<V>& A, const V* x, V* y, int threads) {
   const index_t* rp = A.rowptr;
   const index_t* ci = A.colidx;
   const V* v = A.val;

@@ -39,11 +39,18 @@ std::unique_ptr<Implementation> make_by_value_type() {
 }
 
 /// The csr SpMV baseline's two loops (baseline_csr.cpp), which csr_spmv_rows runs as decided;
-/// the bound's probe and csr_spmv_serial_for (serial_bound.cpp) time these very loops.
+/// the bound's probe and csr_spmv_serial_for (serial_bound.cpp) time these very loops. Never
+/// loop-vectorized: GCC 12 made the f32 row sum gathers of 16 and 16 in-order adds,
+/// 1.4-1.6x the time of the scalar loop (AMD EPYC Zen 5 VM; kernels/README.md, "The row sum").
+#if defined(__GNUC__) && !defined(__clang__)
+#define WACO_CSR_ROW_SUM_LOOP __attribute__((noinline, optimize("no-tree-vectorize")))
+#else
+#define WACO_CSR_ROW_SUM_LOOP __attribute__((noinline))
+#endif
 template <class V>
-void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y);
+WACO_CSR_ROW_SUM_LOOP void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y);
 template <class V>
-void csr_spmv_parallel_rows(const CsrView<V>& A, const V* x, V* y, int threads);
+WACO_CSR_ROW_SUM_LOOP void csr_spmv_parallel_rows(const CsrView<V>& A, const V* x, V* y, int threads);
 
 /// csr: CSR rows in parallel, OpenMP dynamic (SpMV: ~4 chunks a thread of >= 128 rows, as Eigen;
 /// SpMM/SDDMM: chunk 32); TACO's default loops. A small SpMV (the serial bound: serial_bound.hpp)
