@@ -674,7 +674,8 @@ void write_faulty_compiler(const std::string& path, const std::string& crash_pat
   f << "case $fault in crash) stmt='" << crash << "';; *) stmt='" << spin << "';; esac\n"
        "printf '%s\\n' \"$line\" > " << path << ".$fault\n"
        "copy=" << path << "-$$.cpp\n"
-       "sed \"s|^extern \\\"C\\\" int waco_kernel(const WacoArgs\\\\* a) {|& $stmt|\" \"$src\" > \"$copy\"\n"
+       // The entry point's line (extern "C", maybe an attribute: WACO_SCALAR_ROW_SUM).
+       "sed \"s|^extern \\\"C\\\" .*int waco_kernel(const WacoArgs\\\\* a) {|& $stmt|\" \"$src\" > \"$copy\"\n"
        "grep -q -F \"$stmt\" \"$copy\" || { echo 'faulty-cc: no entry point found' >&2; exit 1; }\n"
        "for a do shift; if [ \"$a\" = \"$src\" ]; then set -- \"$@\" \"$copy\"; else set -- \"$@\" \"$a\"; fi; done\n"
        "c++ \"$@\"; rc=$?; rm -f \"$copy\"; exit $rc\n";
