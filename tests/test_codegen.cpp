@@ -430,6 +430,37 @@ TEST_CASE("codegen: threads=1 is a serial kernel, and SDDMM multiplies by the no
   CHECK(split_k.find("D_vals[p1] += A_vals[p1] * acc;") != std::string::npos);
 }
 
+TEST_CASE("codegen: an SpMV whose innermost loop walks a compressed level is compiled without loop vectorization") {
+  // GCC 12 vectorized such a row sum in f32 as gathers and in-order adds, slower than the scalar
+  // loop (codegen/README.md): the function carries WACO_SCALAR_ROW_SUM; dense inner levels (blocks)
+  // and the other kernels keep the vectorizer.
+  const auto source = [](KernelKind k, const char* schedule) {
+    return emit_kernel_source(schedule_from_string(k, schedule));
+  };
+  const std::string entry = "extern \"C\" WACO_SCALAR_ROW_SUM int waco_kernel(const WacoArgs* a)";
+  for (const char* scalar : {"order=i,k format=UC parallel=i chunk=static", "order=i,k format=CC parallel=i",
+                             "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 chunk=static",
+                             "split=i:1024 order=i1,i0,k format=UUC parallel=i1 chunk=1"}) {
+    INFO(scalar);
+    const std::string src = source(KernelKind::SpMV, scalar);
+    CHECK(src.find(entry) != std::string::npos);
+    CHECK(src.find("__attribute__((optimize(\"no-tree-vectorize\")))") != std::string::npos);
+  }
+  for (const auto& [k, vectorized] : std::vector<std::pair<KernelKind, const char*>>{
+           {KernelKind::SpMV, "split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 chunk=static"},
+           {KernelKind::SpMM, "order=i,k,j format=UC parallel=i chunk=static"}}) {
+    INFO(vectorized);
+    const std::string src = source(k, vectorized);
+    CHECK(src.find("WACO_SCALAR_ROW_SUM") == std::string::npos);
+    CHECK(src.find("extern \"C\" int waco_kernel(const WacoArgs* a)") != std::string::npos);
+  }
+  // The drop-in header's form carries it too.
+  const std::string header = emit_kernel_source(
+      schedule_from_string(KernelKind::SpMV, "order=i,k format=UC parallel=i chunk=static"),
+      RaceStrategy::Atomic, SourceForm::Header);
+  CHECK(header.find("WACO_SCALAR_ROW_SUM inline int waco_kernel(const WacoArgs* a)") != std::string::npos);
+}
+
 TEST_CASE("codegen: the race strategy is part of the source only when it matters") {
   const SuperSchedule csc = *schedule_shortcut(KernelKind::SpMV, "csc");
   REQUIRE_FALSE(parallel_loop_is_race_free(csc));
