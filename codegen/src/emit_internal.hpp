@@ -83,6 +83,9 @@ struct Analysis {
   /// another in memory within a thread: at run time (WacoArgs::stream_out) they go through the
   /// streaming writer (stream_writer.cpp).
   bool stream_flush = false;
+  /// An SpMV whose innermost loop walks a compressed level (a row summed through an index): the
+  /// kernel is compiled without loop vectorization (WACO_SCALAR_ROW_SUM; codegen/README.md).
+  bool scalar_row_sum = false;
   /// The outermost (parallel) loop zeroes the output slice it owns.
   bool slice_zero = false;
   std::vector<long long> constant_split;  ///< per variable, its compile-time split size or 0

@@ -226,14 +226,7 @@ std::string emit_source(const SuperSchedule& s, RaceStrategy race, SourceForm fo
 
   Writer w;
   write_header(w, s, a, form, dtype);
-  // An SpMV whose innermost loop walks a compressed level sums a row through an index: GCC 12
-  // vectorized that sum in f32 as gathers of 16 and 16 in-order adds, 1.4-1.6x the time of the
-  // scalar loop (AMD EPYC Zen 5 VM, session 62: codegen/README.md, "The row sum"), so such a kernel
-  // is compiled without loop vectorization, as the csr baseline's loops are. Kernels whose
-  // innermost level is dense (blocks) keep it: their contiguous inner loops gained from it.
-  const bool scalar_row_sum =
-      s.kind == kernels::KernelKind::SpMV && !s.formats.empty() && is_compressed(s.formats.back());
-  if (scalar_row_sum) {
+  if (a.scalar_row_sum) {
     w.line("// The innermost loop walks a compressed level: compiled without loop vectorization (GCC).");
     w.line("#ifndef WACO_SCALAR_ROW_SUM");
     w.line("#if defined(__GNUC__) && !defined(__clang__)");
@@ -243,7 +236,7 @@ std::string emit_source(const SuperSchedule& s, RaceStrategy race, SourceForm fo
     w.line("#endif");
     w.line("#endif");
   }
-  const std::string attribute = scalar_row_sum ? "WACO_SCALAR_ROW_SUM " : "";
+  const std::string attribute = a.scalar_row_sum ? "WACO_SCALAR_ROW_SUM " : "";
   w.line(a.privatize ? "// Returns 0, or 1 when the per-thread copies of the output could not be allocated."
                      : "// Returns 0 (kernels with per-thread copies of the output return 1 when they "
                        "cannot allocate them).");
