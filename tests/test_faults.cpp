@@ -706,7 +706,11 @@ TEST_CASE("faults: a kernel that crashes or spins is its candidate's failure, st
                                       "split=i:4 order=i1,i0,k format=UUC parallel=i1\nbcsr4x4\n";
   const std::string args = fault_tune_args(db, dir + "/cache") + " --schedules " + dir +
                            "/list.txt --timeout 3 --abandon-factor 0";
-  const Result first = cli(args + " --compiler " + faulty);
+  // The csr schedule's chunk=auto decides serial or parallel by timing both loops on the matrix;
+  // with a CPU kept busy (a test beside this one) it decided serial in one run and parallel in
+  // another, which stored the csr schedule twice (threads 1 and 2). The override fixes it.
+  const std::string pinned = "WACO_CSR_SERIAL_NNZ=3072 ";
+  const Result first = cli(args + " --compiler " + faulty, pinned);
   INFO(first.err);
   REQUIRE(first.status == 0);
   CHECK(fs::exists(faulty + ".crash"));
@@ -732,7 +736,7 @@ TEST_CASE("faults: a kernel that crashes or spins is its candidate's failure, st
   check_kept({}, before);
 
   // Again: the failures stand (reused, nothing measured, no row added or changed).
-  const Result again = cli(args + " --compiler " + faulty);
+  const Result again = cli(args + " --compiler " + faulty, pinned);
   INFO(again.err);
   REQUIRE(again.status == 0);
   const auto k = nlohmann::json::parse(again.out);
@@ -745,7 +749,8 @@ TEST_CASE("faults: a kernel that crashes or spins is its candidate's failure, st
   // With a sound compiler (and a fresh kernel cache: the faulty kernels are cached under the
   // same compiler identity) and --retry-failed, the two are measured again in their rows.
   const Result mended = cli(fault_tune_args(db, dir + "/cache-sound") + " --schedules " + dir +
-                            "/list.txt --timeout 3 --abandon-factor 0 --retry-failed");
+                            "/list.txt --timeout 3 --abandon-factor 0 --retry-failed",
+                            pinned);
   INFO(mended.err);
   REQUIRE(mended.status == 0);
   const auto m = nlohmann::json::parse(mended.out);
