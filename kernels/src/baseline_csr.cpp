@@ -29,40 +29,18 @@ constexpr int kChunk = 32;
 // f32 crossover lies at 11-22k nonzeros (f64 near 3.3k), so the bound is measured per machine
 // (kernels/README.md, "The serial bound"). The loops' instructions are unchanged.
 
-/// Row i of y = A x.
-template <class V>
-V spmv_row(const index_t* rp, const index_t* ci, const V* v, const V* x, index_t i) {
-  V s = 0;
-  for (index_t p = rp[i]; p < rp[i + 1]; ++p) s += v[p] * x[ci[p]];
-  return s;
-}
 }  // namespace
 
 namespace detail {
 
 // The two loops are never inlined: each exists once, at one offset in its 64-byte lines in every
 // binary (kernels/CMakeLists.txt), and the copy that csr_spmv_serial_for and the probe time is the
-// copy that runs. Inlined into the csr baseline's run(), the serial f64 loop ran dwt_1005 in 7.5
+// copy that runs. The parallel one is baseline_csr_parallel.cpp's (compiled with other flags). Inlined into the csr baseline's run(), the serial f64 loop ran dwt_1005 in 7.5
 // us against 3.6 for this function's copy of the same instructions (Zen 5 VM; the decision,
 // timing this copy, had chosen it).
 template <class V>
 WACO_CSR_ROW_SUM_LOOP void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y) {
-  for (index_t i = 0; i < A.rows; ++i) y[i] = spmv_row(A.rowptr, A.colidx, A.val, x, i);
-}
-
-template <class V>
-WACO_CSR_ROW_SUM_LOOP void csr_spmv_parallel_rows(const CsrView<V>& A, const V* x, V* y, int threads) {
-  const index_t* rp = A.rowptr;
-  const index_t* ci = A.colidx;
-  const V* v = A.val;
-  // About four chunks a thread, as Eigen's parallel SpMV takes them (SparseDenseProduct.h), and
-  // at least kCsrSpmvMinChunk rows (csr_spmv_chunk): 128-row chunks cost a dispatch each, which
-  // in double left csr at 0.84-0.90x Eigen's speed at the median over 22 held-out-like matrices,
-  // 0.71-0.72x on a 90k-row 2-D stencil (2 threads, AMD EPYC VM, 3 runs of 30 rounds each); with
-  // these chunks 1.12-1.17x, and 0.96-0.99x at worst above 50k nonzeros.
-  const index_t chunk = csr_spmv_chunk(A.rows, threads);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-  for (index_t i = 0; i < A.rows; ++i) y[i] = spmv_row(rp, ci, v, x, i);
+  for (index_t i = 0; i < A.rows; ++i) y[i] = csr_spmv_row(A.rowptr, A.colidx, A.val, x, i);
 }
 
 }  // namespace detail
@@ -150,8 +128,7 @@ void csf_mttkrp(const CsfView<V>& T, index_t J, const V* B, const V* C, V* D, in
   template void csr_spmm<V>(const CsrView<V>&, index_t, const V*, V*, int);             \
   template void csr_sddmm<V>(const CsrView<V>&, index_t, const V*, const V*, V*, int);  \
   template void csf_mttkrp<V>(const CsfView<V>&, index_t, const V*, const V*, V*, int); \
-  template void detail::csr_spmv_serial_rows<V>(const CsrView<V>&, const V*, V*);       \
-  template void detail::csr_spmv_parallel_rows<V>(const CsrView<V>&, const V*, V*, int);
+  template void detail::csr_spmv_serial_rows<V>(const CsrView<V>&, const V*, V*);
 WACO_BASELINE_LOOPS(float)
 WACO_BASELINE_LOOPS(double)
 #undef WACO_BASELINE_LOOPS

@@ -47,6 +47,13 @@ std::unique_ptr<Implementation> make_by_value_type() {
 #else
 #define WACO_CSR_ROW_SUM_LOOP __attribute__((noinline))
 #endif
+/// Row i of y = A x: the row sum both loops inline.
+template <class V>
+inline V csr_spmv_row(const index_t* rp, const index_t* ci, const V* v, const V* x, index_t i) {
+  V s = 0;
+  for (index_t p = rp[i]; p < rp[i + 1]; ++p) s += v[p] * x[ci[p]];
+  return s;
+}
 template <class V>
 WACO_CSR_ROW_SUM_LOOP void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y);
 template <class V>
