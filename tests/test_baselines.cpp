@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <catch2/catch.hpp>
 
+#include "baselines.hpp"  // kernels/src: the csr SpMV row loops
 #include "support/edge_cases.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
@@ -135,6 +136,12 @@ TEST_CASE("baselines: the csr loops start on a 64-byte boundary in every binary"
   CHECK(offset(&csr_spmv_rows<double>) == 0);
   CHECK(offset(&csr_spmm<float>) == 0);
   CHECK(offset(&csr_spmm<double>) == 0);
+  // The SpMV row loops themselves: the serial one unpadded (baseline_csr.cpp), the parallel one
+  // padded as the generated csr schedule's (baseline_csr_parallel.cpp); both on a line boundary.
+  CHECK(offset(&detail::csr_spmv_serial_rows<float>) == 0);
+  CHECK(offset(&detail::csr_spmv_serial_rows<double>) == 0);
+  CHECK(offset(&detail::csr_spmv_parallel_rows<float>) == 0);
+  CHECK(offset(&detail::csr_spmv_parallel_rows<double>) == 0);
 }
 
 TEST_CASE("baselines: dia equals the reference on stencils, bands and rectangles, and refuses scattered matrices") {
