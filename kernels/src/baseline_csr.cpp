@@ -33,9 +33,10 @@ constexpr int kChunk = 32;
 
 namespace detail {
 
-// The two loops are never inlined: each exists once, at one offset in its 64-byte lines in every
+// The two loops (this serial one; the parallel one is baseline_csr_parallel.cpp's, compiled with
+// other flags) are never inlined: each exists once, at one offset in its 64-byte lines in every
 // binary (kernels/CMakeLists.txt), and the copy that csr_spmv_serial_for and the probe time is the
-// copy that runs. The parallel one is baseline_csr_parallel.cpp's (compiled with other flags). Inlined into the csr baseline's run(), the serial f64 loop ran dwt_1005 in 7.5
+// copy that runs. Inlined into the csr baseline's run(), the serial f64 loop ran dwt_1005 in 7.5
 // us against 3.6 for this function's copy of the same instructions (Zen 5 VM; the decision,
 // timing this copy, had chosen it).
 template <class V>
