@@ -38,7 +38,8 @@ std::unique_ptr<Implementation> make_by_value_type() {
   return std::make_unique<ByValueType<Impl>>();
 }
 
-/// The csr SpMV baseline's two loops (baseline_csr.cpp), which csr_spmv_rows runs as decided;
+/// The csr SpMV baseline's two loops (the serial one in baseline_csr.cpp, the parallel one in
+/// baseline_csr_parallel.cpp: other alignment flags), which csr_spmv_rows runs as decided;
 /// the bound's probe and csr_spmv_serial_for (serial_bound.cpp) time these very loops. Never
 /// loop-vectorized: GCC 12 made the f32 row sum gathers of 16 and 16 in-order adds,
 /// 1.4-1.6x the time of the scalar loop (AMD EPYC Zen 5 VM; kernels/README.md, "The row sum").
