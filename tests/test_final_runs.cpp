@@ -277,3 +277,100 @@ TEST_CASE("final runs: a bench JSON gives each winner's speedup over the faster 
   bench["results"][3] = {{"impl", "gen:csr"}, {"error", "failed"}};
   CHECK(cli::final_run_of(bench, layout).speedups.empty());
 }
+
+namespace {
+
+/// A run that timed the csr baseline in `base`, the csr schedule in `sched` and each
+/// configuration in its time (medians only), read as final_run_of reads a bench JSON.
+cli::FinalRun timed(double base, double sched, std::map<std::string, double> times, bool busy = false) {
+  json results = json::array({result(base, {}), result(sched, {})});
+  cli::BenchLayout layout;
+  layout.baseline = 0;
+  layout.schedule = 1;
+  for (const auto& [c, t] : times) {
+    layout.configs[c] = static_cast<int>(results.size());
+    results.push_back(result(t, {}));
+  }
+  json bench = {{"busy_warning", busy ? json("scripted busy") : json()}, {"results", results}};
+  return cli::final_run_of(bench, layout);
+}
+
+}  // namespace
+
+TEST_CASE("final runs: one reference for every run, the faster over all of them") {
+  SECTION("a run keeps the speedups over both references and can take either") {
+    cli::FinalRun f = timed(2.0, 1.8, {{"w", 1.0}});
+    CHECK(f.reference == "csr schedule");
+    CHECK(f.speedups.at("w").speedup == Approx(1.8));
+    CHECK(f.over_baseline.at("w").speedup == Approx(2.0));
+    cli::use_reference(f, false);
+    CHECK(f.reference == "csr baseline");
+    CHECK(f.speedups.at("w").speedup == Approx(2.0));
+    cli::use_reference(f, true);
+    CHECK(f.speedups.at("w").speedup == Approx(1.8));
+  }
+  SECTION("a reference a run did not time leaves the run as it was") {
+    cli::FinalRun f = timed(2.0, 1.8, {{"w", 1.0}});
+    f.schedule_s.reset();
+    f.over_schedule.clear();
+    cli::use_reference(f, false);
+    cli::use_reference(f, true);
+    CHECK(f.reference == "csr baseline");
+    CHECK(f.speedups.at("w").speedup == Approx(2.0));
+  }
+  SECTION("the median ratio over the undisturbed runs of every pass decides") {
+    // Per run the faster of two near-tied references flips; over the runs the baseline is
+    // faster (ratios 0.98, 1.05, 1.04): every run is read against it.
+    cli::Replication a, b;
+    a.runs = {timed(1.00, 0.98, {{"w", 1.0}}), timed(1.00, 1.05, {{"w", 1.0}}),
+              timed(1.00, 0.50, {{"w", 1.0}}, true)};  // busy: not counted
+    b.runs = {timed(1.00, 1.04, {{"w", 1.0}})};
+    const auto faster = cli::schedule_faster_over({a, b});
+    REQUIRE(faster);
+    CHECK_FALSE(*faster);
+    const auto common = cli::with_common_reference({a, b});
+    for (const cli::Replication& r : common)
+      for (const cli::FinalRun& f : r.runs) {
+        CHECK(f.reference == "csr baseline");
+        CHECK(f.speedups.at("w").speedup == Approx(1.0));
+      }
+    // The schedule faster in most runs: the schedule.
+    b.runs = {timed(1.00, 0.90, {{"w", 1.0}}), timed(1.00, 0.95, {{"w", 1.0}})};
+    CHECK(*cli::schedule_faster_over({a, b}));
+  }
+  SECTION("a run that timed one reference only counts for nothing unless no run timed both") {
+    cli::FinalRun only_schedule = timed(1.0, 0.9, {{"w", 1.0}});
+    only_schedule.baseline_s.reset();
+    cli::Replication a;
+    a.runs = {only_schedule, only_schedule};
+    CHECK(*cli::schedule_faster_over({a}));
+    a.runs.push_back(timed(1.0, 1.2, {{"w", 1.0}}));
+    CHECK_FALSE(*cli::schedule_faster_over({a}));
+    cli::Replication none;
+    none.runs = {run({{"w", 1.0}})};  // no reference timed
+    CHECK_FALSE(cli::schedule_faster_over({none}).has_value());
+  }
+  SECTION("the runs are judged again on the common reference") {
+    // Against each run's own faster reference the winner reads 1.00x then 1.10x (two bands
+    // apart, changed by 10%: undecided); against the baseline, faster over both, 1.10x twice.
+    cli::Replication r;
+    r.runs = {timed(1.10, 1.00, {{"w", 1.0}}), timed(1.10, 1.20, {{"w", 1.0}})};
+    cli::judge(r);
+    CHECK_FALSE(r.settled);
+    CHECK(r.undecided == std::set<std::string>{"w"});
+    const auto common = cli::with_common_reference({r});
+    CHECK(common[0].settled);
+    CHECK(common[0].undecided.empty());
+    CHECK(cli::delivered_speedups(common[0]).at("w").speedup == Approx(1.1));
+  }
+  SECTION("judge agrees with replicate on what replicate ran") {
+    Script s;
+    s.runs = {run({{"h", 1.0}}), run({{"h", 1.2}}), run({{"h", 1.0}}, true), run({{"h", 1.21}})};
+    cli::Replication r = s(4);
+    const cli::Replication before = r;
+    cli::judge(r);
+    CHECK(r.settled == before.settled);
+    CHECK(r.busy == before.busy);
+    CHECK(r.undecided == before.undecided);
+  }
+}

@@ -247,6 +247,12 @@ nlohmann::json side_by_side_row(const Options& o, const MatrixRun& m,
     reps.push_back(p.rep);
     for (std::size_t i : runs_used(p.rep)) used.push_back(&p.outs[i]);
   }
+  // Every run over the reference that was faster over all of them, and judged on it.
+  const std::optional<bool> schedule_faster = schedule_faster_over(reps);
+  const nlohmann::json reference =
+      schedule_faster ? nlohmann::json(plan.layout.shortcut + (*schedule_faster ? " schedule" : " baseline"))
+                      : nlohmann::json();
+  reps = with_common_reference(std::move(reps));
   nlohmann::json baselines = nlohmann::json::object(), configs = nlohmann::json::object();
   for (std::size_t i = 0; i < plan.impls.size(); ++i)
     baselines[plan.impls[i]] = timing_over_runs(used, static_cast<int>(i));
@@ -273,22 +279,23 @@ nlohmann::json side_by_side_row(const Options& o, const MatrixRun& m,
   int total_runs = 0;
   for (std::size_t p = 0; p < passes.size(); ++p) {
     const Pass& pass = passes[p];
+    const Replication& rep = reps[p];
     double pass_s = 0;
-    for (std::size_t i = 0; i < pass.rep.runs.size(); ++i) {
-      nlohmann::json r = final_run_json(pass.rep.runs[i], pass.seconds[i]);
+    for (std::size_t i = 0; i < rep.runs.size(); ++i) {
+      nlohmann::json r = final_run_json(rep.runs[i], pass.seconds[i]);
       r["pass"] = p + 1;
       runs.push_back(std::move(r));
-      if (busy_reason.empty()) busy_reason = pass.rep.runs[i].busy_reason;
+      if (busy_reason.empty()) busy_reason = rep.runs[i].busy_reason;
       pass_s += pass.seconds[i];
     }
-    busy = busy && pass.rep.busy;
-    if (!pass.rep.busy) settled = settled && pass.rep.settled;
+    busy = busy && rep.busy;
+    if (!rep.busy) settled = settled && rep.settled;
     total_s += pass_s;
-    total_runs += static_cast<int>(pass.rep.runs.size());
+    total_runs += static_cast<int>(rep.runs.size());
     pass_rows.push_back({{"runs", pass.files},
-                         {"settled", pass.rep.settled},
-                         {"busy", pass.rep.busy},
-                         {"undecided", pass.rep.undecided},
+                         {"settled", rep.settled},
+                         {"busy", rep.busy},
+                         {"undecided", rep.undecided},
                          {"seconds", pass_s}});
   }
   if (busy) settled = false;
@@ -308,6 +315,8 @@ nlohmann::json side_by_side_row(const Options& o, const MatrixRun& m,
               {"busy_reason", busy ? nlohmann::json(busy_reason) : nlohmann::json()},
               {"undecided", undecided},
               {"agree_rule", kAgreeRule},
+              {"reference_rule", kReferenceRule},
+              {"reference", reference},
               {"pass_rule", kPassRule},
               {"configs", configs},
               {"baselines", baselines},

@@ -266,7 +266,8 @@ int run_ablate(const Options& o) {
   }
   std::printf(
       "%s %s, dense %d, %d threads: delivered speedup of each configuration's winner over the faster "
-      "%s reference (baseline or schedule), side by side, median of the final runs (? = the runs "
+      "%s reference (baseline or schedule, whichever was faster over the final runs), side by side, "
+      "median of the final runs (? = the runs "
       "never agreed on it; busy = no two undisturbed runs)\n%-28s",
       kname.c_str(), std::string(kernels::dtype_name(o.read.dtype)).c_str(), dense, threads,
       kind == KernelKind::MTTKRP ? "csf" : "csr", "matrix");

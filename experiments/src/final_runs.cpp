@@ -66,19 +66,12 @@ std::string warning_of(const nlohmann::json& bench) {
 
 }  // namespace
 
-FinalRun final_run_of(const nlohmann::json& bench, const BenchLayout& layout) {
-  FinalRun run;
-  run.busy_reason = warning_of(bench);
-  run.busy = !run.busy_reason.empty();
-  if (bench.contains("core_round_trip_ns")) run.core_round_trip_ns = bench.at("core_round_trip_ns");
-  const nlohmann::json& results = bench.at("results");
-  const std::optional<double> base = median_of(results, layout.baseline);
-  const std::optional<double> sched = median_of(results, layout.schedule);
-  if (!base && !sched) return run;
-  const bool schedule_faster = sched && (!base || *sched < *base);
-  const int ref = schedule_faster ? layout.schedule : layout.baseline;
-  const double ref_s = schedule_faster ? *sched : *base;
-  run.reference = layout.shortcut + (schedule_faster ? " schedule" : " baseline");
+namespace {
+
+/// The speedups of every configuration over the reference at `ref` (median `ref_s`).
+std::map<std::string, RunSpeedup> speedups_over(const nlohmann::json& results, int ref, double ref_s,
+                                                const BenchLayout& layout) {
+  std::map<std::string, RunSpeedup> out;
   const std::vector<double> ref_rounds = rounds_of(results, ref);
   for (const auto& [config, index] : layout.configs) {
     const std::optional<double> t = median_of(results, index);
@@ -96,9 +89,36 @@ FinalRun final_run_of(const nlohmann::json& bench, const BenchLayout& layout) {
         s.interval->hi = std::max(s.interval->hi, s.speedup);
       }
     }
-    run.speedups[config] = s;
+    out[config] = s;
   }
+  return out;
+}
+
+}  // namespace
+
+FinalRun final_run_of(const nlohmann::json& bench, const BenchLayout& layout) {
+  FinalRun run;
+  run.busy_reason = warning_of(bench);
+  run.busy = !run.busy_reason.empty();
+  if (bench.contains("core_round_trip_ns")) run.core_round_trip_ns = bench.at("core_round_trip_ns");
+  const nlohmann::json& results = bench.at("results");
+  run.baseline_s = median_of(results, layout.baseline);
+  run.schedule_s = median_of(results, layout.schedule);
+  if (!run.baseline_s && !run.schedule_s) return run;
+  if (run.baseline_s)
+    run.over_baseline = speedups_over(results, layout.baseline, *run.baseline_s, layout);
+  if (run.schedule_s)
+    run.over_schedule = speedups_over(results, layout.schedule, *run.schedule_s, layout);
+  run.reference = layout.shortcut + " baseline";  // use_reference names the one it takes
+  use_reference(run, run.schedule_s && (!run.baseline_s || *run.schedule_s < *run.baseline_s));
   return run;
+}
+
+void use_reference(FinalRun& f, bool schedule) {
+  if (schedule ? !f.schedule_s : !f.baseline_s) return;  // not timed: the run keeps its own
+  const std::string shortcut = f.reference.substr(0, f.reference.find(' '));
+  f.reference = shortcut + (schedule ? " schedule" : " baseline");
+  f.speedups = schedule ? f.over_schedule : f.over_baseline;
 }
 
 namespace {
@@ -135,16 +155,20 @@ Replication replicate(int max_runs, const std::function<FinalRun(int)>& run) {
         break;
       }
     const FinalRun& last = r.runs.back();
-    if (!last.busy && previous && disagreeing(*previous, last).empty()) {
-      r.settled = true;
-      break;
-    }
+    if (!last.busy && previous && disagreeing(*previous, last).empty()) break;
   }
+  judge(r);  // settled: the run just made agreed with the one before
+  return r;
+}
+
+void judge(Replication& r) {
   std::vector<const FinalRun*> calm;
   for (const FinalRun& f : r.runs)
     if (!f.busy) calm.push_back(&f);
   r.busy = calm.size() < 2;
-  if (r.settled) return r;
+  r.undecided.clear();
+  r.settled = !r.busy && disagreeing(*calm[calm.size() - 2], *calm.back()).empty();
+  if (r.settled) return;
   if (!r.busy) {
     for (const std::string& c : disagreeing(*calm[calm.size() - 2], *calm.back()))
       r.undecided.insert(c);
@@ -152,7 +176,6 @@ Replication replicate(int max_runs, const std::function<FinalRun(int)>& run) {
     for (const FinalRun& f : r.runs)
       for (const auto& [config, s] : f.speedups) r.undecided.insert(config);
   }
-  return r;
 }
 
 std::vector<std::size_t> runs_used(const Replication& r) {
@@ -184,6 +207,38 @@ std::map<std::string, Delivered> delivered_speedups(const Replication& r) {
     d.interval.hi = std::max(d.interval.hi, d.speedup);
   }
   return out;
+}
+
+const char* const kReferenceRule =
+    "every final run's speedups are over one reference, the faster of the csr baseline and the "
+    "csr schedule over all of them (the median of their per-run ratio below 1: the schedule)";
+
+std::optional<bool> schedule_faster_over(const std::vector<Replication>& passes) {
+  std::vector<double> ratios;
+  bool baseline = false, schedule = false;
+  for (const Replication& r : passes)
+    for (std::size_t i : runs_used(r)) {
+      const FinalRun& f = r.runs[i];
+      baseline = baseline || f.baseline_s;
+      schedule = schedule || f.schedule_s;
+      if (f.baseline_s && f.schedule_s) ratios.push_back(*f.schedule_s / *f.baseline_s);
+    }
+  if (ratios.empty()) {
+    if (baseline == schedule) return std::nullopt;  // neither, or never in one run: no choice
+    return schedule;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  return kernels::quantile(ratios, 0.5) < 1.0;
+}
+
+std::vector<Replication> with_common_reference(std::vector<Replication> passes) {
+  const std::optional<bool> schedule = schedule_faster_over(passes);
+  if (!schedule) return passes;
+  for (Replication& r : passes) {
+    for (FinalRun& f : r.runs) use_reference(f, *schedule);
+    judge(r);
+  }
+  return passes;
 }
 
 const char* const kPassRule =

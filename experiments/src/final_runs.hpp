@@ -6,10 +6,14 @@
 // its interval (delivered_speedups). ablate_side_by_side.cpp runs the children and makes the
 // row, cmd_ablate.cpp stores it; report_metrics.cpp reads it.
 //
-// Delivered speedup of a winner in one run: the median time of the faster of the two csr
-// references of that run (the csr baseline and the csr schedule; csf for MTTKRP) over the
-// winner's median. Its interval in one run: the distribution-free interval of the median of the
-// paired per-round ratios (bench times every kernel once per round) at kIntervalLevel.
+// Delivered speedup of a winner in one run: the median time of a csr reference (the csr
+// baseline or the csr schedule; csf for MTTKRP) over the winner's median. While a pass runs,
+// each run is read against its own faster reference (the stopping rule); the row's delivered
+// speedups use one reference for every run of every pass, the faster over all of them
+// (with_common_reference): a user runs one of the two, and the faster of two near-tied medians
+// in each run is biased fast. Its interval in one run: the distribution-free interval of the
+// median of the paired per-round ratios (bench times every kernel once per round) at
+// kIntervalLevel.
 #pragma once
 
 #include <functional>
@@ -64,8 +68,13 @@ struct RunSpeedup {
 struct FinalRun {
   bool busy = false;  ///< its timings were disturbed (bench's busy or disturbed warning)
   std::string busy_reason;
-  std::string reference;  ///< the faster reference of the run: "csr schedule" or "csr baseline"
+  /// The reference of `speedups`: "csr schedule" or "csr baseline" (the run's faster, unless
+  /// use_reference chose another).
+  std::string reference;
   std::map<std::string, RunSpeedup> speedups;  ///< per configuration with a time
+  /// The two references' medians (when timed) and the speedups over each of them.
+  std::optional<double> baseline_s, schedule_s;
+  std::map<std::string, RunSpeedup> over_baseline, over_schedule;
   /// bench's core_round_trip_ns (before and after its timings; null when not measured): how far
   /// apart the CPUs were, on which a short parallel kernel's speed depends.
   nlohmann::json core_round_trip_ns;
@@ -81,11 +90,15 @@ struct BenchLayout {
 };
 
 /// A bench --json output reduced to a FinalRun: busy when its busy_warning or disturbed_warning
-/// is set; the faster reference by median; per configuration whose result has a median, the
-/// reference's median over its own and, when both have the same number of rounds, the interval
-/// of the per-round ratios (widened to hold the ratio of medians). No speedups without a
-/// reference time.
+/// is set; per configuration whose result has a median and per reference timed, the reference's
+/// median over its own and, when both have the same number of rounds, the interval of the
+/// per-round ratios (widened to hold the ratio of medians); `speedups` over the faster reference
+/// by median. No speedups without a reference time.
 FinalRun final_run_of(const nlohmann::json& bench, const BenchLayout& layout);
+
+/// Points f.speedups and f.reference at the speedups over one reference (the schedule when
+/// `schedule`, else the baseline); a run that did not time that reference keeps its own.
+void use_reference(FinalRun& f, bool schedule);
 
 /// The configurations on which two runs disagree, sorted: timed in both, and their speedup
 /// changed by kAgreeChange or more relative to `a` and moved to another band. A configuration
@@ -105,6 +118,10 @@ struct Replication {
 /// agree on every configuration, or max_runs (at least 2) calls were made.
 Replication replicate(int max_runs, const std::function<FinalRun(int)>& run);
 
+/// Sets r.settled, r.busy and r.undecided from r.runs as replicate does (settled: the last two
+/// undisturbed runs agree), for runs whose speedups changed after the fact (use_reference).
+void judge(Replication& r);
+
 /// The runs a result is computed from (indices into r.runs): the undisturbed ones, or every run
 /// when none is.
 std::vector<std::size_t> runs_used(const Replication& r);
@@ -119,6 +136,20 @@ struct Delivered {
 
 /// Per configuration timed in a run used.
 std::map<std::string, Delivered> delivered_speedups(const Replication& r);
+
+/// The rule that fixes one reference for a matrix's final runs, in words (stored in the rows).
+extern const char* const kReferenceRule;
+
+/// Whether the csr schedule is the faster reference over the runs used of every pass (runs_used
+/// of each): the median over those runs of the schedule's median over the baseline's below 1
+/// (runs that timed both); a reference only some runs timed is taken when the other never
+/// was. Nothing when no run timed either.
+std::optional<bool> schedule_faster_over(const std::vector<Replication>& passes);
+
+/// The passes with every run's speedups over one reference, the faster over them all
+/// (schedule_faster_over), and judged again (judge) on those speedups. Unchanged when no run
+/// timed a reference.
+std::vector<Replication> with_common_reference(std::vector<Replication> passes);
 
 /// The rule that combines passes, in words (stored in the side-by-side rows).
 extern const char* const kPassRule;
