@@ -142,6 +142,10 @@ TEST_CASE("baselines: the csr loops start on a 64-byte boundary in every binary"
   CHECK(offset(&detail::csr_spmv_serial_rows<double>) == 0);
   CHECK(offset(&detail::csr_spmv_parallel_rows<float>) == 0);
   CHECK(offset(&detail::csr_spmv_parallel_rows<double>) == 0);
+  // The serial loop's copies (serial_bound.hpp), each on a line boundary: their no-ops, not the
+  // linker, set where their inner loops lie.
+  for (const auto& copy : detail::csr_spmv_serial_copies<float>()) CHECK(offset(copy) == 0);
+  for (const auto& copy : detail::csr_spmv_serial_copies<double>()) CHECK(offset(copy) == 0);
 }
 
 TEST_CASE("baselines: dia equals the reference on stencils, bands and rectangles, and refuses scattered matrices") {

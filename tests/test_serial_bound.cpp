@@ -1,6 +1,7 @@
 // The csr SpMV rule's serial bound (kernels/serial_bound.hpp): the bound read off probe ratios,
 // the stored form, the probe on this machine, the rule decided on a matrix
-// (csr_spmv_serial_for, baseline_loops.hpp), and WACO_CSR_SERIAL_NNZ.
+// (csr_spmv_serial_for, baseline_loops.hpp), and WACO_CSR_SERIAL_NNZ; the serial loop's copies
+// and the one chosen for this machine (csr_spmv_serial_copy), and WACO_CSR_SERIAL_COPY.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "waco/kernels/cache_probe.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/serial_bound.hpp"
+#include "baselines.hpp"  // kernels/src: the serial loop's copies
 
 using namespace waco::kernels;
 
@@ -80,12 +82,17 @@ TEST_CASE("serial bound: the stored form round-trips and refuses damage") {
   p.dtype = Dtype::F64;
   p.ratios = {{1024, 4.0}, {2048, 0.5}};
   p.serial_nnz = serial_bound_from_ratios(p.ratios);
+  p.copy = kSerialLoopCopies - 1;
   p.seconds = 0.02;
   const SerialBoundProbe q = SerialBoundProbe::from_json(p.to_json());
   CHECK(q.threads == 2);
   CHECK(q.dtype == Dtype::F64);
   CHECK(q.ratios == p.ratios);
   CHECK(q.serial_nnz == p.serial_nnz);
+  CHECK(q.copy == p.copy);
+  nlohmann::json old = p.to_json();  // stored before the copies: measured again
+  old.erase("copy");
+  CHECK_THROWS_AS(SerialBoundProbe::from_json(old), Error);
   nlohmann::json bad = p.to_json();
   bad["serial_nnz"] = 1e300;
   CHECK_THROWS_AS(SerialBoundProbe::from_json(bad), Error);
@@ -131,9 +138,11 @@ TEST_CASE("serial bound: this machine's, probed once, stored, and the rule follo
     CHECK(!csr_spmv_serial(bound + 1, 2, d));
   }
   // Stored for this machine (XDG_CACHE_HOME is the tests' own).
-  const std::optional<nlohmann::json> stored = load_machine_fact(serial_bound_path(), 1, cache_probe_key());
+  const std::optional<nlohmann::json> stored = load_machine_fact(serial_bound_path(), 2, cache_probe_key());
   REQUIRE(stored);
-  CHECK(SerialBoundProbe::from_json(stored->at("2/f32")).serial_nnz == csr_spmv_serial_nnz(2, Dtype::F32));
+  const SerialBoundProbe s = SerialBoundProbe::from_json(stored->at("2/f32"));
+  CHECK(s.serial_nnz == csr_spmv_serial_nnz(2, Dtype::F32));
+  CHECK(s.copy == csr_spmv_serial_copy(Dtype::F32));  // measured with the copy that runs
   // Outside the probe's range and on one thread the rule needs no bound.
   CHECK(csr_spmv_serial(kSerialProbeMinNnz / 2, 7, Dtype::F32));
   CHECK(!csr_spmv_serial(kSerialProbeMaxNnz + 1, 7, Dtype::F32));
@@ -208,4 +217,126 @@ TEST_CASE("serial bound: WACO_CSR_SERIAL_NNZ fixes the rule, and a bad value is 
   CHECK(run("12k", "error") == 0);
   CHECK(run("-1", "error") == 0);
   CHECK(run("5000", "6000") != 0);  // the child's checks can fail
+}
+
+TEST_CASE("serial loop: every copy computes what the loop computes (empty and long rows too)") {
+  // The copies differ only in the no-ops before their loop (baseline_csr.cpp): the same sums in
+  // the same order, bit for bit, whichever runs.
+  const auto check = [](auto zero, std::vector<index_t> rowptr) {
+    using V = decltype(zero);
+    const auto rows = static_cast<index_t>(rowptr.size() - 1);
+    std::vector<index_t> colidx;
+    std::vector<V> val;
+    for (index_t i = 0; i < rows; ++i)
+      for (index_t p = rowptr[static_cast<std::size_t>(i)]; p < rowptr[static_cast<std::size_t>(i) + 1]; ++p) {
+        colidx.push_back(static_cast<index_t>((i * 5 + p * 3) % rows));
+        val.push_back(V(0.25) * V(1 + p % 7));  // dyadic: every sum exact, however contracted
+      }
+    std::vector<V> x(static_cast<std::size_t>(rows));
+    for (index_t j = 0; j < rows; ++j) x[static_cast<std::size_t>(j)] = V(0.5) + V(j % 9) / V(8);
+    const CsrView<V> a{rows, rowptr.data(), colidx.data(), val.data()};
+    std::vector<V> expected(x.size());
+    for (index_t i = 0; i < rows; ++i) {
+      V s = 0;
+      for (index_t p = rowptr[static_cast<std::size_t>(i)]; p < rowptr[static_cast<std::size_t>(i) + 1]; ++p)
+        s += val[static_cast<std::size_t>(p)] * x[static_cast<std::size_t>(colidx[static_cast<std::size_t>(p)])];
+      expected[static_cast<std::size_t>(i)] = s;
+    }
+    for (const auto& copy : detail::csr_spmv_serial_copies<V>()) {
+      std::vector<V> y(x.size(), V(-7));
+      copy(a, x.data(), y.data());
+      CHECK(y == expected);
+    }
+    std::vector<V> y(x.size(), V(-7));
+    detail::csr_spmv_serial_rows(a, x.data(), y.data());  // the chosen one
+    CHECK(y == expected);
+  };
+  // Empty rows (first, middle, last), a dense row, rows of one.
+  std::vector<index_t> rp{0, 0, 1, 1, 41, 42, 42};
+  check(float{}, rp);
+  check(double{}, rp);
+  check(float{}, {0, 0});  // one empty row
+  std::vector<index_t> random{0};
+  for (int i = 0; i < 300; ++i) random.push_back(random.back() + (i * 7919) % 16);
+  check(float{}, random);
+  check(double{}, random);
+}
+
+TEST_CASE("serial loop: the copy is the fastest by the margin, else copy 0") {
+  CHECK(serial_loop_copy_from({1.0, 0.99, 0.97, 1.02}) == 0);  // within the margin: copy 0
+  CHECK(serial_loop_copy_from({1.0, 0.66, 0.62, 0.64}) == 2);
+  CHECK(serial_loop_copy_from({1.0, 1.2, 1.3, 0.9}) == 3);
+  CHECK(serial_loop_copy_from({1.0}) == 0);
+  CHECK(serial_loop_copy_from({}) == 0);
+  SerialLoopProbe p;
+  p.dtype = Dtype::F64;
+  p.relative = {1.0, 0.7, 0.6, 0.65};
+  p.copy = serial_loop_copy_from(p.relative);
+  const SerialLoopProbe q = SerialLoopProbe::from_json(p.to_json());
+  CHECK(q.dtype == Dtype::F64);
+  CHECK(q.relative == p.relative);
+  CHECK(q.copy == 2);
+  nlohmann::json bad = p.to_json();
+  bad["copy"] = kSerialLoopCopies;
+  CHECK_THROWS_AS(SerialLoopProbe::from_json(bad), Error);
+  bad = p.to_json();
+  bad["relative"] = {1.0, 0.5};  // not one a copy
+  CHECK_THROWS_AS(SerialLoopProbe::from_json(bad), Error);
+  bad = p.to_json();
+  bad["relative"] = {1.0, 0.5, -1.0, 0.5};
+  CHECK_THROWS_AS(SerialLoopProbe::from_json(bad), Error);
+  CHECK_THROWS_AS(SerialLoopProbe::from_json(nlohmann::json::array()), Error);
+}
+
+TEST_CASE("serial loop: this machine's copy, probed once and stored") {
+  if (const char* env = std::getenv("WACO_CSR_SERIAL_COPY"); env != nullptr && *env != '\0') {
+    WARN("WACO_CSR_SERIAL_COPY is set: the probe is not used");
+    return;
+  }
+  const SerialLoopProbe p = run_serial_loop_probe(Dtype::F32, 3);
+  REQUIRE(p.relative.size() == static_cast<std::size_t>(kSerialLoopCopies));
+  CHECK(p.relative[0] == 1.0);
+  CHECK(p.copy == serial_loop_copy_from(p.relative));
+  for (const Dtype d : {Dtype::F32, Dtype::F64}) {
+    const int copy = csr_spmv_serial_copy(d);
+    CHECK(copy >= 0);
+    CHECK(copy < kSerialLoopCopies);
+    CHECK(csr_spmv_serial_copy(d) == copy);  // kept in the process
+  }
+  const std::optional<nlohmann::json> stored = load_machine_fact(serial_loop_path(), 1, cache_probe_key());
+  REQUIRE(stored);
+  CHECK(SerialLoopProbe::from_json(stored->at("f64")).copy == csr_spmv_serial_copy(Dtype::F64));
+}
+
+// Run by the next case in a process of its own, with WACO_CSR_SERIAL_COPY set and
+// WACO_TEST_EXPECT the copy that must run (or "error").
+TEST_CASE("serial loop: the copy under WACO_CSR_SERIAL_COPY", "[.env]") {
+  const std::string expect = std::getenv("WACO_TEST_EXPECT") ? std::getenv("WACO_TEST_EXPECT") : "";
+  if (expect == "error") {
+    CHECK_THROWS_WITH(csr_spmv_serial_copy(Dtype::F32), Catch::Contains("WACO_CSR_SERIAL_COPY"));
+    return;
+  }
+  for (const Dtype d : {Dtype::F32, Dtype::F64}) CHECK(csr_spmv_serial_copy(d) == std::stoi(expect));
+}
+
+TEST_CASE("serial loop: WACO_CSR_SERIAL_COPY fixes the copy, and a bad value is a clear error") {
+  const auto run = [](const char* value, const char* expect) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::setenv("WACO_CSR_SERIAL_COPY", value, 1);
+      ::setenv("WACO_TEST_EXPECT", expect, 1);
+      const char* argv[] = {"test_serial_bound", "serial loop: the copy under WACO_CSR_SERIAL_COPY", nullptr};
+      ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+      ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  CHECK(run("0", "0") == 0);
+  CHECK(run("3", "3") == 0);
+  CHECK(run("4", "error") == 0);
+  CHECK(run("one", "error") == 0);
+  CHECK(run("1", "2") != 0);  // the child's checks can fail
 }

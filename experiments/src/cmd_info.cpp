@@ -262,6 +262,13 @@ Command make_info_command() {
                 if (o->json) {
                   nlohmann::json j = p.to_json();
                   j["csr_serial_bound"] = bound;
+                  nlohmann::json loop = nlohmann::json::object();
+                  for (const Dtype d : {Dtype::F32, Dtype::F64}) {
+                    nlohmann::json l = run_serial_loop_probe(d).to_json();
+                    l["used"] = csr_spmv_serial_copy(d);
+                    loop[std::string(dtype_name(d))] = l;
+                  }
+                  j["csr_serial_loop"] = loop;
                   j["context"] = context_json(threads, "none");
                   print_json(j);
                 } else {
@@ -284,6 +291,15 @@ Command make_info_command() {
                                 bound["f64"]["used"].get<long long>(),
                                 std::getenv("WACO_CSR_SERIAL_NNZ") ? "WACO_CSR_SERIAL_NNZ"
                                                                    : serial_bound_path().c_str());
+                  for (const Dtype d : {Dtype::F32, Dtype::F64}) {
+                    const SerialLoopProbe l = run_serial_loop_probe(d);
+                    std::printf("csr serial loop %s: copies' time over copy 0's", std::string(dtype_name(d)).c_str());
+                    for (const double r : l.relative) std::printf(" %.2f", r);
+                    std::printf(" (this probe: copy %d); the loop runs copy %d (%s)\n", l.copy,
+                                csr_spmv_serial_copy(d),
+                                std::getenv("WACO_CSR_SERIAL_COPY") ? "WACO_CSR_SERIAL_COPY"
+                                                                    : serial_loop_path().c_str());
+                  }
                   std::printf("measured in %.2f s\n", p.seconds);
                 }
                 return kExitOk;

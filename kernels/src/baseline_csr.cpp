@@ -7,6 +7,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "baselines.hpp"
@@ -38,10 +40,33 @@ namespace detail {
 // binary (kernels/CMakeLists.txt), and the copy that csr_spmv_serial_for and the probe time is the
 // copy that runs. Inlined into the csr baseline's run(), the serial f64 loop ran dwt_1005 in 7.5
 // us against 3.6 for this function's copy of the same instructions (Zen 5 VM; the decision,
-// timing this copy, had chosen it).
-template <class V>
-WACO_CSR_ROW_SUM_LOOP void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y) {
+// timing this copy, had chosen it). The serial loop exists in kSerialLoopCopies copies, each
+// shifted by no-ops at its entry, and runs in the one measured fastest on this machine
+// (serial_bound.hpp, csr_spmv_serial_copy): on an AMD EPYC Milan VM copy 0, whose inner loop
+// crosses a 64-byte line, ran 1.5-1.9x slower than the others in f32 and f64.
+template <class V, int Copy>
+WACO_CSR_ROW_SUM_LOOP void csr_spmv_serial_rows_copy(const CsrView<V>& A, const V* x, V* y) {
+#if defined(__GNUC__)
+  if constexpr (Copy > 0) asm volatile(".nops %c0" ::"i"(Copy * kSerialLoopCopyStep));
+#endif
   for (index_t i = 0; i < A.rows; ++i) y[i] = csr_spmv_row(A.rowptr, A.colidx, A.val, x, i);
+}
+
+template <class V, std::size_t... C>
+constexpr std::array<SerialRows<V>, sizeof...(C)> serial_copies(std::index_sequence<C...>) {
+  return {&csr_spmv_serial_rows_copy<V, static_cast<int>(C)>...};
+}
+
+template <class V>
+const std::array<SerialRows<V>, kSerialLoopCopies>& csr_spmv_serial_copies() {
+  static constexpr std::array<SerialRows<V>, kSerialLoopCopies> copies =
+      serial_copies<V>(std::make_index_sequence<kSerialLoopCopies>{});
+  return copies;
+}
+
+template <class V>
+void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y) {
+  csr_spmv_serial_copies<V>()[static_cast<std::size_t>(csr_spmv_serial_copy(dtype_of<V>()))](A, x, y);
 }
 
 }  // namespace detail
@@ -129,7 +154,8 @@ void csf_mttkrp(const CsfView<V>& T, index_t J, const V* B, const V* C, V* D, in
   template void csr_spmm<V>(const CsrView<V>&, index_t, const V*, V*, int);             \
   template void csr_sddmm<V>(const CsrView<V>&, index_t, const V*, const V*, V*, int);  \
   template void csf_mttkrp<V>(const CsfView<V>&, index_t, const V*, const V*, V*, int); \
-  template void detail::csr_spmv_serial_rows<V>(const CsrView<V>&, const V*, V*);
+  template void detail::csr_spmv_serial_rows<V>(const CsrView<V>&, const V*, V*);           \
+  template const std::array<detail::SerialRows<V>, kSerialLoopCopies>& detail::csr_spmv_serial_copies<V>();
 WACO_BASELINE_LOOPS(float)
 WACO_BASELINE_LOOPS(double)
 #undef WACO_BASELINE_LOOPS

@@ -2,10 +2,12 @@
 // implementations.cpp is the public way to reach them).
 #pragma once
 
+#include <array>
 #include <memory>
 
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/implementation.hpp"
+#include "waco/kernels/serial_bound.hpp"
 
 namespace waco::kernels::detail {
 
@@ -55,8 +57,17 @@ inline V csr_spmv_row(const index_t* rp, const index_t* ci, const V* v, const V*
   for (index_t p = rp[i]; p < rp[i + 1]; ++p) s += v[p] * x[ci[p]];
   return s;
 }
+/// The serial loop: the copy of it chosen for this machine (csr_spmv_serial_copies,
+/// csr_spmv_serial_copy in serial_bound.hpp).
 template <class V>
-WACO_CSR_ROW_SUM_LOOP void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y);
+void csr_spmv_serial_rows(const CsrView<V>& A, const V* x, V* y);
+/// The serial loop's kSerialLoopCopies copies: the same instructions, copy c after c x
+/// kSerialLoopCopyStep bytes of no-ops run once a call, so that its inner loop lies at another
+/// offset in its 64-byte lines (serial_bound.hpp says why).
+template <class V>
+using SerialRows = void (*)(const CsrView<V>&, const V*, V*);
+template <class V>
+const std::array<SerialRows<V>, kSerialLoopCopies>& csr_spmv_serial_copies();
 template <class V>
 WACO_CSR_ROW_SUM_LOOP void csr_spmv_parallel_rows(const CsrView<V>& A, const V* x, V* y, int threads);
 

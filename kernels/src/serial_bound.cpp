@@ -23,7 +23,10 @@ namespace waco::kernels {
 
 namespace {
 
-constexpr int kStoreFormat = 1;
+// 2: bounds measured with the serial loop's chosen copy (csr_spmv_serial_copy); those of format 1
+// timed copy 0 and are measured again.
+constexpr int kStoreFormat = 2;
+constexpr int kLoopStoreFormat = 1;
 constexpr int kCachedThreads = 256;  ///< thread counts below this are looked up without a lock
 constexpr std::int64_t kRowNnz = 8;  ///< the probe matrices' nonzeros a row
 constexpr int kSettleCalls = 2;      ///< untimed calls before each timed one
@@ -76,40 +79,56 @@ double median_or_one(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-/// The probe on one type: the baseline's own loops on synthetic matrices of each size.
+/// A probe matrix of about `nnz` nonzeros: rows of 1 to 2 kRowNnz - 1 nonzeros at random
+/// (kRowNnz on average), so that the inner loop's exit is as hard to predict as a real matrix's:
+/// with rows all kRowNnz long (a trip count the branch predictor learns) the bound came out at
+/// 15-25k nonzeros in f64, where csr's serial loop ran dwt_1005 and G51 (8.6k, 11.8k) at 0.6x the
+/// speed of its parallel loop in `bench` (Zen 5 VM; kernels/README.md, "The serial bound").
+/// Seeded: the same matrices in every process.
 template <class V>
-std::vector<std::pair<std::int64_t, double>> probe_ratios(int threads, int rounds) {
-  std::vector<std::pair<std::int64_t, double>> out;
-  std::uint64_t state = 0x5eed5eed5eedULL;
-  const auto next = [&state] {  // the SplitMix64 stream of dense.hpp's step
-    const std::uint64_t z = splitmix64(state);
-    state += 0x9e3779b97f4a7c15ULL;
-    return z;
-  };
-  for (std::int64_t nnz = kSerialProbeMinNnz; nnz <= kSerialProbeMaxNnz; nnz *= 2) {
-    // Rows of 1 to 2 kRowNnz - 1 nonzeros at random (kRowNnz on average), so that the inner
-    // loop's exit is as hard to predict as a real matrix's: with rows all kRowNnz long (a trip
-    // count the branch predictor learns) the bound came out at 15-25k nonzeros in f64, where
-    // csr's serial loop ran dwt_1005 and G51 (8.6k, 11.8k) at 0.6x the speed of its parallel
-    // loop in `bench` (Zen 5 VM; kernels/README.md, "The serial bound").
+struct ProbeMatrix {
+  std::vector<index_t> rowptr, colidx;
+  std::vector<V> val, x, y;
+
+  ProbeMatrix(std::int64_t nnz, std::uint64_t& state) {
+    const auto next = [&state] {  // the SplitMix64 stream of dense.hpp's step
+      const std::uint64_t z = splitmix64(state);
+      state += 0x9e3779b97f4a7c15ULL;
+      return z;
+    };
     const auto rows = static_cast<index_t>(nnz / kRowNnz);
-    std::vector<index_t> rowptr(static_cast<std::size_t>(rows) + 1, 0);
+    rowptr.assign(static_cast<std::size_t>(rows) + 1, 0);
     for (index_t i = 0; i < rows; ++i)
       rowptr[static_cast<std::size_t>(i) + 1] = rowptr[static_cast<std::size_t>(i)] + 1 +
           static_cast<index_t>(next() % static_cast<std::uint64_t>(2 * kRowNnz - 1));
-    const std::int64_t stored = rowptr.back();
-    std::vector<index_t> colidx(static_cast<std::size_t>(stored));
+    colidx.resize(static_cast<std::size_t>(rowptr.back()));
     for (index_t i = 0; i < rows; ++i) {
       const auto row = colidx.begin() + rowptr[static_cast<std::size_t>(i)];
       const auto end = colidx.begin() + rowptr[static_cast<std::size_t>(i) + 1];
       for (auto e = row; e != end; ++e) *e = static_cast<index_t>(next() % static_cast<std::uint64_t>(rows));
       std::sort(row, end);
     }
-    const std::vector<V> val(static_cast<std::size_t>(stored), V(0.5)), x(static_cast<std::size_t>(rows), V(1));
-    std::vector<V> y(static_cast<std::size_t>(rows));
-    const CsrView<V> a{rows, rowptr.data(), colidx.data(), val.data()};
-    const auto serial = [&] { detail::csr_spmv_serial_rows(a, x.data(), y.data()); };
-    const auto parallel = [&] { detail::csr_spmv_parallel_rows(a, x.data(), y.data(), threads); };
+    val.assign(colidx.size(), V(0.5));
+    x.assign(static_cast<std::size_t>(rows), V(1));
+    y.resize(static_cast<std::size_t>(rows));
+  }
+  CsrView<V> view() const {
+    return {static_cast<index_t>(rowptr.size() - 1), rowptr.data(), colidx.data(), val.data()};
+  }
+};
+
+constexpr std::uint64_t kProbeSeed = 0x5eed5eed5eedULL;
+
+/// The probe on one type: the baseline's own loops on synthetic matrices of each size.
+template <class V>
+std::vector<std::pair<std::int64_t, double>> probe_ratios(int threads, int rounds) {
+  std::vector<std::pair<std::int64_t, double>> out;
+  std::uint64_t state = kProbeSeed;
+  for (std::int64_t nnz = kSerialProbeMinNnz; nnz <= kSerialProbeMaxNnz; nnz *= 2) {
+    ProbeMatrix<V> m(nnz, state);
+    const CsrView<V> a = m.view();
+    const auto serial = [&] { detail::csr_spmv_serial_rows(a, m.x.data(), m.y.data()); };
+    const auto parallel = [&] { detail::csr_spmv_parallel_rows(a, m.x.data(), m.y.data(), threads); };
     for (int w = 0; w < 3; ++w) {
       serial();
       parallel();
@@ -120,6 +139,93 @@ std::vector<std::pair<std::int64_t, double>> probe_ratios(int threads, int round
     out.emplace_back(nnz, median_or_one(ratio));
   }
   return out;
+}
+
+/// The serial loop's copies on one type: per size, rounds in which every copy runs (the order
+/// rotating with the round), each timed call after kSettleCalls of its own; per copy the geometric
+/// mean over the sizes of its median time over copy 0's.
+template <class V>
+std::vector<double> probe_copies(int rounds) {
+  constexpr std::int64_t kSizes[] = {2048, 8192, 32768};
+  const auto& copies = detail::csr_spmv_serial_copies<V>();
+  std::vector<double> log_sum(copies.size(), 0.0);
+  std::uint64_t state = kProbeSeed;
+  for (const std::int64_t nnz : kSizes) {
+    ProbeMatrix<V> m(nnz, state);
+    const CsrView<V> a = m.view();
+    std::vector<std::vector<double>> times(copies.size());
+    for (const auto& copy : copies)
+      for (int w = 0; w < 3; ++w) copy(a, m.x.data(), m.y.data());
+    for (int r = 0; r < rounds; ++r)
+      for (std::size_t k = 0; k < copies.size(); ++k) {
+        const std::size_t c = (k + static_cast<std::size_t>(r)) % copies.size();
+        for (int s = 0; s < kSettleCalls; ++s) copies[c](a, m.x.data(), m.y.data());
+        const double t0 = now_seconds();
+        copies[c](a, m.x.data(), m.y.data());
+        times[c].push_back(now_seconds() - t0);
+      }
+    const double base = median_or_one(times[0]);
+    for (std::size_t c = 0; c < copies.size(); ++c) {
+      const double t = median_or_one(times[c]);
+      log_sum[c] += base > 0.0 && t > 0.0 ? std::log(t / base) : 0.0;
+    }
+  }
+  std::vector<double> relative;
+  for (const double l : log_sum) relative.push_back(std::exp(l / static_cast<double>(std::size(kSizes))));
+  return relative;
+}
+
+/// WACO_CSR_SERIAL_COPY, read once: -1 when unset or empty.
+int env_copy() {
+  static const int copy = [] {
+    const char* v = std::getenv("WACO_CSR_SERIAL_COPY");
+    if (v == nullptr || *v == '\0') return -1;
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 0 || n >= kSerialLoopCopies)
+      throw Error(std::string("WACO_CSR_SERIAL_COPY must be a copy of the serial loop, 0 to ") +
+                      std::to_string(kSerialLoopCopies - 1) + " (got '" + v + "')",
+                  "unset it to use the copy measured fastest on this machine");
+    return static_cast<int>(n);
+  }();
+  return copy;
+}
+
+/// This process's copies of the serial loop per value type (-1: not known yet), and the lock of
+/// their probe and of the file's read-modify-write (not Bounds::mutex: a bound's probe runs the
+/// serial loop, which asks for its copy).
+struct Copies {
+  std::array<std::atomic<int>, 2> known{-1, -1};
+  std::mutex mutex;
+};
+
+Copies& copies() {
+  static Copies c;
+  return c;
+}
+
+/// The copy stored for this machine, or a new probe (stored). Called under Copies::mutex.
+int stored_or_probed_copy(Dtype dtype) {
+  const std::string path = serial_loop_path();
+  const nlohmann::json key = cache_probe_key();
+  const std::string name(dtype_name(dtype));
+  nlohmann::json entries = nlohmann::json::object();
+  if (std::optional<nlohmann::json> stored = load_machine_fact(path, kLoopStoreFormat, key);
+      stored && stored->is_object()) {
+    entries = std::move(*stored);
+    if (entries.contains(name)) {
+      try {
+        const SerialLoopProbe p = SerialLoopProbe::from_json(entries.at(name));
+        if (p.dtype == dtype) return p.copy;
+      } catch (const std::exception&) {  // a damaged entry: measured again and replaced
+      }
+    }
+  }
+  const SerialLoopProbe p = run_serial_loop_probe(dtype);
+  entries[name] = p.to_json();
+  store_machine_fact(path, kLoopStoreFormat, key, entries);  // not kept when unwritable: not an error
+  return p.copy;
 }
 
 /// This process's bounds: an atomic a (threads, dtype) below kCachedThreads (0: not known yet),
@@ -147,7 +253,8 @@ std::int64_t stored_or_probed(int threads, Dtype dtype) {
     if (entries.contains(name)) {
       try {
         const SerialBoundProbe p = SerialBoundProbe::from_json(entries.at(name));
-        if (p.threads == threads && p.dtype == dtype) return p.serial_nnz;
+        if (p.threads == threads && p.dtype == dtype && p.copy == csr_spmv_serial_copy(dtype))
+          return p.serial_nnz;
       } catch (const std::exception&) {  // a damaged entry: measured again and replaced
       }
     }
@@ -167,6 +274,7 @@ nlohmann::json SerialBoundProbe::to_json() const {
           {"dtype", std::string(dtype_name(dtype))},
           {"ratios", r},
           {"serial_nnz", serial_nnz},
+          {"copy", copy},
           {"seconds", seconds}};
 }
 
@@ -185,6 +293,7 @@ SerialBoundProbe SerialBoundProbe::from_json(const nlohmann::json& j) {
       p.ratios.emplace_back(*nnz, e.at(1).get<double>());
     }
     p.serial_nnz = json_int_field(j, "serial_nnz", kSerialProbeMinNnz / 2, kSerialProbeMaxNnz, what);
+    p.copy = static_cast<int>(json_int_field(j, "copy", 0, kSerialLoopCopies - 1, what));
     p.seconds = j.value("seconds", 0.0);
     return p;
   } catch (const Error&) {
@@ -219,10 +328,71 @@ SerialBoundProbe run_serial_bound_probe(int threads, Dtype dtype, int rounds) {
   SerialBoundProbe p;
   p.threads = threads;
   p.dtype = dtype;
+  p.copy = csr_spmv_serial_copy(dtype);  // the copy the probe times (measured first if not known)
   p.ratios = dtype == Dtype::F32 ? probe_ratios<float>(threads, rounds) : probe_ratios<double>(threads, rounds);
   p.serial_nnz = serial_bound_from_ratios(p.ratios);
   p.seconds = now_seconds() - t0;
   return p;
+}
+
+nlohmann::json SerialLoopProbe::to_json() const {
+  return {{"dtype", std::string(dtype_name(dtype))}, {"relative", relative}, {"copy", copy}, {"seconds", seconds}};
+}
+
+SerialLoopProbe SerialLoopProbe::from_json(const nlohmann::json& j) {
+  const std::string what = "the stored serial loop copy is malformed";
+  try {
+    if (!j.is_object()) throw Error(what);
+    SerialLoopProbe p;
+    const std::optional<Dtype> d = parse_dtype(j.at("dtype").get<std::string>());
+    if (!d) throw Error(what + ": unknown dtype");
+    p.dtype = *d;
+    for (const auto& r : j.at("relative")) {
+      if (!r.is_number() || !(r.get<double>() > 0.0)) throw Error(what + ": a time ratio is not positive");
+      p.relative.push_back(r.get<double>());
+    }
+    if (p.relative.size() != static_cast<std::size_t>(kSerialLoopCopies))
+      throw Error(what + ": not one ratio a copy");
+    p.copy = static_cast<int>(json_int_field(j, "copy", 0, kSerialLoopCopies - 1, what));
+    p.seconds = j.value("seconds", 0.0);
+    return p;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(what + ": " + e.what());
+  }
+}
+
+int serial_loop_copy_from(const std::vector<double>& relative) {
+  std::size_t best = 0;
+  for (std::size_t c = 1; c < relative.size(); ++c)
+    if (relative[c] < relative[best]) best = c;
+  return best > 0 && relative[best] < (1.0 - kSerialLoopMargin) * relative[0] ? static_cast<int>(best) : 0;
+}
+
+SerialLoopProbe run_serial_loop_probe(Dtype dtype, int rounds) {
+  WACO_ASSERT(rounds >= 1, "the serial loop's probe needs a round");
+  const double t0 = now_seconds();
+  SerialLoopProbe p;
+  p.dtype = dtype;
+  p.relative = dtype == Dtype::F32 ? probe_copies<float>(rounds) : probe_copies<double>(rounds);
+  p.copy = serial_loop_copy_from(p.relative);
+  p.seconds = now_seconds() - t0;
+  return p;
+}
+
+std::string serial_loop_path() { return user_cache_dir() + "/csr-serial-loop.json"; }
+
+int csr_spmv_serial_copy(Dtype dtype) {
+  if (const int env = env_copy(); env >= 0) return env;
+  Copies& c = copies();
+  auto& slot = c.known[dtype == Dtype::F32 ? 0 : 1];
+  if (const int known = slot.load(std::memory_order_acquire); known >= 0) return known;
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  if (const int known = slot.load(std::memory_order_relaxed); known >= 0) return known;
+  const int copy = stored_or_probed_copy(dtype);
+  slot.store(copy, std::memory_order_release);
+  return copy;
 }
 
 std::string serial_bound_path() { return user_cache_dir() + "/csr-serial-bound.json"; }

@@ -27,6 +27,53 @@
 
 namespace waco::kernels {
 
+// The serial loop's placement, measured on this machine. The same instructions run at different
+// speeds depending on where their inner loop lies in its 64-byte lines: on an AMD EPYC Milan VM
+// the serial loop with its inner loop across a line boundary (where -falign-functions=64 put it
+// in every binary) took 1.5-1.9x the time of the same loop 16-48 bytes further on, on 9 matrices
+// of 233-29k nonzeros, in f32 and f64 alike; on an AMD EPYC Zen 5 VM the loop padded to start a
+// line ran 2x slower than unpadded (kernels/README.md, "Code alignment"). No one placement is
+// known to suit every CPU, so the loop exists in kSerialLoopCopies copies, copy c after
+// c x kSerialLoopCopyStep bytes of no-ops run once a call (never once a row), and the copy that
+// runs is measured: the copies timed side by side on the bound's probe matrices (1-15 random
+// columns a row) of 2,048 to 32,768 nonzeros, copy 0 (the placement before) unless another is
+// faster by kSerialLoopMargin over the sizes (geometric mean of median time ratios); kept per
+// value type in the user's cache for this machine (cache_probe.hpp's key), and measured before
+// the bound, which times the chosen copy. WACO_CSR_SERIAL_COPY=c fixes it instead.
+inline constexpr int kSerialLoopCopies = 4;
+inline constexpr int kSerialLoopCopyStep = 16;
+inline constexpr double kSerialLoopMargin = 0.05;
+
+/// One measurement of the serial loop's copies for a value type.
+struct SerialLoopProbe {
+  Dtype dtype = Dtype::F32;
+  /// Per copy: the geometric mean over the sizes of its median time over copy 0's (copy 0: 1).
+  std::vector<double> relative;
+  int copy = 0;          ///< serial_loop_copy_from(relative)
+  double seconds = 0.0;  ///< wall time of the probe
+
+  /// {"dtype", "relative": [...], "copy", "seconds"}.
+  nlohmann::json to_json() const;
+  /// The inverse of to_json(); throws Error when `j` is not such an object (a damaged file).
+  static SerialLoopProbe from_json(const nlohmann::json& j);
+};
+
+/// The copy to run given each copy's time relative to copy 0: the fastest, when it is below
+/// 1 - kSerialLoopMargin; else 0. Pure.
+int serial_loop_copy_from(const std::vector<double>& relative);
+
+/// Times the copies on `dtype` (serially: no OpenMP region). rounds: interleaved rounds a size.
+SerialLoopProbe run_serial_loop_probe(Dtype dtype, int rounds = 15);
+
+/// <user_cache_dir()>/csr-serial-loop.json.
+std::string serial_loop_path();
+
+/// The copy of the serial loop that runs for `dtype`: WACO_CSR_SERIAL_COPY when set (an Error
+/// when it is not 0 to kSerialLoopCopies - 1), else this process's, else the one stored for this
+/// machine, else a new probe (then stored; not an error when the file cannot be written).
+/// Thread-safe; a lookup after the first is an atomic load.
+int csr_spmv_serial_copy(Dtype dtype);
+
 /// The probe's smallest and largest sizes (nonzeros, doubling). An SpMV of at most half the
 /// smallest runs serially and one above the largest in parallel without the probe being asked.
 inline constexpr std::int64_t kSerialProbeMinNnz = 1024;
@@ -40,9 +87,10 @@ struct SerialBoundProbe {
   /// time over the serial loop's.
   std::vector<std::pair<std::int64_t, double>> ratios;
   std::int64_t serial_nnz = 0;  ///< serial_bound_from_ratios(ratios)
+  int copy = 0;                 ///< the serial loop's copy it timed (csr_spmv_serial_copy)
   double seconds = 0.0;         ///< wall time of the probe
 
-  /// {"threads", "dtype", "ratios": [[nnz, ratio], ...], "serial_nnz", "seconds"}.
+  /// {"threads", "dtype", "ratios": [[nnz, ratio], ...], "serial_nnz", "copy", "seconds"}.
   nlohmann::json to_json() const;
   /// The inverse of to_json(); throws Error when `j` is not such an object (a damaged file).
   static SerialBoundProbe from_json(const nlohmann::json& j);
@@ -61,8 +109,9 @@ SerialBoundProbe run_serial_bound_probe(int threads, Dtype dtype, int rounds = 2
 std::string serial_bound_path();
 
 /// The bound on `threads` threads for `dtype`: WACO_CSR_SERIAL_NNZ when set (an Error when it
-/// is not a whole number), else this process's, else the one stored for this machine, else a new
-/// probe (then stored; not an error when the file cannot be written). Thread-safe; a lookup
+/// is not a whole number), else this process's, else the one stored for this machine with the
+/// serial loop's copy that runs, else a new probe (then stored; not an error when the file cannot
+/// be written). Thread-safe; a lookup
 /// after the first is an atomic load (threads up to 256). Precondition: threads >= 2.
 std::int64_t csr_spmv_serial_nnz(int threads, Dtype dtype);
 
