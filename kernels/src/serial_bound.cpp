@@ -430,6 +430,9 @@ bool csr_spmv_serial(std::int64_t nnz, int threads, Dtype dtype) {
 
 template <class V>
 bool csr_spmv_serial_for(const CsrView<V>& A, const V* x, V* y, int threads) {
+  // The serial loop's copy, chosen here (a probe when this machine has none stored) and not in
+  // the first call of the serial loop, which may be timed: every prepare and binding asks here.
+  (void)csr_spmv_serial_copy(dtype_of<V>());
   const std::int64_t nnz = A.rowptr[A.rows];
   if (threads <= 1 || env_bound() >= 0 || nnz <= kSerialProbeMinNnz / 2 || nnz > kSerialProbeMaxNnz)
     return csr_spmv_serial(nnz, threads, dtype_of<V>());

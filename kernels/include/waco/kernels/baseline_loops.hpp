@@ -105,7 +105,8 @@ void csr_spmv_rows(const CsrView<V>& A, const V* x, V* y, int threads);
 /// the loop it found slow ran for up to 20 ms (a process's first parallel regions can be slow:
 /// serial_bound.cpp). Why: near the crossover, real matrices of one size differ by
 /// 1.5x either way, and the machine's bound missed them by up to 6x (kernels/README.md, "The
-/// serial bound"). x: A's columns, y: A's rows (A x once timed, untouched otherwise). Runs OpenMP regions: not in a
+/// serial bound"). Also chooses the serial loop's copy for V when this process has not
+/// (csr_spmv_serial_copy). x: A's columns, y: A's rows (A x once timed, untouched otherwise). Runs OpenMP regions: not in a
 /// process that forks afterwards; never in a timed call (the baselines' prepare, a binding).
 template <class V>
 bool csr_spmv_serial_for(const CsrView<V>& A, const V* x, V* y, int threads);
