@@ -337,6 +337,26 @@ TEST_CASE("final runs: one reference for every run, the faster over all of them"
     // The schedule faster in most runs: the schedule.
     b.runs = {timed(1.00, 0.90, {{"w", 1.0}}), timed(1.00, 0.95, {{"w", 1.0}})};
     CHECK(*cli::schedule_faster_over({a, b}));
+    // A choice given: every run against it, whatever the runs say; none: unchanged.
+    for (const cli::Replication& r : cli::with_common_reference({a, b}, false))
+      for (const cli::FinalRun& f : r.runs) CHECK(f.reference == "csr baseline");
+    const auto as_was = cli::with_common_reference({a, b}, std::nullopt);
+    CHECK(as_was[0].runs[0].reference == "csr schedule");  // its own faster (0.98)
+    CHECK(as_was[0].runs[1].reference == "csr baseline");
+  }
+  SECTION("MTTKRP's references are csf's, named so") {
+    json results = json::array({result(2.0, {}), result(1.6, {}), result(1.0, {})});
+    cli::BenchLayout layout;
+    layout.shortcut = "csf";
+    layout.baseline = 0;
+    layout.schedule = 1;
+    layout.configs = {{"w", 2}};
+    cli::FinalRun f = cli::final_run_of(json{{"busy_warning", nullptr}, {"results", results}}, layout);
+    CHECK(f.reference == "csf schedule");
+    cli::use_reference(f, false);
+    CHECK(f.reference == "csf baseline");
+    CHECK(f.speedups.at("w").speedup == Approx(2.0));
+    CHECK(cli::reference_name("csf", true) == "csf schedule");
   }
   SECTION("a run that timed one reference only counts for nothing unless no run timed both") {
     cli::FinalRun only_schedule = timed(1.0, 0.9, {{"w", 1.0}});

@@ -250,9 +250,8 @@ nlohmann::json side_by_side_row(const Options& o, const MatrixRun& m,
   // Every run over the reference that was faster over all of them, and judged on it.
   const std::optional<bool> schedule_faster = schedule_faster_over(reps);
   const nlohmann::json reference =
-      schedule_faster ? nlohmann::json(plan.layout.shortcut + (*schedule_faster ? " schedule" : " baseline"))
-                      : nlohmann::json();
-  reps = with_common_reference(std::move(reps));
+      schedule_faster ? nlohmann::json(reference_name(plan.layout.shortcut, *schedule_faster)) : nlohmann::json();
+  reps = with_common_reference(std::move(reps), schedule_faster);
   nlohmann::json baselines = nlohmann::json::object(), configs = nlohmann::json::object();
   for (std::size_t i = 0; i < plan.impls.size(); ++i)
     baselines[plan.impls[i]] = timing_over_runs(used, static_cast<int>(i));

@@ -109,15 +109,18 @@ FinalRun final_run_of(const nlohmann::json& bench, const BenchLayout& layout) {
     run.over_baseline = speedups_over(results, layout.baseline, *run.baseline_s, layout);
   if (run.schedule_s)
     run.over_schedule = speedups_over(results, layout.schedule, *run.schedule_s, layout);
-  run.reference = layout.shortcut + " baseline";  // use_reference names the one it takes
+  run.shortcut = layout.shortcut;
   use_reference(run, run.schedule_s && (!run.baseline_s || *run.schedule_s < *run.baseline_s));
   return run;
 }
 
+std::string reference_name(const std::string& shortcut, bool schedule) {
+  return shortcut + (schedule ? " schedule" : " baseline");
+}
+
 void use_reference(FinalRun& f, bool schedule) {
   if (schedule ? !f.schedule_s : !f.baseline_s) return;  // not timed: the run keeps its own
-  const std::string shortcut = f.reference.substr(0, f.reference.find(' '));
-  f.reference = shortcut + (schedule ? " schedule" : " baseline");
+  f.reference = reference_name(f.shortcut, schedule);
   f.speedups = schedule ? f.over_schedule : f.over_baseline;
 }
 
@@ -233,6 +236,11 @@ std::optional<bool> schedule_faster_over(const std::vector<Replication>& passes)
 
 std::vector<Replication> with_common_reference(std::vector<Replication> passes) {
   const std::optional<bool> schedule = schedule_faster_over(passes);
+  return with_common_reference(std::move(passes), schedule);
+}
+
+std::vector<Replication> with_common_reference(std::vector<Replication> passes,
+                                               std::optional<bool> schedule) {
   if (!schedule) return passes;
   for (Replication& r : passes) {
     for (FinalRun& f : r.runs) use_reference(f, *schedule);

@@ -68,8 +68,10 @@ struct RunSpeedup {
 struct FinalRun {
   bool busy = false;  ///< its timings were disturbed (bench's busy or disturbed warning)
   std::string busy_reason;
+  /// The references' kernel: csr, or csf for MTTKRP (BenchLayout::shortcut).
+  std::string shortcut = "csr";
   /// The reference of `speedups`: "csr schedule" or "csr baseline" (the run's faster, unless
-  /// use_reference chose another).
+  /// use_reference chose another; reference_name).
   std::string reference;
   std::map<std::string, RunSpeedup> speedups;  ///< per configuration with a time
   /// The two references' medians (when timed) and the speedups over each of them.
@@ -95,6 +97,9 @@ struct BenchLayout {
 /// per-round ratios (widened to hold the ratio of medians); `speedups` over the faster reference
 /// by median. No speedups without a reference time.
 FinalRun final_run_of(const nlohmann::json& bench, const BenchLayout& layout);
+
+/// "<shortcut> schedule" when `schedule`, else "<shortcut> baseline".
+std::string reference_name(const std::string& shortcut, bool schedule);
 
 /// Points f.speedups and f.reference at the speedups over one reference (the schedule when
 /// `schedule`, else the baseline); a run that did not time that reference keeps its own.
@@ -146,9 +151,12 @@ extern const char* const kReferenceRule;
 /// was. Nothing when no run timed either.
 std::optional<bool> schedule_faster_over(const std::vector<Replication>& passes);
 
-/// The passes with every run's speedups over one reference, the faster over them all
-/// (schedule_faster_over), and judged again (judge) on those speedups. Unchanged when no run
-/// timed a reference.
+/// The passes with every run's speedups over one reference, the schedule when `schedule` (else
+/// the baseline), and judged again (judge) on those speedups. Unchanged when `schedule` is
+/// nothing (no run timed a reference).
+std::vector<Replication> with_common_reference(std::vector<Replication> passes,
+                                               std::optional<bool> schedule);
+/// with_common_reference over the faster reference over them all (schedule_faster_over).
 std::vector<Replication> with_common_reference(std::vector<Replication> passes);
 
 /// The rule that combines passes, in words (stored in the side-by-side rows).
