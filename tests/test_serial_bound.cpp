@@ -60,6 +60,24 @@ struct TestCsr {
   }
 };
 
+/// Runs the test case `name` of this program in a fresh process (where `var`, read once a
+/// process, is read for the first time) with `var`=`value` and WACO_TEST_EXPECT=`expect`;
+/// its exit status (0: its checks passed).
+int run_case_with(const char* var, const char* value, const char* expect, const char* name) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv(var, value, 1);
+    ::setenv("WACO_TEST_EXPECT", expect, 1);
+    const char* argv[] = {"test_serial_bound", name, nullptr};
+    ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 }  // namespace
 
 TEST_CASE("serial bound: read off the ratios where the parallel loop starts to win for good") {
@@ -198,19 +216,7 @@ TEST_CASE("serial bound: WACO_CSR_SERIAL_NNZ fixes the rule, and a bad value is 
   // The case above, in a fresh process of this test program: no probe runs there (a fixed
   // bound needs none), and the variable is read there for the first time.
   const auto run = [](const char* value, const char* expect) {
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::setenv("WACO_CSR_SERIAL_NNZ", value, 1);
-      ::setenv("WACO_TEST_EXPECT", expect, 1);
-      const char* argv[] = {"test_serial_bound", "serial bound: the rule under WACO_CSR_SERIAL_NNZ",
-                            nullptr};
-      ::execv("/proc/self/exe", const_cast<char* const*>(argv));
-      ::_exit(127);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return run_case_with("WACO_CSR_SERIAL_NNZ", value, expect, "serial bound: the rule under WACO_CSR_SERIAL_NNZ");
   };
   CHECK(run("100000", "100000") == 0);
   CHECK(run("0", "0") == 0);
@@ -321,18 +327,7 @@ TEST_CASE("serial loop: the copy under WACO_CSR_SERIAL_COPY", "[.env]") {
 
 TEST_CASE("serial loop: WACO_CSR_SERIAL_COPY fixes the copy, and a bad value is a clear error") {
   const auto run = [](const char* value, const char* expect) {
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::setenv("WACO_CSR_SERIAL_COPY", value, 1);
-      ::setenv("WACO_TEST_EXPECT", expect, 1);
-      const char* argv[] = {"test_serial_bound", "serial loop: the copy under WACO_CSR_SERIAL_COPY", nullptr};
-      ::execv("/proc/self/exe", const_cast<char* const*>(argv));
-      ::_exit(127);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return run_case_with("WACO_CSR_SERIAL_COPY", value, expect, "serial loop: the copy under WACO_CSR_SERIAL_COPY");
   };
   CHECK(run("0", "0") == 0);
   CHECK(run("3", "3") == 0);

@@ -205,27 +205,36 @@ Copies& copies() {
   return c;
 }
 
-/// The copy stored for this machine, or a new probe (stored). Called under Copies::mutex.
-int stored_or_probed_copy(Dtype dtype) {
-  const std::string path = serial_loop_path();
+/// Entry `name` of the machine fact at `path` (of `format`, for this machine) when it reads whole
+/// and `usable` takes it; else `probe()`, stored there beside the other entries (not kept when the
+/// file is unwritable: not an error). A damaged entry is measured again and replaced.
+template <class P, class Usable, class Probe>
+P stored_or_probed_fact(const std::string& path, int format, const std::string& name, Usable usable, Probe probe) {
   const nlohmann::json key = cache_probe_key();
-  const std::string name(dtype_name(dtype));
   nlohmann::json entries = nlohmann::json::object();
-  if (std::optional<nlohmann::json> stored = load_machine_fact(path, kLoopStoreFormat, key);
-      stored && stored->is_object()) {
+  if (std::optional<nlohmann::json> stored = load_machine_fact(path, format, key); stored && stored->is_object()) {
     entries = std::move(*stored);
     if (entries.contains(name)) {
       try {
-        const SerialLoopProbe p = SerialLoopProbe::from_json(entries.at(name));
-        if (p.dtype == dtype) return p.copy;
-      } catch (const std::exception&) {  // a damaged entry: measured again and replaced
+        P p = P::from_json(entries.at(name));
+        if (usable(p)) return p;
+      } catch (const std::exception&) {
       }
     }
   }
-  const SerialLoopProbe p = run_serial_loop_probe(dtype);
+  P p = probe();
   entries[name] = p.to_json();
-  store_machine_fact(path, kLoopStoreFormat, key, entries);  // not kept when unwritable: not an error
-  return p.copy;
+  store_machine_fact(path, format, key, entries);
+  return p;
+}
+
+/// The copy stored for this machine, or a new probe (stored). Called under Copies::mutex.
+int stored_or_probed_copy(Dtype dtype) {
+  return stored_or_probed_fact<SerialLoopProbe>(
+             serial_loop_path(), kLoopStoreFormat, std::string(dtype_name(dtype)),
+             [dtype](const SerialLoopProbe& p) { return p.dtype == dtype; },
+             [dtype] { return run_serial_loop_probe(dtype); })
+      .copy;
 }
 
 /// This process's bounds: an atomic a (threads, dtype) below kCachedThreads (0: not known yet),
@@ -241,28 +250,16 @@ Bounds& bounds() {
   return b;
 }
 
-/// The bound stored for this machine, or a new probe (stored). Called under Bounds::mutex.
+/// The bound stored for this machine with the serial loop's copy that runs, or a new probe
+/// (stored). Called under Bounds::mutex.
 std::int64_t stored_or_probed(int threads, Dtype dtype) {
-  const std::string path = serial_bound_path();
-  const nlohmann::json key = cache_probe_key();
-  const std::string name = entry_name(threads, dtype);
-  nlohmann::json entries = nlohmann::json::object();
-  if (std::optional<nlohmann::json> stored = load_machine_fact(path, kStoreFormat, key);
-      stored && stored->is_object()) {
-    entries = std::move(*stored);
-    if (entries.contains(name)) {
-      try {
-        const SerialBoundProbe p = SerialBoundProbe::from_json(entries.at(name));
-        if (p.threads == threads && p.dtype == dtype && p.copy == csr_spmv_serial_copy(dtype))
-          return p.serial_nnz;
-      } catch (const std::exception&) {  // a damaged entry: measured again and replaced
-      }
-    }
-  }
-  const SerialBoundProbe p = run_serial_bound_probe(threads, dtype);
-  entries[name] = p.to_json();
-  store_machine_fact(path, kStoreFormat, key, entries);  // not kept when unwritable: not an error
-  return p.serial_nnz;
+  return stored_or_probed_fact<SerialBoundProbe>(
+             serial_bound_path(), kStoreFormat, entry_name(threads, dtype),
+             [threads, dtype](const SerialBoundProbe& p) {
+               return p.threads == threads && p.dtype == dtype && p.copy == csr_spmv_serial_copy(dtype);
+             },
+             [threads, dtype] { return run_serial_bound_probe(threads, dtype); })
+      .serial_nnz;
 }
 
 }  // namespace
@@ -280,7 +277,7 @@ nlohmann::json SerialBoundProbe::to_json() const {
 
 SerialBoundProbe SerialBoundProbe::from_json(const nlohmann::json& j) {
   const std::string what = "the stored serial bound is malformed";
-  try {
+  return read_json_object(what, [&] {
     if (!j.is_object()) throw Error(what);
     SerialBoundProbe p;
     p.threads = static_cast<int>(json_int_field(j, "threads", 2, 1 << 20, what));
@@ -296,11 +293,7 @@ SerialBoundProbe SerialBoundProbe::from_json(const nlohmann::json& j) {
     p.copy = static_cast<int>(json_int_field(j, "copy", 0, kSerialLoopCopies - 1, what));
     p.seconds = j.value("seconds", 0.0);
     return p;
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(what + ": " + e.what());
-  }
+  });
 }
 
 std::int64_t serial_bound_from_ratios(const std::vector<std::pair<std::int64_t, double>>& ratios) {
@@ -341,7 +334,7 @@ nlohmann::json SerialLoopProbe::to_json() const {
 
 SerialLoopProbe SerialLoopProbe::from_json(const nlohmann::json& j) {
   const std::string what = "the stored serial loop copy is malformed";
-  try {
+  return read_json_object(what, [&] {
     if (!j.is_object()) throw Error(what);
     SerialLoopProbe p;
     const std::optional<Dtype> d = parse_dtype(j.at("dtype").get<std::string>());
@@ -356,11 +349,7 @@ SerialLoopProbe SerialLoopProbe::from_json(const nlohmann::json& j) {
     p.copy = static_cast<int>(json_int_field(j, "copy", 0, kSerialLoopCopies - 1, what));
     p.seconds = j.value("seconds", 0.0);
     return p;
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(what + ": " + e.what());
-  }
+  });
 }
 
 int serial_loop_copy_from(const std::vector<double>& relative) {

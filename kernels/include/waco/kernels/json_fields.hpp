@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "waco/kernels/error.hpp"
+
 namespace waco::kernels {
 
 /// v's value when it is a JSON integer within int64 (signed, or unsigned up to INT64_MAX); never
@@ -34,5 +36,19 @@ std::int64_t json_int_field(const nlohmann::json& o, const std::string& key, std
 /// [0, 2^64) (got ...)", hint), and a missing key as o.at.
 std::uint64_t json_unsigned_field(const nlohmann::json& o, const std::string& key,
                                   const std::string& what, const std::string& hint = {});
+
+/// read(), a reader of a stored object: an Error it throws passes, any other exception (a missing
+/// key, a value of another type: nlohmann's) becomes Error("<what>: <its message>"), so that a
+/// damaged object is one kind of error.
+template <class Read>
+auto read_json_object(const std::string& what, Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(what + ": " + e.what());
+  }
+}
 
 }  // namespace waco::kernels
