@@ -111,8 +111,8 @@ std::string serial_bound_path();
 /// The bound on `threads` threads for `dtype`: WACO_CSR_SERIAL_NNZ when set (an Error when it
 /// is not a whole number), else this process's, else the one stored for this machine with the
 /// serial loop's copy that runs, else a new probe (then stored; not an error when the file cannot
-/// be written). Thread-safe; a lookup
-/// after the first is an atomic load (threads up to 256). Precondition: threads >= 2.
+/// be written). Thread-safe; a lookup after the first is an atomic load (threads up to 256).
+/// Precondition: threads >= 2.
 std::int64_t csr_spmv_serial_nnz(int threads, Dtype dtype);
 
 /// The rule: whether an SpMV storing `nnz` entries runs serially on `threads` threads (one
