@@ -328,7 +328,7 @@ TEST_CASE("final runs: one reference for every run, the faster over all of them"
     const auto faster = cli::schedule_faster_over({a, b});
     REQUIRE(faster);
     CHECK_FALSE(*faster);
-    const auto common = cli::with_common_reference({a, b});
+    const auto common = cli::with_common_reference({a, b}, cli::schedule_faster_over({a, b}));
     for (const cli::Replication& r : common)
       for (const cli::FinalRun& f : r.runs) {
         CHECK(f.reference == "csr baseline");
@@ -378,7 +378,7 @@ TEST_CASE("final runs: one reference for every run, the faster over all of them"
     cli::judge(r);
     CHECK_FALSE(r.settled);
     CHECK(r.undecided == std::set<std::string>{"w"});
-    const auto common = cli::with_common_reference({r});
+    const auto common = cli::with_common_reference({r}, cli::schedule_faster_over({r}));
     CHECK(common[0].settled);
     CHECK(common[0].undecided.empty());
     CHECK(cli::delivered_speedups(common[0]).at("w").speedup == Approx(1.1));

@@ -259,15 +259,16 @@ Command make_info_command() {
                     b["used"] = csr_spmv_serial_nnz(threads, d);
                     bound[std::string(dtype_name(d))] = b;
                   }
+                // The serial loop's copies (serial_bound.hpp): probed anew, and the one that runs.
+                nlohmann::json loop = nlohmann::json::object();
+                for (const Dtype d : {Dtype::F32, Dtype::F64}) {
+                  nlohmann::json l = run_serial_loop_probe(d).to_json();
+                  l["used"] = csr_spmv_serial_copy(d);
+                  loop[std::string(dtype_name(d))] = l;
+                }
                 if (o->json) {
                   nlohmann::json j = p.to_json();
                   j["csr_serial_bound"] = bound;
-                  nlohmann::json loop = nlohmann::json::object();
-                  for (const Dtype d : {Dtype::F32, Dtype::F64}) {
-                    nlohmann::json l = run_serial_loop_probe(d).to_json();
-                    l["used"] = csr_spmv_serial_copy(d);
-                    loop[std::string(dtype_name(d))] = l;
-                  }
                   j["csr_serial_loop"] = loop;
                   j["context"] = context_json(threads, "none");
                   print_json(j);
@@ -291,12 +292,11 @@ Command make_info_command() {
                                 bound["f64"]["used"].get<long long>(),
                                 std::getenv("WACO_CSR_SERIAL_NNZ") ? "WACO_CSR_SERIAL_NNZ"
                                                                    : serial_bound_path().c_str());
-                  for (const Dtype d : {Dtype::F32, Dtype::F64}) {
-                    const SerialLoopProbe l = run_serial_loop_probe(d);
-                    std::printf("csr serial loop %s: copies' time over copy 0's", std::string(dtype_name(d)).c_str());
-                    for (const double r : l.relative) std::printf(" %.2f", r);
-                    std::printf(" (this probe: copy %d); the loop runs copy %d (%s)\n", l.copy,
-                                csr_spmv_serial_copy(d),
+                  for (const auto& [dtype, l] : loop.items()) {
+                    std::printf("csr serial loop %s: copies' time over copy 0's", dtype.c_str());
+                    for (const auto& r : l.at("relative")) std::printf(" %.2f", r.get<double>());
+                    std::printf(" (this probe: copy %d); the loop runs copy %d (%s)\n", l.at("copy").get<int>(),
+                                l.at("used").get<int>(),
                                 std::getenv("WACO_CSR_SERIAL_COPY") ? "WACO_CSR_SERIAL_COPY"
                                                                     : serial_loop_path().c_str());
                   }

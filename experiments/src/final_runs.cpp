@@ -234,11 +234,6 @@ std::optional<bool> schedule_faster_over(const std::vector<Replication>& passes)
   return kernels::quantile(ratios, 0.5) < 1.0;
 }
 
-std::vector<Replication> with_common_reference(std::vector<Replication> passes) {
-  const std::optional<bool> schedule = schedule_faster_over(passes);
-  return with_common_reference(std::move(passes), schedule);
-}
-
 std::vector<Replication> with_common_reference(std::vector<Replication> passes,
                                                std::optional<bool> schedule) {
   if (!schedule) return passes;

@@ -10,7 +10,7 @@
 // baseline or the csr schedule; csf for MTTKRP) over the winner's median. While a pass runs,
 // each run is read against its own faster reference (the stopping rule); the row's delivered
 // speedups use one reference for every run of every pass, the faster over all of them
-// (with_common_reference): a user runs one of the two, and the faster of two near-tied medians
+// (schedule_faster_over, then with_common_reference): a user runs one of the two, and the faster of two near-tied medians
 // in each run is biased fast. Its interval in one run: the distribution-free interval of the
 // median of the paired per-round ratios (bench times every kernel once per round) at
 // kIntervalLevel.
@@ -152,12 +152,11 @@ extern const char* const kReferenceRule;
 std::optional<bool> schedule_faster_over(const std::vector<Replication>& passes);
 
 /// The passes with every run's speedups over one reference, the schedule when `schedule` (else
-/// the baseline), and judged again (judge) on those speedups. Unchanged when `schedule` is
+/// the baseline; ablate passes schedule_faster_over(passes)), and judged again (judge) on those
+/// speedups. Unchanged when `schedule` is
 /// nothing (no run timed a reference).
 std::vector<Replication> with_common_reference(std::vector<Replication> passes,
                                                std::optional<bool> schedule);
-/// with_common_reference over the faster reference over them all (schedule_faster_over).
-std::vector<Replication> with_common_reference(std::vector<Replication> passes);
 
 /// The rule that combines passes, in words (stored in the side-by-side rows).
 extern const char* const kPassRule;
