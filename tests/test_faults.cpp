@@ -148,20 +148,27 @@ std::int64_t query_int(const std::string& db_path, const std::string& sql) {
 /// The ablation rows of a results database by configuration: created and row (none when the
 /// database or its table does not exist yet).
 /// Whether an ablation row stored earlier is still there as it was: the same row, or for the
-/// side-by-side row the same passes and runs with later passes after them (ablate
+/// side-by-side row the same measured passes and runs with later passes after them (ablate
 /// --final-passes adds passes to a stored row).
 bool kept_or_extended(const std::string& config, const std::string& before, const std::string& after) {
   if (before == after) return true;
   if (config != "side-by-side") return false;
   const auto json_of = [](const std::string& r) { return nlohmann::json::parse(r.substr(r.find('/') + 1)); };
   const nlohmann::json b = json_of(before), a = json_of(after);
-  for (const char* key : {"passes", "runs"}) {
+  // What was measured stays: each stored pass's bench files and time, each stored run's time,
+  // state and pass. What is read from it may change: a run's reference and speedups, a pass's
+  // settled and undecided, all judged again against the csr reference that was faster over every
+  // pass (with_common_reference), which the new pass can turn to the other one.
+  const std::map<std::string, std::vector<std::string>> measured = {
+      {"passes", {"runs", "seconds", "busy"}}, {"runs", {"seconds", "busy", "core_round_trip_ns", "pass"}}};
+  for (const auto& [key, fields] : measured) {
     const nlohmann::json empty = nlohmann::json::array();
     const nlohmann::json& x = b.contains(key) ? b.at(key) : empty;
     const nlohmann::json& y = a.contains(key) ? a.at(key) : empty;
     if (x.size() >= y.size()) return false;
     for (std::size_t i = 0; i < x.size(); ++i)
-      if (x[i] != y[i]) return false;
+      for (const std::string& f : fields)
+        if (x[i].value(f, nlohmann::json()) != y[i].value(f, nlohmann::json())) return false;
   }
   return true;
 }
