@@ -19,11 +19,13 @@
 #include <optional>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
 #include "waco/codegen/compiler.hpp"
 #include "waco/codegen/emitter.hpp"
@@ -529,31 +531,28 @@ namespace {
 
 /// The loops of `library`'s waco_kernel functions (the kernel and its outlined OpenMP bodies) as
 /// objdump disassembles them: [first byte, one past the backward jump's last byte) of every
-/// backward jump's target range. Empty with `found` false when objdump cannot be run.
-std::vector<std::pair<std::uint64_t, std::uint64_t>> kernel_loops(const std::string& library,
-                                                                   bool& found) {
-  const std::string cmd = "objdump -d --no-show-raw-insn '" + library + "' 2>/dev/null";
-  FILE* out = popen(cmd.c_str(), "r");
-  found = out != nullptr;
+/// backward jump's target range. Nothing when objdump cannot be run.
+std::optional<std::vector<std::pair<std::uint64_t, std::uint64_t>>> kernel_loops(
+    const std::string& library) {
+  const waco::test::CliResult r = waco::test::run_command("objdump -d --no-show-raw-insn '" + library + "'");
+  if (r.status != 0 || r.out.empty()) return std::nullopt;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> loops;
-  if (out == nullptr) return loops;
-  std::vector<std::string> lines;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, out) != nullptr) lines.emplace_back(buf);
-  found = pclose(out) == 0 && !lines.empty();
+  std::istringstream lines(r.out);
+  std::string line;
   bool in_kernel = false;
-  std::optional<std::uint64_t> pending_jump_target;  // a backward jump waiting for its end
-  for (const std::string& line : lines) {
+  bool jump_back = false;  // the previous instruction jumped back to jump_target: a loop's end
+  std::uint64_t jump_target = 0;
+  while (std::getline(lines, line)) {
     if (line.find(">:") != std::string::npos) {  // "0000000000001140 <waco_kernel._omp_fn.0>:"
       in_kernel = line.find("<waco_kernel") != std::string::npos;
-      pending_jump_target.reset();
+      jump_back = false;
       continue;
     }
     const std::size_t colon = line.find(":\t");
     if (!in_kernel || colon == std::string::npos) continue;
     const std::uint64_t address = std::stoull(line.substr(0, colon), nullptr, 16);
-    if (pending_jump_target) loops.emplace_back(*pending_jump_target, address);
-    pending_jump_target.reset();
+    if (jump_back) loops.emplace_back(jump_target, address);
+    jump_back = false;
     // "    1209:\tjg     11f0 <waco_kernel._omp_fn.0+0xb0>": a jump (j*) to a lower address.
     const std::string insn = line.substr(colon + 2);
     if (insn.empty() || insn[0] != 'j') continue;
@@ -563,7 +562,10 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> kernel_loops(const std::str
     if (target_at == std::string::npos || !std::isxdigit(static_cast<unsigned char>(insn[target_at])))
       continue;
     const std::uint64_t target = std::stoull(insn.substr(target_at), nullptr, 16);
-    if (target < address) pending_jump_target = target;
+    if (target < address) {
+      jump_back = true;
+      jump_target = target;
+    }
   }
   return loops;
 }
@@ -591,14 +593,13 @@ TEST_CASE("compiler: a generated row sum's loops of at most 32 bytes do not cros
           waco::codegen::emit_kernel_source(s, waco::codegen::RaceStrategy::Atomic,
                                             waco::codegen::SourceForm::SharedObject, dtype),
           opts);
-      bool found = false;
-      const auto loops = kernel_loops(r.library_path, found);
-      if (!found) {
+      const auto loops = kernel_loops(r.library_path);
+      if (!loops) {
         WARN("objdump could not be run: the loops' placement is not checked");
         return;
       }
       INFO(text << (dtype == Dtype::F32 ? " in float" : " in double") << ", " << r.library_path);
-      for (const auto& [begin, end] : loops) {
+      for (const auto& [begin, end] : *loops) {
         if (end - begin > 32) continue;
         ++short_loops;
         INFO("loop [0x" << std::hex << begin << ", 0x" << end << ")");

@@ -145,8 +145,6 @@ std::int64_t query_int(const std::string& db_path, const std::string& sql) {
   return v;
 }
 
-/// The ablation rows of a results database by configuration: created and row (none when the
-/// database or its table does not exist yet).
 /// Whether an ablation row stored earlier is still there as it was: the same row, or for the
 /// side-by-side row the same measured passes and runs with later passes after them (ablate
 /// --final-passes adds passes to a stored row).
@@ -173,6 +171,8 @@ bool kept_or_extended(const std::string& config, const std::string& before, cons
   return true;
 }
 
+/// The ablation rows of a results database by configuration: created and row (none when the
+/// database or its table does not exist yet).
 std::map<std::string, std::string> ablation_rows(const std::string& db_path) {
   std::map<std::string, std::string> rows;
   if (!fs::exists(db_path)) return rows;
