@@ -1,5 +1,6 @@
 // The report of a tune (pipeline.hpp): one JSON object, `waco-hybrid tune --json`.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "pipeline.hpp"
@@ -117,8 +118,12 @@ nlohmann::json decision_json(const Measured& m, const Decision& d) {
     nlohmann::json row = {{"schedule", m.result.entries[ce.entry].candidate.label()},
                           {"selection_median_s", ce.measurement.median_s},
                           {"status", std::string(status_name(fm.status))}};
-    if (fm.status == MeasureStatus::Ok || fm.status == MeasureStatus::Abandoned)
+    if (fm.status == MeasureStatus::Ok || fm.status == MeasureStatus::Abandoned) {
       row["median_s"] = fm.median_s;  // a dropped leader's: over the runs it was timed in
+      // Apart, the leaders ran in children of their own, so their times do not compare: the
+      // median of the per-round ratios to the csr reference timed beside each ranks them.
+      if (f.apart && std::isfinite(f.score(i))) row["ratio_to_reference"] = f.score(i);
+    }
     if (fm.status != MeasureStatus::Ok) row["reason"] = fm.reason;
     leaders.push_back(row);
   }
