@@ -59,6 +59,12 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// The csr schedule's chunk=auto decides serial or parallel by timing both loops on the matrix;
+// with a CPU kept busy (a test beside this one, ctest -j2) it decided serial in one tune and
+// parallel in the next, which stores the csr schedule again under another row (threads 1 and 2)
+// and fails every "rows kept" check here. Pinned for every command these tests start.
+const bool csr_decision_pinned = ::setenv("WACO_CSR_SERIAL_NNZ", "3072", 1) == 0;
+
 /// SIGTERM to pid `signals` times, 100 ms apart (once: stop after the current step; twice: at once).
 void terminate(pid_t pid, int signals) {
   for (int i = 0; i < signals; ++i) {
@@ -442,18 +448,15 @@ void database_disk_fills_up(const std::string& mode) {
     return;
   }
   const std::string db = disk.dir() + "/r.sqlite";
-  // The csr schedule's chunk=auto pinned, as in the crash/spin list tune: beside a busy CPU
-  // (ctest -j2) it decided serial in one of these tunes and parallel in the next, which stores
-  // the csr schedule again under another row (threads 1 and 2).
-  const std::string pin = "export WACO_CSR_SERIAL_NNZ=3072; ";
-  const Result first = cli(tune_args(db, shared_cache(), 3), pin);
+  REQUIRE(csr_decision_pinned);
+  const Result first = cli(tune_args(db, shared_cache(), 3));
   INFO(first.err);
   REQUIRE(first.status == 0);
   const std::vector<Row> before = measurement_rows(db);
   REQUIRE(before.size() >= 3);
 
   disk.fill();
-  const Result full = cli(tune_args(db, shared_cache(), 8), pin + disk.prefix(fs::file_size(db)));
+  const Result full = cli(tune_args(db, shared_cache(), 8), disk.prefix(fs::file_size(db)));
   INFO(full.err);
   CHECK(full.status == 1);
   CHECK(has_error_line(full.err));
@@ -463,7 +466,7 @@ void database_disk_fills_up(const std::string& mode) {
   check_kept(before, measurement_rows(db));
 
   disk.free();
-  const Result again = cli(tune_args(db, shared_cache(), 8), pin);
+  const Result again = cli(tune_args(db, shared_cache(), 8));
   INFO(again.err);
   REQUIRE(again.status == 0);
   const auto j = nlohmann::json::parse(again.out);
@@ -717,11 +720,8 @@ TEST_CASE("faults: a kernel that crashes or spins is its candidate's failure, st
                                       "split=i:4 order=i1,i0,k format=UUC parallel=i1\nbcsr4x4\n";
   const std::string args = fault_tune_args(db, dir + "/cache") + " --schedules " + dir +
                            "/list.txt --timeout 3 --abandon-factor 0";
-  // The csr schedule's chunk=auto decides serial or parallel by timing both loops on the matrix;
-  // with a CPU kept busy (a test beside this one) it decided serial in one run and parallel in
-  // another, which stored the csr schedule twice (threads 1 and 2). The override fixes it.
-  const std::string pinned = "WACO_CSR_SERIAL_NNZ=3072 ";
-  const Result first = cli(args + " --compiler " + faulty, pinned);
+  REQUIRE(csr_decision_pinned);
+  const Result first = cli(args + " --compiler " + faulty);
   INFO(first.err);
   REQUIRE(first.status == 0);
   CHECK(fs::exists(faulty + ".crash"));
@@ -747,7 +747,7 @@ TEST_CASE("faults: a kernel that crashes or spins is its candidate's failure, st
   check_kept({}, before);
 
   // Again: the failures stand (reused, nothing measured, no row added or changed).
-  const Result again = cli(args + " --compiler " + faulty, pinned);
+  const Result again = cli(args + " --compiler " + faulty);
   INFO(again.err);
   REQUIRE(again.status == 0);
   const auto k = nlohmann::json::parse(again.out);
@@ -760,8 +760,7 @@ TEST_CASE("faults: a kernel that crashes or spins is its candidate's failure, st
   // With a sound compiler (and a fresh kernel cache: the faulty kernels are cached under the
   // same compiler identity) and --retry-failed, the two are measured again in their rows.
   const Result mended = cli(fault_tune_args(db, dir + "/cache-sound") + " --schedules " + dir +
-                            "/list.txt --timeout 3 --abandon-factor 0 --retry-failed",
-                            pinned);
+                            "/list.txt --timeout 3 --abandon-factor 0 --retry-failed");
   INFO(mended.err);
   REQUIRE(mended.status == 0);
   const auto m = nlohmann::json::parse(mended.out);
