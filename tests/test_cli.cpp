@@ -150,6 +150,7 @@ TEST_CASE("cli: bench runs implementations side by side with ratios to the first
   CHECK(j["results"][1]["ratio_to_first"].get<double>() > 0.0);
   CHECK(j["results"][1]["verified"] == true);
   CHECK(j["settle"] == 2);  // kernels::kDefaultSettleRuns, as tune's side-by-side runs
+  CHECK(j["settle_enough_us"] == Approx(10000.0));  // kernels::kSettleEnoughSeconds
   // Disturbed runs are counted per row and judged for the whole run (ablate reads them).
   CHECK(j["retake_disturbed"] == 0);
   CHECK(j.contains("disturbed_warning"));

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -78,6 +79,27 @@ TEST_CASE("timing: time_interleaved rotates the order each round and skips empty
   CHECK(calls == 1);
   o.settle_s = -1;
   CHECK_THROWS_AS(time_interleaved(two, o, 1), InternalError);
+
+  // settle_enough_s: a settle run that brings the turn's settling to that long ends it, however
+  // many runs `settle` asks for; 0 never ends it early.
+  TimingOptions slow{0, 2};
+  slow.settle_enough_s = 0.004;
+  calls = 0;
+  const auto sleeper = [&] {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  time_interleaved({sleeper}, slow, 3);
+  CHECK(calls == 2 * (1 + 1));  // two turns, each one settle run and the timed one
+  slow.settle_enough_s = 0;
+  calls = 0;
+  time_interleaved({sleeper}, slow, 3);
+  CHECK(calls == 2 * (3 + 1));
+  calls = 0;
+  time_interleaved({[&] { ++calls; }}, TimingOptions{0, 1}, 3);  // short: every settle run
+  CHECK(calls == 3 + 1);
+  slow.settle_enough_s = -1;
+  CHECK_THROWS_AS(time_interleaved(two, slow, 1), InternalError);
 }
 
 TEST_CASE("timing: time_interleaved stops the functions after_round names") {

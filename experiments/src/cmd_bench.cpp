@@ -36,6 +36,7 @@ struct Options {
   int warmup = 2;
   int settle = kDefaultSettleRuns;
   double settle_us = kDefaultSettleSeconds * 1e6;  ///< the settle runs take at least this long
+  double settle_enough_us = kSettleEnoughSeconds * 1e6;  ///< ... and end once they took this long
   double min_run_us = kDefaultMinRunSeconds * 1e6;  ///< a timed run takes at least this long
   int retake_disturbed = 0;  ///< per implementation, disturbed timed runs taken again
   std::uint64_t seed = 1;
@@ -102,7 +103,7 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   const std::vector<TimingStats> stats = time_interleaved(
       runs,
       {o.warmup, o.repeat, now_seconds, o.retake_disturbed, threads, o.settle_us * 1e-6,
-       o.min_run_us * 1e-6},
+       o.min_run_us * 1e-6, o.settle_enough_us * 1e-6},
       o.settle);
   const double flops = p.flops(), bytes = min_traffic_bytes(p);
   for (std::size_t i = 0; i < impls.size(); ++i) {
@@ -222,6 +223,7 @@ int bench(const Options& o) {
                                                                   : nlohmann::json(disturbed)},
                           {"retake_disturbed", o.retake_disturbed},
                           {"warmup", o.warmup}, {"settle", o.settle}, {"settle_us", o.settle_us},
+                          {"settle_enough_us", o.settle_enough_us},
                           {"min_run_us", o.min_run_us},
                           {"core_round_trip_ns", {{"before", ns_or_null(round_trip_before)},
                                                   {"after", ns_or_null(round_trip_after)}}},
@@ -291,6 +293,12 @@ Command make_bench_command() {
                            "kernel timed right after another runs slower for a few hundred microseconds; "
                            "tune's side-by-side runs settle as long")
                 ->check(CLI::Range(0.0, 1e6))
+                ->capture_default_str();
+            sub.add_option("--settle-enough-us", o->settle_enough_us,
+                           "... but end after a settle run that brought them to this many microseconds, "
+                           "however many --settle asks for (a long kernel needs one; 0: every --settle "
+                           "run); tune's side-by-side runs settle so")
+                ->check(CLI::Range(0.0, 1e7))
                 ->capture_default_str();
             sub.add_option("--min-run-us", o->min_run_us,
                            "Each timed run takes at least this many microseconds: a shorter kernel is "

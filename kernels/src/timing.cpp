@@ -157,8 +157,8 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
                                           const TimingOptions& opts, int settle,
                                           const AfterRound& after_round) {
   WACO_ASSERT(opts.repeats >= 1 && opts.warmup >= 0 && settle >= 0 && opts.settle_s >= 0 &&
-                  opts.min_run_s >= 0,
-              "repeats must be >= 1, warmup, settle, settle_s and min_run_s >= 0");
+                  opts.min_run_s >= 0 && opts.settle_enough_s >= 0,
+              "repeats must be >= 1, warmup, settle, settle_s, min_run_s and settle_enough_s >= 0");
   const std::size_t n = fns.size();
   std::vector<std::vector<double>> samples(n);
   for (auto& s : samples) s.reserve(static_cast<std::size_t>(opts.repeats));
@@ -184,7 +184,11 @@ std::vector<TimingStats> time_interleaved(const std::vector<std::function<void()
           const double s0 = now_seconds();
           const double c0 = opts.min_run_s > 0 ? opts.clock() : 0.0;
           int w = 0;
-          for (; w < settle || now_seconds() - s0 < opts.settle_s; ++w) fns[i]();
+          while (w < settle || now_seconds() - s0 < opts.settle_s) {
+            fns[i]();
+            ++w;
+            if (opts.settle_enough_s > 0 && now_seconds() - s0 >= opts.settle_enough_s) break;
+          }
           if (opts.min_run_s > 0) per_call[i] = (opts.clock() - c0) / w;
         }
         if (round >= opts.warmup && calls[i] == 0) {

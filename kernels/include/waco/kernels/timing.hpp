@@ -43,6 +43,15 @@ std::string duration_text(double s);
 /// time the machine gives to other processes does not count.
 double thread_cpu_seconds();
 
+/// A turn's settle runs (time_interleaved's `settle`) end after the first once it took at least
+/// this long (TimingOptions::settle_enough_s). The second run was for kernels of microseconds,
+/// whose threads run slow for a few hundred microseconds after another kernel (kDefaultSettleRuns,
+/// kDefaultSettleSeconds); a run this long has absorbed that and brought its own data into the
+/// caches (the last-level cache refills in about a millisecond), so a second one only costs a
+/// call: a third of a side-by-side run of large operands (SpMM J=64 beyond the LLC: 0.07-0.4 s
+/// calls, a 20M-nonzero tune 5-18 minutes). Measured in kernels/README.md, "Settling long kernels".
+inline constexpr double kSettleEnoughSeconds = 0.01;
+
 struct TimingOptions {
   int warmup = 2;    ///< untimed runs first
   int repeats = 10;  ///< timed runs (>= 1)
@@ -69,6 +78,9 @@ struct TimingOptions {
   /// the sample. The count is fixed per function, so that all its samples are alike. See
   /// kDefaultMinRunSeconds.
   double min_run_s = 0;
+  /// time_interleaved with settle > 0: a turn's settle runs end after one that brought their
+  /// time to at least this (seconds; 0: never early), even before `settle` runs or settle_s.
+  double settle_enough_s = kSettleEnoughSeconds;
 };
 
 /// The share of a run's thread time that involuntary switches may cost before the run counts as
