@@ -122,7 +122,8 @@ nlohmann::json decision_json(const Measured& m, const Decision& d) {
       row["median_s"] = fm.median_s;  // a dropped leader's: over the runs it was timed in
       // Apart, the leaders ran in children of their own, so their times do not compare: the
       // median of the per-round ratios to the csr reference timed beside each ranks them.
-      if (f.apart && std::isfinite(f.score(i))) row["ratio_to_reference"] = f.score(i);
+      if (const double ratio = f.apart ? f.score(i) : NAN; std::isfinite(ratio))
+        row["ratio_to_reference"] = ratio;
     }
     if (fm.status != MeasureStatus::Ok) row["reason"] = fm.reason;
     leaders.push_back(row);
