@@ -148,12 +148,16 @@ void add_length_stats(Sink& s, const std::string& p, const std::vector<std::int6
 
 /// Histogram of the lengths of `lengths` (one per line).
 template <class T>
-std::vector<std::int64_t> length_histogram(const std::vector<T>& lengths) {
+std::vector<std::int64_t> length_histogram(const T* lengths, std::size_t n) {
   T max_len = 0;
-  for (T x : lengths) max_len = std::max(max_len, x);
+  for (std::size_t k = 0; k < n; ++k) max_len = std::max(max_len, lengths[k]);
   std::vector<std::int64_t> hist(static_cast<std::size_t>(max_len) + 1, 0);
-  for (T x : lengths) ++hist[static_cast<std::size_t>(x)];
+  for (std::size_t k = 0; k < n; ++k) ++hist[static_cast<std::size_t>(lengths[k])];
   return hist;
+}
+template <class T>
+std::vector<std::int64_t> length_histogram(const std::vector<T>& lengths) {
+  return length_histogram(lengths.data(), lengths.size());
 }
 
 void check_matrix(const CooMatrix& a) {
@@ -173,27 +177,27 @@ void add_matrix_stats(Sink& s, const CooMatrix& a) {
   s.add("log2_density_div32", log2_density_scaled(nnz, {rows, cols}));
   s.add("density", ratio(dnnz, rows * cols));
 
+  // Row starts (row-major input) and column lengths; a column holds fewer than 2^31 entries
+  // (rows are 32-bit), so its length is 4 bytes: at 20M nonzeros on 4M rows the statistics
+  // hold 48 MB at their peak, not the 176 MB of 64-bit pointers and a transposed row list.
   std::vector<std::int64_t> rowptr(static_cast<std::size_t>(a.rows) + 1, 0);
-  std::vector<std::int64_t> colptr(static_cast<std::size_t>(a.cols) + 1, 0);
   std::int64_t diag = 0, band16 = 0, dist_sum = 0, bits_sum = 0;
-  for (std::int64_t e = 0; e < nnz; ++e) {
-    const index_t r = a.row[e], c = a.col[e];
-    ++rowptr[static_cast<std::size_t>(r) + 1];
-    ++colptr[static_cast<std::size_t>(c) + 1];
-    const std::int64_t d = std::abs(static_cast<std::int64_t>(r) - c);
-    diag += d == 0;
-    band16 += d <= 16;
-    dist_sum += d;
-    bits_sum += bit_width(static_cast<std::uint64_t>(d));
-  }
   {
-    std::vector<std::int64_t> row_len(rowptr.begin() + 1, rowptr.end());
-    add_length_stats(s, "row_", length_histogram(row_len));
-    std::vector<std::int64_t> col_len(colptr.begin() + 1, colptr.end());
-    add_length_stats(s, "col_", length_histogram(col_len));
+    std::vector<std::int32_t> col_len(static_cast<std::size_t>(a.cols), 0);
+    for (std::int64_t e = 0; e < nnz; ++e) {
+      const index_t r = a.row[e], c = a.col[e];
+      ++rowptr[static_cast<std::size_t>(r) + 1];
+      ++col_len[static_cast<std::size_t>(c)];
+      const std::int64_t d = std::abs(static_cast<std::int64_t>(r) - c);
+      diag += d == 0;
+      band16 += d <= 16;
+      dist_sum += d;
+      bits_sum += bit_width(static_cast<std::uint64_t>(d));
+    }
+    add_length_stats(s, "row_", length_histogram(rowptr.data() + 1, static_cast<std::size_t>(a.rows)));
+    add_length_stats(s, "col_", length_histogram(col_len.data(), col_len.size()));
   }
   for (std::size_t i = 1; i < rowptr.size(); ++i) rowptr[i] += rowptr[i - 1];
-  for (std::size_t j = 1; j < colptr.size(); ++j) colptr[j] += colptr[j - 1];
 
   const std::int64_t side = std::max<std::int64_t>(a.rows, a.cols);
   s.add("diag_share", ratio(static_cast<double>(diag), dnnz));
@@ -203,28 +207,24 @@ void add_matrix_stats(Sink& s, const CooMatrix& a) {
         ratio(static_cast<double>(bits_sum),
               dnnz * bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(side, 1)))));
 
-  // Pattern symmetry: share of the entries (i, j) whose mirror (j, i) is an entry too. The rows
-  // of every column in increasing order (row-major input), merged with row i for column i.
+  // Pattern symmetry: share of the entries (i, j) whose mirror (j, i) is an entry too. Read in
+  // row order, the entries ask row j "do you hold column i?" with i never decreasing, so one
+  // cursor per row (an offset into it) walks each row once: O(nnz), no transposed copy.
   std::int64_t mirrored = 0;
   {
-    std::vector<index_t> col_rows(static_cast<std::size_t>(nnz));
-    std::vector<std::int64_t> pos(colptr.begin(), colptr.end() - 1);
-    for (std::int64_t e = 0; e < nnz; ++e) col_rows[pos[a.col[e]]++] = a.row[e];
+    std::vector<std::int32_t> seen(static_cast<std::size_t>(a.rows), 0);
     const index_t n = std::min(a.rows, a.cols);
-    for (index_t i = 0; i < n; ++i) {
-      std::int64_t p = rowptr[i], q = colptr[i];
-      const std::int64_t pe = rowptr[i + 1], qe = colptr[i + 1];
-      while (p < pe && q < qe) {
-        if (a.col[p] < col_rows[q]) {
-          ++p;
-        } else if (col_rows[q] < a.col[p]) {
-          ++q;
-        } else {
-          ++mirrored;
-          ++p;
-          ++q;
-        }
-      }
+    const std::int64_t upto = rowptr[static_cast<std::size_t>(n)];  // the entries of rows < n
+    const index_t* col = a.col.data();
+    for (std::int64_t e = 0; e < upto; ++e) {
+      const index_t i = a.row[e], j = col[e];
+      if (j >= a.rows) continue;
+      const std::int64_t start = rowptr[static_cast<std::size_t>(j)];
+      const std::int64_t end = rowptr[static_cast<std::size_t>(j) + 1];
+      std::int64_t q = start + seen[static_cast<std::size_t>(j)];
+      while (q < end && col[q] < i) ++q;
+      mirrored += q < end && col[q] == i;
+      seen[static_cast<std::size_t>(j)] = static_cast<std::int32_t>(q - start);
     }
   }
   s.add("pattern_symmetry", ratio(static_cast<double>(mirrored), dnnz));

@@ -10,14 +10,19 @@
 // timed alone (prefix counts, locality signature, the model's feature vector). `--list` prints
 // the nominated schedules instead (for comparing two builds). `--shortlist`: nominate among the
 // shipped kernels' schedules (codegen::shipped_schedules, as an adaptive plan does), reading the
-// lists included.
+// lists included. `--memory`: instead of times, what each analysis and one nominate hold at
+// their peak above the resident size before them (issue 34's memory target; the free heap is
+// given back first, malloc_trim, so that one stage's freed pages do not hide the next one's).
 //
 //   bench_choice --kernel spmv [--dense 64] [--threads 2] [--repeats 15] [--count 8]
-//                [--shortlist] FILES...
+//                [--shortlist] [--memory] FILES...
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +33,7 @@
 #include "waco/kernels/implementation.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/kernel.hpp"
+#include "waco/kernels/process_memory.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/matrix_features.hpp"
 #include "waco/signature/signature.hpp"
@@ -45,6 +51,7 @@ struct Options {
   std::size_t count = 8;
   bool list = false;
   bool shortlist = false;
+  bool memory = false;
   std::vector<std::string> files;
 };
 
@@ -76,6 +83,41 @@ double time_median(int repeats, F f) {
   return median(s);
 }
 
+/// MiB that f holds at its peak above the resident size before it (f run once).
+template <class F>
+double held_mib(F f) {
+  malloc_trim(0);
+  const std::int64_t before = kernels::current_rss_bytes();
+  if (!kernels::reset_peak_rss()) return -1.0;
+  f();
+  const std::int64_t peak = kernels::peak_rss_bytes();
+  return static_cast<double>(peak - before) / (1024.0 * 1024.0);
+}
+
+void print_memory(const kernels::CooMatrix& a, const Options& o, const std::string& file,
+                  const std::function<void()>& nominate) {
+  const double operand = static_cast<double>(kernels::current_rss_bytes()) / (1024.0 * 1024.0);
+  const double m_counts = held_mib([&] {
+    heuristics::PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols}, 0);
+  });
+  const double m_sig = held_mib([&] { signature::compute_signature(a); });
+  const double m_stats = held_mib([&] {
+    learned::matrix_features(learned::FeatureSet::Stats, a, 0);
+  });
+  const double m_space = held_mib([&] {
+    heuristics::SpaceOptions so;
+    so.cores = o.threads;
+    heuristics::Space::for_operand(o.kind, &a, nullptr, o.dense, so);
+  });
+  const double m_nominate = held_mib(nominate);
+  std::printf("%s %s rows %lld nnz %lld threads %d: resident before %.0f MiB; held at the peak "
+              "(MiB): prefix counts %.1f, signature %.1f, statistics features %.1f, "
+              "Space::for_operand %.1f, nominate %.1f\n",
+              file.c_str(), kernels::kernel_name(o.kind).data(), static_cast<long long>(a.rows),
+              static_cast<long long>(a.nnz()), o.threads, operand, m_counts, m_sig, m_stats,
+              m_space, m_nominate);
+}
+
 int run(const Options& o) {
   tuning::TuneObserver quiet;
   for (const std::string& file : o.files) {
@@ -95,6 +137,10 @@ int run(const Options& o) {
       n.seconds = kernels::now_seconds() - t0;
       return n;
     };
+    if (o.memory) {
+      print_memory(a, o, file, [&] { nominate(); });
+      continue;
+    }
     if (o.list) {
       const tuning::Nomination n = nominate();
       std::printf("# %s %s\n", file.c_str(), kernels::kernel_name(o.kind).data());
@@ -200,6 +246,8 @@ int main(int argc, char** argv) {
       o.list = true;
     } else if (a == "--shortlist") {
       o.shortlist = true;
+    } else if (a == "--memory") {
+      o.memory = true;
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "bench_choice: unknown option %s\n", a.c_str());
       return 2;
@@ -209,7 +257,7 @@ int main(int argc, char** argv) {
   }
   if (o.files.empty()) {
     std::fprintf(stderr, "usage: bench_choice --kernel K [--dense J] [--threads T] [--repeats N] "
-                         "[--count N] [--list] [--shortlist] FILES...\n");
+                         "[--count N] [--list] [--shortlist] [--memory] FILES...\n");
     return 2;
   }
   // Without shipped lists (a build tree whose share/waco-hybrid/kernels was not built, or
