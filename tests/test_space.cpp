@@ -300,7 +300,16 @@ TEST_CASE("space: prefix counts of large matrices (two halves on two threads) eq
   top.rows = 70000;  // every nonzero in the first half of the rows
   g = {}, g.kind = "banded", g.rows = 5000, g.bandwidth = 6, g.seed = 15;
   kernels::CooMatrix band = kernels::generate(g);  // cut at a multiple of 2^k < 2^12
-  for (const kernels::CooMatrix* m : {&big, &top, &band}) {
+  // One row holds every nonzero: no cut leaves a side nonempty, so the halves are joined at
+  // level 0, where a matrix's lists are still its own column array (read in place).
+  kernels::CooMatrix row1;
+  row1.rows = 6, row1.cols = 70000;
+  for (kernels::index_t c = 0; c < 70000; c += 1 + c % 2) {
+    row1.row.push_back(3);
+    row1.col.push_back(c);
+    row1.val.push_back(1.0);
+  }
+  for (const kernels::CooMatrix* m : {&big, &top, &band, &row1}) {
     REQUIRE(m->nnz() >= (1 << 15));
     const PrefixCounts pc = PrefixCounts::compute({&m->row, &m->col}, {m->rows, m->cols}, 2);
     const PrefixCounts serial = PrefixCounts::compute({&m->row, &m->col}, {m->rows, m->cols});
