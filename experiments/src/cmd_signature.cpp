@@ -35,8 +35,9 @@ nlohmann::json histogram_summary(const SegmentSignature& s) {
   double weighted = 0;
   std::int64_t longest = -1;
   std::vector<std::int64_t> bins;
-  for (std::size_t d = 0; d < s.intervals.size(); ++d) {
-    const std::int64_t n = s.intervals[d];
+  const std::vector<std::int64_t> intervals = s.interval_histogram();
+  for (std::size_t d = 0; d < intervals.size(); ++d) {
+    const std::int64_t n = intervals[d];
     if (n == 0) continue;
     count += n;
     weighted += static_cast<double>(d) * static_cast<double>(n);
@@ -46,8 +47,8 @@ nlohmann::json histogram_summary(const SegmentSignature& s) {
     bins[bin] += n;
   }
   std::int64_t median = 0, seen = 0;
-  for (std::size_t d = 0; d < s.intervals.size(); ++d) {
-    seen += s.intervals[d];
+  for (std::size_t d = 0; d < intervals.size(); ++d) {
+    seen += intervals[d];
     if (2 * seen >= count && count > 0) {
       median = static_cast<std::int64_t>(d);
       break;
@@ -57,8 +58,8 @@ nlohmann::json histogram_summary(const SegmentSignature& s) {
           {"length", s.length},
           {"nonempty_lines", s.nonempty_lines},
           {"intervals", count},
-          {"zero_length_intervals", s.intervals.empty() ? 0 : s.intervals[0]},
-          {"empty_lines", s.intervals.empty() ? 0 : s.intervals.back()},
+          {"zero_length_intervals", s.intervals(0)},
+          {"empty_lines", s.intervals(s.length)},
           {"mean_length", count ? weighted / static_cast<double>(count) : 0.0},
           {"median_length", median},
           {"max_length", longest},

@@ -142,30 +142,31 @@ void count_tails(std::vector<Chunk>& ch, index_t rows, index_t cols) {
   }
 }
 
-/// seg.intervals = the sum of the chunks' histograms of one direction, and seg.nonactive from it
-/// in the same backward pass: eq. 12-14 (Alg. 8), nonactive[T] = notsmallerweighted[T] - (T - 1)
-/// * notsmaller[T], both suffix sums accumulated from T = length down to 1.
+/// seg.nonactive from the chunks' interval histograms of one direction (summed on the way) in
+/// one backward pass: eq. 12-14 (Alg. 8), nonactive[T] = notsmallerweighted[T] - (T - 1) *
+/// notsmaller[T], both suffix sums accumulated from T = length down to 1; and intervals[0].
 void intervals_and_nonactive(const std::vector<Chunk>& ch, bool vertical, SegmentSignature& seg) {
   const std::size_t n = static_cast<std::size_t>(seg.length) + 1;
   const auto hist = [&](const Chunk& c) {
     return vertical ? c.vintervals.data() : c.hintervals.data();
   };
-  seg.intervals.assign(hist(ch[0]), hist(ch[0]) + n);
-  std::int64_t* iv = seg.intervals.data();
-  for (std::size_t t = 1; t < ch.size(); ++t) {
-    const std::uint32_t* x = hist(ch[t]);
-    for (std::size_t T = 0; T < n; ++T) iv[T] += x[T];
-  }
+  const auto intervals = [&](std::size_t d) {
+    std::int64_t sum = 0;
+    for (const Chunk& c : ch) sum += hist(c)[d];
+    return sum;
+  };
   seg.nonactive.resize(n);
   std::int64_t* na = seg.nonactive.data();
   std::int64_t notsmaller = 0;
   std::int64_t notsmallerweighted = 0;
   for (std::size_t T = n - 1; T >= 1; --T) {
-    notsmaller += iv[T];
-    notsmallerweighted += static_cast<std::int64_t>(T) * iv[T];
+    const std::int64_t iv = intervals(T);
+    notsmaller += iv;
+    notsmallerweighted += static_cast<std::int64_t>(T) * iv;
     na[T] = notsmallerweighted - (static_cast<std::int64_t>(T) - 1) * notsmaller;
   }
   na[0] = 0;
+  seg.zero_runs = intervals(0);
 }
 
 }  // namespace

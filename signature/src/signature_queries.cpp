@@ -26,6 +26,21 @@ std::int64_t SegmentSignature::total_segments(std::int64_t T) const {
   return static_cast<std::int64_t>(lines) * (length - t + 1);
 }
 
+std::int64_t SegmentSignature::intervals(std::int64_t d) const {
+  WACO_ASSERT(d >= 0 && d <= length, "interval length out of range");
+  if (d == 0) return zero_runs;
+  const auto na = [&](std::int64_t T) {
+    return T <= length ? nonactive[static_cast<std::size_t>(T)] : std::int64_t{0};
+  };
+  return na(d) - 2 * na(d + 1) + na(d + 2);
+}
+
+std::vector<std::int64_t> SegmentSignature::interval_histogram() const {
+  std::vector<std::int64_t> dense(static_cast<std::size_t>(length) + 1, 0);
+  for (std::int64_t d = 0; d <= length; ++d) dense[static_cast<std::size_t>(d)] = intervals(d);
+  return dense;
+}
+
 std::int64_t SegmentSignature::nonactive_segments(std::int64_t T) const {
   WACO_ASSERT(T >= 1, "segment size must be >= 1");
   if (length == 0) return 0;

@@ -34,12 +34,20 @@ struct SegmentSignature {
   index_t length = 0;           ///< positions per line (rows for column segments)
   index_t lines = 0;            ///< number of lines (cols for column segments)
   index_t nonempty_lines = 0;   ///< lines holding at least one nonzero
-  /// intervals[d], d = 0..length: maximal runs of d zeros bracketed by nonzeros or the matrix
-  /// boundary (Alg. 7). intervals[length] counts the empty lines.
-  std::vector<std::int64_t> intervals;
   /// nonactive[T], T = 0..length (index 0 unused, 0): non-active unaligned segments of size T,
   /// eq. 10 evaluated as eq. 14 with the suffix sums of eq. 12-13 (Alg. 8).
   std::vector<std::int64_t> nonactive;
+  /// intervals[0] of Alg. 7: the runs of no zeros (two adjacent nonzeros, or a nonzero at a
+  /// line's end). The other counts are not kept (8 bytes a row and a column: 64 MB for a
+  /// 4M x 4M matrix): nonactive's second differences give them (intervals()).
+  std::int64_t zero_runs = 0;
+
+  /// intervals[d] of Alg. 7, 0 <= d <= length: the maximal runs of d zeros bracketed by nonzeros
+  /// or the matrix boundary (d = length: the empty lines); for d >= 1 nonactive[d] -
+  /// 2 nonactive[d + 1] + nonactive[d + 2] (0 beyond the length).
+  std::int64_t intervals(std::int64_t d) const;
+  /// The dense histogram intervals[0..length] (O(length): for reports and tests).
+  std::vector<std::int64_t> interval_histogram() const;
   /// aligned_active[t], t = 0..log2_ceil(length): active aligned segments of size 2^t, summed over
   /// all lines (the last segment of a line may be shorter). For 2^t >= length it equals
   /// nonempty_lines.
