@@ -94,6 +94,17 @@ TEST_CASE("serial bound: read off the ratios where the parallel loop starts to w
   CHECK_THROWS(serial_bound_from_ratios({}));
 }
 
+TEST_CASE("serial bound: a probe whose parallel loop lost at the largest size was disturbed") {
+  // Stored on a Milan VM after a probe beside a test run, and a quiet probe of the same machine.
+  CHECK(serial_probe_disturbed({{1024, 6064.0}, {2048, 3525.9}, {4096, 1666.7}, {8192, 774.9},
+                                {16384, 378.6}, {32768, 140.7}, {65536, 50.7}, {131072, 29.8}}));
+  CHECK(!serial_probe_disturbed({{1024, 2.99}, {2048, 1.85}, {4096, 1.23}, {8192, 0.93},
+                                 {16384, 0.75}, {32768, 0.58}, {65536, 0.55}, {131072, 0.64}}));
+  CHECK(serial_probe_disturbed({{1024, 3.0}, {131072, kSerialProbeDisturbed}}));
+  CHECK(!serial_probe_disturbed({{1024, 3.0}, {131072, 1.2}}));
+  CHECK(!serial_probe_disturbed({}));
+}
+
 TEST_CASE("serial bound: the stored form round-trips and refuses damage") {
   SerialBoundProbe p;
   p.threads = 2;
@@ -165,6 +176,30 @@ TEST_CASE("serial bound: this machine's, probed once, stored, and the rule follo
   CHECK(csr_spmv_serial(kSerialProbeMinNnz / 2, 7, Dtype::F32));
   CHECK(!csr_spmv_serial(kSerialProbeMaxNnz + 1, 7, Dtype::F32));
   CHECK(csr_spmv_serial(1 << 30, 1, Dtype::F32));
+}
+
+TEST_CASE("serial bound: a disturbed stored probe is measured again and replaced") {
+  if (const char* env = std::getenv("WACO_CSR_SERIAL_NNZ"); env != nullptr && *env != '\0') {
+    WARN("WACO_CSR_SERIAL_NNZ is set: the probe is not used");
+    return;
+  }
+  // A store of its own (this test case is a process of its own): the other tests' is left alone.
+  const std::string dir = waco::test::scratch_dir("serial_bound_disturbed");
+  REQUIRE(setenv("XDG_CACHE_HOME", dir.c_str(), 1) == 0);
+  SerialBoundProbe bad;
+  bad.threads = 2;
+  bad.dtype = Dtype::F32;
+  bad.ratios = {{1024, 6064.0}, {8192, 774.9}, {131072, 29.8}};
+  bad.serial_nnz = serial_bound_from_ratios(bad.ratios);
+  bad.copy = csr_spmv_serial_copy(Dtype::F32);
+  REQUIRE(bad.serial_nnz == kSerialProbeMaxNnz);
+  REQUIRE(store_machine_fact(serial_bound_path(), 2, cache_probe_key(), {{"2/f32", bad.to_json()}}));
+  const std::int64_t bound = csr_spmv_serial_nnz(2, Dtype::F32);
+  const std::optional<nlohmann::json> stored = load_machine_fact(serial_bound_path(), 2, cache_probe_key());
+  REQUIRE(stored);
+  const SerialBoundProbe again = SerialBoundProbe::from_json(stored->at("2/f32"));
+  CHECK(again.ratios.size() == 8);  // a new probe's sizes, not the three stored
+  CHECK(again.serial_nnz == bound);
 }
 
 TEST_CASE("serial bound: the rule decided on a matrix, and its product written meanwhile") {

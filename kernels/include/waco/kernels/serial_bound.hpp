@@ -101,6 +101,20 @@ struct SerialBoundProbe {
 /// loop is faster everywhere, the largest size when it is faster nowhere. Pure.
 std::int64_t serial_bound_from_ratios(const std::vector<std::pair<std::int64_t, double>>& ratios);
 
+/// A probe whose parallel loop took this many times the serial loop's time or more at the
+/// largest size (131k nonzeros: ~0.1 ms of memory-bound work split over the threads, against a
+/// few microseconds of fork and join) saw threads that did not run: a busy machine. Stored on
+/// the AMD EPYC Milan VM after a probe beside a test run: ratios 6064 at 1k nonzeros down to 29.8
+/// at 131k (a quiet probe: 3.0 down to 0.64), which ran every SpMV of up to 131k nonzeros
+/// serially in every later process of that machine.
+inline constexpr double kSerialProbeDisturbed = 1.5;
+/// Probes taken again, at most, when one was disturbed (the least disturbed is kept).
+inline constexpr int kSerialProbeRetakes = 2;
+
+/// Whether the probe ratios (ascending sizes) show a disturbed probe (kSerialProbeDisturbed).
+/// A disturbed stored probe is measured again by the next process that needs it. Pure.
+bool serial_probe_disturbed(const std::vector<std::pair<std::int64_t, double>>& ratios);
+
 /// Measures the bound on `threads` (>= 2) threads for `dtype` (OpenMP regions: not in a process
 /// that forks afterwards). rounds: interleaved rounds a size.
 SerialBoundProbe run_serial_bound_probe(int threads, Dtype dtype, int rounds = 21);
@@ -110,8 +124,9 @@ std::string serial_bound_path();
 
 /// The bound on `threads` threads for `dtype`: WACO_CSR_SERIAL_NNZ when set (an Error when it
 /// is not a whole number), else this process's, else the one stored for this machine with the
-/// serial loop's copy that runs, else a new probe (then stored; not an error when the file cannot
-/// be written). Thread-safe; a lookup after the first is an atomic load (threads up to 256).
+/// serial loop's copy that runs (unless that probe was disturbed), else a new probe, taken again
+/// up to kSerialProbeRetakes times while disturbed (then stored; not an error when the file
+/// cannot be written). Thread-safe; a lookup after the first is an atomic load (threads up to 256).
 /// Precondition: threads >= 2.
 std::int64_t csr_spmv_serial_nnz(int threads, Dtype dtype);
 
