@@ -173,6 +173,24 @@ TEST_CASE("measure_worker: one worker serves a second problem") {
     CHECK(s64.verified);
   }
   CHECK(m.worker_pid() == worker);
+  // The reference not sent: the worker computes it (a wrong sent one above failed; this verifies).
+  m.load(spmm.p, nullptr);
+  const Measurement own = m.measure(Candidate::baseline("csr"));
+  INFO(own.reason);
+  CHECK(own.status == MeasureStatus::Ok);
+  CHECK(own.verified);
+  CHECK(m.worker_pid() == worker);
+}
+
+TEST_CASE("measure_worker: a Measurer whose worker computes the reference verifies against it") {
+  Fixture f(kernels::KernelKind::SpMM, 4);
+  Measurer m(f.p, quick());
+  for (const Candidate& c : {csr_schedule(kernels::KernelKind::SpMM), Candidate::baseline("csr")}) {
+    const Measurement r = m.measure(c);
+    INFO(r.reason);
+    CHECK(r.status == MeasureStatus::Ok);
+    CHECK(r.verified);
+  }
 }
 
 TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are refused") {
@@ -182,8 +200,8 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   o.compare_race_factor = 2.5;
   o.settle_s = 0.0025;
   o.min_run_s = 0.00004;
-  const std::string bytes = d::encode_load(f.p, f.ref, o, 3);
-  CHECK(bytes.size() == d::load_payload_size(f.p, f.ref, o, 3));
+  const std::string bytes = d::encode_load(f.p, &f.ref, o, 3);
+  CHECK(bytes.size() == d::load_payload_size(f.p, &f.ref, o, 3));
   d::FrameSource in(bytes);
   const auto lp = d::read_load(in);
   CHECK(lp->problem.kind == kernels::KernelKind::SDDMM);
@@ -205,12 +223,25 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   CHECK(lp->problem.dtype() == kernels::Dtype::F32);
   {  // in double: the value type and the dense operands' bytes
     Fixture g(kernels::KernelKind::SDDMM, 3, kernels::Dtype::F64);
-    d::FrameSource in64(d::encode_load(g.p, g.ref, o, 1));
+    d::FrameSource in64(d::encode_load(g.p, &g.ref, o, 1));
     const auto lp64 = d::read_load(in64);
     CHECK(lp64->problem.dtype() == kernels::Dtype::F64);
     CHECK(lp64->dense.B.data == g.ops.B.data);
     CHECK(lp64->dense.C.data == g.ops.C.data);
     CHECK(lp64->dense.B.dtype() == kernels::Dtype::F64);
+  }
+  {  // without the reference: the reader computes it, the same as the sender's
+    for (const kernels::KernelKind k : {kernels::KernelKind::SpMV, kernels::KernelKind::SpMM,
+                                        kernels::KernelKind::SDDMM}) {
+      Fixture h(k, 3);
+      const std::string without = d::encode_load(h.p, nullptr, o, 1);
+      CHECK(without.size() == d::load_payload_size(h.p, nullptr, o, 1));
+      CHECK(without.size() < d::encode_load(h.p, &h.ref, o, 1).size());
+      d::FrameSource in0(without);
+      const auto lp0 = d::read_load(in0);
+      CHECK(lp0->reference.value == h.ref.value);
+      CHECK(lp0->reference.scale == h.ref.scale);
+    }
   }
 
   const auto refused = [](const std::string& b) {
@@ -237,11 +268,11 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   std::swap(swapped.val[0], swapped.val[1]);
   kernels::Problem q = f.p;
   q.A = &swapped;
-  CHECK(refused(d::encode_load(q, f.ref, o, 1)).find("not canonical") != std::string::npos);
+  CHECK(refused(d::encode_load(q, &f.ref, o, 1)).find("not canonical") != std::string::npos);
   kernels::CooMatrix outside = f.a;
   outside.col.back() = outside.cols + 5;
   q.A = &outside;
-  CHECK_FALSE(refused(d::encode_load(q, f.ref, o, 1)).empty());
+  CHECK_FALSE(refused(d::encode_load(q, &f.ref, o, 1)).empty());
   std::string huge = bytes;
   // The first array is the compiler's name, after the header (8), 8 ints, 10 doubles.
   const std::size_t count_at = 8 + 8 * 4 + 10 * 8;
@@ -253,7 +284,7 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   const std::vector<double> shorter(f.ref.value.size() - 1, 0.0);
   short_ref.value.assign(f.ref.value.dtype(), shorter.data(), shorter.size());
   short_ref.scale = short_ref.value;
-  CHECK(refused(d::encode_load(f.p, short_ref, o, 1)).find("reference") != std::string::npos);
+  CHECK(refused(d::encode_load(f.p, &short_ref, o, 1)).find("reference") != std::string::npos);
 }
 
 TEST_CASE("measure_worker: the worker refuses bad frames with an error and goes on serving") {
@@ -275,7 +306,7 @@ TEST_CASE("measure_worker: the worker refuses bad frames with an error and goes 
   REQUIRE(d::write_frame(w.sock, 'Q', "{}"));
   CHECK(w.answer().first == 'E');
   // Then a good problem and a measurement.
-  REQUIRE(d::write_frame(w.sock, 'L', d::encode_load(f.p, f.ref, quick(), 2)));
+  REQUIRE(d::write_frame(w.sock, 'L', d::encode_load(f.p, &f.ref, quick(), 2)));
   CHECK(w.answer().first == 'K');
   REQUIRE(d::write_frame(w.sock, 'M', request.dump()));
   auto [t3, r3] = w.answer();
@@ -284,7 +315,7 @@ TEST_CASE("measure_worker: the worker refuses bad frames with an error and goes 
   REQUIRE(ms.size() == 1);
   CHECK(ms[0].at("status") == "ok");
   // A truncated frame (the sender goes away in the middle): the worker exits cleanly.
-  const std::string good = d::encode_load(f.p, f.ref, quick(), 2);
+  const std::string good = d::encode_load(f.p, &f.ref, quick(), 2);
   REQUIRE(d::write_header(w.sock, 'L', good.size()));
   REQUIRE(d::write_bytes(w.sock, good.data(), good.size() / 2));
   close(w.sock);
@@ -367,7 +398,7 @@ TEST_CASE("measure_worker: an MTTKRP tensor goes over in binary and is measured"
       kernels::make_dense_operands(kernels::KernelKind::MTTKRP, nullptr, &t, 4, 5);
   const kernels::Problem p = kernels::make_problem(kernels::KernelKind::MTTKRP, nullptr, &t, ops);
   const kernels::Reference ref = kernels::compute_reference(p);
-  const std::string bytes = d::encode_load(p, ref, quick(), 2);
+  const std::string bytes = d::encode_load(p, &ref, quick(), 2);
   d::FrameSource in(bytes);
   const auto lp = d::read_load(in);
   CHECK(lp->tensor.dims == t.dims);

@@ -662,7 +662,7 @@ TEST_CASE("scripted tune: a clear gain is decided on fresh runs") {
     CHECK(st.at("seconds").get<double>() >= 0.0);
     seconds += st.at("seconds").get<double>();
   }
-  CHECK(stages == std::vector<std::string>{"operand", "fingerprint", "dense_and_reference",
+  CHECK(stages == std::vector<std::string>{"operand", "fingerprint", "dense",
                                            "worker_load", "choice", "references", "selection",
                                            "decide", "report"});
   CHECK(seconds <= j.at("economy").at("total_s").get<double>() + 1e-3);

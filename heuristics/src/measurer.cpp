@@ -45,6 +45,12 @@ namespace {
 }  // namespace
 
 Measurer::Measurer(const kernels::Problem& p, const kernels::Reference& ref, MeasureOptions opts)
+    : Measurer(p, &ref, std::move(opts)) {}
+
+Measurer::Measurer(const kernels::Problem& p, MeasureOptions opts)
+    : Measurer(p, nullptr, std::move(opts)) {}
+
+Measurer::Measurer(const kernels::Problem& p, const kernels::Reference* ref, MeasureOptions opts)
     : opts_(std::move(opts)) {
   WACO_ASSERT(opts_.repeats >= 1 && opts_.warmup >= 0 && opts_.race_min_runs >= 1,
               "Measurer needs repeats >= 1, warmup >= 0, race_min_runs >= 1");
@@ -105,11 +111,13 @@ Measurer::Measurer(const kernels::Problem& p, const kernels::Reference& ref, Mea
   load(p, ref);
 }
 
-void Measurer::load(const kernels::Problem& p, const kernels::Reference& ref) {
+void Measurer::load(const kernels::Problem& p, const kernels::Reference& ref) { load(p, &ref); }
+
+void Measurer::load(const kernels::Problem& p, const kernels::Reference* ref) {
   WACO_ASSERT(sock_ >= 0, "a problem loaded into a stopped Measurer");
   p.validate();
   const auto out = static_cast<std::size_t>(p.output_size());
-  WACO_ASSERT(ref.value.size() == out && ref.scale.size() == out,
+  WACO_ASSERT(ref == nullptr || (ref->value.size() == out && ref->scale.size() == out),
               "the reference given to the Measurer is not the problem's");
   const std::uint64_t bytes = detail::load_payload_size(p, ref, opts_, run_threads_);
   const double t0 = now_seconds();

@@ -12,8 +12,9 @@ namespace waco::heuristics::detail {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x4c4f4157;  // "WAOL" in the bytes of a little-endian machine
-constexpr std::uint32_t kVersion = 5;  // 2: values in double, dense operands typed; 3: the
-                                       // reference typed; 4: settle_s; 5: min_run_s
+constexpr std::uint32_t kVersion = 6;  // 2: values in double, dense operands typed; 3: the
+                                       // reference typed; 4: settle_s; 5: min_run_s; 6: the
+                                       // reference optional (else the worker computes it)
 
 // ---- encoding: one template over where the bytes go (counted, sent, kept) --------------------
 
@@ -79,7 +80,7 @@ class Writer {
 };
 
 template <class Sink>
-bool encode(Sink& sink, const kernels::Problem& p, const kernels::Reference& ref,
+bool encode(Sink& sink, const kernels::Problem& p, const kernels::Reference* ref,
             const MeasureOptions& o, int run_threads) {
   Writer<Sink> w(sink);
   w.template value<std::uint32_t>(kMagic);
@@ -114,8 +115,11 @@ bool encode(Sink& sink, const kernels::Problem& p, const kernels::Reference& ref
   }
   w.dense(p.B);
   w.dense(p.C);
-  w.values(ref.value);
-  w.values(ref.scale);
+  w.template value<std::uint8_t>(ref != nullptr ? 1 : 0);
+  if (ref != nullptr) {
+    w.values(ref->value);
+    w.values(ref->scale);
+  }
   return w.ok();
 }
 
@@ -198,21 +202,21 @@ void FrameSource::drain() {
   while (left_ > 0) read(buf, std::min<std::uint64_t>(left_, sizeof buf));
 }
 
-std::uint64_t load_payload_size(const kernels::Problem& p, const kernels::Reference& ref,
+std::uint64_t load_payload_size(const kernels::Problem& p, const kernels::Reference* ref,
                                 const MeasureOptions& opts, int run_threads) {
   CountSink c;
   encode(c, p, ref, opts, run_threads);
   return c.n;
 }
 
-bool write_load_frame(int fd, const kernels::Problem& p, const kernels::Reference& ref,
+bool write_load_frame(int fd, const kernels::Problem& p, const kernels::Reference* ref,
                       const MeasureOptions& opts, int run_threads) {
   if (!write_header(fd, 'L', load_payload_size(p, ref, opts, run_threads))) return false;
   SocketSink s{fd};
   return encode(s, p, ref, opts, run_threads);
 }
 
-std::string encode_load(const kernels::Problem& p, const kernels::Reference& ref,
+std::string encode_load(const kernels::Problem& p, const kernels::Reference* ref,
                         const MeasureOptions& opts, int run_threads) {
   StringSink s;
   encode(s, p, ref, opts, run_threads);
@@ -290,12 +294,18 @@ std::unique_ptr<LoadedProblem> read_load(FrameSource& in) {
   } catch (const kernels::InternalError& e) {  // check_bounds, validate
     throw WireError(e.what());
   }
-  const auto out = static_cast<std::uint64_t>(p.output_size());
-  get_values(in, lp->reference.value, out, "reference values");
-  get_values(in, lp->reference.scale, out, "reference scales");
-  check(lp->reference.scale.dtype() == lp->reference.value.dtype(),
-        "the reference's values and scales differ in type");
+  const auto present = get<std::uint8_t>(in);
+  check(present <= 1, "reference: bad presence flag");
+  if (present == 1) {
+    const auto out = static_cast<std::uint64_t>(p.output_size());
+    get_values(in, lp->reference.value, out, "reference values");
+    get_values(in, lp->reference.scale, out, "reference scales");
+    check(lp->reference.scale.dtype() == lp->reference.value.dtype(),
+          "the reference's values and scales differ in type");
+  }
   check(in.left() == 0, std::to_string(in.left()) + " bytes after the problem");
+  // Not sent: computed here, from the operands just read and checked (O(output + work)).
+  if (present == 0) lp->reference = kernels::compute_reference(p);
   return lp;
 }
 

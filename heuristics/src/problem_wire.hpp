@@ -46,15 +46,17 @@ struct LoadedProblem {
   LoadedProblem& operator=(const LoadedProblem&) = delete;
 };
 
-/// Bytes of the 'L' payload for these arguments.
-std::uint64_t load_payload_size(const kernels::Problem& p, const kernels::Reference& ref,
+/// Bytes of the 'L' payload for these arguments. ref: the problem's reference, sent with it, or
+/// nullptr: the worker computes it when it has read the problem (nothing of the size of the
+/// output kept by the sender: SpMM's with J = 16 on a 4M-row matrix is 256 MB in f32).
+std::uint64_t load_payload_size(const kernels::Problem& p, const kernels::Reference* ref,
                                 const MeasureOptions& opts, int run_threads);
 /// Sends the 'L' frame: header, then the arrays straight from the caller's vectors (no copy of
 /// the operands). False when the peer is gone.
-bool write_load_frame(int fd, const kernels::Problem& p, const kernels::Reference& ref,
+bool write_load_frame(int fd, const kernels::Problem& p, const kernels::Reference* ref,
                       const MeasureOptions& opts, int run_threads);
 /// The 'L' payload in memory (for tests).
-std::string encode_load(const kernels::Problem& p, const kernels::Reference& ref,
+std::string encode_load(const kernels::Problem& p, const kernels::Reference* ref,
                         const MeasureOptions& opts, int run_threads);
 
 /// Where a payload is read from: the rest of a frame on a socket (its header already read), or

@@ -12,9 +12,10 @@
 namespace waco::heuristics {
 
 std::unique_ptr<Runner> make_runner(const std::string& spec, const kernels::Problem& p,
-                                    const kernels::Reference& ref, MeasureOptions opts) {
+                                    const kernels::Reference* ref, MeasureOptions opts) {
   if (spec.empty() || spec == "isolated")
-    return std::make_unique<Measurer>(p, ref, std::move(opts));
+    return ref != nullptr ? std::make_unique<Measurer>(p, *ref, std::move(opts))
+                          : std::make_unique<Measurer>(p, std::move(opts));
   const std::string scripted = "scripted:";
   if (spec.compare(0, scripted.size(), scripted) == 0)
     return std::make_unique<ScriptedRunner>(RunnerScript::load(spec.substr(scripted.size())),

@@ -63,6 +63,9 @@ class Measurer : public Runner {
   /// speak this build's protocol (each with a hint). `p` must be validated and `ref` its
   /// reference; both are only read here (the worker keeps its own copy).
   Measurer(const kernels::Problem& p, const kernels::Reference& ref, MeasureOptions opts);
+  /// The same, with the reference computed by the worker from the problem it has read: the
+  /// caller need not hold it (the output's size twice: values and scales).
+  Measurer(const kernels::Problem& p, MeasureOptions opts);
   ~Measurer() override;
   Measurer(const Measurer&) = delete;
   Measurer& operator=(const Measurer&) = delete;
@@ -91,6 +94,8 @@ class Measurer : public Runner {
   /// the same worker and options. Throws kernels::Error when the worker is gone (it is then
   /// stopped), kernels::InternalError when ref is not p's.
   void load(const kernels::Problem& p, const kernels::Reference& ref);
+  /// The same, with the reference computed by the worker (ref nullptr) or sent (else).
+  void load(const kernels::Problem& p, const kernels::Reference* ref);
 
   const MeasureOptions& options() const override { return opts_; }
   /// Threads a candidate with threads = 0 runs on (options().threads resolved).
@@ -100,6 +105,8 @@ class Measurer : public Runner {
   pid_t worker_pid() const { return worker_; }
 
  private:
+  /// Both public constructors: ref nullptr when the worker computes it.
+  Measurer(const kernels::Problem& p, const kernels::Reference* ref, MeasureOptions opts);
   /// Closes the socket (the worker exits on EOF) and reaps the worker; idempotent.
   void stop();
   /// Waits until the worker's next frame arrives or `deadline` passes (read_frame then reads it

@@ -197,8 +197,8 @@ class Runner {
 /// The Runner named by `spec`: "" or "isolated" a Measurer (measure.hpp: it forks its worker
 /// now, so the same precondition holds: this process has not run OpenMP yet), "scripted:FILE" a
 /// ScriptedRunner reading the script FILE (scripted_runner.hpp). kernels::Error for another spec
-/// or a bad script.
+/// or a bad script. ref: the problem's reference, or nullptr for the worker to compute it.
 std::unique_ptr<Runner> make_runner(const std::string& spec, const kernels::Problem& p,
-                                    const kernels::Reference& ref, MeasureOptions opts);
+                                    const kernels::Reference* ref, MeasureOptions opts);
 
 }  // namespace waco::heuristics
