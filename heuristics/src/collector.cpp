@@ -24,7 +24,6 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/process.hpp"
-#include "waco/kernels/reference.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::heuristics {
@@ -206,8 +205,8 @@ CollectOutcome collect_in_child(const std::string& db_path, const kernels::Recip
     cpu.hold_until_exit();
     out.breakdown["lock_wait_s"] = now_s() - t_lock;
   }
-  const kernels::Reference ref = kernels::compute_reference(p);
-  Measurer measurer(p, ref, opts.measure);
+  // The worker computes the reference from the problem it reads (this process never holds it).
+  Measurer measurer(p, opts.measure);
 
   const double t1 = now_s();
   nlohmann::json sampling = nlohmann::json::object();
