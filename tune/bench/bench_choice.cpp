@@ -94,21 +94,41 @@ double held_mib(F f) {
   return static_cast<double>(peak - before) / (1024.0 * 1024.0);
 }
 
-void print_memory(const kernels::CooMatrix& a, const Options& o, const std::string& file,
-                  const std::function<void()>& nominate) {
-  const double operand = static_cast<double>(kernels::current_rss_bytes()) / (1024.0 * 1024.0);
-  const double m_counts = held_mib([&] {
-    heuristics::PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols}, 0);
-  });
-  const double m_sig = held_mib([&] { signature::compute_signature(a); });
-  const double m_stats = held_mib([&] {
-    learned::matrix_features(learned::FeatureSet::Stats, a, 0);
-  });
-  const double m_space = held_mib([&] {
+/// The operand analyses of a choice, each run alone (on the matrix of one file): timed by the
+/// default mode, their memory measured by --memory.
+struct Analyses {
+  std::function<void()> counts;         ///< prefix counts, a large matrix's halves on two threads
+  std::function<void()> counts_serial;  ///< prefix counts serially, as a choice counts them
+  std::function<void()> signature;
+  std::function<void()> features;       ///< the model's whole feature vector
+  std::function<void()> statistics;     ///< its statistics part alone
+  std::function<void()> space;          ///< Space::for_operand
+};
+
+Analyses analyses_of(const kernels::CooMatrix& a, const Options& o) {
+  Analyses x;
+  x.counts = [&a] { heuristics::PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols}, 0); };
+  x.counts_serial = [&a] {
+    heuristics::PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols}, 1);
+  };
+  x.signature = [&a] { signature::compute_signature(a); };
+  x.features = [&a] { learned::matrix_features(learned::FeatureSet::Signature, a, 0); };
+  x.statistics = [&a] { learned::matrix_features(learned::FeatureSet::Stats, a, 0); };
+  x.space = [&a, &o] {
     heuristics::SpaceOptions so;
     so.cores = o.threads;
     heuristics::Space::for_operand(o.kind, &a, nullptr, o.dense, so);
-  });
+  };
+  return x;
+}
+
+void print_memory(const kernels::CooMatrix& a, const Options& o, const std::string& file,
+                  const Analyses& x, const std::function<void()>& nominate) {
+  const double operand = static_cast<double>(kernels::current_rss_bytes()) / (1024.0 * 1024.0);
+  const double m_counts = held_mib(x.counts);
+  const double m_sig = held_mib(x.signature);
+  const double m_stats = held_mib(x.statistics);
+  const double m_space = held_mib(x.space);
   const double m_nominate = held_mib(nominate);
   std::printf("%s %s rows %lld nnz %lld threads %d: resident before %.0f MiB; held at the peak "
               "(MiB): prefix counts %.1f, signature %.1f, statistics features %.1f, "
@@ -137,8 +157,9 @@ int run(const Options& o) {
       n.seconds = kernels::now_seconds() - t0;
       return n;
     };
+    const Analyses analyses = analyses_of(a, o);
     if (o.memory) {
-      print_memory(a, o, file, [&] { nominate(); });
+      print_memory(a, o, file, analyses, [&] { nominate(); });
       continue;
     }
     if (o.list) {
@@ -158,25 +179,13 @@ int run(const Options& o) {
     const double first = first_n.seconds;
     const double med = median({calls.begin() + (calls.size() > 1 ? 1 : 0), calls.end()});
     const int reps = std::max(3, o.repeats / 2);
-    const double t_counts = time_median(reps, [&] {
-      heuristics::PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols}, 0);
-    });
-    const double t_counts1 = time_median(reps, [&] {
-      heuristics::PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols}, 1);
-    });
-    const double t_sig = time_median(reps, [&] { signature::compute_signature(a); });
-    const double t_feat = time_median(reps, [&] {
-      learned::matrix_features(learned::FeatureSet::Signature, a, 0);
-    });
-    const double t_stats = time_median(reps, [&] {
-      learned::matrix_features(learned::FeatureSet::Stats, a, 0);
-    });
+    const double t_counts = time_median(reps, analyses.counts);
+    const double t_counts1 = time_median(reps, analyses.counts_serial);
+    const double t_sig = time_median(reps, analyses.signature);
+    const double t_feat = time_median(reps, analyses.features);
+    const double t_stats = time_median(reps, analyses.statistics);
     const double t_check = time_median(reps, [&] { tuning::check_request(req); });
-    const double t_space = time_median(reps, [&] {
-      heuristics::SpaceOptions so;
-      so.cores = o.threads;
-      heuristics::Space::for_operand(o.kind, &a, nullptr, o.dense, so);
-    });
+    const double t_space = time_median(reps, analyses.space);
     const double t_lists = time_median(reps, [&] { codegen::shipped_schedules(o.kind); });
     const nlohmann::json& space = last.info.at("space");
     const nlohmann::json& si = last.info.at("search_info");

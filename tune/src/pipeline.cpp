@@ -18,7 +18,6 @@
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
-#include "waco/kernels/reference.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/shipped.hpp"
