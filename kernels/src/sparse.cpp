@@ -158,14 +158,19 @@ std::int64_t canonicalize(CooTensor& t, Dtype sum_in) {
   return merged;
 }
 
+std::vector<index_t> row_pointers(const CooMatrix& a) {
+  WACO_ASSERT(is_canonical(a), "CSR needs a canonical COO matrix");
+  std::vector<index_t> rowptr(static_cast<std::size_t>(a.rows) + 1, 0);
+  for (index_t r : a.row) ++rowptr[static_cast<std::size_t>(r) + 1];
+  std::partial_sum(rowptr.begin(), rowptr.end(), rowptr.begin());
+  return rowptr;
+}
+
 CsrMatrix to_csr(const CooMatrix& a) {
-  WACO_ASSERT(is_canonical(a), "to_csr needs a canonical COO matrix");
   CsrMatrix c;
   c.rows = a.rows;
   c.cols = a.cols;
-  c.rowptr.assign(static_cast<std::size_t>(a.rows) + 1, 0);
-  for (index_t r : a.row) ++c.rowptr[static_cast<std::size_t>(r) + 1];
-  std::partial_sum(c.rowptr.begin(), c.rowptr.end(), c.rowptr.begin());
+  c.rowptr = row_pointers(a);
   c.colidx = a.col;
   c.val = a.val;
   return c;

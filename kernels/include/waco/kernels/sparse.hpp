@@ -71,6 +71,10 @@ void check_bounds(const CooTensor& t);
 
 /// CSR of a canonical COO matrix, in O(nnz + rows). Precondition: is_canonical(a).
 CsrMatrix to_csr(const CooMatrix& a);
+/// The row pointers of a canonical COO matrix's CSR (rows + 1 entries; its column indices are
+/// a.col, in the same order): what a format in another value type needs of to_csr, without a
+/// copy of the values in double. Precondition: is_canonical(a).
+std::vector<index_t> row_pointers(const CooMatrix& a);
 
 /// A 64-bit content fingerprint of a canonical operand (dimensions, coordinates and the bits of
 /// the values rounded to float), stable across runs and platforms: two files with the same
