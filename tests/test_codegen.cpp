@@ -18,6 +18,7 @@
 #include "support/test_paths.hpp"
 #include "waco/codegen/emitter.hpp"
 #include "waco/codegen/generated_kernel.hpp"
+#include "waco/codegen/kernel_spec.hpp"
 #include "waco/codegen/storage.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
@@ -371,6 +372,50 @@ TEST_CASE("codegen: the bound baselines (csr, csf, dia) equal the reference on e
   const DenseOperands dm = make_dense_operands(KernelKind::SpMM, &ops[0].A, nullptr, 4, 3, Dtype::F32);
   CHECK_THROWS_WITH(bind_baseline(kDiaBaseline, make_problem(KernelKind::SpMM, &ops[0].A, nullptr, dm), 4, 2),
                     Catch::Contains("cannot serve spmm"));
+}
+
+TEST_CASE("codegen: a baseline as an Implementation shares the csr (csf) schedule's format and "
+          "output, and equals the reference") {
+  const std::vector<std::pair<KernelKind, std::string>> served = {{KernelKind::SpMV, "csr"},
+                                                                  {KernelKind::SpMM, "csr"},
+                                                                  {KernelKind::SDDMM, "csr"},
+                                                                  {KernelKind::MTTKRP, "csf"}};
+  for (const auto& [k, name] : served)
+    for (const Operands& op : operands_for(k, Dtype::F32)) {
+      INFO(kernel_name(k) << " " << name << " on " << op.name);
+      const CooMatrix* A = needs_tensor(k) ? nullptr : &op.A;
+      const CooTensor* T = needs_tensor(k) ? &op.T : nullptr;
+      const DenseOperands d = make_dense_operands(k, A, T, k == KernelKind::SpMV ? 1 : 13, 3);
+      const Problem p = make_problem(k, A, T, d);
+      const Reference ref = compute_reference(p);
+      GeneratedOptions shared = test_options();
+      shared.storages = std::make_shared<StorageCache>();
+      shared.output = std::make_shared<Values>();
+      // The baseline first, as a measuring child prepares it; the schedule then finds its format.
+      const std::unique_ptr<GeneratedKernel> base = GeneratedKernel::baseline(name, k, shared);
+      base->prepare(p, 2);
+      GeneratedKernel schedule(*schedule_shortcut(k, name), shared);
+      schedule.prepare(p, 2);
+      CHECK(&base->storage() == &schedule.storage());
+      CHECK(base->source_path().empty());
+      CHECK(base->compile_seconds() == 0.0);
+      base->run();
+      CHECK(verify(base->output(), ref, kDefaultTolerance).ok);
+      schedule.run();
+      CHECK(verify(schedule.output(), ref, kDefaultTolerance).ok);
+      if (!kernel_spec(k).sparse_output())  // one buffer, written by the last to run
+        CHECK(&base->output() == &schedule.output());
+      // Without a cache each holds its own format.
+      const std::unique_ptr<GeneratedKernel> alone = GeneratedKernel::baseline(name, k, test_options());
+      alone->prepare(p, 2);
+      CHECK(&alone->storage() != &schedule.storage());
+      alone->run();
+      CHECK(verify(alone->output(), ref, kDefaultTolerance).ok);
+    }
+  // dia keeps its own storage; an unserved name or another kernel's baseline is an error.
+  CHECK_THROWS_WITH(GeneratedKernel::baseline(kDiaBaseline, KernelKind::SpMV), Catch::Contains("dia"));
+  CHECK_THROWS_WITH(GeneratedKernel::baseline("eigen", KernelKind::SpMV), Catch::Contains("eigen"));
+  CHECK_THROWS_WITH(GeneratedKernel::baseline("csf", KernelKind::SpMV), Catch::Contains("spmv"));
 }
 
 TEST_CASE("codegen: run-time split sizes share one source, constant ones are in it") {

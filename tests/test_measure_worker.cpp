@@ -457,6 +457,12 @@ TEST_CASE("measure_worker: candidates beyond the LLC share formats and an output
     CHECK(x.verified);
     CHECK(x.max_rel_error < 1e-5);
   }
+  // The csr baseline ran on the csr schedules' format (built once, first, for the baseline):
+  // they report the one build's time; csc's is a format of its own.
+  CHECK(ms[0].conversion_s > 0.0);
+  CHECK(ms[1].conversion_s == ms[0].conversion_s);
+  CHECK(ms[2].conversion_s == ms[0].conversion_s);
+  CHECK(ms[3].conversion_s != ms[0].conversion_s);
   const nlohmann::json measured = m.memory();
   REQUIRE(measured.is_object());
   CHECK(measured.at("children_peak_bytes").get<std::int64_t>() > 0);

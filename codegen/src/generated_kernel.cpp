@@ -50,6 +50,18 @@ void StorageCache::keep(const SuperSchedule& s, const std::shared_ptr<const Stor
 GeneratedKernel::GeneratedKernel(SuperSchedule schedule, GeneratedOptions opts)
     : schedule_(canonicalize(schedule)), opts_(std::move(opts)) {}
 
+std::unique_ptr<GeneratedKernel> GeneratedKernel::baseline(const std::string& name,
+                                                           kernels::KernelKind k,
+                                                           GeneratedOptions opts) {
+  if (name == kDiaBaseline || !servable_baseline(name, k))
+    throw kernels::Error("the baseline \"" + name + "\" does not run on a schedule's format for " +
+                         std::string(kernels::kernel_name(k)) +
+                         " (csr for spmv, spmm and sddmm; csf for mttkrp)");
+  auto g = std::make_unique<GeneratedKernel>(*schedule_shortcut(k, name), std::move(opts));
+  g->baseline_ = name;
+  return g;
+}
+
 namespace {
 
 /// chunk=auto's serial rule (the csr SpMV baseline's): on CSR's storage (i dense, k compressed:
@@ -341,8 +353,9 @@ void BoundKernel::run(const void* in0, const void* in1, void* out, std::int64_t 
 void GeneratedKernel::prepare(const kernels::Problem& p, int threads) {
   p.validate();
   problem_ = p;
-  bound_ = bind_schedule(schedule_, p, p.kind == kernels::KernelKind::SpMV ? 1 : p.dense_size(),
-                         threads, opts_);
+  const std::int64_t dense = p.kind == kernels::KernelKind::SpMV ? 1 : p.dense_size();
+  bound_ = baseline_.empty() ? bind_schedule(schedule_, p, dense, threads, opts_)
+                             : bind_baseline(baseline_, p, dense, threads, opts_);
   conversion_seconds_ = bound_.storage->build_seconds;
   const bool shared = opts_.output && !kernel_spec(p.kind).sparse_output();
   out_ = shared ? opts_.output : std::make_shared<kernels::Values>();

@@ -22,13 +22,13 @@ using namespace detail;
 
 namespace {
 
-/// What one side-by-side child can spend on nominees beside the two references (each with a
-/// format and an output of its own), and one output for all when the output is shared.
+/// What one side-by-side child can spend on nominees beside the two references: the csr
+/// schedule and the baseline hold one format where the child shares formats (the baseline then
+/// runs on the schedule's: measure_child.cpp) and one output where it shares the output (which
+/// the nominees write too), and each its own otherwise.
 double room_for_nominees(double budget, double format_bytes, double output_bytes,
                          const SharedData& shared) {
-  budget -= 2 * (format_bytes + output_bytes);
-  if (shared.output) budget -= output_bytes;
-  return budget;
+  return budget - (shared.formats ? 1 : 2) * format_bytes - (shared.output ? 1 : 2) * output_bytes;
 }
 
 /// The format a candidate stores, when candidates share formats (empty: its own).

@@ -134,6 +134,14 @@ BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, st
 class GeneratedKernel final : public kernels::Implementation {
  public:
   GeneratedKernel(SuperSchedule schedule, GeneratedOptions opts = {});
+  /// The hand-written baseline `name` ("csr" or "csf": bind_baseline) for kernel k as an
+  /// Implementation that runs as a plan serves it, on the csr (csf) schedule's format: with
+  /// GeneratedOptions::storages that format is the one the csr schedule's kernel reads, not a
+  /// copy (a measuring child of a large operand: kernels::make_implementation's baseline builds
+  /// its own CSR). Throws kernels::Error for a name bind_baseline does not serve on a schedule's
+  /// format (dia has its own storage) or for another kernel.
+  static std::unique_ptr<GeneratedKernel> baseline(const std::string& name, kernels::KernelKind k,
+                                                   GeneratedOptions opts = {});
 
   /// Throws kernels::Error when the schedule is for another kernel, when the format is refused
   /// (the reason, e.g. the padding bound) or when compilation fails (command and log).
@@ -160,6 +168,7 @@ class GeneratedKernel final : public kernels::Implementation {
  private:
   SuperSchedule schedule_;
   GeneratedOptions opts_;
+  std::string baseline_;  ///< empty, or the baseline prepare() binds (baseline())
   kernels::Problem problem_;
   BoundKernel bound_;
   std::shared_ptr<kernels::Values> out_;  ///< what the kernel writes (GeneratedOptions::output)
