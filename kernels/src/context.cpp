@@ -325,16 +325,31 @@ CacheSizes resolve_cache_sizes(const CacheSizes& sysfs, const CacheSizes& cpuid,
   return out;
 }
 
+namespace {
+
+/// read_sysfs_cache_sizes once per sysfs root in a process (WACO_SYSFS_ROOT may point elsewhere
+/// between calls), shared by cache_sizes() and last_level_cache_bytes(): its 16 files took
+/// ~0.15 ms, which a process's first choice paid twice, once for each of them.
+CacheSizes sysfs_cache_sizes_once(const std::string& root) {
+  static std::mutex mutex;
+  static std::map<std::string, CacheSizes> read;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto it = read.find(root);
+  if (it != read.end()) return it->second;
+  return read.emplace(root, read_sysfs_cache_sizes(root)).first->second;
+}
+
+}  // namespace
+
 const CacheSizes& cache_sizes() {
   static const CacheSizes sizes = resolve_cache_sizes(
-      read_sysfs_cache_sizes(sysfs_root()), read_cpuid_cache_sizes(),
+      sysfs_cache_sizes_once(sysfs_root()), read_cpuid_cache_sizes(),
       [] { return cache_probe(true); }, available_cpus());
   return sizes;
 }
 
 std::int64_t last_level_cache_bytes() {
-  // Without the measured probe. Read once per sysfs root (WACO_SYSFS_ROOT may point elsewhere
-  // between calls): its 16 files took ~0.15 ms, a sixth of a small matrix's choice.
+  // Without the measured probe; sysfs read once per root, CPUID's answer (a fallback) kept too.
   static std::mutex mutex;
   static std::map<std::string, std::int64_t> read;
   const std::string root = sysfs_root();
@@ -345,7 +360,7 @@ std::int64_t last_level_cache_bytes() {
     if (it != read.end()) {
       llc = it->second;
     } else {
-      llc = read_sysfs_cache_sizes(root).llc();
+      llc = sysfs_cache_sizes_once(root).llc();
       if (llc <= 0) llc = read_cpuid_cache_sizes().llc();
       read.emplace(root, llc);
     }
