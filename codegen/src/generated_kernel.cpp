@@ -53,7 +53,7 @@ GeneratedKernel::GeneratedKernel(SuperSchedule schedule, GeneratedOptions opts)
 std::unique_ptr<GeneratedKernel> GeneratedKernel::baseline(const std::string& name,
                                                            kernels::KernelKind k,
                                                            GeneratedOptions opts) {
-  if (name == kDiaBaseline || !servable_baseline(name, k))
+  if (!baseline_on_schedule_format(name, k))
     throw kernels::Error("the baseline \"" + name + "\" does not run on a schedule's format for " +
                          std::string(kernels::kernel_name(k)) +
                          " (csr for spmv, spmm and sddmm; csf for mttkrp)");
@@ -297,6 +297,10 @@ bool servable_baseline(const std::string& name) {
 bool servable_baseline(const std::string& name, kernels::KernelKind k) {
   if (name == kDiaBaseline) return k == kernels::KernelKind::SpMV;
   return servable_baseline(name) && (name == "csf") == kernels::needs_tensor(k);
+}
+
+bool baseline_on_schedule_format(const std::string& name, kernels::KernelKind k) {
+  return name != kDiaBaseline && servable_baseline(name, k);
 }
 
 std::string baseline_named(kernels::KernelKind k, const std::string& text) {

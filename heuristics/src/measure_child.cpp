@@ -147,8 +147,8 @@ Prepared prepare_candidate(const kernels::Problem& p, const MeasureOptions& opts
       // A large operand's formats are shared (share_large_data): the csr (csf) baseline then
       // runs on the csr (csf) schedule's format, as a plan serves it, instead of a CSR of its own
       // holding the same arrays (168 MiB at 20M nonzeros, and SpMM's output beside).
-      r.impl = opts.generated.storages && c.implementation != codegen::kDiaBaseline &&
-                       codegen::servable_baseline(c.implementation, p.kind)
+      r.impl = opts.generated.storages &&
+                       codegen::baseline_on_schedule_format(c.implementation, p.kind)
                    ? codegen::GeneratedKernel::baseline(c.implementation, p.kind, opts.generated)
                    : kernels::make_implementation(c.implementation, p.kind);
     } catch (const Error& e) {

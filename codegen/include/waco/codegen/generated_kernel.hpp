@@ -116,6 +116,9 @@ inline constexpr const char* kDiaBaseline = "dia";
 bool servable_baseline(const std::string& name);
 /// ... for kernel k: "csr" for SpMV, SpMM and SDDMM, "csf" for MTTKRP, "dia" for SpMV.
 bool servable_baseline(const std::string& name, kernels::KernelKind k);
+/// ... on the csr (csf) schedule's format for kernel k: "csr" for SpMV, SpMM and SDDMM, "csf" for
+/// MTTKRP (dia has a storage of its own): what GeneratedKernel::baseline runs.
+bool baseline_on_schedule_format(const std::string& name, kernels::KernelKind k);
 /// The baseline a schedule's text names for kernel k ("csr", or "csf" for MTTKRP: the shortcut
 /// of the reference every tune is judged by, white space aside), else "" (any other shortcut or
 /// text form, the csr schedule's own text among them, names a generated kernel).
@@ -138,8 +141,7 @@ class GeneratedKernel final : public kernels::Implementation {
   /// Implementation that runs as a plan serves it, on the csr (csf) schedule's format: with
   /// GeneratedOptions::storages that format is the one the csr schedule's kernel reads, not a
   /// copy (a measuring child of a large operand: kernels::make_implementation's baseline builds
-  /// its own CSR). Throws kernels::Error for a name bind_baseline does not serve on a schedule's
-  /// format (dia has its own storage) or for another kernel.
+  /// its own CSR). Throws kernels::Error unless baseline_on_schedule_format(name, k).
   static std::unique_ptr<GeneratedKernel> baseline(const std::string& name, kernels::KernelKind k,
                                                    GeneratedOptions opts = {});
 
