@@ -322,6 +322,53 @@ TEST_CASE("space: prefix counts of large matrices (two halves on two threads) eq
   }
 }
 
+TEST_CASE("space: prefix counts of a matrix in many chunks equal brute force") {
+  // A matrix is counted in chunks of whole 2^k-row blocks up to level k (about 2^15 entries a
+  // chunk): a long tridiagonal matrix spans several, with a dense row inside one (a chunk far
+  // larger than the rest), rows with no entry across a chunk's width, and a canonical and a
+  // non-canonical (reversed, repeated) copy, serial and on two threads.
+  kernels::CooMatrix m;
+  m.rows = 70000, m.cols = 70000;
+  for (kernels::index_t r = 0; r < m.rows; ++r) {
+    if (r >= 50000 && r < 60000) continue;  // 10,000 empty rows
+    if (r == 41000) {
+      for (kernels::index_t c = 0; c < 60000; c += 2) m.row.push_back(r), m.col.push_back(c);
+      continue;
+    }
+    for (kernels::index_t c = std::max(r - 1, 0); c <= std::min(r + 1, m.cols - 1); ++c)
+      m.row.push_back(r), m.col.push_back(c);
+  }
+  m.val.assign(m.row.size(), 1.0);
+  REQUIRE(m.nnz() >= 6 * (1 << 15));
+  kernels::CooMatrix shuffled = m;
+  std::reverse(shuffled.row.begin(), shuffled.row.end());
+  std::reverse(shuffled.col.begin(), shuffled.col.end());
+  for (std::size_t e = 0; e < m.row.size(); e += 7)
+    shuffled.row.push_back(m.row[e]), shuffled.col.push_back(m.col[e]);
+  const PrefixCounts serial = PrefixCounts::compute({&m.row, &m.col}, {m.rows, m.cols});
+  std::vector<std::uint64_t> keys(m.row.size());
+  for (int x = 0; x <= serial.bits(0); ++x)
+    for (int y : {0, 1, 6, serial.bits(1)}) {
+      for (std::size_t e = 0; e < keys.size(); ++e)
+        keys[e] = (static_cast<std::uint64_t>(m.row[e] >> x) << 32) |
+                  static_cast<std::uint64_t>(m.col[e] >> y);
+      std::sort(keys.begin(), keys.end());
+      INFO("shifts " << x << "," << y);
+      REQUIRE(serial.distinct({x, y}) ==
+              static_cast<std::int64_t>(std::unique(keys.begin(), keys.end()) - keys.begin()));
+    }
+  for (const kernels::CooMatrix* c : {&m, &shuffled})
+    for (int threads : {1, 2}) {
+      const PrefixCounts pc = PrefixCounts::compute({&c->row, &c->col}, {c->rows, c->cols}, threads);
+      for (int x = 0; x <= pc.bits(0); ++x)
+        for (int y = 0; y <= pc.bits(1); ++y) {
+          INFO((c == &m ? "canonical" : "shuffled") << " threads " << threads << " shifts " << x
+                                                    << "," << y);
+          REQUIRE(pc.distinct({x, y}) == serial.distinct({x, y}));
+        }
+    }
+}
+
 TEST_CASE("space: prefix counts agree with the signature's block statistics") {
   const kernels::CooMatrix a = uniform_300x200();
   const PrefixCounts pc = PrefixCounts::compute({&a.row, &a.col}, {a.rows, a.cols});

@@ -4,7 +4,9 @@
 // shift at once, and groups with equal mid >> (b + 1) are adjacent, so going to b + 1 is a linear
 // merge. For 3-D tensors the head mode's shift a is an outer loop; going to a + 1 merges the
 // tuples of adjacent heads, also linearly. Sorted input (a canonical operand) is not sorted again.
-// A large matrix's two row halves are counted on two threads up to the last level.
+// A matrix is counted in chunks of whole 2^k-row blocks up to level k (each chunk's levels in
+// the cores' caches, only level k's lists kept for the whole matrix), a large one's chunks on two
+// threads.
 #include "waco/heuristics/prefix_counts.hpp"
 
 #include "waco/codegen/storage.hpp"
@@ -13,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <type_traits>
@@ -28,6 +31,32 @@ namespace {
 int bit_width_u64(std::uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
 
 using Tuple = std::array<index_t, 3>;
+/// An allocator that leaves an element made without a value uninitialized, so that a list
+/// resized before it is written holds resident only the pages written (a merge's output is
+/// sized by its input and often half as long; the chunks' level-k output is sized by the
+/// operand).
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+using List = std::vector<index_t, UninitializedAllocator<index_t>>;
+/// Offsets into the flat lists: an operand holds fewer than 2^32 nonzeros (its coordinates
+/// are 32-bit and kernels refuse more than kMaxIndex entries), so 4 bytes a group.
+using Offset = std::uint32_t;
 /// Pairs of consecutive last coordinates in a group, per bit width of their xor.
 using Histogram = std::array<std::int64_t, 34>;
 /// Tuples from which a matrix's two halves are counted on two threads (below, the thread start
@@ -165,38 +194,183 @@ class Levels {
       for (std::size_t w = 0; w < hist.size(); ++w) hist[w] += p[w];
   }
 
-  /// Appends the groups of `o` (of the same level, keys all after this one's).
+  /// This level's groups after those of `keys`/`starts`: their keys, their starts offset by
+  /// `written`, their lists copied to out + written (`written` advanced). A matrix's groups only.
+  void take(std::vector<index_t>& keys, std::vector<Offset>& starts, index_t* out,
+            std::size_t& written) const {
+    keys.insert(keys.end(), key_m_.begin(), key_m_.end());
+    for (std::size_t g = 0; g < key_m_.size(); ++g)
+      starts.push_back(static_cast<Offset>(written + start_[g]));
+    const std::size_t n = start_.back();
+    if (n > 0) std::memcpy(out + written, lists(), n * sizeof(index_t));
+    written += n;
+  }
+
+  /// Appends the groups of `o` (of the same level, keys all after this one's; both lists
+  /// owned, as after `adopt`).
   void append(const Levels& o) {
-    own();
+    WACO_ASSERT(src_ == nullptr && o.src_ == nullptr, "append joins owned lists");
     const Offset offset = static_cast<Offset>(last_.size());
-    key_h_.insert(key_h_.end(), o.key_h_.begin(), o.key_h_.end());
     key_m_.insert(key_m_.end(), o.key_m_.begin(), o.key_m_.end());
     start_.pop_back();
     for (Offset s : o.start_) start_.push_back(s + offset);
-    const index_t* ol = o.lists();
-    last_.insert(last_.end(), ol, ol + o.start_.back());
+    last_.insert(last_.end(), o.last_.begin(), o.last_.end());
     for (std::size_t w = 0; w < hist.size(); ++w) hist[w] += o.hist[w];
   }
 
- private:
-  /// Offsets into the flat lists: an operand holds fewer than 2^32 nonzeros (its coordinates
-  /// are 32-bit and kernels refuse more than kMaxIndex entries), so 4 bytes a group.
-  using Offset = std::uint32_t;
-  const index_t* lists() const { return src_ != nullptr ? src_ : last_.data(); }
-  /// The lists into last_ when they are still the operand's.
-  void own() {
-    if (src_ == nullptr) return;
-    last_.assign(src_, src_ + start_.back());
+  /// A matrix's level made elsewhere (the chunks' `take`): its keys, starts (with the end),
+  /// lists and histogram.
+  void adopt(std::vector<index_t> keys, std::vector<Offset> starts, List lists,
+             const Histogram& h) {
+    heads_ = false;
     src_ = nullptr;
+    key_h_.clear();
+    key_m_ = std::move(keys);
+    start_ = std::move(starts);
+    last_ = std::move(lists);
+    hist = h;
   }
+
+ private:
+  const index_t* lists() const { return src_ != nullptr ? src_ : last_.data(); }
   /// Whether tuples have a head mode (3-D tensors); a matrix's groups keep no head keys.
   bool heads_ = true;
   /// The lists of level 0 when they are a canonical matrix's column array (not owned), else null.
   const index_t* src_ = nullptr;
-  std::vector<index_t> key_h_, key_m_, last_;
+  std::vector<index_t> key_h_, key_m_;
+  List last_;
   std::vector<index_t> tmp_;  ///< the first list of a pair, copied aside while merging in place
   std::vector<Offset> start_;
 };
+
+/// Entries a chunk holds at least: whole 2^k-row blocks, k chosen so that a block holds about
+/// this many on average, so that a chunk's keys, starts and lists (~12 bytes an entry) stay in
+/// the cores' caches through levels 0 .. k.
+constexpr std::size_t kChunkEntries = std::size_t{1} << 15;
+
+void add(Histogram& to, const Histogram& h) {
+  for (std::size_t w = 0; w < to.size(); ++w) to[w] += h[w];
+}
+
+/// The first of the sorted tuples [from, to) in row `row` or after (`to` if none).
+template <class Tuples>
+std::size_t first_at(const Tuples& t, std::size_t from, std::size_t to, std::int64_t row) {
+  while (from < to) {
+    const std::size_t m = from + (to - from) / 2;
+    if (t.mid(m) < row) from = m + 1; else to = m;
+  }
+  return from;
+}
+
+/// The chunks' shift k: the largest (at most mid_bits) whose 2^k-row blocks hold at most
+/// kChunkEntries on average.
+int chunk_shift(std::size_t tuples, std::int64_t rows, int mid_bits) {
+  int k = 0;
+  while (k < mid_bits && (static_cast<std::uint64_t>(tuples) << (k + 1)) <=
+                             static_cast<std::uint64_t>(kChunkEntries) *
+                                 static_cast<std::uint64_t>(rows))
+    ++k;
+  return k;
+}
+
+/// One part of a matrix's levels: per level 0 .. top its groups and histogram, and the part's
+/// groups of level top.
+struct PartLevels {
+  std::vector<std::size_t> groups;
+  std::vector<Histogram> hists;
+  Levels levels;
+};
+
+/// Levels 0 .. top of the sorted distinct tuples [lo, hi) of a matrix (head 0), rows that share
+/// no 2^top-row block with tuples outside: chunk by chunk up to level k <= top (groups of a level
+/// never straddle a 2^k-row block, so a chunk of whole blocks goes through levels 0 .. k on its
+/// own, in the cores' caches, and only level k's lists are kept for the part), then the part's
+/// groups merged up to top. Its lists have room for `capacity` entries (>= hi - lo;
+/// uninitialized, so only what is written is resident): another part's are appended to them at
+/// level top.
+template <class Tuples>
+void count_part(const Tuples& t, std::size_t lo, std::size_t hi, int k, int top,
+                std::size_t capacity, PartLevels& out) {
+  out.groups.assign(static_cast<std::size_t>(top) + 1, 0);
+  out.hists.assign(static_cast<std::size_t>(top) + 1, Histogram{});
+  List lists(capacity);
+  std::vector<index_t> keys;
+  std::vector<Offset> starts;
+  std::size_t written = 0;
+  Levels chunk;
+  // Chunk by chunk: at least kChunkEntries tuples, ending at a 2^k-row block's end.
+  for (std::size_t c0 = lo; c0 < hi;) {
+    const std::size_t at = std::min(hi - 1, c0 + kChunkEntries - 1);
+    const std::size_t c1 =
+        first_at(t, at, hi, ((static_cast<std::int64_t>(t.mid(at)) >> k) + 1) << k);
+    chunk.build(t, c0, c1);
+    for (std::size_t lb = 0;; ++lb) {
+      out.groups[lb] += chunk.groups();
+      add(out.hists[lb], chunk.hist);
+      if (lb == static_cast<std::size_t>(k)) break;
+      chunk.merge();
+    }
+    chunk.take(keys, starts, lists.data(), written);
+    c0 = c1;
+  }
+  starts.push_back(static_cast<Offset>(written));
+  lists.resize(written);
+  out.levels.adopt(std::move(keys), std::move(starts), std::move(lists),
+                   out.hists[static_cast<std::size_t>(k)]);
+  for (std::size_t lb = static_cast<std::size_t>(k) + 1; lb <= static_cast<std::size_t>(top);
+       ++lb) {
+    out.levels.merge();
+    out.groups[lb] = out.levels.groups();
+    out.hists[lb] = out.levels.hist;
+  }
+}
+
+/// Levels 0 .. top of a matrix's sorted distinct tuples, in chunks (count_part). `parallel`:
+/// the rows below and above a cut at a multiple of 2^top, which never share a group at levels
+/// 0 .. top, as two parts on two threads, joined at level top. The cut is the median row
+/// rounded to a multiple of 2^top, for the largest top that leaves each side at least a third
+/// of the entries (or the best balance). Fills `groups` and `hists` for levels 0 .. top and
+/// `levels` with level top; returns top.
+template <class Tuples>
+int count_matrix(const Tuples& t, std::size_t tuples, std::int64_t rows, int mid_bits,
+                 bool parallel, Levels& levels, std::vector<std::size_t>& groups,
+                 std::vector<Histogram>& hists) {
+  const int k = chunk_shift(tuples, rows, mid_bits);
+  std::array<PartLevels, 2> part;
+  if (!parallel) {
+    count_part(t, 0, tuples, k, k, tuples, part[0]);
+    levels = std::move(part[0].levels);
+    groups = std::move(part[0].groups);
+    hists = std::move(part[0].hists);
+    return k;
+  }
+  const std::int64_t median = t.mid(tuples / 2);
+  int top = 0;
+  std::size_t cut = 0, best = 0;
+  for (int kk = mid_bits - 1; kk >= 1; --kk) {
+    const std::int64_t step = std::int64_t{1} << kk;
+    const std::size_t c =
+        first_at(t, 0, tuples, std::max(step, (median + step / 2) / step * step));
+    const std::size_t side = std::min(c, tuples - c);
+    if (side > best) best = side, cut = c, top = kk;
+    if (3 * side >= tuples) break;
+  }
+  const int chunk_k = std::min(k, top);
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+  for (int q = 0; q < 2; ++q) {
+    if (q == 0) count_part(t, 0, cut, chunk_k, top, tuples, part[0]);
+    else count_part(t, cut, tuples, chunk_k, top, tuples - cut, part[1]);
+  }
+  levels = std::move(part[0].levels);
+  levels.append(part[1].levels);
+  groups = std::move(part[0].groups);
+  hists = std::move(part[0].hists);
+  for (std::size_t lb = 0; lb < groups.size(); ++lb) {
+    groups[lb] += part[1].groups[lb];
+    add(hists[lb], part[1].hists[lb]);
+  }
+  return top;
+}
 
 }  // namespace
 
@@ -264,7 +438,6 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
   }
   const TupleList list{t};
   const std::size_t tuples = in_place ? nnz : t.size();
-  const auto mid_at = [&](std::size_t e) { return in_place ? matrix.mid(e) : list.mid(e); };
   const auto tail_less = [](const Tuple& x, const Tuple& y) {
     return x[1] < y[1] || (x[1] == y[1] && x[2] < y[2]);
   };
@@ -302,57 +475,19 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
       }
       t.swap(t_next);
     }
-    // A matrix's rows below and above a cut at a multiple of 2^k never share a group at levels
-    // 0 .. k: the two sides go through them on two threads and join for the levels above. The
-    // cut is the median row rounded to a multiple of 2^k, for the largest k that leaves each
-    // side at least a third of the entries (or the best balance).
-    const bool halves = n == 2 && mid_bits >= 2 && tuples >= kParallelMinTuples &&
-                        (threads == 0 ? omp_get_max_threads() : threads) >= 2;
     int b = 0;
-    if (halves) {
-      const auto cut_at = [&](index_t row) {  // the first tuple of that row or after
-        std::size_t lo = 0, hi = tuples;
-        while (lo < hi) {
-          const std::size_t m = lo + (hi - lo) / 2;
-          if (mid_at(m) < row) lo = m + 1; else hi = m;
-        }
-        return lo;
-      };
-      const index_t median = mid_at(tuples / 2);
-      int k = 0;
-      std::size_t cut = 0, best = 0;
-      for (int kk = mid_bits - 1; kk >= 1; --kk) {
-        const index_t step = index_t{1} << kk;
-        const index_t row = std::max<index_t>(step, (median + step / 2) / step * step);
-        const std::size_t c = cut_at(row);
-        const std::size_t side = std::min(c, tuples - c);
-        if (side > best) best = side, cut = c, k = kk;
-        if (3 * side >= tuples) break;
-      }
-      std::array<Levels, 2> part;
-      std::array<std::vector<std::size_t>, 2> groups;
-      std::array<std::vector<Histogram>, 2> hists;
-#pragma omp parallel for num_threads(2) schedule(static, 1)
-      for (int q = 0; q < 2; ++q) {
-        const std::size_t lo = q == 0 ? 0 : cut, hi = q == 0 ? cut : tuples;
-        if (in_place) part[q].build(matrix, lo, hi); else part[q].build(list, lo, hi);
-        for (int lb = 0; lb <= k; ++lb) {
-          groups[q].push_back(part[q].groups());
-          hists[q].push_back(part[q].hist);
-          if (lb < k) part[q].merge();
-        }
-      }
-      for (int lb = 0; lb <= k; ++lb) {
-        Histogram sum = hists[0][lb];
-        for (std::size_t w = 0; w < sum.size(); ++w) sum[w] += hists[1][lb][w];
-        write_level(a, lb, groups[0][lb] + groups[1][lb], sum);
-      }
-      levels = std::move(part[0]);
-      levels.append(part[1]);
-      b = k + 1;
-      if (b <= mid_bits) levels.merge();
-    } else if (in_place) {
-      levels.build(matrix, 0, tuples);
+    if (n == 2) {
+      std::vector<std::size_t> groups;
+      std::vector<Histogram> hists;
+      const bool parallel = mid_bits >= 2 && tuples >= kParallelMinTuples &&
+                            (threads == 0 ? omp_get_max_threads() : threads) >= 2;
+      const int k = in_place ? count_matrix(matrix, tuples, dims[0], mid_bits, parallel, levels,
+                                               groups, hists)
+                             : count_matrix(list, tuples, dims[0], mid_bits, parallel, levels,
+                                               groups, hists);
+      for (int lb = 0; lb < k; ++lb)
+        write_level(a, lb, groups[static_cast<std::size_t>(lb)], hists[static_cast<std::size_t>(lb)]);
+      b = k;
     } else {
       levels.build(list, 0, t.size());
     }
