@@ -283,7 +283,7 @@ TEST_CASE("measure_worker: the problem frame round-trips, malformed bytes are re
   kernels::Reference short_ref;
   const std::vector<double> shorter(f.ref.value.size() - 1, 0.0);
   short_ref.value.assign(f.ref.value.dtype(), shorter.data(), shorter.size());
-  short_ref.scale = short_ref.value;
+  short_ref.scale.assign(shorter.size(), 0);
   CHECK(refused(d::encode_load(f.p, &short_ref, o, 1)).find("reference") != std::string::npos);
 }
 

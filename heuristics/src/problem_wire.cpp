@@ -12,9 +12,10 @@ namespace waco::heuristics::detail {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x4c4f4157;  // "WAOL" in the bytes of a little-endian machine
-constexpr std::uint32_t kVersion = 6;  // 2: values in double, dense operands typed; 3: the
+constexpr std::uint32_t kVersion = 7;  // 2: values in double, dense operands typed; 3: the
                                        // reference typed; 4: settle_s; 5: min_run_s; 6: the
-                                       // reference optional (else the worker computes it)
+                                       // reference optional (else the worker computes it); 7:
+                                       // its scales in 16 bits (kernels::Scale)
 
 // ---- encoding: one template over where the bytes go (counted, sent, kept) --------------------
 
@@ -118,7 +119,7 @@ bool encode(Sink& sink, const kernels::Problem& p, const kernels::Reference* ref
   w.template value<std::uint8_t>(ref != nullptr ? 1 : 0);
   if (ref != nullptr) {
     w.values(ref->value);
-    w.values(ref->scale);
+    w.array(ref->scale);
   }
   return w.ok();
 }
@@ -299,9 +300,10 @@ std::unique_ptr<LoadedProblem> read_load(FrameSource& in) {
   if (present == 1) {
     const auto out = static_cast<std::uint64_t>(p.output_size());
     get_values(in, lp->reference.value, out, "reference values");
-    get_values(in, lp->reference.scale, out, "reference scales");
-    check(lp->reference.scale.dtype() == lp->reference.value.dtype(),
-          "the reference's values and scales differ in type");
+    get_array(in, lp->reference.scale, "reference scales");
+    check(lp->reference.scale.size() == out,
+          "reference scales: " + std::to_string(lp->reference.scale.size()) + " for " +
+              std::to_string(out) + " output entries");
   }
   check(in.left() == 0, std::to_string(in.left()) + " bytes after the problem");
   // Not sent: computed here, from the operands just read and checked (O(output + work)).

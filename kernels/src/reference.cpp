@@ -12,6 +12,48 @@
 #include "waco/kernels/error.hpp"
 
 namespace waco::kernels {
+
+template <>
+Scale to_scale<float>(double s) {
+  // A scale saturates instead of becoming infinite (tolerance x infinity would pass any output):
+  // the largest finite one is as lenient as a check of such an entry can be.
+  constexpr Scale kLargest = 0x7f7f;
+  if (!(s > 0.0)) return 0;
+  if (s >= static_cast<double>(from_scale<float>(kLargest))) return kLargest;
+  float f = static_cast<float>(s);
+  if (static_cast<double>(f) < s) f = std::nextafter(f, INFINITY);
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  // Non-negative floats order as their bits: the smallest top half at or above f.
+  return static_cast<Scale>((bits + 0xffffu) >> 16);
+}
+
+template <>
+Scale to_scale<double>(double s) {
+  constexpr Scale kLargest = 0x7fef;
+  if (!(s > 0.0)) return 0;
+  if (s >= from_scale<double>(kLargest)) return kLargest;
+  std::uint64_t bits;
+  std::memcpy(&bits, &s, sizeof bits);
+  return static_cast<Scale>((bits + ((std::uint64_t{1} << 48) - 1)) >> 48);
+}
+
+double Reference::scale_at(std::size_t e) const {
+  return value.dtype() == Dtype::F64 ? from_scale<double>(scale[e])
+                                     : static_cast<double>(from_scale<float>(scale[e]));
+}
+
+Reference make_reference(Dtype d, const std::vector<double>& value,
+                         const std::vector<double>& scale) {
+  WACO_ASSERT(value.size() == scale.size(), "one scale per value");
+  Reference r;
+  r.value.assign(d, value.data(), value.size());
+  r.scale.resize(scale.size());
+  for (std::size_t e = 0; e < scale.size(); ++e)
+    r.scale[e] = d == Dtype::F64 ? to_scale<double>(scale[e]) : to_scale<float>(scale[e]);
+  return r;
+}
+
 namespace {
 
 /// Accumulates in double and stores each output entry once, rounded to the problem's value
@@ -24,7 +66,8 @@ class Accumulator {
   Accumulator(Dtype d, std::int64_t rows, std::int64_t width)
       : width_(width), sum_(static_cast<std::size_t>(width)), abs_(sum_.size()) {
     r_.value.assign(d, static_cast<std::size_t>(rows * width));
-    r_.scale.assign(d, static_cast<std::size_t>(rows * width));
+    r_.scale.resize(static_cast<std::size_t>(rows * width));
+    double_scales_ = d == Dtype::F64;
   }
   void open(std::int64_t row) {
     if (row == row_) return;
@@ -47,17 +90,14 @@ class Accumulator {
     const auto at = static_cast<std::size_t>(row_ * width_);
     for (std::size_t j = 0; j < sum_.size(); ++j) {
       r_.value.set(at + j, sum_[j]);
-      // A float scale saturates instead of becoming infinite (tolerance x infinity would pass
-      // any output): the largest float is as lenient as a check of such an entry can be.
-      r_.scale.set(at + j, r_.scale.dtype() == Dtype::F32
-                               ? std::min(abs_[j], static_cast<double>(FLT_MAX))
-                               : abs_[j]);
+      r_.scale[at + j] = double_scales_ ? to_scale<double>(abs_[j]) : to_scale<float>(abs_[j]);
       sum_[j] = abs_[j] = 0.0;
     }
   }
   Reference r_;
   std::int64_t width_;
   std::int64_t row_ = -1;
+  bool double_scales_ = false;
   std::vector<double> sum_, abs_;
 };
 
@@ -118,7 +158,7 @@ Reference compute_reference(const Problem& p) {
 namespace {
 
 template <class V, class R>
-Verification verify_typed(const V* out, std::int64_t size, const R* value, const R* scale,
+Verification verify_typed(const V* out, std::int64_t size, const R* value, const Scale* scale,
                           double tolerance) {
   Verification v;
   v.tolerance = tolerance;
@@ -133,7 +173,7 @@ Verification verify_typed(const V* out, std::int64_t size, const R* value, const
       break;
     }
     const double err = std::fabs(o - static_cast<double>(value[i])) /
-                       std::max(static_cast<double>(scale[i]), kTiny);
+                       std::max(static_cast<double>(from_scale<R>(scale[i])), kTiny);
     if (err > v.max_rel_error) {
       v.max_rel_error = err;
       v.worst_index = i;
@@ -157,11 +197,11 @@ Verification verify_typed(const V* out, std::int64_t size, const R* value, const
 /// scalar loop above, one double division an entry, took 0.11-0.20 s for SpMM's 64M entries on
 /// a 20M-nonzero matrix, J = 16). The worst entry is looked up only when the check fails.
 Verification verify_float(const float* out, std::int64_t size, const float* value,
-                          const float* scale, double tolerance) {
+                          const Scale* scale, double tolerance) {
   constexpr float kTinyF = 1.17549435e-38f;  // the smallest normal float, as kTiny above
   std::uint32_t worst = 0;
   for (std::int64_t i = 0; i < size; ++i) {
-    const float err = std::fabs(out[i] - value[i]) / std::max(scale[i], kTinyF);
+    const float err = std::fabs(out[i] - value[i]) / std::max(from_scale<float>(scale[i]), kTinyF);
     std::uint32_t bits;
     std::memcpy(&bits, &err, sizeof bits);
     worst = bits > worst ? bits : worst;
@@ -181,19 +221,23 @@ Verification verify_float(const float* out, std::int64_t size, const float* valu
 template <class V>
 Verification verify_against(const V* out, std::int64_t size, const Reference& ref,
                             double tolerance) {
-  if (size != static_cast<std::int64_t>(ref.value.size())) {
+  if (size != static_cast<std::int64_t>(ref.value.size()) ||
+      ref.scale.size() != ref.value.size()) {
     Verification v;
     v.tolerance = tolerance;
-    v.message = "output has " + std::to_string(size) + " entries, the reference " +
-                std::to_string(ref.value.size());
+    v.message = ref.scale.size() != ref.value.size()
+                    ? "the reference has " + std::to_string(ref.scale.size()) + " scales for " +
+                          std::to_string(ref.value.size()) + " values"
+                    : "output has " + std::to_string(size) + " entries, the reference " +
+                          std::to_string(ref.value.size());
     return v;
   }
   return with_value_type(ref.value.dtype(), [&](auto r) {
     using R = decltype(r);
     if constexpr (std::is_same_v<V, float> && std::is_same_v<R, float>)
-      return verify_float(out, size, ref.value.data<R>(), ref.scale.data<R>(), tolerance);
+      return verify_float(out, size, ref.value.data<R>(), ref.scale.data(), tolerance);
     else
-      return verify_typed(out, size, ref.value.data<R>(), ref.scale.data<R>(), tolerance);
+      return verify_typed(out, size, ref.value.data<R>(), ref.scale.data(), tolerance);
   });
 }
 
