@@ -359,7 +359,8 @@ TEST_CASE("space: prefix counts of a matrix in many chunks equal brute force") {
     }
   for (const kernels::CooMatrix* c : {&m, &shuffled})
     for (int threads : {1, 2}) {
-      const PrefixCounts pc = PrefixCounts::compute({&c->row, &c->col}, {c->rows, c->cols}, threads);
+      const PrefixCounts pc =
+          PrefixCounts::compute({&c->row, &c->col}, {c->rows, c->cols}, threads);
       for (int x = 0; x <= pc.bits(0); ++x)
         for (int y = 0; y <= pc.bits(1); ++y) {
           INFO((c == &m ? "canonical" : "shuffled") << " threads " << threads << " shifts " << x

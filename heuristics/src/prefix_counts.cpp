@@ -486,7 +486,8 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
                              : count_matrix(list, tuples, dims[0], mid_bits, parallel, levels,
                                                groups, hists);
       for (int lb = 0; lb < k; ++lb)
-        write_level(a, lb, groups[static_cast<std::size_t>(lb)], hists[static_cast<std::size_t>(lb)]);
+        write_level(a, lb, groups[static_cast<std::size_t>(lb)],
+                    hists[static_cast<std::size_t>(lb)]);
       b = k;
     } else {
       levels.build(list, 0, t.size());

@@ -201,7 +201,8 @@ Verification verify_float(const float* out, std::int64_t size, const float* valu
   constexpr float kTinyF = 1.17549435e-38f;  // the smallest normal float, as kTiny above
   std::uint32_t worst = 0;
   for (std::int64_t i = 0; i < size; ++i) {
-    const float err = std::fabs(out[i] - value[i]) / std::max(from_scale<float>(scale[i]), kTinyF);
+    const float err =
+        std::fabs(out[i] - value[i]) / std::max(from_scale<float>(scale[i]), kTinyF);
     std::uint32_t bits;
     std::memcpy(&bits, &err, sizeof bits);
     worst = bits > worst ? bits : worst;
