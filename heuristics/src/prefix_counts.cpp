@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <exception>
 #include <iterator>
 #include <limits>
 #include <type_traits>
@@ -356,11 +357,19 @@ int count_matrix(const Tuples& t, std::size_t tuples, std::int64_t rows, int mid
     if (3 * side >= tuples) break;
   }
   const int chunk_k = std::min(k, top);
+  // An exception may not leave an OpenMP region: each part's is rethrown after it.
+  std::array<std::exception_ptr, 2> failed;
 #pragma omp parallel for num_threads(2) schedule(static, 1)
   for (int q = 0; q < 2; ++q) {
-    if (q == 0) count_part(t, 0, cut, chunk_k, top, tuples, part[0]);
-    else count_part(t, cut, tuples, chunk_k, top, tuples - cut, part[1]);
+    try {
+      if (q == 0) count_part(t, 0, cut, chunk_k, top, tuples, part[0]);
+      else count_part(t, cut, tuples, chunk_k, top, tuples - cut, part[1]);
+    } catch (...) {
+      failed[static_cast<std::size_t>(q)] = std::current_exception();
+    }
   }
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
   levels = std::move(part[0].levels);
   levels.append(part[1].levels);
   groups = std::move(part[0].groups);
@@ -482,9 +491,9 @@ PrefixCounts PrefixCounts::compute(const std::vector<const std::vector<index_t>*
       const bool parallel = mid_bits >= 2 && tuples >= kParallelMinTuples &&
                             (threads == 0 ? omp_get_max_threads() : threads) >= 2;
       const int k = in_place ? count_matrix(matrix, tuples, dims[0], mid_bits, parallel, levels,
-                                               groups, hists)
+                                            groups, hists)
                              : count_matrix(list, tuples, dims[0], mid_bits, parallel, levels,
-                                               groups, hists);
+                                            groups, hists);
       for (int lb = 0; lb < k; ++lb)
         write_level(a, lb, groups[static_cast<std::size_t>(lb)],
                     hists[static_cast<std::size_t>(lb)]);
