@@ -60,6 +60,9 @@ using List = std::vector<index_t, UninitializedAllocator<index_t>>;
 using Offset = std::uint32_t;
 /// Pairs of consecutive last coordinates in a group, per bit width of their xor.
 using Histogram = std::array<std::int64_t, 34>;
+void add(Histogram& to, const Histogram& h) {
+  for (std::size_t w = 0; w < to.size(); ++w) to[w] += h[w];
+}
 /// Tuples from which a matrix's two halves are counted on two threads (below, the thread start
 /// costs more than it saves).
 constexpr std::size_t kParallelMinTuples = 1 << 15;
@@ -192,7 +195,7 @@ class Levels {
     src_ = nullptr;
     hist = {};
     for (const Histogram& p : part)
-      for (std::size_t w = 0; w < hist.size(); ++w) hist[w] += p[w];
+      add(hist, p);
   }
 
   /// This level's groups after those of `keys`/`starts`: their keys, their starts offset by
@@ -216,7 +219,7 @@ class Levels {
     start_.pop_back();
     for (Offset s : o.start_) start_.push_back(s + offset);
     last_.insert(last_.end(), o.last_.begin(), o.last_.end());
-    for (std::size_t w = 0; w < hist.size(); ++w) hist[w] += o.hist[w];
+    add(hist, o.hist);
   }
 
   /// A matrix's level made elsewhere (the chunks' `take`): its keys, starts (with the end),
@@ -248,10 +251,6 @@ class Levels {
 /// this many on average, so that a chunk's keys, starts and lists (~12 bytes an entry) stay in
 /// the cores' caches through levels 0 .. k.
 constexpr std::size_t kChunkEntries = std::size_t{1} << 15;
-
-void add(Histogram& to, const Histogram& h) {
-  for (std::size_t w = 0; w < to.size(); ++w) to[w] += h[w];
-}
 
 /// The first of the sorted tuples [from, to) in row `row` or after (`to` if none).
 template <class Tuples>

@@ -3,7 +3,6 @@
 #include "waco/kernels/reference.hpp"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <sstream>
