@@ -19,6 +19,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -389,6 +390,37 @@ TEST_CASE("measure_worker: the worker is the spawned program, holding no descrip
     if (key == "flags:") octal = std::stol(value, nullptr, 8);
   CHECK((octal & O_CLOEXEC) != 0);
   // Still measuring.
+  CHECK(m.measure(Candidate::baseline("csr")).status == MeasureStatus::Ok);
+}
+
+TEST_CASE("measure_worker: the worker's malloc backs large blocks with huge pages unless told") {
+  using Env = std::vector<std::string>;
+  const auto env_of = [](const Env& vars) {
+    std::vector<const char*> p;
+    for (const std::string& v : vars) p.push_back(v.c_str());
+    p.push_back(nullptr);
+    return d::worker_environment(p.data());
+  };
+  CHECK(env_of({"PATH=/bin", "HOME=/root"}) ==
+        Env{"PATH=/bin", "HOME=/root", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});
+  CHECK(env_of({"GLIBC_TUNABLES=glibc.malloc.arena_max=2", "A=1"}) ==
+        Env{"GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1", "A=1"});
+  CHECK(env_of({"GLIBC_TUNABLES="}) == Env{"GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});
+  // The caller's own choice stands, wherever it is set.
+  CHECK(env_of({"GLIBC_TUNABLES=glibc.malloc.hugetlb=0"}) == Env{"GLIBC_TUNABLES=glibc.malloc.hugetlb=0"});
+  CHECK(env_of({"GLIBC_TUNABLES=x.y=1", "GLIBC_TUNABLES=glibc.malloc.hugetlb=2"}) ==
+        Env{"GLIBC_TUNABLES=x.y=1", "GLIBC_TUNABLES=glibc.malloc.hugetlb=2"});
+  CHECK(env_of({}) == Env{"GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});
+  CHECK(d::worker_environment(nullptr) == Env{"GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});
+
+  // The spawned worker runs in it.
+  Fixture f;
+  Measurer m(f.p, f.ref, quick());
+  std::ifstream in("/proc/" + std::to_string(m.worker_pid()) + "/environ", std::ios::binary);
+  Env vars;
+  for (std::string v; std::getline(in, v, '\0');) vars.push_back(v);
+  REQUIRE(!vars.empty());
+  CHECK(vars == d::worker_environment(environ));
   CHECK(m.measure(Candidate::baseline("csr")).status == MeasureStatus::Ok);
 }
 

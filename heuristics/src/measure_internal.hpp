@@ -187,8 +187,19 @@ inline constexpr const char* kWorkerHello = "waco-measure-worker 2";  // 2: 'S' 
 /// it looked, with a hint.
 std::string find_measure_worker();
 
+/// The worker's environment: `env` (NAME=VALUE strings, as `environ`), with glibc's malloc told
+/// to back its large blocks with transparent huge pages (`glibc.malloc.hugetlb=1` added to
+/// GLIBC_TUNABLES) unless the caller set that tunable itself (then as the caller set it). The
+/// worker and every measuring child it forks hold the operand, the reference and the formats:
+/// where the kernel's THP mode is `madvise` (Debian's default), each 4 KiB page of them was a
+/// fault on first touch, which costs ~10 us on some VMs (tune/README.md, "Huge pages in the
+/// measuring processes"). Elsewhere the tunable changes nothing (THP `always` or `never`, a
+/// libc without it).
+std::vector<std::string> worker_environment(const char* const* env);
+
 /// Starts `path` with posix_spawn, `sock` as its fd 3 and no other descriptor of this process
-/// but 0-2; returns its pid. Throws kernels::Error when it cannot start.
+/// but 0-2, in worker_environment(environ); returns its pid. Throws kernels::Error when it
+/// cannot start.
 pid_t spawn_worker(const std::string& path, int sock);
 
 }  // namespace waco::heuristics::detail

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "measure_internal.hpp"
@@ -92,6 +93,26 @@ std::string find_measure_worker() {
                   kInstalledIn + ", or set WACO_MEASURE_WORKER to its path");
 }
 
+std::vector<std::string> worker_environment(const char* const* env) {
+  constexpr std::string_view kTunables = "GLIBC_TUNABLES=";
+  constexpr std::string_view kHugePages = "glibc.malloc.hugetlb=1";
+  const auto is_tunables = [&](const std::string& var) { return var.rfind(kTunables, 0) == 0; };
+  std::vector<std::string> out;
+  bool caller_set = false;
+  for (const char* const* e = env; e != nullptr && *e != nullptr; ++e) {
+    out.emplace_back(*e);
+    caller_set = caller_set || (is_tunables(out.back()) &&
+                                out.back().find("glibc.malloc.hugetlb=") != std::string::npos);
+  }
+  if (caller_set) return out;
+  const auto first = std::find_if(out.begin(), out.end(), is_tunables);
+  if (first == out.end())
+    out.push_back(std::string(kTunables) + std::string(kHugePages));
+  else
+    *first += (first->size() > kTunables.size() ? ":" : "") + std::string(kHugePages);
+  return out;
+}
+
 pid_t spawn_worker(const std::string& path, int sock) {
   // The socket becomes fd 3. dup2 onto itself would keep its close-on-exec flag: move it first.
   int fd = sock, moved = -1;
@@ -117,9 +138,14 @@ pid_t spawn_worker(const std::string& path, int sock) {
   ::posix_spawnattr_setpgroup(&attr, 0);
   const std::string parent = std::to_string(::getpid());
   const char* argv[] = {path.c_str(), "--socket-fd", "3", "--parent", parent.c_str(), nullptr};
+  const std::vector<std::string> env = worker_environment(environ);
+  std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
+  for (const std::string& var : env) envp.push_back(const_cast<char*>(var.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = -1;
   const int rc = ::posix_spawn(&pid, path.c_str(), &actions, &attr,
-                               const_cast<char* const*>(argv), environ);
+                               const_cast<char* const*>(argv), envp.data());
   ::posix_spawnattr_destroy(&attr);
   ::posix_spawn_file_actions_destroy(&actions);
   if (moved >= 0) ::close(moved);
