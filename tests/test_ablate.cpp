@@ -140,8 +140,12 @@ TEST_CASE("ablate: configurations, the side-by-side row and resuming") {
   CHECK(file == final_runs);
   CHECK(bench.at("agree_rule").get<std::string>().find("5%") != std::string::npos);
   CHECK(bench.at("pass_rule").get<std::string>().find("median") != std::string::npos);
-  // Settled (the last two runs of every pass agreed), or a pass not after 3 runs, or too busy.
-  CHECK((bench.at("settled") == true || final_runs >= 5 || bench.at("busy") == true));
+  // Settled (the last two runs of every pass agreed), or a pass not after 3 runs, or too busy,
+  // or, the passes' runs judged again against the one csr reference of them all, the
+  // configurations they no longer agree on named undecided (CI, session 72: two passes of two
+  // runs each, "undecided: [schedule-only]" at 1.040 against 0.996).
+  CHECK((bench.at("settled") == true || final_runs >= 5 || bench.at("busy") == true ||
+         !bench.at("undecided").empty()));
   for (const auto& run : bench.at("runs")) {
     INFO(run.dump());
     CHECK(run.at("busy").is_boolean());
