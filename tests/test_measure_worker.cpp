@@ -407,7 +407,8 @@ TEST_CASE("measure_worker: the worker's malloc backs large blocks with huge page
         Env{"GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1", "A=1"});
   CHECK(env_of({"GLIBC_TUNABLES="}) == Env{"GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});
   // The caller's own choice stands, wherever it is set.
-  CHECK(env_of({"GLIBC_TUNABLES=glibc.malloc.hugetlb=0"}) == Env{"GLIBC_TUNABLES=glibc.malloc.hugetlb=0"});
+  CHECK(env_of({"GLIBC_TUNABLES=glibc.malloc.hugetlb=0"}) ==
+        Env{"GLIBC_TUNABLES=glibc.malloc.hugetlb=0"});
   CHECK(env_of({"GLIBC_TUNABLES=x.y=1", "GLIBC_TUNABLES=glibc.malloc.hugetlb=2"}) ==
         Env{"GLIBC_TUNABLES=x.y=1", "GLIBC_TUNABLES=glibc.malloc.hugetlb=2"});
   CHECK(env_of({}) == Env{"GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});

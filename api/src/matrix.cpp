@@ -68,6 +68,7 @@ Matrix csr_matrix(std::int64_t rows, std::int64_t cols, const Ptr* rowptr,
   a.rows = static_cast<index_t>(rows);
   a.cols = static_cast<index_t>(cols);
   if (csr_valid(rows, cols, rowptr, colind, values, nnz)) {
+    kernels::reserve_entries(a, static_cast<std::size_t>(nnz));
     a.row.resize(static_cast<std::size_t>(nnz));
     for (std::int64_t r = 0; r < rows; ++r)
       std::fill(a.row.begin() + static_cast<std::ptrdiff_t>(rowptr[r]),
@@ -77,9 +78,7 @@ Matrix csr_matrix(std::int64_t rows, std::int64_t cols, const Ptr* rowptr,
     return api::make_matrix(std::move(a), kernels::dtype_of<V>());
   }
   // Invalid: the entry-by-entry loop throws at the first fault, naming it.
-  a.row.reserve(static_cast<std::size_t>(nnz));
-  a.col.reserve(static_cast<std::size_t>(nnz));
-  a.val.reserve(static_cast<std::size_t>(nnz));
+  kernels::reserve_entries(a, static_cast<std::size_t>(nnz));
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t begin = static_cast<std::int64_t>(rowptr[r]);
     const std::int64_t end = static_cast<std::int64_t>(rowptr[r + 1]);
@@ -121,6 +120,7 @@ Matrix coo_matrix(std::int64_t rows, std::int64_t cols, std::int64_t nnz, const 
   kernels::CooMatrix a;
   a.rows = static_cast<index_t>(rows);
   a.cols = static_cast<index_t>(cols);
+  kernels::reserve_entries(a, static_cast<std::size_t>(nnz));
   a.row.assign(row, row + nnz);
   a.col.assign(col, col + nnz);
   a.val.assign(static_cast<std::size_t>(nnz), 1.0);

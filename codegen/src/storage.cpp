@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/huge_pages.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::codegen {
@@ -126,7 +127,7 @@ Agreement agreement(const std::vector<Loop>& levels, const KernelSpec& spec, con
 /// otherwise passes over digits of at most log2(limit) bits of a stored 64-bit key.
 template <class Key>
 std::vector<std::uint32_t> counting_sort(std::size_t n, std::uint64_t range, std::uint64_t limit, Key key) {
-  std::vector<std::uint32_t> order(n);
+  std::vector<std::uint32_t> order = kernels::huge_vector<std::uint32_t>(n);
   if (range <= limit) {  // one pass, the key recomputed rather than stored
     std::vector<std::uint32_t> count(range + 1, 0);
     for (std::size_t e = 0; e < n; ++e) ++count[key(e) + 1];
@@ -138,7 +139,7 @@ std::vector<std::uint32_t> counting_sort(std::size_t n, std::uint64_t range, std
   const int passes = (bits + bit_width(limit) - 2) / (bit_width(limit) - 1);
   const int width = (bits + passes - 1) / passes;
   std::vector<std::uint64_t> keys(n), keys_next(n);
-  std::vector<std::uint32_t> next(n);
+  std::vector<std::uint32_t> next = kernels::huge_vector<std::uint32_t>(n);
   for (std::size_t e = 0; e < n; ++e) keys[e] = key(e);
   std::iota(order.begin(), order.end(), 0u);
   std::vector<std::uint32_t> count(std::size_t{1} << width);
@@ -171,7 +172,7 @@ std::vector<std::uint32_t> level_order(const Coords& c, Agreement a, std::size_t
   if (a.Q > 0 && range && *range <= (std::uint64_t{1} << 32)) {
     // Segments of equal [0, Q) coordinates are contiguous and in order: sort each by the key of
     // [Q, P), ties (equal keys) in canonical order.
-    std::vector<std::uint32_t> order(n);
+    std::vector<std::uint32_t> order = kernels::huge_vector<std::uint32_t>(n);
     std::vector<std::uint64_t> packed;
     std::vector<std::uint32_t> count;
     for (std::size_t b = 0, end; b < n; b = end) {
@@ -203,7 +204,7 @@ std::vector<std::uint32_t> level_order(const Coords& c, Agreement a, std::size_t
   if (const std::optional<std::uint64_t> full = c.key_range(0, a.P))
     return counting_sort(n, *full, limit, [&](std::size_t e) { return c.key(e, 0, a.P); });
   // Wider than 64 bits (several huge reordered dimensions): compare level by level.
-  std::vector<std::uint32_t> order(n);
+  std::vector<std::uint32_t> order = kernels::huge_vector<std::uint32_t>(n);
   std::iota(order.begin(), order.end(), 0u);
   std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
     for (std::size_t l = 0; l < a.P; ++l) {
@@ -357,7 +358,7 @@ void values_in_canonical_order(Storage& st, kernels::Dtype dtype, const std::vec
                                bool entry_positions) {
   st.vals.assign(dtype, values.data(), values.size());
   if (!entry_positions) return;
-  st.entry_position.resize(values.size());
+  kernels::resize_huge(st.entry_position, values.size());
   std::iota(st.entry_position.begin(), st.entry_position.end(), index_t{0});
 }
 
@@ -510,9 +511,10 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
       st.levels[1].format == LevelFormat::C && loops[0].part == Loop::Part::Whole &&
       loops[1].part == Loop::Part::Whole) {
     Level& lv = st.levels[1];
-    lv.pos.resize(static_cast<std::size_t>(st.levels[0].dim) + 1);
+    kernels::resize_huge(lv.pos, static_cast<std::size_t>(st.levels[0].dim) + 1);
     const bool canonical =
         fill_csr_pos(c.level[0].x, c.level[1].x, n, st.levels[0].dim, lv.pos.data());
+    kernels::reserve_huge(lv.crd, n);
     lv.crd.assign(c.level[1].x, c.level[1].x + n);
     WACO_ASSERT(canonical, "the sparse operand is not canonical");
     values_in_canonical_order(st, p.dtype(), values, opts.entry_positions);
@@ -526,13 +528,13 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
     out[l].dim = lv.dim;
     if (!out[l].compressed) continue;
     out[l].parents = parent_of[l];
-    lv.pos.resize(static_cast<std::size_t>(parent_of[l]) + 1);
+    kernels::resize_huge(lv.pos, static_cast<std::size_t>(parent_of[l]) + 1);
     out[l].pos = lv.pos.data();
     if (lv.format == LevelFormat::N) {
-      lv.crd16.resize(static_cast<std::size_t>(lv.size));
+      kernels::resize_huge(lv.crd16, static_cast<std::size_t>(lv.size));
       out[l].crd16 = lv.crd16.data();
     } else {
-      lv.crd.resize(static_cast<std::size_t>(lv.size));
+      kernels::resize_huge(lv.crd, static_cast<std::size_t>(lv.size));
       out[l].crd = lv.crd.data();
     }
   }
@@ -548,7 +550,7 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
       index_t* positions = nullptr;
       if (!leaf_is_rank) {
         st.vals.assign(p.dtype(), static_cast<std::size_t>(parent_size));
-        st.entry_position.resize(n);
+        kernels::resize_huge(st.entry_position, n);
         vals = st.vals.data<V>();
         positions = st.entry_position.data();
       }
@@ -560,7 +562,7 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
     });
     if (!leaf_is_rank) return;
     if (ord) {
-      st.entry_position.resize(n);
+      kernels::resize_huge(st.entry_position, n);
       st.vals.assign(p.dtype(), n);
       V* out_vals = st.vals.data<V>();
       for (std::size_t r = 0; r < n; ++r) {

@@ -14,6 +14,7 @@
 #include "baselines.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/huge_pages.hpp"
 #include "waco/kernels/serial_bound.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -177,7 +178,9 @@ class CsrBaseline final : public Implementation {
     // values in double would double the peak: 256 MB beside 176 at 20M nonzeros in float).
     rows_ = p.A->rows;
     rowptr_ = row_pointers(*p.A);
-    colidx_ = p.A->col;
+    reserve_huge(colidx_, p.A->col.size());
+    colidx_.assign(p.A->col.begin(), p.A->col.end());
+    reserve_huge(val_, p.A->val.size());
     val_.assign(p.A->val.begin(), p.A->val.end());
     conversion_seconds_ = now_seconds() - t0;
     out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));

@@ -22,6 +22,7 @@
 #include <system_error>
 
 #include "io_text.hpp"
+#include "waco/kernels/huge_pages.hpp"
 #include "waco/kernels/io.hpp"
 
 namespace waco::kernels {
@@ -377,7 +378,7 @@ void assemble(Stored& s, bool mirrored, double sign, CooMatrix& a) {
     index_t col;
     double val;
   };
-  std::vector<ColVal> cv(total);
+  std::vector<ColVal> cv = huge_vector<ColVal>(total);
   {
     std::vector<index_t> next(start.begin(), start.end() - 1);
     for (std::size_t e = 0; e < n; ++e) {
@@ -388,6 +389,7 @@ void assemble(Stored& s, bool mirrored, double sign, CooMatrix& a) {
     }
   }
   s = Stored{};  // release the parsed arrays before the per-row pass
+  reserve_entries(a, total);
   a.row.resize(total);
   a.col.resize(total);
   a.val.resize(total);
@@ -499,9 +501,9 @@ LoadedMatrix read_matrix_market(const std::string& path, const ReadOptions& opts
   const bool mirrored = h.symmetry != Symmetry::General;
   Stored st;
   const std::size_t want = reservation(in, h.entries);
-  st.row.reserve(want);
-  st.col.reserve(want);
-  st.val.reserve(want);
+  reserve_huge(st.row, want);
+  reserve_huge(st.col, want);
+  reserve_huge(st.val, want);
 
   const double sign = h.symmetry == Symmetry::SkewSymmetric ? -1.0 : 1.0;
   int triangle = 0;  // symmetric files: -1 lower, +1 upper, 0 not yet seen

@@ -11,6 +11,7 @@
 
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/huge_pages.hpp"
 
 namespace waco::kernels {
 namespace {
@@ -29,20 +30,20 @@ std::vector<std::int64_t> counting_order(const std::vector<index_t>& keys, index
   std::vector<std::int64_t> count(static_cast<std::size_t>(range) + 1, 0);
   for (index_t k : keys) ++count[static_cast<std::size_t>(k) + 1];
   std::partial_sum(count.begin(), count.end(), count.begin());
-  std::vector<std::int64_t> out(order.size());
+  std::vector<std::int64_t> out = huge_vector<std::int64_t>(order.size());
   for (std::int64_t e : order) out[count[keys[e]]++] = e;
   return out;
 }
 
 template <typename T>
 std::vector<T> permuted(const std::vector<T>& v, const std::vector<std::int64_t>& order) {
-  std::vector<T> out(order.size());
+  std::vector<T> out = huge_vector<T>(order.size());
   for (std::size_t i = 0; i < order.size(); ++i) out[i] = v[order[i]];
   return out;
 }
 
 std::vector<std::int64_t> identity(std::int64_t n) {
-  std::vector<std::int64_t> v(n);
+  std::vector<std::int64_t> v = huge_vector<std::int64_t>(static_cast<std::size_t>(n));
   std::iota(v.begin(), v.end(), 0);
   return v;
 }
@@ -158,9 +159,17 @@ std::int64_t canonicalize(CooTensor& t, Dtype sum_in) {
   return merged;
 }
 
+void reserve_entries(CooMatrix& a, std::size_t n) {
+  reserve_huge(a.row, n);
+  reserve_huge(a.col, n);
+  reserve_huge(a.val, n);
+}
+
 std::vector<index_t> row_pointers(const CooMatrix& a) {
   WACO_ASSERT(is_canonical(a), "CSR needs a canonical COO matrix");
-  std::vector<index_t> rowptr(static_cast<std::size_t>(a.rows) + 1, 0);
+  std::vector<index_t> rowptr;
+  reserve_huge(rowptr, static_cast<std::size_t>(a.rows) + 1);
+  rowptr.assign(static_cast<std::size_t>(a.rows) + 1, 0);
   for (index_t r : a.row) ++rowptr[static_cast<std::size_t>(r) + 1];
   std::partial_sum(rowptr.begin(), rowptr.end(), rowptr.begin());
   return rowptr;
@@ -171,8 +180,10 @@ CsrMatrix to_csr(const CooMatrix& a) {
   c.rows = a.rows;
   c.cols = a.cols;
   c.rowptr = row_pointers(a);
-  c.colidx = a.col;
-  c.val = a.val;
+  reserve_huge(c.colidx, a.col.size());
+  c.colidx.assign(a.col.begin(), a.col.end());
+  reserve_huge(c.val, a.val.size());
+  c.val.assign(a.val.begin(), a.val.end());
   return c;
 }
 

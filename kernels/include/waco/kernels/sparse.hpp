@@ -69,6 +69,10 @@ bool is_canonical(const CooTensor& t);
 void check_bounds(const CooMatrix& a);
 void check_bounds(const CooTensor& t);
 
+/// Room for n entries in each of a's arrays, a large one on transparent huge pages
+/// (reserve_huge, huge_pages.hpp): for a matrix about to be filled.
+void reserve_entries(CooMatrix& a, std::size_t n);
+
 /// CSR of a canonical COO matrix, in O(nnz + rows). Precondition: is_canonical(a).
 CsrMatrix to_csr(const CooMatrix& a);
 /// The row pointers of a canonical COO matrix's CSR (rows + 1 entries; its column indices are

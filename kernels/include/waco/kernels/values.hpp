@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "waco/kernels/huge_pages.hpp"
+
 namespace waco::kernels {
 
 enum class Dtype : std::uint8_t { F32, F64 };
@@ -43,7 +45,8 @@ constexpr Dtype dtype_of<double>() {
 /// Allocates on 64-byte (cache line, AVX-512 vector) boundaries. glibc's malloc puts a large
 /// block 16 bytes past a page boundary, so every row of a dense operand with a multiple of 16
 /// columns straddled two cache lines: CSR SpMM with the operands 16 bytes off ran 0.88-0.98x
-/// the speed of aligned ones (2 threads, J = 64 and 256, three generated matrices).
+/// the speed of aligned ones (2 threads, J = 64 and 256, three generated matrices). A large
+/// block asks for transparent huge pages (advise_huge_pages) before it is filled.
 template <class T>
 struct CacheAligned {
   using value_type = T;
@@ -51,7 +54,11 @@ struct CacheAligned {
   CacheAligned() = default;
   template <class U>
   CacheAligned(const CacheAligned<U>&) {}
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  T* allocate(std::size_t n) {
+    T* p = static_cast<T*>(::operator new(n * sizeof(T), kAlign));
+    advise_huge_pages(p, n * sizeof(T));
+    return p;
+  }
   void deallocate(T* p, std::size_t) { ::operator delete(p, kAlign); }
   template <class U>
   bool operator==(const CacheAligned<U>&) const {

@@ -1,0 +1,49 @@
+// Transparent huge pages for large arrays: where the kernel's THP mode is `madvise` (Debian's
+// default), every 4 KiB page of a large array is a fault of its own on its first write, ~10 us
+// each on VMs with paravirtualized page tables (the AMD EPYC Zen 5 VMs: 64 MiB of fresh memory
+// took 172-176 ms to touch, 3.6-7 ms advised, up to 112 ms the first time in a process); a 2 MiB
+// page costs about as much as one (kernels/README.md, "Huge pages for large arrays"). The
+// measuring processes get it for every allocation from glibc (heuristics/README.md); in any other
+// process (the CLI's own, an application's with libwaco) the large arrays this project allocates
+// ask for it here.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace waco::kernels {
+
+/// Arrays from this size on are advised (a smaller one holds at most one whole 2 MiB page).
+inline constexpr std::size_t kHugePageAdviceBytes = std::size_t{4} << 20;
+
+/// Asks the kernel (`madvise(MADV_HUGEPAGE)`) to back the whole 2 MiB pages inside
+/// [p, p + bytes) with transparent huge pages, when bytes >= kHugePageAdviceBytes; to be called
+/// before anything writes there. Nothing else changes: THP `always` or `never`, or a kernel
+/// without THP (the call's error is ignored), leave the pages as they would have been.
+void advise_huge_pages(const void* p, std::size_t bytes) noexcept;
+
+/// v.reserve(n) with the new storage's part past v's elements advised (advise_huge_pages), for
+/// a std::vector about to be filled to n elements (assign, resize, insert, push_back).
+template <class Vector>
+void reserve_huge(Vector& v, std::size_t n) {
+  if (n <= v.capacity()) return;
+  v.reserve(n);
+  advise_huge_pages(v.data() + v.size(), (n - v.size()) * sizeof(typename Vector::value_type));
+}
+
+/// reserve_huge(v, n), then v.resize(n).
+template <class Vector>
+void resize_huge(Vector& v, std::size_t n) {
+  reserve_huge(v, n);
+  v.resize(n);
+}
+
+/// A std::vector<T> of n value-initialized elements, a large one on transparent huge pages.
+template <class T>
+std::vector<T> huge_vector(std::size_t n) {
+  std::vector<T> v;
+  resize_huge(v, n);
+  return v;
+}
+
+}  // namespace waco::kernels
