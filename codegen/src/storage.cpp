@@ -514,8 +514,7 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
     kernels::resize_huge(lv.pos, static_cast<std::size_t>(st.levels[0].dim) + 1);
     const bool canonical =
         fill_csr_pos(c.level[0].x, c.level[1].x, n, st.levels[0].dim, lv.pos.data());
-    kernels::reserve_huge(lv.crd, n);
-    lv.crd.assign(c.level[1].x, c.level[1].x + n);
+    kernels::assign_huge(lv.crd, c.level[1].x, c.level[1].x + n);
     WACO_ASSERT(canonical, "the sparse operand is not canonical");
     values_in_canonical_order(st, p.dtype(), values, opts.entry_positions);
     st.build_seconds = kernels::now_seconds() - t0;

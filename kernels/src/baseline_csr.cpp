@@ -178,10 +178,8 @@ class CsrBaseline final : public Implementation {
     // values in double would double the peak: 256 MB beside 176 at 20M nonzeros in float).
     rows_ = p.A->rows;
     rowptr_ = row_pointers(*p.A);
-    reserve_huge(colidx_, p.A->col.size());
-    colidx_.assign(p.A->col.begin(), p.A->col.end());
-    reserve_huge(val_, p.A->val.size());
-    val_.assign(p.A->val.begin(), p.A->val.end());
+    assign_huge(colidx_, p.A->col.begin(), p.A->col.end());
+    assign_huge(val_, p.A->val.begin(), p.A->val.end());
     conversion_seconds_ = now_seconds() - t0;
     out_.assign(p.dtype(), static_cast<std::size_t>(p.output_size()));
     // SpMV's serial or parallel loop, decided on this matrix here: never in a timed call.

@@ -167,9 +167,7 @@ void reserve_entries(CooMatrix& a, std::size_t n) {
 
 std::vector<index_t> row_pointers(const CooMatrix& a) {
   WACO_ASSERT(is_canonical(a), "CSR needs a canonical COO matrix");
-  std::vector<index_t> rowptr;
-  reserve_huge(rowptr, static_cast<std::size_t>(a.rows) + 1);
-  rowptr.assign(static_cast<std::size_t>(a.rows) + 1, 0);
+  std::vector<index_t> rowptr = huge_vector<index_t>(static_cast<std::size_t>(a.rows) + 1);
   for (index_t r : a.row) ++rowptr[static_cast<std::size_t>(r) + 1];
   std::partial_sum(rowptr.begin(), rowptr.end(), rowptr.begin());
   return rowptr;
@@ -180,10 +178,8 @@ CsrMatrix to_csr(const CooMatrix& a) {
   c.rows = a.rows;
   c.cols = a.cols;
   c.rowptr = row_pointers(a);
-  reserve_huge(c.colidx, a.col.size());
-  c.colidx.assign(a.col.begin(), a.col.end());
-  reserve_huge(c.val, a.val.size());
-  c.val.assign(a.val.begin(), a.val.end());
+  assign_huge(c.colidx, a.col.begin(), a.col.end());
+  assign_huge(c.val, a.val.begin(), a.val.end());
   return c;
 }
 

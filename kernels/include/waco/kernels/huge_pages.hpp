@@ -38,6 +38,14 @@ void resize_huge(Vector& v, std::size_t n) {
   v.resize(n);
 }
 
+/// v.assign(first, last) (random-access iterators), the new storage advised as reserve_huge's.
+template <class Vector, class It>
+void assign_huge(Vector& v, It first, It last) {
+  v.clear();
+  reserve_huge(v, static_cast<std::size_t>(last - first));
+  v.assign(first, last);
+}
+
 /// A std::vector<T> of n value-initialized elements, a large one on transparent huge pages.
 template <class T>
 std::vector<T> huge_vector(std::size_t n) {
