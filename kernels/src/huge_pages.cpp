@@ -4,6 +4,8 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 
 namespace waco::kernels {
 
@@ -20,5 +22,24 @@ void advise_huge_pages(const void* p, std::size_t bytes) noexcept {
   (void)bytes;
 #endif
 }
+
+HugeBlock::HugeBlock(std::size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  void* p = nullptr;
+  if (bytes >= kHugeBlockMinBytes) {
+    const std::size_t whole = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    p = std::aligned_alloc(kHugePage, whole);
+#ifdef MADV_HUGEPAGE
+    if (p != nullptr) (void)::madvise(p, whole, MADV_HUGEPAGE);
+#endif
+  } else {
+    p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  }
+  if (p == nullptr) throw std::bad_alloc();
+  p_.reset(p);
+}
+
+void HugeBlock::Free::operator()(void* p) const noexcept { std::free(p); }
 
 }  // namespace waco::kernels

@@ -7,6 +7,7 @@
 //   score      = head3 relu(head2 relu(head1 relu([m, s])))
 // Creating, training and saving a model, and the WACONet encoders, throw TorchRequired.
 #include <Eigen/Core>
+#include <algorithm>
 #include <map>
 #include <memory>
 #ifdef _OPENMP
@@ -17,7 +18,9 @@
 #include "tensor_reader.hpp"
 #include "waco/codegen/schedule_encoding.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/huge_pages.hpp"
 #include "waco/kernels/memo.hpp"
+#include "waco/kernels/values.hpp"
 #include "waco/learned/cost_model.hpp"
 
 namespace waco::learned {
@@ -28,42 +31,79 @@ namespace {
 
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Vector = Eigen::VectorXf;
+/// Rows in storage this file holds (the weights' block, a Workspace): aligned as a Matrix's own
+/// storage is, so that every product computes what it computed on Matrix objects, bit for bit.
+using MatrixMap = Eigen::Map<Matrix, Eigen::AlignedMax>;
+using ConstMatrixMap = Eigen::Map<const Matrix, Eigen::AlignedMax>;
+using ConstVectorMap = Eigen::Map<const Vector, Eigen::AlignedMax>;
+
+/// A weight tensor in the model's block (Tensors): rows x cols, row-major.
+struct Weights {
+  const float* data = nullptr;
+  Eigen::Index rows = 0, cols = 0;
+  ConstMatrixMap matrix() const { return {data, rows, cols}; }
+  ConstVectorMap vector() const { return {data, rows * cols}; }
+  Eigen::Index size() const { return rows * cols; }
+};
 
 /// A linear layer as torch::nn::Linear stores it: weight [out x in], bias [out].
 struct Linear {
-  Matrix weight;
-  Vector bias;
+  Weights w, b;
+  ConstMatrixMap weight() const { return w.matrix(); }
+  ConstVectorMap bias() const { return b.vector(); }
   /// Rows of x [N x in] -> [N x out].
   Matrix operator()(const Matrix& x) const {
-    Matrix y = x * weight.transpose();
-    y.rowwise() += bias.transpose();
+    Matrix y = x * weight().transpose();
+    y.rowwise() += bias().transpose();
     return y;
+  }
+  /// The same into y [N x out], storage the caller holds.
+  template <class X>
+  void into(const X& x, MatrixMap& y) const {
+    y.noalias() = x * weight().transpose();
+    y.rowwise() += bias().transpose();
   }
 };
 
 Matrix relu(const Matrix& x) { return x.cwiseMax(0.0f); }
+void relu_in_place(MatrixMap& x) { x = x.cwiseMax(0.0f); }
 
-/// The model file's tensors by name, each read straight into a matrix of its shape (rows: the
-/// first size; columns: the product of the others); take() checks each one's shape and removes
-/// it, so that what is left at the end was not expected.
+/// The model file's tensors by name, all read straight into one block of memory
+/// (kernels::HugeBlock: the weights of a model, ~0.5 MB, were ~20 matrices of their own whose
+/// ~140 fresh pages cost 2.2 ms of a process's first choice on the Zen 5 VMs, ~0.3 ms on one huge
+/// page), each 64-byte aligned, row-major in its shape (rows: the first size; columns: the
+/// product of the others); take() checks each one's shape and removes it, so that what is left
+/// at the end was not expected.
 class Tensors {
  public:
   explicit Tensors(TensorFileReader& r) : path_(r.path()) {
-    r.read_each([&](const std::string& name, const std::vector<std::int64_t>& sizes, std::int64_t numel) {
-      const std::int64_t rows = sizes.empty() ? 1 : sizes.front();
-      Stored& t = by_name_[name];  // a name given twice: the last one (as before)
-      t.sizes = sizes;
-      t.values.resize(rows, rows > 0 ? numel / rows : 0);
-      return t.values.data();
-    });
+    std::size_t used = 0, capacity = 0;
+    float* base = nullptr;
+    r.read_each(
+        [&](const std::string& name, const std::vector<std::int64_t>& sizes, std::int64_t numel) {
+          const std::size_t at = (used + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+          if (at + static_cast<std::size_t>(numel) > capacity)  // read_each checked the file
+            throw kernels::InternalError(path_ + ": a tensor outside the weights' block");
+          used = at + static_cast<std::size_t>(numel);
+          const std::int64_t rows = sizes.empty() ? 1 : sizes.front();
+          Stored& t = by_name_[name];  // a name given twice: the last one (as before)
+          t.sizes = sizes;
+          t.weights = {base + at, rows, rows > 0 ? numel / rows : 0};
+          return base + at;
+        },
+        [&](std::uint32_t count) {
+          // Each tensor's values are in the file, so its size bounds them all; each start is
+          // rounded up to 64 bytes.
+          capacity = static_cast<std::size_t>(r.size()) / sizeof(float) +
+                     std::size_t{count + 1} * kAlignFloats;
+          block_ = kernels::HugeBlock(capacity * sizeof(float));
+          base = static_cast<float*>(block_.data());
+        });
   }
-  Matrix matrix(const std::string& name, std::int64_t rows, std::int64_t cols) {
+  Weights matrix(const std::string& name, std::int64_t rows, std::int64_t cols) {
     return take(name, {rows, cols});
   }
-  Vector vec(const std::string& name, std::int64_t n) {
-    const Matrix m = take(name, {n});  // n x 1
-    return Eigen::Map<const Vector>(m.data(), n);
-  }
+  Weights vec(const std::string& name, std::int64_t n) { return take(name, {n}); }
   Linear linear(const std::string& name, std::int64_t in, std::int64_t out) {
     return {matrix(name + ".weight", out, in), vec(name + ".bias", out)};
   }
@@ -72,13 +112,16 @@ class Tensors {
       throw Error(path_ + ": unexpected tensor '" + by_name_.begin()->first + "'",
                   "the file is corrupt or was written by another version");
   }
+  /// The block that holds the weights taken.
+  kernels::HugeBlock release() { return std::move(block_); }
 
  private:
+  static constexpr std::size_t kAlignFloats = 64 / sizeof(float);
   struct Stored {
     std::vector<std::int64_t> sizes;
-    Matrix values;
+    Weights weights;
   };
-  Matrix take(const std::string& name, const std::vector<std::int64_t>& sizes) {
+  Weights take(const std::string& name, const std::vector<std::int64_t>& sizes) {
     auto it = by_name_.find(name);
     if (it == by_name_.end())
       throw Error(path_ + ": has no tensor '" + name + "'",
@@ -86,13 +129,55 @@ class Tensors {
     if (it->second.sizes != sizes)
       throw Error(path_ + ": tensor '" + name + "' has the wrong shape for the architecture",
                   "the file is corrupt or was written by another version");
-    Matrix m = std::move(it->second.values);
+    const Weights w = it->second.weights;
     by_name_.erase(it);
-    return m;
+    return w;
   }
   std::string path_;
+  kernels::HugeBlock block_;
   std::map<std::string, Stored> by_name_;
 };
+
+/// Storage for scoring a batch, kept per thread and reused: the temporaries of scoring the
+/// whole admissible set (SpMM: ~900 schedules, ~5 MB) were given back to the system after every
+/// call and faulted in again on the next, 60% of a repeated choice on the Zen 5 VMs (~10 us a
+/// 4-KiB page); a short list's (~0.3 MB) were ~75 fresh pages in a process's first choice. Three
+/// arrays in one kernels::HugeBlock (one 2 MiB page for a short list), which only grows; past
+/// kKeptFloats it is let go after the call.
+class Workspace {
+ public:
+  /// Room for arrays of na, nb and nc floats; what it holds is kept when that is enough.
+  void reserve(std::size_t na, std::size_t nb, std::size_t nc) {
+    if (na <= na_ && nb <= nb_ && nc <= nc_) return;
+    const auto grown = [](std::size_t need, std::size_t had) {
+      return round_up(std::max(need, had + had / 2));
+    };
+    na_ = grown(na, na_);
+    nb_ = grown(nb, nb_);
+    nc_ = grown(nc, nc_);
+    block_ = kernels::HugeBlock((na_ + nb_ + nc_) * sizeof(float));
+  }
+  float* a() const { return base(); }
+  float* b() const { return base() + na_; }
+  float* c() const { return base() + na_ + nb_; }
+  /// Lets go of the storage when it holds more than kKeptFloats (a batch of tens of thousands
+  /// of schedules).
+  void trim() {
+    if (na_ + nb_ + nc_ > kKeptFloats) *this = Workspace();
+  }
+
+ private:
+  static constexpr std::size_t kKeptFloats = std::size_t{8} << 20;  // 32 MiB
+  static std::size_t round_up(std::size_t n) { return (n + 15) / 16 * 16; }  // 64 bytes
+  float* base() const { return static_cast<float*>(block_.data()); }
+  kernels::HugeBlock block_;
+  std::size_t na_ = 0, nb_ = 0, nc_ = 0;
+};
+
+Workspace& workspace() {
+  thread_local Workspace ws;
+  return ws;
+}
 
 /// A list of schedules as a key (kernels::Memo).
 struct ScheduleListHash {
@@ -113,9 +198,10 @@ struct CostModel::Impl {
   CostModelConfig config;
   ModelRecord record;
   std::int64_t parameters = 0;
-  Vector feat_mean, feat_std;
+  kernels::HugeBlock weights;  ///< every tensor below points into it (Tensors)
+  Weights feat_mean, feat_std;
   Linear feat1, feat2;
-  std::vector<Matrix> tables;  ///< per categorical field: [cardinality x table width]
+  std::vector<Weights> tables;  ///< per categorical field: [cardinality x table width]
   Linear order, mlp1, mlp2;
   Linear head1, head2, head3;
 
@@ -127,7 +213,7 @@ struct CostModel::Impl {
                       std::to_string(feat_mean.size()),
                   "prepare the matrix with the same model");
     Matrix x = Eigen::Map<const Matrix>(raw.data(), 1, static_cast<Eigen::Index>(raw.size()));
-    x = ((x.transpose() - feat_mean).cwiseQuotient(feat_std)).transpose();
+    x = ((x.transpose() - feat_mean.vector()).cwiseQuotient(feat_std.vector())).transpose();
     return feat2(relu(feat1(x)));
   }
 
@@ -137,36 +223,64 @@ struct CostModel::Impl {
   mutable kernels::Memo<std::vector<codegen::SuperSchedule>, std::shared_ptr<const Matrix>, ScheduleListHash>
       kept_embeddings{16};
 
-  /// schedule_embeddings, kept for a list of at most kKeptList schedules.
-  std::shared_ptr<const Matrix> embeddings_of(const std::vector<codegen::SuperSchedule>& schedules) const {
-    const auto compute = [&] { return std::make_shared<const Matrix>(schedule_embeddings(schedules)); };
-    return schedules.size() <= kKeptList ? kept_embeddings.get(schedules, compute) : compute();
+  /// The schedule embeddings of a list of at most kKeptList schedules, kept.
+  std::shared_ptr<const Matrix> kept_embeddings_of(
+      const std::vector<codegen::SuperSchedule>& schedules, Workspace& ws) const {
+    return kept_embeddings.get(schedules, [&] {
+      return std::make_shared<const Matrix>(schedule_embeddings(schedules, ws));
+    });
   }
 
-  /// The schedule embeddings [N x width].
-  Matrix schedule_embeddings(const std::vector<codegen::SuperSchedule>& schedules) const {
+  /// The schedule embeddings [N x width], in ws.c (ws.a and ws.b are overwritten).
+  MatrixMap schedule_embeddings(const std::vector<codegen::SuperSchedule>& schedules,
+                                Workspace& ws) const {
     const ScheduleInputs in = schedule_inputs(config.kind, schedules);
     const auto tw = static_cast<Eigen::Index>(config.table_width);
     const auto f_count = static_cast<Eigen::Index>(in.fields);
-    const Matrix order_m = Eigen::Map<const Matrix>(in.order.data(), in.count, in.order_size);
-    Matrix x(in.count, (f_count + 1) * tw);
-    for (Eigen::Index n = 0; n < in.count; ++n)
+    const Eigen::Index n_rows = in.count;
+    const auto rows = static_cast<std::size_t>(n_rows);
+    const Eigen::Map<const Matrix> order_m(in.order.data(), n_rows, in.order_size);
+    reserve(ws, rows);
+    MatrixMap x(ws.a(), n_rows, (f_count + 1) * tw);
+    for (Eigen::Index n = 0; n < n_rows; ++n)
       for (Eigen::Index f = 0; f < f_count; ++f) {
         const std::int64_t v = in.field_values[static_cast<std::size_t>(n * f_count + f)];
-        const Matrix& table = tables[static_cast<std::size_t>(f)];
-        if (v < 0 || v >= table.rows())
+        const Weights& table = tables[static_cast<std::size_t>(f)];
+        if (v < 0 || v >= table.rows)
           throw kernels::InternalError("schedule field " + std::to_string(f) + " value " +
                                        std::to_string(v) + " outside its lookup table");
-        x.block(n, f * tw, 1, tw) = table.row(static_cast<Eigen::Index>(v));
+        x.block(n, f * tw, 1, tw) = table.matrix().row(static_cast<Eigen::Index>(v));
       }
-    x.rightCols(tw) = order(order_m);
-    return mlp2(relu(mlp1(relu(x))));
+    {
+      MatrixMap o(ws.b(), n_rows, tw);
+      order.into(order_m, o);
+      x.rightCols(tw) = o;
+    }
+    relu_in_place(x);
+    MatrixMap h(ws.b(), n_rows, width());
+    mlp1.into(x, h);
+    relu_in_place(h);
+    MatrixMap e(ws.c(), n_rows, width());
+    mlp2.into(h, e);
+    return e;
+  }
+
+  /// Room in ws for schedule_embeddings and scores of `rows` schedules: a holds the embedding
+  /// layers' input, then the heads'; b the order layer's and mlp1's output, then head1's; c the
+  /// embeddings, then head2's output.
+  void reserve(Workspace& ws, std::size_t rows) const {
+    const auto tw = static_cast<std::size_t>(config.table_width);
+    const auto w = static_cast<std::size_t>(width());
+    const auto h1 = static_cast<std::size_t>(head1.w.rows);
+    const auto h2 = static_cast<std::size_t>(head2.w.rows);
+    ws.reserve(rows * std::max((tables.size() + 1) * tw, 2 * w), rows * std::max({tw, w, h1}),
+               rows * std::max(w, h2));
   }
 
   Eigen::Index width() const { return config.width; }
   /// head1's matrix and schedule halves.
-  auto head1_matrix() const { return head1.weight.leftCols(width()); }
-  auto head1_schedule() const { return head1.weight.rightCols(width()); }
+  auto head1_matrix() const { return head1.weight().leftCols(width()); }
+  auto head1_schedule() const { return head1.weight().rightCols(width()); }
 };
 
 CostModel::CostModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -218,12 +332,13 @@ CostModel CostModel::load(const std::string& path, std::optional<kernels::Kernel
   impl->head2 = t.linear("head2", 128, 64);
   impl->head3 = t.linear("head3", 64, 1);
   t.check_all_read();
+  impl->weights = t.release();
 
   std::int64_t p = 0;  // parameters, as LibTorch counts them (not the standardization buffers)
   for (const Linear* l : {&impl->feat1, &impl->feat2, &impl->order, &impl->mlp1, &impl->mlp2,
                           &impl->head1, &impl->head2, &impl->head3})
-    p += l->weight.size() + l->bias.size();
-  for (const Matrix& m : impl->tables) p += m.size();
+    p += l->w.size() + l->b.size();
+  for (const Weights& m : impl->tables) p += m.size();
   impl->parameters = p;
   return CostModel(std::move(impl));
 }
@@ -235,7 +350,7 @@ std::int64_t CostModel::parameter_count() const { return impl_->parameters; }
 
 namespace {
 
-std::vector<float> floats(const Matrix& m) { return {m.data(), m.data() + m.size()}; }
+std::vector<float> floats(const Weights& m) { return {m.data, m.data + m.size()}; }
 
 }  // namespace
 
@@ -294,31 +409,52 @@ std::vector<double> CostModel::scores(const ModelInput& input,
   if (schedules.empty()) return {};
   const SerialBelow serial(schedules.size());
   const Impl& m = *impl_;
-  const std::shared_ptr<const Matrix> kept = m.embeddings_of(schedules);
-  const Matrix& s = *kept;
-  Matrix x(s.rows(), 2 * m.width());
-  x.leftCols(m.width()).rowwise() = m.matrix_embedding(input).row(0);
-  x.rightCols(m.width()) = s;
-  const Matrix out = m.head3(relu(m.head2(relu(m.head1(relu(x))))));
+  Workspace& ws = workspace();
+  const auto n_rows = static_cast<Eigen::Index>(schedules.size());
+  const std::size_t rows = schedules.size();
+  const Eigen::Index w = m.width();
+  // x = [matrix embedding, schedule embedding] per schedule, in ws.a; the embeddings of a short
+  // list are kept, the others computed in ws.c.
+  std::shared_ptr<const Matrix> kept;
+  if (rows <= kKeptList) kept = m.kept_embeddings_of(schedules, ws);
+  const MatrixMap computed = kept ? MatrixMap(nullptr, 0, 0) : m.schedule_embeddings(schedules, ws);
+  m.reserve(ws, rows);  // held already: nothing moves
+  MatrixMap x(ws.a(), n_rows, 2 * w);
+  x.leftCols(w).rowwise() = m.matrix_embedding(input).row(0);
+  if (kept)
+    x.rightCols(w) = *kept;
+  else
+    x.rightCols(w) = computed;
+  relu_in_place(x);
+  MatrixMap h1(ws.b(), n_rows, m.head1.w.rows);
+  m.head1.into(x, h1);
+  relu_in_place(h1);
+  MatrixMap h2(ws.c(), n_rows, m.head2.w.rows);
+  m.head2.into(h1, h2);
+  relu_in_place(h2);
+  Matrix out(n_rows, m.head3.w.rows);
+  MatrixMap out_map(out.data(), out.rows(), out.cols());
+  m.head3.into(h2, out_map);
+  ws.trim();
   return std::vector<double>(out.data(), out.data() + out.size());
 }
 
 HeadTail CostModel::head_tail() const {
   const Impl& m = *impl_;
   HeadTail h;
-  h.width = static_cast<int>(m.head2.weight.cols());
-  h.hidden = static_cast<int>(m.head2.weight.rows());
-  h.w2 = floats(m.head2.weight);
-  h.b2 = std::vector<float>(m.head2.bias.data(), m.head2.bias.data() + m.head2.bias.size());
-  h.w3 = floats(m.head3.weight);
-  h.b3 = m.head3.bias(0);
+  h.width = static_cast<int>(m.head2.w.cols);
+  h.hidden = static_cast<int>(m.head2.w.rows);
+  h.w2 = floats(m.head2.w);
+  h.b2 = floats(m.head2.b);
+  h.w3 = floats(m.head3.w);
+  h.b3 = m.head3.b.data[0];
   return h;
 }
 
 std::vector<float> CostModel::query_vector(const ModelInput& input) const {
   const Impl& m = *impl_;
   const Matrix e = relu(m.matrix_embedding(input));
-  const Vector q = m.head1_matrix() * e.row(0).transpose() + m.head1.bias;
+  const Vector q = m.head1_matrix() * e.row(0).transpose() + m.head1.bias();
   return {q.data(), q.data() + q.size()};
 }
 
@@ -326,8 +462,11 @@ std::vector<float> CostModel::node_vectors(
     const std::vector<codegen::SuperSchedule>& schedules) const {
   if (schedules.empty()) return {};
   const Impl& m = *impl_;
-  const Matrix u = relu(m.schedule_embeddings(schedules)) * m.head1_schedule().transpose();
-  return floats(u);
+  Workspace& ws = workspace();
+  const Matrix e = relu(m.schedule_embeddings(schedules, ws));
+  ws.trim();
+  const Matrix u = e * m.head1_schedule().transpose();
+  return {u.data(), u.data() + u.size()};
 }
 
 }  // namespace waco::learned

@@ -63,10 +63,12 @@ std::string TensorFileReader::str(const char* what, std::uint32_t max_len) {
   return s;
 }
 
-void TensorFileReader::read_each(const Place& place) {
+void TensorFileReader::read_each(const Place& place,
+                                 const std::function<void(std::uint32_t count)>& start) {
   const std::uint32_t count = u32("the tensor count");
   if (count > 100000) throw Error(path_ + ": corrupt " + what_ + " file (tensor count " +
                                   std::to_string(count) + ")");
+  if (start) start(count);
   std::vector<std::int64_t> sizes;
   for (std::uint32_t n = 0; n < count; ++n) {
     const std::string name = str("a tensor name", 1024);

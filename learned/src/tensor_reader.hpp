@@ -41,7 +41,11 @@ class TensorFileReader {
   /// model's ~0.5 MB were read into vectors, then copied into the network's matrices).
   using Place = std::function<float*(const std::string& name,
                                      const std::vector<std::int64_t>& sizes, std::int64_t numel)>;
-  void read_each(const Place& place);
+  /// `start`, when given, is told the number of tensors the file declares before the first one
+  /// is placed (with size(), a bound for storage that holds them all).
+  void read_each(const Place& place, const std::function<void(std::uint32_t count)>& start = {});
+  /// The file's size in bytes: no tensor's values are more.
+  std::int64_t size() const { return size_; }
 
  private:
   void bytes(void* dst, std::size_t n, const char* what);

@@ -13,9 +13,14 @@
 // lists included. `--memory`: instead of times, what each analysis and one nominate hold at
 // their peak above the resident size before them (issue 34's memory target; the free heap is
 // given back first, malloc_trim, so that one stage's freed pages do not hide the next one's).
+// `--first`: what a process's first choice pays, step by step: each step a first choice takes
+// (the request's check, the model's choice and load, the space's analyses, the model's
+// features) timed once on its own in this process, in that order, then the first nominate
+// (which then finds the model and its caches warm) and a second one; run it once per process
+// (one FILE) to see an application's first choice.
 //
 //   bench_choice --kernel spmv [--dense 64] [--threads 2] [--repeats 15] [--count 8]
-//                [--shortlist] [--memory] FILES...
+//                [--shortlist] [--memory] [--first] FILES...
 #include <malloc.h>
 
 #include <algorithm>
@@ -37,6 +42,8 @@
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/matrix_features.hpp"
 #include "waco/signature/signature.hpp"
+#include "waco/learned/cost_model.hpp"
+#include "waco/tune/calibration.hpp"
 #include "waco/tune/tune.hpp"
 
 namespace {
@@ -52,6 +59,7 @@ struct Options {
   bool list = false;
   bool shortlist = false;
   bool memory = false;
+  bool first = false;
   std::vector<std::string> files;
 };
 
@@ -138,6 +146,42 @@ void print_memory(const kernels::CooMatrix& a, const Options& o, const std::stri
               m_space, m_nominate);
 }
 
+/// Seconds of one call of f.
+template <class F>
+double once(F f) {
+  const double t0 = kernels::now_seconds();
+  f();
+  return kernels::now_seconds() - t0;
+}
+
+/// --first: a process's first choice, step by step (see the top of the file).
+void print_first(const kernels::CooMatrix& a, const Options& o, const std::string& file,
+                 const tuning::TuneRequest& req, const Analyses& x,
+                 const std::function<tuning::Nomination()>& nominate) {
+  const double csr = csr_call_seconds(a, o);
+  tuning::ModelChoice choice;
+  const double t_check = once([&] { tuning::check_request(req); });
+  const double t_choose = once([&] {
+    choice = tuning::choose_model(req.model, req.kind, req.dtype, req.generated.compiler,
+                                  req.use_calibration, {}, req.dense);
+  });
+  const double t_load = once([&] { learned::CostModel::load_shared(choice.path, req.kind); });
+  const double t_space = once(x.space);
+  const double t_feat = once(x.features);
+  const double t_first = nominate().seconds;
+  const double t_second = nominate().seconds;
+  const auto ms = [](double s) { return s * 1e3; };
+  std::printf("%s %s rows %lld nnz %lld threads %d: csr call %.1f us; first in this process: "
+              "check_request %.2f ms, choose_model %.2f ms, model load %.2f ms, "
+              "Space::for_operand %.2f ms, model features %.2f ms; then nominate %.2f ms, "
+              "again %.2f ms; the steps and the first nominate %.2f ms (%.0f calls)\n",
+              file.c_str(), kernels::kernel_name(o.kind).data(), static_cast<long long>(a.rows),
+              static_cast<long long>(a.nnz()), o.threads, csr * 1e6, ms(t_check), ms(t_choose),
+              ms(t_load), ms(t_space), ms(t_feat), ms(t_first), ms(t_second),
+              ms(t_check + t_choose + t_load + t_space + t_feat + t_first),
+              (t_check + t_choose + t_load + t_space + t_feat + t_first) / csr);
+}
+
 int run(const Options& o) {
   tuning::TuneObserver quiet;
   for (const std::string& file : o.files) {
@@ -160,6 +204,10 @@ int run(const Options& o) {
     const Analyses analyses = analyses_of(a, o);
     if (o.memory) {
       print_memory(a, o, file, analyses, [&] { nominate(); });
+      continue;
+    }
+    if (o.first) {
+      print_first(a, o, file, req, analyses, nominate);
       continue;
     }
     if (o.list) {
@@ -261,6 +309,8 @@ int main(int argc, char** argv) {
       o.shortlist = true;
     } else if (a == "--memory") {
       o.memory = true;
+    } else if (a == "--first") {
+      o.first = true;
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "bench_choice: unknown option %s\n", a.c_str());
       return 2;
@@ -270,7 +320,7 @@ int main(int argc, char** argv) {
   }
   if (o.files.empty()) {
     std::fprintf(stderr, "usage: bench_choice --kernel K [--dense J] [--threads T] [--repeats N] "
-                         "[--count N] [--list] [--shortlist] [--memory] FILES...\n");
+                         "[--count N] [--list] [--shortlist] [--memory] [--first] FILES...\n");
     return 2;
   }
   // Without shipped lists (a build tree whose share/waco-hybrid/kernels was not built, or
