@@ -16,12 +16,13 @@
 // `--first`: what a process's first choice pays, step by step: each step a first choice takes
 // (the request's check, the model's choice and load, the space's analyses, the model's
 // features) timed once on its own in this process, in that order, then the first nominate
-// (which then finds the model and its caches warm) and a second one; run it once per process
-// (one FILE) to see an application's first choice.
+// (which then finds the model and its caches warm) and a second one, each with the minor page
+// faults it took; run it once per process (one FILE) to see an application's first choice.
 //
 //   bench_choice --kernel spmv [--dense 64] [--threads 2] [--repeats 15] [--count 8]
 //                [--shortlist] [--memory] [--first] FILES...
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -40,9 +41,9 @@
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/process_memory.hpp"
 #include "waco/kernels/timing.hpp"
+#include "waco/learned/cost_model.hpp"
 #include "waco/learned/matrix_features.hpp"
 #include "waco/signature/signature.hpp"
-#include "waco/learned/cost_model.hpp"
 #include "waco/tune/calibration.hpp"
 #include "waco/tune/tune.hpp"
 
@@ -146,12 +147,22 @@ void print_memory(const kernels::CooMatrix& a, const Options& o, const std::stri
               m_space, m_nominate);
 }
 
-/// Seconds of one call of f.
+/// Seconds and minor page faults of one call of f.
+struct Once {
+  double seconds = 0.0;
+  long faults = 0;
+};
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
 template <class F>
-double once(F f) {
+Once once(F f) {
+  const long f0 = minor_faults();
   const double t0 = kernels::now_seconds();
   f();
-  return kernels::now_seconds() - t0;
+  return {kernels::now_seconds() - t0, minor_faults() - f0};
 }
 
 /// --first: a process's first choice, step by step (see the top of the file).
@@ -160,26 +171,31 @@ void print_first(const kernels::CooMatrix& a, const Options& o, const std::strin
                  const std::function<tuning::Nomination()>& nominate) {
   const double csr = csr_call_seconds(a, o);
   tuning::ModelChoice choice;
-  const double t_check = once([&] { tuning::check_request(req); });
-  const double t_choose = once([&] {
+  const Once check = once([&] { tuning::check_request(req); });
+  const Once choose = once([&] {
     choice = tuning::choose_model(req.model, req.kind, req.dtype, req.generated.compiler,
                                   req.use_calibration, {}, req.dense);
   });
-  const double t_load = once([&] { learned::CostModel::load_shared(choice.path, req.kind); });
-  const double t_space = once(x.space);
-  const double t_feat = once(x.features);
-  const double t_first = nominate().seconds;
-  const double t_second = nominate().seconds;
-  const auto ms = [](double s) { return s * 1e3; };
+  const Once load = once([&] { learned::CostModel::load_shared(choice.path, req.kind); });
+  const Once space = once(x.space);
+  const Once feat = once(x.features);
+  const Once first = once(nominate);
+  const Once second = once(nominate);
+  const double steps = check.seconds + choose.seconds + load.seconds + space.seconds +
+                       feat.seconds + first.seconds;
+  const auto p = [](const Once& s) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.2f ms (%ld faults)", s.seconds * 1e3, s.faults);
+    return std::string(b);
+  };
   std::printf("%s %s rows %lld nnz %lld threads %d: csr call %.1f us; first in this process: "
-              "check_request %.2f ms, choose_model %.2f ms, model load %.2f ms, "
-              "Space::for_operand %.2f ms, model features %.2f ms; then nominate %.2f ms, "
-              "again %.2f ms; the steps and the first nominate %.2f ms (%.0f calls)\n",
+              "check_request %s, choose_model %s, model load %s, Space::for_operand %s, model "
+              "features %s; then nominate %s, again %s; the steps and the first nominate %.2f ms "
+              "(%.0f calls)\n",
               file.c_str(), kernels::kernel_name(o.kind).data(), static_cast<long long>(a.rows),
-              static_cast<long long>(a.nnz()), o.threads, csr * 1e6, ms(t_check), ms(t_choose),
-              ms(t_load), ms(t_space), ms(t_feat), ms(t_first), ms(t_second),
-              ms(t_check + t_choose + t_load + t_space + t_feat + t_first),
-              (t_check + t_choose + t_load + t_space + t_feat + t_first) / csr);
+              static_cast<long long>(a.nnz()), o.threads, csr * 1e6, p(check).c_str(),
+              p(choose).c_str(), p(load).c_str(), p(space).c_str(), p(feat).c_str(),
+              p(first).c_str(), p(second).c_str(), steps * 1e3, steps / csr);
 }
 
 int run(const Options& o) {
