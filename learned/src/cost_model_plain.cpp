@@ -141,9 +141,9 @@ class Tensors {
 /// Storage for scoring a batch, kept per thread and reused: the temporaries of scoring the
 /// whole admissible set (SpMM: ~900 schedules, ~5 MB) were given back to the system after every
 /// call and faulted in again on the next, 60% of a repeated choice on the Zen 5 VMs (~10 us a
-/// 4-KiB page); a short list's (~0.3 MB) were ~75 fresh pages in a process's first choice. Three
-/// arrays in one kernels::HugeBlock (one 2 MiB page for a short list), which only grows; past
-/// kKeptFloats it is let go after the call.
+/// 4-KiB page). Three arrays in one kernels::HugeBlock (huge pages from 256 KiB on: a whole set's
+/// batch; a short list's fits in plain memory), which only grows; past kKeptFloats it is let go
+/// after the call.
 class Workspace {
  public:
   /// Room for arrays of na, nb and nc floats; what it holds is kept when that is enough.
