@@ -9,13 +9,16 @@
 
 namespace waco::kernels {
 
-void advise_huge_pages(const void* p, std::size_t bytes) noexcept {
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+/// madvise(MADV_HUGEPAGE) over the whole 2 MiB pages inside [p, p + bytes); errors ignored.
+void advise_whole_pages(const void* p, std::size_t bytes) noexcept {
 #ifdef MADV_HUGEPAGE
-  if (p == nullptr || bytes < kHugePageAdviceBytes) return;
-  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
   const auto start = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t begin = (start + kHugePage - 1) & ~(kHugePage - 1);
-  const std::uintptr_t end = (start + bytes) & ~(kHugePage - 1);
+  const std::uintptr_t begin = (start + kHugePage - 1) & ~std::uintptr_t{kHugePage - 1};
+  const std::uintptr_t end = (start + bytes) & ~std::uintptr_t{kHugePage - 1};
   if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 #else
   (void)p;
@@ -23,16 +26,20 @@ void advise_huge_pages(const void* p, std::size_t bytes) noexcept {
 #endif
 }
 
+}  // namespace
+
+void advise_huge_pages(const void* p, std::size_t bytes) noexcept {
+  if (p == nullptr || bytes < kHugePageAdviceBytes) return;
+  advise_whole_pages(p, bytes);
+}
+
 HugeBlock::HugeBlock(std::size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
-  constexpr std::size_t kHugePage = std::size_t{2} << 20;
   void* p = nullptr;
   if (bytes >= kHugeBlockMinBytes) {
     const std::size_t whole = (bytes + kHugePage - 1) / kHugePage * kHugePage;
     p = std::aligned_alloc(kHugePage, whole);
-#ifdef MADV_HUGEPAGE
-    if (p != nullptr) (void)::madvise(p, whole, MADV_HUGEPAGE);
-#endif
+    if (p != nullptr) advise_whole_pages(p, whole);
   } else {
     p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   }

@@ -20,7 +20,6 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/huge_pages.hpp"
 #include "waco/kernels/memo.hpp"
-#include "waco/kernels/values.hpp"
 #include "waco/learned/cost_model.hpp"
 
 namespace waco::learned {
@@ -422,14 +421,12 @@ std::vector<double> CostModel::scores(const ModelInput& input,
   // list are kept, the others computed in ws.c.
   std::shared_ptr<const Matrix> kept;
   if (rows <= kKeptList) kept = m.kept_embeddings_of(schedules, ws);
-  const MatrixMap computed = kept ? MatrixMap(nullptr, 0, 0) : m.schedule_embeddings(schedules, ws);
+  const float* e = kept ? kept->data() : m.schedule_embeddings(schedules, ws).data();
+  const ConstMatrixMap embeddings(e, n_rows, w);
   m.reserve(ws, rows);  // held already: nothing moves
   MatrixMap x(ws.a(), n_rows, 2 * w);
   x.leftCols(w).rowwise() = m.matrix_embedding(input).row(0);
-  if (kept)
-    x.rightCols(w) = *kept;
-  else
-    x.rightCols(w) = computed;
+  x.rightCols(w) = embeddings;
   relu_in_place(x);
   MatrixMap h1(ws.b(), n_rows, m.head1.w.rows);
   m.head1.into(x, h1);
