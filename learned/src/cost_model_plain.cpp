@@ -15,6 +15,7 @@
 #endif
 
 #include "cost_model_internal.hpp"
+#include "scratch_product.hpp"
 #include "tensor_reader.hpp"
 #include "waco/codegen/schedule_encoding.hpp"
 #include "waco/kernels/error.hpp"
@@ -56,10 +57,12 @@ struct Linear {
     y.rowwise() += bias().transpose();
     return y;
   }
-  /// The same into y [N x out], storage the caller holds.
+  /// The same into y [N x out], storage the caller holds; Eigen's packed panels in `pack`
+  /// where the product runs on one thread (detail::product_in_scratch).
   template <class X>
-  void into(const X& x, MatrixMap& y) const {
-    y.noalias() = x * weight().transpose();
+  void into(const X& x, MatrixMap& y, detail::PackScratch pack = {}) const {
+    if (!detail::product_in_scratch(y, x, weight().transpose(), pack))
+      y.noalias() = x * weight().transpose();
     y.rowwise() += bias().transpose();
   }
 };
@@ -142,40 +145,45 @@ class Tensors {
 /// call and faulted in again on the next, 60% of a repeated choice on the Zen 5 VMs (~10 us a
 /// 4-KiB page). Three arrays in one kernels::HugeBlock of at least 256 KiB (so on a huge page:
 /// up to 2 MiB resident per thread that scores), which only grows; past kKeptFloats it is let
-/// go after the call.
+/// go after the call. A fourth array holds Eigen's packed panels of the products that run on
+/// one thread (detail::product_in_scratch): fresh stack or heap pages in a process's first choice.
 class Workspace {
  public:
-  /// Room for arrays of na, nb and nc floats; what it holds is kept when that is enough.
-  void reserve(std::size_t na, std::size_t nb, std::size_t nc) {
-    if (na <= na_ && nb <= nb_ && nc <= nc_) return;
+  /// Room for arrays of na, nb, nc and (packing) nd floats; what it holds is kept when that is
+  /// enough.
+  void reserve(std::size_t na, std::size_t nb, std::size_t nc, std::size_t nd) {
+    if (na <= na_ && nb <= nb_ && nc <= nc_ && nd <= nd_) return;
     const auto grown = [](std::size_t need, std::size_t had) {
       return round_up(std::max(need, had + had / 2));
     };
     na_ = grown(na, na_);
     nb_ = grown(nb, nb_);
     nc_ = grown(nc, nc_);
+    nd_ = grown(nd, nd_);
     // At least a huge page's worth: in a process's first choice, an SpMM short list's ~0.2 MB in
     // 4-KiB pages took ~0.5 ms more to score (medians of 8 fresh adaptive plans on each of 4
     // files: 1.77-3.08 ms -> 1.44-2.50 ms); an SpMV list's ~0.1 MB gained nothing measurable.
     constexpr std::size_t kMinFloats = kernels::HugeBlock::kHugeBlockMinBytes / sizeof(float);
-    if (na_ + nb_ + nc_ < kMinFloats) na_ += round_up(kMinFloats - (na_ + nb_ + nc_));
-    block_ = kernels::HugeBlock((na_ + nb_ + nc_) * sizeof(float));
+    if (total() < kMinFloats) na_ += round_up(kMinFloats - total());
+    block_ = kernels::HugeBlock(total() * sizeof(float));
   }
   float* a() const { return base(); }
   float* b() const { return base() + na_; }
   float* c() const { return base() + na_ + nb_; }
+  detail::PackScratch pack() const { return {base() + na_ + nb_ + nc_, nd_}; }
   /// Lets go of the storage when it holds more than kKeptFloats (a batch of tens of thousands
   /// of schedules).
   void trim() {
-    if (na_ + nb_ + nc_ > kKeptFloats) *this = Workspace();
+    if (total() > kKeptFloats) *this = Workspace();
   }
 
  private:
   static constexpr std::size_t kKeptFloats = std::size_t{8} << 20;  // 32 MiB
   static std::size_t round_up(std::size_t n) { return (n + 15) / 16 * 16; }  // 64 bytes
   float* base() const { return static_cast<float*>(block_.data()); }
+  std::size_t total() const { return na_ + nb_ + nc_ + nd_; }
   kernels::HugeBlock block_;
-  std::size_t na_ = 0, nb_ = 0, nc_ = 0;
+  std::size_t na_ = 0, nb_ = 0, nc_ = 0, nd_ = 0;
 };
 
 Workspace& workspace() {
@@ -257,28 +265,32 @@ struct CostModel::Impl {
       }
     {
       MatrixMap o(ws.b(), n_rows, tw);
-      order.into(order_m, o);
+      order.into(order_m, o, ws.pack());
       x.rightCols(tw) = o;
     }
     relu_in_place(x);
     MatrixMap h(ws.b(), n_rows, width());
-    mlp1.into(x, h);
+    mlp1.into(x, h, ws.pack());
     relu_in_place(h);
     MatrixMap e(ws.c(), n_rows, width());
-    mlp2.into(h, e);
+    mlp2.into(h, e, ws.pack());
     return e;
   }
 
   /// Room in ws for schedule_embeddings and scores of `rows` schedules: a holds the embedding
   /// layers' input, then the heads'; b the order layer's and mlp1's output, then head1's; c the
-  /// embeddings, then head2's output.
+  /// embeddings, then head2's output; d the packed panels of the largest product.
   void reserve(Workspace& ws, std::size_t rows) const {
     const auto tw = static_cast<std::size_t>(config.table_width);
     const auto w = static_cast<std::size_t>(width());
     const auto h1 = static_cast<std::size_t>(head1.w.rows);
     const auto h2 = static_cast<std::size_t>(head2.w.rows);
+    std::size_t pack = 0;
+    for (const Linear* l : {&order, &mlp1, &mlp2, &head1, &head2, &head3})
+      pack = std::max(pack, detail::pack_floats(rows, static_cast<std::size_t>(l->w.rows),
+                                                static_cast<std::size_t>(l->w.cols)));
     ws.reserve(rows * std::max((tables.size() + 1) * tw, 2 * w), rows * std::max({tw, w, h1}),
-               rows * std::max(w, h2));
+               rows * std::max(w, h2), pack);
   }
 
   Eigen::Index width() const { return config.width; }
@@ -429,14 +441,14 @@ std::vector<double> CostModel::scores(const ModelInput& input,
   x.rightCols(w) = embeddings;
   relu_in_place(x);
   MatrixMap h1(ws.b(), n_rows, m.head1.w.rows);
-  m.head1.into(x, h1);
+  m.head1.into(x, h1, ws.pack());
   relu_in_place(h1);
   MatrixMap h2(ws.c(), n_rows, m.head2.w.rows);
-  m.head2.into(h1, h2);
+  m.head2.into(h1, h2, ws.pack());
   relu_in_place(h2);
   Matrix out(n_rows, m.head3.w.rows);
   MatrixMap out_map(out.data(), out.rows(), out.cols());
-  m.head3.into(h2, out_map);
+  m.head3.into(h2, out_map, ws.pack());
   ws.trim();
   return std::vector<double>(out.data(), out.data() + out.size());
 }
