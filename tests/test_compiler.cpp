@@ -437,6 +437,50 @@ TEST_CASE("compiler: a kernel in a shipped folder is loaded from it without comp
   CHECK(compiler_invocations() == before + 1);
 }
 
+TEST_CASE("compiler: a shipped folder's kernels are found by the compiler it records, with no "
+          "compiler on the machine", "[compiler]") {
+  const std::string shipped = waco::test::scratch_dir("compiler-shipped-recorded");
+  const std::string cache = waco::test::scratch_dir("compiler-shipped-recorded-cache");
+  const std::string source = kSource + "// recorded variant\n";
+  {
+    EnvVar none("WACO_SHIPPED_KERNELS", "none");
+    REQUIRE_FALSE(compile_and_load(source, options_in(shipped)).cache_hit);  // fills the folder
+    waco::codegen::record_shipped_compiler(shipped, options_in(shipped));
+    waco::codegen::record_shipped_compiler(shipped, options_in(shipped));  // recorded once
+  }
+  std::ifstream recorded(shipped + "/compilers.txt");
+  std::string line, more;
+  REQUIRE(std::getline(recorded, line));
+  CHECK(line == waco::codegen::compiler_version("c++"));
+  CHECK_FALSE(std::getline(recorded, more));
+
+  // This "machine" has no compiler: no key of its own, but the folder's kernel is found and
+  // loaded by the recorded one.
+  EnvVar env("WACO_SHIPPED_KERNELS", shipped);
+  CompilerOptions none = options_in(cache);
+  none.compiler = "/nonexistent/bin/c++";
+  CHECK_THROWS_AS(waco::codegen::cache_key(source, none), waco::codegen::BuildEnvironmentError);
+  CHECK(waco::codegen::in_cache(source, none));
+  const std::int64_t before = compiler_invocations();
+  const auto r = compile_and_load(source, none);
+  CHECK(compiler_invocations() == before);
+  CHECK(r.cache_hit);
+  CHECK(r.shipped);
+  CHECK(r.library_path.rfind(shipped, 0) == 0);
+  CHECK(call_f(r, 20) == 41);
+  CHECK(listing(cache).empty());
+
+  // The flags stay part of the key: other flags are not this folder's kernel, and without a
+  // compiler that is a clear error of the machine.
+  CompilerOptions other = none;
+  other.flags.push_back("-DWACO_OTHER_FLAGS");
+  CHECK_THROWS_AS(waco::codegen::in_cache(source, other), waco::codegen::BuildEnvironmentError);
+  CHECK_THROWS_AS(compile_and_load(source, other), waco::codegen::BuildEnvironmentError);
+  // A source the folder does not hold is not found either.
+  CHECK_THROWS_AS(compile_and_load(kSource + "// not shipped\n", none),
+                  waco::codegen::BuildEnvironmentError);
+}
+
 TEST_CASE("compiler: a damaged shipped kernel is compiled again into the cache", "[compiler]") {
   const std::string shipped = waco::test::scratch_dir("compiler-shipped-bad");
   const std::string cache = waco::test::scratch_dir("compiler-shipped-bad-cache");

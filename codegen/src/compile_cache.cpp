@@ -6,8 +6,10 @@
 //   (check_tmp_fallback), and temporaries of processes that no longer run removed
 //   (remove_stale_temporaries). Files are installed atomically: written to mkstemp names in the
 //   cache directory and rename()d into place (write_file_atomically).
-// - The read-only folders of kernels compiled ahead of time (shipped_kernel_dirs,
-//   shipped_library) are consulted after the cache directory (in_cache, compile_and_load).
+// - The read-only folders of kernels compiled ahead of time (shipped_kernel_dirs): first by the
+//   compiler versions they record (shipped_by_recorded_compiler, record_shipped_compiler: no
+//   compiler run), then by this machine's compiler after the cache directory (shipped_library;
+//   in_cache, compile_and_load).
 #include "compiler_internal.hpp"
 
 #include <dirent.h>
@@ -31,6 +33,7 @@
 
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/file_stamp.hpp"
 #include "waco/kernels/memo.hpp"
 #include "waco/kernels/process.hpp"
 
@@ -286,10 +289,12 @@ std::string default_cache_dir() { return join_path(kernels::user_cache_dir(), "k
 
 namespace {
 
-std::string compute_cache_key(const std::string& source, const CompilerOptions& opts) {
+/// The key of `source` compiled with `opts` by the compiler whose version line is `version`.
+std::string compute_cache_key(const std::string& source, const CompilerOptions& opts,
+                              const std::string& version) {
   Sha256 h;
   hash_field(h, "format", "waco-hybrid kernel cache v" + std::to_string(kCompilerCacheFormatVersion));
-  hash_field(h, "compiler", compiler_version(opts.compiler));
+  hash_field(h, "compiler", version);
   bool native = false;
   h.update("flags " + std::to_string(opts.flags.size()) + "\n");
   for (const std::string& f : opts.flags) {
@@ -319,7 +324,59 @@ std::string cache_key(const std::string& source, const CompilerOptions& opts) {
   for (const std::string& f : opts.flags) k += '\0' + f;
   k += '\1';
   k += source;
-  return memo.get(k, [&] { return compute_cache_key(source, opts); });
+  return memo.get(k, [&] { return compute_cache_key(source, opts, compiler_version(opts.compiler)); });
+}
+
+namespace {
+
+constexpr const char* kShippedCompilers = "compilers.txt";
+
+/// The compiler version lines a shipped folder records (record_shipped_compiler), kept while
+/// the file stays.
+std::vector<std::string> recorded_compilers(const std::string& dir) {
+  static kernels::PerFileCache<std::vector<std::string>> kept;
+  const std::string path = join_path(dir, kShippedCompilers);
+  return kept.get(path, [&] {
+    std::vector<std::string> lines;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && std::find(lines.begin(), lines.end(), line) == lines.end())
+        lines.push_back(line);
+    return lines;
+  });
+}
+
+}  // namespace
+
+namespace detail {
+
+ShippedFind shipped_by_recorded_compiler(const std::string& source, const CompilerOptions& opts) {
+  // Once per process and (version, flags, source), as cache_key.
+  static kernels::Memo<std::string, std::string> memo(512);
+  for (const std::string& dir : shipped_kernel_dirs())
+    for (const std::string& version : recorded_compilers(dir)) {
+      std::string k = version;
+      for (const std::string& f : opts.flags) k += '\0' + f;
+      k += '\1';
+      k += source;
+      const std::string key = memo.get(k, [&] { return compute_cache_key(source, opts, version); });
+      const std::string path = join_path(dir, key + ".so");
+      if (is_regular_file(path)) return {path, key};
+    }
+  return {};
+}
+
+}  // namespace detail
+
+void record_shipped_compiler(const std::string& dir, const CompilerOptions& opts) {
+  const std::string version = compiler_version(opts.compiler);
+  std::vector<std::string> lines = recorded_compilers(dir);
+  if (std::find(lines.begin(), lines.end(), version) != lines.end()) return;
+  lines.push_back(version);
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  make_directories(dir);
+  write_file_atomically(join_path(dir, kShippedCompilers), text, 0644);
 }
 
 std::vector<std::string> shipped_kernel_dirs() {
@@ -335,6 +392,7 @@ std::vector<std::string> shipped_kernel_dirs() {
 }
 
 bool in_cache(const std::string& source, const CompilerOptions& opts) {
+  if (!detail::shipped_by_recorded_compiler(source, opts).path.empty()) return true;
   const std::string key = cache_key(source, opts);
   return is_regular_file(join_path(resolve_cache_dir(opts), key + ".so")) ||
          !shipped_library(key).empty();

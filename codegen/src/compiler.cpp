@@ -83,6 +83,25 @@ std::int64_t compiler_invocations() { return g_compiler_invocations.load(); }
 
 CompileResult compile_and_load(const std::string& source, const CompilerOptions& opts) {
   CompileResult result;
+  // A kernel compiled ahead of time, loaded where it is (nothing compiled or copied); false when
+  // the loader refuses it (it is then looked for further, and compiled at last).
+  const auto load_shipped = [&](const std::string& path, const std::string& key) {
+    try {
+      result.library = load(path, result.load_seconds);
+    } catch (const Error&) {
+      return false;
+    }
+    result.cache_hit = true;
+    result.shipped = true;
+    result.key = key;
+    result.library_path = path;
+    result.source_path = path.substr(0, path.size() - 3) + ".cpp";
+    return true;
+  };
+  // By a compiler its folder records: without running this machine's compiler, or needing one.
+  if (const ShippedFind found = shipped_by_recorded_compiler(source, opts);
+      !found.path.empty() && load_shipped(found.path, found.key))
+    return result;
   const std::string dir = resolve_cache_dir(opts);
   result.key = cache_key(source, opts);
   result.library_path = join_path(dir, result.key + ".so");
@@ -101,18 +120,10 @@ CompileResult compile_and_load(const std::string& source, const CompilerOptions&
       // is thrown.
     }
   }
-  // Compiled ahead of time: loaded where it is (a refused one is compiled below, as above).
-  if (const std::string shipped = shipped_library(result.key); !shipped.empty()) {
-    try {
-      result.library = load(shipped, result.load_seconds);
-      result.cache_hit = true;
-      result.shipped = true;
-      result.library_path = shipped;
-      result.source_path = shipped.substr(0, shipped.size() - 3) + ".cpp";
-      return result;
-    } catch (const Error&) {
-    }
-  }
+  // Compiled ahead of time under this machine's compiler's key.
+  if (const std::string shipped = shipped_library(result.key);
+      !shipped.empty() && load_shipped(shipped, result.key))
+    return result;
 
   make_directories(dir);
   check_tmp_fallback(dir);

@@ -119,5 +119,11 @@ void remove_stale_temporaries(const std::string& dir, const std::string& key);
 
 /// <dir>/<key>.so of the first shipped folder holding the key, or "".
 std::string shipped_library(const std::string& key);
+/// A shipped folder's kernel of `source` under one of the compiler versions the folder records
+/// (record_shipped_compiler), without running the compiler: its path and key, or empty.
+struct ShippedFind {
+  std::string path, key;
+};
+ShippedFind shipped_by_recorded_compiler(const std::string& source, const CompilerOptions& opts);
 
 }  // namespace waco::codegen::detail

@@ -315,6 +315,9 @@ int precompile(const Options& o) {
   for (std::thread& t : pool) t.join();
   if (!failure.empty()) throw Error("precompile: " + failure, "compiled kernels are kept; run it again");
   if (interrupt_flag()) throw Error("interrupted", "run it again: compiled kernels are kept");
+  // The compiler that compiled them, so that they are found without running one
+  // (codegen::record_shipped_compiler).
+  codegen::record_shipped_compiler(o.out, copts);
   // The folder's list of what it holds for this kernel (codegen::shipped_schedules: an adaptive
   // plan's short list), with what an earlier precompile into it listed.
   const std::string list_path = codegen::shipped_list_path(o.out, kind);

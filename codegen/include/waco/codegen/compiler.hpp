@@ -126,9 +126,19 @@ struct CompileResult {
 std::string cache_key(const std::string& source, const CompilerOptions& opts = {});
 
 /// Whether the cache or a shipped folder holds `source` compiled with `opts` (compile_and_load
-/// would only load it).
-/// Throws kernels::Error when the compiler cannot be run (the key names its version).
+/// would only load it). A shipped folder's kernels are found without the compiler
+/// (record_shipped_compiler); else throws kernels::Error when the compiler cannot be run (the
+/// key names its version).
 bool in_cache(const std::string& source, const CompilerOptions& opts = {});
+
+/// Records in `dir`, a folder of kernels compiled ahead of time with `opts` (shipped_kernel_dirs;
+/// `waco-hybrid precompile` fills it), the version line of the compiler that compiled them
+/// (`<dir>/compilers.txt`, one line each, kept across runs). compile_and_load and in_cache then
+/// find the folder's kernels by that version without running the compiler of the machine they
+/// run on, nor needing one: on an application's machine with another compiler or none, and in
+/// a process's first plan with an empty user cache (`c++ --version` took 15-17 ms on the Zen 5
+/// VMs). The flags stay part of the key (and the CPU's identity with -march=native).
+void record_shipped_compiler(const std::string& dir, const CompilerOptions& opts);
 
 /// Compiles `source` to a shared object unless the cache already holds it, then loads it.
 /// A cached object that the loader refuses (e.g. a system library it needs changed) is compiled
