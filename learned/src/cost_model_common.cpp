@@ -165,13 +165,22 @@ double CostModel::loss(const std::vector<RankingExample>& examples, double margi
 ScheduleInputs schedule_inputs(kernels::KernelKind kind,
                                const std::vector<codegen::SuperSchedule>& schedules) {
   ScheduleInputs in;
-  in.count = static_cast<std::int64_t>(schedules.size());
+  schedule_inputs_into(kind, schedules.data(), schedules.size(), in);
+  return in;
+}
+
+void schedule_inputs_into(kernels::KernelKind kind, const codegen::SuperSchedule* first,
+                          std::size_t count, ScheduleInputs& in) {
+  in.count = static_cast<std::int64_t>(count);
   in.fields = static_cast<std::int64_t>(codegen::categorical_cardinalities(kind).size());
   const auto slots = static_cast<std::int64_t>(2 * codegen::kernel_spec(kind).vars.size());
   in.order_size = slots * slots;
+  in.field_values.clear();
+  in.order.clear();
   in.field_values.reserve(static_cast<std::size_t>(in.count * in.fields));
   in.order.reserve(static_cast<std::size_t>(in.count * in.order_size));
-  for (const auto& s : schedules) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const codegen::SuperSchedule& s = first[i];
     if (s.kind != kind)
       throw Error("a " + std::string(kernels::kernel_name(s.kind)) + " schedule given to a " +
                       std::string(kernels::kernel_name(kind)) + " cost model",
@@ -187,7 +196,6 @@ ScheduleInputs schedule_inputs(kernels::KernelKind kind,
     const std::vector<float> m = codegen::order_matrix(c);
     in.order.insert(in.order.end(), m.begin(), m.end());
   }
-  return in;
 }
 
 struct ModelRecord::State {

@@ -171,6 +171,9 @@ class Workspace {
   float* b() const { return base() + na_; }
   float* c() const { return base() + na_ + nb_; }
   detail::PackScratch pack() const { return {base() + na_ + nb_ + nc_, nd_}; }
+  /// The schedule embedder's inputs of the last batch, their vectors' storage reused: a whole
+  /// admissible set's (SpMM: ~900 schedules, ~0.2 MB) were fresh pages on every call.
+  ScheduleInputs inputs;
   /// Lets go of the storage when it holds more than kKeptFloats (a batch of tens of thousands
   /// of schedules).
   void trim() {
@@ -246,7 +249,8 @@ struct CostModel::Impl {
   /// The schedule embeddings [N x width], in ws.c (ws.a and ws.b are overwritten).
   MatrixMap schedule_embeddings(const std::vector<codegen::SuperSchedule>& schedules,
                                 Workspace& ws) const {
-    const ScheduleInputs in = schedule_inputs(config.kind, schedules);
+    ScheduleInputs& in = ws.inputs;
+    schedule_inputs_into(config.kind, schedules.data(), schedules.size(), in);
     const auto tw = static_cast<Eigen::Index>(config.table_width);
     const auto f_count = static_cast<Eigen::Index>(in.fields);
     const Eigen::Index n_rows = in.count;
