@@ -979,8 +979,10 @@ TEST_CASE("api: an adaptive plan of 10 expected calls settles on csr, not-worth-
   CHECK(p.exploring_calls() == 0);
 }
 
-TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compiles nothing") {
-  const std::string dir = waco::test::scratch_dir("api-adaptive-shipped");
+namespace {
+
+/// A shipped folder in `dir` (precompile) of csr and two SpMV schedules; its path.
+std::string shipped_spmv_folder(const std::string& dir) {
   const std::string shipped = dir + "/shipped";
   {
     std::ofstream f(dir + "/list.txt");
@@ -991,6 +993,14 @@ TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compi
       waco::test::run_cli("precompile --kernel spmv --list " + dir + "/list.txt --out " + shipped + " -q");
   INFO(pre.err);
   REQUIRE(pre.status == 0);
+  return shipped;
+}
+
+}  // namespace
+
+TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compiles nothing") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive-shipped");
+  const std::string shipped = shipped_spmv_folder(dir);
   ::setenv("WACO_SHIPPED_KERNELS", shipped.c_str(), 1);
   waco::Options o = scratch_options(dir);  // a kernel cache of its own, empty
   o.adaptive = true;
@@ -1010,6 +1020,36 @@ TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compi
   // csr's own schedule (with the plan's threads) is never a nominee: it could only tie.
   CHECK(report.find("order=i,k format=UC parallel=i threads=2 chunk=128\"") == std::string::npos);
   // Nothing compiled: csr is the baseline, the nominees came from the shipped folder.
+  CHECK(compiled_objects(o.kernel_cache_dir) == 0);
+}
+
+TEST_CASE("api: an adaptive plan tries the shipped kernels on a machine without a compiler") {
+  const std::string dir = waco::test::scratch_dir("api-adaptive-shipped-no-compiler");
+  const std::string shipped = shipped_spmv_folder(dir);
+  // Restored however the test ends (the tests after it need the compiler).
+  struct Restore {
+    std::string path = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "";
+    ~Restore() {
+      ::setenv("PATH", path.c_str(), 1);
+      ::setenv("WACO_SHIPPED_KERNELS", "none", 1);  // as the other tests run (catch_main.cpp)
+    }
+  } restore;
+  ::setenv("WACO_SHIPPED_KERNELS", shipped.c_str(), 1);
+  ::setenv("PATH", (dir + "/no-compiler-here").c_str(), 1);  // `c++` is found nowhere
+  waco::Options o = scratch_options(dir);
+  o.adaptive = true;
+  o.nominees = 3;
+  o.expected_calls = 100000000;
+  const Csr a = random_csr(2000, 1500, 0.01, 47);
+  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  const int wrong = calls_until_settled(p, a, 200000, 7);
+  const std::string report = p.report_json();
+  INFO(report);
+  CHECK(wrong == 0);
+  CHECK(p.verdict() != "exploring");
+  CHECK(p.exploring_calls() > 0);  // nominees served calls
+  CHECK(report.find("not found on PATH") == std::string::npos);
+  CHECK(report.find("not compiled") == std::string::npos);
   CHECK(compiled_objects(o.kernel_cache_dir) == 0);
 }
 
