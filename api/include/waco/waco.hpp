@@ -24,7 +24,7 @@
 // this machine; the next measured tune of the same matrix returns it without searching, the next
 // adaptive plan tries it first. The Plan runs in your process: it holds the matrix converted to the winning format and the compiled
 // kernel (compiled once, cached on disk; a C++ compiler must be on PATH the first time a schedule
-// is compiled).
+// is compiled, unless the kernels installed with the library hold it: those load without one).
 //
 // A plan never loses to csr: when no schedule beats csr by more than the measurement noise, the
 // plan runs the csr schedule (verdict() == "no-gain"), and with expected_calls set, when tuning
