@@ -996,23 +996,37 @@ std::string shipped_spmv_folder(const std::string& dir) {
   return shipped;
 }
 
+/// An adaptive SpMV plan (3 nominees, calls that pay for all of them, a kernel cache of its own in
+/// `dir`, empty) on a random matrix, called until it settles, and how many calls were wrong.
+struct SettledPlan {
+  waco::Options options;
+  waco::Plan plan;
+  int wrong = 0;
+};
+SettledPlan settled_adaptive_spmv(const std::string& dir, unsigned matrix_seed) {
+  waco::Options o = scratch_options(dir);
+  o.adaptive = true;
+  o.nominees = 3;
+  o.expected_calls = 100000000;
+  const Csr a = random_csr(2000, 1500, 0.01, matrix_seed);
+  waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
+  const int wrong = calls_until_settled(p, a, 200000, 7);
+  return {o, std::move(p), wrong};
+}
+
 }  // namespace
 
 TEST_CASE("api: an adaptive plan ranks the shipped kernels' short list and compiles nothing") {
   const std::string dir = waco::test::scratch_dir("api-adaptive-shipped");
   const std::string shipped = shipped_spmv_folder(dir);
   ::setenv("WACO_SHIPPED_KERNELS", shipped.c_str(), 1);
-  waco::Options o = scratch_options(dir);  // a kernel cache of its own, empty
-  o.adaptive = true;
-  o.nominees = 3;
-  o.expected_calls = 100000000;
-  const Csr a = random_csr(2000, 1500, 0.01, 41);
-  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
-  const int wrong = calls_until_settled(p, a, 200000, 7);
+  const SettledPlan s = settled_adaptive_spmv(dir, 41);
   ::setenv("WACO_SHIPPED_KERNELS", "none", 1);  // as the other tests run (catch_main.cpp)
+  const waco::Plan& p = s.plan;
+  const waco::Options& o = s.options;
   const std::string report = p.report_json();
   INFO(report);
-  CHECK(wrong == 0);
+  CHECK(s.wrong == 0);
   CHECK(p.verdict() != "exploring");
   CHECK(report.find("\"shortlist\": true") != std::string::npos);  // ranked the short list
   CHECK(report.find("not compiled") == std::string::npos);  // every nominee's kernel was there
@@ -1036,21 +1050,16 @@ TEST_CASE("api: an adaptive plan tries the shipped kernels on a machine without 
   } restore;
   ::setenv("WACO_SHIPPED_KERNELS", shipped.c_str(), 1);
   ::setenv("PATH", (dir + "/no-compiler-here").c_str(), 1);  // `c++` is found nowhere
-  waco::Options o = scratch_options(dir);
-  o.adaptive = true;
-  o.nominees = 3;
-  o.expected_calls = 100000000;
-  const Csr a = random_csr(2000, 1500, 0.01, 47);
-  const waco::Plan p = waco::tune(matrix_of(a), waco::Kernel::SpMV, o);
-  const int wrong = calls_until_settled(p, a, 200000, 7);
+  const SettledPlan s = settled_adaptive_spmv(dir, 47);
+  const waco::Plan& p = s.plan;
   const std::string report = p.report_json();
   INFO(report);
-  CHECK(wrong == 0);
+  CHECK(s.wrong == 0);
   CHECK(p.verdict() != "exploring");
   CHECK(p.exploring_calls() > 0);  // nominees served calls
   CHECK(report.find("not found on PATH") == std::string::npos);
   CHECK(report.find("not compiled") == std::string::npos);
-  CHECK(compiled_objects(o.kernel_cache_dir) == 0);
+  CHECK(compiled_objects(s.options.kernel_cache_dir) == 0);
 }
 
 TEST_CASE("api: an adaptive plan asks the tuning cache on its calls once they pay for it: a "
