@@ -69,15 +69,15 @@ run() {  # name app args...
       --tuning-share "${SHARE:-0.1}" ${ALWAYS_TUNE:+--always-tune} ${ADAPTIVE:+--adaptive} \
       --cache-dir "$out/plans" --json --backends "$backends"
   }
+  # A csr run first, its output dropped: the csr baseline's machine probes (its serial bound,
+  # its loop; once per user cache, 40-100 ms on bcsstk13 in double) are then stored before any
+  # timed back-end, instead of being paid by whichever runs first (the plan's).
+  one csr "$@" > /dev/null || true
   if [ -n "${SEPARATE:-}" ]; then
     # Each back-end in a process of its own, as an application runs one: in one process the
     # back-end timed first pays what the process does the first time (page faults of the
     # allocator's first large blocks, waco's code run for the first time), and on small solves
     # that is most of the difference between them.
-    # A csr run first, its output dropped: the csr baseline's machine probes (its serial bound,
-    # its loop; once per user cache, 40-100 ms on bcsstk13 in double) are then stored before
-    # any timed back-end, instead of being paid by whichever runs first (the plan's).
-    one csr "$@" > /dev/null || true
     local b parts=()
     for b in plan csr eigen; do
       one "$b" "$@" > "$json.$b" || { rm -f "$json".*; return 1; }

@@ -289,6 +289,17 @@ std::string default_cache_dir() { return join_path(kernels::user_cache_dir(), "k
 
 namespace {
 
+/// What a key is kept under within a process: the compiler (its name, or a version line), the
+/// flags and the source.
+std::string memo_key(const std::string& compiler, const std::string& source,
+                     const CompilerOptions& opts) {
+  std::string k = compiler;
+  for (const std::string& f : opts.flags) k += '\0' + f;
+  k += '\1';
+  k += source;
+  return k;
+}
+
 /// The key of `source` compiled with `opts` by the compiler whose version line is `version`.
 std::string compute_cache_key(const std::string& source, const CompilerOptions& opts,
                               const std::string& version) {
@@ -320,11 +331,8 @@ std::string cache_key(const std::string& source, const CompilerOptions& opts) {
   // kilobytes) cost more than finding it again, and a plan asks for each nominee's key twice (is it
   // compiled? then load it). The compiler's version and the host are read once per process too.
   static kernels::Memo<std::string, std::string> memo(512);
-  std::string k = opts.compiler;
-  for (const std::string& f : opts.flags) k += '\0' + f;
-  k += '\1';
-  k += source;
-  return memo.get(k, [&] { return compute_cache_key(source, opts, compiler_version(opts.compiler)); });
+  return memo.get(memo_key(opts.compiler, source, opts),
+                  [&] { return compute_cache_key(source, opts, compiler_version(opts.compiler)); });
 }
 
 namespace {
@@ -355,11 +363,8 @@ ShippedFind shipped_by_recorded_compiler(const std::string& source, const Compil
   static kernels::Memo<std::string, std::string> memo(512);
   for (const std::string& dir : shipped_kernel_dirs())
     for (const std::string& version : recorded_compilers(dir)) {
-      std::string k = version;
-      for (const std::string& f : opts.flags) k += '\0' + f;
-      k += '\1';
-      k += source;
-      const std::string key = memo.get(k, [&] { return compute_cache_key(source, opts, version); });
+      const std::string key = memo.get(memo_key(version, source, opts),
+                                        [&] { return compute_cache_key(source, opts, version); });
       const std::string path = join_path(dir, key + ".so");
       if (is_regular_file(path)) return {path, key};
     }

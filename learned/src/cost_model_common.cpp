@@ -165,13 +165,13 @@ double CostModel::loss(const std::vector<RankingExample>& examples, double margi
 ScheduleInputs schedule_inputs(kernels::KernelKind kind,
                                const std::vector<codegen::SuperSchedule>& schedules) {
   ScheduleInputs in;
-  schedule_inputs_into(kind, schedules.data(), schedules.size(), in);
+  schedule_inputs_into(kind, schedules, in);
   return in;
 }
 
-void schedule_inputs_into(kernels::KernelKind kind, const codegen::SuperSchedule* first,
-                          std::size_t count, ScheduleInputs& in) {
-  in.count = static_cast<std::int64_t>(count);
+void schedule_inputs_into(kernels::KernelKind kind,
+                          const std::vector<codegen::SuperSchedule>& schedules, ScheduleInputs& in) {
+  in.count = static_cast<std::int64_t>(schedules.size());
   in.fields = static_cast<std::int64_t>(codegen::categorical_cardinalities(kind).size());
   const auto slots = static_cast<std::int64_t>(2 * codegen::kernel_spec(kind).vars.size());
   in.order_size = slots * slots;
@@ -179,8 +179,7 @@ void schedule_inputs_into(kernels::KernelKind kind, const codegen::SuperSchedule
   in.order.clear();
   in.field_values.reserve(static_cast<std::size_t>(in.count * in.fields));
   in.order.reserve(static_cast<std::size_t>(in.count * in.order_size));
-  for (std::size_t i = 0; i < count; ++i) {
-    const codegen::SuperSchedule& s = first[i];
+  for (const codegen::SuperSchedule& s : schedules) {
     if (s.kind != kind)
       throw Error("a " + std::string(kernels::kernel_name(s.kind)) + " schedule given to a " +
                       std::string(kernels::kernel_name(kind)) + " cost model",

@@ -57,9 +57,9 @@ struct ScheduleInputs {
 /// as its dynamic twin with the largest chunk (the encoding has neither).
 ScheduleInputs schedule_inputs(kernels::KernelKind kind,
                                const std::vector<codegen::SuperSchedule>& schedules);
-/// The same of `count` schedules from `first`, into `in` (its vectors' storage reused).
-void schedule_inputs_into(kernels::KernelKind kind, const codegen::SuperSchedule* first,
-                          std::size_t count, ScheduleInputs& in);
+/// The same into `in` (its vectors' storage reused).
+void schedule_inputs_into(kernels::KernelKind kind,
+                          const std::vector<codegen::SuperSchedule>& schedules, ScheduleInputs& in);
 
 /// A model's training record (its header's "record": the command, the machine and ~14 KB of
 /// per-epoch history), kept as the file's text until it is first read. Ranking never reads it,

@@ -250,7 +250,7 @@ struct CostModel::Impl {
   MatrixMap schedule_embeddings(const std::vector<codegen::SuperSchedule>& schedules,
                                 Workspace& ws) const {
     ScheduleInputs& in = ws.inputs;
-    schedule_inputs_into(config.kind, schedules.data(), schedules.size(), in);
+    schedule_inputs_into(config.kind, schedules, in);
     const auto tw = static_cast<Eigen::Index>(config.table_width);
     const auto f_count = static_cast<Eigen::Index>(in.fields);
     const Eigen::Index n_rows = in.count;
