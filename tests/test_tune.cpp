@@ -765,6 +765,18 @@ TEST_CASE("tune: --adaptive --prior-choice nominates the short list's first sche
   REQUIRE(a.at("arms").size() == 3);
   CHECK(a.at("arms").at(1).at("schedule") == "order=i,k format=UC parallel=i threads=2 chunk=1");
   CHECK(a.at("arms").at(2).at("schedule") == "order=i,k format=CC parallel=i threads=2 chunk=1");
+  {  // csr serial on this matrix (chunk=auto's rule, pinned): the list still runs on the plan's
+     // threads, not csr's one
+    const Result serial = waco::test::run_cli(
+        args, "WACO_SHIPPED_KERNELS=" + shipped + " WACO_CSR_SERIAL_NNZ=1000000000");
+    INFO(serial.err);
+    REQUIRE(serial.status == 0);
+    const nlohmann::json js = nlohmann::json::parse(serial.out);
+    const nlohmann::json& arms = js.at("adaptive").at("arms");
+    REQUIRE(arms.size() == 3);
+    CHECK(arms.at(1).at("schedule") == "order=i,k format=UC parallel=i threads=2 chunk=1");
+    CHECK(arms.at(2).at("schedule") == "order=i,k format=CC parallel=i threads=2 chunk=1");
+  }
   // The model's nominees were not tried: their no-gain is no verdict to keep.
   CHECK(j.at("verdict") == "no-gain");
   CHECK(j.at("plan_cache").at("skipped").get<std::string>().find("short list's order") !=

@@ -20,6 +20,13 @@ import scipy.sparse as sp
 
 import waco_hybrid
 
+# The csr schedule's chunk=auto decides serial or parallel by timing both loops on the matrix
+# (kernels/baseline_loops.hpp); with the other core busy (a test beside this one) a tune may
+# decide serial and its rerun parallel, which stores the csr schedule's timing under another row
+# (threads 1 and 2) instead of reusing it. Pinned for this process and the tunes it starts, as
+# tests/test_faults.cpp pins it.
+os.environ["WACO_CSR_SERIAL_NNZ"] = "3072"
+
 # The tuning process: a subreaper (PR_SET_CHILD_SUBREAPER), so that the processes under the
 # measurement worker, orphaned when it is killed, become its children instead of init's and a
 # process left running shows among them. It says "searching" once the measurements start, and

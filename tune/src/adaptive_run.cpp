@@ -388,8 +388,11 @@ std::vector<codegen::SuperSchedule> AdaptiveRun::trimmed(std::vector<codegen::Su
 void AdaptiveRun::prior_step() {
   const double t0 = kernels::now_seconds();
   // The listed schedules run with this plan's threads (the lists name the threads of the
-  // machine that made them). One the operand cannot store or run fails when it is prepared.
-  const int threads = csr_->bound.args.threads;
+  // machine that made them), as the model's nominees do (nominate: the request's), not csr's:
+  // on a small matrix csr may run serially (chunk=auto), which is no reason to run the list's
+  // parallel schedules on one thread. One the operand cannot store or run fails when it is
+  // prepared.
+  const int threads = setup_.request.threads > 0 ? setup_.request.threads : csr_->bound.args.threads;
   std::vector<codegen::SuperSchedule> v;
   for (codegen::SuperSchedule s : *shortlist_) {
     if (s.threads > 0) s.threads = threads;
