@@ -413,6 +413,27 @@ TEST_CASE("adaptive: without expected calls, the calls until the next step fits"
   CHECK(q.calls_until_affordable(1.0) == 0);
 }
 
+TEST_CASE("adaptive: over budget, the wait amortizes the next look at the budget") {
+  AdaptiveOptions o;  // share 0.1 of the calls so far
+  AdaptivePolicy p(1, o);
+  p.next();
+  p.record(0, 0.25e-6);  // csr calls of a quarter microsecond: each adds 25 ns to the budget
+  CHECK(p.calls_to_wait(1e-6) == 0);  // within budget: no wait, whatever a look costs
+  p.charge(1e-6, "a step");  // 1 us: paid after 40 calls, one of them served ...
+  CHECK(p.calls_until_affordable(0.0) == 39);
+  CHECK(p.calls_to_wait(0.0) == 39);
+  // ... but a look costing 1 us would spend all they add: ten times as many calls instead.
+  CHECK(p.calls_to_wait(1e-6) == 400);
+  CHECK(p.calls_to_wait(1e-8) == 39);  // a cheap look: the cost decides
+  // With expected calls the budget does not grow: nothing to wait for.
+  o.expected_calls = 10;
+  AdaptivePolicy q(1, o);
+  q.next();
+  q.record(0, 0.25e-6);
+  q.charge(1e-6, "a step");
+  CHECK(q.calls_to_wait(1e-6) == 0);
+}
+
 TEST_CASE("adaptive: a decision made before settles on csr at once as no-gain") {
   AdaptiveOptions o;
   o.expected_calls = 100000;

@@ -608,7 +608,7 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     } else if (step.arm == 0 && step.verify == 0 && quiet_.load(std::memory_order_relaxed) <= 0) {
       // Over budget: wait for the calls to pay. Waiting for a kernel compiled in the background
       // with nothing left to prepare: look again after kWaitingQuietS of calls.
-      std::int64_t quiet = policy_.calls_until_affordable(0.0);
+      std::int64_t quiet = policy_.calls_to_wait(look_s_);
       if (step.waiting && nominated_done_ && next_nominee_ >= nominated_.size() && policy_.csr_seconds() > 0.0)
         quiet = std::max(quiet, static_cast<std::int64_t>(kWaitingQuietS / policy_.csr_seconds()));
       quiet_.store(std::min(quiet, kMaxQuietCalls), std::memory_order_relaxed);
@@ -664,9 +664,10 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
       policy_.charge(t_check, {}, Cost::Verify);
       if (!mine.empty()) spare_.push_back(std::move(mine));
     }
-    if (exploring)
-      policy_.charge(kernels::now_seconds() - t_enter - t_prepare - t - t_nominee - t_check, {},
-                     Cost::Overhead);
+    if (exploring) {
+      look_s_ = kernels::now_seconds() - t_enter - t_prepare - t - t_nominee - t_check;
+      policy_.charge(look_s_, {}, Cost::Overhead);
+    }
     if (policy_.settled() && !stored_) {
       settle_locked();
       stored_ = true;

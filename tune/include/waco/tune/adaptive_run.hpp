@@ -182,6 +182,9 @@ class AdaptiveRun {
   /// into the policy's calls by the next call that takes the lock).
   std::atomic<std::int64_t> quiet_{0};
   std::atomic<std::int64_t> quiet_served_{0};
+  /// What the last call that took the lock cost beyond its kernels (charged as overhead): the
+  /// price of looking at the budget again, which a wait's length must amortize (call()).
+  double look_s_ = 0.0;
   std::shared_ptr<const Arm> csr_;
   std::shared_ptr<const Arm> chosen_;             ///< set once, before settled_
   std::atomic<bool> settled_{false};
