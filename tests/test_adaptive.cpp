@@ -418,20 +418,23 @@ TEST_CASE("adaptive: over budget, the wait amortizes the next look at the budget
   AdaptivePolicy p(1, o);
   p.next();
   p.record(0, 0.25e-6);  // csr calls of a quarter microsecond: each adds 25 ns to the budget
-  CHECK(p.calls_to_wait(1e-6) == 0);  // within budget: no wait, whatever a look costs
+  CHECK(p.calls_to_wait(0.0, 1e-6) == 0);  // within budget: no wait, whatever a look costs
   p.charge(1e-6, "a step");  // 1 us: paid after 40 calls, one of them served ...
   CHECK(p.calls_until_affordable(0.0) == 39);
-  CHECK(p.calls_to_wait(0.0) == 39);
+  CHECK(p.calls_to_wait(0.0, 0.0) == 39);
   // ... but a look costing 1 us would spend all they add: ten times as many calls instead.
-  CHECK(p.calls_to_wait(1e-6) == 400);
-  CHECK(p.calls_to_wait(1e-8) == 39);  // a cheap look: the cost decides
+  CHECK(p.calls_to_wait(0.0, 1e-6) == 400);
+  CHECK(p.calls_to_wait(0.0, 1e-8) == 39);  // a cheap look: the cost decides
+  // Work to come: until it fits (0.49 us more: 20 calls more), and as long for a costly look.
+  CHECK(p.calls_to_wait(0.49e-6, 1e-8) == 59);
+  CHECK(p.calls_to_wait(0.49e-6, 1e-6) == 400);
   // With expected calls the budget does not grow: nothing to wait for.
   o.expected_calls = 10;
   AdaptivePolicy q(1, o);
   q.next();
   q.record(0, 0.25e-6);
   q.charge(1e-6, "a step");
-  CHECK(q.calls_to_wait(1e-6) == 0);
+  CHECK(q.calls_to_wait(0.0, 1e-6) == 0);
 }
 
 TEST_CASE("adaptive: a decision made before settles on csr at once as no-gain") {

@@ -73,15 +73,17 @@ std::int64_t AdaptivePolicy::calls_until_affordable(double more) const {
   return short_s <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(short_s / per_call));
 }
 
-std::int64_t AdaptivePolicy::calls_to_wait(double look_s) const {
-  // Waits only until the cost was paid let each look (~1 us) spend what the calls since the last
-  // one had added: ash219 (438 nonzeros, 0.25 us csr calls) was still exploring after 300,000
-  // calls, the looks 2.8 ms of a 5.0 ms budget, its calls 3-25% slower than a csr plan's.
+std::int64_t AdaptivePolicy::calls_to_wait(double more, double look_s) const {
+  // Waits only until the cost was paid let each look (~0.2-1 us) spend what the calls since the
+  // last one had added, and the csr median's own drift moves a budget of millions of calls by
+  // more than a call adds: ash219 (438 nonzeros, 0.25 us csr calls) looked every ~25 calls and
+  // was still exploring after 300,000 calls, the looks 2.8 ms of a 5.0 ms budget, its calls
+  // 3-25% slower than a csr plan's.
   constexpr double kLooksPerBudget = 10.0;
-  const std::int64_t paid = calls_until_affordable(0.0);
+  const std::int64_t short_calls = calls_until_affordable(more);
   const double per_call = o_.share * csr_seconds();
-  if (paid == 0 || o_.expected_calls > 0 || per_call <= 0 || look_s <= 0) return paid;
-  return std::max(paid, static_cast<std::int64_t>(std::ceil(kLooksPerBudget * look_s / per_call)));
+  if (short_calls == 0 || o_.expected_calls > 0 || per_call <= 0 || look_s <= 0) return short_calls;
+  return std::max(short_calls, static_cast<std::int64_t>(std::ceil(kLooksPerBudget * look_s / per_call)));
 }
 
 void AdaptivePolicy::ready(int nominee) {

@@ -240,7 +240,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
     // With expected calls the budget is all there is; without, it grows with the calls, and
     // until it has grown enough csr serves them untimed.
     if (setup_.policy.expected_calls <= 0) {
-      quiet_.store(std::min(policy_.calls_until_affordable(estimate + then), kMaxQuietCalls),
+      quiet_.store(std::min(policy_.calls_to_wait(estimate + then, look_s_), kMaxQuietCalls),
                    std::memory_order_relaxed);
       return;
     }
@@ -608,7 +608,7 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     } else if (step.arm == 0 && step.verify == 0 && quiet_.load(std::memory_order_relaxed) <= 0) {
       // Over budget: wait for the calls to pay. Waiting for a kernel compiled in the background
       // with nothing left to prepare: look again after kWaitingQuietS of calls.
-      std::int64_t quiet = policy_.calls_to_wait(look_s_);
+      std::int64_t quiet = policy_.calls_to_wait(0.0, look_s_);
       if (step.waiting && nominated_done_ && next_nominee_ >= nominated_.size() && policy_.csr_seconds() > 0.0)
         quiet = std::max(quiet, static_cast<std::int64_t>(kWaitingQuietS / policy_.csr_seconds()));
       quiet_.store(std::min(quiet, kMaxQuietCalls), std::memory_order_relaxed);

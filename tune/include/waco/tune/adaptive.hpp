@@ -105,12 +105,13 @@ class AdaptivePolicy {
   /// of work beyond the cost so far fit in it (0 when they fit now, or with expected calls,
   /// whose budget does not grow).
   std::int64_t calls_until_affordable(double more) const;
-  /// How many calls csr serves untimed before the plan looks at its budget again: none when it
-  /// is within budget; over budget, until the cost is paid (calls_until_affordable(0)) and, with
-  /// no expected calls, long enough that the next look, taken to cost `look_s` (its lock, clock and policy:
-  /// charged as overhead), spends at most a tenth of what the calls add to the budget (else the
-  /// looks spend it all on a matrix whose csr calls take a fraction of a microsecond).
-  std::int64_t calls_to_wait(double look_s) const;
+  /// How many calls csr serves untimed before the plan looks at its budget again, with `more`
+  /// seconds of work to come: none when they fit now; else until they do
+  /// (calls_until_affordable) and, with no expected calls, long enough that the next look,
+  /// taken to cost `look_s` (its lock, clock and policy: charged as overhead), spends at most a
+  /// tenth of what the calls add to the budget (else, on a matrix whose csr calls take a
+  /// fraction of a microsecond, the looks spend it all).
+  std::int64_t calls_to_wait(double more, double look_s) const;
   /// Tuning work beside the calls (choosing, converting, compiling), charged to the budget as
   /// `kind`; `what` goes to the events (none: charged silently, e.g. the per-call overhead).
   void charge(double seconds, const std::string& what, Cost kind = Cost::Other);
