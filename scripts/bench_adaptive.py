@@ -11,14 +11,9 @@ the delivered gain per call: `wall_break_even`); and the plan's
 own accounting is broken down by where it went (report["adaptive"]["cost_breakdown"], in csr
 calls: the choice, formats, kernel loads, verifications, per-call overhead, the nominees' calls in
 selection and judgment beyond csr's).
-With --against-hybrid, a measured tune of the same matrix (waco_hybrid.tune(..., adaptive=False,
-search="model"): the hybrid, as `waco-hybrid tune --search model` runs it, its own empty tuning
-cache) follows, and the settled plan, the hybrid's plan and csr are timed side by side instead:
-`of_hybrid` is the hybrid's time over the settled plan's per round, median (issue 35's target: at
-least 0.97).
 
 usage: PYTHONPATH=build/python /usr/bin/python3 scripts/bench_adaptive.py [--kernel spmv|spmm]
-       [--dense 64] [--expected-calls N] [--threads 2] [--kernel-cache DIR|cold] [--against-hybrid]
+       [--dense 64] [--expected-calls N] [--threads 2] [--kernel-cache DIR|cold]
        MATRIX.mtx[.gz] ...
 Prints one table row per matrix and, with --json FILE, every plan's report."""
 
@@ -51,8 +46,7 @@ def operand(A, kernel, dense, seed=1):
 
 def side_by_side(plans, x, rounds, block):
     """Median seconds per call of each plan over `rounds` interleaved rounds of `block` calls
-    (the order reverses every other round), the per-round ratios plans[0] / plans[-1], and each
-    plan's per-round seconds per call."""
+    (the order rotates every round), and the per-round ratios plans[0] / plans[1]."""
     per = [[] for _ in plans]
     for r in range(rounds):
         order = list(range(len(plans)))
@@ -64,7 +58,7 @@ def side_by_side(plans, x, rounds, block):
                 plans[i] @ x
             per[i].append((time.perf_counter() - t) / block)
     ratios = np.array(per[0]) / np.array(per[-1])
-    return [float(np.median(p)) for p in per], ratios, per
+    return [float(np.median(p)) for p in per], ratios
 
 
 def main():
@@ -80,18 +74,13 @@ def main():
     ap.add_argument("--block-seconds", type=float, default=0.01)
     ap.add_argument("--kernel-cache", help="the compile cache of the plans (default: the user's); "
                     "'cold': an empty one per matrix, so that only the shipped kernels are found")
-    ap.add_argument("--against-hybrid", action="store_true",
-                    help="also tune by measurement (the hybrid) and time its plan beside the "
-                    "settled one and csr")
     ap.add_argument("--json")
     a = ap.parse_args()
     rows = []
     print(f"{'matrix':14} {'nnz':>7} {'csr_us':>8} {'verdict':>12} {'calls':>6} {'explore':>7} "
           f"{'cost_ms':>8} {'wall_ms':>8} {'judged':>6} {'breakeven':>9} {'wall_be':>7} "
           f"{'delivered':>9} {'q25-q75':>13} | cost in csr calls: choice format load verify "
-          f"overhead selection judgment  schedule"
-          + (" | hybrid: verdict tune_s of_hybrid q25-q75 schedule" if a.against_hybrid else ""),
-          flush=True)
+          f"overhead selection judgment  schedule", flush=True)
     for path in a.matrices:
         name = path.rsplit("/", 1)[-1].split(".mtx")[0]
         A = load(path)
@@ -126,21 +115,9 @@ def main():
                 wall_csr += time.perf_counter() - t
                 csr.verdict  # as the loop above asks the plan
             wall_csr_call = wall_csr / max(1, n_csr)
-            hybrid, hybrid_s = None, None
-            if a.against_hybrid:
-                t = time.perf_counter()
-                hkw = dict(kw, cache_dir=cache + "/hybrid-plans")
-                hybrid = waco_hybrid.tune(A, a.kernel, adaptive=False, search="model", **hkw)
-                hybrid_tune_s = time.perf_counter() - t
             csr_s = side_by_side([csr], x, 3, 3)[0][0]
             block = max(1, int(a.block_seconds / max(csr_s, 1e-7)))
-            if hybrid is None:
-                (plan_s, csr_s), ratios, _ = side_by_side([plan, csr], x, a.rounds, block)
-            else:
-                (plan_s, hybrid_s, csr_s), ratios, per = side_by_side([plan, hybrid, csr], x,
-                                                                      a.rounds, block)
-                # The hybrid's time over the settled plan's, round by round.
-                of_hybrid = np.array(per[1]) / np.array(per[0])
+            (plan_s, csr_s), ratios = side_by_side([plan, csr], x, a.rounds, block)
         ad = report["adaptive"]
         delivered = 1 / np.median(ratios)
         q25, q75 = 1 / np.quantile(ratios, 0.75), 1 / np.quantile(ratios, 0.25)
@@ -158,12 +135,6 @@ def main():
                    break_even=be if be >= 0 else None, delivered=float(delivered),
                    delivered_q25=float(q25), delivered_q75=float(q75), csr_s=csr_s,
                    schedule=plan.schedule, report=report)
-        if hybrid is not None:
-            row.update(hybrid_verdict=hybrid.verdict, hybrid_tune_s=hybrid_tune_s,
-                       hybrid_s=hybrid_s, hybrid_schedule=hybrid.schedule,
-                       hybrid_judged=hybrid.speedup, of_hybrid=float(np.median(of_hybrid)),
-                       of_hybrid_q25=float(np.quantile(of_hybrid, 0.25)),
-                       of_hybrid_q75=float(np.quantile(of_hybrid, 0.75)))
         rows.append(row)
         def calls_of(k):
             v = parts.get(k)
@@ -174,11 +145,7 @@ def main():
               f"{ad['exploring_calls']:7d} {1e3 * ad['cost_s']:8.2f} {1e3 * wall_cost:8.2f} "
               f"{plan.speedup:6.3f} {('-' if be < 0 else f'{be:.0f}'):>9} "
               f"{('-' if wall_be is None else f'{wall_be:.0f}'):>7} {delivered:9.3f} "
-              f"{q25:6.3f}-{q75:6.3f} | {cols}  {plan.schedule}"
-              + ("" if hybrid is None else
-                 f" | {hybrid.verdict} {hybrid_tune_s:.2f} {row['of_hybrid']:.3f} "
-                 f"{row['of_hybrid_q25']:.3f}-{row['of_hybrid_q75']:.3f} {hybrid.schedule}"),
-              flush=True)
+              f"{q25:6.3f}-{q75:6.3f} | {cols}  {plan.schedule}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
@@ -190,12 +157,6 @@ def main():
     if wbes:
         print(f"wall-clock break-even over {len(wbes)}: median {np.median(wbes):.0f}, "
               f"min {min(wbes):.0f}, max {max(wbes):.0f}")
-    ofh = [r["of_hybrid"] for r in rows if "of_hybrid" in r]
-    if ofh:
-        gm = float(np.exp(np.mean(np.log(ofh))))
-        print(f"settled plan against the hybrid's (hybrid time / plan time): geomean {gm:.3f}, "
-              f"median {np.median(ofh):.3f}, min {min(ofh):.3f}; at least 0.97 on "
-              f"{sum(v >= 0.97 for v in ofh)} of {len(ofh)}")
     choices = [r["cost_csr_calls"].get("choice") for r in rows]
     choices = [c for c in choices if c is not None]
     if choices:
