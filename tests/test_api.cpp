@@ -988,19 +988,21 @@ TEST_CASE("api: an adaptive plan of 10 expected calls settles on csr, not-worth-
 
 namespace {
 
-/// A shipped folder in `dir` (precompile) of csr and two SpMV schedules; its path.
-std::string shipped_spmv_folder(const std::string& dir) {
+/// A shipped folder in `dir` (precompile) of the SpMV schedules of `list` (one a line); its path.
+std::string shipped_spmv_folder(const std::string& dir, const std::string& list) {
   const std::string shipped = dir + "/shipped";
-  {
-    std::ofstream f(dir + "/list.txt");
-    f << "csr\norder=i,k format=UC parallel=i threads=2 chunk=static\n"
-      << "split=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=4\n";
-  }
+  std::ofstream(dir + "/list.txt") << list;
   const waco::test::CliResult pre =
       waco::test::run_cli("precompile --kernel spmv --list " + dir + "/list.txt --out " + shipped + " -q");
   INFO(pre.err);
   REQUIRE(pre.status == 0);
   return shipped;
+}
+
+/// ... of csr and two SpMV schedules.
+std::string shipped_spmv_folder(const std::string& dir) {
+  return shipped_spmv_folder(dir, "csr\norder=i,k format=UC parallel=i threads=2 chunk=static\n"
+                                  "split=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=4\n");
 }
 
 /// An adaptive SpMV plan (3 nominees, calls that pay for all of them, a kernel cache of its own in
@@ -1076,16 +1078,9 @@ TEST_CASE("api: an adaptive plan of a tiny matrix, its calls unknown, settles: l
   // the budget: ash219 was still exploring after 300,000 calls (the rule: test_adaptive.cpp,
   // "the wait amortizes the next look"). Here, end to end: such a plan settles, and right.
   const std::string dir = waco::test::scratch_dir("api-adaptive-tiny");
-  const std::string shipped = dir + "/shipped";
-  {  // what the model nominated for ash219 (a 219 x 85 matrix of 438 nonzeros)
-    std::ofstream f(dir + "/list.txt");
-    f << "order=i,k format=UC parallel=i threads=2 chunk=32\n"
-      << "order=i,k format=CC parallel=i threads=2 chunk=static\n";
-  }
-  const waco::test::CliResult pre =
-      waco::test::run_cli("precompile --kernel spmv --list " + dir + "/list.txt --out " + shipped + " -q");
-  INFO(pre.err);
-  REQUIRE(pre.status == 0);
+  // Two of what the model nominated for ash219 (a 219 x 85 matrix of 438 nonzeros).
+  const std::string shipped = shipped_spmv_folder(dir, "order=i,k format=UC parallel=i threads=2 chunk=32\n"
+                                                       "order=i,k format=CC parallel=i threads=2 chunk=static\n");
   struct Restore {
     ~Restore() { ::setenv("WACO_SHIPPED_KERNELS", "none", 1); }  // as the other tests run
   } restore;
