@@ -75,10 +75,10 @@ std::int64_t AdaptivePolicy::calls_until_affordable(double more) const {
 
 std::int64_t AdaptivePolicy::calls_to_wait(double more, double look_s) const {
   // Waits only until the cost was paid let each look (~0.2-1 us) spend what the calls since the
-  // last one had added, and the csr median's own drift moves a budget of millions of calls by
-  // more than a call adds: ash219 (438 nonzeros, 0.25 us csr calls) looked every ~25 calls and
-  // was still exploring after 300,000 calls, the looks 2.8 ms of a 5.0 ms budget, its calls
-  // 3-25% slower than a csr plan's.
+  // last one had added, and the csr median's own drift moves a budget of ~10^5 calls by more
+  // than a call adds: ash219 (438 nonzeros, 0.25 us csr calls) looked every ~25 calls and was
+  // still exploring after 200,000-300,000 calls, the looks 2.8-3.5 ms of a 5.0 ms budget, its
+  // calls 3-6% slower than a csr plan's.
   constexpr double kLooksPerBudget = 10.0;
   const std::int64_t short_calls = calls_until_affordable(more);
   const double per_call = o_.share * csr_seconds();
