@@ -392,7 +392,7 @@ void AdaptiveRun::prior_step() {
   // on a small matrix csr may run serially (chunk=auto), which is no reason to run the list's
   // parallel schedules on one thread. One the operand cannot store or run fails when it is
   // prepared.
-  const int threads = setup_.request.threads > 0 ? setup_.request.threads : csr_->bound.args.threads;
+  const int threads = setup_.request.threads > 0 ? setup_.request.threads : kernels::available_cpus();
   std::vector<codegen::SuperSchedule> v;
   for (codegen::SuperSchedule s : *shortlist_) {
     if (s.threads > 0) s.threads = threads;
