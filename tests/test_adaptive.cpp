@@ -451,3 +451,118 @@ TEST_CASE("adaptive: a decision made before settles on csr at once as no-gain") 
   p.not_worth_it("later");  // settled once: nothing changes
   CHECK(p.verdict() == "no-gain");
 }
+
+namespace {
+
+/// Runs one recheck of a settled gain to its end (or `max_calls`): `time(arm, previous)` is a
+/// call's seconds given the arm of the call before it (-1: none). Returns the calls it took.
+int recheck(AdaptivePolicy& p, const std::function<double(int, int)>& time, int& previous,
+            int max_calls = 100000) {
+  REQUIRE(p.recheck_in() > 0);
+  p.start_recheck();
+  int calls = 0;
+  for (; calls < max_calls && p.rechecking(); ++calls) {
+    const AdaptivePolicy::Step s = p.next();
+    CHECK(s.verify == 0);
+    p.record(s.arm, time(s.arm, previous), s.warm);
+    previous = s.arm;
+  }
+  return calls;
+}
+
+}  // namespace
+
+TEST_CASE("adaptive: a gain judged on alternating calls that does not hold in blocks of the chosen "
+          "kernel's calls is rechecked twice and csr serves again") {
+  AdaptiveOptions o;
+  o.expected_calls = 1000000;
+  AdaptivePolicy p = ready_policy(1, o);
+  // csr 10 us; the nominee 8 us right after a csr call, 12 us after one of its own (a parallel
+  // kernel beside a serial csr whose data the other core holds, say): exploration's pairs, each
+  // a nominee call after a csr call, judge it 1.25x faster; the caller's calls of it run at 12 us.
+  int previous = -1;
+  const auto time = [](int arm, int before) { return arm == 0 ? 10e-6 : before == 0 ? 8e-6 : 12e-6; };
+  for (int c = 0; c < 10000 && !p.settled(); ++c) {
+    const AdaptivePolicy::Step s = p.next();
+    if (s.verify) {
+      p.record(0, 10e-6);
+      p.verified(s.verify, true, 10e-6);
+      previous = 0;
+      continue;
+    }
+    p.record(s.arm, time(s.arm, previous), s.warm);
+    previous = s.arm;
+  }
+  REQUIRE(p.verdict() == "gain");
+  CHECK(p.choice() == 1);
+  CHECK(p.recheck_in() >= o.recheck_first);
+  previous = 1;  // the chosen kernel served the calls since
+  recheck(p, time, previous);
+  // The first recheck doubts; the second, at once, confirms: csr serves again.
+  CHECK(p.to_json().at("rechecks").size() == 2);
+  CHECK(p.reverted());
+  CHECK(p.verdict() == "no-gain");
+  CHECK(p.choice() == 0);
+  CHECK(*p.speedup() == 1.0);
+  CHECK_FALSE(p.break_even_calls());
+  CHECK(p.recheck_in() == 0);
+  const nlohmann::json j = p.to_json();
+  CHECK(j.at("rechecks").at(0).at("held").is_null());
+  CHECK(j.at("rechecks").at(1).at("held") == false);
+  CHECK(j.at("rechecks").at(1).at("ratio_median").get<double>() == Approx(1.2));
+  CHECK(j.at("reverted") == true);
+  for (int c = 0; c < 20; ++c) CHECK(p.next().arm == 0);
+}
+
+TEST_CASE("adaptive: a gain that holds is rechecked ever less often, each recheck a small share of "
+          "the calls since the last, and noise does not revert it") {
+  for (const double gain : {1.5, 1.05}) {
+    AdaptiveOptions o;
+    o.expected_calls = 1000000;
+    AdaptivePolicy p = ready_policy(2, o);
+    // csr 10 us, nominee 2 faster by `gain`, nominee 1 slower; every call +-3% noise (seeded).
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<double> noise(0.97, 1.03);
+    const auto time = [&](int arm, int) {
+      return (arm == 0 ? 10e-6 : arm == 2 ? 10e-6 / gain : 13e-6) * noise(rng);
+    };
+    drive(p, [&](int arm) { return time(arm, 0); }, 10000);
+    REQUIRE(p.verdict() == "gain");
+    REQUIRE(p.choice() == 2);
+    int previous = 2;
+    std::int64_t in = p.recheck_in(), csr_calls = 0;
+    for (int k = 0; k < 12; ++k) {
+      INFO("gain " << gain << ", recheck " << k);
+      REQUIRE(in > 0);
+      const int calls = recheck(p, time, previous);
+      const std::int64_t csr_now = p.to_json().at("recheck_csr_calls").get<std::int64_t>();
+      CHECK(calls <= in / 10);  // a recheck is at most a tenth of the calls before it
+      CHECK(csr_now - csr_calls == calls / 2);
+      csr_calls = csr_now;
+      CHECK_FALSE(p.rechecking());
+      CHECK_FALSE(p.reverted());
+      CHECK(p.choice() == 2);
+      CHECK(p.verdict() == "gain");
+      const std::int64_t next = p.recheck_in();
+      CHECK(next >= in * o.recheck_growth);
+      in = next;
+    }
+    const nlohmann::json j = p.to_json();
+    CHECK(j.at("rechecks").size() == 12);
+    for (const auto& r : j.at("rechecks")) CHECK(r.at("held") == true);
+  }
+}
+
+TEST_CASE("adaptive: rechecks are off on request, and csr's no-gain is never rechecked") {
+  AdaptiveOptions o;
+  o.expected_calls = 1000000;
+  o.recheck = false;
+  AdaptivePolicy p = ready_policy(1, o);
+  drive(p, [](int arm) { return arm == 0 ? 10e-6 : 6e-6; }, 10000);
+  REQUIRE(p.verdict() == "gain");
+  CHECK(p.recheck_in() == 0);
+  AdaptivePolicy q = ready_policy(1, AdaptiveOptions{});
+  drive(q, [](int) { return 10e-6; }, 10000);
+  REQUIRE(q.verdict() == "no-gain");
+  CHECK(q.recheck_in() == 0);
+}

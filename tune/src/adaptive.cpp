@@ -94,7 +94,7 @@ void AdaptivePolicy::ready(int nominee) {
 
 AdaptivePolicy::Step AdaptivePolicy::next() {
   ++calls_;
-  if (settled_) return {choice(), 0};
+  if (settled_) return phase_ == Phase::Recheck ? recheck_step() : Step{choice(), 0};
   if (over_budget()) {
     // With expected calls, what is spent is spent: the rest of the calls cannot pay for more.
     // Without, exploring resumes when the calls served have raised the budget.
@@ -171,7 +171,10 @@ int AdaptivePolicy::next_nominee() {
 }
 
 void AdaptivePolicy::record(int arm, double seconds, bool warm) {
-  if (settled_) return;  // what a settled plan's calls take is the caller's, not tuning's
+  if (settled_) {  // what a settled plan's calls take is the caller's, not tuning's: but a recheck's
+    if (phase_ == Phase::Recheck && !warm && (arm == 0 || arm == settled_arm_)) recheck_record(arm, seconds);
+    return;
+  }
   Arm& a = arms_.at(static_cast<std::size_t>(arm));
   if (warm && arm == 0) return;  // csr's calls cost nothing over not tuning
   if (arm == 0) {
@@ -330,6 +333,96 @@ void AdaptivePolicy::settle(int arm, const std::string& verdict) {
   phase_ = Phase::Settled;
   settled_arm_ = arm;
   verdict_ = verdict;
+  recheck_in_ = arm != 0 && o_.recheck ? std::max<std::int64_t>(o_.recheck_first, 20LL * o_.recheck_rounds * recheck_block()) : 0;
+}
+
+int AdaptivePolicy::recheck_block() const {
+  const double csr = csr_seconds();
+  const double fit = csr > 0 ? std::ceil(o_.recheck_block_s / csr) : 0.0;
+  return std::max(o_.recheck_block_calls, std::min(1 << 16, static_cast<int>(fit)));
+}
+
+std::int64_t AdaptivePolicy::recheck_in() const {
+  return phase_ == Phase::Settled && settled_arm_ != 0 ? recheck_in_ : 0;
+}
+
+void AdaptivePolicy::start_recheck() {
+  WACO_ASSERT(recheck_in() > 0, "AdaptivePolicy::start_recheck: no recheck is due");
+  phase_ = Phase::Recheck;
+  recheck_pos_ = 0;
+  recheck_block_ = std::max(recheck_block(), o_.recheck_warm + 1);
+  recheck_s_[0].clear();
+  recheck_s_[1].clear();
+}
+
+AdaptivePolicy::Step AdaptivePolicy::recheck_step() {
+  // Round r: a block of the chosen kernel's calls and one of csr's, the chosen one first in
+  // even rounds; each block's first recheck_warm calls are no samples. Calls handed out beyond
+  // the recheck's (overlapping callers) run the chosen kernel as no samples.
+  const std::int64_t b = recheck_block_, pos = recheck_pos_++;
+  if (pos >= 2 * b * o_.recheck_rounds) return {settled_arm_, 0, true};
+  const std::int64_t round = pos / (2 * b), j = pos % (2 * b);
+  const int arm = ((j < b) == (round % 2 == 0)) ? settled_arm_ : 0;
+  if (arm == 0) ++recheck_csr_calls_;
+  return {arm, 0, j % b < o_.recheck_warm};
+}
+
+void AdaptivePolicy::recheck_record(int arm, double seconds) {
+  std::vector<double>& s = recheck_s_[arm == 0 ? 0 : 1];
+  s.push_back(seconds);
+  const std::size_t need = static_cast<std::size_t>(o_.recheck_rounds) *
+                           static_cast<std::size_t>(recheck_block_ - o_.recheck_warm);
+  if (recheck_s_[0].size() >= need && recheck_s_[1].size() >= need) end_recheck();
+}
+
+void AdaptivePolicy::end_recheck() {
+  // Each round's ratio: the chosen kernel's block median over csr's.
+  const auto per = static_cast<std::ptrdiff_t>(recheck_block_ - o_.recheck_warm);
+  std::vector<double> ratios;
+  for (int r = 0; r < o_.recheck_rounds; ++r) {
+    const auto block = [&](const std::vector<double>& v) {
+      return median(std::vector<double>(v.begin() + r * per, v.begin() + (r + 1) * per));
+    };
+    const double c = block(recheck_s_[0]);
+    if (c > 0) ratios.push_back(block(recheck_s_[1]) / c);
+  }
+  const double here = ratios.empty() ? 1.0 : median(ratios);
+  const bool doubted = !doubt_ratios_.empty();
+  doubt_ratios_.insert(doubt_ratios_.end(), ratios.begin(), ratios.end());
+  const double pooled = doubt_ratios_.empty() ? 1.0 : median(doubt_ratios_);
+  std::vector<double> sorted(ratios);
+  std::sort(sorted.begin(), sorted.end());
+  nlohmann::json ev = {{"at_call", calls_},
+                       {"rounds", ratios.size()},
+                       {"block_calls", recheck_block_},
+                       {"ratio_median", here},
+                       {"ratio_q25", sorted.empty() ? 1.0 : kernels::quantile(sorted, 0.25)},
+                       {"ratio_q75", sorted.empty() ? 1.0 : kernels::quantile(sorted, 0.75)}};
+  recheck_pos_ = 0;
+  recheck_s_[0].clear();
+  recheck_s_[1].clear();
+  if (here < 1.0 || (doubted && pooled < 1.0)) {
+    ev["held"] = true;
+    ++rechecks_held_;
+    doubt_ratios_.clear();
+    phase_ = Phase::Settled;
+    recheck_in_ = std::max<std::int64_t>(recheck_in_ * o_.recheck_growth,
+                                         20LL * o_.recheck_rounds * recheck_block_);
+  } else if (!doubted) {
+    ev["held"] = nullptr;  // a second recheck follows at once
+  } else {
+    ev["held"] = false;
+    ev["pooled_ratio_median"] = pooled;
+    events_.push_back({{"reverted", "the chosen kernel was not faster than csr on two rechecks in a row "
+                                    "(median block ratio " + std::to_string(pooled) + "): csr serves"}});
+    reverted_ = true;
+    settled_arm_ = 0;
+    verdict_ = "no-gain";
+    recheck_in_ = 0;
+    doubt_ratios_.clear();
+    phase_ = Phase::Settled;
+  }
+  rechecks_.push_back(std::move(ev));
 }
 
 int AdaptivePolicy::choice() const { return settled_ ? settled_arm_ : 0; }
@@ -397,6 +490,9 @@ nlohmann::json AdaptivePolicy::to_json() const {
           {"speedup", sp ? nlohmann::json(*sp) : nlohmann::json()},
           {"break_even_calls", be ? nlohmann::json(*be) : nlohmann::json()},
           {"judged", judged_ ? judged_->to_json() : nlohmann::json()},
+          {"rechecks", rechecks_},
+          {"recheck_csr_calls", recheck_csr_calls_},
+          {"reverted", reverted_},
           {"arms", arms},
           {"events", events_}};
 }

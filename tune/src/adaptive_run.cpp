@@ -149,10 +149,7 @@ AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
   // as the tune report names one.
   nominee_text_[0] = arms_[0]->bound.baseline.empty() ? codegen::to_text(arms_[0]->bound.schedule)
                                                       : "impl=" + arms_[0]->bound.baseline;
-  if (policy_.settled()) {  // no nominee asked for
-    chosen_ = arms_[0];
-    settled_.store(true, std::memory_order_release);
-  }
+  if (policy_.settled()) settle_locked();  // no nominee asked for
 }
 
 AdaptiveRun::~AdaptiveRun() {
@@ -577,9 +574,10 @@ void AdaptiveRun::compile_queued(codegen::CompilerOptions opts) {
 }
 
 void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
-  if (settled_.load(std::memory_order_acquire)) {
+  if (settled_.load(std::memory_order_acquire) &&
+      settled_calls_.load(std::memory_order_relaxed) < recheck_at_.load(std::memory_order_relaxed)) {
     settled_calls_.fetch_add(1, std::memory_order_relaxed);
-    run(*chosen_, out);
+    run(*serving_.load(std::memory_order_acquire), out);
     return;
   }
   if (quiet_.load(std::memory_order_relaxed) > 0 &&
@@ -597,6 +595,13 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
   bool exploring = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
+    if (policy_.recheck_in() > 0 && settled_calls_.load(std::memory_order_relaxed) >=
+                                        recheck_at_.load(std::memory_order_relaxed)) {
+      // A recheck of the gain: every call takes the lock until it decides.
+      settled_.store(false, std::memory_order_release);
+      recheck_at_.store(INT64_MAX, std::memory_order_relaxed);
+      policy_.start_recheck();
+    }
     policy_.skip(quiet_served_.exchange(0, std::memory_order_relaxed));
     const double p0 = kernels::now_seconds();
     maybe_prepare(lock);
@@ -604,7 +609,7 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     exploring = !policy_.settled();
     step = policy_.next();
     if (policy_.settled()) {
-      settle_locked();
+      if (!policy_.rechecking()) settle_locked();
     } else if (step.arm == 0 && step.verify == 0 && quiet_.load(std::memory_order_relaxed) <= 0) {
       // Over budget: wait for the calls to pay. Waiting for a kernel compiled in the background
       // with nothing left to prepare: look again after kWaitingQuietS of calls.
@@ -668,6 +673,11 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
       look_s_ = kernels::now_seconds() - t_enter - t_prepare - t - t_nominee - t_check;
       policy_.charge(look_s_, {}, Cost::Overhead);
     }
+    if (policy_.settled() && !policy_.rechecking() && !settled_.load(std::memory_order_relaxed)) {
+      // A recheck decided: the gain holds, or csr serves again, its no-gain kept in the cache.
+      settle_locked();
+      store = stored_ && policy_.reverted();
+    }
     if (policy_.settled() && !stored_) {
       settle_locked();
       stored_ = true;
@@ -691,11 +701,18 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
 }
 
 void AdaptiveRun::settle_locked() {
-  if (chosen_) return;
-  chosen_ = arms_.at(static_cast<std::size_t>(policy_.choice()));
-  for (std::size_t k = 1; k < arms_.size(); ++k)
-    if (arms_[k] != chosen_) arms_[k].reset();  // the losers' formats and kernels
-  std::vector<kernels::Values>().swap(spare_);
+  const std::shared_ptr<const Arm>& choice = arms_.at(static_cast<std::size_t>(policy_.choice()));
+  if (!chosen_) {
+    for (std::size_t k = 1; k < arms_.size(); ++k)
+      if (arms_[k] != choice) arms_[k].reset();  // the losers' formats and kernels
+    std::vector<kernels::Values>().swap(spare_);
+  }
+  // A recheck that reverts leaves the chosen kernel in arms_: calls without the lock may run it.
+  chosen_ = choice;
+  serving_.store(chosen_.get(), std::memory_order_release);
+  const std::int64_t in = policy_.recheck_in();
+  recheck_at_.store(in > 0 ? settled_calls_.load(std::memory_order_relaxed) + in : INT64_MAX,
+                    std::memory_order_relaxed);
   settled_.store(true, std::memory_order_release);
 }
 
@@ -706,13 +723,15 @@ void AdaptiveRun::store_decision() {
   nlohmann::json r = report();
   try {
     std::optional<heuristics::TuningKey> key;
+    std::shared_ptr<const Arm> chosen;
     {
       std::lock_guard<std::mutex> lock(mu_);
       key = key_;
+      chosen = chosen_;
     }
     if (!key) key = setup_.cache_key();
     const heuristics::TuningCache cache(setup_.cache_dir);
-    const std::string path = cache.store(*key, chosen_->bound.schedule, r);
+    const std::string path = cache.store(*key, chosen->bound.schedule, r);
     std::lock_guard<std::mutex> lock(mu_);
     cache_result_ = {{"path", path}};
   } catch (const std::exception& e) {

@@ -19,6 +19,13 @@
 //  3. judgment: the last nominee and csr on `judge_rounds` fresh pairs, not the ones that
 //     selected it, judged by heuristics::judge_gain (the rule of `waco-hybrid tune`): a gain
 //     settles on the nominee, anything else on csr.
+//  4. rechecks of a gain: after settling on a nominee, the plan judges it again on the caller's
+//     calls, as the caller runs it (blocks of consecutive calls of one kernel, csr's and the
+//     chosen one's alternating, each block's first calls no samples): after `recheck_first`
+//     calls served by it, then after `recheck_growth` times as many each time. A recheck whose
+//     median block ratio to csr is not below 1 is followed by another at once; when the two
+//     together are not below 1 either, the plan goes back to csr ("no-gain": the gain judged on
+//     exploration's single alternating calls did not hold where the calls run).
 // Exploration costs the time nominees take beyond csr's, the verification runs and what the
 // caller reports (format conversion, compilation); when it would exceed the budget (a share of
 // the expected calls' csr time, or with no expected calls of the calls served so far) the plan
@@ -57,6 +64,18 @@ struct AdaptiveOptions {
   std::int64_t expected_calls = 0;
   double share = 0.1;
   heuristics::DecisionRule rule;
+  /// Rechecks of a settled gain (step 4 above; false: none). Each costs its csr calls beyond the
+  /// chosen kernel's, `recheck_rounds` x a block's calls, and begins no sooner than ten times its
+  /// own calls after the last.
+  bool recheck = true;
+  std::int64_t recheck_first = 1000;  ///< calls served by the chosen kernel before the first
+  int recheck_growth = 4;             ///< the next one after this many times as many calls
+  int recheck_rounds = 8;             ///< block pairs (csr's, the chosen kernel's) a recheck
+  /// A block is `recheck_block_calls` calls, or more when csr's calls are short: as many as
+  /// take `recheck_block_s` of csr time; its first `recheck_warm` calls are no samples.
+  int recheck_block_calls = 6;
+  double recheck_block_s = 50e-6;
+  int recheck_warm = 2;
 };
 
 /// Where exploration's cost goes (to_json's "cost_breakdown"): the work charged beside the calls,
@@ -126,6 +145,17 @@ class AdaptivePolicy {
   /// budget, then csr, where a 1.6x kernel was found by the hybrid tune).
   void overran(double estimate, double seconds);
 
+  /// Once settled on a gain: how many calls the chosen kernel serves (without the policy)
+  /// before the next recheck; 0 when none is to come (csr serves, rechecks are off, or one runs).
+  std::int64_t recheck_in() const;
+  /// A recheck begins: next() hands out its calls (csr's and the chosen kernel's blocks), the
+  /// plan staying settled on its choice until the recheck decides. Asked when recheck_in() > 0.
+  void start_recheck();
+  /// Whether a recheck runs (settled() stays true meanwhile).
+  bool rechecking() const { return phase_ == Phase::Recheck; }
+  /// Whether a recheck took the plan back from a gain to csr.
+  bool reverted() const { return reverted_; }
+
   bool settled() const { return settled_; }
   /// The arm serving calls once settled (0: csr); while exploring, the best so far.
   int choice() const;
@@ -175,7 +205,7 @@ class AdaptivePolicy {
     std::vector<double> seconds;   ///< its timed calls
     int rung_calls = 0;            ///< calls timed in the current rung
   };
-  enum class Phase { Verify, Rungs, Judge, Settled };
+  enum class Phase { Verify, Rungs, Judge, Settled, Recheck };
 
   int live_nominees() const;
   /// The nominee of the next turn (rungs: the one whose block goes on until it has its calls,
@@ -186,6 +216,11 @@ class AdaptivePolicy {
   void end_rung();
   void judge();
   void settle(int arm, const std::string& verdict);
+  /// The calls of a block of a recheck (recheck_block_calls, or more for short csr calls).
+  int recheck_block() const;
+  Step recheck_step();
+  void recheck_record(int arm, double seconds);
+  void end_recheck();
   bool over_budget() const;
 
   AdaptiveOptions o_;
@@ -218,6 +253,18 @@ class AdaptivePolicy {
   int block_arm_ = 0;              ///< the nominee whose block of calls goes on
   std::size_t next_arm_ = 1;       ///< the nominee whose calls of the rung go on (then the next)
   std::vector<double> judge_csr_, judge_nominee_;  ///< the judgment's pairs, in order
+  // Rechecks: the calls handed out in the current one, its block size, each arm's timed calls
+  // in it ([0] csr, [1] the chosen kernel), the ratios of a recheck that doubted (pooled with
+  // the one after it), how many held, the calls until the next one, csr's calls in rechecks.
+  std::int64_t recheck_pos_ = 0;
+  int recheck_block_ = 0;
+  std::vector<double> recheck_s_[2];
+  std::vector<double> doubt_ratios_;
+  int rechecks_held_ = 0;
+  std::int64_t recheck_in_ = 0;
+  std::int64_t recheck_csr_calls_ = 0;
+  bool reverted_ = false;
+  nlohmann::json rechecks_ = nlohmann::json::array();
   nlohmann::json events_ = nlohmann::json::array();
 };
 

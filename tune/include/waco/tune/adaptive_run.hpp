@@ -144,7 +144,9 @@ class AdaptiveRun {
   /// it is the only nominee (no model, nothing compiled).
   void dia_step();
   void nominee_step(std::size_t k);
-  void settle_locked();       ///< the policy settled: publish the choice, free the others
+  /// The policy settled, or a recheck ended: publish the choice (the first time, free the
+  /// others) and when the next recheck begins.
+  void settle_locked();
   void store_decision();      ///< the settled decision into the tuning cache (one it made)
 
   AdaptiveSetup setup_;
@@ -186,7 +188,13 @@ class AdaptiveRun {
   /// price of looking at the budget again, which a wait's length must amortize (call()).
   double look_s_ = 0.0;
   std::shared_ptr<const Arm> csr_;
-  std::shared_ptr<const Arm> chosen_;             ///< set once, before settled_
+  /// The arm serving settled calls (set before settled_; a recheck that reverts sets csr's),
+  /// and the same for the calls that take no lock: the arms it pointed to stay alive.
+  std::shared_ptr<const Arm> chosen_;
+  std::atomic<const Arm*> serving_{nullptr};
+  /// settled_calls_ at which the next recheck of a gain begins (AdaptivePolicy::recheck_in);
+  /// meanwhile (settled_ false) every call takes the lock.
+  std::atomic<std::int64_t> recheck_at_{INT64_MAX};
   std::atomic<bool> settled_{false};
   bool stored_ = false;
   nlohmann::json cache_result_ = nullptr;
