@@ -7,6 +7,7 @@
 
 #include "waco/codegen/emitter.hpp"
 #include "waco/kernels/baseline_loops.hpp"
+#include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/serial_bound.hpp"
 #include "waco/kernels/timing.hpp"
@@ -186,6 +187,7 @@ bool reuse_kernel(BoundKernel& b, const BoundKernel& loaded) {
 
 BoundKernel bind_schedule(const SuperSchedule& schedule, const kernels::Problem& p,
                           std::int64_t dense, int threads, const GeneratedOptions& opts) {
+  kernels::place_openmp_team(threads);  // before the format's and the kernel's parallel regions
   BoundKernel b = prepare_binding(schedule, p, dense, threads, opts);
   load_kernel(b, opts.compiler);
   return b;
@@ -314,6 +316,7 @@ BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, st
     throw kernels::Error("the baseline \"" + name + "\" cannot serve " +
                          std::string(kernels::kernel_name(p.kind)) +
                          " (served: csr for spmv, spmm and sddmm; csf for mttkrp; dia for spmv)");
+  kernels::place_openmp_team(threads);
   if (name == kDiaBaseline) return bind_dia(p, threads);
   BoundKernel b = prepare_binding(*schedule_shortcut(p.kind, name), p, dense, threads, opts);
   b.source.clear();

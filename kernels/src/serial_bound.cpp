@@ -473,6 +473,7 @@ bool csr_spmv_serial_for(const CsrView<V>& A, const V* x, V* y, int threads) {
     return 0;
   };
   const bool bound = csr_spmv_serial(nnz, threads, dtype_of<V>());
+  place_openmp_team(threads);
   const int first = clear();
   if (first == 0) return bound;
   if ((first > 0) == bound) return bound;

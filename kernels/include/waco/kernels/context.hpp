@@ -131,6 +131,19 @@ int available_cpus();
 /// it once its own parallel work (the choice) is done.
 void release_idle_openmp_threads();
 
+/// Starts the calling thread's OpenMP team of `threads` (once per thread and team size; again
+/// after release_idle_openmp_threads) and moves each new thread that the scheduler placed on
+/// the calling thread's CPU to another CPU it may run on: its affinity narrowed, then at once
+/// given back (it is not pinned). Returns the seconds it took (0 when already placed).
+/// Why: a new worker is woken onto the CPU of the thread that starts the region (wake-affine
+/// placement), where that thread spins at the region's barrier, and runs only when the
+/// scheduler moves it: on a 2-vCPU AMD EPYC Zen 5 guest the first two or three parallel regions
+/// of 10 of 12 fresh processes took ~4-8 ms each (8-22 ms in all, against 2 ms with this; the
+/// regions after it 3-6 us). Kernels timed, judged or probed on such regions ran 20-30x slower
+/// than they run (an adaptive plan abandoned a 1.4x dia kernel; csr's serial-or-parallel
+/// probe decided serial where parallel is 2.9x faster, serial_bound.cpp).
+double place_openmp_team(int threads);
+
 /// Physical memory of the machine in bytes (sysconf); +infinity when unknown.
 double physical_memory_bytes();
 /// Memory available to a new allocation now without swapping (/proc/meminfo MemAvailable), in
