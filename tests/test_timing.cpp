@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -373,4 +374,38 @@ TEST_CASE("context: /proc/cpuinfo read as far as asked gives what the whole file
   CHECK(waco::kernels::cpu_model() == (waco::kernels::cpuinfo_field("model name").empty()
                                            ? std::string("unknown")
                                            : waco::kernels::cpuinfo_field("model name")));
+}
+
+namespace {
+
+/// Cpus_allowed_list of every thread of this process (/proc/self/task/*/status).
+std::vector<std::string> threads_allowed_cpus() {
+  std::vector<std::string> lists;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) lists.push_back(line.substr(line.find(':') + 1));
+  }
+  return lists;
+}
+
+}  // namespace
+
+TEST_CASE("context: place_openmp_team starts a team once per size and leaves every thread's "
+          "affinity as it was, and a released pool starts anew") {
+  // On a thread of its own: its OpenMP pool is its own, started here (whatever ran before).
+  int code = 0;
+  std::thread([&] {
+    const std::vector<std::string> before = threads_allowed_cpus();
+    const double first = place_openmp_team(2);
+    if (first <= 0.0) code |= 2;
+    if (place_openmp_team(2) != 0.0 || place_openmp_team(1) != 0.0) code |= 4;  // placed already
+    const std::vector<std::string> after = threads_allowed_cpus();
+    if (after.size() < before.size() + 1) code |= 8;  // the team's thread runs (idle)
+    for (const std::string& a : after)
+      if (a != before.front()) code |= 16;  // nobody pinned
+    release_idle_openmp_threads();
+    if (place_openmp_team(2) <= 0.0) code |= 64;
+  }).join();
+  CHECK(code == 0);
 }

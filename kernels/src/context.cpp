@@ -457,8 +457,6 @@ namespace {
 /// The team size place_openmp_team placed for the calling thread's pool (0: none since the
 /// pool started or was released).
 thread_local int placed_team = 0;
-/// A forked child has no threads of its parent's team: its first region starts new ones.
-const int forget_team_in_child = ::pthread_atfork(nullptr, nullptr, [] { placed_team = 0; });
 }  // namespace
 
 void release_idle_openmp_threads() {
