@@ -455,11 +455,13 @@ TEST_CASE("adaptive: a decision made before settles on csr at once as no-gain") 
 namespace {
 
 /// Runs one recheck of a settled gain to its end (or `max_calls`): `time(arm, previous)` is a
-/// call's seconds given the arm of the call before it (-1: none). Returns the calls it took.
+/// call's seconds given the arm of the call before it (-1: none); `served` counts the calls the
+/// chosen kernel served between rechecks. Returns the calls it took.
 int recheck(AdaptivePolicy& p, const std::function<double(int, int)>& time, int& previous,
-            int max_calls = 100000) {
+            std::int64_t& served, int max_calls = 100000) {
   REQUIRE(p.recheck_in() > 0);
-  p.start_recheck();
+  served += p.recheck_in();  // the calls the chosen kernel served before it
+  p.start_recheck(served);
   int calls = 0;
   for (; calls < max_calls && p.rechecking(); ++calls) {
     const AdaptivePolicy::Step s = p.next();
@@ -497,7 +499,8 @@ TEST_CASE("adaptive: a gain judged on alternating calls that does not hold in bl
   CHECK(p.choice() == 1);
   CHECK(p.recheck_in() >= o.recheck_first);
   previous = 1;  // the chosen kernel served the calls since
-  recheck(p, time, previous);
+  std::int64_t served = 0;
+  recheck(p, time, previous, served);
   // The first recheck doubts; the second, at once, confirms: csr serves again.
   CHECK(p.to_json().at("rechecks").size() == 2);
   CHECK(p.reverted());
@@ -530,11 +533,14 @@ TEST_CASE("adaptive: a gain that holds is rechecked ever less often, each rechec
     REQUIRE(p.verdict() == "gain");
     REQUIRE(p.choice() == 2);
     int previous = 2;
-    std::int64_t in = p.recheck_in(), csr_calls = 0;
+    std::int64_t in = p.recheck_in(), csr_calls = 0, served = 0;
     for (int k = 0; k < 12; ++k) {
       INFO("gain " << gain << ", recheck " << k);
       REQUIRE(in > 0);
-      const int calls = recheck(p, time, previous);
+      const std::int64_t before = p.calls();
+      const int calls = recheck(p, time, previous, served);
+      // Each recheck's call counts the calls served without the policy between.
+      CHECK(p.to_json().at("rechecks").back().at("at_call").get<std::int64_t>() == before + calls + served);
       const std::int64_t csr_now = p.to_json().at("recheck_csr_calls").get<std::int64_t>();
       CHECK(calls <= in / 10);  // a recheck is at most a tenth of the calls before it
       CHECK(csr_now - csr_calls == calls / 2);

@@ -346,8 +346,9 @@ std::int64_t AdaptivePolicy::recheck_in() const {
   return phase_ == Phase::Settled && settled_arm_ != 0 ? recheck_in_ : 0;
 }
 
-void AdaptivePolicy::start_recheck() {
+void AdaptivePolicy::start_recheck(std::int64_t served) {
   WACO_ASSERT(recheck_in() > 0, "AdaptivePolicy::start_recheck: no recheck is due");
+  served_ = served;
   phase_ = Phase::Recheck;
   recheck_pos_ = 0;
   recheck_block_ = std::max(recheck_block(), o_.recheck_warm + 1);
@@ -392,7 +393,7 @@ void AdaptivePolicy::end_recheck() {
   const double pooled = doubt_ratios_.empty() ? 1.0 : median(doubt_ratios_);
   std::vector<double> sorted(ratios);
   std::sort(sorted.begin(), sorted.end());
-  nlohmann::json ev = {{"at_call", calls_},
+  nlohmann::json ev = {{"at_call", calls_ + served_},
                        {"rounds", ratios.size()},
                        {"block_calls", recheck_block_},
                        {"ratio_median", here},

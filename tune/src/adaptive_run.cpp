@@ -600,7 +600,7 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
       // A recheck of the gain: every call takes the lock until it decides.
       settled_.store(false, std::memory_order_release);
       recheck_at_.store(INT64_MAX, std::memory_order_relaxed);
-      policy_.start_recheck();
+      policy_.start_recheck(settled_calls_.load(std::memory_order_relaxed));
     }
     policy_.skip(quiet_served_.exchange(0, std::memory_order_relaxed));
     const double p0 = kernels::now_seconds();

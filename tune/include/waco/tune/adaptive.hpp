@@ -149,8 +149,10 @@ class AdaptivePolicy {
   /// before the next recheck; 0 when none is to come (csr serves, rechecks are off, or one runs).
   std::int64_t recheck_in() const;
   /// A recheck begins: next() hands out its calls (csr's and the chosen kernel's blocks), the
-  /// plan staying settled on its choice until the recheck decides. Asked when recheck_in() > 0.
-  void start_recheck();
+  /// plan staying settled on its choice until the recheck decides. Asked when recheck_in() > 0;
+  /// `served`: the calls the chosen kernel served without the policy so far (the report counts
+  /// them in each recheck's "at_call").
+  void start_recheck(std::int64_t served);
   /// Whether a recheck runs (settled() stays true meanwhile).
   bool rechecking() const { return phase_ == Phase::Recheck; }
   /// Whether a recheck took the plan back from a gain to csr.
@@ -263,6 +265,7 @@ class AdaptivePolicy {
   int rechecks_held_ = 0;
   std::int64_t recheck_in_ = 0;
   std::int64_t recheck_csr_calls_ = 0;
+  std::int64_t served_ = 0;  ///< start_recheck's: calls served without the policy
   bool reverted_ = false;
   nlohmann::json rechecks_ = nlohmann::json::array();
   nlohmann::json events_ = nlohmann::json::array();
