@@ -333,7 +333,7 @@ void AdaptivePolicy::settle(int arm, const std::string& verdict) {
   phase_ = Phase::Settled;
   settled_arm_ = arm;
   verdict_ = verdict;
-  recheck_in_ = arm != 0 && o_.recheck ? std::max<std::int64_t>(o_.recheck_first, 20LL * o_.recheck_rounds * recheck_block()) : 0;
+  recheck_in_ = arm != 0 && o_.recheck ? std::max(o_.recheck_first, recheck_gap(recheck_block())) : 0;
 }
 
 int AdaptivePolicy::recheck_block() const {
@@ -404,11 +404,9 @@ void AdaptivePolicy::end_recheck() {
   recheck_s_[1].clear();
   if (here < 1.0 || (doubted && pooled < 1.0)) {
     ev["held"] = true;
-    ++rechecks_held_;
     doubt_ratios_.clear();
     phase_ = Phase::Settled;
-    recheck_in_ = std::max<std::int64_t>(recheck_in_ * o_.recheck_growth,
-                                         20LL * o_.recheck_rounds * recheck_block_);
+    recheck_in_ = std::max(recheck_in_ * o_.recheck_growth, recheck_gap(recheck_block_));
   } else if (!doubted) {
     ev["held"] = nullptr;  // a second recheck follows at once
   } else {

@@ -220,6 +220,8 @@ class AdaptivePolicy {
   void settle(int arm, const std::string& verdict);
   /// The calls of a block of a recheck (recheck_block_calls, or more for short csr calls).
   int recheck_block() const;
+  /// The fewest calls between rechecks of `block` calls a block: ten times a recheck's calls.
+  std::int64_t recheck_gap(int block) const { return 20LL * o_.recheck_rounds * block; }
   Step recheck_step();
   void recheck_record(int arm, double seconds);
   void end_recheck();
@@ -257,12 +259,11 @@ class AdaptivePolicy {
   std::vector<double> judge_csr_, judge_nominee_;  ///< the judgment's pairs, in order
   // Rechecks: the calls handed out in the current one, its block size, each arm's timed calls
   // in it ([0] csr, [1] the chosen kernel), the ratios of a recheck that doubted (pooled with
-  // the one after it), how many held, the calls until the next one, csr's calls in rechecks.
+  // the one after it), the calls until the next one, csr's calls in rechecks.
   std::int64_t recheck_pos_ = 0;
   int recheck_block_ = 0;
   std::vector<double> recheck_s_[2];
   std::vector<double> doubt_ratios_;
-  int rechecks_held_ = 0;
   std::int64_t recheck_in_ = 0;
   std::int64_t recheck_csr_calls_ = 0;
   std::int64_t served_ = 0;  ///< start_recheck's: calls served without the policy

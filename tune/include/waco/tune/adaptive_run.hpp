@@ -112,8 +112,8 @@ class AdaptiveRun {
   /// The arm serving calls now (csr while exploring).
   std::shared_ptr<const Arm> current() const;
   std::string verdict() const;
-  /// Whether it settled (no lock taken: the settled calls read it too).
-  bool settled() const { return settled_.load(std::memory_order_acquire); }
+  /// Whether it settled (no lock taken; true also while a recheck of its gain runs).
+  bool settled() const { return serving_.load(std::memory_order_acquire) != nullptr; }
   std::optional<double> speedup() const;
   std::optional<double> break_even_calls() const;
   std::int64_t calls() const;
@@ -192,9 +192,9 @@ class AdaptiveRun {
   /// and the same for the calls that take no lock: the arms it pointed to stay alive.
   std::shared_ptr<const Arm> chosen_;
   std::atomic<const Arm*> serving_{nullptr};
-  /// settled_calls_ at which the next recheck of a gain begins (AdaptivePolicy::recheck_in);
-  /// meanwhile (settled_ false) every call takes the lock.
+  /// settled_calls_ at which the next recheck of a gain begins (AdaptivePolicy::recheck_in).
   std::atomic<std::int64_t> recheck_at_{INT64_MAX};
+  /// Calls take the path without the lock: settled, and no recheck running.
   std::atomic<bool> settled_{false};
   bool stored_ = false;
   nlohmann::json cache_result_ = nullptr;
