@@ -559,6 +559,49 @@ TEST_CASE("adaptive: a gain that holds is rechecked ever less often, each rechec
   }
 }
 
+TEST_CASE("adaptive: once a recheck holds, the speedup reported is the one measured in blocks of "
+          "the chosen kernel's calls, and the break-even follows it") {
+  AdaptiveOptions o;
+  o.expected_calls = 1000000;
+  AdaptivePolicy p = ready_policy(1, o);
+  // csr 10 us; the nominee 7 us right after a csr call, 9 us after one of its own: exploration's
+  // alternating pairs judge it ~1.43x, the caller's consecutive calls run it at 1.11x.
+  int previous = -1;
+  const auto time = [](int arm, int before) { return arm == 0 ? 10e-6 : before == 0 ? 7e-6 : 9e-6; };
+  for (int c = 0; c < 10000 && !p.settled(); ++c) {
+    const AdaptivePolicy::Step s = p.next();
+    if (s.verify) {
+      p.record(0, 10e-6);
+      p.verified(s.verify, true, 10e-6);
+      previous = 0;
+      continue;
+    }
+    p.record(s.arm, time(s.arm, previous), s.warm);
+    previous = s.arm;
+  }
+  REQUIRE(p.verdict() == "gain");
+  CHECK(*p.speedup() == Approx(10.0 / 7.0).epsilon(0.01));
+  CHECK_FALSE(p.speedup_from_rechecks());
+  CHECK(p.to_json().at("speedup_from") == "judgment");
+  const double judged_be = *p.break_even_calls();
+  previous = 1;
+  std::int64_t served = 0;
+  recheck(p, time, previous, served);
+  CHECK(p.to_json().at("rechecks").size() == 1);
+  CHECK(p.to_json().at("rechecks").at(0).at("held") == true);
+  CHECK(p.verdict() == "gain");
+  CHECK(p.speedup_from_rechecks());
+  CHECK(*p.speedup() == Approx(10.0 / 9.0));
+  CHECK(p.to_json().at("speedup_from") == "rechecks");
+  CHECK(p.to_json().at("speedup").get<double>() == Approx(10.0 / 9.0));
+  // The same cost over a third of the per-call gain: three times the calls.
+  CHECK(*p.break_even_calls() == Approx(judged_be * 3.0).epsilon(0.01));
+  // A later recheck pools its ratios with the first's.
+  recheck(p, [](int arm, int) { return arm == 0 ? 10e-6 : 8e-6; }, previous, served);
+  CHECK(p.to_json().at("rechecks").size() == 2);
+  CHECK(*p.speedup() == Approx(1.0 / 0.85));
+}
+
 TEST_CASE("adaptive: rechecks are off on request, and csr's no-gain is never rechecked") {
   AdaptiveOptions o;
   o.expected_calls = 1000000;

@@ -404,6 +404,7 @@ void AdaptivePolicy::end_recheck() {
   recheck_s_[1].clear();
   if (here < 1.0 || (doubted && pooled < 1.0)) {
     ev["held"] = true;
+    held_ratios_.insert(held_ratios_.end(), doubt_ratios_.begin(), doubt_ratios_.end());
     doubt_ratios_.clear();
     phase_ = Phase::Settled;
     recheck_in_ = std::max(recheck_in_ * o_.recheck_growth, recheck_gap(recheck_block_));
@@ -430,13 +431,15 @@ std::string AdaptivePolicy::verdict() const { return verdict_; }
 
 std::optional<double> AdaptivePolicy::speedup() const {
   if (!settled_) return std::nullopt;
+  if (speedup_from_rechecks()) return 1.0 / median(held_ratios_);
   if (verdict_ == "gain" && judged_) return judged_->speedup;
   return 1.0;
 }
 
 std::optional<double> AdaptivePolicy::break_even_calls() const {
   if (verdict_ != "gain" || !judged_) return std::nullopt;
-  const double csr = median(judge_csr_), mine = median(judge_nominee_);
+  const double csr = median(judge_csr_);
+  const double mine = speedup_from_rechecks() ? csr * median(held_ratios_) : median(judge_nominee_);
   if (mine >= csr) return std::nullopt;
   return std::max(0.0, cost_seconds()) / (csr - mine);
 }
@@ -488,6 +491,9 @@ nlohmann::json AdaptivePolicy::to_json() const {
           {"cost_breakdown", breakdown},
           {"speedup", sp ? nlohmann::json(*sp) : nlohmann::json()},
           {"break_even_calls", be ? nlohmann::json(*be) : nlohmann::json()},
+          {"speedup_from", !sp || !judged_ || verdict_ != "gain" ? nlohmann::json()
+                           : speedup_from_rechecks() ? nlohmann::json("rechecks")
+                                                     : nlohmann::json("judgment")},
           {"judged", judged_ ? judged_->to_json() : nlohmann::json()},
           {"rechecks", rechecks_},
           {"recheck_csr_calls", recheck_csr_calls_},

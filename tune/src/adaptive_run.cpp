@@ -674,9 +674,11 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
       policy_.charge(look_s_, {}, Cost::Overhead);
     }
     if (policy_.settled() && !policy_.rechecking() && !settled_.load(std::memory_order_relaxed)) {
-      // A recheck decided: the gain holds, or csr serves again, its no-gain kept in the cache.
+      // A recheck decided: the gain holds (kept again in the cache when the rechecks moved its
+      // speedup), or csr serves again, its no-gain kept in the cache.
       settle_locked();
-      store = stored_ && policy_.reverted();
+      const double sp = policy_.speedup().value_or(0.0);
+      store = stored_ && (policy_.reverted() || std::abs(sp - stored_speedup_) > 0.02 * stored_speedup_);
     }
     if (policy_.settled() && !stored_) {
       settle_locked();
@@ -721,6 +723,11 @@ void AdaptiveRun::store_decision() {
   const std::string verdict = this->verdict();
   if (verdict != "gain" && verdict != "no-gain") return;  // not-worth-it depends on the calls
   nlohmann::json r = report();
+  {
+    const nlohmann::json& sp = r.at("speedup_over_csr");
+    std::lock_guard<std::mutex> lock(mu_);
+    stored_speedup_ = sp.is_number() ? sp.get<double>() : 0.0;
+  }
   try {
     std::optional<heuristics::TuningKey> key;
     std::shared_ptr<const Arm> chosen;

@@ -286,7 +286,8 @@ class WACO_API Plan {
   std::string verdict() const;
   /// Speedup over the faster csr reference (the csr schedule or the hand-written csr baseline),
   /// the median per-round ratio of the fresh side-by-side runs that decided the gain; for an
-  /// adaptive plan, of the pairs of calls that judged it (1 for csr; 0 when unknown).
+  /// adaptive plan, of the pairs of calls that judged it, or once a recheck of the gain held,
+  /// of the rechecks' blocks of consecutive calls (1 for csr; 0 when unknown).
   double speedup() const;
   /// Calls after which the tuning paid for itself (negative when it never does or is unknown).
   double break_even_calls() const;

@@ -25,7 +25,9 @@
 //     calls served by it, then after `recheck_growth` times as many each time. A recheck whose
 //     median block ratio to csr is not below 1 is followed by another at once; when the two
 //     together are not below 1 either, the plan goes back to csr ("no-gain": the gain judged on
-//     exploration's single alternating calls did not hold where the calls run).
+//     exploration's single alternating calls did not hold where the calls run). Once a recheck
+//     holds, the speedup reported is the rechecks' (their block ratios pooled), measured as the
+//     caller runs the kernel, not the judgment's.
 // Exploration costs the time nominees take beyond csr's, the verification runs and what the
 // caller reports (format conversion, compilation); when it would exceed the budget (a share of
 // the expected calls' csr time, or with no expected calls of the calls served so far) the plan
@@ -166,8 +168,11 @@ class AdaptivePolicy {
   std::string verdict() const;
   /// Whether a finalist was judged against csr (a decision on side-by-side calls).
   bool judged() const { return judged_.has_value(); }
-  /// The judged speedup over csr (1 for csr; nullopt before a judgment or without one).
+  /// The speedup over csr (1 for csr; nullopt before a judgment or without one): the rechecks'
+  /// once one held (1 / the median of their pooled block ratios), else the judgment's.
   std::optional<double> speedup() const;
+  /// Whether speedup() is the rechecks' figure (a recheck held), not the judgment's.
+  bool speedup_from_rechecks() const { return verdict_ == "gain" && !held_ratios_.empty(); }
   std::int64_t calls() const { return calls_; }
   /// Calls that ran a nominee or a verification (the exploring ones).
   std::int64_t exploring_calls() const { return exploring_calls_; }
@@ -192,7 +197,8 @@ class AdaptivePolicy {
   /// The call at which it settled (0 while exploring).
   std::int64_t settled_at() const { return settled_at_; }
   /// Calls after which the tuning paid for itself: cost / (csr - choice) per call, from the
-  /// judged timings; nullopt without a gain.
+  /// judged timings (the chosen kernel's per-call time csr's judged median x the rechecks'
+  /// ratio once a recheck held); nullopt without a gain.
   std::optional<double> break_even_calls() const;
   nlohmann::json to_json() const;
 
@@ -264,6 +270,7 @@ class AdaptivePolicy {
   int recheck_block_ = 0;
   std::vector<double> recheck_s_[2];
   std::vector<double> doubt_ratios_;
+  std::vector<double> held_ratios_;  ///< the block ratios of the rechecks that held, pooled
   std::int64_t recheck_in_ = 0;
   std::int64_t recheck_csr_calls_ = 0;
   std::int64_t served_ = 0;  ///< start_recheck's: calls served without the policy

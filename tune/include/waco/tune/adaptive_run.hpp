@@ -197,6 +197,9 @@ class AdaptiveRun {
   /// Calls take the path without the lock: settled, and no recheck running.
   std::atomic<bool> settled_{false};
   bool stored_ = false;
+  /// The speedup of the decision last stored in the tuning cache: a recheck that moves it by
+  /// more than 2% stores the decision again (the rechecks' figure, as the caller runs it).
+  double stored_speedup_ = 0.0;
   nlohmann::json cache_result_ = nullptr;
   /// Nominees whose kernels the background thread compiles, one after the other (its queue;
   /// each with its format built), under mu_; the thread runs while it is not empty.
