@@ -134,8 +134,12 @@ def main():
                    cost_csr_calls=parts,
                    break_even=be if be >= 0 else None, delivered=float(delivered),
                    delivered_q25=float(q25), delivered_q75=float(q75), csr_s=csr_s,
-                   schedule=plan.schedule, report=report)
+                   schedule=plan.schedule, implementation=plan.implementation,
+                   report=report)
         rows.append(row)
+        # A baseline that serves (csr, dia) is named: schedule() is then the csr schedule's text.
+        served = plan.schedule if plan.implementation == "generated" else \
+            f"{plan.implementation} (baseline)"
         def calls_of(k):
             v = parts.get(k)
             return "-" if v is None else f"{v:.1f}"
@@ -145,7 +149,7 @@ def main():
               f"{ad['exploring_calls']:7d} {1e3 * ad['cost_s']:8.2f} {1e3 * wall_cost:8.2f} "
               f"{plan.speedup:6.3f} {('-' if be < 0 else f'{be:.0f}'):>9} "
               f"{('-' if wall_be is None else f'{wall_be:.0f}'):>7} {delivered:9.3f} "
-              f"{q25:6.3f}-{q75:6.3f} | {cols}  {plan.schedule}", flush=True)
+              f"{q25:6.3f}-{q75:6.3f} | {cols}  {served}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
