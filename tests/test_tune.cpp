@@ -419,6 +419,40 @@ TEST_CASE("tune: --output writes the winner's drop-in header, and --confirm 0 ke
   CHECK(k.at("speedup_over_csr") == k.at("search_speedup_over_csr"));
 }
 
+TEST_CASE("tune: the model deciding alone nominates the dia baseline where the diagonal rule "
+          "admits it, and its own best without the diagonal-storage pass") {
+  const std::string dir = waco::test::scratch_dir("tune-model-alone-dia");
+  // 4000 x 4000 with five full diagonals (offsets -2..2): dia stores 1.0 values a nonzero.
+  const std::string banded = dir + "/banded.mtx";
+  {
+    std::ofstream f(banded);
+    f << "%%MatrixMarket matrix coordinate real general\n4000 4000 " << 5 * 4000 - 6 << "\n";
+    for (int r = 0; r < 4000; ++r)
+      for (int c = std::max(0, r - 2); c <= std::min(3999, r + 2); ++c)
+        f << r + 1 << " " << c + 1 << " " << (r == c ? 6.0 : -1.0 + 0.01 * ((r + c) % 7)) << "\n";
+  }
+  const Result alone = cli("tune --kernel spmv --search model --confirm 0 --json " + common(dir) + banded);
+  INFO(alone.err);
+  REQUIRE(alone.status == 0);
+  const auto j = nlohmann::json::parse(alone.out);
+  CHECK(j.at("model_alone") == true);
+  REQUIRE(j.at("top").size() == 1);  // the one nominee, whatever the guard run decided of it
+  CHECK(j.at("top").at(0).at("schedule") == "impl=dia");
+  CHECK(j.at("top").at(0).at("status") == "ok");
+  CHECK(alone.err.find("the diagonal rule admits the dia baseline") != std::string::npos);
+  // Without the pass that admits it, the model's own best is the nominee.
+  const Result plain = cli("tune --kernel spmv --search model --confirm 0 --json --passes "
+                           "legality,sparse-iteration,parallelize-one,parallelize-outer,"
+                           "no-useless-partition,concordant-dense,vectorizable-inner,tile-window,"
+                           "block-fill,chunk-rows,narrow-indices " + common(dir) + banded);
+  INFO(plain.err);
+  REQUIRE(plain.status == 0);
+  const auto k = nlohmann::json::parse(plain.out);
+  REQUIRE(k.at("top").size() == 1);
+  CHECK(k.at("top").at(0).at("schedule") != "impl=dia");
+  CHECK(k.at("implementation") != "dia");
+}
+
 TEST_CASE("tune: -o delivers the kernel that was measured, with its race strategy") {
   const std::string dir = waco::test::scratch_dir("tune-output-race");
   // A csc schedule: its parallel loop does not index the output, so the race strategy matters;

@@ -293,8 +293,11 @@ void print_tune_text(const nlohmann::json& j) {
     std::printf("  best          none: no candidate was measured successfully\n");
   }
   if (j.value("model_alone", false))
-    std::printf("  mode          the model decided alone (--confirm 0): its best-predicted "
-                "schedule, guarded side by side against csr\n");
+    std::printf("  mode          the model decided alone (--confirm 0): %s, guarded side by side "
+                "against csr\n",
+                j.value("implementation", nlohmann::json()) == codegen::kDiaBaseline
+                    ? "the dia baseline, which the diagonal rule admits (the model scores schedules only)"
+                    : "its best-predicted schedule");
   const nlohmann::json& e = j.at("economy");
   const std::string decided =
       fresh ? ", fresh decision " + seconds_or(e.value("decide_s", nlohmann::json()), "-") : "";

@@ -92,9 +92,10 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   // operand left (the CLI: the file parsed and canonicalized).
   MemoryRecord memory(request.reset_peak_per_stage);
   memory.stage("operand");
-  // --confirm 0 with a model search: the model decides alone. Its best-predicted schedule is the
-  // only candidate, and one side-by-side run against the csr references guards it (a tuned
-  // kernel is never slower than csr).
+  // --confirm 0 with a model search: the model decides alone. Its best-predicted schedule (or
+  // the dia baseline where the diagonal rule admits it, below) is the only candidate, and one
+  // side-by-side run against the csr references guards it (a tuned kernel is never slower than
+  // csr).
   TuneRequest o = request;
   o.params.dtype = o.dtype;  // the tile model's value size (tile-window) is the kernels'
   const KernelKind kind = o.kind;
@@ -190,9 +191,17 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
       choose_candidates(o, kind, threads, dense, p, pipeline, searcher, measure_one, obs, nullptr,
                         operand.diagonals);
   std::vector<Candidate>& candidates = choice.candidates;
-  // The dia baseline, a rule's nominee (heuristics/diagonal.hpp), after the search's: not when
-  // the model decides alone (its one nominee is the model's).
-  if (choice.dia.admitted && !model_alone) {
+  // The dia baseline, a rule's nominee (heuristics/diagonal.hpp), after the search's. When the
+  // model decides alone, the rule decides for it where it admits dia: the learned model scores
+  // SuperSchedules only and cannot rank the baseline, which ran 1.2-6x faster than csr on every
+  // real matrix of ../shared/data the rule admits (8 of 75; session 77) and 3-9x on the
+  // generated banded and stencil matrices (experiments/README.md). Without the
+  // diagonal-storage pass (--passes) the model's best stays the one nominee.
+  if (choice.dia.admitted && model_alone) {
+    candidates.assign(1, Candidate::baseline(codegen::kDiaBaseline));
+    obs.note("tune: the model decides alone, and the diagonal rule admits the dia baseline "
+             "(diagonal storage), which is the one nominee: " + choice.dia.note);
+  } else if (choice.dia.admitted) {
     candidates.push_back(Candidate::baseline(codegen::kDiaBaseline));
     obs.note("tune: the dia baseline (diagonal storage) measured beside the nominees: " + choice.dia.note);
   }
