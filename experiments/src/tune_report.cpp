@@ -89,9 +89,11 @@ void print_adaptive_text(const nlohmann::json& j) {
               static_cast<long long>(a.value("exploring_calls", std::int64_t{0})),
               a.value("nominees", 0));
   const nlohmann::json sp = j.value("speedup_over_csr", nlohmann::json());
-  char gain[64] = "";
+  char gain[96] = "";
   if (sp.is_number())
-    std::snprintf(gain, sizeof gain, " (%.3fx over csr, judged on fresh pairs)", sp.get<double>());
+    std::snprintf(gain, sizeof gain, " (%.3fx over csr, %s)", sp.get<double>(),
+                  a.value("speedup_from", nlohmann::json()) == "rechecks" ? "rechecked in blocks of calls"
+                                                                          : "judged on fresh pairs");
   std::printf("  verdict       %s%s\n", j.at("verdict").get<std::string>().c_str(), gain);
   std::printf("  schedule      %s\n", j.at("schedule").get<std::string>().c_str());
 }

@@ -280,7 +280,10 @@ def _tune(a):
               + ("" if d["settled"] else " (still exploring)")
               + f": {plan.verdict}, serving {plan.schedule}")
         if plan.speedup > 0:
-            print(f"  speedup over csr (judged on its calls): {plan.speedup:.3f}x")
+            how = ("rechecked in blocks of its calls"
+                   if plan.report["adaptive"].get("speedup_from") == "rechecks"
+                   else "judged on its calls")
+            print(f"  speedup over csr ({how}): {plan.speedup:.3f}x")
         print(f"  wall time of the calls: {d['wall_s'] * 1e3:.3f} ms"
               + (f", csr alone {d['csr_wall_s'] * 1e3:.3f} ms (ratio {d['wall_ratio']:.3f})"
                  if d["csr_wall_s"] else ""))
