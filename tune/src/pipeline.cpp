@@ -194,8 +194,8 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   // The dia baseline, a rule's nominee (heuristics/diagonal.hpp), after the search's. When the
   // model decides alone, the rule decides for it where it admits dia: the learned model scores
   // SuperSchedules only and cannot rank the baseline, which ran 1.2-6x faster than csr on every
-  // real matrix of ../shared/data the rule admits (8 of 75; session 77) and 3-9x on the
-  // generated banded and stencil matrices (experiments/README.md). Without the
+  // real matrix of ../shared/data the rule admits (8 of 75; session 77) and 1.55-12.8x on 28
+  // generated banded ones of 12k-26M nonzeros (experiments/README.md). Without the
   // diagonal-storage pass (--passes) the model's best stays the one nominee.
   if (choice.dia.admitted && model_alone) {
     candidates.assign(1, Candidate::baseline(codegen::kDiaBaseline));
