@@ -472,18 +472,12 @@ int recheck(AdaptivePolicy& p, const std::function<double(int, int)>& time, int&
   return calls;
 }
 
-}  // namespace
-
-TEST_CASE("adaptive: a gain judged on alternating calls that does not hold in blocks of the chosen "
-          "kernel's calls is rechecked twice and csr serves again") {
-  AdaptiveOptions o;
+/// A plan of one nominee (1,000,000 expected calls, `o`'s other options) explored until it
+/// settles (at most 10,000 calls): `time(arm, previous)` as in recheck(); a verification's call
+/// is csr's (10 us). `o` gets the expected calls.
+AdaptivePolicy explored(AdaptiveOptions& o, const std::function<double(int, int)>& time, int& previous) {
   o.expected_calls = 1000000;
   AdaptivePolicy p = ready_policy(1, o);
-  // csr 10 us; the nominee 8 us right after a csr call, 12 us after one of its own (a parallel
-  // kernel beside a serial csr whose data the other core holds, say): exploration's pairs, each
-  // a nominee call after a csr call, judge it 1.25x faster; the caller's calls of it run at 12 us.
-  int previous = -1;
-  const auto time = [](int arm, int before) { return arm == 0 ? 10e-6 : before == 0 ? 8e-6 : 12e-6; };
   for (int c = 0; c < 10000 && !p.settled(); ++c) {
     const AdaptivePolicy::Step s = p.next();
     if (s.verify) {
@@ -495,6 +489,20 @@ TEST_CASE("adaptive: a gain judged on alternating calls that does not hold in bl
     p.record(s.arm, time(s.arm, previous), s.warm);
     previous = s.arm;
   }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("adaptive: a gain judged on alternating calls that does not hold in blocks of the chosen "
+          "kernel's calls is rechecked twice and csr serves again") {
+  // csr 10 us; the nominee 8 us right after a csr call, 12 us after one of its own (a parallel
+  // kernel beside a serial csr whose data the other core holds, say): exploration's pairs, each
+  // a nominee call after a csr call, judge it 1.25x faster; the caller's calls of it run at 12 us.
+  const auto time = [](int arm, int before) { return arm == 0 ? 10e-6 : before == 0 ? 8e-6 : 12e-6; };
+  AdaptiveOptions o;
+  int previous = -1;
+  AdaptivePolicy p = explored(o, time, previous);
   REQUIRE(p.verdict() == "gain");
   CHECK(p.choice() == 1);
   CHECK(p.recheck_in() >= o.recheck_first);
@@ -561,24 +569,12 @@ TEST_CASE("adaptive: a gain that holds is rechecked ever less often, each rechec
 
 TEST_CASE("adaptive: once a recheck holds, the speedup reported is the one measured in blocks of "
           "the chosen kernel's calls, and the break-even follows it") {
-  AdaptiveOptions o;
-  o.expected_calls = 1000000;
-  AdaptivePolicy p = ready_policy(1, o);
   // csr 10 us; the nominee 7 us right after a csr call, 9 us after one of its own: exploration's
   // alternating pairs judge it ~1.43x, the caller's consecutive calls run it at 1.11x.
-  int previous = -1;
   const auto time = [](int arm, int before) { return arm == 0 ? 10e-6 : before == 0 ? 7e-6 : 9e-6; };
-  for (int c = 0; c < 10000 && !p.settled(); ++c) {
-    const AdaptivePolicy::Step s = p.next();
-    if (s.verify) {
-      p.record(0, 10e-6);
-      p.verified(s.verify, true, 10e-6);
-      previous = 0;
-      continue;
-    }
-    p.record(s.arm, time(s.arm, previous), s.warm);
-    previous = s.arm;
-  }
+  AdaptiveOptions o;
+  int previous = -1;
+  AdaptivePolicy p = explored(o, time, previous);
   REQUIRE(p.verdict() == "gain");
   CHECK(*p.speedup() == Approx(10.0 / 7.0).epsilon(0.01));
   CHECK_FALSE(p.speedup_from_rechecks());
