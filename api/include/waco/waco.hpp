@@ -285,7 +285,9 @@ class WACO_API Plan {
   /// expected calls could not pay for a search: csr runs), "given" (make_plan).
   std::string verdict() const;
   /// Speedup over the faster csr reference (the csr schedule or the hand-written csr baseline),
-  /// the median per-round ratio of the fresh side-by-side runs that decided the gain; for an
+  /// the median per-round ratio of the fresh side-by-side runs that decided the gain (timed in
+  /// the tune's measuring processes: in your process it can differ, by -24% to +57% on six gains
+  /// measured, experiments/README.md); for an
   /// adaptive plan, of the pairs of calls that judged it, or once a recheck of the gain held,
   /// of the rechecks' blocks of consecutive calls (1 for csr; 0 when unknown).
   double speedup() const;
