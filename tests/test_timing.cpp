@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/openmp_team.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/peaks.hpp"
 #include "waco/kernels/timing.hpp"

@@ -431,7 +431,10 @@ TEST_CASE("tune: the model deciding alone nominates the dia baseline where the d
       for (int c = std::max(0, r - 2); c <= std::min(3999, r + 2); ++c)
         f << r + 1 << " " << c + 1 << " " << (r == c ? 6.0 : -1.0 + 0.01 * ((r + c) % 7)) << "\n";
   }
-  const Result alone = cli("tune --kernel spmv --search model --confirm 0 --json " + common(dir) + banded);
+  // No racing (--abandon-factor 0): under ctest -j2 a descheduled thread made the one nominee's
+  // two timed runs take milliseconds, and racing abandoned it, leaving `top` empty.
+  const std::string alone_args = "tune --kernel spmv --search model --confirm 0 --abandon-factor 0 --json ";
+  const Result alone = cli(alone_args + common(dir) + banded);
   INFO(alone.err);
   REQUIRE(alone.status == 0);
   const auto j = nlohmann::json::parse(alone.out);
@@ -441,7 +444,7 @@ TEST_CASE("tune: the model deciding alone nominates the dia baseline where the d
   CHECK(j.at("top").at(0).at("status") == "ok");
   CHECK(alone.err.find("the diagonal rule admits the dia baseline") != std::string::npos);
   // Without the pass that admits it, the model's own best is the nominee.
-  const Result plain = cli("tune --kernel spmv --search model --confirm 0 --json --passes "
+  const Result plain = cli(alone_args + "--passes "
                            "legality,sparse-iteration,parallelize-one,parallelize-outer,"
                            "no-useless-partition,concordant-dense,vectorizable-inner,tile-window,"
                            "block-fill,chunk-rows,narrow-indices " + common(dir) + banded);

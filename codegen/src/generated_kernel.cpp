@@ -8,6 +8,7 @@
 #include "waco/codegen/emitter.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/openmp_team.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/serial_bound.hpp"
 #include "waco/kernels/timing.hpp"

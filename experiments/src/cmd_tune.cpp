@@ -140,9 +140,7 @@ void print_adaptive_text(const nlohmann::json& r) {
               r.at("implementation").get<std::string>() != codegen::kGeneratedImplementation
                   ? ("the hand-written " + r.at("implementation").get<std::string>()).c_str()
                   : r.at("schedule").get<std::string>().c_str());
-  std::printf("  speedup over csr (%s): %s\n",
-              a.value("speedup_from", nlohmann::json()) == "rechecks" ? "rechecked in blocks of its calls"
-                                                                      : "judged on its calls",
+  std::printf("  speedup over csr (%s): %s\n", adaptive_speedup_basis(a),
               number(r.at("speedup_over_csr"), "%.3fx", "none").c_str());
   std::printf("  exploring: %lld calls, cost %s ms beyond csr's, break-even after %s calls\n",
               static_cast<long long>(a.value("exploring_calls", std::int64_t{0})),

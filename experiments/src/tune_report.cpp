@@ -73,6 +73,11 @@ void print_reference(const std::string& what, const nlohmann::json& e) {
 
 }  // namespace
 
+const char* adaptive_speedup_basis(const nlohmann::json& adaptive) {
+  return adaptive.value("speedup_from", nlohmann::json()) == "rechecks" ? "rechecked in blocks of its calls"
+                                                                        : "judged on its calls";
+}
+
 /// A decision an adaptive plan (waco::Options::adaptive) made on an application's calls and
 /// left in the tuning cache: what it decided and how, not a search's report.
 void print_adaptive_text(const nlohmann::json& j) {
@@ -92,8 +97,7 @@ void print_adaptive_text(const nlohmann::json& j) {
   char gain[96] = "";
   if (sp.is_number())
     std::snprintf(gain, sizeof gain, " (%.3fx over csr, %s)", sp.get<double>(),
-                  a.value("speedup_from", nlohmann::json()) == "rechecks" ? "rechecked in blocks of calls"
-                                                                          : "judged on fresh pairs");
+                  adaptive_speedup_basis(a));
   std::printf("  verdict       %s%s\n", j.at("verdict").get<std::string>().c_str(), gain);
   std::printf("  schedule      %s\n", j.at("schedule").get<std::string>().c_str());
 }

@@ -9,4 +9,9 @@ namespace waco::cli {
 /// Prints the human-readable summary of a tune report (tune --json's object) on stdout.
 void print_tune_text(const nlohmann::json& report);
 
+/// What an adaptive plan's speedup was measured on, from its report's "adaptive" object:
+/// "rechecked in blocks of its calls" once a recheck held (speedup_from "rechecks"), else
+/// "judged on its calls".
+const char* adaptive_speedup_basis(const nlohmann::json& adaptive);
+
 }  // namespace waco::cli

@@ -14,6 +14,7 @@
 #include "baselines.hpp"
 #include "waco/kernels/cache_probe.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/openmp_team.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/json_fields.hpp"

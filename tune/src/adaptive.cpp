@@ -491,7 +491,7 @@ nlohmann::json AdaptivePolicy::to_json() const {
           {"cost_breakdown", breakdown},
           {"speedup", sp ? nlohmann::json(*sp) : nlohmann::json()},
           {"break_even_calls", be ? nlohmann::json(*be) : nlohmann::json()},
-          {"speedup_from", !sp || !judged_ || verdict_ != "gain" ? nlohmann::json()
+          {"speedup_from", verdict_ != "gain" || !judged_ ? nlohmann::json()
                            : speedup_from_rechecks() ? nlohmann::json("rechecks")
                                                      : nlohmann::json("judgment")},
           {"judged", judged_ ? judged_->to_json() : nlohmann::json()},

@@ -17,6 +17,7 @@
 #include "waco/heuristics/space.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/openmp_team.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/cost_model.hpp"

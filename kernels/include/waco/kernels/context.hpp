@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "waco/kernels/cache_sizes.hpp"
-#include "waco/kernels/openmp_team.hpp"
 
 namespace waco::kernels {
 
