@@ -8,6 +8,7 @@
 #include <set>
 
 #include "waco/tune/adaptive.hpp"
+#include "waco/tune/in_process.hpp"
 
 using waco::tuning::AdaptiveOptions;
 using waco::tuning::AdaptivePolicy;
@@ -610,4 +611,83 @@ TEST_CASE("adaptive: rechecks are off on request, and csr's no-gain is never rec
   drive(q, [](int) { return 10e-6; }, 10000);
   REQUIRE(q.verdict() == "no-gain");
   CHECK(q.recheck_in() == 0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// A measured plan's gain checked in the calling process (tune/in_process.hpp), on a scripted clock.
+
+namespace {
+
+/// check_in_process with calls that advance a scripted clock: `chosen_s(i)` for the chosen
+/// kernel's i-th call, csr always `csr_s`.
+waco::tuning::InProcessCheck scripted_check(const std::function<double(int)>& chosen_s,
+                                            double csr_s) {
+  double t = 0;
+  int i = 0;
+  waco::tuning::InProcessOptions o;
+  o.clock = [&t] { return t; };
+  return waco::tuning::check_in_process([&](int) { t += chosen_s(i++); }, [&](int) { t += csr_s; },
+                                        o);
+}
+
+}  // namespace
+
+TEST_CASE("in process: a faster kernel holds on one check, its speedup the blocks' median ratio") {
+  const auto c = scripted_check([](int) { return 90e-6; }, 100e-6);
+  CHECK(c.held);
+  CHECK(c.checks == 1);
+  CHECK(c.block_calls == 20);  // 2 ms of csr's 100 us calls
+  CHECK(c.ratios.size() == 12);
+  CHECK(c.speedup() == Approx(1.0 / 0.9));
+  CHECK(c.csr_call_s == Approx(100e-6));
+  CHECK(c.to_json().at("held") == true);
+}
+
+TEST_CASE("in process: a kernel not faster than csr is checked twice and does not hold") {
+  const auto c = scripted_check([](int) { return 105e-6; }, 100e-6);
+  CHECK_FALSE(c.held);
+  CHECK(c.checks == 2);
+  CHECK(c.ratios.size() == 24);
+  CHECK(c.speedup() == Approx(1.0 / 1.05));
+  // Tied: not below 1 either.
+  CHECK_FALSE(scripted_check([](int) { return 100e-6; }, 100e-6).held);
+}
+
+TEST_CASE("in process: a doubtful first check is decided on both checks pooled") {
+  // The first check's 240 calls of the chosen kernel at 101 us, then 80 us: pooled median
+  // ratio (1.01 + 0.80) / 2 < 1.
+  const auto c = scripted_check([](int i) { return i < 240 ? 101e-6 : 80e-6; }, 100e-6);
+  CHECK(c.held);
+  CHECK(c.checks == 2);
+  CHECK(c.speedup() == Approx(2.0 / 1.81));
+  // A slow second check (the same 101 us) does not hold.
+  CHECK_FALSE(scripted_check([](int) { return 101e-6; }, 100e-6).held);
+}
+
+TEST_CASE("in process: the rounds go round the operand placements, both blocks of a round on one") {
+  double t = 0;
+  std::vector<int> chosen_on(3, 0), csr_on(3, 0);
+  waco::tuning::InProcessOptions o;
+  o.clock = [&t] { return t; };
+  o.placements = 3;
+  // The chosen kernel is slower than csr on placement 1 only: 4 of 12 rounds.
+  const auto c = waco::tuning::check_in_process(
+      [&](int p) { ++chosen_on.at(p); t += p == 1 ? 120e-6 : 90e-6; },
+      [&](int p) { ++csr_on.at(p); t += 100e-6; }, o);
+  CHECK(c.placements == 3);
+  CHECK(c.held);
+  CHECK(c.checks == 1);
+  CHECK(c.speedup() == Approx(1.0 / 0.9));
+  CHECK(chosen_on == std::vector<int>{80, 80, 80});
+  CHECK(csr_on[1] == 80);
+  CHECK(csr_on[0] > 80);  // the estimate's calls
+}
+
+TEST_CASE("in process: long calls take fewer rounds, never fewer than the minimum") {
+  // csr at 30 ms a call: blocks of 4 calls, a pair of blocks ~0.24 s, so 4 rounds in 1 s.
+  const auto c = scripted_check([](int) { return 27e-3; }, 30e-3);
+  CHECK(c.block_calls == 4);
+  CHECK(c.ratios.size() == 4);
+  CHECK(c.held);
+  CHECK(c.seconds < 1.2);
 }

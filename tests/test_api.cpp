@@ -168,6 +168,9 @@ waco::Options scratch_options(const std::string& dir) {
   o.kernel_cache_dir = dir + "/kernels";
   o.threads = 2;
   o.adaptive = false;  // a measured tune: the adaptive plan's tests ask for one
+  // The decision as tuned or cached: a gain's check in this process (which can revert it under
+  // the load of tests beside it) is tested on its own.
+  o.check_in_process = false;
   return o;
 }
 
@@ -604,11 +607,40 @@ TEST_CASE("api: a gain's speedup and break-even are over the faster csr referenc
   const nlohmann::json& e = j.at("economy");
   CHECK(e.at("break_even_calls").get<double>() * 20e-6 ==
         Approx(e.at("total_s").get<double>()).epsilon(0.2));
-  // The library's plan of that decision says what the tune claimed.
-  const waco::Plan p = waco::tune(waco::Matrix::from_file(file), waco::Kernel::SpMV, scratch_options(dir));
+  // The library's plan of that decision says what the tune claimed, unchecked here ...
+  const waco::Matrix m = waco::Matrix::from_file(file);
+  const waco::Plan p = waco::tune(m, waco::Kernel::SpMV, scratch_options(dir));
   CHECK(p.from_cache());
   CHECK(p.verdict() == "gain");
   CHECK(p.speedup() == Approx(claimed).epsilon(1e-12));
+  CHECK_FALSE(nlohmann::json::parse(p.report_json()).contains("in_process"));
+  // ... and checked (the library's default): the scripted gain is timed in this process against
+  // the csr baseline, whichever way the real kernels come out: held, this process's figure;
+  // not, csr.
+  waco::Options checked = scratch_options(dir);
+  checked.check_in_process = true;
+  const waco::Plan q = waco::tune(m, waco::Kernel::SpMV, checked);
+  const nlohmann::json in = nlohmann::json::parse(q.report_json()).at("in_process");
+  INFO(in.dump());
+  CHECK(in.at("claimed_speedup").get<double>() == Approx(claimed).epsilon(1e-12));
+  CHECK(in.at("rounds").get<int>() >= 10);
+  if (in.at("held").get<bool>()) {
+    CHECK(q.verdict() == "gain");
+    CHECK(q.speedup() == Approx(in.at("speedup").get<double>()).epsilon(1e-12));
+    CHECK(q.speedup() > 1.0);
+    CHECK(q.schedule() == p.schedule());
+  } else {
+    CHECK(q.verdict() == "no-gain");
+    CHECK(nlohmann::json::parse(q.report_json()).at("verdict") == "no-gain");
+    CHECK(in.at("tune_verdict") == "gain");
+    CHECK(q.speedup() == 1.0);
+    CHECK(q.implementation() == "csr");
+  }
+  const std::vector<float> x = random_vector(m.cols(), 5);
+  std::vector<float> y(static_cast<std::size_t>(m.rows())), want(y.size());
+  q.spmv(x.data(), y.data());
+  waco::make_plan(m, waco::Kernel::SpMV, "csr", scratch_options(dir)).spmv(x.data(), want.data());
+  for (std::size_t i = 0; i < y.size(); ++i) CHECK(y[i] == Approx(want[i]).epsilon(1e-4).margin(1e-4));
 }
 
 TEST_CASE("api: with few expected calls tuning is not worth it and the plan runs csr") {

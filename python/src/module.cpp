@@ -356,6 +356,7 @@ waco::Options options_from(const py::dict& kw, Pending* pending = nullptr) {
     else if (key == "results_db") o.results_db = v.cast<fs::path>().string();
     else if (key == "adaptive") o.adaptive = v.cast<bool>();
     else if (key == "nominees") o.nominees = v.cast<int>();
+    else if (key == "check_in_process") o.check_in_process = v.cast<bool>();
     else if (set_setting(o, key, v)) continue;
     else if (key == "progress") {
       if (v.is_none()) continue;

@@ -80,7 +80,7 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
          budget=0, budget_seconds=0.0, cache_dir=None, use_cache=True, refresh=False,
          kernel_cache_dir=None, passes="all", confirm=None, seed=1, results_db=None,
          tuning_share=0.1, progress=None, verbose=False, adaptive=None, nominees=5,
-         **settings):
+         check_in_process=True, **settings):
     """Tunes kernel ("spmv", "spmm", "sddmm", "mttkrp") for A and returns the Plan.
 
     A: a SciPy sparse matrix or array of float32 or float64 (converted to waco-hybrid's CSR:
@@ -105,6 +105,10 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
     that serves csr, asks the tuning cache and tries the model's best `nominees` schedules on
     your own calls (each verified against csr first), settling on the fastest or csr;
     plan.verdict is "exploring" until then, plan.calls and plan.exploring_calls count.
+    check_in_process (a measured tune's gain, or a cached one): the chosen kernel timed against
+    csr in this process before tune returns (~20-80 ms); plan.speedup is this process's figure,
+    and a gain that does not hold here serves csr ("no-gain"); the report's "in_process" says
+    what it measured. False: the measuring processes' figure.
 
     settings: the rest of `waco-hybrid tune`'s options (TUNE_SETTINGS), each named as the CLI
     option with underscores (repeat=3, decide_runs=1, model="my.model", explain=True,
@@ -123,7 +127,8 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
                     use_cache=use_cache, refresh=refresh, kernel_cache_dir=kernel_cache_dir,
                     passes=passes, confirm=confirm, seed=seed, results_db=results_db,
                     tuning_share=tuning_share, progress=progress, verbose=verbose,
-                    adaptive=adaptive, nominees=nominees, **_options(**settings))
+                    adaptive=adaptive, nominees=nominees, check_in_process=check_in_process,
+                    **_options(**settings))
     return _waco._tune(as_matrix(A), kernel, opts)
 
 

@@ -72,6 +72,11 @@ def test_tune_equals_scipy_with_a_report(example, tuned):
     # busy, as beside another test, it can).
     assert plan.threads == 2 or (plan.threads == 1 and plan.schedule.endswith("chunk=auto"))
     assert plan.report["verdict"] == plan.verdict
+    # A gain is checked in this process (check_in_process): held, its figure is the plan's.
+    check = plan.report.get("in_process")
+    if check is not None:
+        assert plan.speedup == pytest.approx(check["speedup"] if check["held"] else 1.0)
+        assert check["held"] == (plan.verdict == "gain")
     assert plan.report["fingerprint"] == waco_hybrid.matrix(example).fingerprint
     assert lines, "no progress line reached the callback"
     x = vector(example.shape[1], 3)

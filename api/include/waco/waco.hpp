@@ -211,6 +211,14 @@ struct Options {
   /// measured before tune() returns.
   std::optional<bool> adaptive;
   int nominees = 5;  ///< adaptive: the model's best schedules tried on your calls (at most 2 of one kernel)
+  /// A measured tune (or a cached decision) whose verdict is a gain: before tune() returns, the
+  /// chosen kernel is timed against csr in this process, in blocks of consecutive calls on
+  /// operands made here (~25-60 ms; at most ~1 s for long calls), since a process can see the
+  /// two kernels differently from the measuring processes that decided. Holds (the chosen one
+  /// faster): speedup() and break_even_calls() are this process's figures. Does not: csr serves,
+  /// verdict() "no-gain". report_json()'s "in_process" says what it measured. false: no check,
+  /// speedup() is the measuring processes' figure.
+  bool check_in_process = true;
 
   // The rest of `waco-hybrid tune`'s settings, for studies and reproductions: each is the CLI
   // option of the same name (dashes as underscores; `waco-hybrid tune --help` says what it does,
