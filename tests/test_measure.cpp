@@ -254,15 +254,49 @@ TEST_CASE("measure: compare abandons hopeless candidates with their runs as a lo
   INFO(ms[2].reason);
   REQUIRE(ms[2].status == MeasureStatus::Abandoned);
   CHECK(ms[2].verified);
-  CHECK(ms[2].seconds.size() == 2);
+  CHECK(ms[2].seconds.size() == 4);  // two probes, then two more after the others
   CHECK(ms[2].min_s > o.compare_race_factor * ms[0].min_s);
-  CHECK(ms[2].reason.find("abandoned after 2 timed runs") != std::string::npos);
+  CHECK(ms[2].reason.find("abandoned after 4 timed runs (two, then two after the others)") !=
+        std::string::npos);
   // Off (factor 0), it is timed like the others.
   o.compare_race_factor = 0;
   Measurer all(f.p, f.ref, o);
   const std::vector<Measurement> full = all.compare(cs, 3);
   CHECK(full[2].status == MeasureStatus::Ok);
   CHECK(full[2].seconds.size() == 3);
+}
+
+TEST_CASE("measure: racing takes a second look before abandoning: two slow probes alone (a "
+          "descheduled thread) do not lose a candidate") {
+  Fixture f;
+  MeasureOptions o = racing_options();
+  o.compare_race_factor = 3;
+  // The nominee's first two probes each 20 ms slower, as a thread descheduled on a busy machine
+  // makes them; its second look (probes 2 and 3) runs as it is.
+  o.probe_hook = [](const Candidate& c, int probe) {
+    if (c.is_generated() && c.schedule->chunk == 32 && probe < 2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  Measurer m(f.p, f.ref, o);
+  const std::vector<Candidate> cs = {Candidate::baseline("csr"),
+                                     schedule("order=i,k format=UC parallel=i chunk=32")};
+  const std::vector<Measurement> ms = m.compare(cs, 5);
+  REQUIRE(ms.size() == 2);
+  CHECK(ms[0].status == MeasureStatus::Ok);
+  INFO(ms[1].reason);
+  CHECK(ms[1].status == MeasureStatus::Ok);
+  CHECK(ms[1].seconds.size() == 5);
+  CHECK(ms[1].median_s < 0.01);
+  // Slow on every probe: abandoned after the second look, with its four probes.
+  o.probe_hook = [](const Candidate& c, int) {
+    if (c.is_generated() && c.schedule->chunk == 32)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  Measurer slow(f.p, f.ref, o);
+  const std::vector<Measurement> gone = slow.compare(cs, 5);
+  INFO(gone[1].reason);
+  CHECK(gone[1].status == MeasureStatus::Abandoned);
+  CHECK(gone[1].seconds.size() == 4);
 }
 
 TEST_CASE("measure: compare's racing per call, and candidates always timed however slow") {

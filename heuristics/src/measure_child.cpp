@@ -396,10 +396,11 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
     Measurement& m = ready[i].m;
     set_times(m, kernels::summarize(probe[i]));
     m.status = MeasureStatus::Abandoned;
-    char buf[200];
+    char buf[240];
     std::snprintf(buf, sizeof buf,
-                  "abandoned after 2 timed runs: the faster took %.3g s, more than %g x the group's "
-                  "fastest %.3g s",
+                  "abandoned after %zu timed runs%s: the fastest took %.3g s, more than %g x the "
+                  "group's fastest %.3g s",
+                  probe[i].size(), probe[i].size() > 2 ? " (two, then two after the others)" : "",
                   fastest, opts.compare_race_factor, screening.best_s);
     m.reason = buf;
     runs[i] = nullptr;
@@ -430,6 +431,34 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
                     ",\"probes\":" + nlohmann::json(screening.probes).dump() +
                     ",\"prepared\":" + prepared + "]}}");
   };
+  // One run of candidate i (`probe` >= 0: a timed probe, the test hook's number), under the
+  // watchdog once the group has a fastest: past its deadline the child reports the overrun
+  // (this candidate's prepared Measurement, the probes and failures so far) and ends.
+  const auto run_once = [&](std::size_t i, int probe_no) {
+    Prepared& r = ready[i];
+    const auto body = [&] {
+      if (probe_no >= 0 && opts.probe_hook) opts.probe_hook(cs[i], probe_no);
+      r.impl->run();
+    };
+    if (!raced(i) || screening.best_s <= 0) return clocked(body);
+    const double bound = opts.compare_race_factor * screening.best_s;
+    const double limit = std::max(opts.compare_screen_min_s, opts.compare_screen_margin * bound);
+    const auto report = [&, i, bound, limit] {
+      nlohmann::json failures = nlohmann::json::array();
+      for (const std::size_t f : failed_here)
+        failures.push_back({{"index", f}, {"measurement", ready[f].m.to_json()}});
+      return nlohmann::json{{"index", i},
+                            {"limit_s", limit},
+                            {"bound_s", bound},
+                            {"measurement", r.m.to_json()},
+                            {"failures", failures},
+                            {"screening", screening.to_json()}}
+          .dump();
+    };
+    double t = 0;
+    dog->guard(limit, report, [&] { t = clocked(body); });
+    return t;
+  };
   // Screened by an earlier child of this request (see compare_screened): prepared only after the
   // screening here, for the rounds, so that a restart does not prepare them again and again.
   std::vector<std::size_t> deferred;
@@ -447,42 +476,32 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
       continue;
     }
     if (opts.child_hook) opts.child_hook(cs[i]);
-    const bool guarded = raced(i) && screening.best_s > 0;
-    const double bound = opts.compare_race_factor * screening.best_s;
-    const double limit = std::max(opts.compare_screen_min_s, opts.compare_screen_margin * bound);
-    // The overrun report: this candidate's prepared Measurement, the probes and failures so far.
-    auto report = [&, i] {
-      nlohmann::json failures = nlohmann::json::array();
-      for (const std::size_t f : failed_here)
-        failures.push_back({{"index", f}, {"measurement", ready[f].m.to_json()}});
-      return nlohmann::json{{"index", i},
-                            {"limit_s", limit},
-                            {"bound_s", bound},
-                            {"measurement", r.m.to_json()},
-                            {"failures", failures},
-                            {"screening", screening.to_json()}}
-          .dump();
-    };
-    auto run_once = [&] {
-      const auto body = [&] { r.impl->run(); };
-      if (!guarded) return clocked(body);
-      double t = 0;
-      dog->guard(limit, report, [&] { t = clocked(body); });
-      return t;
-    };
-    run_once();
+    run_once(i, -1);
     if (!verify_output(r, ref, opts.tolerance, "first run")) {
       failed_here.push_back(i);
       continue;
     }
     runs[i] = [impl = r.impl.get()] { impl->run(); };
     if (!racing) continue;
-    for (int k = 0; k < 2; ++k) probe[i].push_back(run_once());
+    for (int k = 0; k < 2; ++k) probe[i].push_back(run_once(i, k));
     const double fastest = *std::min_element(probe[i].begin(), probe[i].end());
     if (screening.best_s <= 0 || fastest < screening.best_s) screening.best_s = fastest;
     screening.prepared[i] = r.m.to_json();
     prepared_text[i] = screening.prepared[i].dump();
   }
+  // A second look before abandoning: a candidate of this child whose two probes were both above
+  // the race factor x the group's fastest is probed twice more, after every other candidate, and
+  // abandoned only if those are too. A thread descheduled through both first probes (another
+  // process on a 2-core machine) would otherwise lose the candidate for good, and a lone nominee
+  // (the model deciding alone) the tune its answer.
+  if (racing)
+    for (const std::size_t i : order) {
+      if (!runs[i] || probe[i].size() != 2 || !hopeless(i)) continue;
+      now_on(i);
+      for (int k = 2; k < 4; ++k) probe[i].push_back(run_once(i, k));
+      screening.prepared[i] = ready[i].m.to_json();
+      prepared_text[i] = screening.prepared[i].dump();
+    }
   dog.reset();
   for (const std::size_t i : deferred) {
     if (hopeless(i)) {  // no need to prepare it again

@@ -174,10 +174,11 @@ nlohmann::json candidates_to_json(const std::vector<Candidate>& cs);
 inline constexpr const char* kWorkerHello = "waco-measure-worker 2";  // 2: 'S' frames
 
 /// The worker's loop: says hello, then answers frames on `sock` until EOF and exits; dies with
-/// `parent`. `child_hook` (a fork of the caller only) becomes every loaded problem's
-/// MeasureOptions::child_hook.
+/// `parent`. `child_hook` and `probe_hook` (a fork of the caller only) become every loaded
+/// problem's MeasureOptions hooks of those names.
 [[noreturn]] void worker_main(int sock, pid_t parent,
-                              std::function<void(const Candidate&)> child_hook = {});
+                              std::function<void(const Candidate&)> child_hook = {},
+                              std::function<void(const Candidate&, int)> probe_hook = {});
 
 // ---- worker_process.cpp ---------------------------------------------------------------------
 

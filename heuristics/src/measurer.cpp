@@ -58,7 +58,7 @@ Measurer::Measurer(const kernels::Problem& p, const kernels::Reference* ref, Mea
   p.validate();
   // A test hook is code, which does not cross an exec: with one, the worker is a fork of this
   // process (the caller must then not have run OpenMP yet, see measure.hpp).
-  const bool forked = static_cast<bool>(opts_.child_hook);
+  const bool forked = opts_.child_hook || opts_.probe_hook;
   const std::string path = forked ? std::string("(forked)") : detail::find_measure_worker();
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
@@ -69,7 +69,7 @@ Measurer::Measurer(const kernels::Problem& p, const kernels::Reference* ref, Mea
     pid = ::fork();
     if (pid == 0) {
       ::close(fds[0]);
-      worker_main(fds[1], parent, opts_.child_hook);
+      worker_main(fds[1], parent, opts_.child_hook, opts_.probe_hook);
     }
   } else {
     try {

@@ -251,7 +251,8 @@ std::uint64_t physical_memory() {
 }  // namespace
 
 [[noreturn]] void worker_main(int sock, pid_t parent,
-                              std::function<void(const Candidate&)> child_hook) {
+                              std::function<void(const Candidate&)> child_hook,
+                              std::function<void(const Candidate&, int)> probe_hook) {
   if (!die_with_parent(parent)) ::_exit(3);
   // The socket came through exec as fd 3, without close-on-exec: set it again, so that no program
   // a measuring child runs (the compiler) holds the caller's connection.
@@ -307,6 +308,7 @@ std::uint64_t physical_memory() {
         ::_exit(2);
       }
       current->options.child_hook = child_hook;
+      current->options.probe_hook = probe_hook;
       format_check.emplace(current->problem, current->options);
       // Every measuring child is a fork of this process: what it has cached, each child has. A
       // kernel's cache key holds the compiler's version line, one `c++ --version` run (5-6 ms)

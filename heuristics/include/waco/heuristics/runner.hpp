@@ -70,6 +70,10 @@ struct MeasureOptions {
   /// run. It may crash, hang or throw to exercise the isolation; leave empty in production.
   /// A Measurer with a hook forks its worker instead of spawning it (measure.hpp).
   std::function<void(const Candidate&)> child_hook;
+  /// Test hook, as child_hook: runs in the measuring child right before each timed probe of
+  /// compare's racing (the candidate, the probe's number from 0: 0-1 the first pair, 2-3 the
+  /// second look), inside the probe's time. A sleep there is a descheduled thread.
+  std::function<void(const Candidate&, int probe)> probe_hook;
   /// The caller's request to stop (the library's Options::interrupt): polled from the calling
   /// thread about every kCancelPollSeconds while a Measurer waits for its worker. When it returns
   /// true the worker and every process under it (measuring child, compiler) are killed, the call
