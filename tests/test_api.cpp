@@ -368,6 +368,44 @@ TEST_CASE("api: plans of given schedules equal the reference on the caller's arr
       for (std::int64_t r = 0; r < 37; ++r) CHECK(C[r * ldc + n] == 77.0f);  // padding untouched
     }
   }
+  SECTION("csr spmm into C at every 16-byte offset from a cache line (a staged row when C is "
+          "off one and a row fits 2 KiB, the row in place otherwise), float and double") {
+    for (const std::int64_t n : {std::int64_t{64}, std::int64_t{600}}) {
+      const std::vector<float> B = random_vector(static_cast<std::size_t>(29 * n), 8);
+      std::vector<double> ref(static_cast<std::size_t>(37 * n), 0.0);
+      for (std::int64_t r = 0; r < 37; ++r)
+        for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e)
+          for (std::int64_t j = 0; j < n; ++j) ref[r * n + j] += a.val[e] * B[a.colind[e] * n + j];
+      const waco::Plan p = waco::make_plan(m, waco::Kernel::SpMM, "csr", o);
+      for (const std::size_t off : {0, 4, 8, 12}) {  // floats: 0, 16, 32, 48 bytes
+        INFO("n " << n << ", C " << off * 4 << " bytes past a 64-byte boundary");
+        std::vector<float> space(static_cast<std::size_t>(37 * n) + 32, 5.0f);
+        float* base = space.data();
+        while (reinterpret_cast<std::uintptr_t>(base) % 64 != 0) ++base;
+        p.spmm(n, B.data(), n, base + off, n);
+        check_close(ref, base + off);
+        CHECK(base[off + static_cast<std::size_t>(37 * n)] == 5.0f);  // nothing past C written
+      }
+    }
+    // Double: rows of 64 doubles (512 bytes) staged alike.
+    std::vector<double> vals(a.val.begin(), a.val.end());
+    const waco::Matrix md = waco::Matrix::from_csr(37, 29, a.rowptr.data(), a.colind.data(), vals.data());
+    const waco::Plan pd = waco::make_plan(md, waco::Kernel::SpMM, "csr", o);
+    const std::int64_t n = 64;
+    std::vector<double> Bd(static_cast<std::size_t>(29 * n));
+    for (std::size_t i = 0; i < Bd.size(); ++i) Bd[i] = 0.25 + 0.01 * static_cast<double>(i % 97);
+    std::vector<double> space(static_cast<std::size_t>(37 * n) + 16, 0.0);
+    double* base = space.data();
+    while (reinterpret_cast<std::uintptr_t>(base) % 64 != 0) ++base;
+    pd.spmm(n, Bd.data(), n, base + 2, n);  // 16 bytes off
+    for (std::int64_t r = 0; r < 37; ++r)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e)
+          want += vals[static_cast<std::size_t>(e)] * Bd[static_cast<std::size_t>(a.colind[e] * n + j)];
+        CHECK(base[2 + r * n + j] == Approx(want).epsilon(1e-12));
+      }
+  }
   SECTION("sddmm in CSR order, also from a format that stores another order") {
     const std::int64_t k = 6;
     const std::vector<float> U = random_vector(37 * k, 6), V = random_vector(29 * k, 7);

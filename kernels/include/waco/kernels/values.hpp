@@ -45,7 +45,8 @@ constexpr Dtype dtype_of<double>() {
 /// Allocates on 64-byte (cache line, AVX-512 vector) boundaries. glibc's malloc puts a large
 /// block 16 bytes past a page boundary, so every row of a dense operand with a multiple of 16
 /// columns straddled two cache lines: CSR SpMM with the operands 16 bytes off ran 0.88-0.98x
-/// the speed of aligned ones (2 threads, J = 64 and 256, three generated matrices). A large
+/// the speed of aligned ones (2 threads, J = 64 and 256, three generated matrices; about 0.5x on
+/// an AMD Zen 4 VM, where the csr baseline now stages such rows: baseline_csr.cpp). A large
 /// block asks for transparent huge pages (advise_huge_pages) before it is filled.
 template <class T>
 struct CacheAligned {
