@@ -73,8 +73,9 @@ InProcessCheck check_in_process(const PlacedCall& chosen, const PlacedCall& csr,
     std::vector<double> r;
     for (int round = 0; round < rounds; ++round) {
       double mine = 0, theirs = 0;
+      // Each placement's turns alternate which kernel goes first, and so do consecutive rounds.
       const int p = round % c.placements;
-      if (round % 2 == 0) {
+      if ((round / c.placements + p) % 2 == 0) {
         mine = block(chosen, p);
         theirs = block(csr, p);
       } else {

@@ -56,7 +56,7 @@ using PlacedCall = std::function<void(int p)>;
 
 /// Times `chosen` and `csr` alternately in blocks: csr's call time is estimated first from
 /// calls totalling ~block_s (placement 0), then `rounds` pairs of blocks, both of a round on
-/// one placement, the chosen kernel's first in even rounds; a second check of as many rounds
+/// one placement, which kernel goes first alternating; a second check of as many rounds
 /// when the first's median ratio is not below 1.
 InProcessCheck check_in_process(const PlacedCall& chosen, const PlacedCall& csr,
                                 const InProcessOptions& o = {});
