@@ -88,8 +88,8 @@ void csr_spmm(const CsrView<V>& A, index_t J, const V* B, V* C, int threads) {
   const V* v = A.val;
   // TACO's loop: each nonzero adds into the output row. With C off a 64-byte boundary (a
   // caller's malloc'd or std::vector array lies 16 bytes past one) those read-modify-writes
-  // straddle cache lines: csr SpMM ran 1.7-2x slower on an AMD Zen 4 VM (J = 64: jagmesh7 42-45
-  // us with C 16 or 48 bytes off against 21-24 aligned; G51 66 us against 29-33). Such a row is
+  // straddle cache lines: csr SpMM ran 1.5-2x slower on an AMD Zen 4 VM (J = 64: jagmesh7 41-45
+  // us with C 16 or 48 bytes off against 23-28 aligned; G51 66 us against 29-33). Such a row is
   // summed in an aligned buffer and copied out once (the same sums in the same order): 22-30 us
   // and 32-39 us. The measuring processes' operands are aligned (kernels::Values): their csr
   // runs the loop as before.
