@@ -106,9 +106,10 @@ def tune(A, kernel="spmv", *, threads=0, expected_calls=None, dense=None, search
     your own calls (each verified against csr first), settling on the fastest or csr;
     plan.verdict is "exploring" until then, plan.calls and plan.exploring_calls count.
     check_in_process (a measured tune's gain, or a cached one): the chosen kernel timed against
-    csr in this process before tune returns (~20-80 ms); plan.speedup is this process's figure,
-    and a gain that does not hold here serves csr ("no-gain"); the report's "in_process" says
-    what it measured. False: the measuring processes' figure.
+    csr in this process before tune returns (~25-60 ms, ~1 s at most for long calls);
+    plan.speedup is this process's figure, and a gain that does not hold here serves csr
+    ("no-gain"); the report's "in_process" says what it measured. False: the measuring
+    processes' figure.
 
     settings: the rest of `waco-hybrid tune`'s options (TUNE_SETTINGS), each named as the CLI
     option with underscores (repeat=3, decide_runs=1, model="my.model", explain=True,
