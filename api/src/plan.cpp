@@ -176,6 +176,15 @@ std::shared_ptr<Plan::Impl> bind_arm(const Matrix& A, Kernel k, const codegen::S
   return impl;
 }
 
+/// The hand-written reference every tune is judged by: csf for MTTKRP, csr otherwise.
+std::string reference_of(Kernel k) { return kernels::needs_tensor(kind_of(k)) ? "csf" : "csr"; }
+
+/// bind_arm of that reference, compiled into the library (nothing to compile or load).
+std::shared_ptr<Plan::Impl> bind_reference(const Matrix& A, Kernel k, const Options& o) {
+  const std::string reference = reference_of(k);
+  return bind_arm(A, k, *codegen::schedule_shortcut(kind_of(k), reference), o, reference);
+}
+
 /// bind_arm, and the plan's fingerprint (computed now if the matrix had none yet).
 std::shared_ptr<Plan::Impl> bind_plan(const Matrix& A, Kernel k, const codegen::SuperSchedule& s,
                                       const Options& o, const std::string& baseline = "") {
@@ -208,11 +217,9 @@ void take_report(Plan::Impl& impl, const nlohmann::json& report) {
 /// is "no-gain". The report keeps the tune's own figures and gains "in_process".
 void check_here(Plan::Impl& impl, const Matrix& A, Kernel k, const Options& o) {
   if (!o.check_in_process || impl.verdict != "gain") return;
-  const KernelKind kind = kind_of(k);
-  const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
+  const std::string reference = reference_of(k);
   if (impl.arm->bound.baseline == reference) return;  // nothing to compare with
-  std::shared_ptr<Plan::Impl> base =
-      bind_arm(A, k, *codegen::schedule_shortcut(kind, reference), o, reference);
+  const std::shared_ptr<Plan::Impl> base = bind_reference(A, k, o);
   const std::int64_t n = k == Kernel::SpMV ? 1 : impl.dense;
   const std::int64_t rows = impl.dims[0], cols = impl.dims.size() > 1 ? impl.dims[1] : 1;
   std::int64_t in0 = cols * n, in1 = 0, out = rows * n;
@@ -411,10 +418,7 @@ Plan adaptive_plan(const Matrix& A, Kernel k, const Options& o, const tuning::Tu
       api::arrays(A), matrix, request, o.nominees, [matrix] { return matrix->fingerprint(); });
   // csr (csf) serves first, and whenever no nominee beats it: the hand-written baseline, compiled
   // into the library (nothing to compile or load), the reference a tune's verdict judges by.
-  const KernelKind kind = kind_of(k);
-  const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
-  std::shared_ptr<Plan::Impl> impl =
-      bind_arm(A, k, *codegen::schedule_shortcut(kind, reference), o, reference);
+  std::shared_ptr<Plan::Impl> impl = bind_reference(A, k, o);
   impl->matrix = std::move(matrix);
   impl->adaptive = std::make_shared<tuning::AdaptiveRun>(impl->arm, std::move(setup));
   impl->tuning_s = kernels::now_seconds() - t0;
@@ -714,7 +718,7 @@ std::string Plan::standalone_header(const std::string& name_space) const {
   const double sp = speedup();
   char buf[160];
   std::snprintf(buf, sizeof buf, "\nverdict %s, speedup over the %s schedule %.3fx",
-                verdict().c_str(), impl_->kernel == Kernel::MTTKRP ? "csf" : "csr", sp);
+                verdict().c_str(), reference_of(impl_->kernel).c_str(), sp);
   if (sp > 0 && verdict() != "given") note += buf;
   if (arm->bound.baseline == codegen::kDiaBaseline)
     note += "\nthe dia baseline (diagonal storage) serves this plan; this header holds its builder "

@@ -442,7 +442,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
     };
     if (!raced(i) || screening.best_s <= 0) return clocked(body);
     const double bound = opts.compare_race_factor * screening.best_s;
-    const double limit = std::max(opts.compare_screen_min_s, opts.compare_screen_margin * bound);
+    const double limit = screening_limit(opts, bound);
     const auto report = [&, i, bound, limit] {
       nlohmann::json failures = nlohmann::json::array();
       for (const std::size_t f : failed_here)

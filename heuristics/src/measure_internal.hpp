@@ -46,6 +46,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -165,6 +166,12 @@ nlohmann::json memory_json();
 /// The stand-in for a candidate whose verification or probe run overran its deadline `limit` in
 /// compare's screening: its prepared Measurement m, Abandoned, the race bound as its times (a
 /// lower bound: the run took more than the margin times that), not verified.
+/// The deadline of a screened run of compare's racing: max(compare_screen_min_s,
+/// compare_screen_margin x `bound`), bound being the race factor x the group's fastest.
+inline double screening_limit(const MeasureOptions& o, double bound) {
+  return std::max(o.compare_screen_min_s, o.compare_screen_margin * bound);
+}
+
 Measurement overran_screening(Measurement m, double limit, double bound);
 
 /// The candidates of a request (the 'M' and 'C' frames' payload).

@@ -390,7 +390,7 @@ std::vector<Measurement> ScriptedRunner::compare(const std::vector<Candidate>& c
     }
     const bool guarded = raced(i) && best_s > 0;
     const double bound = factor * best_s;
-    const double limit = std::max(opts_.compare_screen_min_s, opts_.compare_screen_margin * bound);
+    const double limit = detail::screening_limit(opts_, bound);
     bool overran = false;
     const auto run_once = [&](std::uint64_t k) {
       const double x = d.run(k, 1.0);
@@ -415,7 +415,7 @@ std::vector<Measurement> ScriptedRunner::compare(const std::vector<Candidate>& c
     if (!timed[i] || probe[i].size() != 2 || !raced(i)) continue;
     if (*std::min_element(probe[i].begin(), probe[i].end()) <= factor * best_s) continue;
     const double bound = factor * best_s;
-    const double limit = std::max(opts_.compare_screen_min_s, opts_.compare_screen_margin * bound);
+    const double limit = detail::screening_limit(opts_, bound);
     bool overran = false;
     for (std::uint64_t k = 3; k <= 4 && !overran; ++k) {
       const double x = draws[i].run(k, 1.0);
