@@ -446,6 +446,44 @@ TEST_CASE("api: plans of given schedules equal the reference on the caller's arr
     std::vector<float> out(9 * n);
     p.mttkrp(n, B.data(), n, C.data(), n, out.data(), n);
     check_close(ref, out.data());
+    // Generated kernels that add into the output's rows (codegen::updates_output_rows: staged
+    // in an aligned buffer when out is off a 64-byte line) and one that writes each row once,
+    // into out at every 16-byte offset from a line: the reference, nothing past out written;
+    // called twice, the second reusing the thread's buffer.
+    for (const char* s : {"order=i,k,l,j format=CCC parallel=i chunk=2",
+                          "split=i:4 order=i1,l,i0,k,j format=UCCC parallel=i1 chunk=1",
+                          "split=j:4 order=i,j1,k,l,j0 format=UCC parallel=i"}) {
+      const waco::Plan g = waco::make_plan(t, waco::Kernel::MTTKRP, s, o);
+      for (const std::size_t off : {0, 4, 8, 12}) {  // floats: 0, 16, 32, 48 bytes
+        INFO(s << ", out " << off * 4 << " bytes past a 64-byte boundary");
+        std::vector<float> space(static_cast<std::size_t>(9 * n) + 32, 5.0f);
+        float* base = space.data();
+        while (reinterpret_cast<std::uintptr_t>(base) % 64 != 0) ++base;
+        for (int call = 0; call < 2; ++call) {
+          g.mttkrp(n, B.data(), n, C.data(), n, base + off, n);
+          check_close(ref, base + off);
+          CHECK(base[off + static_cast<std::size_t>(9 * n)] == 5.0f);
+        }
+      }
+    }
+  }
+  SECTION("a generated spmm that adds into C's rows, into C at every 16-byte offset") {
+    const std::int64_t n = 40;
+    const std::vector<float> B = random_vector(static_cast<std::size_t>(29 * n), 12);
+    std::vector<double> ref(static_cast<std::size_t>(37 * n), 0.0);
+    for (std::int64_t r = 0; r < 37; ++r)
+      for (std::int64_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e)
+        for (std::int64_t j = 0; j < n; ++j) ref[r * n + j] += a.val[e] * B[a.colind[e] * n + j];
+    const waco::Plan g = waco::make_plan(m, waco::Kernel::SpMM, "order=i,k,j format=UC parallel=i chunk=4", o);
+    for (const std::size_t off : {0, 4, 8, 12}) {
+      INFO("C " << off * 4 << " bytes past a 64-byte boundary");
+      std::vector<float> space(static_cast<std::size_t>(37 * n) + 32, 5.0f);
+      float* base = space.data();
+      while (reinterpret_cast<std::uintptr_t>(base) % 64 != 0) ++base;
+      g.spmm(n, B.data(), n, base + off, n);
+      check_close(ref, base + off);
+      CHECK(base[off + static_cast<std::size_t>(37 * n)] == 5.0f);
+    }
   }
 }
 

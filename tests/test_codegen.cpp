@@ -747,6 +747,30 @@ TEST_CASE("codegen: which register blocks stream their flush") {
             .find("waco_stream") == std::string::npos);
 }
 
+TEST_CASE("codegen: which sources add into the output's rows (staged when it is off a line)") {
+  auto rows = [](KernelKind k, const std::string& text) {
+    return updates_output_rows(schedule_from_string(k, text));
+  };
+  CHECK(rows(KernelKind::SpMM, "order=i,k,j format=UC"));                    // csr's loops
+  CHECK(rows(KernelKind::SpMM, "order=k,i,j format=UC"));                    // csc's
+  CHECK(rows(KernelKind::SpMM, "split=j:8 order=i,k,j1,j0 format=UC"));      // j0 innermost, no block
+  CHECK(rows(KernelKind::MTTKRP, "order=i,k,l,j format=CCC"));
+  CHECK(rows(KernelKind::MTTKRP, "split=i:16 order=i1,i0,l,k,j format=UCCC"));
+  CHECK_FALSE(rows(KernelKind::SpMM, "split=j:64 order=i,j1,k,j0 format=UC"));  // a register block
+  CHECK_FALSE(rows(KernelKind::SpMM, "order=i,j,k format=UC"));                 // a scalar sum
+  CHECK_FALSE(rows(KernelKind::SpMV, "order=i,k format=UC"));
+  CHECK_FALSE(rows(KernelKind::SpMV, "order=k,i format=UC"));
+  CHECK_FALSE(rows(KernelKind::SDDMM, "order=i,j,k format=UC"));
+  // Bound, the flag is the source's; a baseline's binding never stages (csr stages its rows
+  // itself, csf sums a fibre before adding it).
+  const CooMatrix a = waco::test::from_triplets(3, 4, {0, 1, 2}, {0, 3, 1}, {1.0f, 2.0f, 3.0f});
+  const DenseOperands d = make_dense_operands(KernelKind::SpMM, &a, nullptr, 8, 5);
+  const Problem p = make_problem(KernelKind::SpMM, &a, nullptr, d);
+  CHECK(bind_schedule(schedule_from_string(KernelKind::SpMM, "order=i,k,j format=UC"), p, 8, 2, test_options())
+            .stage_unaligned_output);
+  CHECK_FALSE(bind_baseline("csr", p, 8, 2, test_options()).stage_unaligned_output);
+}
+
 namespace {
 
 /// Runs schedule s (which streams_output) on op with plain stores and with streaming stores

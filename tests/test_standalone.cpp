@@ -92,9 +92,12 @@ void write_case(const std::string& path, KernelKind k, const Case& c) {
 }
 
 /// The driver: reads each operand file, runs every namespace's build and call (dense size
-/// `dense`), and writes per namespace 'R' (refused) or 'O' and the output values (of type `vt`)
-/// to FILE.out. With `probe` (headers compiled with -DWACO_STREAM_PROBE), the output starts one
-/// value past a 64-byte line, and the lines its streaming writer wrote whole follow the values.
+/// `dense`), and writes per namespace 'R' (refused) or 'O', the output values (of type `vt`) and
+/// the value after them (a sentinel, 12345: nothing past the output written) to FILE.out. The
+/// output starts on a 64-byte line for even namespaces and 16 bytes past one for odd ones (as
+/// malloc's arrays can: the headers that stage such an output, kStageUnalignedOutput, do).
+/// With `probe` (headers compiled with -DWACO_STREAM_PROBE), the output starts one value past a
+/// 64-byte line, and the lines its streaming writer wrote whole follow the sentinel.
 std::string driver(KernelKind k, std::size_t headers, const std::string& vt, int dense = kDense,
                    bool probe = false) {
   std::ostringstream d;
@@ -137,9 +140,12 @@ int main(int argc, char** argv) {
     d << (kernels::needs_tensor(k) ? "dims, nnz, i.data(), kk.data(), l.data(), val.data());\n"
                                    : "rows, cols, rowptr.data(), colind.data(), val.data());\n");
     d << "      std::vector<V> buf((out_size > 0 ? out_size : 1) + 64, V(12345));\n"
-         "      V* out = buf.data();\n";
+         "      V* out = buf.data();\n"
+         "      while (reinterpret_cast<std::uintptr_t>(out) % 64 != 0) ++out;\n";
     if (probe)
-      d << "      while (reinterpret_cast<std::uintptr_t>(out) % 64 != 0) ++out;\n      ++out;\n";
+      d << "      ++out;\n";
+    else if (i % 2 == 1)
+      d << "      out += 16 / sizeof(V);\n";
     d << "      ";
     switch (k) {
       case KernelKind::SpMV: d << ns << "::spmv(fmt, in0.data(), out);\n"; break;
@@ -151,7 +157,7 @@ int main(int argc, char** argv) {
         d << ns << "::mttkrp(fmt, " << dense << ", in0.data(), in1.data(), out);\n";
         break;
     }
-    d << "      std::fputc('O', o);\n      std::fwrite(out, sizeof(V), out_size, o);\n";
+    d << "      std::fputc('O', o);\n      std::fwrite(out, sizeof(V), out_size + 1, o);\n";
     if (probe) d << "      std::fwrite(&" << ns << "::waco_stream_probe_lines, sizeof(long long), 1, o);\n";
     d << "    } catch (const std::length_error&) {\n      std::fputc('R', o);\n    }\n";
   }
@@ -259,6 +265,10 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
       CHECK((serial_branch != std::string::npos) == (schedules[i].chunk == codegen::kAutoChunk));
       if (serial_branch != std::string::npos)
         CHECK(serial_branch < header.find("#pragma omp parallel"));
+      // Staging of an output off a 64-byte line, in the headers that add into its rows.
+      CHECK(header.find(std::string("kStageUnalignedOutput = ") +
+                        (codegen::updates_output_rows(schedules[i]) ? "true" : "false") + ";") !=
+            std::string::npos);
       // The streaming rule of this machine, in the headers whose flush can stream.
       CHECK(header.find("kStreamMinBytes = " +
                         std::to_string(codegen::streams_output(schedules[i]) ? codegen::stream_output_min_bytes() : 0) +
@@ -342,9 +352,11 @@ void check_standalone(kernels::Dtype dtype, int random, int narrow) {
           continue;
         }
         const kernels::Values out = read_values(in, cs.problem.output_size(), dtype);
+        const kernels::Values after = read_values(in, 1, dtype);
         const kernels::Verification v = kernels::verify(
             out, ref, f64 ? test::kDoubleTolerance : kernels::kDefaultTolerance);
         CHECK(v.message == "");
+        CHECK(after.get(0) == 12345.0);  // nothing past the output written
         ++ran;
       }
       CHECK(in.good());
@@ -417,6 +429,7 @@ TEST_CASE("standalone: a header streams its output beyond kStreamMinBytes and eq
       INFO("s" << i);
       REQUIRE(in.get() == 'O');
       const kernels::Values out = read_values(in, n, dtype);
+      CHECK(read_values(in, 1, dtype).get(0) == 12345.0);  // nothing past the output written
       long long lines = -1;
       in.read(reinterpret_cast<char*>(&lines), sizeof lines);
       REQUIRE(in.good());

@@ -168,6 +168,13 @@ bool streams_output(const SuperSchedule& s) {
   return validate(s).empty() && analyze(s, RaceStrategy::Atomic).stream_flush;
 }
 
+bool updates_output_rows(const SuperSchedule& s) {
+  if (s.kind != kernels::KernelKind::SpMM && s.kind != kernels::KernelKind::MTTKRP) return false;
+  if (!validate(s).empty()) return false;
+  const detail::Analysis a = analyze(s, RaceStrategy::Atomic);
+  return !a.accumulate && !a.block && s.order.back().var == a.spec->output.vars.back();
+}
+
 std::int64_t stream_output_min_bytes() {
   const char* off = std::getenv("WACO_STREAM_STORES");
   if (off != nullptr && std::string(off) == "0") return 0;

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "waco/codegen/emitter.hpp"
 #include "waco/kernels/baseline_loops.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/openmp_team.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/huge_pages.hpp"
 #include "waco/kernels/serial_bound.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -137,6 +139,7 @@ BoundKernel prepare_binding(const SuperSchedule& schedule, const kernels::Proble
   b.race = resolve_race(opts.race, emitted, b.out_size, updates, b.args.threads, b.dtype);
   b.source = emit_kernel_source(emitted, b.race, SourceForm::SharedObject, b.dtype);
   if (streams_output(s)) b.stream_min_bytes = stream_output_min_bytes();
+  b.stage_unaligned_output = updates_output_rows(emitted);
   for (std::size_t l = 0; l < st.levels.size(); ++l) {
     const Level& lv = st.levels[l];
     b.args.pos[l] = lv.pos.empty() ? nullptr : lv.pos.data();
@@ -322,10 +325,47 @@ BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, st
   BoundKernel b = prepare_binding(*schedule_shortcut(p.kind, name), p, dense, threads, opts);
   b.source.clear();
   b.baseline = name;
+  // The csr baseline stages an unaligned output's rows itself (kernels/baseline_csr.cpp); the
+  // csf baseline sums a fibre's products before it adds them into the output.
+  b.stage_unaligned_output = false;
   b.fn = p.dtype() == kernels::Dtype::F64 ? baseline_fn<double>(p.kind)
                                           : baseline_fn<float>(p.kind);
   return b;
 }
+
+namespace {
+
+/// An output buffer of the calling thread, 64-byte aligned, at least `bytes` long; it only grows
+/// and is kept between calls (BoundKernel::stage_unaligned_output).
+void* staging_output(std::size_t bytes) {
+  thread_local kernels::HugeBlock block;
+  if (block.size() < bytes) {
+    block = kernels::HugeBlock();  // the old one goes before the new one is taken
+    block = kernels::HugeBlock(bytes);
+  }
+  return block.data();
+}
+
+/// Copies a staged output to the caller's array, on `threads` threads when it is large enough to
+/// gain from them (the kernel's own OpenMP team serves them).
+void copy_staged(const void* from, void* to, std::size_t bytes, int threads) {
+  constexpr std::size_t kParallelCopyBytes = std::size_t{256} << 10;
+  constexpr std::size_t kPiece = std::size_t{64} << 10;
+  const auto* f = static_cast<const char*>(from);
+  auto* t = static_cast<char*>(to);
+  if (threads <= 1 || bytes < kParallelCopyBytes) {
+    std::memcpy(t, f, bytes);
+    return;
+  }
+  const auto pieces = static_cast<std::int64_t>((bytes + kPiece - 1) / kPiece);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t q = 0; q < pieces; ++q) {
+    const std::size_t at = static_cast<std::size_t>(q) * kPiece;
+    std::memcpy(t + at, f + at, std::min(kPiece, bytes - at));
+  }
+}
+
+}  // namespace
 
 void BoundKernel::run(const void* in0, const void* in1, void* out, std::int64_t dense) const {
   WACO_ASSERT(fn != nullptr, "run() of an unbound kernel");
@@ -344,18 +384,23 @@ void BoundKernel::run(const void* in0, const void* in1, void* out, std::int64_t 
   }
   a.in[0] = in0;
   a.in[1] = in1;
-  a.out = out;
+  const std::int64_t value = static_cast<std::int64_t>(kernels::dtype_size(dtype));
+  const std::size_t bytes = static_cast<std::size_t>(size * value);
+  const bool staged = stage_unaligned_output && bytes > 0 &&
+                      reinterpret_cast<std::uintptr_t>(out) % 64 != 0;
+  void* target = staged ? staging_output(bytes) : out;
+  a.out = target;
   a.out_size = static_cast<long long>(size);
   // (An output not aligned to its values, possible only through a cast, is never streamed: the
   // writer finds its lines by whole values.)
-  const std::int64_t value = static_cast<std::int64_t>(kernels::dtype_size(dtype));
   a.stream_out = stream_min_bytes > 0 && size * value > stream_min_bytes &&
-                 reinterpret_cast<std::uintptr_t>(out) % static_cast<std::uintptr_t>(value) == 0;
+                 reinterpret_cast<std::uintptr_t>(target) % static_cast<std::uintptr_t>(value) == 0;
   if (fn(&a) != 0)
     throw kernels::Error(
         "the generated kernel could not allocate its " + std::to_string(a.threads - 1) +
             " per-thread copies of the output (" + std::to_string(a.out_size) + " values each)",
         "use --race atomic, or fewer threads");
+  if (staged) copy_staged(target, out, bytes, a.threads);
 }
 
 void GeneratedKernel::prepare(const kernels::Problem& p, int threads) {

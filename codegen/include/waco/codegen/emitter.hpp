@@ -99,6 +99,15 @@ std::optional<RegisterBlock> register_block(const SuperSchedule& s);
 /// contiguous values. Other sources ignore stream_out.
 bool streams_output(const SuperSchedule& s);
 
+/// Whether the source of a valid schedule adds into rows of a dense output in memory, a vector
+/// at a time: SpMM or MTTKRP whose innermost loop runs over the output's last (dense) variable
+/// with no register block or scalar accumulation between, so that every stored value updates a
+/// stretch of an output row (`order=i,k,j` over UC, every MTTKRP template). Such a kernel ran
+/// 1.5-1.9x slower into an output 16 or 48 bytes past a 64-byte boundary, as malloc's,
+/// std::vector's and NumPy's arrays lie (its row updates straddle cache lines; AMD EPYC Zen 4
+/// VM, session 79); BoundKernel::run and the drop-in header run it into an aligned buffer then.
+bool updates_output_rows(const SuperSchedule& s);
+
 /// The output size in bytes above which the host sets WacoArgs::stream_out (BoundKernel::run,
 /// the drop-in header's run): this machine's last-level cache (kernels::last_level_cache_bytes;
 /// 0, never, when no source tells, or when the environment sets WACO_STREAM_STORES=0, which

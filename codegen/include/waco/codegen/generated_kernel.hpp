@@ -74,6 +74,10 @@ struct BoundKernel {
   /// run() sets WacoArgs::stream_out for outputs larger than this (bytes; 0: never): the
   /// stream_output_min_bytes() of the binding when the source streams_output().
   std::int64_t stream_min_bytes = 0;
+  /// run() runs the kernel into an aligned buffer of the calling thread, then copies it out, when
+  /// `out` is not 64-byte aligned: set for generated sources that updates_output_rows()
+  /// (emitter.hpp), whose row updates straddle cache lines otherwise (1.5-1.9x the time).
+  bool stage_unaligned_output = false;
   std::string source;                  ///< the kernel's C++ source (emitter.hpp)
   /// Empty for a generated kernel; "csr", "csf" or "dia" when fn runs that hand-written baseline's loop
   /// (bind_baseline: no source, nothing compiled).
