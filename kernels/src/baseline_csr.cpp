@@ -143,8 +143,8 @@ void csf_mttkrp(const CsfView<V>& T, index_t J, const V* B, const V* C, V* D, in
   {
     // The fibre's sums start on a 64-byte line: malloc puts a 64-byte vector 16 bytes past one
     // as often as not, and then every nonzero's update of it straddled two lines (email_eu_core,
-    // J = 16, AMD Zen 4 VM: 720-790 us against 490-505 aligned, moving with whatever the heap
-    // held before; session 79).
+    // J = 16, AMD Zen 4 VM: 490-515 or 720-790 us, as one thread's vector or both straddled,
+    // moving with whatever the heap held before, against 377-410 on a line; session 79).
     std::vector<V> storage(static_cast<std::size_t>(J) + 64 / sizeof(V));
     V* fibre = storage.data();
     while (reinterpret_cast<std::uintptr_t>(fibre) % 64 != 0) ++fibre;
