@@ -470,7 +470,6 @@ TEST_CASE("api: plans of given schedules equal the reference on the caller's arr
       }
     }
   }
-
 }
 
 TEST_CASE("api: tune gives a plan that equals the reference, cached, saved and loaded") {
