@@ -3,6 +3,7 @@
 // the kernel loaded here (codegen::bind_schedule).
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -28,6 +29,7 @@
 #include "waco/heuristics/economy.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/context.hpp"
+#include "waco/kernels/huge_pages.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/timing.hpp"
@@ -465,15 +467,30 @@ void check_dtype(const Plan::Impl& impl, const char* call) {
                   " values for " + (f64 ? "float" : "double") + " ones");
 }
 
+/// What a strided operand is packed into: per calling thread, per operand (0 and 1 the inputs,
+/// 2 the output), 64-byte aligned, kept between calls (it only grows). A fresh vector a call
+/// cost an allocation, and a packed output off a cache line was staged once more by the kernels
+/// that add into its rows (codegen::updates_output_rows).
+enum Slot { kIn0 = 0, kIn1 = 1, kOut = 2 };
+template <class V>
+V* scratch(Slot slot, std::int64_t values) {
+  thread_local std::array<kernels::HugeBlock, 3> blocks;
+  kernels::HugeBlock& b = blocks[static_cast<std::size_t>(slot)];
+  const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(values, 1)) * sizeof(V);
+  if (b.size() < bytes) {
+    b = kernels::HugeBlock();  // the old one goes before the new one is taken
+    b = kernels::HugeBlock(bytes);
+  }
+  return static_cast<V*>(b.data());
+}
+
 /// A rows x n block with leading dimension ld, packed (ld == n: the caller's array itself).
 template <class V>
-const V* packed(const V* a, std::int64_t rows, std::int64_t n, std::int64_t ld,
-                std::vector<V>& buffer) {
+const V* packed(const V* a, std::int64_t rows, std::int64_t n, std::int64_t ld, Slot slot) {
   if (ld == n) return a;
-  buffer.resize(static_cast<std::size_t>(rows * n));
-  for (std::int64_t r = 0; r < rows; ++r)
-    std::copy(a + r * ld, a + r * ld + n, buffer.data() + r * n);
-  return buffer.data();
+  V* to = scratch<V>(slot, rows * n);
+  for (std::int64_t r = 0; r < rows; ++r) std::copy(a + r * ld, a + r * ld + n, to + r * n);
+  return to;
 }
 
 /// Runs a dense-output kernel into out (rows x n, leading dimension ldo).
@@ -487,10 +504,10 @@ void run_dense_out(const Plan::Impl& impl, const V* in0, const V* in1, V* out, s
       a.bound.run(in0, in1, o, n);
       return;
     }
-    std::vector<V> packed_out(static_cast<std::size_t>(rows * n));
-    a.bound.run(in0, in1, packed_out.data(), n);
+    V* packed_out = scratch<V>(kOut, rows * n);
+    a.bound.run(in0, in1, packed_out, n);
     for (std::int64_t r = 0; r < rows; ++r)
-      std::copy(packed_out.data() + r * n, packed_out.data() + (r + 1) * n, o + r * ldo);
+      std::copy(packed_out + r * n, packed_out + (r + 1) * n, o + r * ldo);
   });
 }
 
@@ -515,8 +532,7 @@ void spmm_call(const Plan::Impl& p, std::int64_t n, const V* B, std::int64_t ldb
   check_columns(n, ldb, "ldb");
   check_columns(n, ldc, "ldc");
   api::translate_errors([&] {
-    std::vector<V> buffer;
-    run_dense_out(p, packed(B, p.dims[1], n, ldb, buffer), static_cast<const V*>(nullptr), C,
+    run_dense_out(p, packed(B, p.dims[1], n, ldb, kIn0), static_cast<const V*>(nullptr), C,
                   p.dims[0], n, ldc);
   });
 }
@@ -532,10 +548,9 @@ void sddmm_call(const Plan::Impl& p, std::int64_t k, const V* U, std::int64_t ld
   check_columns(k, ldu, "ldu");
   check_columns(k, ldv, "ldv");
   api::translate_errors([&] {
-    std::vector<V> bu, bv;
     // The kernel's C is k x cols column-major: V (cols x k row-major) is that array.
-    const V* u = packed(U, p.dims[0], k, ldu, bu);
-    const V* v = packed(V_, p.dims[1], k, ldv, bv);
+    const V* u = packed(U, p.dims[0], k, ldu, kIn0);
+    const V* v = packed(V_, p.dims[1], k, ldv, kIn1);
     p.serve(out, static_cast<std::size_t>(p.nnz),
             [&](const tuning::Arm& a, void* vo) { a.run(u, v, vo, k); });
   });
@@ -553,8 +568,7 @@ void mttkrp_call(const Plan::Impl& p, std::int64_t n, const V* B, std::int64_t l
   check_columns(n, ldc, "ldc");
   check_columns(n, ldo, "ldo");
   api::translate_errors([&] {
-    std::vector<V> bb, bc;
-    run_dense_out(p, packed(B, p.dims[1], n, ldb, bb), packed(C, p.dims[2], n, ldc, bc), out,
+    run_dense_out(p, packed(B, p.dims[1], n, ldb, kIn0), packed(C, p.dims[2], n, ldc, kIn1), out,
                   p.dims[0], n, ldo);
   });
 }
