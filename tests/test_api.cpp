@@ -425,6 +425,15 @@ TEST_CASE("api: plans of given schedules equal the reference on the caller's arr
       std::vector<float> out(ref.size());
       p.sddmm(k, U.data(), k, V.data(), k, out.data());
       check_close(ref, out.data());
+      // U and V with leading dimensions 9 and 11 (packed into the thread's arrays), twice.
+      std::vector<float> Us(37 * 9, -7.0f), Vs(29 * 11, -7.0f);
+      for (std::int64_t r = 0; r < 37; ++r) std::copy(&U[r * k], &U[r * k] + k, &Us[r * 9]);
+      for (std::int64_t c = 0; c < 29; ++c) std::copy(&V[c * k], &V[c * k] + k, &Vs[c * 11]);
+      for (int call = 0; call < 2; ++call) {
+        std::vector<float> outs(ref.size(), 3.0f);
+        p.sddmm(k, Us.data(), 9, Vs.data(), 11, outs.data());
+        check_close(ref, outs.data());
+      }
     }
   }
   SECTION("mttkrp on a 3-D tensor") {
@@ -449,6 +458,25 @@ TEST_CASE("api: plans of given schedules equal the reference on the caller's arr
     std::vector<float> out(9 * n);
     p.mttkrp(n, B.data(), n, C.data(), n, out.data(), n);
     check_close(ref, out.data());
+    {  // B, C and out with leading dimensions 5, 6 and 7 (packed), twice; out's padding untouched
+      std::vector<float> Bs(7 * 5, -7.0f), Cs(5 * 6, -7.0f);
+      for (std::int64_t r = 0; r < 7; ++r) std::copy(&B[r * n], &B[r * n] + n, &Bs[r * 5]);
+      for (std::int64_t r = 0; r < 5; ++r) std::copy(&C[r * n], &C[r * n] + n, &Cs[r * 6]);
+      for (const char* s : {"csf", "order=i,k,l,j format=CCC parallel=i chunk=2"}) {
+        const waco::Plan q = waco::make_plan(t, waco::Kernel::MTTKRP, s, o);
+        for (int call = 0; call < 2; ++call) {
+          INFO(s << ", call " << call);
+          std::vector<float> outs(9 * 7, 8.0f);
+          q.mttkrp(n, Bs.data(), 5, Cs.data(), 6, outs.data(), 7);
+          std::vector<float> got;
+          for (std::int64_t r = 0; r < 9; ++r) {
+            got.insert(got.end(), &outs[r * 7], &outs[r * 7] + n);
+            for (std::int64_t j = n; j < 7; ++j) CHECK(outs[r * 7 + j] == 8.0f);
+          }
+          check_close(ref, got.data());
+        }
+      }
+    }
     // Generated kernels that add into the output's rows (codegen::updates_output_rows: staged
     // in an aligned buffer when out is off a 64-byte line) and one that writes each row once,
     // into out at every 16-byte offset from a line: the reference, nothing past out written;
