@@ -75,7 +75,7 @@ struct BoundKernel {
   /// stream_output_min_bytes() of the binding when the source streams_output().
   std::int64_t stream_min_bytes = 0;
   /// run() runs the kernel into an aligned buffer of the calling thread, then copies it out, when
-  /// `out` is not 64-byte aligned: set for generated sources that updates_output_rows()
+  /// `out` is not 32-byte aligned: set for generated sources that updates_output_rows()
   /// (emitter.hpp), whose row updates straddle cache lines otherwise (1.5-1.9x the time).
   bool stage_unaligned_output = false;
   std::string source;                  ///< the kernel's C++ source (emitter.hpp)
