@@ -478,7 +478,7 @@ TEST_CASE("api: plans of given schedules equal the reference on the caller's arr
       }
     }
     // Generated kernels that add into the output's rows (codegen::updates_output_rows: staged
-    // in an aligned buffer when out is off a 64-byte line) and one that writes each row once,
+    // in an aligned buffer when out is 16 or 48 bytes off a line) and one that writes each row once,
     // into out at every 16-byte offset from a line: the reference, nothing past out written;
     // called twice, the second reusing the thread's buffer.
     for (const char* s : {"order=i,k,l,j format=CCC parallel=i chunk=2",
