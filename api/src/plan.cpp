@@ -29,7 +29,7 @@
 #include "waco/heuristics/economy.hpp"
 #include "waco/heuristics/tuning_cache.hpp"
 #include "waco/kernels/context.hpp"
-#include "waco/kernels/huge_pages.hpp"
+#include "waco/kernels/grown_block.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/timing.hpp"
@@ -475,13 +475,8 @@ enum Slot { kIn0 = 0, kIn1 = 1, kOut = 2 };
 template <class V>
 V* scratch(Slot slot, std::int64_t values) {
   thread_local std::array<kernels::HugeBlock, 3> blocks;
-  kernels::HugeBlock& b = blocks[static_cast<std::size_t>(slot)];
   const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(values, 1)) * sizeof(V);
-  if (b.size() < bytes) {
-    b = kernels::HugeBlock();  // the old one goes before the new one is taken
-    b = kernels::HugeBlock(bytes);
-  }
-  return static_cast<V*>(b.data());
+  return static_cast<V*>(kernels::grown(blocks[static_cast<std::size_t>(slot)], bytes));
 }
 
 /// A rows x n block with leading dimension ld, packed (ld == n: the caller's array itself).

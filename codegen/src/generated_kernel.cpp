@@ -11,7 +11,7 @@
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/openmp_team.hpp"
 #include "waco/kernels/error.hpp"
-#include "waco/kernels/huge_pages.hpp"
+#include "waco/kernels/grown_block.hpp"
 #include "waco/kernels/serial_bound.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -345,11 +345,7 @@ constexpr std::uintptr_t kStagedBelow = 32;
 /// and is kept between calls (BoundKernel::stage_unaligned_output).
 void* staging_output(std::size_t bytes) {
   thread_local kernels::HugeBlock block;
-  if (block.size() < bytes) {
-    block = kernels::HugeBlock();  // the old one goes before the new one is taken
-    block = kernels::HugeBlock(bytes);
-  }
-  return block.data();
+  return kernels::grown(block, bytes);
 }
 
 /// Copies a staged output to the caller's array, on `threads` threads when it is large enough to
