@@ -1527,6 +1527,9 @@ TEST_CASE("api: tune's settings as the CLI's options, checked against the CLI's 
   bad.decide_runs = 101;
   CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_runs"));
   bad = o;
+  bad.decide_extra_runs = -1;
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_extra_runs"));
+  bad = o;
   bad.race = "fast";
   CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("not a strategy"));
   bad = o;

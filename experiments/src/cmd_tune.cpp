@@ -324,6 +324,13 @@ Command make_tune_command() {
                            "winner looks faster on the rounds that chose it)")
                 ->check(setting_range(tuning::settings::kDecideRuns))
                 ->capture_default_str();
+            sub.add_option("--decide-extra-runs", o->req.decide_extra_runs,
+                           "A marginal gain gets this many more fresh runs: every run put the "
+                           "winner at most 1 - --min-gain of the csr reference's time, but the "
+                           "runs' spread leaves their 95% bound above it (a process can favour a "
+                           "kernel of a few microseconds by several percent); 0: never")
+                ->check(setting_range(tuning::settings::kDecideExtraRuns))
+                ->capture_default_str();
             sub.add_option("--decide-rounds", o->req.decide_rounds,
                            "Timed interleaved rounds of each fresh decision run")
                 ->check(setting_range(tuning::settings::kDecideRounds))

@@ -284,6 +284,8 @@ void print_tune_text(const nlohmann::json& j) {
                         : std::string();
         if (decision.value("clear", false))
           drop_text += "; no more runs after a clear gain: --decide-clear";
+        if (decision.contains("extended") && decision.at("extended").is_string())
+          drop_text += "; more runs for a marginal gain: --decide-extra-runs";
         std::printf("  decided       on %d fresh side-by-side run%s of %d rounds that timed the "
                     "selection's best %zu and both references again (%s%s); the speedups are "
                     "theirs\n",

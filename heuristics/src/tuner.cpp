@@ -351,7 +351,83 @@ std::string clear_gain(const FreshTiming& f, const Confirmation& c, const FreshO
   return why;
 }
 
+/// Each run's median of the per-round ratios a / b (rounds appended run by run, `runs` runs of
+/// equal counts); empty when they cannot be split so.
+std::vector<double> run_medians(const Measurement& a, const Measurement& b, int runs) {
+  const std::vector<double> ratios = round_ratios(a, b);
+  const std::size_t k = static_cast<std::size_t>(runs);
+  if (ratios.empty() || k == 0 || ratios.size() % k != 0) return {};
+  const std::size_t per = ratios.size() / k;
+  std::vector<double> medians;
+  for (std::size_t r = 0; r < k; ++r)
+    medians.push_back(kernels::median({ratios.begin() + static_cast<std::ptrdiff_t>(r * per),
+                                       ratios.begin() + static_cast<std::ptrdiff_t>((r + 1) * per)}));
+  return medians;
+}
+
+/// FreshOptions::extra_runs after the planned runs: why the fastest leader's gain is marginal
+/// (more runs are made), else empty.
+std::string marginal_gain(const FreshTiming& f, const FreshOptions& opts) {
+  const std::optional<std::size_t> fastest = f.best();
+  if (opts.extra_runs <= 0 || opts.stop_min_gain < 0 || !fastest || f.runs < 2) return {};
+  const double most = 1.0 - opts.stop_min_gain;
+  const Measurement& lead = f.leader_ms[*fastest];
+  if (lead.status != MeasureStatus::Ok) return {};
+  const std::vector<Measurement>& refs = f.references_of(*fastest);
+  // The references timed beside each other in the same children: how much a process favours
+  // one kernel over another, measured on a pair whose ratio no choice made.
+  std::vector<double> noise;
+  if (refs.size() >= 2 && refs[0].status == MeasureStatus::Ok && refs[1].status == MeasureStatus::Ok)
+    noise = run_medians(refs[0], refs[1], f.runs);
+  for (const Measurement& ref : refs) {
+    if (ref.status != MeasureStatus::Ok) continue;
+    const std::vector<double> medians = run_medians(lead, ref, f.runs);
+    if (medians.empty() || *std::max_element(medians.begin(), medians.end()) > most) continue;
+    const double bound = marginal_gain_bound(medians, noise);
+    if (bound <= most) continue;
+    char why[240];
+    std::snprintf(why, sizeof why,
+                  "after %d runs: a marginal gain: every run's median ratio at most %.3g "
+                  "(%.3g-%.3g), but their 95%% bound %.3g is not: %d more run%s",
+                  f.runs, most, *std::min_element(medians.begin(), medians.end()),
+                  *std::max_element(medians.begin(), medians.end()), bound, opts.extra_runs,
+                  opts.extra_runs == 1 ? "" : "s");
+    return why;
+  }
+  return {};
+}
+
 }  // namespace
+
+double marginal_gain_bound(const std::vector<double>& run_ratio_medians,
+                           const std::vector<double>& noise_medians) {
+  const std::size_t k = run_ratio_medians.size();
+  if (k < 2) return std::numeric_limits<double>::infinity();
+  // The logarithms' mean and their squared deviations from it.
+  const auto squares = [](const std::vector<double>& m, double& mean) {
+    mean = 0.0;
+    for (const double x : m) mean += std::log(x);
+    mean /= static_cast<double>(m.size());
+    double ss = 0.0;
+    for (const double x : m) ss += (std::log(x) - mean) * (std::log(x) - mean);
+    return ss;
+  };
+  double mean = 0.0, noise_mean = 0.0;
+  double ss = squares(run_ratio_medians, mean);
+  std::size_t df = k - 1;
+  if (noise_medians.size() >= 2) {
+    ss += squares(noise_medians, noise_mean);
+    df += noise_medians.size() - 1;
+  }
+  const double sd = std::sqrt(ss / static_cast<double>(df));
+  // Student's t, one-sided 95%, by degrees of freedom; beyond the table the normal quantile
+  // with its first Cornish-Fisher term (within 0.5% of the table's last entries).
+  static constexpr double kT95[] = {6.314, 2.920, 2.353, 2.132, 2.015,
+                                    1.943, 1.895, 1.860, 1.833, 1.812};
+  const double t = df <= 10 ? kT95[df - 1]
+                            : 1.645 * (1.0 + (1.0 + 1.645 * 1.645) / (4.0 * static_cast<double>(df)));
+  return std::exp(mean + t * sd / std::sqrt(static_cast<double>(k)));
+}
 
 FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation& c,
                        const std::vector<Candidate>& references, const FreshOptions& opts) {
@@ -378,7 +454,8 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
     if (first) into = again;
     else merge_rounds(into, again);
   };
-  for (int run = 0; run < opts.runs; ++run) {
+  int planned = opts.runs;
+  for (int run = 0; run < planned; ++run) {
     // One child of every active leader beside the references, or (apart) one child each.
     std::vector<std::vector<std::size_t>> children;
     for (std::size_t i = 0; i < nl; ++i) {
@@ -415,7 +492,14 @@ FreshTiming time_fresh(Runner& measurer, const TuneResult& r, const Confirmation
       }
     }
     ++f.runs;
-    if (f.runs == opts.runs) continue;
+    if (f.runs == planned) {
+      // A marginal gain gets its extra runs (once); then the checks below apply to them too.
+      if (!f.extended.empty()) continue;
+      f.extended = marginal_gain(f, opts);
+      if (f.extended.empty()) continue;
+      planned += opts.extra_runs;
+      f.runs_planned = planned;
+    }
     // Leaders clearly slower than the fastest so far stop here (FreshOptions::drop_ratio; a
     // dropped one is Abandoned, so best() is among those still timed).
     const std::optional<std::size_t> fastest = f.best();

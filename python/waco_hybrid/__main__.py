@@ -64,6 +64,7 @@ def _add_settings(t):
             ("warmup", int, "untimed runs per candidate (2)"),
             ("confirm-rounds", int, "rounds of the side-by-side measurement (20)"),
             ("decide-runs", int, "fresh decision runs (3)"),
+            ("decide-extra-runs", int, "more fresh runs for a marginal gain (2; 0: never)"),
             ("decide-rounds", int, "rounds of each fresh decision run (20)"),
             ("decide-leaders", int, "nominees timed in the decision runs (3)"),
             ("halving-keep", int, "nominees timed in every selection round; the slower half "

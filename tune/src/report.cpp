@@ -131,6 +131,7 @@ nlohmann::json decision_json(const Measured& m, const Decision& d) {
   j.update({{"runs", f.runs},
             {"runs_planned", f.runs_planned},
             {"stopped", f.stopped.empty() ? nlohmann::json() : nlohmann::json(f.stopped)},
+            {"extended", f.extended.empty() ? nlohmann::json() : nlohmann::json(f.extended)},
             {"clear", f.clear},
             {"dropped", f.dropped},
             {"rounds", f.rounds},

@@ -460,6 +460,7 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
     FreshOptions fo{fit, o.decide_rounds, o.decide_runs, o.rule.min_gain, o.decide_drop};
     fo.apart = !o.decide_together;
     fo.clear_ratio = o.decide_clear;
+    fo.extra_runs = o.decide_extra_runs;
     m.fresh = time_fresh(t.measurer, m.result, *m.confirmation,
                          {csr_schedule.candidate, csr_baseline.candidate}, fo);
     if (m.fresh->dropped > 0)
@@ -468,6 +469,7 @@ Measured detail::measure_and_confirm(const TuneRun& t, const std::vector<Candida
                         fo.apart ? "more than --decide-drop x the fastest leader's time, or no "
                                    "longer able to be judged a gain"
                                  : "more than --decide-drop x the fastest leader's time"));
+    if (!m.fresh->extended.empty()) t.obs.note("tune: fresh runs extended " + m.fresh->extended);
     if (!m.fresh->stopped.empty()) t.obs.note("tune: fresh runs stopped " + m.fresh->stopped);
     if (!m.fresh->busy.empty()) t.obs.warning(m.fresh->busy);
   }

@@ -202,6 +202,20 @@ struct FreshOptions {
   /// of time_fresh's. <= 0 (the default): every run is made.
   double clear_ratio = 0.0;
   double clear_level = 0.99;
+  /// A marginal gain gets up to this many more runs, once: after the `runs` planned runs, when
+  /// the fastest leader, against a verified reference, has every run's median per-round ratio
+  /// at most 1 - stop_min_gain (it may still be judged a gain) but the runs' medians do not
+  /// bound it there (the one-sided 95% Student-t bound of the mean of their logarithms lies
+  /// above log(1 - stop_min_gain), the deviation pooled with the references' own ratio's over
+  /// the same runs: marginal_gain_bound). Why: a process favours one kernel over
+  /// another by its layout for its whole life, and on kernels of a few microseconds that
+  /// favour is several percent (A/A tunes of SpMM n=64 on matrices of 233-438 nonzeros, Zen 4
+  /// VM: the twin's run medians against the same loops spread with a deviation of 3-5%), so
+  /// three runs alike are not rare enough: 4 false gains in 300 A/A tunes, each with three run
+  /// medians of 0.92-0.98 but no bound below 0.98. A gain whose runs bound it needs none; with
+  /// the extra runs the every-run condition is five draws instead of three. Needs
+  /// stop_min_gain >= 0; 0 (the default): no more runs.
+  int extra_runs = 0;
   /// Each leader in children of its own beside the references (a run: one child per leader
   /// still timed), instead of all leaders in one child. Why: a kernel's time depends on what
   /// else the process runs between its calls. The user's process runs one kernel; `bench`
@@ -229,7 +243,10 @@ struct FreshTiming {
   bool apart = false;
   int runs = 0;                          ///< runs made (each `rounds` rounds)
   int children = 0;                      ///< side-by-side children made (apart: per leader a run)
-  int runs_planned = 0;                  ///< FreshOptions::runs
+  int runs_planned = 0;                  ///< FreshOptions::runs, plus extra_runs when made
+  /// Why more runs than FreshOptions::runs were planned (FreshOptions::extra_runs: a marginal
+  /// gain), else empty.
+  std::string extended;
   int rounds = 0;
   /// Why fewer runs than planned were made (FreshOptions::stop_min_gain: no leader can be a
   /// gain; FreshOptions::clear_ratio: a clear gain), else empty.
@@ -316,6 +333,15 @@ struct Verdict {
 /// is used and the interval is that point.
 Verdict judge_gain(const Measurement& winner, const Measurement& reference,
                    const DecisionRule& rule = {}, int runs = 1);
+
+/// The one-sided 95% upper bound of exp(mean log m) for the runs' median ratios m (Student's t;
+/// infinity for fewer than two runs): above 1 - min_gain, the runs do not show a gain of
+/// min_gain beyond the process-to-process noise. The noise's deviation is pooled from m's own
+/// spread and, when given, that of `noise_medians` (another pair's run medians from the same
+/// runs, e.g. the two references', about their own mean): three runs alone can agree closely
+/// by chance.
+double marginal_gain_bound(const std::vector<double>& run_ratio_medians,
+                           const std::vector<double>& noise_medians = {});
 
 /// The distribution-free confidence interval of the median of `values` (any order) at `level`
 /// two-sided: [x_(l), x_(n+1-l)] with l the largest count whose binomial(n, 1/2) tail is at most

@@ -73,6 +73,9 @@ struct TuneRequest {
   /// each reference is at most this (its 99% interval, pooled over the runs made) and the
   /// selection run put it at most this too (FreshOptions::clear_ratio); <= 0: every run.
   double decide_clear = 0.5;
+  /// A marginal gain gets this many more fresh runs (FreshOptions::extra_runs: every run's
+  /// median ratio at most 1 - min_gain, but the runs do not bound it there); 0: never.
+  int decide_extra_runs = 2;
   /// Successive halving of the selection's rounds (heuristics::CompareOptions::halving_keep): at
   /// a quarter, a half and three quarters of --confirm-rounds the slower half of the nominees
   /// (by their per-round ratios to the csr schedule) stop being timed, at least this many
