@@ -1530,6 +1530,9 @@ TEST_CASE("api: tune's settings as the CLI's options, checked against the CLI's 
   bad.decide_extra_runs = -1;
   CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_extra_runs"));
   bad = o;
+  bad.layouts = 0;
+  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("layouts"));
+  bad = o;
   bad.race = "fast";
   CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("not a strategy"));
   bad = o;

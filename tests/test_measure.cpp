@@ -222,6 +222,31 @@ TEST_CASE("measure: compare times candidates side by side and keeps their failur
   CHECK(mc.measure(schedule("csr")).status == MeasureStatus::Ok);
 }
 
+TEST_CASE("measure: compare times a small problem's candidates in several layouts") {
+  Fixture f;
+  const std::vector<Candidate> cs = {schedule("csr"), Candidate::baseline("csr"),
+                                     schedule("order=i,k format=UC parallel=i threads=1 chunk=4")};
+  for (const int layouts : {1, 3}) {
+    MeasureOptions o = quick_options(cache_dir());
+    o.layouts = layouts;
+    Measurer m(f.p, f.ref, o);
+    const std::vector<Measurement> ms = m.compare(cs, 7);
+    REQUIRE(ms.size() == cs.size());
+    for (const Measurement& x : ms) {
+      INFO(layouts << " layouts: " << x.reason);
+      REQUIRE(x.status == MeasureStatus::Ok);
+      CHECK(x.verified);
+      CHECK(x.seconds.size() == 7);
+      CHECK(x.counters.value("layouts", 0) == layouts);
+    }
+    // Every layout is verified: a wrong reference fails each candidate, whatever the layouts.
+    kernels::Reference wrong = f.ref;
+    wrong.value.set(17, wrong.value[17] + 1.0);
+    Measurer mw(f.p, wrong, o);
+    for (const Measurement& x : mw.compare(cs, 3)) CHECK(x.status == MeasureStatus::WrongResult);
+  }
+}
+
 namespace {
 /// Racing in compare() (factor 4) with dense formats admitted and atomic updates, on one thread:
 /// a two-thread kernel on a loaded machine (tests run in parallel) can wait for a descheduled

@@ -331,6 +331,13 @@ Command make_tune_command() {
                            "kernel of a few microseconds by several percent); 0: never")
                 ->check(setting_range(tuning::settings::kDecideExtraRuns))
                 ->capture_default_str();
+            sub.add_option("--layouts", o->req.layouts,
+                           "Side-by-side runs time each candidate of a small problem (format "
+                           "and output up to 1 MiB) in this many memory layouts, a round each "
+                           "in turn: a small kernel's layout moves its time by several percent "
+                           "for a process's whole life; 1: one layout")
+                ->check(setting_range(tuning::settings::kLayouts))
+                ->capture_default_str();
             sub.add_option("--decide-rounds", o->req.decide_rounds,
                            "Timed interleaved rounds of each fresh decision run")
                 ->check(setting_range(tuning::settings::kDecideRounds))

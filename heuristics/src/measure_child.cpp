@@ -84,6 +84,16 @@ class LayoutShuffle {
   std::vector<std::unique_ptr<kernels::DenseMatrix>> copies_;
 };
 
+/// The layouts compare() times each candidate in (MeasureOptions::layouts): one unless the
+/// problem is small, its output the candidates' own.
+int layouts_for(const kernels::Problem& p, const MeasureOptions& opts, bool shared_output) {
+  if (opts.layouts <= 1 || shared_output) return 1;
+  const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
+  const double bytes = static_cast<double>(p.nnz()) * (4 + value) +
+                       static_cast<double>(p.output_size()) * value;
+  return bytes <= static_cast<double>(LayoutShuffle::kMaxCopiedBytes) ? opts.layouts : 1;
+}
+
 }  // namespace
 
 Measurement failed(Measurement m, MeasureStatus st, std::string reason) {
@@ -520,6 +530,30 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
   write_frame(sock, 'P', {});
   for (std::size_t i = 0; i < cs.size(); ++i)
     if (runs[i] && hopeless(i)) abandon(i);
+  // More layouts of each candidate still timed (MeasureOptions::layouts): round k runs copy
+  // k mod their number. A copy that computes a wrong result fails its candidate.
+  std::vector<std::vector<Prepared>> copies(cs.size());
+  std::size_t layout_now = 0;
+  if (layouts_for(p, opts, shared_output) > 1)
+    for (const std::size_t i : order) {
+      if (!runs[i]) continue;
+      std::vector<kernels::Implementation*> impls{ready[i].impl.get()};
+      for (int k = 1; k < opts.layouts && runs[i]; ++k) {
+        layout.pad();
+        Prepared q = prepare_candidate(p, shared, run_threads, cs[i]);
+        if (!q.impl) break;  // (not prepared twice: it keeps the layouts it has)
+        q.impl->run();
+        if (!verify_output(q, ref, opts.tolerance, "first run in another layout")) {
+          ready[i].m = std::move(q.m);
+          runs[i] = nullptr;
+          break;
+        }
+        impls.push_back(q.impl.get());
+        copies[i].push_back(std::move(q));
+      }
+      if (runs[i] && impls.size() > 1)
+        runs[i] = [impls, &layout_now] { impls[layout_now % impls.size()]->run(); };
+    }
   std::vector<char> timed(cs.size(), 0);
   for (std::size_t i = 0; i < cs.size(); ++i) timed[i] = runs[i] != nullptr;
   SuccessiveHalving halving(cs, keep, timed, halving_keep, rounds);
@@ -528,10 +562,11 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
       {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed, run_threads, opts.settle_s,
        opts.min_run_s},
       opts.settle,
-      halving.on() ? kernels::AfterRound([&halving](int done, const auto& samples) {
-        return halving.after_round(done, samples);
-      })
-                   : kernels::AfterRound());
+      kernels::AfterRound([&halving, &layout_now](int done, const auto& samples) {
+        layout_now = static_cast<std::size_t>(done);  // the next round's copy
+        return halving.on() ? halving.after_round(done, samples) : std::vector<std::size_t>{};
+      }));
+  layout_now = 0;  // the first copy's output is the one verified below
   // Hardware counters where the machine exposes them (KVM guests without a PMU do not: the
   // backend is then "none"), around extra runs after the timed rounds.
   std::unique_ptr<kernels::Counters> hw;
@@ -560,6 +595,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
                       {"involuntary_switches", c.involuntary_switches},
                       {"voluntary_switches", c.voluntary_switches},
                       {"page_faults", c.page_faults},
+                      {"layouts", copies[i].size() + 1},
                       {"hardware", {{"backend", hw ? std::string(hw->backend()) : "none"}}}};
       if (counting && !halving.stopped(i))
         r.m.counters["hardware"].update({{"runs", opts.hardware_counter_runs}, {"per_run", hardware[i]}});

@@ -12,10 +12,10 @@ namespace waco::heuristics::detail {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x4c4f4157;  // "WAOL" in the bytes of a little-endian machine
-constexpr std::uint32_t kVersion = 7;  // 2: values in double, dense operands typed; 3: the
+constexpr std::uint32_t kVersion = 8;  // 2: values in double, dense operands typed; 3: the
                                        // reference typed; 4: settle_s; 5: min_run_s; 6: the
                                        // reference optional (else the worker computes it); 7:
-                                       // its scales in 16 bits (kernels::Scale)
+                                       // its scales in 16 bits (kernels::Scale); 8: layouts
 
 // ---- encoding: one template over where the bytes go (counted, sent, kept) --------------------
 
@@ -87,7 +87,7 @@ bool encode(Sink& sink, const kernels::Problem& p, const kernels::Reference* ref
   w.template value<std::uint32_t>(kMagic);
   w.template value<std::uint32_t>(kVersion);
   for (const int v : {o.warmup, o.repeats, o.threads, o.race_min_runs, o.retake_disturbed,
-                      o.settle, o.hardware_counter_runs, run_threads})
+                      o.settle, o.hardware_counter_runs, o.layouts, run_threads})
     w.template value<std::int32_t>(v);
   for (const double v : {o.tolerance, o.prepare_timeout_s, o.run_timeout_s,
                          o.compare_race_factor, o.compare_screen_margin, o.compare_screen_min_s,
@@ -232,12 +232,12 @@ std::unique_ptr<LoadedProblem> read_load(FrameSource& in) {
   auto lp = std::make_unique<LoadedProblem>();
   MeasureOptions& o = lp->options;
   for (int* v : {&o.warmup, &o.repeats, &o.threads, &o.race_min_runs, &o.retake_disturbed,
-                 &o.settle, &o.hardware_counter_runs, &lp->run_threads})
+                 &o.settle, &o.hardware_counter_runs, &o.layouts, &lp->run_threads})
     *v = get<std::int32_t>(in);
   check(o.warmup >= 0 && o.repeats >= 1 && o.threads >= 0 && o.race_min_runs >= 1 &&
             o.retake_disturbed >= 0 && o.settle >= 0 && o.hardware_counter_runs >= 0 &&
-            lp->run_threads >= 1,
-        "options out of range (repeats, warmup, threads, race_min_runs, run threads)");
+            o.layouts >= 1 && o.layouts <= 64 && lp->run_threads >= 1,
+        "options out of range (repeats, warmup, threads, race_min_runs, layouts, run threads)");
   for (double* v : {&o.tolerance, &o.prepare_timeout_s, &o.run_timeout_s,
                     &o.compare_race_factor, &o.compare_screen_margin, &o.compare_screen_min_s,
                     &o.generated.storage.max_padding, &o.generated.compiler.timeout_seconds,

@@ -166,6 +166,7 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   mo.tolerance = o.tolerance;
   mo.prepare_timeout_s = o.compile_timeout;
   mo.run_timeout_s = o.timeout;
+  mo.layouts = o.layouts;
   mo.generated = o.generated;
   mo.cancel = o.cancel;
   const std::unique_ptr<Runner> runner = make_runner(o.runner, p, nullptr, mo);

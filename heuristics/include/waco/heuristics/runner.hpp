@@ -64,6 +64,15 @@ struct MeasureOptions {
   /// candidate after the timed rounds (never around timed runs: reading them costs time), where
   /// the machine exposes them; 0: none. Measurement::counters["hardware"].
   int hardware_counter_runs = 3;
+  /// Side-by-side rounds in compare(): each candidate of a small problem (its format and output
+  /// at most 1 MiB; no output shared) is prepared this many times, each copy after a block of
+  /// random size (so at other addresses and cache sets), verified, and round k runs copy
+  /// k mod layouts (its settle runs too). Why: the memory layout of a small kernel's arrays,
+  /// fixed for a process's whole life, moves its time by several percent (4K aliasing, cache
+  /// sets), so one run's rounds judged one draw of it: A/A tunes of SpMM n=64 on matrices of
+  /// 233-438 nonzeros found the same loops 3-5% apart between processes. With several layouts a
+  /// run's median is over several draws. 1: one layout, as a user's process has.
+  int layouts = 1;
   double compare_screen_margin = 4.0;
   double compare_screen_min_s = 0.05;
   /// Test hook (fault injection): runs in the measuring child after prepare, before the first

@@ -76,6 +76,9 @@ struct TuneRequest {
   /// A marginal gain gets this many more fresh runs (FreshOptions::extra_runs: every run's
   /// median ratio at most 1 - min_gain, but the runs do not bound it there); 0: never.
   int decide_extra_runs = 2;
+  /// Side-by-side runs time each candidate of a small problem in this many memory layouts,
+  /// round by round (heuristics::MeasureOptions::layouts says why); 1: one, as before.
+  int layouts = 4;
   /// Successive halving of the selection's rounds (heuristics::CompareOptions::halving_keep): at
   /// a quarter, a half and three quarters of --confirm-rounds the slower half of the nominees
   /// (by their per-round ratios to the csr schedule) stop being timed, at least this many
