@@ -196,6 +196,23 @@ TEST_CASE("cli: bench runs implementations side by side with ratios to the first
                           "--impl csr,eigen " + example());
   REQUIRE(last.status == 0);
   CHECK(nlohmann::json::parse(last.out)["results"].size() == 3);
+  // --layouts: a small problem's implementations each in several layouts (bcsstk13's SpMV: 0.7
+  // MB of CSR and output), a large one's in one (its SpMM with 64 columns: 1.2 MB).
+  const Result laid = cli("bench --json --repeat 4 --layouts 3 --kernel spmv --schedule csr "
+                          "--impl csr " + example());
+  INFO(laid.err);
+  REQUIRE(laid.status == 0);
+  const auto lj = nlohmann::json::parse(laid.out);
+  CHECK(lj.at("layouts") == 3);
+  for (const auto& row : lj.at("results")) {
+    CHECK(row.at("layouts") == 3);
+    CHECK(row.at("times_s").size() == 4);
+  }
+  const Result wide = cli("bench --json --repeat 2 --layouts 3 --kernel spmm --dense 64 --impl csr " +
+                          example());
+  REQUIRE(wide.status == 0);
+  CHECK(nlohmann::json::parse(wide.out)["results"][0]["layouts"] == 1);
+  CHECK(cli("bench --layouts 0 --kernel spmv --impl csr " + example()).status != 0);
 }
 
 TEST_CASE("cli: info --peaks and bench --roofline report the machine's roofline and fractions of it") {

@@ -52,6 +52,7 @@ struct Options {
   int bench_repeat = 20;
   int final_runs_max = 4;  ///< fresh side-by-side runs at most (at least 2)
   int final_passes = 2;    ///< passes of the final run over every matrix, apart in time
+  int final_layouts = 4;   ///< bench --layouts of the final run (a small problem's kernels)
   std::string model;      ///< passed to every model search without its own
   std::string tune_args;  ///< appended to every tune child's arguments
   std::string cache_dir;  ///< the kernel compile cache of every child

@@ -308,6 +308,7 @@ nlohmann::json side_by_side_row(const Options& o, const MatrixRun& m,
               {"final_runs", total_runs},
               {"final_runs_max", o.final_runs_max},
               {"final_passes", o.final_passes},
+              {"final_layouts", o.final_layouts},
               {"passes", pass_rows},
               {"settled", settled},
               {"busy", busy},
@@ -358,7 +359,8 @@ nlohmann::json run_side_by_side(const Options& o, const MatrixRun& m,
   std::string impl_list;
   for (const std::string& i : plan.impls) impl_list += (impl_list.empty() ? "" : ",") + i;
   std::vector<std::string> argv = child_argv("bench", m);
-  argv.insert(argv.end(), {"--impl", impl_list, "--json", "--repeat", std::to_string(o.bench_repeat),
+  argv.insert(argv.end(), {"--impl", impl_list, "--json", "--layouts", std::to_string(o.final_layouts),
+                           "--repeat", std::to_string(o.bench_repeat),
                            "--warmup", "2", "--retake-disturbed", std::to_string(kRetakeDisturbed)});
   if (o.roofline) argv.push_back("--roofline");
   if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});

@@ -334,6 +334,12 @@ Command make_ablate_command() {
                        "the median of the passes'")
             ->check(CLI::Range(1, 20))
             ->capture_default_str();
+        sub.add_option("--final-layouts", o->final_layouts,
+                       "Memory layouts of each kernel of a small problem in the final side-by-side "
+                       "run (bench --layouts): the delivered speedup over several draws of the "
+                       "layout, as tune's side-by-side runs time it, not one process's; 1: one")
+            ->check(CLI::Range(1, 64))
+            ->capture_default_str();
         sub.add_option(
             "--tune-args", o->tune_args,
             "More tune arguments for every configuration, e.g. \"--repeat 5 --confirm-rounds 10\"");

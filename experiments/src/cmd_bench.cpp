@@ -12,6 +12,7 @@
 #include "command.hpp"
 #include "waco/kernels/context.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/layout_pads.hpp"
 #include "waco/kernels/peaks.hpp"
 #include "waco/kernels/reference.hpp"
 #include "waco/kernels/timing.hpp"
@@ -39,6 +40,7 @@ struct Options {
   double settle_enough_us = kSettleEnoughSeconds * 1e6;  ///< ... and end once they took this long
   double min_run_us = kDefaultMinRunSeconds * 1e6;  ///< a timed run takes at least this long
   int retake_disturbed = 0;  ///< per implementation, disturbed timed runs taken again
+  int layouts = 1;  ///< --layouts: memory layouts of each implementation of a small problem
   std::uint64_t seed = 1;
   double tolerance = kDefaultTolerance;
   bool json = false;
@@ -58,6 +60,7 @@ struct Row {
   /// which GB/s counts, and its working set against the caches.
   double traffic_bytes = 0;
   std::int64_t nnz = 0;
+  int layouts = 1;  ///< the memory layouts it was timed in (--layouts, small problems)
 };
 
 std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string& file, int threads) {
@@ -69,7 +72,12 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
   const Reference ref = compute_reference(p);
 
   std::vector<Row> rows;
-  std::vector<std::unique_ptr<Implementation>> impls;
+  // Per implementation its prepared copies, one a layout (--layouts: a small problem's
+  // implementations each in several, a pad before each copy; round k runs copy k mod their
+  // number); none when it failed.
+  std::vector<std::vector<std::unique_ptr<Implementation>>> impls;
+  const int layouts = layouts_for(p, o.layouts);
+  LayoutPads pads;
   std::vector<std::string> names = o.impls;
   for (const std::string& s : o.schedules) names.push_back("gen:" + s);
   for (const std::string& name : names) {
@@ -78,36 +86,56 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
     r.impl = name;
     r.nnz = p.nnz();
     r.traffic_bytes = min_traffic_bytes(p);
-    std::unique_ptr<Implementation> impl =
-        name.rfind("gen:", 0) == 0 ? std::unique_ptr<Implementation>(make_generated(kind, name.substr(4), o.generated))
-                                   : make_implementation(all_implementations(), name, kind);
-    apply_cache_options(*impl, o.cache);
-    try {
-      impl->prepare(p, threads);
-      impl->run();
-      const Verification v = verify(impl->output(), ref, o.tolerance);
-      r.max_rel_error = v.max_rel_error;
-      if (!v.ok) r.error = "wrong result: " + v.message;
-    } catch (const Error& e) {  // an implementation that cannot run this input: a row, not a stop
-      r.error = e.what();
+    std::vector<std::unique_ptr<Implementation>> copies;
+    for (int k = 0; k < layouts && r.error.empty(); ++k) {
+      std::unique_ptr<Implementation> impl =
+          name.rfind("gen:", 0) == 0 ? std::unique_ptr<Implementation>(make_generated(kind, name.substr(4), o.generated))
+                                     : make_implementation(all_implementations(), name, kind);
+      apply_cache_options(*impl, o.cache);
+      if (layouts > 1) pads.pad();
+      try {
+        impl->prepare(p, threads);
+        impl->run();
+        const Verification v = verify(impl->output(), ref, o.tolerance);
+        r.max_rel_error = std::max(r.max_rel_error, v.max_rel_error);
+        if (!v.ok) r.error = "wrong result" + std::string(k > 0 ? " in another layout" : "") + ": " + v.message;
+      } catch (const Error& e) {  // an implementation that cannot run this input: a row, not a stop
+        r.error = e.what();
+      }
+      if (k == 0) {
+        r.conversion = impl->conversion_seconds();
+        r.tuning = impl->tuning_seconds();
+      }
+      copies.push_back(std::move(impl));
     }
-    r.conversion = impl->conversion_seconds();
-    r.tuning = impl->tuning_seconds();
+    r.layouts = static_cast<int>(copies.size());
     rows.push_back(r);
-    impls.push_back(r.error.empty() ? std::move(impl) : nullptr);
+    if (!r.error.empty()) copies.clear();
+    impls.push_back(std::move(copies));
   }
 
+  std::size_t layout_now = 0;
   std::vector<std::function<void()>> runs(impls.size());
-  for (std::size_t i = 0; i < impls.size(); ++i)
-    if (impls[i]) runs[i] = [impl = impls[i].get()] { impl->run(); };
+  for (std::size_t i = 0; i < impls.size(); ++i) {
+    if (impls[i].empty()) continue;
+    std::vector<Implementation*> copies;
+    for (const auto& c : impls[i]) copies.push_back(c.get());
+    runs[i] = copies.size() == 1 ? std::function<void()>([impl = copies[0]] { impl->run(); })
+                                 : [copies, &layout_now] { copies[layout_now % copies.size()]->run(); };
+  }
   const std::vector<TimingStats> stats = time_interleaved(
       runs,
       {o.warmup, o.repeat, now_seconds, o.retake_disturbed, threads, o.settle_us * 1e-6,
        o.min_run_us * 1e-6, o.settle_enough_us * 1e-6},
-      o.settle);
+      o.settle,
+      layouts > 1 ? AfterRound([&layout_now](int done, const auto&) {
+        layout_now = static_cast<std::size_t>(done);  // the next round's copy
+        return std::vector<std::size_t>{};
+      })
+                  : AfterRound());
   const double flops = p.flops(), bytes = min_traffic_bytes(p);
   for (std::size_t i = 0; i < impls.size(); ++i) {
-    if (!impls[i]) continue;
+    if (impls[i].empty()) continue;
     rows[i].t = stats[i];
     rows[i].gflops = flops / rows[i].t.median * 1e-9;
     rows[i].gbs = bytes / rows[i].t.median * 1e-9;
@@ -158,7 +186,8 @@ nlohmann::json row_json(const Row& r) {
     return j;
   }
   j.update({{"median_s", r.t.median}, {"min_s", r.t.min}, {"max_s", r.t.max},
-            {"times_s", r.t.seconds}, {"calls_per_run", r.t.calls}, {"retaken", r.t.retaken},
+            {"times_s", r.t.seconds}, {"calls_per_run", r.t.calls}, {"layouts", r.layouts},
+            {"retaken", r.t.retaken},
             {"disturbed_kept", r.t.disturbed_kept},
             {"involuntary_switches", r.t.counts.involuntary_switches},
             {"cpu_s", r.t.counts.cpu_s},
@@ -224,7 +253,7 @@ int bench(const Options& o) {
                           {"retake_disturbed", o.retake_disturbed},
                           {"warmup", o.warmup}, {"settle", o.settle}, {"settle_us", o.settle_us},
                           {"settle_enough_us", o.settle_enough_us},
-                          {"min_run_us", o.min_run_us},
+                          {"min_run_us", o.min_run_us}, {"layouts", o.layouts},
                           {"core_round_trip_ns", {{"before", ns_or_null(round_trip_before)},
                                                   {"after", ns_or_null(round_trip_after)}}},
                           {"repeats", o.repeat}, {"interleaved", true},
@@ -312,6 +341,13 @@ Command make_bench_command() {
                            "disturbed them (an involuntary context switch during the run; tune takes "
                            "5). Disturbed runs are counted in --json (disturbed_warning)")
                 ->check(CLI::Range(0, 1000))
+                ->capture_default_str();
+            sub.add_option("--layouts", o->layouts,
+                           "Time each implementation of a small problem (format and output up "
+                           "to 1 MiB) in this many memory layouts, a round each in turn, as "
+                           "tune's side-by-side runs do: a small kernel's layout moves its time "
+                           "by several percent for a process's whole life; 1: one layout")
+                ->check(CLI::Range(1, 64))
                 ->capture_default_str();
             sub.add_option("--seed", o->seed, "Seed of the generated dense operands")->capture_default_str();
             sub.add_option("--tolerance", o->tolerance, "Verification tolerance")

@@ -14,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <thread>
 
 #include "framing.hpp"
@@ -28,6 +27,7 @@
 #include "waco/kernels/counters.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/implementation.hpp"
+#include "waco/kernels/layout_pads.hpp"
 #include "waco/kernels/timing.hpp"
 
 namespace waco::heuristics::detail {
@@ -46,29 +46,21 @@ namespace {
 /// (baseline 0.52 us, kernel 0.39 us in the decision), which `bench` timed at 0.85-0.93x of the
 /// baseline in every run; the same pair under other malloc tunables in `bench` moved between
 /// 1.34 and 1.94 us, the two kernels unequally. Here each child copies the small dense operands
-/// and puts a block of random size (a multiple of 64 bytes, 1-5 KiB: past glibc's tcache, so
-/// that it comes from the top of the heap and shifts what follows it) before each copy and
-/// each candidate's preparation (its format, its output), so that every run times another
-/// layout, as every user's process has its own, and a layout's luck does not repeat in all of
-/// the decision's runs. Operands above kMaxCopiedBytes stay: glibc maps a large block at the
-/// same offset in its page whatever its address, so a copy would change nothing.
+/// and pads (kernels::LayoutPads) before each copy and each candidate's preparation (its
+/// format, its output), so that every run times another layout, as every user's process has
+/// its own, and a layout's luck does not repeat in all of the decision's runs. Operands above
+/// kernels::kMaxLayoutBytes stay: glibc maps a large block at the same offset in its page
+/// whatever its address, so a copy would change nothing.
 class LayoutShuffle {
  public:
-  static constexpr std::size_t kMaxCopiedBytes = std::size_t{1} << 20;
-
-  LayoutShuffle() : gen_(std::random_device{}()) {}
-
-  /// A block of random size, kept until the child ends.
-  void pad() {
-    const std::size_t bytes = 1088 + 64 * std::uniform_int_distribution<std::size_t>(0, 63)(gen_);
-    pads_.push_back(std::make_unique<char[]>(bytes));
-  }
+  void pad() { pads_.pad(); }
 
   /// p with its small dense operands copied after pads (the copies live as long as this).
   kernels::Problem moved(const kernels::Problem& p) {
     kernels::Problem q = p;
     const auto copy = [this](const kernels::DenseMatrix* m) -> const kernels::DenseMatrix* {
-      if (m == nullptr || m->data.size() * kernels::dtype_size(m->dtype()) > kMaxCopiedBytes) return m;
+      if (m == nullptr || m->data.size() * kernels::dtype_size(m->dtype()) > kernels::kMaxLayoutBytes)
+        return m;
       pad();
       copies_.push_back(std::make_unique<kernels::DenseMatrix>(*m));
       return copies_.back().get();
@@ -79,19 +71,14 @@ class LayoutShuffle {
   }
 
  private:
-  std::mt19937_64 gen_;
-  std::vector<std::unique_ptr<char[]>> pads_;
+  kernels::LayoutPads pads_;
   std::vector<std::unique_ptr<kernels::DenseMatrix>> copies_;
 };
 
 /// The layouts compare() times each candidate in (MeasureOptions::layouts): one unless the
-/// problem is small, its output the candidates' own.
+/// problem is small (kernels::layouts_for), its output the candidates' own.
 int layouts_for(const kernels::Problem& p, const MeasureOptions& opts, bool shared_output) {
-  if (opts.layouts <= 1 || shared_output) return 1;
-  const double value = static_cast<double>(kernels::dtype_size(p.dtype()));
-  const double bytes = static_cast<double>(p.nnz()) * (4 + value) +
-                       static_cast<double>(p.output_size()) * value;
-  return bytes <= static_cast<double>(LayoutShuffle::kMaxCopiedBytes) ? opts.layouts : 1;
+  return shared_output ? 1 : kernels::layouts_for(p, opts.layouts);
 }
 
 }  // namespace
