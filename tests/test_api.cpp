@@ -1520,35 +1520,20 @@ TEST_CASE("api: tune's settings as the CLI's options, checked against the CLI's 
 
   // Out of the CLI's ranges: an Error naming the setting, before the tuning cache is asked (the
   // decision above is cached for this matrix).
-  waco::Options bad = o;
-  bad.repeat = 0;
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("repeat = 0"));
-  bad = o;
-  bad.decide_runs = 101;
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_runs"));
-  bad = o;
-  bad.decide_extra_runs = -1;
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_extra_runs"));
-  bad = o;
-  bad.layouts = 0;
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("layouts"));
-  bad = o;
-  bad.race = "fast";
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("not a strategy"));
-  bad = o;
-  bad.cache_fraction = 2.0;
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("cache_fraction"));
-  bad = o;
-  bad.halving_keep = -1;
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("halving_keep"));
-  bad = o;
-  bad.decide_drop = -0.5;
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_drop"));
-  bad = o;
-  bad.decide_clear = 1.5;
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("decide_clear"));
-  bad = o;
-  bad.side_by_side_memory = -1;
-  CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains("side_by_side_memory"));
+  const auto rejected = [&](const std::function<void(waco::Options&)>& set, const char* says) {
+    waco::Options bad = o;
+    set(bad);
+    CHECK_THROWS_WITH(waco::tune(m, waco::Kernel::SpMV, bad), Catch::Contains(says));
+  };
+  rejected([](waco::Options& b) { b.repeat = 0; }, "repeat = 0");
+  rejected([](waco::Options& b) { b.decide_runs = 101; }, "decide_runs");
+  rejected([](waco::Options& b) { b.decide_extra_runs = -1; }, "decide_extra_runs");
+  rejected([](waco::Options& b) { b.layouts = 0; }, "layouts");
+  rejected([](waco::Options& b) { b.race = "fast"; }, "not a strategy");
+  rejected([](waco::Options& b) { b.cache_fraction = 2.0; }, "cache_fraction");
+  rejected([](waco::Options& b) { b.halving_keep = -1; }, "halving_keep");
+  rejected([](waco::Options& b) { b.decide_drop = -0.5; }, "decide_drop");
+  rejected([](waco::Options& b) { b.decide_clear = 1.5; }, "decide_clear");
+  rejected([](waco::Options& b) { b.side_by_side_memory = -1; }, "side_by_side_memory");
   CHECK(waco::tune(m, waco::Kernel::SpMV, o).from_cache());
 }
