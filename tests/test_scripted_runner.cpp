@@ -808,8 +808,9 @@ TEST_CASE("scripted tune: nominees that do not fit in one child go in heats, the
   // The static-chunk schedules 30% faster than csr, every other kernel as fast as csr.
   const std::string script = write_script(dir, equal_kernels("chunk=static", 0.7e-4));
   // bcsstk13's formats take ~1 MiB each (12 bytes a nonzero), nothing shared at this size: 4 MiB
-  // holds the two references and two nominees.
-  const json j = parsed(tune(dir, script, "--side-by-side-memory 4M"));
+  // holds the two references and two nominees, each in one layout (four, the default, count
+  // four times the bytes: below).
+  const json j = parsed(tune(dir, script, "--side-by-side-memory 4M --layouts 1"));
   const json& heats = j.at("confirm").at("heats");
   CHECK(heats.at("budget_bytes") == 4194304);
   REQUIRE(heats.at("heats").size() > 1);
@@ -847,6 +848,11 @@ TEST_CASE("scripted tune: nominees that do not fit in one child go in heats, the
                              "--side-by-side-memory 1G"));
   CHECK_FALSE(k.at("confirm").contains("heats"));
   CHECK(k.at("confirm").at("ranking").size() == 20);
+  // In four layouts each candidate holds four formats: 16 MiB holds what 4 MiB held in one.
+  const std::string dir3 = waco::test::scratch_dir("scripted-heats-layouts");
+  const json l = parsed(tune(dir3, write_script(dir3, equal_kernels("chunk=static", 0.7e-4)),
+                             "--side-by-side-memory 16M --layouts 4"));
+  CHECK(l.at("confirm").at("heats").at("heats").size() == heats.at("heats").size());
   CHECK(k.at("best").at("schedule").get<std::string>().find("chunk=static") != std::string::npos);
 }
 
@@ -867,6 +873,7 @@ TEST_CASE("scripted tune: a stop between heats ends the selection there, and the
   r.plan_cache = dir + "/plans";
   r.runner = "scripted:" + script;
   r.side_by_side_bytes = 4.0 * 1048576;
+  r.layouts = 1;  // the budget's arithmetic above counts one copy of each format
   static volatile std::sig_atomic_t stop = 0;
   stop = 0;
   r.stop = &stop;
@@ -959,7 +966,7 @@ TEST_CASE("scripted tune: --measure-first measures the nominees one by one, then
 TEST_CASE("scripted tune: --measure-first puts its best in heats when their formats do not fit in one child") {
   const std::string dir = waco::test::scratch_dir("scripted-measure-first-heats");
   const json j = parsed(tune(dir, write_script(dir, equal_kernels("chunk=static", 0.7e-4)),
-                             "--measure-first --side-by-side-memory 4M"));
+                             "--measure-first --side-by-side-memory 4M --layouts 1"));
   CHECK(j.at("confirm").at("direct") == false);
   CHECK(j.at("measured").get<int>() == j.at("candidates").get<int>());
   const json& heats = j.at("confirm").at("heats");
