@@ -335,12 +335,6 @@ BoundKernel bind_baseline(const std::string& name, const kernels::Problem& p, st
 
 namespace {
 
-/// An output is staged when its address is not a multiple of this: the loops that add into its
-/// rows run on 32-byte vectors (GCC's preferred width on the AVX2 and AVX-512 CPUs measured), so
-/// an output 32 bytes past a line ran as fast as an aligned one (SpMM `order=i,k,j format=UC`,
-/// jagmesh7 n = 64, AMD Zen 4 VM: 22.1 us against 22-24), and staged it took 31.9 us.
-constexpr std::uintptr_t kStagedBelow = 32;
-
 /// An output buffer of the calling thread, 64-byte aligned, at least `bytes` long; it only grows
 /// and is kept between calls (BoundKernel::stage_unaligned_output).
 void* staging_output(std::size_t bytes) {
@@ -389,7 +383,7 @@ void BoundKernel::run(const void* in0, const void* in1, void* out, std::int64_t 
   const std::int64_t value = static_cast<std::int64_t>(kernels::dtype_size(dtype));
   const std::size_t bytes = static_cast<std::size_t>(size * value);
   const bool staged = stage_unaligned_output && bytes > 0 &&
-                      reinterpret_cast<std::uintptr_t>(out) % kStagedBelow != 0;
+                      reinterpret_cast<std::uintptr_t>(out) % kStagedOutputAlignment != 0;
   void* target = staged ? staging_output(bytes) : out;
   a.out = target;
   a.out_size = static_cast<long long>(size);

@@ -200,7 +200,8 @@ inline void run(const Format& f, const waco_value_t* in0, const waco_value_t* in
   // can be (its row updates, 32-byte vectors, straddle cache lines): it then writes this
   // thread's aligned buffer, copied out.
   waco_value_t* target = out;
-  if (kStageUnalignedOutput && out_size > 0 && reinterpret_cast<unsigned long long>(out) % 32 != 0)
+  if (kStageUnalignedOutput && out_size > 0 &&
+      reinterpret_cast<unsigned long long>(out) % kStagedAlignment != 0)
     target = staging_buffer(out_size);
   a.out = target;
   a.out_size = out_size;
@@ -424,7 +425,9 @@ std::string emit_standalone_header(const SuperSchedule& schedule, RaceStrategy r
     << ";  // > 0: outputs larger (bytes) stream (the last-level cache where it was made)\n";
   h << "inline constexpr bool kStageUnalignedOutput = "
     << (updates_output_rows(s) ? "true" : "false")
-    << ";  // an output off a 64-byte boundary: the kernel writes an aligned buffer, copied out\n";
+    << ";  // an output off kStagedAlignment: the kernel writes an aligned buffer, copied out\n";
+  h << "inline constexpr unsigned long long kStagedAlignment = " << kStagedOutputAlignment
+    << ";  // bytes: its row updates run on vectors of this size\n";
   h << "inline constexpr double kMaxPadding = " << max_padding
     << ";  // stored values per nonzero the builder accepts\n";
   h << kRuntime << (tensor ? kTensorBuild : kMatrixBuild);

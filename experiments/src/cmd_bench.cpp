@@ -114,22 +114,21 @@ std::vector<Row> bench_file(const Options& o, KernelKind kind, const std::string
     impls.push_back(std::move(copies));
   }
 
-  std::size_t layout_now = 0;
+  LayoutRotation rotation;
   std::vector<std::function<void()>> runs(impls.size());
   for (std::size_t i = 0; i < impls.size(); ++i) {
     if (impls[i].empty()) continue;
     std::vector<Implementation*> copies;
     for (const auto& c : impls[i]) copies.push_back(c.get());
-    runs[i] = copies.size() == 1 ? std::function<void()>([impl = copies[0]] { impl->run(); })
-                                 : [copies, &layout_now] { copies[layout_now % copies.size()]->run(); };
+    runs[i] = rotation.runner(std::move(copies));
   }
   const std::vector<TimingStats> stats = time_interleaved(
       runs,
       {o.warmup, o.repeat, now_seconds, o.retake_disturbed, threads, o.settle_us * 1e-6,
        o.min_run_us * 1e-6, o.settle_enough_us * 1e-6},
       o.settle,
-      layouts > 1 ? AfterRound([&layout_now](int done, const auto&) {
-        layout_now = static_cast<std::size_t>(done);  // the next round's copy
+      layouts > 1 ? AfterRound([&rotation](int done, const auto&) {
+        rotation.after_round(done);
         return std::vector<std::size_t>{};
       })
                   : AfterRound());

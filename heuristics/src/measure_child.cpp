@@ -75,12 +75,6 @@ class LayoutShuffle {
   std::vector<std::unique_ptr<kernels::DenseMatrix>> copies_;
 };
 
-/// The layouts compare() times each candidate in (MeasureOptions::layouts): one unless the
-/// problem is small (kernels::layouts_for), its output the candidates' own.
-int layouts_for(const kernels::Problem& p, const MeasureOptions& opts, bool shared_output) {
-  return shared_output ? 1 : kernels::layouts_for(p, opts.layouts);
-}
-
 }  // namespace
 
 Measurement failed(Measurement m, MeasureStatus st, std::string reason) {
@@ -311,6 +305,10 @@ SharedData shared_data(const kernels::Problem& p) {
   return s;
 }
 
+int layouts_for(const kernels::Problem& p, int layouts) {
+  return shared_data(p).output ? 1 : kernels::layouts_for(p, layouts);
+}
+
 }  // namespace waco::heuristics
 
 namespace waco::heuristics::detail {
@@ -520,8 +518,8 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
   // More layouts of each candidate still timed (MeasureOptions::layouts): round k runs copy
   // k mod their number. A copy that computes a wrong result fails its candidate.
   std::vector<std::vector<Prepared>> copies(cs.size());
-  std::size_t layout_now = 0;
-  if (layouts_for(p, opts, shared_output) > 1)
+  kernels::LayoutRotation rotation;
+  if (heuristics::layouts_for(p, opts.layouts) > 1)
     for (const std::size_t i : order) {
       if (!runs[i]) continue;
       std::vector<kernels::Implementation*> impls{ready[i].impl.get()};
@@ -538,8 +536,7 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
         impls.push_back(q.impl.get());
         copies[i].push_back(std::move(q));
       }
-      if (runs[i] && impls.size() > 1)
-        runs[i] = [impls, &layout_now] { impls[layout_now % impls.size()]->run(); };
+      if (runs[i] && impls.size() > 1) runs[i] = rotation.runner(std::move(impls));
     }
   std::vector<char> timed(cs.size(), 0);
   for (std::size_t i = 0; i < cs.size(); ++i) timed[i] = runs[i] != nullptr;
@@ -549,11 +546,11 @@ std::vector<Measurement> compare_here(const kernels::Problem& given, const kerne
       {opts.warmup, rounds, kernels::now_seconds, opts.retake_disturbed, run_threads, opts.settle_s,
        opts.min_run_s},
       opts.settle,
-      kernels::AfterRound([&halving, &layout_now](int done, const auto& samples) {
-        layout_now = static_cast<std::size_t>(done);  // the next round's copy
+      kernels::AfterRound([&halving, &rotation](int done, const auto& samples) {
+        rotation.after_round(done);
         return halving.on() ? halving.after_round(done, samples) : std::vector<std::size_t>{};
       }));
-  layout_now = 0;  // the first copy's output is the one verified below
+  rotation.reset();  // the counter runs below: the first copies, as verified
   // Hardware counters where the machine exposes them (KVM guests without a PMU do not: the
   // backend is then "none"), around extra runs after the timed rounds.
   std::unique_ptr<kernels::Counters> hw;

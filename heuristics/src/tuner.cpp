@@ -16,6 +16,19 @@ namespace waco::heuristics {
 
 namespace {
 
+/// Each run's median of per-round ratios appended run by run (`runs` runs of equal round
+/// counts); empty when they cannot be split so.
+std::vector<double> run_medians(const std::vector<double>& ratios, int runs) {
+  const std::size_t k = static_cast<std::size_t>(runs);
+  if (ratios.empty() || k == 0 || ratios.size() % k != 0) return {};
+  const std::size_t per = ratios.size() / k;
+  std::vector<double> medians;
+  for (std::size_t r = 0; r < k; ++r)
+    medians.push_back(kernels::median({ratios.begin() + static_cast<std::ptrdiff_t>(r * per),
+                                       ratios.begin() + static_cast<std::ptrdiff_t>((r + 1) * per)}));
+  return medians;
+}
+
 /// Whether a stored result stands (see measure_or_reuse).
 bool reusable(const Measurement& m, const TuneOptions& opts) {
   if (m.status == MeasureStatus::Ok) return true;
@@ -351,20 +364,6 @@ std::string clear_gain(const FreshTiming& f, const Confirmation& c, const FreshO
   return why;
 }
 
-/// Each run's median of the per-round ratios a / b (rounds appended run by run, `runs` runs of
-/// equal counts); empty when they cannot be split so.
-std::vector<double> run_medians(const Measurement& a, const Measurement& b, int runs) {
-  const std::vector<double> ratios = round_ratios(a, b);
-  const std::size_t k = static_cast<std::size_t>(runs);
-  if (ratios.empty() || k == 0 || ratios.size() % k != 0) return {};
-  const std::size_t per = ratios.size() / k;
-  std::vector<double> medians;
-  for (std::size_t r = 0; r < k; ++r)
-    medians.push_back(kernels::median({ratios.begin() + static_cast<std::ptrdiff_t>(r * per),
-                                       ratios.begin() + static_cast<std::ptrdiff_t>((r + 1) * per)}));
-  return medians;
-}
-
 /// FreshOptions::extra_runs after the planned runs: why the fastest leader's gain is marginal
 /// (more runs are made), else empty.
 std::string marginal_gain(const FreshTiming& f, const FreshOptions& opts) {
@@ -378,10 +377,10 @@ std::string marginal_gain(const FreshTiming& f, const FreshOptions& opts) {
   // one kernel over another, measured on a pair whose ratio no choice made.
   std::vector<double> noise;
   if (refs.size() >= 2 && refs[0].status == MeasureStatus::Ok && refs[1].status == MeasureStatus::Ok)
-    noise = run_medians(refs[0], refs[1], f.runs);
+    noise = run_medians(round_ratios(refs[0], refs[1]), f.runs);
   for (const Measurement& ref : refs) {
     if (ref.status != MeasureStatus::Ok) continue;
-    const std::vector<double> medians = run_medians(lead, ref, f.runs);
+    const std::vector<double> medians = run_medians(round_ratios(lead, ref), f.runs);
     if (medians.empty() || *std::max_element(medians.begin(), medians.end()) > most) continue;
     const double bound = marginal_gain_bound(medians, noise);
     if (bound <= most) continue;
@@ -656,13 +655,9 @@ Verdict judge_gain(const Measurement& winner, const Measurement& reference,
     v.ratio_lo = v.ratio_hi = v.ratio_median;
   } else {
     const std::size_t n = ratios.size();
-    if (runs > 1 && n % static_cast<std::size_t>(runs) == 0) {
-      v.runs = runs;
-      const std::size_t per = n / static_cast<std::size_t>(runs);
-      for (int k = 0; k < runs; ++k)
-        v.run_ratio_medians.push_back(
-            kernels::median({ratios.begin() + static_cast<std::ptrdiff_t>(k * per),
-                             ratios.begin() + static_cast<std::ptrdiff_t>((k + 1) * per)}));
+    if (runs > 1) {
+      v.run_ratio_medians = run_medians(ratios, runs);
+      if (!v.run_ratio_medians.empty()) v.runs = runs;
     }
     const auto [lo, hi] = median_interval(ratios, rule.level);
     std::sort(ratios.begin(), ratios.end());

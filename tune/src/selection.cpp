@@ -13,7 +13,6 @@
 #include "waco/codegen/kernel_spec.hpp"
 #include "waco/heuristics/measure.hpp"
 #include "waco/kernels/context.hpp"
-#include "waco/kernels/layout_pads.hpp"
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -160,7 +159,7 @@ struct ChildMemory {
     format_bytes = (8.0 + value) * static_cast<double>(p.nnz());
     output_bytes = value * static_cast<double>(p.output_size());
     // A small problem's candidates are held in several layouts each (MeasureOptions::layouts).
-    const double layouts = shared.output ? 1.0 : kernels::layouts_for(p, o.layouts);
+    const double layouts = heuristics::layouts_for(p, o.layouts);
     format_bytes *= layouts;
     output_bytes *= layouts;
     budget = o.side_by_side_bytes > 0 ? o.side_by_side_bytes : physical_memory_bytes() / 4;

@@ -54,6 +54,11 @@ struct SharedData {
 };
 SharedData shared_data(const kernels::Problem& p);
 
+/// The memory layouts compare() times each candidate of `p` in when `layouts` are asked for
+/// (MeasureOptions::layouts): kernels::layouts_for (a small problem's), one when the candidates
+/// share their output. A side-by-side child holds that many formats and outputs a candidate.
+int layouts_for(const kernels::Problem& p, int layouts);
+
 /// The Runner of this machine: measures candidates of one problem, each in its own child process
 /// (see the file comment). Not copyable; one measurement at a time (not thread-safe).
 class Measurer : public Runner {

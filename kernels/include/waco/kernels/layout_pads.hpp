@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "waco/kernels/implementation.hpp"
 #include "waco/kernels/kernel.hpp"
 #include "waco/kernels/values.hpp"
 
@@ -46,5 +48,24 @@ inline int layouts_for(const Problem& p, int layouts) {
                        static_cast<double>(p.output_size()) * value;
   return bytes <= static_cast<double>(kMaxLayoutBytes) ? layouts : 1;
 }
+
+/// Each kernel's copies in several layouts taken in turn, a timed round each (time_interleaved's
+/// rounds; the settle runs before a timed run run the same copy). Lives as long as the functions
+/// it made.
+class LayoutRotation {
+ public:
+  /// The function to time: copy `round mod copies.size()` of the current round.
+  std::function<void()> runner(std::vector<Implementation*> copies) {
+    if (copies.size() == 1) return [impl = copies[0]] { impl->run(); };
+    return [copies = std::move(copies), this] { copies[round_ % copies.size()]->run(); };
+  }
+  /// time_interleaved's AfterRound step: `done` timed rounds made, the next round's copies.
+  void after_round(int done) { round_ = static_cast<std::size_t>(done); }
+  /// Back to the first copies (for runs after the rounds).
+  void reset() { round_ = 0; }
+
+ private:
+  std::size_t round_ = 0;
+};
 
 }  // namespace waco::kernels
