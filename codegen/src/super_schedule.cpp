@@ -1,8 +1,9 @@
-// SuperSchedule (WACO section 4.1.2, Table 3): checking, canonical form, hash, the one text form
-// (one printer, to_text; one parser, parse_schedule), the versioned JSON form and the named
-// shortcuts. Every way into a SuperSchedule (text, JSON, shortcut) runs through the same reason
-// list, check_schedule(), which validate() also returns, so a schedule accepted anywhere is
-// accepted everywhere and an error names the same token whichever door it came through.
+// SuperSchedule (WACO section 4.1.2, Table 3): checking, canonical form, hash. The one text form
+// (one printer, to_text; one parser, parse_schedule): super_schedule_text.cpp; the versioned JSON
+// form and the named shortcuts: super_schedule_json.cpp. Every way into a SuperSchedule (text,
+// JSON, shortcut) runs through the same reason list, check_schedule(), which validate() also
+// returns, so a schedule accepted anywhere is accepted everywhere and an error names the same
+// token whichever door it came through.
 //
 // Split-1 pairs: the raw SuperSchedule value may name x1/x0 for a variable whose split size is 1
 // (the paper's "reduce a split by choosing size 1"); canonicalize() collapses such a pair into x.
@@ -12,55 +13,31 @@
 // is still an error naming i1.
 #include "waco/codegen/super_schedule.hpp"
 
+#include <algorithm>
+#include <functional>
+
+#include "super_schedule_internal.hpp"
 #include "text_util.hpp"
 #include "waco/kernels/baseline_loops.hpp"
-
-#include <algorithm>
-#include <fstream>
-#include <array>
-#include <charconv>
-#include <climits>
-#include <functional>
-#include <unordered_set>
-#include <sstream>
-
-#include "waco/codegen/compiler.hpp"
 #include "waco/kernels/error.hpp"
-#include "waco/kernels/file_stamp.hpp"
-#include "waco/kernels/json_fields.hpp"
 #include "waco/kernels/memo.hpp"
 
 namespace waco::codegen {
 
 using kernels::Error;
 using kernels::KernelKind;
+using namespace detail;
 
-namespace {
-
-constexpr std::array<const char*, 6> kFieldNames = {"split",    "order",   "format",
-                                                    "parallel", "threads", "chunk"};
-enum Field { kSplit, kOrder, kFormat, kParallel, kThreads, kChunk };
+namespace detail {
 
 bool is_pow2(long long x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 std::string kname(KernelKind k) { return std::string(kernels::kernel_name(k)); }
 
-using detail::join;
-
-std::string loop_list(const std::vector<Loop>& loops) {
-  std::vector<std::string> names;
-  for (const Loop& l : loops) names.push_back(l.name());
-  return join(names, ", ");
-}
-
 std::string var_list(const std::vector<char>& vars) {
   std::vector<std::string> names;
   for (char v : vars) names.emplace_back(1, v);
   return join(names, ", ");
-}
-
-std::string plural(std::size_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 /// " ('l' is a variable of mttkrp: is the schedule for another kernel?)" when v belongs to another
@@ -72,6 +49,22 @@ std::string other_kernel_note(KernelKind k, char v) {
   if (owners.empty()) return "";
   return std::string(" ('") + v + "' is a variable of " + join(owners, ", ") +
          ": is the schedule for another kernel?)";
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::join;
+
+std::string loop_list(const std::vector<Loop>& loops) {
+  std::vector<std::string> names;
+  for (const Loop& l : loops) names.push_back(l.name());
+  return join(names, ", ");
+}
+
+std::string plural(std::size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 /// The loops the variables give under the split sizes (x when s_x = 1, x1 and x0 otherwise).
@@ -228,82 +221,9 @@ std::vector<std::string> check_schedule(const SuperSchedule& s, const std::vecto
   return r;
 }
 
-/// A loop token: one lowercase letter, optionally followed by 1 (outer part) or 0 (inner part).
-std::optional<Loop> parse_loop(const std::string& t) {
-  if (t.empty() || t.size() > 2 || t[0] < 'a' || t[0] > 'z') return std::nullopt;
-  if (t.size() == 1) return Loop{t[0], Loop::Part::Whole};
-  if (t[1] == '1') return Loop{t[0], Loop::Part::Outer};
-  if (t[1] == '0') return Loop{t[0], Loop::Part::Inner};
-  return std::nullopt;
-}
+}  // namespace
 
-const char* kLoopSyntax =
-    "expected a variable name, optionally followed by 1 for its outer or 0 for its inner part, "
-    "e.g. i, i1, i0";
-
-/// U/C/N letters; appends a reason for the first bad letter.
-std::vector<LevelFormat> parse_formats(const std::string& f, std::vector<std::string>& errors) {
-  std::vector<LevelFormat> out;
-  for (std::size_t p = 0; p < f.size(); ++p) {
-    if (f[p] == 'U') {
-      out.push_back(LevelFormat::U);
-    } else if (f[p] == 'C') {
-      out.push_back(LevelFormat::C);
-    } else if (f[p] == 'N') {
-      out.push_back(LevelFormat::N);
-    } else {
-      errors.push_back(std::string("format letter '") + f[p] + "' at position " +
-                       std::to_string(p + 1) + " of '" + f + "' (expected U, C or N)");
-      break;
-    }
-  }
-  return out;
-}
-
-/// A decimal integer in int range (optional leading '-').
-std::optional<int> parse_int(const std::string& t) {
-  long long v = 0;
-  const char* end = t.data() + t.size();
-  const auto res = std::from_chars(t.data(), end, v);
-  if (t.empty() || res.ec != std::errc() || res.ptr != end || v < INT_MIN || v > INT_MAX)
-    return std::nullopt;
-  return static_cast<int>(v);
-}
-
-std::vector<std::string> split_on(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t p = s.find(sep, start);
-    out.push_back(s.substr(start, p == std::string::npos ? std::string::npos : p - start));
-    if (p == std::string::npos) break;
-    start = p + 1;
-  }
-  return out;
-}
-
-/// A typical text of kernel k, for hints.
-std::string example_text(KernelKind k) {
-  switch (k) {
-    case KernelKind::SpMV: return "split=i:4,k:4 order=i1,k1,i0,k0 format=UCUU parallel=i1 threads=0 chunk=32";
-    case KernelKind::SpMM: return "split=i:4,k:4 order=i1,k1,i0,k0,j format=UCUU parallel=i1 threads=0 chunk=32";
-    case KernelKind::SDDMM: return "split=i:4,j:4 order=i1,j1,i0,j0,k format=UCUU parallel=i1 threads=0 chunk=32";
-    case KernelKind::MTTKRP: return "split=j:4 order=i,k,l,j1,j0 format=CCC parallel=i threads=0 chunk=32";
-  }
-  return "";
-}
-
-std::string text_hint(KernelKind k) {
-  return "the text form is 'split=<var>:<size>,... order=<loop>,... format=<U|C|N per sparse level> "
-         "parallel=<loop> threads=<n> chunk=<n|static|auto>' (order and format required), e.g. '" +
-         example_text(k) + "' for " + kname(k) +
-         "; or a shortcut: " + (k == KernelKind::MTTKRP ? "csf" : "csr, dcsr, csc, bcsr4x4, ncsr");
-}
-
-[[noreturn]] void throw_text_error(KernelKind k, const std::string& text,
-                                   const std::vector<std::string>& reasons) {
-  throw Error("schedule \"" + text + "\": " + join(reasons, "; "), text_hint(k));
-}
+namespace detail {
 
 /// Checks a raw schedule read from text or JSON and returns its canonical form.
 SuperSchedule finish(const SuperSchedule& raw, const std::vector<bool>& unit_pairs,
@@ -316,7 +236,7 @@ SuperSchedule finish(const SuperSchedule& raw, const std::vector<bool>& unit_pai
   return c;
 }
 
-}  // namespace
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // Value type.
@@ -414,407 +334,6 @@ std::size_t hash_value(const SuperSchedule& s) {
   mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(s.threads)));
   mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(s.chunk)));
   return static_cast<std::size_t>(h);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Text form: the one printer and the one parser.
-
-std::string to_text(const SuperSchedule& s) {
-  const KernelSpec& spec = kernel_spec(s.kind);
-  std::ostringstream out;
-  // Split: every variable with s > 1, and a variable of size 1 written as a pair (non-canonical
-  // input), so that parse(print(s)) == canonicalize(s) holds for those too.
-  std::vector<std::string> split;
-  for (std::size_t i = 0; i < spec.vars.size() && i < s.split.size(); ++i) {
-    const char v = spec.vars[i];
-    const bool pair = std::any_of(s.order.begin(), s.order.end(), [v](const Loop& l) {
-      return l.var == v && l.part != Loop::Part::Whole;
-    });
-    if (s.split[i] != 1 || pair) split.push_back(std::string(1, v) + ":" + std::to_string(s.split[i]));
-  }
-  if (!split.empty()) out << "split=" << join(split, ",") << ' ';
-  std::vector<std::string> order;
-  for (const Loop& l : s.order) order.push_back(l.name());
-  out << "order=" << join(order, ",") << " format=";
-  for (LevelFormat f : s.formats) out << format_letter(f);
-  out << " parallel=" << s.parallel.name() << " threads=" << s.threads << " chunk=";
-  if (s.chunk == kStaticChunk)
-    out << "static";
-  else if (s.chunk == kAutoChunk)
-    out << "auto";
-  else
-    out << s.chunk;
-  return out.str();
-}
-
-SuperSchedule parse_schedule(KernelKind k, const std::string& text) {
-  const KernelSpec& spec = kernel_spec(k);
-  const std::string kn = kname(k);
-  std::vector<std::string> errors;
-
-  // Fields: whitespace-separated key=value, any order, each at most once.
-  std::istringstream in(text);
-  std::array<std::optional<std::string>, kFieldNames.size()> value;
-  std::string tok;
-  bool any = false;
-  while (in >> tok) {
-    any = true;
-    const std::size_t eq = tok.find('=');
-    if (eq == std::string::npos) {
-      errors.push_back("'" + tok +
-                       "' is not a key=value field (fields are separated by spaces, so values "
-                       "contain none)");
-      continue;
-    }
-    const std::string key = tok.substr(0, eq);
-    const auto it = std::find(kFieldNames.begin(), kFieldNames.end(), key);
-    if (it == kFieldNames.end()) {
-      errors.push_back("unknown field '" + key + "' (expected " +
-                       join(std::vector<std::string>(kFieldNames.begin(), kFieldNames.end()), ", ") + ")");
-      continue;
-    }
-    auto& slot = value[static_cast<std::size_t>(it - kFieldNames.begin())];
-    if (slot) {
-      errors.push_back("duplicate field '" + key + "'");
-      continue;
-    }
-    slot = tok.substr(eq + 1);
-    if (slot->empty()) errors.push_back("field '" + key + "' has no value");
-  }
-  if (!any) throw_text_error(k, text, {"empty schedule (expected at least order=... and format=...)"});
-  if (!value[kOrder]) errors.push_back("missing field 'order'");
-  if (!value[kFormat]) errors.push_back("missing field 'format'");
-  auto present = [&](Field f) { return value[f] && !value[f]->empty(); };
-
-  SuperSchedule s;
-  s.kind = k;
-  s.split.assign(spec.vars.size(), 1);
-  s.threads = 0;
-  s.chunk = 1;
-  std::vector<bool> unit_pairs(spec.vars.size(), false);
-
-  if (present(kSplit)) {
-    std::vector<bool> seen(spec.vars.size(), false);
-    for (const std::string& e : split_on(*value[kSplit], ',')) {
-      const std::size_t colon = e.find(':');
-      if (colon == std::string::npos || colon == 0 || colon + 1 == e.size()) {
-        errors.push_back("split entry '" + e + "' is not <variable>:<size> (e.g. i:4)");
-        continue;
-      }
-      const std::string var = e.substr(0, colon), size = e.substr(colon + 1);
-      const int vi = var.size() == 1 ? spec.var_index(var[0]) : -1;
-      if (vi < 0) {
-        errors.push_back("split of '" + var + "', which " + kn + " does not have (its variables are " +
-                         var_list(spec.vars) + ")" +
-                         (var.size() == 1 ? other_kernel_note(k, var[0]) : std::string()));
-        continue;
-      }
-      const auto vix = static_cast<std::size_t>(vi);
-      if (seen[vix]) {
-        errors.push_back(var + " appears twice in split");
-        continue;
-      }
-      seen[vix] = true;
-      const std::optional<int> n = parse_int(size);
-      if (!n) {
-        errors.push_back("split size '" + size + "' for " + var +
-                         " is not a number (expected a power of two in 1.." +
-                         std::to_string(kMaxSplit) + ")");
-        continue;
-      }
-      s.split[vix] = *n;
-      unit_pairs[vix] = *n == 1;
-    }
-  }
-  if (present(kOrder)) {
-    for (const std::string& t : split_on(*value[kOrder], ',')) {
-      const std::optional<Loop> l = parse_loop(t);
-      if (!l)
-        errors.push_back("bad loop '" + t + "' in order '" + *value[kOrder] + "' (" + kLoopSyntax + ")");
-      else
-        s.order.push_back(*l);
-    }
-  }
-  if (present(kFormat)) s.formats = parse_formats(*value[kFormat], errors);
-  if (present(kParallel)) {
-    const std::optional<Loop> l = parse_loop(*value[kParallel]);
-    if (!l)
-      errors.push_back("bad parallel loop '" + *value[kParallel] + "' (" + kLoopSyntax +
-                       "; one loop of the order)");
-    else
-      s.parallel = *l;
-  } else if (!s.order.empty()) {
-    s.parallel = s.order.front();
-  }
-  if (present(kThreads)) {
-    const std::optional<int> n = parse_int(*value[kThreads]);
-    if (!n)
-      errors.push_back("threads '" + *value[kThreads] +
-                       "' is not a number (expected an integer >= 0; 0 = every core)");
-    else
-      s.threads = *n;
-  }
-  if (present(kChunk)) {
-    const std::optional<int> n =
-        *value[kChunk] == "static" ? std::optional<int>(kStaticChunk)
-        : *value[kChunk] == "auto" ? std::optional<int>(kAutoChunk)
-                                   : parse_int(*value[kChunk]);
-    if (!n)
-      errors.push_back("chunk '" + *value[kChunk] + "' is not a number (expected a power of two in 1.." +
-                       std::to_string(kMaxChunk) + ", static or auto)");
-    else if (*n < 0 && *value[kChunk] != "auto")  // auto is written as a word only
-      errors.push_back("chunk " + *value[kChunk] + " is out of range (expected a power of two in 1.." +
-                       std::to_string(kMaxChunk) + ", static or auto)");
-    else
-      s.chunk = *n;
-  }
-  if (!errors.empty()) throw_text_error(k, text, errors);
-  return finish(s, unit_pairs, [&](const std::vector<std::string>& r) { throw_text_error(k, text, r); });
-}
-
-// ---------------------------------------------------------------------------------------------
-// JSON form.
-
-nlohmann::json to_json(const SuperSchedule& s) {
-  const KernelSpec& spec = kernel_spec(s.kind);
-  WACO_ASSERT(s.split.size() == spec.vars.size(), "to_json: one split size per variable");
-  nlohmann::json split = nlohmann::json::object();
-  for (std::size_t i = 0; i < spec.vars.size(); ++i) split[std::string(1, spec.vars[i])] = s.split[i];
-  nlohmann::json order = nlohmann::json::array();
-  for (const Loop& l : s.order) order.push_back(l.name());
-  std::string format;
-  for (LevelFormat f : s.formats) format += format_letter(f);
-  return {{"version", kScheduleJsonVersion},
-          {"kernel", kname(s.kind)},
-          {"split", split},
-          {"order", order},
-          {"format", format},
-          {"parallel", s.parallel.name()},
-          {"threads", s.threads},
-          {"chunk", s.chunk}};
-}
-
-SuperSchedule schedule_from_json(const nlohmann::json& j) {
-  const std::string hint = "expected the output of waco::codegen::to_json (schema version " +
-                           std::to_string(kScheduleJsonVersion) + ")";
-  auto fail = [&](const std::vector<std::string>& reasons) {
-    throw Error("schedule JSON " + j.dump() + ": " + join(reasons, "; "), hint);
-  };
-  if (!j.is_object()) fail({"not an object"});
-  std::vector<std::string> errors = detail::json_key_errors(
-      j, {"version", "kernel", "split", "order", "format", "parallel", "threads", "chunk"});
-  if (!errors.empty()) fail(errors);
-
-  const nlohmann::json& version = j["version"];
-  if (!version.is_number_integer() || version.get<long long>() != kScheduleJsonVersion)
-    fail({"version " + version.dump() + " is not supported (expected " +
-          std::to_string(kScheduleJsonVersion) + ")"});
-  const nlohmann::json& kernel = j["kernel"];
-  const std::optional<KernelKind> k =
-      kernel.is_string() ? kernels::parse_kernel(kernel.get<std::string>()) : std::nullopt;
-  if (!k) fail({"unknown kernel " + kernel.dump() + " (expected spmv, spmm, sddmm or mttkrp)"});
-
-  const KernelSpec& spec = kernel_spec(*k);
-  SuperSchedule s;
-  s.kind = *k;
-  s.split.assign(spec.vars.size(), 1);
-  std::vector<bool> unit_pairs(spec.vars.size(), false);
-  auto as_int = [&](const nlohmann::json& v, const std::string& what) -> std::optional<int> {
-    if (const auto n = kernels::json_integer(v, INT_MIN, INT_MAX)) return static_cast<int>(*n);
-    errors.push_back(what + " " + v.dump() + " is not an integer");
-    return std::nullopt;
-  };
-  auto as_loop = [&](const nlohmann::json& v, const std::string& what) -> std::optional<Loop> {
-    const std::optional<Loop> l = v.is_string() ? parse_loop(v.get<std::string>()) : std::nullopt;
-    if (!l) errors.push_back("bad " + what + " " + v.dump() + " (" + kLoopSyntax + ")");
-    return l;
-  };
-
-  if (!j["split"].is_object()) {
-    errors.push_back("split is not an object of variable: size");
-  } else {
-    for (auto it = j["split"].begin(); it != j["split"].end(); ++it) {
-      const int vi = it.key().size() == 1 ? spec.var_index(it.key()[0]) : -1;
-      if (vi < 0) {
-        errors.push_back("split of '" + it.key() + "', which " + kname(*k) +
-                         " does not have (its variables are " + var_list(spec.vars) + ")");
-        continue;
-      }
-      if (const auto n = as_int(it.value(), "split size for " + it.key())) {
-        s.split[static_cast<std::size_t>(vi)] = *n;
-        unit_pairs[static_cast<std::size_t>(vi)] = *n == 1;
-      }
-    }
-  }
-  if (!j["order"].is_array()) {
-    errors.push_back("order is not an array of loop names");
-  } else {
-    for (const nlohmann::json& t : j["order"])
-      if (const auto l = as_loop(t, "loop")) s.order.push_back(*l);
-  }
-  if (!j["format"].is_string())
-    errors.push_back("format is not a string of U/C/N letters");
-  else
-    s.formats = parse_formats(j["format"].get<std::string>(), errors);
-  if (const auto l = as_loop(j["parallel"], "parallel loop")) s.parallel = *l;
-  if (const auto n = as_int(j["threads"], "threads")) s.threads = *n;
-  if (const auto n = as_int(j["chunk"], "chunk")) s.chunk = *n;
-  if (!errors.empty()) fail(errors);
-  return finish(s, unit_pairs, fail);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Shortcuts.
-
-std::optional<SuperSchedule> schedule_shortcut(KernelKind k, const std::string& name) {
-  const std::string kn = kname(k);
-  auto not_for = [&](const std::string& use) {
-    throw Error("schedule shortcut '" + name + "' is not defined for " + kn + ": use " + use,
-                "shortcuts: csr, dcsr, csc, bcsrRxC, ncsr (spmv, spmm, sddmm); csf (mttkrp)");
-  };
-  const char* matrix_hint = "csr, dcsr, csc, ncsr or bcsrRxC (e.g. bcsr4x4)";
-  std::string text;
-  if (name == "csr" || name == "dcsr" || name == "csc") {
-    const std::string f = name == "dcsr" ? "CC" : "UC";
-    const bool col = name == "csc";
-    switch (k) {
-      case KernelKind::SpMV:
-        // The csr SpMV baseline's rule (kAutoChunk), so that the generated csr runs as it does.
-        text = col ? "order=k,i format=UC parallel=k chunk=auto"
-                   : "order=i,k format=" + f + " parallel=i chunk=auto";
-        break;
-      case KernelKind::SpMM:
-        text = col ? "order=k,i,j format=UC parallel=k chunk=32"
-                   : "order=i,k,j format=" + f + " parallel=i chunk=32";
-        break;
-      case KernelKind::SDDMM:
-        text = col ? "order=j,i,k format=UC parallel=j chunk=32"
-                   : "order=i,j,k format=" + f + " parallel=i chunk=32";
-        break;
-      case KernelKind::MTTKRP: not_for("csf");
-    }
-  } else if (name == "ncsr") {
-    // Narrow csr: csr's narrow twin over any column count (heuristics/narrow.hpp, rule 2), blocks
-    // of 256 rows by 65536 columns holding each row's block-local column offsets in 16 bits, in
-    // static ranges: it is for operands beyond the cache, where dynamic chunks ran at half the
-    // speed (chunk=1, i.e. 256 rows: 9.2-9.5 ms against 3.97-4.02 ms static on a 22M-nonzero
-    // banded matrix, 2 threads).
-    switch (k) {
-      case KernelKind::SpMV:
-        text = "split=i:256,k:65536 order=i1,k1,i0,k0 format=UCUN parallel=i1 chunk=static";
-        break;
-      case KernelKind::SpMM:
-        text = "split=i:256,k:65536 order=i1,k1,i0,k0,j format=UCUN parallel=i1 chunk=static";
-        break;
-      case KernelKind::SDDMM:
-        text = "split=i:256,j:65536 order=i1,j1,i0,j0,k format=UCUN parallel=i1 chunk=static";
-        break;
-      case KernelKind::MTTKRP: not_for("csf");
-    }
-  } else if (name == "csf") {
-    if (k != KernelKind::MTTKRP) not_for(matrix_hint);
-    text = "order=i,k,l,j format=CCC parallel=i chunk=32";
-  } else if (name.rfind("bcsr", 0) == 0) {
-    const std::string dims = name.substr(4);
-    const std::size_t x = dims.find('x');
-    const std::string rs = x == std::string::npos ? dims : dims.substr(0, x);
-    const std::string cs = x == std::string::npos ? "" : dims.substr(x + 1);
-    const std::string syntax_hint = "expected bcsrRxC with R and C powers of two in 1.." +
-                                    std::to_string(kMaxSplit) + ", e.g. bcsr4x4 or bcsr8x1";
-    auto digits = [](const std::string& t) {
-      return !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
-    };
-    if (x == std::string::npos || !digits(rs) || !digits(cs))
-      throw Error("schedule shortcut '" + name + "' is not bcsrRxC", syntax_hint);
-    for (const std::string& t : {rs, cs}) {
-      const std::optional<int> n = parse_int(t);
-      if (!n || !is_pow2(*n) || *n > kMaxSplit)
-        throw Error("schedule shortcut '" + name + "': block size " + t +
-                        " is not a power of two in 1.." + std::to_string(kMaxSplit),
-                    syntax_hint);
-    }
-    switch (k) {
-      case KernelKind::SpMV:
-        text = "split=i:" + rs + ",k:" + cs + " order=i1,k1,i0,k0 format=UCUU parallel=i1 chunk=32";
-        break;
-      case KernelKind::SpMM:
-        text = "split=i:" + rs + ",k:" + cs + " order=i1,k1,i0,k0,j format=UCUU parallel=i1 chunk=32";
-        break;
-      case KernelKind::SDDMM:
-        text = "split=i:" + rs + ",j:" + cs + " order=i1,j1,i0,j0,k format=UCUU parallel=i1 chunk=32";
-        break;
-      case KernelKind::MTTKRP: not_for("csf");
-    }
-  } else {
-    return std::nullopt;
-  }
-  // Parsed once a process per kernel and text: every plan binds csr's schedule (make_plan, an
-  // adaptive plan's first arm), and parsing it was a fifth of binding csr to a 2.4k-nonzero
-  // matrix.
-  static kernels::Memo<std::string, SuperSchedule> parsed(64);
-  return parsed.get(kn + ' ' + text, [&] { return parse_schedule(k, text); });
-}
-
-SuperSchedule schedule_from_string(KernelKind k, const std::string& text) {
-  const std::string t = detail::trim(text);
-  if (std::optional<SuperSchedule> s = schedule_shortcut(k, t)) return *s;
-  if (!t.empty() && t.find('=') == std::string::npos &&
-      t.find_first_of(" \t\r\n\f\v") == std::string::npos)
-    throw Error("schedule '" + t + "' is neither a shortcut nor the text form", text_hint(k));
-  return parse_schedule(k, text);
-}
-
-std::vector<SuperSchedule> read_schedule_list(KernelKind kind, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the schedule list " + path, "check the path given to --schedules");
-  std::vector<SuperSchedule> out;
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos) continue;
-    const auto last = line.find_last_not_of(" \t\r");
-    const std::string text = line.substr(first, last - first + 1);
-    try {
-      out.push_back(schedule_from_string(kind, text));
-    } catch (const Error& e) {
-      throw Error(path + ":" + std::to_string(number) + ": " + e.what(),
-                  e.hint().empty() ? "one schedule per line (text form or shortcut); # comments"
-                                   : e.hint());
-    }
-  }
-  if (out.empty()) throw Error("the schedule list " + path + " holds no schedule",
-                               "one schedule per line, in the text form or a shortcut name");
-  return out;
-}
-
-std::string shipped_list_path(const std::string& dir, KernelKind k) {
-  return dir + "/" + std::string(kernel_name(k)) + ".txt";
-}
-
-std::vector<SuperSchedule> shipped_list(const std::string& dir, KernelKind k) {
-  // Kept while the file stays: every adaptive plan's choice asks, and parsing the list costs
-  // ~0.1 ms (20 csr calls of a small SpMV).
-  static kernels::PerFileCache<std::vector<SuperSchedule>> kept;
-  const std::string path = shipped_list_path(dir, k);
-  return kept.get(path, [&]() -> std::vector<SuperSchedule> {
-    try {
-      return read_schedule_list(k, path);
-    } catch (const Error&) {
-      return {};  // a folder without a usable list: its kernels still serve compile_and_load
-    }
-  });
-}
-
-std::vector<SuperSchedule> shipped_schedules(KernelKind k) {
-  std::vector<SuperSchedule> out;
-  std::unordered_set<SuperSchedule> seen;
-  for (const std::string& dir : shipped_kernel_dirs())
-    for (SuperSchedule& s : shipped_list(dir, k))
-      if (seen.insert(s).second) out.push_back(std::move(s));
-  return out;
 }
 
 }  // namespace waco::codegen

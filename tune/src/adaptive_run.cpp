@@ -1,4 +1,7 @@
-// An adaptive plan's run time (adaptive_run.hpp).
+// An adaptive plan's run time (adaptive_run.hpp): its making, and the preparation steps run
+// between calls (the tuning cache asked, the diagonals counted, the nominees chosen by the model or
+// the short list's order, a nominee's format and kernel, the background compile). Which step is
+// due and what it costs: adaptive_estimates.cpp; the calls: adaptive_calls.cpp.
 #include "waco/tune/adaptive_run.hpp"
 
 #include <sys/resource.h>
@@ -6,14 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstring>
 #include <map>
 #include <mutex>
 
 #include "waco/codegen/compiler.hpp"
-#include "waco/codegen/kernel_spec.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/heuristics/diagonal.hpp"
 #include "waco/heuristics/pass.hpp"
@@ -25,103 +24,21 @@
 #include "waco/tune/observer.hpp"
 
 #include "adaptive_arm.hpp"
+#include "adaptive_run_internal.hpp"
 
 namespace waco::tuning {
+
+using detail::g_chose;
+using detail::g_loaded;
+using detail::operand_nnz;
 
 namespace {
 
 /// What compiling one kernel is taken to cost (0.2-1 s on the development VMs).
 constexpr double kCompileEstimateS = 0.5;
-/// What the choice (the space, the passes, the model's scores) and a nominee's format are taken
-/// to cost before they run: a fixed part and a part per nonzero, whatever the kernel (a choice
-/// does not depend on how long a call takes). Ranking the whole admissible set, the development
-/// VM (SPR, 2 threads, tune/README.md "The cost of the choice"): SpMV 7.2 ms on bcsstk13 (84k
-/// nonzeros), 29.7 ms on delaunay_n16 (393k); SpMM (J=64) 15-39 ms on the same. Ranking the
-/// shipped kernels' short list (AMD EPYC VM, 2 threads, `bench_choice --shortlist`): SpMV
-/// 0.25-1.1 ms, SpMM 0.6-1.5 ms on 438-27k nonzeros. The first choice of a process costs
-/// ~1.5 ms more (`tune --adaptive` on the 22 held-out-like matrices, the same VM: 1.7-2.3 ms
-/// below 30k nonzeros; its first allocations, the model's file, the shipped lists). A format
-/// other than csr's: 0.02-0.14 ms below 30k nonzeros, 12-23 ns a nonzero from 300k (a CSC of
-/// 1.4M: 27-32 ms); loading a kernel: ~0.3 ms the first time in a process (a shipped library
-/// opened), ~0.1 ms after.
-constexpr double kChoiceFixedS = 0.008;
-constexpr double kChoicePerNonzeroS = 60e-9;
-constexpr double kShortChoiceFixedS = 0.0006;
-/// ... for a kernel with dense operands: SpMM's short list admits 70-80 schedules (their
-/// variants) where SpMV's admits 13-26, and the first scoring of each costs (session 49, Intel
-/// VM, `scripts/adaptive_vs_hybrid.py` on 8 matrices of 0.4k-27k nonzeros, no tuning cache: a
-/// process's first choice 1.8-3.0 ms for SpMV, median 2.2; 2.6-4.6 ms for SpMM n=64, median 3.3).
-/// SDDMM and MTTKRP are taken as SpMM.
-constexpr double kShortChoiceFixedDenseS = 0.0012;
-constexpr double kShortChoicePerNonzeroS = 35e-9;
-constexpr double kFirstChoiceS = 0.0015;
-/// Reading the shipped lists, the first time in a process (0.2-0.36 ms, session 49).
-constexpr double kListReadS = 0.0004;
-constexpr double kFormatFixedS = 0.00005;
-constexpr double kFormatPerNonzeroS = 20e-9;
-constexpr double kLoadS = 0.0001;
-constexpr double kFirstLoadS = 0.0003;
-/// Counting a matrix's diagonals (the dia step): 2-3 ns a nonzero (Intel Xeon VM, 18k-449k
-/// nonzeros, `tune --adaptive`'s events); the dia format then 9-20 ns, nothing loaded.
-constexpr double kDiaCountPerNonzeroS = 4e-9;
-/// Whether this process made a choice / loaded a nominee's kernel before (the estimates above).
-std::atomic<bool> g_chose{false};
-std::atomic<bool> g_loaded{false};
-/// What asking the tuning cache is taken to cost: the key (the machine's identity, ~0.3 ms the
-/// first time in a process on the development VM: sysfs and /proc/cpuinfo; ~0.02 ms after) and
-/// reading the entry.
-constexpr double kLookupS = 0.0003;
-/// ... and the operand's fingerprint when the caller did not give it (AdaptiveSetup::fingerprint:
-/// a serial hash, 13 ns a nonzero on the development VM; 19 ms for 1.4M nonzeros, more than a
-/// 14-iteration CG solve's budget).
-constexpr double kFingerprintPerNonzeroS = 15e-9;
+
 /// Nominees that may share a kernel (one schedule in several dynamic chunks) before others go.
 constexpr std::size_t kPerKernel = 2;
-/// csr calls timed before the first preparation step.
-constexpr std::int64_t kMinCsrCalls = 8;
-/// At most this many calls are served quietly (csr, untimed) before the budget is asked again.
-constexpr std::int64_t kMaxQuietCalls = 4096;
-/// While the verification waits for a nominee compiled in the background, and nothing is left to
-/// prepare, csr serves this long of calls quietly before the plan looks again: the compiler
-/// thread is polled every ~0.1 s, and each call that asks costs the lock, the policy and the
-/// clock (~0.7-1.5 us; on a 7k-nonzero matrix's 6 us calls, 4,200 such calls in one plan's
-/// wait cost 2.9 ms, more than all the rest of its tuning).
-constexpr double kWaitingQuietS = 0.002;
-
-std::int64_t operand_nnz(const TuneOperand& o) {
-  return o.tensor ? o.tensor->nnz() : o.matrix ? o.matrix->nnz() : 0;
-}
-
-/// Whether a nominee's output equals csr's on this call, to float summation order: entry by
-/// entry within 1e-3 of the larger magnitude plus 1e-5 of the output's largest (a cancelling sum
-/// is small beside its terms). NaN where csr has NaN is equal (the caller's input had one).
-/// (The same bounds in double: they hold there with room to spare.)
-/// In one pass: the largest excess of |a - b| over 1e-3 of the larger magnitude, against 1e-5 of
-/// the output's largest finite entry (taken in the same pass); the worst entry is named.
-template <class V>
-bool same_output(const V* want, const V* got, std::size_t n, std::string& why) {
-  double scale = 0.0, worst = 0.0;
-  std::size_t at = n;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double a = want[i], b = got[i];
-    if (std::isfinite(a)) scale = std::max(scale, std::fabs(a));
-    if (a == b || (std::isnan(a) && std::isnan(b))) continue;
-    if (!std::isfinite(a) || !std::isfinite(b)) {  // unequal and not both finite: wrong
-      at = i;
-      worst = HUGE_VAL;
-      break;
-    }
-    const double excess = std::fabs(a - b) - 1e-3 * std::max(std::fabs(a), std::fabs(b));
-    if (excess > worst) {
-      worst = excess;
-      at = i;
-    }
-  }
-  if (at == n || worst <= 1e-5 * scale) return true;
-  why = "entry " + std::to_string(at) + ": csr gives " + std::to_string(want[at]) +
-        ", the nominee " + std::to_string(got[at]);
-  return false;
-}
 
 /// A tuning observer that keeps nothing: the preparing thread must not print from the
 /// background (Options::progress is called from the tuning call's thread only).
@@ -133,6 +50,14 @@ class QuietObserver : public TuneObserver {
 };
 
 }  // namespace
+
+namespace detail {
+
+std::int64_t operand_nnz(const TuneOperand& o) {
+  return o.tensor ? o.tensor->nnz() : o.matrix ? o.matrix->nnz() : 0;
+}
+
+}  // namespace detail
 
 AdaptiveRun::AdaptiveRun(std::shared_ptr<const Arm> csr, AdaptiveSetup setup)
     : setup_(std::move(setup)), policy_(setup_.nominees, setup_.policy) {
@@ -157,132 +82,6 @@ AdaptiveRun::~AdaptiveRun() {
   // is killed within ~0.1 s; the kernel is compiled again by a later plan that needs it).
   stop_compiling_.store(true);
   if (compiler_.joinable()) compiler_.join();
-}
-
-void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
-  // The budget is a share of csr's median call: not taken before it is steady (a process's
-  // first calls take up to several times the later ones, and would lend the plan a budget its
-  // calls do not pay for).
-  if (preparing_ || policy_.settled() || policy_.csr_calls() < kMinCsrCalls) return;
-  const std::size_t total = nominated_.size();
-  if (nominated_done_ && next_nominee_ >= total) return;
-  // What the step is taken to cost (kChoiceFixedS ...), against what is left of the budget.
-  const double nnz = static_cast<double>(operand_nnz(setup_.operand));
-  const bool dia_next = nominated_done_ && dia_at_ == next_nominee_;  // no kernel to load
-  double estimate = kFormatFixedS + kFormatPerNonzeroS * nnz +
-                    (dia_next ? 0.0 : g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
-  double then = 0.0;  // what the step after it is taken to cost, when the step pays only with it
-  bool prior = false;  // the choice by the short list's order (prior_step)
-  const double lookup_estimate =
-      kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
-  // The count pays only when the cheapest step after it does too: a format (dia's, the least a
-  // nominee costs; stencil300 at 200 expected calls counted, 1-1.5 ms, then could not build it).
-  const double count_estimate =
-      kFormatFixedS + kDiaCountPerNonzeroS * nnz + kFormatFixedS + kFormatPerNonzeroS * nnz;
-  // The tuning cache first (a decision there needs no count), unless the expected calls do not
-  // pay for asking it, counting and a format after: then the diagonals first, a quarter of the
-  // fingerprint's cost the cache's key needs (a matrix dia stores needs no model, nor the cache).
-  const bool count_pending = !nominated_done_ && dia_pending_;
-  const bool lookup_pending = setup_.ask_cache && !looked_up_;
-  const bool count_first =
-      count_pending && lookup_pending && setup_.policy.expected_calls > 0 &&
-      !policy_.affords(lookup_estimate + count_estimate);
-  bool lookup = lookup_pending && !count_first;
-  const bool dia_check = count_pending && !lookup;
-  if (lookup && dia_next && setup_.policy.expected_calls > 0 &&
-      !policy_.affords(lookup_estimate + estimate)) {
-    // dia admitted, and the expected calls do not pay for asking the tuning cache before its
-    // format: dia is tried unasked when they pay for its format (its decision still goes to the
-    // cache), else the plan is not worth it.
-    looked_up_ = true;
-    lookup_ = {{"skipped", "the expected calls do not pay for asking before the dia nominee's format"}};
-    lookup = false;
-  }
-  if (lookup) {
-    estimate = lookup_estimate;
-  } else if (dia_check) {
-    estimate = count_estimate;
-  } else if (!nominated_done_) {
-    // Ranking the shipped kernels' short list is the cheapest choice: until the budget affords
-    // that much, the list is not even read (a short run of calls pays nothing for it). The
-    // choice pays only when the cheapest step after it does too, a nominee's format and load:
-    // a choice that leaves no room for one is spent for nothing (SpMM n=64 at 1,000 expected
-    // calls of 20-40 us: 3-4 ms of choice, then not-worth-it).
-    const double first = g_chose.load(std::memory_order_relaxed) ? 0.0 : kFirstChoiceS;
-    const bool spmv = setup_.request.kind == kernels::KernelKind::SpMV;
-    estimate = first + (spmv ? kShortChoiceFixedS : kShortChoiceFixedDenseS) +
-               kShortChoicePerNonzeroS * nnz;
-    then = kFormatFixedS + kFormatPerNonzeroS * nnz +
-           (g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
-    // When the expected calls afford a nominee but not the model's choice before it, the short
-    // list's own order may do: its first entries are the committed dataset's most frequent
-    // winners (SpMM n=64 on 8 matrices at 1,000 calls: the model's first choice, 2.6-4.6 ms,
-    // did not fit 2.5-4.7 ms budgets; the list's first kernel ran 1.30-1.84x csr on 7 of them).
-    const double read = shortlist_ ? 0.0 : kListReadS;
-    prior = setup_.prior_only || policy_.chooses_by_list_order(estimate, read, then);
-    if (prior) estimate = read;
-    if (policy_.affords(estimate + then)) {
-      if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
-        const double t0 = kernels::now_seconds();
-        shortlist_ = codegen::shipped_schedules(setup_.request.kind);
-        policy_.charge(kernels::now_seconds() - t0, {}, Cost::Choice);
-      }
-      if (shortlist_->empty()) {  // no list: the model ranks the admissible set
-        prior = false;
-        estimate = first + kChoiceFixedS + kChoicePerNonzeroS * nnz;
-      }
-    }
-  }
-  if (!policy_.affords(estimate + then)) {
-    // With expected calls the budget is all there is; without, it grows with the calls, and
-    // until it has grown enough csr serves them untimed.
-    if (setup_.policy.expected_calls <= 0) {
-      quiet_.store(std::min(policy_.calls_to_wait(estimate + then, look_s_), kMaxQuietCalls),
-                   std::memory_order_relaxed);
-      return;
-    }
-    if (!nominated_done_) {
-      policy_.not_worth_it(lookup      ? "asking the tuning cache would cost more than the expected calls allow"
-                           : dia_check ? "counting the diagonals and building a nominee's format would cost "
-                                         "more than the expected calls allow"
-                                       : "choosing nominees would cost more than the expected calls allow");
-      return;
-    }
-    // No nominee prepared: nothing was tried, so nothing was found wanting (a no-gain would go
-    // to the tuning cache and answer later plans of more calls with csr).
-    if (next_nominee_ == 0) {
-      policy_.not_worth_it("preparing the nominees would cost more than the expected calls allow");
-      return;
-    }
-    for (; next_nominee_ < total; ++next_nominee_)
-      policy_.failed(static_cast<int>(next_nominee_) + 1,
-                     "not prepared: its format would cost more than the expected calls allow");
-    return;
-  }
-  // What the step is charged (its compile, queued in the background, is estimated apart).
-  const auto prepared = [this] {
-    return policy_.charged(Cost::Choice) + policy_.charged(Cost::Format) + policy_.charged(Cost::Load);
-  };
-  const double before = prepared();
-  preparing_ = true;
-  lock.unlock();
-  if (lookup)
-    lookup_step();
-  else if (dia_check)
-    dia_step();
-  else if (!nominated_done_ && prior)
-    prior_step();
-  else if (!nominated_done_)
-    nominate_step();
-  else
-    nominee_step(next_nominee_);
-  lock.lock();
-  policy_.overran(estimate, prepared() - before);
-  if (!lookup && !dia_check && nominated_done_ && total == nominated_.size()) ++next_nominee_;
-  preparing_ = false;
-  // Counting the diagonals is cheap: without a dia nominee the choice is decided on this call,
-  // as it was before the count (a plan of 10 expected calls answers not-worth-it within them).
-  if (dia_check && !nominated_done_) maybe_prepare(lock);
 }
 
 void AdaptiveRun::lookup_step() {
@@ -571,251 +370,6 @@ void AdaptiveRun::compile_queued(codegen::CompilerOptions opts) {
     arms_[static_cast<std::size_t>(arm)] = std::move(next.second);
     policy_.ready(arm);
   }
-}
-
-void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
-  if (settled_.load(std::memory_order_acquire) &&
-      settled_calls_.load(std::memory_order_relaxed) < recheck_at_.load(std::memory_order_relaxed)) {
-    settled_calls_.fetch_add(1, std::memory_order_relaxed);
-    run(*serving_.load(std::memory_order_acquire), out);
-    return;
-  }
-  if (quiet_.load(std::memory_order_relaxed) > 0 &&
-      quiet_.fetch_sub(1, std::memory_order_relaxed) > 0) {
-    quiet_served_.fetch_add(1, std::memory_order_relaxed);
-    run(*csr_, out);
-    return;
-  }
-  // Everything of this call but its kernels and a preparation step (charged by the step) is the
-  // exploration's overhead: the lock, the policy, the clock, copying and comparing a verification.
-  const double t_enter = kernels::now_seconds();
-  AdaptivePolicy::Step step;
-  std::shared_ptr<const Arm> arm, nominee;
-  double t_prepare = 0.0;
-  bool exploring = false;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (policy_.recheck_in() > 0 && settled_calls_.load(std::memory_order_relaxed) >=
-                                        recheck_at_.load(std::memory_order_relaxed)) {
-      // A recheck of the gain: every call takes the lock until it decides.
-      settled_.store(false, std::memory_order_release);
-      recheck_at_.store(INT64_MAX, std::memory_order_relaxed);
-      policy_.start_recheck(settled_calls_.load(std::memory_order_relaxed));
-    }
-    policy_.skip(quiet_served_.exchange(0, std::memory_order_relaxed));
-    const double p0 = kernels::now_seconds();
-    maybe_prepare(lock);
-    t_prepare = kernels::now_seconds() - p0;
-    exploring = !policy_.settled();
-    step = policy_.next();
-    if (policy_.settled()) {
-      if (!policy_.rechecking()) settle_locked();
-    } else if (step.arm == 0 && step.verify == 0 && quiet_.load(std::memory_order_relaxed) <= 0) {
-      // Over budget: wait for the calls to pay. Waiting for a kernel compiled in the background
-      // with nothing left to prepare: look again after kWaitingQuietS of calls.
-      std::int64_t quiet = policy_.calls_to_wait(0.0, look_s_);
-      if (step.waiting && nominated_done_ && next_nominee_ >= nominated_.size() && policy_.csr_seconds() > 0.0)
-        quiet = std::max(quiet, static_cast<std::int64_t>(kWaitingQuietS / policy_.csr_seconds()));
-      quiet_.store(std::min(quiet, kMaxQuietCalls), std::memory_order_relaxed);
-    }
-    arm = arms_.at(static_cast<std::size_t>(step.arm));
-    if (step.verify) nominee = arms_.at(static_cast<std::size_t>(step.verify));
-  }
-  const double t0 = kernels::now_seconds();
-  try {
-    run(*arm, out);
-  } catch (...) {  // the caller gets the error; a verification handed out is given back
-    std::lock_guard<std::mutex> lock(mu_);
-    if (step.verify) policy_.verified(step.verify, false, 0.0, "the csr call beside it failed");
-    throw;
-  }
-  const double t = kernels::now_seconds() - t0;
-  bool ok = true;
-  double t_nominee = 0.0, t_check = 0.0;  // the nominee's run; copying and comparing beside it
-  std::string why;
-  kernels::Values mine;  // the nominee's output: a copy of what csr wrote, padding included
-  if (nominee) {
-    const double c0 = kernels::now_seconds();
-    try {
-      const kernels::Dtype dtype = arm->bound.dtype;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!spare_.empty()) {
-          mine = std::move(spare_.back());
-          spare_.pop_back();
-        }
-      }
-      if (mine.dtype() != dtype || mine.size() != out_size) mine.assign(dtype, out_size);
-      std::memcpy(mine.raw(), out, out_size * kernels::dtype_size(dtype));
-      const double t1 = kernels::now_seconds();
-      run(*nominee, mine.raw());
-      t_nominee = kernels::now_seconds() - t1;
-      ok = kernels::with_value_type(dtype, [&](auto v) {
-        using V = decltype(v);
-        return same_output(static_cast<const V*>(out), mine.data<V>(), out_size, why);
-      });
-    } catch (const std::exception& e) {
-      ok = false;
-      why = e.what();
-    }
-    t_check = kernels::now_seconds() - c0 - t_nominee;
-  }
-  bool store = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    policy_.record(step.arm, t, step.warm);
-    if (step.verify) {
-      policy_.verified(step.verify, ok, t_nominee, why);
-      policy_.charge(t_check, {}, Cost::Verify);
-      if (!mine.empty()) spare_.push_back(std::move(mine));
-    }
-    if (exploring) {
-      look_s_ = kernels::now_seconds() - t_enter - t_prepare - t - t_nominee - t_check;
-      policy_.charge(look_s_, {}, Cost::Overhead);
-    }
-    if (policy_.settled() && !policy_.rechecking() && !settled_.load(std::memory_order_relaxed)) {
-      // A recheck decided: the gain holds (kept again in the cache when the rechecks moved its
-      // speedup), or csr serves again, its no-gain kept in the cache.
-      settle_locked();
-      const double sp = policy_.speedup().value_or(0.0);
-      store = stored_ && (policy_.reverted() || std::abs(sp - stored_speedup_) > 0.02 * stored_speedup_);
-    }
-    if (policy_.settled() && !stored_) {
-      settle_locked();
-      stored_ = true;
-      // The cache's gain stays unless these calls judged it (a nominee whose kernel is not
-      // compiled yet leaves unjudged: that is no verdict on it). A no-gain none of whose
-      // nominees ran on a call (each left before: its format refused, its kernel not
-      // compiled) is no verdict either: kept, it would answer later plans with csr unasked.
-      const bool tried = policy_.exploring_calls() > 0;  // a nominee ran (verified) on a call
-      // Nor is a no-gain among the short list's first entries (prior_step): the model's
-      // nominees were not tried.
-      const bool prior_no_gain = prior_ && policy_.verdict() == "no-gain";
-      store = tried && (!cached_gain_ || policy_.judged()) && !prior_no_gain;
-      if (!tried && policy_.verdict() == "no-gain")
-        cache_result_ = {{"skipped", "no nominee ran on a call: no verdict to keep"}};
-      else if (prior_no_gain)
-        cache_result_ = {{"skipped", "the short list's order was tried, not the model's nominees: "
-                                     "no verdict to keep"}};
-    }
-  }
-  if (store) store_decision();
-}
-
-void AdaptiveRun::settle_locked() {
-  const std::shared_ptr<const Arm>& choice = arms_.at(static_cast<std::size_t>(policy_.choice()));
-  if (!chosen_) {
-    for (std::size_t k = 1; k < arms_.size(); ++k)
-      if (arms_[k] != choice) arms_[k].reset();  // the losers' formats and kernels
-    std::vector<kernels::Values>().swap(spare_);
-  }
-  // A recheck that reverts leaves the chosen kernel in arms_: calls without the lock may run it.
-  chosen_ = choice;
-  serving_.store(chosen_.get(), std::memory_order_release);
-  const std::int64_t in = policy_.recheck_in();
-  recheck_at_.store(in > 0 ? settled_calls_.load(std::memory_order_relaxed) + in : INT64_MAX,
-                    std::memory_order_relaxed);
-  settled_.store(true, std::memory_order_release);
-}
-
-void AdaptiveRun::store_decision() {
-  if (!setup_.cache_key) return;
-  const std::string verdict = this->verdict();
-  if (verdict != "gain" && verdict != "no-gain") return;  // not-worth-it depends on the calls
-  nlohmann::json r = report();
-  {
-    const nlohmann::json& sp = r.at("speedup_over_csr");
-    std::lock_guard<std::mutex> lock(mu_);
-    stored_speedup_ = sp.is_number() ? sp.get<double>() : 0.0;
-  }
-  try {
-    std::optional<heuristics::TuningKey> key;
-    std::shared_ptr<const Arm> chosen;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      key = key_;
-      chosen = chosen_;
-    }
-    if (!key) key = setup_.cache_key();
-    const heuristics::TuningCache cache(setup_.cache_dir);
-    const std::string path = cache.store(*key, chosen->bound.schedule, r);
-    std::lock_guard<std::mutex> lock(mu_);
-    cache_result_ = {{"path", path}};
-  } catch (const std::exception& e) {
-    std::lock_guard<std::mutex> lock(mu_);
-    cache_result_ = {{"error", e.what()}};
-  }
-}
-
-std::shared_ptr<const Arm> AdaptiveRun::current() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return chosen_ ? chosen_ : arms_[0];
-}
-
-std::string AdaptiveRun::verdict() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return policy_.verdict();
-}
-
-std::optional<double> AdaptiveRun::speedup() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return policy_.speedup();
-}
-
-std::optional<double> AdaptiveRun::break_even_calls() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return policy_.break_even_calls();
-}
-
-std::int64_t AdaptiveRun::calls() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return policy_.calls() + settled_calls_.load(std::memory_order_relaxed) +
-         quiet_served_.load(std::memory_order_relaxed);
-}
-
-std::int64_t AdaptiveRun::exploring_calls() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return policy_.exploring_calls();
-}
-
-nlohmann::json AdaptiveRun::report() const {
-  // The fingerprint outside the lock: computed the first time, it would hold up calls.
-  std::string fingerprint;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (key_) fingerprint = key_->fingerprint;
-  }
-  if (fingerprint.empty()) fingerprint = setup_.fingerprint();
-  std::lock_guard<std::mutex> lock(mu_);
-  nlohmann::json a = policy_.to_json();
-  for (nlohmann::json& arm : a["arms"])
-    arm["schedule"] = nominee_text_.at(arm.at("arm").get<std::size_t>());
-  a["nomination"] = nomination_;
-  a["nominees"] = setup_.nominees;
-  const std::shared_ptr<const Arm> now = chosen_ ? chosen_ : arms_[0];
-  const std::optional<double> sp = policy_.speedup(), be = policy_.break_even_calls();
-  nlohmann::json economy = nlohmann::json::object();
-  economy["break_even_calls"] = be ? nlohmann::json(*be) : nlohmann::json();
-  economy["cost_s"] = policy_.cost_seconds();
-  economy["expected_calls"] = setup_.policy.expected_calls;
-  return {{"mode", "adaptive"},
-          {"kernel", kernels::kernel_name(setup_.request.kind)},
-          {"fingerprint", fingerprint},
-          {"nnz", operand_nnz(setup_.operand)},
-          {"file", ""},
-          {"confirmed", policy_.judged()},  // judged on the application's calls
-          {"best", nullptr},                // no search's best: see "adaptive"
-          {"threads", now->bound.args.threads},
-          {"dense", setup_.request.kind == kernels::KernelKind::SpMV ? 1 : setup_.request.dense},
-          {"dtype", std::string(kernels::dtype_name(setup_.request.dtype))},
-          {"verdict", policy_.verdict()},
-          {"schedule", codegen::to_text(now->bound.schedule)},
-          {"implementation", now->bound.implementation()},
-          {"speedup_over_csr", sp ? nlohmann::json(*sp) : nlohmann::json()},
-          {"economy", economy},
-          {"adaptive", a},
-          {"tuning_cache", lookup_},
-          {"plan_cache", cache_result_}};
 }
 
 }  // namespace waco::tuning

@@ -1,6 +1,6 @@
 // The numeric ranges of tune's settings, in one table: `waco-hybrid tune`'s options check them
 // (experiments/src/cmd_tune.cpp, cli_common.cpp: CLI11 ranges) and so does the C++ API
-// (api/src/plan.cpp: waco::Options, an Error naming the setting).
+// (api/src/plan_options.cpp: waco::Options, an Error naming the setting).
 #pragma once
 
 #include <cstdint>
