@@ -211,6 +211,11 @@ TEST_CASE("calibrate: a killed run resumes where it stopped, its minutes counted
   const test::CliResult other = test::run_cli(calibrate_args(recipes, 0.5) + " --seed 9", env);
   CHECK(other.status == 1);
   CHECK(other.err.find("--restart") != std::string::npos);
+  // So is another admissible share (one begun at the default stores none, and resumes so).
+  const test::CliResult share =
+      test::run_cli(calibrate_args(recipes, 0.5) + " --admissible-share 1", env);
+  CHECK(share.status == 1);
+  CHECK(share.err.find("--restart") != std::string::npos);
 }
 
 TEST_CASE("calibrate --dense: measured at the size the application uses, never mixed with another") {

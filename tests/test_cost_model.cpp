@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "waco/learned/shipped.hpp"
@@ -21,6 +22,8 @@
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/ranking_metrics.hpp"
 #include "waco/learned/training_data.hpp"
+#include "cost_model_internal.hpp"
+#include "tensor_reader.hpp"
 
 namespace {
 
@@ -316,6 +319,63 @@ TEST_CASE("cost model: one epoch lowers the loss, training is deterministic and 
   other.seed = 8;
   CostModel wrong = CostModel::create(other);
   CHECK_THROWS_WITH(wrong.train(data, data, rest), Catch::Contains("another configuration"));
+}
+
+TEST_CASE("cost model: fine-tuning the scoring head only leaves both encoders as they were") {
+  CostModelConfig c;
+  c.encoder = EncoderKind::Signature;
+  c.seed = 5;
+  CostModel m = CostModel::create(c);
+  const auto data = synthetic_set(m, 6, 13);
+  learned::TrainOptions o;
+  o.epochs = 2;
+  o.threads = 1;
+  o.learning_rate = 3e-3;
+  o.matrices_per_step = 2;
+  m.train(data, {}, o);  // a trained model to start from
+  const std::string dir = test::scratch_dir("cost-model-head-only");
+  m.save(dir + "/before.model");
+  const std::vector<double> before = m.scores(data[0].input, data[0].schedules);
+
+  learned::TrainOptions head = o;
+  head.head_only = true;
+  CHECK_THROWS_WITH(m.train(data, {}, head), Catch::Contains("trained model to start from"));
+  head.fine_tune = true;
+  head.epochs = 3;
+  const double loss_before = m.loss(data);
+  m.train(data, {}, head);
+  CHECK(m.loss(data) < loss_before);
+  CHECK(m.scores(data[0].input, data[0].schedules) != before);
+  m.save(dir + "/after.model");
+  const auto tensors = [](const std::string& path) {
+    learned::TensorFileReader r(path, learned::kCostModelMagic, learned::kCostModelFormatVersion,
+                                "cost model");
+    std::map<std::string, std::vector<float>> out;
+    for (learned::TensorFileReader::Tensor& t : r.read_all()) out[t.name] = std::move(t.data);
+    return out;
+  };
+  const auto a = tensors(dir + "/before.model"), b = tensors(dir + "/after.model");
+  REQUIRE(a.size() == b.size());
+  int heads = 0, changed = 0;
+  for (const auto& [name, values] : a) {
+    INFO(name);
+    REQUIRE(b.count(name) == 1);
+    if (name.rfind("head", 0) == 0) {
+      ++heads;
+      changed += values != b.at(name);
+    } else {
+      CHECK(values == b.at(name));  // the encoders, the standardization: untouched
+    }
+  }
+  CHECK(heads == 6);  // three layers' weights and biases
+  CHECK(changed > 0);
+  // Afterwards every weight trains again (full fine-tuning moves the encoders).
+  learned::TrainOptions all = o;
+  all.fine_tune = true;
+  m.train(data, {}, all);
+  m.save(dir + "/all.model");
+  const auto d = tensors(dir + "/all.model");
+  CHECK(d.at("feat1.weight") != b.at("feat1.weight"));
 }
 
 TEST_CASE("cost model: model file round trip and refusals") {

@@ -51,6 +51,12 @@ struct Options {
     g.schedules = 40;
     return g;
   }();
+  /// Share of each group's schedules drawn from the admissible set (the rest from the legal
+  /// space), as collect's --admissible-share.
+  double admissible_share = heuristics::kDefaultAdmissibleShare;
+  /// What fine-tuning trains: "all" the weights, or the scoring "head" only (a small correction;
+  /// learned::TrainOptions::head_only).
+  std::string fine_tune = "all";
   int epochs = 60;
   double lr = 3e-4;
   int patience = 10;
@@ -235,6 +241,7 @@ int calibrate(const Options& o) {
   co.dense = dense;
   apply_group_options(o.g, resolve_threads(o.data.threads), co);
   co.repeat_share = 0.0;  // the minutes go to more matrices, not to repetitions
+  co.admissible_share = o.admissible_share;
   co.context = kernels::context_json(co.measure.threads, "none");
   const std::string spent_key = "calibrate.spent_s", order_key = "calibrate.order";
   double spent = 0.0;
@@ -251,6 +258,10 @@ int calibrate(const Options& o) {
     if (dense != default_dense ||
         (stored && nlohmann::json::parse(*stored, nullptr, false).contains("dense")))
       settings["dense"] = dense;
+    // The same for the admissible share (a setting since session 81).
+    if (o.admissible_share != heuristics::kDefaultAdmissibleShare ||
+        (stored && nlohmann::json::parse(*stored, nullptr, false).contains("admissible_share")))
+      settings["admissible_share"] = o.admissible_share;
     check_settings(db, "calibrate_settings." + k, settings, false, paths.db, k + " calibration",
                    "calibrate with the same settings to resume, or pass --restart to begin again");
     spent = meta_number(db, spent_key);
@@ -367,6 +378,7 @@ int calibrate(const Options& o) {
     to.matrices_per_step = 4;
     to.threads = resolve_threads(o.data.threads);
     to.fine_tune = true;
+    to.head_only = o.fine_tune == "head";
     const double t0 = kernels::now_seconds();
     summary = model.train(tr, va, to, [&](const learned::EpochReport& r) {
       if (quiet) return;
@@ -379,7 +391,8 @@ int calibrate(const Options& o) {
     sidecar["validation"] = {{"groups", held.size()},
                              {"shipped", quality_json(before)},
                              {"calibrated", quality_json(after)}};
-    sidecar["fine_tune"] = {{"best_epoch", summary.best_epoch},
+    sidecar["fine_tune"] = {{"part", o.fine_tune},
+                            {"best_epoch", summary.best_epoch},
                             {"epochs_run", summary.history.size()},
                             {"learning_rate", o.lr},
                             {"seconds", kernels::now_seconds() - t0}};
@@ -467,6 +480,18 @@ Command make_calibrate_command() {
                            "the shipped model): give the size the application uses")
                 ->check(CLI::Range(1, 1 << 20));
             add_group_options(sub, o->g);  // --seed also orders the plan
+            sub.add_option("--admissible-share", o->admissible_share,
+                           "Share of each matrix's schedules drawn from the admissible set (the "
+                           "schedules the trimming passes keep, among which tunes choose), the "
+                           "rest from the legal space")
+                ->check(CLI::Range(0.0, 1.0))
+                ->capture_default_str();
+            sub.add_option("--fine-tune", o->fine_tune,
+                           "What fine-tuning trains: all the model's weights, or only its scoring "
+                           "head (a small correction; the encoders of matrices and schedules stay "
+                           "the shipped model's)")
+                ->check(CLI::IsMember({"all", "head"}))
+                ->capture_default_str();
             sub.add_option("--epochs", o->epochs, "Fine-tuning epochs at most")
                 ->check(CLI::Range(1, 100000))
                 ->capture_default_str();

@@ -48,7 +48,7 @@ struct Options {
   std::string exclude;
   std::string db;
   int dense = 0;
-  double admissible_share = 0.5;
+  double admissible_share = heuristics::kDefaultAdmissibleShare;
   int threads = 0;
   double repeat_share = 0.05;
   double abandon_factor = 4.0;

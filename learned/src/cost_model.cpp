@@ -426,7 +426,27 @@ TrainSummary CostModel::train(const std::vector<RankingExample>& train,
   }
 
   TrainSummary summary;
-  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(o.learning_rate));
+  if (o.head_only && !o.fine_tune)
+    throw Error("training only the scoring head needs a trained model to start from",
+                "fine-tune one (train --init MODEL, calibrate)");
+  // Head only: the other weights take no gradient (restored before returning).
+  std::vector<torch::Tensor> trained = net->parameters();
+  if (o.head_only) {
+    for (torch::Tensor& t : trained) t.set_requires_grad(false);
+    trained.clear();
+    for (const torch::nn::Linear* h : {&net->head1, &net->head2, &net->head3})
+      for (torch::Tensor t : (*h)->parameters()) {
+        t.set_requires_grad(true);
+        trained.push_back(t);
+      }
+  }
+  struct GradsBack {
+    CostNet& net;
+    ~GradsBack() {
+      for (torch::Tensor t : net->parameters()) t.set_requires_grad(true);
+    }
+  } grads_back{net};
+  torch::optim::Adam opt(trained, torch::optim::AdamOptions(o.learning_rate));
   int start_epoch = 0;
   std::map<std::string, torch::Tensor> best;
   summary.best_val_spearman = -std::numeric_limits<double>::infinity();

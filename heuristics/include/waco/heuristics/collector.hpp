@@ -28,12 +28,15 @@
 
 namespace waco::heuristics {
 
+/// collect's default share of a group's schedules drawn from the admissible set.
+inline constexpr double kDefaultAdmissibleShare = 0.5;
+
 struct CollectOptions {
   kernels::KernelKind kernel = kernels::KernelKind::SpMV;
   int dense = 0;                  ///< 0: the kernel's default (spmm 256, mttkrp 16, sddmm 256)
   kernels::Dtype dtype = kernels::Dtype::F32;  ///< the value type the group is timed in
   int schedules = 100;            ///< sampled schedules per matrix (csr-like and baseline extra)
-  double admissible_share = 0.5;  ///< of them from the admissible set, the rest from the legal space
+  double admissible_share = kDefaultAdmissibleShare;  ///< of them from the admissible set, the rest from the legal space
   double repeat_share = 0.05;     ///< groups measured a second time (pair-order stability)
   std::uint64_t seed = 1;         ///< sampling and dense operands
   /// How the group is measured: repeats = its interleaved timed rounds, warmup, threads of

@@ -112,6 +112,11 @@ struct TrainOptions {
   /// (not fitted again on `train`, which may be a few matrices), and its weights before training
   /// are epoch 0's candidate: they stay unless an epoch validates better.
   bool fine_tune = false;
+  /// Only the scoring head (the three layers that score a matrix embedding beside a schedule
+  /// embedding) is trained; the encoders of matrices and schedules stay as they are: a small
+  /// correction of a trained model rather than a fine-tuning of all of it (calibrate
+  /// --fine-tune head). Needs fine_tune.
+  bool head_only = false;
   /// The training order's seed (which matrices and schedule subsets each step sees); without
   /// it, the model's config.seed. A fine-tuned model keeps its config (train --init --seed).
   std::optional<std::uint64_t> order_seed;
