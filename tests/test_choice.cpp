@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -203,6 +204,50 @@ TEST_CASE("tune: nominate equals the plain pipeline (space, passes, fresh model,
     CHECK(texts(nominate(c, kTop)) ==
           std::vector<std::string>(plain.begin(),
                                    plain.begin() + static_cast<std::ptrdiff_t>(std::min(kTop, plain.size()))));
+  }
+}
+
+TEST_CASE("tune: per_structure caps the nominees of one loop structure, the model's order kept "
+          "otherwise") {
+  // A structure as TuneRequest::per_structure reads it: splits, order, parallel loop, threads.
+  const auto key = [](const codegen::SuperSchedule& s) {
+    std::string k;
+    for (int v : s.split) k += std::to_string(v) + ",";
+    for (const codegen::Loop& l : s.order) k += l.name() + ",";
+    return k + "|" + s.parallel.name() + "|" + std::to_string(s.threads);
+  };
+  for (const Case& c : cases()) {
+    INFO(c.name);
+    const std::vector<codegen::SuperSchedule> all = nominate(c, kAll);
+    for (const int per : {1, 2, 3}) {
+      INFO("per_structure " << per);
+      // Expected: the full order, at most `per` of a structure, then those passed over in order.
+      std::vector<codegen::SuperSchedule> expected, passed;
+      std::map<std::string, int> taken;
+      for (const codegen::SuperSchedule& s : all) {
+        if (expected.size() == kTop) break;
+        if (taken[key(s)]++ < per) expected.push_back(s); else passed.push_back(s);
+      }
+      for (std::size_t q = 0; expected.size() < std::min(kTop, all.size()); ++q)
+        expected.push_back(passed.at(q));
+      tuning::TuneRequest r = request_of(c);
+      r.per_structure = per;
+      tuning::TuneObserver quiet;
+      tuning::TuneOperand op;
+      op.matrix = c.matrix;
+      op.tensor = c.tensor;
+      const tuning::Nomination n = tuning::nominate(op, r, kTop, quiet);
+      CHECK(texts(n.schedules) == texts(expected));
+      REQUIRE(!n.schedules.empty());
+      CHECK(codegen::to_text(n.schedules.front()) == codegen::to_text(all.front()));
+      std::map<std::string, int> count;
+      for (const codegen::SuperSchedule& s : n.schedules) ++count[key(s)];
+      CHECK(n.info.at("search_info").at("structures") == count.size());
+      std::set<std::string> structures;
+      for (const codegen::SuperSchedule& s : all) structures.insert(key(s));
+      if (structures.size() * static_cast<std::size_t>(per) >= n.schedules.size())
+        for (const auto& [k, m] : count) CHECK(m <= per);
+    }
   }
 }
 

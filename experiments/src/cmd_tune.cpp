@@ -270,6 +270,12 @@ Command make_tune_command() {
             auto* budget = sub.add_option("--budget", o->req.budget,
                                           "Candidates to consider (model and anns default: 20, random: 100)")
                                ->check(CLI::PositiveNumber);
+            sub.add_option("--per-structure", o->req.per_structure,
+                           "The model's nominees (model, exact anns): at most N of one loop "
+                           "structure (splits, order, parallel loop; formats and chunks aside) "
+                           "before the next structures in the model's order (0: its order alone)")
+                ->check(CLI::Range(0, 1000))
+                ->capture_default_str();
             sub.add_option("--budget-seconds", o->req.budget_seconds,
                            "Stop starting measurements after this many seconds")
                 ->check(CLI::PositiveNumber)

@@ -165,6 +165,7 @@ CandidateChoice detail::choose_candidates(const TuneRequest& o, KernelKind kind,
       req.problem = &p;
       req.dense = kind == KernelKind::SpMV ? 1 : dense;
       req.budget = o.budget;
+      req.per_structure = o.per_structure;
       req.model = o.model;
       req.observer = &obs;
       req.input = input ? &*input : nullptr;

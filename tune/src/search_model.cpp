@@ -3,7 +3,10 @@
 // (default 20) are measured, best first, and the usual side-by-side confirmation picks the winner.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <numeric>
+#include <set>
+#include <string>
 
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/shipped.hpp"
@@ -19,6 +22,37 @@ constexpr std::uint64_t kDefaultMeasured = 20;
 constexpr std::uint64_t kScoreLimit = 2000000;
 /// Schedules scored per call (bounds the memory of one batch).
 constexpr std::size_t kBatch = 32768;
+
+/// A schedule's loop structure: its split sizes, loop order, parallel loop and threads (not its
+/// formats or chunk).
+std::string structure_key(const codegen::SuperSchedule& s) {
+  std::string k;
+  for (int v : s.split) k += std::to_string(v) + ",";
+  k += "|";
+  for (const codegen::Loop& l : s.order) k += l.name() + ",";
+  return k + "|" + s.parallel.name() + "|" + std::to_string(s.threads);
+}
+
+/// The first n of `idx` (sorted by score, best first) taking at most `per` of one structure
+/// before the next structures, then the ones passed over, in order, while fewer than n.
+std::vector<std::size_t> diverse_prefix(const std::vector<std::size_t>& idx,
+                                        const std::vector<codegen::SuperSchedule>& all,
+                                        std::size_t n, int per) {
+  std::vector<std::size_t> out, passed;
+  std::map<std::string, int> taken;
+  for (std::size_t i : idx) {
+    if (out.size() == n) break;
+    int& t = taken[structure_key(all[i])];
+    if (t < per) {
+      ++t;
+      out.push_back(i);
+    } else {
+      passed.push_back(i);
+    }
+  }
+  for (std::size_t i = 0; out.size() < n && i < passed.size(); ++i) out.push_back(passed[i]);
+  return out;
+}
 }  // namespace
 
 SearchChoice search_model(const SearchRequest& r) {
@@ -64,15 +98,29 @@ SearchChoice search_model(const SearchRequest& r) {
   std::vector<std::size_t> idx(all.size());
   std::iota(idx.begin(), idx.end(), std::size_t{0});
   const std::size_t n = std::min<std::size_t>(all.size(), r.budget > 0 ? r.budget : kDefaultMeasured);
-  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
-                    [&](std::size_t a, std::size_t b) { return scores[a] < scores[b] || (scores[a] == scores[b] && a < b); });
+  const auto better = [&](std::size_t a, std::size_t b) {
+    return scores[a] < scores[b] || (scores[a] == scores[b] && a < b);
+  };
+  const bool diverse = r.per_structure > 0 && n < all.size();
+  if (diverse) {
+    std::sort(idx.begin(), idx.end(), better);
+    idx = diverse_prefix(idx, all, n, r.per_structure);
+  } else {
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(), better);
+  }
   SearchChoice c;
-  for (std::size_t q = 0; q < n; ++q) c.schedules.push_back(all[idx[q]]);
+  std::set<std::string> structures;
+  for (std::size_t q = 0; q < n; ++q) {
+    c.schedules.push_back(all[idx[q]]);
+    structures.insert(structure_key(all[idx[q]]));
+  }
   c.info = {{"model", path},
             {"encoder", learned::encoder_name(model.config().encoder)},
             {"scored", all.size()},
             {"serial_scored_as_all_cores", serial},
             {"measured", n},
+            {"structures", structures.size()},
+            {"per_structure", r.per_structure > 0 ? nlohmann::json(r.per_structure) : nlohmann::json()},
             {"load_seconds", t1 - t0},
             {"prepare_seconds", t2 - t1},
             {"score_seconds", t3 - t2}};

@@ -35,6 +35,7 @@ struct SearchRequest {
   const kernels::Problem* problem = nullptr;
   std::int64_t dense = 1;                    ///< the dense size tuned for (1 for SpMV)
   std::uint64_t budget = 0;                  ///< --budget (0: the search's default)
+  int per_structure = 0;                     ///< TuneRequest::per_structure (model search)
   double budget_seconds = 0.0;               ///< --budget-seconds (0: none)
   std::uint64_t seed = 1;
   std::string model;                         ///< --model (empty: the shipped model)

@@ -40,6 +40,11 @@ struct TuneRequest {
   bool check_recall = false;
   std::string schedules;         ///< --schedules FILE: a list instead of a search
   std::uint64_t budget = 0;
+  /// The model's nominees (the model and exact anns searches): at most this many of one loop
+  /// structure (split sizes, loop order, parallel loop; formats and chunks aside) before the
+  /// next structures in the model's order, the rest of the budget filled in its order when
+  /// fewer structures remain. 0: the model's order alone.
+  int per_structure = 0;
   double budget_seconds = 0.0;
   std::string passes = "all";
   /// The results database. Empty: none for a library call (`db_default`), the user's default
