@@ -1528,6 +1528,7 @@ TEST_CASE("api: tune's settings as the CLI's options, checked against the CLI's 
   rejected([](waco::Options& b) { b.repeat = 0; }, "repeat = 0");
   rejected([](waco::Options& b) { b.decide_runs = 101; }, "decide_runs");
   rejected([](waco::Options& b) { b.decide_extra_runs = -1; }, "decide_extra_runs");
+  rejected([](waco::Options& b) { b.per_structure = -1; }, "per_structure");
   rejected([](waco::Options& b) { b.layouts = 0; }, "layouts");
   rejected([](waco::Options& b) { b.race = "fast"; }, "not a strategy");
   rejected([](waco::Options& b) { b.cache_fraction = 2.0; }, "cache_fraction");

@@ -140,6 +140,7 @@ tuning::TuneRequest tune_request(const Options& o, Kernel k, int threads, int de
   r.confirm_rounds = in_range(o.confirm_rounds, r.confirm_rounds, settings::kConfirmRounds);
   r.decide_runs = in_range(o.decide_runs, r.decide_runs, settings::kDecideRuns);
   r.decide_extra_runs = in_range(o.decide_extra_runs, r.decide_extra_runs, settings::kDecideExtraRuns);
+  r.per_structure = in_range(o.per_structure, r.per_structure, settings::kPerStructure);
   r.layouts = in_range(o.layouts, r.layouts, settings::kLayouts);
   r.decide_rounds = in_range(o.decide_rounds, r.decide_rounds, settings::kDecideRounds);
   r.decide_leaders = in_range(o.decide_leaders, r.decide_leaders, settings::kDecideLeaders);

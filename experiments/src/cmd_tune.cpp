@@ -274,7 +274,7 @@ Command make_tune_command() {
                            "The model's nominees (model, exact anns): at most N of one loop "
                            "structure (splits, order, parallel loop; formats and chunks aside) "
                            "before the next structures in the model's order (0: its order alone)")
-                ->check(CLI::Range(0, 1000))
+                ->check(setting_range(tuning::settings::kPerStructure))
                 ->capture_default_str();
             sub.add_option("--budget-seconds", o->req.budget_seconds,
                            "Stop starting measurements after this many seconds")

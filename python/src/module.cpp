@@ -277,6 +277,7 @@ bool set_setting(waco::Options& o, const std::string& key, const py::handle& v) 
       {"confirm_rounds", &waco::Options::confirm_rounds},
       {"decide_runs", &waco::Options::decide_runs},
       {"decide_extra_runs", &waco::Options::decide_extra_runs},
+      {"per_structure", &waco::Options::per_structure},
       {"layouts", &waco::Options::layouts},
       {"decide_rounds", &waco::Options::decide_rounds},
       {"decide_leaders", &waco::Options::decide_leaders},

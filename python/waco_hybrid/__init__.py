@@ -68,7 +68,7 @@ def _options(**kw):
 # default. Paths (model, index, schedules) may be str or os.PathLike.
 TUNE_SETTINGS = (
     "model", "index", "check_recall", "explain", "schedules", "measure_first", "repeat", "warmup",
-    "confirm_rounds", "decide_runs", "decide_extra_runs", "layouts", "decide_rounds",
+    "confirm_rounds", "decide_runs", "decide_extra_runs", "layouts", "per_structure", "decide_rounds",
     "decide_leaders", "decide_always", "decide_together", "halving_keep", "decide_drop",
     "decide_clear", "min_gain", "verdict_level", "max_disturbed", "timeout", "compile_timeout", "tolerance", "abandon_factor", "retry_failed",
     "compiler", "max_padding", "race", "tile_window", "max_block_padding", "min_chunks_per_thread",

@@ -23,6 +23,7 @@ inline constexpr SettingRange<int> kWarmup{"warmup", 0, 1000000};
 inline constexpr SettingRange<int> kConfirmRounds{"confirm_rounds", 1, 1000000};
 inline constexpr SettingRange<int> kDecideRuns{"decide_runs", 1, 100};
 inline constexpr SettingRange<int> kDecideExtraRuns{"decide_extra_runs", 0, 100};
+inline constexpr SettingRange<int> kPerStructure{"per_structure", 0, 1000};
 inline constexpr SettingRange<int> kLayouts{"layouts", 1, 64};
 inline constexpr SettingRange<int> kDecideRounds{"decide_rounds", 1, 1000000};
 inline constexpr SettingRange<int> kDecideLeaders{"decide_leaders", 1, 1000};
