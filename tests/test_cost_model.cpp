@@ -75,6 +75,16 @@ std::vector<RankingExample> synthetic_set(const CostModel& m, int count, std::ui
   return out;
 }
 
+/// Training options of the short runs below: one thread, two matrices a step.
+learned::TrainOptions quick_training(int epochs) {
+  learned::TrainOptions o;
+  o.epochs = epochs;
+  o.threads = 1;
+  o.learning_rate = 3e-3;
+  o.matrices_per_step = 2;
+  return o;
+}
+
 std::string read_all(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -265,11 +275,7 @@ TEST_CASE("cost model: one epoch lowers the loss, training is deterministic and 
   c.seed = 7;
   CostModel m = CostModel::create(c);
   const auto data = synthetic_set(m, 6, 11);
-  learned::TrainOptions o;
-  o.epochs = 1;
-  o.threads = 1;
-  o.learning_rate = 3e-3;
-  o.matrices_per_step = 2;
+  learned::TrainOptions o = quick_training(1);
   const double before = m.loss(data);
   m.train(data, {}, o);
   CHECK(m.loss(data) < before);
@@ -327,11 +333,7 @@ TEST_CASE("cost model: fine-tuning the scoring head only leaves both encoders as
   c.seed = 5;
   CostModel m = CostModel::create(c);
   const auto data = synthetic_set(m, 6, 13);
-  learned::TrainOptions o;
-  o.epochs = 2;
-  o.threads = 1;
-  o.learning_rate = 3e-3;
-  o.matrices_per_step = 2;
+  const learned::TrainOptions o = quick_training(2);
   m.train(data, {}, o);  // a trained model to start from
   const std::string dir = test::scratch_dir("cost-model-head-only");
   m.save(dir + "/before.model");
