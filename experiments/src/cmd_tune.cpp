@@ -273,7 +273,8 @@ Command make_tune_command() {
             sub.add_option("--per-structure", o->req.per_structure,
                            "The model's nominees (model, exact anns): at most N of one loop "
                            "structure (splits, order, parallel loop; formats and chunks aside) "
-                           "before the next structures in the model's order (0: its order alone)")
+                           "before the next structures in the model's order (0: its order alone; "
+                           "adaptive plans keep their own rule)")
                 ->check(setting_range(tuning::settings::kPerStructure))
                 ->capture_default_str();
             sub.add_option("--budget-seconds", o->req.budget_seconds,

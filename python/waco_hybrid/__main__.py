@@ -65,7 +65,7 @@ def _add_settings(t):
             ("confirm-rounds", int, "rounds of the side-by-side measurement (20)"),
             ("decide-runs", int, "fresh decision runs (3)"),
             ("decide-extra-runs", int, "more fresh runs for a marginal gain (2; 0: never)"),
-            ("per-structure", int, "the model's nominees of one loop structure at most (0: its order alone)"),
+            ("per-structure", int, "the model's nominees of one loop structure at most (3; 0: its order alone)"),
             ("layouts", int, "memory layouts of each small candidate side by side (4)"),
             ("decide-rounds", int, "rounds of each fresh decision run (20)"),
             ("decide-leaders", int, "nominees timed in the decision runs (3)"),

@@ -44,6 +44,9 @@ AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const v
   AdaptiveSetup setup{operand, std::move(keep), request, nominees, {}, {}, request.plan_cache, false, {}};
   // The background thread must not call the caller's interrupt (it is the calling thread's).
   setup.request.cancel = nullptr;
+  // The plan's nominees share kernels by its own rule (kPerKernel, adaptive_run.cpp): the cap
+  // on one loop structure was measured for a tune's side-by-side selection, not for a plan.
+  setup.request.per_structure = 0;
   setup.policy.expected_calls = request.expected_calls;
   setup.policy.share = request.tuning_share;
   // Without the caller's: computed once (the key and the report both ask for it).

@@ -241,7 +241,7 @@ struct Options {
   std::optional<int> confirm_rounds;  ///< --confirm-rounds (20)
   std::optional<int> decide_runs;     ///< --decide-runs (3)
   std::optional<int> decide_extra_runs;  ///< --decide-extra-runs (2; 0: never)
-  std::optional<int> per_structure;   ///< --per-structure (0: the model's order alone)
+  std::optional<int> per_structure;   ///< --per-structure (3; 0: the model's order alone)
   std::optional<int> layouts;         ///< --layouts (4; 1: one memory layout)
   std::optional<int> decide_rounds;   ///< --decide-rounds (20)
   std::optional<int> decide_leaders;  ///< --decide-leaders (3)
