@@ -252,16 +252,18 @@ int calibrate(const Options& o) {
                                {"max_nnz", o.max_nnz}, {"schedules", o.g.schedules},
                                {"rounds", o.g.rounds}, {"warmup", o.g.warmup},
                                {"threads", co.measure.threads}, {"seed", o.g.seed}};
-    // The dense size is a setting only when it is not the default, so that a calibration begun
-    // before --dense existed (at the default) resumes; one begun at another size never mixes.
-    const std::optional<std::string> stored = db.meta("calibrate_settings." + k);
-    if (dense != default_dense ||
-        (stored && nlohmann::json::parse(*stored, nullptr, false).contains("dense")))
-      settings["dense"] = dense;
-    // The same for the admissible share (a setting since session 81).
-    if (o.admissible_share != heuristics::kDefaultAdmissibleShare ||
-        (stored && nlohmann::json::parse(*stored, nullptr, false).contains("admissible_share")))
-      settings["admissible_share"] = o.admissible_share;
+    // Settings added later (the dense size, the admissible share of session 81) count only
+    // when not their default or already stored, so that a calibration begun before they existed
+    // (at the default) resumes; one begun at another value never mixes.
+    const std::optional<std::string> stored_text = db.meta("calibrate_settings." + k);
+    const nlohmann::json stored =
+        stored_text ? nlohmann::json::parse(*stored_text, nullptr, false) : nlohmann::json();
+    const auto later = [&](const char* key, const auto& value, bool is_default) {
+      if (!is_default || (stored.is_object() && stored.contains(key))) settings[key] = value;
+    };
+    later("dense", dense, dense == default_dense);
+    later("admissible_share", o.admissible_share,
+          o.admissible_share == heuristics::kDefaultAdmissibleShare);
     check_settings(db, "calibrate_settings." + k, settings, false, paths.db, k + " calibration",
                    "calibrate with the same settings to resume, or pass --restart to begin again");
     spent = meta_number(db, spent_key);

@@ -442,10 +442,12 @@ TrainSummary CostModel::train(const std::vector<RankingExample>& train,
   }
   struct GradsBack {
     CostNet& net;
+    bool frozen;
     ~GradsBack() {
-      for (torch::Tensor t : net->parameters()) t.set_requires_grad(true);
+      if (frozen)
+        for (torch::Tensor t : net->parameters()) t.set_requires_grad(true);
     }
-  } grads_back{net};
+  } grads_back{net, o.head_only};
   torch::optim::Adam opt(trained, torch::optim::AdamOptions(o.learning_rate));
   int start_epoch = 0;
   std::map<std::string, torch::Tensor> best;
