@@ -211,11 +211,36 @@ TEST_CASE("calibrate: a killed run resumes where it stopped, its minutes counted
   const test::CliResult other = test::run_cli(calibrate_args(recipes, 0.5) + " --seed 9", env);
   CHECK(other.status == 1);
   CHECK(other.err.find("--restart") != std::string::npos);
-  // So is another admissible share (one begun at the default stores none, and resumes so).
+  // So is another admissible share (a new calibration's default is 1, kept when resumed).
+  CHECK(j.at("admissible_share") == 1.0);
+  CHECK(again.at("admissible_share") == 1.0);
   const test::CliResult share =
-      test::run_cli(calibrate_args(recipes, 0.5) + " --admissible-share 1", env);
+      test::run_cli(calibrate_args(recipes, 0.5) + " --admissible-share 0.5", env);
   CHECK(share.status == 1);
   CHECK(share.err.find("--restart") != std::string::npos);
+}
+
+TEST_CASE("calibrate: one begun at share 0.5 (the default before session 82) resumes at 0.5") {
+  const std::string dir = test::scratch_dir("calibrate-share");
+  fs::remove_all(dir + "/data");
+  const std::string recipes = write_recipes(dir);
+  const std::string env = env_for(dir);
+  const std::string args = calibrate_args(recipes, 0.02);
+  // 0.5 is stored as no setting at all, as every calibration before the new default stored it.
+  const nlohmann::json first = parse(test::run_cli(args + " --admissible-share 0.5 --json", env));
+  CHECK(first.at("admissible_share") == 0.5);
+  const std::string db = first.at("db").get<std::string>();
+  const nlohmann::json stored =
+      nlohmann::json::parse(*heuristics::ResultsDb(db).meta("calibrate_settings.spmv"));
+  CHECK_FALSE(stored.contains("admissible_share"));
+  // Resumed without the option: its own share, not the new default.
+  const nlohmann::json resumed = parse(test::run_cli(calibrate_args(recipes, 0.04) + " --json", env));
+  CHECK(resumed.at("admissible_share") == 0.5);
+  // Asked for another share: refused, the groups kept.
+  const test::CliResult other = test::run_cli(args + " --admissible-share 1", env);
+  CHECK(other.status == 1);
+  CHECK(other.err.find("--restart") != std::string::npos);
+  CHECK(fs::exists(db));
 }
 
 TEST_CASE("calibrate --dense: measured at the size the application uses, never mixed with another") {
