@@ -34,6 +34,7 @@
 #include "waco/kernels/io.hpp"
 #include "waco/learned/cost_model.hpp"
 #include "waco/learned/shipped.hpp"
+#include "waco/tune/searcher.hpp"
 #include "waco/tune/tune.hpp"
 
 namespace {
@@ -249,6 +250,19 @@ TEST_CASE("tune: per_structure caps the nominees of one loop structure, the mode
       if (structures.size() * static_cast<std::size_t>(per) >= n.schedules.size())
         for (const auto& [k, m] : count) CHECK(m <= per);
     }
+  }
+}
+
+TEST_CASE("tune: without a budget the model search measures its kernel's default: 20, MTTKRP 40") {
+  for (const Case& c : cases()) {
+    INFO(c.name);
+    const std::vector<codegen::SuperSchedule> all = nominate(c, kAll);
+    const std::size_t n = c.kind == KernelKind::MTTKRP ? 40 : 20;
+    CHECK(tuning::default_model_budget(c.kind) == n);
+    const std::vector<codegen::SuperSchedule> got = nominate(c, 0);
+    CHECK(got.size() == std::min(n, all.size()));
+    const std::vector<codegen::SuperSchedule> first(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(got.size()));
+    CHECK(texts(got) == texts(first));
   }
 }
 

@@ -1,6 +1,7 @@
 // The configurations of `waco-hybrid ablate`: the standard set (ablation_configs.def, one line a
 // configuration: its tune arguments), the user's --config NAME=ARGS and the choice of --configs.
 #include "ablate_internal.hpp"
+#include "cli_common.hpp"
 
 #include <algorithm>
 #include <map>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "waco/kernels/error.hpp"
+#include "waco/tune/searcher.hpp"
 
 namespace waco::cli {
 using namespace waco::kernels;
@@ -50,8 +52,15 @@ std::optional<std::string> arg_value(const Config& c, const std::string& flag) {
   return std::nullopt;
 }
 
+std::vector<std::string> concrete_args(const std::vector<std::string>& args, KernelKind kind) {
+  std::vector<std::string> a = args;
+  for (std::string& w : a)
+    if (w == "@budget") w = std::to_string(tuning::default_model_budget(kind));
+  return a;
+}
+
 std::vector<std::string> stored_args(const Options& o, const Config& c) {
-  std::vector<std::string> a = c.args;
+  std::vector<std::string> a = concrete_args(c.args, kernel_from_option(o.kernel));
   for (const std::string& w : split_words(o.tune_args)) a.push_back(w);
   return a;
 }

@@ -100,7 +100,13 @@ bool has_arg(const Config& c, const std::string& flag);
 /// The word after `flag` in the configuration's tune arguments.
 std::optional<std::string> arg_value(const Config& c, const std::string& flag);
 
-/// A configuration's tune arguments with --tune-args: a stored row counts only for the same.
+/// A configuration's tune arguments as a tune of `kind` gets them: `@budget` is the model
+/// searches' default budget for the kernel (tuning::default_model_budget), so that the baselines
+/// measure as many schedules as the hybrid does.
+std::vector<std::string> concrete_args(const std::vector<std::string>& args, kernels::KernelKind kind);
+
+/// A configuration's tune arguments (concrete_args) with --tune-args: a stored row counts only
+/// for the same.
 std::vector<std::string> stored_args(const Options& o, const Config& c);
 
 /// The configurations to run: --configs (default: the standard set) in its order, then the

@@ -204,7 +204,7 @@ nlohmann::json run_config(const Options& o, const MatrixRun& m, const Config& c,
   const std::string stem = m.dir + "/" + c.name;
   const std::string tune_db = stem + ".sqlite";
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(tune_db + suffix);  // fresh
-  std::vector<std::string> args = c.args;
+  std::vector<std::string> args = concrete_args(c.args, m.kind);
   for (std::string& a : args)
     if (a == "@bestformat") {
       a = m.dir + "/bestformat.txt";

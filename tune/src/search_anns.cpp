@@ -36,7 +36,6 @@ namespace waco::tuning {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr std::uint64_t kDefaultMeasured = 20;
 /// Admissible sets up to this size are scored exactly (see the file comment).
 constexpr std::uint64_t kExactBelow = 30000;
 /// Largest graph: larger template sets are sampled (seeded) down to this.
@@ -163,7 +162,7 @@ learned::ScheduleIndex index_for(const SearchRequest& r, const learned::CostMode
 
 SearchChoice search_anns(const SearchRequest& r) {
   const kernels::KernelKind kind = r.problem->kind;
-  const std::size_t k = static_cast<std::size_t>(r.budget > 0 ? r.budget : kDefaultMeasured);
+  const std::size_t k = static_cast<std::size_t>(r.budget > 0 ? r.budget : default_model_budget(kind));
   if (r.admissible <= kExactBelow && !r.check_recall)
     return exact_choice(r, "the admissible set (" + std::to_string(r.admissible) +
                                ") is at most " + std::to_string(kExactBelow) +

@@ -1,6 +1,6 @@
 // tune --search model: the learned cost model (learned/cost_model.hpp) scores every admissible
 // schedule for this matrix (the exact reference of the ANNS search); its --budget best-predicted
-// (default 20) are measured, best first, and the usual side-by-side confirmation picks the winner.
+// (default 20, MTTKRP 40: default_model_budget) are measured, best first, and the usual side-by-side confirmation picks the winner.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -17,7 +17,6 @@
 namespace waco::tuning {
 
 namespace {
-constexpr std::uint64_t kDefaultMeasured = 20;
 /// Largest admissible set scored one schedule at a time (the ANNS search is for larger ones).
 constexpr std::uint64_t kScoreLimit = 2000000;
 /// Schedules scored per call (bounds the memory of one batch).
@@ -97,7 +96,7 @@ SearchChoice search_model(const SearchRequest& r) {
   const double t3 = kernels::now_seconds();
   std::vector<std::size_t> idx(all.size());
   std::iota(idx.begin(), idx.end(), std::size_t{0});
-  const std::size_t n = std::min<std::size_t>(all.size(), r.budget > 0 ? r.budget : kDefaultMeasured);
+  const std::size_t n = std::min<std::size_t>(all.size(), r.budget > 0 ? r.budget : default_model_budget(r.space->kind()));
   const auto better = [&](std::size_t a, std::size_t b) {
     return scores[a] < scores[b] || (scores[a] == scores[b] && a < b);
   };

@@ -20,6 +20,10 @@ std::vector<std::string> searcher_names() {
   return n;
 }
 
+std::uint64_t default_model_budget(kernels::KernelKind kind) {
+  return kind == kernels::KernelKind::MTTKRP ? 40 : 20;
+}
+
 const Searcher& find_searcher(const std::string& name) {
   for (const Searcher& s : searchers())
     if (s.name == name) return s;
