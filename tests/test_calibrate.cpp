@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -230,11 +231,12 @@ TEST_CASE("calibrate: one begun at share 0.5 (the default before session 82) res
   const nlohmann::json first = parse(test::run_cli(args + " --admissible-share 0.5 --json", env));
   CHECK(first.at("admissible_share") == 0.5);
   const std::string db = first.at("db").get<std::string>();
-  const nlohmann::json stored =
-      nlohmann::json::parse(*heuristics::ResultsDb(db).meta("calibrate_settings.spmv"));
-  CHECK_FALSE(stored.contains("admissible_share"));
+  const std::optional<std::string> settings = heuristics::ResultsDb(db).meta("calibrate_settings.spmv");
+  REQUIRE(settings);
+  CHECK_FALSE(nlohmann::json::parse(*settings).contains("admissible_share"));
   // Resumed without the option: its own share, not the new default.
-  const nlohmann::json resumed = parse(test::run_cli(calibrate_args(recipes, 0.04) + " --json", env));
+  const nlohmann::json resumed =
+      parse(test::run_cli(calibrate_args(recipes, 0.04) + " --json", env));
   CHECK(resumed.at("admissible_share") == 0.5);
   // Asked for another share: refused, the groups kept.
   const test::CliResult other = test::run_cli(args + " --admissible-share 1", env);

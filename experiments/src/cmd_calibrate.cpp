@@ -42,9 +42,10 @@ constexpr double kMeasureShare = 0.9;
 /// A new calibration's share of each group's schedules drawn from the admissible set (collect's
 /// default, heuristics::kDefaultAdmissibleShare = 0.5, until session 82, which a calibration begun
 /// then keeps). Measured on the AMD EPYC Zen 4 VM (learned/README.md, "Calibrating on the
-/// admissible set" and "SpMV at both shares"): the admissible schedules run faster, so 9 minutes hold about twice the groups
-/// (SpMV 722 against 371, MTTKRP 242 against 99, SpMM J=64 595 against 160); MTTKRP's model-alone
-/// rose from 68.8% to 82.6% of the oracle, SpMV's and SpMM's moved within one run's noise.
+/// admissible set" and "SpMV at both shares"): the admissible schedules run faster, so 9 minutes
+/// hold about twice the groups (SpMV 722 against 371, MTTKRP 242 against 99, SpMM J=64 595
+/// against 160); MTTKRP's model-alone rose from 68.8% to 82.6% of the oracle, SpMV's and SpMM's
+/// moved within one run's noise.
 constexpr double kCalibrationAdmissibleShare = 1.0;
 
 struct Options {
@@ -274,10 +275,11 @@ int calibrate(const Options& o) {
     // collect's 0.5), a new one takes kCalibrationAdmissibleShare. 0.5 is still stored as none.
     co.admissible_share = o.admissible_share;
     if (co.admissible_share < 0)
-      co.admissible_share = !stored.is_object() ? kCalibrationAdmissibleShare
-                            : stored.contains("admissible_share") && stored["admissible_share"].is_number()
-                                ? stored["admissible_share"].get<double>()
-                                : heuristics::kDefaultAdmissibleShare;
+      co.admissible_share =
+          !stored.is_object() ? kCalibrationAdmissibleShare
+          : stored.contains("admissible_share") && stored["admissible_share"].is_number()
+              ? stored["admissible_share"].get<double>()
+              : heuristics::kDefaultAdmissibleShare;
     later("admissible_share", co.admissible_share,
           co.admissible_share == heuristics::kDefaultAdmissibleShare);
     check_settings(db, "calibrate_settings." + k, settings, false, paths.db, k + " calibration",
