@@ -75,10 +75,10 @@ struct Searcher {
 
 /// How many of the model's best a model search (model, anns) measures when the request gives no
 /// budget: 20, and 40 for MTTKRP, whose model ranks least well within the admissible set. On the
-/// AMD EPYC Zen 4 VM (9 tensors never trained on, this machine's calibration, one ablation;
-/// tune/README.md, "The model's nominees per loop structure"): 40 nominees reached 0.998 of the
-/// exhaustive oracle with 9 of 9 within 5%, 20 reached 0.970 (7 of 9), at 2.36 s against 1.84 s
-/// a tune (the oracle: 18 s).
+/// AMD EPYC Zen 4 VM (9 tensors never trained on, this machine's calibration, two ablations;
+/// tune/README.md, "The model's nominees per loop structure"): 40 nominees reached 0.998 and
+/// 0.962 of the exhaustive oracle, 20 reached 0.970 and 0.947, at ~2.35 s against ~1.8 s a tune
+/// (the oracle: 15-18 s).
 std::uint64_t default_model_budget(kernels::KernelKind kind);
 
 /// Every registered search, in registry order.
