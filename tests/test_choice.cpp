@@ -261,7 +261,8 @@ TEST_CASE("tune: without a budget the model search measures its kernel's default
     CHECK(tuning::default_model_budget(c.kind) == n);
     const std::vector<codegen::SuperSchedule> got = nominate(c, 0);
     CHECK(got.size() == std::min(n, all.size()));
-    const std::vector<codegen::SuperSchedule> first(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(got.size()));
+    const std::vector<codegen::SuperSchedule> first(
+        all.begin(), all.begin() + static_cast<std::ptrdiff_t>(got.size()));
     CHECK(texts(got) == texts(first));
   }
 }

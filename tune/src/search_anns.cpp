@@ -162,7 +162,7 @@ learned::ScheduleIndex index_for(const SearchRequest& r, const learned::CostMode
 
 SearchChoice search_anns(const SearchRequest& r) {
   const kernels::KernelKind kind = r.problem->kind;
-  const std::size_t k = static_cast<std::size_t>(r.budget > 0 ? r.budget : default_model_budget(kind));
+  const std::size_t k = static_cast<std::size_t>(model_budget(r));
   if (r.admissible <= kExactBelow && !r.check_recall)
     return exact_choice(r, "the admissible set (" + std::to_string(r.admissible) +
                                ") is at most " + std::to_string(kExactBelow) +

@@ -1,6 +1,7 @@
 // tune --search model: the learned cost model (learned/cost_model.hpp) scores every admissible
 // schedule for this matrix (the exact reference of the ANNS search); its --budget best-predicted
-// (default 20, MTTKRP 40: default_model_budget) are measured, best first, and the usual side-by-side confirmation picks the winner.
+// (model_budget: default 20, MTTKRP 40) are measured, best first, and the usual side-by-side
+// confirmation picks the winner.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -96,7 +97,7 @@ SearchChoice search_model(const SearchRequest& r) {
   const double t3 = kernels::now_seconds();
   std::vector<std::size_t> idx(all.size());
   std::iota(idx.begin(), idx.end(), std::size_t{0});
-  const std::size_t n = std::min<std::size_t>(all.size(), r.budget > 0 ? r.budget : default_model_budget(r.space->kind()));
+  const std::size_t n = std::min<std::size_t>(all.size(), model_budget(r));
   const auto better = [&](std::size_t a, std::size_t b) {
     return scores[a] < scores[b] || (scores[a] == scores[b] && a < b);
   };

@@ -24,6 +24,10 @@ std::uint64_t default_model_budget(kernels::KernelKind kind) {
   return kind == kernels::KernelKind::MTTKRP ? 40 : 20;
 }
 
+std::uint64_t model_budget(const SearchRequest& r) {
+  return r.budget > 0 ? r.budget : default_model_budget(r.problem->kind);
+}
+
 const Searcher& find_searcher(const std::string& name) {
   for (const Searcher& s : searchers())
     if (s.name == name) return s;

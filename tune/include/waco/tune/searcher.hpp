@@ -81,6 +81,9 @@ struct Searcher {
 /// (the oracle: 15-18 s).
 std::uint64_t default_model_budget(kernels::KernelKind kind);
 
+/// How many a model search measures for `r`: its budget, else default_model_budget.
+std::uint64_t model_budget(const SearchRequest& r);
+
 /// Every registered search, in registry order.
 const std::vector<Searcher>& searchers();
 std::vector<std::string> searcher_names();
