@@ -481,6 +481,110 @@ TEST_CASE("compiler: a shipped folder's kernels are found by the compiler it rec
                   waco::codegen::BuildEnvironmentError);
 }
 
+TEST_CASE("compiler: a shipped folder's bundle serves its kernels from one library, each kernel's "
+          "names its own", "[compiler]") {
+  const std::string shipped = waco::test::scratch_dir("compiler-bundle");
+  const std::string cache = waco::test::scratch_dir("compiler-bundle-cache");
+  // Two kernels whose helpers share names (an external inline function with other bodies, which
+  // one library of both would merge), one with a header: each keeps its own in the bundle.
+  const std::string a = R"(// bundle kernel a
+inline __attribute__((noinline)) int helper(int x) { return 2 * x; }
+extern "C" const long long waco_constant_split[4] = {1, 2, 3, 4};
+extern "C" int waco_kernel(int x) { return helper(x) + 1; }
+)";
+  const std::string b = R"(// bundle kernel b
+#include <cstdlib>
+inline __attribute__((noinline)) int helper(int x) { return 3 * x; }
+extern "C" int waco_kernel(int x) { return std::abs(helper(x)); }
+)";
+  {
+    EnvVar none("WACO_SHIPPED_KERNELS", "none");
+    REQUIRE_FALSE(compile_and_load(a, options_in(shipped)).cache_hit);  // fills the folder
+    REQUIRE_FALSE(compile_and_load(b, options_in(shipped)).cache_hit);
+    waco::codegen::record_shipped_compiler(shipped, options_in(shipped));
+    const auto made = waco::codegen::build_kernel_bundle(shipped, options_in(shipped), 2);
+    CHECK(made.kernels == 2);
+    CHECK(made.path == shipped + "/bundle.so");
+  }
+  const std::vector<std::string> files = listing(shipped);
+  CHECK(std::count_if(files.begin(), files.end(),
+                      [](const std::string& f) { return f.rfind(".bundle.tmp", 0) == 0; }) == 0);
+
+  EnvVar env("WACO_SHIPPED_KERNELS", shipped);
+  const std::int64_t before = compiler_invocations();
+  CHECK(waco::codegen::in_cache(a, options_in(cache)));
+  const auto ra = compile_and_load(a, options_in(cache));
+  const auto rb = compile_and_load(b, options_in(cache));
+  CHECK(compiler_invocations() == before);
+  for (const auto* r : {&ra, &rb}) {
+    CHECK(r->shipped);
+    CHECK(r->bundled);
+    CHECK(r->library_path == shipped + "/bundle.so");
+    CHECK(r->source_path == shipped + "/" + r->key + ".cpp");
+  }
+  CHECK(reinterpret_cast<IntFn>(ra.library->symbol("waco_kernel"))(5) == 11);
+  CHECK(reinterpret_cast<IntFn>(rb.library->symbol("waco_kernel"))(-5) == 15);
+  CHECK(static_cast<const long long*>(ra.library->symbol("waco_constant_split"))[3] == 4);
+  CHECK_FALSE(rb.library->has_symbol("waco_constant_split"));
+  CHECK(listing(cache).empty());
+
+  // A bundle the loader refuses, or one that lacks a key its list names: the kernel's own object.
+  const std::string bad = waco::test::scratch_dir("compiler-bundle-bad");
+  const std::string c = a + "// kernel c\n";
+  const std::string d = a + "// kernel d\n";
+  std::string key_c, key_d;
+  {
+    EnvVar none("WACO_SHIPPED_KERNELS", "none");
+    key_c = compile_and_load(c, options_in(bad)).key;
+    waco::codegen::record_shipped_compiler(bad, options_in(bad));
+    REQUIRE(waco::codegen::build_kernel_bundle(bad, options_in(bad)).kernels == 1);
+    key_d = compile_and_load(d, options_in(bad)).key;  // after the bundle
+    std::ofstream(bad + "/bundle.txt", std::ios::app) << key_d << "\n";
+  }
+  EnvVar bad_env("WACO_SHIPPED_KERNELS", bad);
+  const std::int64_t filled = compiler_invocations();
+  const auto rc = compile_and_load(c, options_in(cache));
+  CHECK(rc.bundled);
+  CHECK(compiler_invocations() == filled);
+  const auto rd = compile_and_load(d, options_in(cache));
+  CHECK(rd.shipped);
+  CHECK_FALSE(rd.bundled);
+  CHECK(rd.library_path == bad + "/" + key_d + ".so");
+  CHECK(reinterpret_cast<IntFn>(rd.library->symbol("waco_kernel"))(5) == 11);
+  CHECK(compiler_invocations() == filled);
+  const std::string damaged = waco::test::scratch_dir("compiler-bundle-damaged");
+  const std::string e = a + "// kernel e\n";
+  {
+    EnvVar none("WACO_SHIPPED_KERNELS", "none");
+    const std::string key_e = compile_and_load(e, options_in(damaged)).key;
+    waco::codegen::record_shipped_compiler(damaged, options_in(damaged));
+    std::ofstream(damaged + "/bundle.so") << "not an ELF file";
+    std::ofstream(damaged + "/bundle.txt") << key_e << "\n";
+  }
+  EnvVar damaged_env("WACO_SHIPPED_KERNELS", damaged);
+  const std::int64_t refilled = compiler_invocations();
+  const auto re = compile_and_load(e, options_in(cache));
+  CHECK(re.shipped);
+  CHECK_FALSE(re.bundled);
+  CHECK(reinterpret_cast<IntFn>(re.library->symbol("waco_kernel"))(5) == 11);
+  CHECK(compiler_invocations() == refilled);
+
+  // A folder without kernels has no bundle; a compile error names the kernel and the command.
+  const std::string empty = waco::test::scratch_dir("compiler-bundle-empty");
+  CHECK(waco::codegen::build_kernel_bundle(empty, options_in(empty)).kernels == 0);
+  CHECK_FALSE(std::filesystem::exists(empty + "/bundle.so"));
+  const std::string broken = waco::test::scratch_dir("compiler-bundle-broken");
+  {
+    EnvVar none("WACO_SHIPPED_KERNELS", "none");
+    const std::string key_f = compile_and_load(a + "// kernel f\n", options_in(broken)).key;
+    std::ofstream(broken + "/" + key_f + ".cpp") << "this is not C++\n";
+  }
+  const std::string msg = message_of([&] { waco::codegen::build_kernel_bundle(broken, options_in(broken)); });
+  CHECK_THAT(msg, Catch::Contains("building the kernel bundle failed"));
+  CHECK_THAT(msg, Catch::Contains("-c"));
+  CHECK_FALSE(std::filesystem::exists(broken + "/bundle.so"));
+}
+
 TEST_CASE("compiler: a damaged shipped kernel is compiled again into the cache", "[compiler]") {
   const std::string shipped = waco::test::scratch_dir("compiler-shipped-bad");
   const std::string cache = waco::test::scratch_dir("compiler-shipped-bad-cache");

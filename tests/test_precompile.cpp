@@ -72,6 +72,31 @@ TEST_CASE("precompile: a list is compiled once into a folder that run then loads
   REQUIRE(run_cli("precompile --kernel spmv --list " + dir + "/more.txt --out " + out + " -q").status == 0);
   CHECK(listed().size() == 4);
   CHECK(listed().back() == "order=i,k format=UC parallel=i threads=2 chunk=static");
+  CHECK_FALSE(fs::exists(out + "/bundle.so"));
+
+  // --bundle: every kernel of the folder (of both runs) in one library, its keys listed.
+  const auto bundled = run_cli("precompile --kernel spmv --list " + dir + "/more.txt --out " + out +
+                               " --bundle --json -q");
+  INFO(bundled.err);
+  REQUIRE(bundled.status == 0);
+  const auto jb = nlohmann::json::parse(bundled.out);
+  const auto kernels = static_cast<std::size_t>(count_ext(out, ".so") - 1);  // bundle.so aside
+  CHECK(kernels == 7);
+  CHECK(jb["bundle"]["kernels"] == kernels);
+  CHECK(jb["bundle"]["path"] == out + "/bundle.so");
+  std::size_t keys = 0;
+  {
+    std::ifstream in(out + "/bundle.txt");
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] != '#') {
+        ++keys;
+        CHECK(fs::exists(out + "/" + line + ".so"));
+      }
+  }
+  CHECK(keys == kernels);
+  const auto no_out = run_cli("precompile --kernel spmv --list " + dir + "/more.txt --bundle");
+  CHECK(no_out.status != 0);
+  CHECK_THAT(no_out.err, Catch::Contains("--bundle needs --out"));
 
   // A run in a fresh kernel cache takes the kernel from the folder: nothing compiled, whether
   // csr's chunk=auto runs the parallel or the serial kernel (decided on the matrix, here forced
@@ -84,6 +109,7 @@ TEST_CASE("precompile: a list is compiled once into a folder that run then loads
     REQUIRE(run.status == 0);
     const auto rj = nlohmann::json::parse(run.out);
     CHECK(rj["generated"]["shipped"] == true);
+    CHECK(rj["generated"]["bundled"] == true);
     CHECK(rj["generated"]["compile_s"] == 0.0);
     CHECK((!fs::exists(dir + "/xdg/waco-hybrid/kernels") ||
            count_ext(dir + "/xdg/waco-hybrid/kernels", ".so") == 0));
@@ -93,6 +119,7 @@ TEST_CASE("precompile: a list is compiled once into a folder that run then loads
                            xdg + "WACO_SHIPPED_KERNELS=" + out);
   REQUIRE(f64.status == 0);
   CHECK(nlohmann::json::parse(f64.out)["generated"]["shipped"] == true);
+  CHECK(nlohmann::json::parse(f64.out)["generated"]["bundled"] == true);
   const auto other = run_cli("run --kernel spmv --schedule bcsr4x4 --repeat 2 --json " + example(),
                              xdg + "WACO_SHIPPED_KERNELS=" + out);
   REQUIRE(other.status == 0);
@@ -187,6 +214,7 @@ TEST_CASE("precompile: the build's shipped kernels serve the csr schedule withou
   INFO(run.err);
   REQUIRE(run.status == 0);
   CHECK(nlohmann::json::parse(run.out)["generated"]["shipped"] == true);
+  CHECK(nlohmann::json::parse(run.out)["generated"]["bundled"] == true);  // the build bundles them
   // SpMV's csr schedule both ways its chunk=auto binds: in parallel and serially.
   for (const char* serial_nnz : {"1", "100000000"}) {
     const auto spmv = run_cli("run --kernel spmv --schedule csr --repeat 2 --json " + example(),

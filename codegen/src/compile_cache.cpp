@@ -27,6 +27,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -354,6 +356,20 @@ std::vector<std::string> recorded_compilers(const std::string& dir) {
   });
 }
 
+/// The keys a shipped folder's bundle lists (build_kernel_bundle's index), kept while the file
+/// stays; null without one.
+std::shared_ptr<const std::set<std::string>> bundle_keys(const std::string& dir) {
+  static kernels::PerFileCache<std::shared_ptr<const std::set<std::string>>> kept;
+  const std::string path = join_path(dir, kBundleIndex);
+  return kept.get(path, [&] {
+    auto keys = std::make_shared<std::set<std::string>>();
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] != '#') keys->insert(line);
+    return std::shared_ptr<const std::set<std::string>>(std::move(keys));
+  });
+}
+
 }  // namespace
 
 namespace detail {
@@ -361,13 +377,18 @@ namespace detail {
 ShippedFind shipped_by_recorded_compiler(const std::string& source, const CompilerOptions& opts) {
   // Once per process and (version, flags, source), as cache_key.
   static kernels::Memo<std::string, std::string> memo(512);
-  for (const std::string& dir : shipped_kernel_dirs())
-    for (const std::string& version : recorded_compilers(dir)) {
+  for (const std::string& dir : shipped_kernel_dirs()) {
+    const std::vector<std::string> versions = recorded_compilers(dir);
+    if (versions.empty()) continue;
+    const std::shared_ptr<const std::set<std::string>> bundled = bundle_keys(dir);
+    for (const std::string& version : versions) {
       const std::string key = memo.get(memo_key(version, source, opts),
                                         [&] { return compute_cache_key(source, opts, version); });
       const std::string path = join_path(dir, key + ".so");
-      if (is_regular_file(path)) return {path, key};
+      if (bundled && bundled->count(key)) return {path, key, join_path(dir, kBundleLibrary)};
+      if (is_regular_file(path)) return {path, key, {}};
     }
+  }
   return {};
 }
 

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "waco/kernels/error.hpp"
@@ -64,13 +65,22 @@ LoadedLibrary::LoadedLibrary(const std::string& path) : path_(path) {
   }
 }
 
+LoadedLibrary::LoadedLibrary(std::shared_ptr<const LoadedLibrary> bundle, std::string suffix)
+    : handle_(bundle->handle_), path_(bundle->path_), bundle_(std::move(bundle)),
+      suffix_(std::move(suffix)) {}
+
 LoadedLibrary::~LoadedLibrary() {
-  if (handle_ != nullptr) ::dlclose(handle_);
+  if (handle_ != nullptr && bundle_ == nullptr) ::dlclose(handle_);
+}
+
+bool LoadedLibrary::has_symbol(const std::string& name) const {
+  ::dlerror();
+  return ::dlsym(handle_, (name + suffix_).c_str()) != nullptr;
 }
 
 void* LoadedLibrary::symbol(const std::string& name) const {
   ::dlerror();
-  void* sym = ::dlsym(handle_, name.c_str());
+  void* sym = ::dlsym(handle_, (name + suffix_).c_str());
   const char* msg = ::dlerror();
   if (msg != nullptr || sym == nullptr)
     throw Error("compiled kernel '" + path_ + "' has no symbol '" + name + "'" +
@@ -83,24 +93,41 @@ std::int64_t compiler_invocations() { return g_compiler_invocations.load(); }
 
 CompileResult compile_and_load(const std::string& source, const CompilerOptions& opts) {
   CompileResult result;
-  // A kernel compiled ahead of time, loaded where it is (nothing compiled or copied); false when
-  // the loader refuses it (it is then looked for further, and compiled at last).
-  const auto load_shipped = [&](const std::string& path, const std::string& key) {
-    try {
-      result.library = load(path, result.load_seconds);
-    } catch (const Error&) {
-      return false;
+  // A kernel compiled ahead of time, loaded where it is (nothing compiled or copied): from the
+  // folder's bundle when it holds the kernel (one dlopen for all of them, build_kernel_bundle),
+  // else its own object; false when the loader refuses both (it is then looked for further, and
+  // compiled at last).
+  const auto load_shipped = [&](const std::string& path, const std::string& key,
+                                const std::string& bundle) {
+    result.bundled = false;
+    if (!bundle.empty()) {
+      try {
+        auto view = std::make_shared<LoadedLibrary>(load(bundle, result.load_seconds), "_" + key);
+        if (view->has_symbol("waco_kernel")) {
+          result.library = std::move(view);
+          result.bundled = true;
+        }
+      } catch (const Error&) {
+        // A damaged bundle: the kernel's own object below.
+      }
+    }
+    if (!result.bundled) {
+      try {
+        result.library = load(path, result.load_seconds);
+      } catch (const Error&) {
+        return false;
+      }
     }
     result.cache_hit = true;
     result.shipped = true;
     result.key = key;
-    result.library_path = path;
+    result.library_path = result.bundled ? bundle : path;
     result.source_path = path.substr(0, path.size() - 3) + ".cpp";
     return true;
   };
   // By a compiler its folder records: without running this machine's compiler, or needing one.
   if (const ShippedFind found = shipped_by_recorded_compiler(source, opts);
-      !found.path.empty() && load_shipped(found.path, found.key))
+      !found.path.empty() && load_shipped(found.path, found.key, found.bundle))
     return result;
   const std::string dir = resolve_cache_dir(opts);
   result.key = cache_key(source, opts);
@@ -122,7 +149,7 @@ CompileResult compile_and_load(const std::string& source, const CompilerOptions&
   }
   // Compiled ahead of time under this machine's compiler's key.
   if (const std::string shipped = shipped_library(result.key);
-      !shipped.empty() && load_shipped(shipped, result.key))
+      !shipped.empty() && load_shipped(shipped, result.key, {}))
     return result;
 
   make_directories(dir);

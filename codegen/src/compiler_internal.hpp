@@ -1,11 +1,13 @@
-// Private to codegen/src/compiler.cpp, compile_cache.cpp and compiler_process.cpp: what the parts
-// of compiling a kernel share (compiler.hpp is the public header). The parts:
+// Private to codegen/src/compiler.cpp, compile_cache.cpp, compiler_process.cpp and
+// kernel_bundle.cpp: what the parts of compiling a kernel share (compiler.hpp is the public
+// header). The parts:
 //   compiler_process.cpp  running the compiler without a shell (its guard process, timeout and
 //                         cancelling), what its outcome means, and its remembered version line
 //   compile_cache.cpp     the cache key (SHA-256), the cache directory and its atomic installs,
 //                         the shipped folders (cache_key, default_cache_dir, shipped_kernel_dirs,
 //                         in_cache)
 //   compiler.cpp          compile_and_load, and loading with dlopen (LoadedLibrary)
+//   kernel_bundle.cpp     a shipped folder's bundle of all its kernels (build_kernel_bundle)
 #pragma once
 
 #include <sys/types.h>
@@ -120,9 +122,11 @@ void remove_stale_temporaries(const std::string& dir, const std::string& key);
 /// <dir>/<key>.so of the first shipped folder holding the key, or "".
 std::string shipped_library(const std::string& key);
 /// A shipped folder's kernel of `source` under one of the compiler versions the folder records
-/// (record_shipped_compiler), without running the compiler: its path and key, or empty.
+/// (record_shipped_compiler), without running the compiler: its path and key, or empty; and the
+/// folder's bundle when that lists the key (build_kernel_bundle; the kernel's own <key>.so is
+/// then not looked at).
 struct ShippedFind {
-  std::string path, key;
+  std::string path, key, bundle;
 };
 ShippedFind shipped_by_recorded_compiler(const std::string& source, const CompilerOptions& opts);
 

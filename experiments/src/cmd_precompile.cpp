@@ -48,6 +48,7 @@ struct Options {
   std::string compiler = "c++";
   double compile_timeout = 300.0;
   int jobs = 0;
+  bool bundle = false;
   bool json = false;
   bool quiet = false;
 };
@@ -255,6 +256,9 @@ int precompile(const Options& o) {
   }
   report["schedules"] = schedules.size();
   report["kernels"] = sources.size();
+  if (o.bundle && o.out.empty())
+    throw Error("--bundle needs --out: the folder whose kernels it bundles",
+                "e.g. waco-hybrid precompile --kernel spmv --list spmv.txt --out DIR --bundle");
   if (o.out.empty()) {
     if (o.json) print_json(report);
     else if (!o.from_dataset || o.write_list.empty())
@@ -332,12 +336,25 @@ int precompile(const Options& o) {
   for (const codegen::SuperSchedule& s : listed) list << codegen::to_text(s) << "\n";
   write_text_file(list_path, list.str());
   report.update({{"out", o.out}, {"compiled", compiled}, {"cached", cached},
-                 {"compile_s", compile_s}, {"seconds", now_seconds() - t0}});
+                 {"compile_s", compile_s}});
+  if (o.bundle) {
+    // Every kernel the folder holds (of every earlier run into it too), in one library: a
+    // process opens it once for all of them (codegen::build_kernel_bundle).
+    if (!o.quiet) std::fprintf(stderr, "bundling the folder's kernels into one library\n");
+    const codegen::BundleResult b = codegen::build_kernel_bundle(o.out, copts, jobs);
+    report["bundle"] = {{"path", b.path}, {"kernels", b.kernels}, {"seconds", b.seconds}};
+  }
+  report["seconds"] = now_seconds() - t0;
   if (o.json) print_json(report);
-  else if (!o.quiet)
+  else if (!o.quiet) {
     std::cout << o.kernel << ": " << sources.size() << " kernels in " << o.out << " (" << compiled
               << " compiled in " << format_seconds(compile_s) << ", " << cached
               << " already there)\n";
+    if (o.bundle)
+      std::cout << "bundle: " << report["bundle"]["kernels"].get<std::size_t>() << " kernels in "
+                << report["bundle"]["path"].get<std::string>() << " ("
+                << format_seconds(report["bundle"]["seconds"].get<double>()) << ")\n";
+  }
   return kExitOk;
 }
 
@@ -383,6 +400,10 @@ Command make_precompile_command() {
             sub.add_option("--jobs,-j", o->jobs, "Compilers run at once (0: the available cores)")
                 ->check(CLI::Range(0, 256))
                 ->capture_default_str();
+            sub.add_flag("--bundle", o->bundle,
+                         "After compiling, build the folder's bundle: every kernel it holds in "
+                         "one library (bundle.so, its keys in bundle.txt), which a process opens "
+                         "once for all of them instead of one library a kernel");
             sub.add_flag("--json", o->json, "Print JSON (coverage, kernels compiled)");
             sub.add_flag("-q,--quiet", o->quiet, "No progress on stderr");
             sub.footer(
@@ -395,7 +416,8 @@ Command make_precompile_command() {
                 "Examples:\n"
                 "  waco-hybrid precompile --kernel spmv --from-dataset --top 40      # coverage\n"
                 "  waco-hybrid precompile --kernel spmv --from-dataset --top 40 --write-list spmv.txt\n"
-                "  waco-hybrid precompile --kernel spmv --list spmv.txt --dtype f32,f64 --out DIR\n");
+                "  waco-hybrid precompile --kernel spmv --list spmv.txt --dtype f32,f64 --out DIR\n"
+                "  waco-hybrid precompile --kernel spmm --list spmm.txt --out DIR --bundle\n");
             return [o] { return precompile(*o); };
           }};
 }

@@ -109,6 +109,7 @@ int run(const Options& o) {
                   {"compile_s", generated->compile_seconds()},
                   {"cache_hit", generated->cache_hit()},
                   {"shipped", generated->shipped()},
+                  {"bundled", generated->bundled()},
                   {"kernel_source", generated->source_path()},
                   {"stored_values", generated->storage().stored_values()},
                   {"storage_bytes", generated->storage().bytes()}};

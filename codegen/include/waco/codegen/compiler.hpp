@@ -22,6 +22,7 @@
 // waco::kernels::Error with the full command line and the compiler's log.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -80,6 +81,9 @@ class LoadedLibrary {
  public:
   /// Loads `path`. Throws kernels::Error with dlerror()'s message when the loader refuses it.
   explicit LoadedLibrary(const std::string& path);
+  /// One kernel of a loaded bundle (build_kernel_bundle): symbol(name) finds `name` + `suffix`
+  /// in it (the bundle's names of that kernel); the bundle stays loaded while the view lives.
+  LoadedLibrary(std::shared_ptr<const LoadedLibrary> bundle, std::string suffix);
   ~LoadedLibrary();
   LoadedLibrary(const LoadedLibrary&) = delete;
   LoadedLibrary& operator=(const LoadedLibrary&) = delete;
@@ -87,12 +91,16 @@ class LoadedLibrary {
   /// The address of the symbol `name` (an extern "C" name). Throws kernels::Error when it is
   /// missing; never returns null.
   void* symbol(const std::string& name) const;
+  /// Whether the library defines `name` (symbol() without the error).
+  bool has_symbol(const std::string& name) const;
   /// The path the library was loaded from.
   const std::string& path() const noexcept { return path_; }
 
  private:
   void* handle_ = nullptr;
   std::string path_;
+  std::shared_ptr<const LoadedLibrary> bundle_;  ///< a view's bundle (which owns handle_)
+  std::string suffix_;                           ///< a view's suffix of every name
 };
 
 /// A kernel that could not be built for a reason of the machine, not of the kernel: the compiler
@@ -110,13 +118,15 @@ struct CompileResult {
   std::shared_ptr<LoadedLibrary> library;
   bool cache_hit = false;        ///< true: <key>.so was present and only loaded
   bool shipped = false;          ///< the hit came from a shipped folder (shipped_kernel_dirs)
+  /// The shipped folder's bundle served it (build_kernel_bundle; library_path is the bundle's).
+  bool bundled = false;
   double compile_seconds = 0.0;  ///< wall time of the compiler run; 0 on a cache hit
   /// User + system CPU time of the compiler's processes (what the run took from the machine's
   /// cores, beside an application's calls too); 0 on a cache hit.
   double compile_cpu_seconds = 0.0;
   double load_seconds = 0.0;     ///< wall time of dlopen
   std::string key;               ///< the cache key (32 hex digits)
-  std::string library_path;      ///< <cache_dir>/<key>.so, or the shipped folder's
+  std::string library_path;      ///< <cache_dir>/<key>.so, or the shipped folder's (or its bundle)
   std::string source_path;       ///< <cache_dir>/<key>.cpp (absent on a hit from a cache that
                                  ///< lost it; the .so alone is enough)
 };
@@ -139,6 +149,31 @@ bool in_cache(const std::string& source, const CompilerOptions& opts = {});
 /// a process's first plan with an empty user cache (`c++ --version` took 15-17 ms on the Zen 5
 /// VMs). The flags stay part of the key (and the CPU's identity with -march=native).
 void record_shipped_compiler(const std::string& dir, const CompilerOptions& opts);
+
+/// The shipped folder's bundle: every kernel of the folder in one shared object, so that a process
+/// opens one library for all the shipped kernels it uses (a dlopen took 60-440 us on the 2-vCPU
+/// VMs, most of an adaptive plan's kernel loads: codegen/README.md, "Kernels compiled ahead of
+/// time"). `<dir>/bundle.so` holds the kernel of each `<key>.cpp` the folder holds beside its
+/// `<key>.so`, its extern "C" names (waco_kernel, waco_constant_split, waco_stream_probe_lines)
+/// suffixed with `_<key>` and the rest of its source in a namespace of its own (no two kernels'
+/// names meet); `<dir>/bundle.txt` lists the keys. compile_and_load (and in_cache) look a
+/// shipped kernel up there first and load it as a view of the bundle (LoadedLibrary), or from
+/// its own `<key>.so` when the bundle is absent, refused by the loader or lacks it.
+inline constexpr const char* kBundleLibrary = "bundle.so";
+inline constexpr const char* kBundleIndex = "bundle.txt";
+
+struct BundleResult {
+  std::size_t kernels = 0;  ///< kernels in the bundle
+  double seconds = 0.0;     ///< wall time of building it
+  std::string path;         ///< <dir>/bundle.so
+};
+
+/// Builds `dir`'s bundle (above) with `opts`' compiler and flags (the folder's kernels were
+/// compiled with them: record_shipped_compiler), `jobs` compilers at once, replacing an earlier
+/// one atomically. Throws kernels::Error (BuildEnvironmentError for the machine's failures) with
+/// the compiler's command line and output when a compile or the link fails; the folder's own
+/// kernels are left as they were.
+BundleResult build_kernel_bundle(const std::string& dir, const CompilerOptions& opts, int jobs = 1);
 
 /// Compiles `source` to a shared object unless the cache already holds it, then loads it.
 /// A cached object that the loader refuses (e.g. a system library it needs changed) is compiled

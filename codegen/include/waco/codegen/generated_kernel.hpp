@@ -164,6 +164,8 @@ class GeneratedKernel final : public kernels::Implementation {
   bool cache_hit() const { return bound_.compile.cache_hit; }
   /// The kernel came compiled ahead of time (a shipped folder: shipped_kernel_dirs()).
   bool shipped() const { return bound_.compile.shipped; }
+  /// ... from the folder's bundle of all its kernels (build_kernel_bundle).
+  bool bundled() const { return bound_.compile.bundled; }
   const std::string& source_path() const { return bound_.compile.source_path; }
   /// Threads the kernel runs on (the schedule's, or prepare()'s when the schedule says 0).
   int threads() const { return bound_.args.threads; }
