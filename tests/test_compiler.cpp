@@ -579,7 +579,8 @@ extern "C" int waco_kernel(int x) { return std::abs(helper(x)); }
     const std::string key_f = compile_and_load(a + "// kernel f\n", options_in(broken)).key;
     std::ofstream(broken + "/" + key_f + ".cpp") << "this is not C++\n";
   }
-  const std::string msg = message_of([&] { waco::codegen::build_kernel_bundle(broken, options_in(broken)); });
+  const std::string msg =
+      message_of([&] { waco::codegen::build_kernel_bundle(broken, options_in(broken)); });
   CHECK_THAT(msg, Catch::Contains("building the kernel bundle failed"));
   CHECK_THAT(msg, Catch::Contains("-c"));
   CHECK_FALSE(std::filesystem::exists(broken + "/bundle.so"));

@@ -405,7 +405,8 @@ TEST_CASE("context: place_openmp_team starts a team once per size and leaves eve
     if (after.size() < before.size() + 1) code |= 8;  // the team's thread runs (idle)
     // Every thread runs under the normal policy again (the start runs as SCHED_BATCH).
     for (const auto& task : std::filesystem::directory_iterator("/proc/self/task"))
-      if (sched_getscheduler(std::stoi(task.path().filename().string())) != SCHED_OTHER) code |= 256;
+      if (sched_getscheduler(std::stoi(task.path().filename().string())) != SCHED_OTHER)
+        code |= 256;
     for (const std::string& a : after)
       if (a != before.front()) code |= 16;  // nobody pinned
     release_idle_openmp_threads();

@@ -33,7 +33,8 @@ namespace {
 
 /// The names a generated kernel's shared object exports (SourceForm::SharedObject): what the
 /// loader asks a kernel for, suffixed in the bundle.
-const char* const kExportedNames[] = {"waco_kernel", "waco_constant_split", "waco_stream_probe_lines"};
+const char* const kExportedNames[] = {"waco_kernel", "waco_constant_split",
+                                      "waco_stream_probe_lines"};
 
 bool is_key(const std::string& s) {
   return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
@@ -120,13 +121,15 @@ class TempFolder {
 void run_compiler(const std::vector<std::string>& argv, const CompilerOptions& opts,
                   const std::string& what) {
   const ProcessResult r = run_process(argv, opts.timeout_seconds, opts.cancelled);
-  if (r.cancelled) throw kernels::Cancelled("building the kernel bundle was stopped (asked to stop)");
+  if (r.cancelled)
+    throw kernels::Cancelled("building the kernel bundle was stopped (asked to stop)");
   if (r.spawn_error != 0) throw_spawn_error(opts.compiler, r.spawn_error, argv);
   if (succeeded(r)) return;
   const std::string msg = "building the kernel bundle failed (" + what + "): `" +
                           command_line(argv) + "` " + describe_outcome(r, opts.timeout_seconds) +
                           "; compiler output:\n" + trim_log(r.output);
-  if (machine_failure(r)) throw BuildEnvironmentError(msg, "free space or fix the machine, then build it again");
+  if (machine_failure(r))
+    throw BuildEnvironmentError(msg, "free space or fix the machine, then build it again");
   throw Error(msg, "the folder's kernels still load one by one");
 }
 
@@ -173,7 +176,8 @@ BundleResult build_kernel_bundle(const std::string& dir, const CompilerOptions& 
         const std::string& key = keys[i];
         const std::string source_path = join_path(folder, key + ".cpp");
         const std::string wrapper = join_path(temp.path(), key + ".cc");
-        write_file_atomically(wrapper, wrapper_source(key, source_path, read_text(source_path)), 0644);
+        write_file_atomically(wrapper, wrapper_source(key, source_path, read_text(source_path)),
+                              0644);
         objects[i] = join_path(temp.path(), key + ".o");
         std::vector<std::string> argv = {opts.compiler};
         argv.insert(argv.end(), object_flags.begin(), object_flags.end());
@@ -197,7 +201,8 @@ BundleResult build_kernel_bundle(const std::string& dir, const CompilerOptions& 
   for (std::thread& t : pool) t.join();
   if (cancelled) throw kernels::Cancelled("building the kernel bundle was stopped (asked to stop)");
   if (!failure.empty()) {
-    if (environment) throw BuildEnvironmentError(failure, "free space or fix the machine, then build it again");
+    if (environment)
+      throw BuildEnvironmentError(failure, "free space or fix the machine, then build it again");
     throw Error(failure, "the folder's kernels still load one by one");
   }
 
