@@ -439,6 +439,83 @@ TEST_CASE("cache: WACO_SYSFS_ROOT reaches cache_sizes() and the run context") {
   CHECK(src.at("sources").at("l3") == "sysfs");
 }
 
+TEST_CASE("cache: the machine's sysfs entries and CPU identity are kept for the boot in the "
+          "user's cache, and read back only while the boot and the file hold") {
+  const std::string dir = waco::test::scratch_dir("cache-boot-facts");
+  const std::string xdg = dir + "/xdg";
+  const std::string out = dir + "/context.json";
+  // A new process (this binary's hidden test above) with the real /sys and `xdg` as its cache.
+  const auto child_context = [&] {
+    std::filesystem::remove(out);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::unsetenv("WACO_SYSFS_ROOT");
+      ::setenv("XDG_CACHE_HOME", xdg.c_str(), 1);
+      ::setenv("WACO_TEST_CONTEXT_OUT", out.c_str(), 1);
+      ::execl("/proc/self/exe", "test_cache", "cache: (child) writes the run context", nullptr);
+      ::_exit(127);
+    }
+    int status = 0;
+    REQUIRE(pid > 0);
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    std::ifstream in(out);
+    return nlohmann::json::parse(in);
+  };
+  std::string facts_file;
+  const auto facts = [&] {
+    for (const auto& e : std::filesystem::directory_iterator(xdg + "/waco-hybrid"))
+      if (e.path().filename().string().rfind("machine-facts", 0) == 0) facts_file = e.path().string();
+    REQUIRE(!facts_file.empty());
+    std::ifstream in(facts_file);
+    return nlohmann::json::parse(in);
+  };
+  std::string boot;
+  {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::getline(in, boot);
+  }
+  if (boot.empty()) {
+    WARN("no /proc/sys/kernel/random/boot_id: nothing is kept");
+    return;
+  }
+  // What the machine identity is made of (the tuning cache's key, the calibration's folder).
+  const auto identity = [](const nlohmann::json& c) {
+    return nlohmann::json{{"cpu", c.at("cpu")}, {"cache_bytes", c.at("cache_bytes")},
+                          {"cache_source", c.at("cache_source")}};
+  };
+  const nlohmann::json fresh = identity(child_context());  // read from the machine, then kept
+  nlohmann::json kept = facts();
+  CHECK(kept.at("boot_id") == boot);
+  REQUIRE(kept.at("facts").contains("sysfs_cache"));
+  REQUIRE(kept.at("facts").contains("cpuinfo_identity"));
+  CHECK(identity(child_context()) == fresh);  // read back: the same identity
+
+  // The kept facts are what a process of this boot reads ...
+  const auto write = [&](const std::string& text) { std::ofstream(facts_file) << text; };
+  nlohmann::json planted = kept;
+  planted["facts"]["cpuinfo_identity"]["model"] = "model name\t: Planted CPU";
+  planted["facts"]["sysfs_cache"]["l3"] = 7 * MiB;
+  write(planted.dump());
+  const nlohmann::json read_back = child_context();
+  CHECK(read_back.at("cpu") == "Planted CPU");
+  CHECK(read_back.at("cache_bytes").at("l3") == 7 * MiB);
+  // ... not a process of another boot, which reads the machine and keeps it anew;
+  planted["boot_id"] = "another-boot";
+  write(planted.dump());
+  CHECK(identity(child_context()) == fresh);
+  CHECK(facts().at("boot_id") == boot);
+  // a damaged file or a mistyped fact is read from the machine again.
+  write("{not json");
+  CHECK(identity(child_context()) == fresh);
+  CHECK(facts().at("facts").contains("cpuinfo_identity"));
+  kept = facts();
+  kept["facts"]["sysfs_cache"] = "x";
+  kept["facts"]["cpuinfo_identity"] = {{"model", 3}};
+  write(kept.dump());
+  CHECK(identity(child_context()) == fresh);
+}
+
 TEST_CASE("cache: detection on synthetic curves") {
   SECTION("three levels and DRAM") {
     const CacheProbeResult r =

@@ -1,6 +1,8 @@
 // The machine's cache sizes (cache_sizes.hpp): sysfs, CPUID, the measured probe, and the chain.
 #include "waco/kernels/cache_sizes.hpp"
 
+#include "boot_facts.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -311,6 +313,36 @@ CacheSizes resolve_cache_sizes(const CacheSizes& sysfs, const CacheSizes& cpuid,
 
 namespace {
 
+/// Every field of `c`, as boot_fact keeps it (from_stored_json gives `c` back exactly).
+nlohmann::json stored_json(const CacheSizes& c) {
+  return {{"l1d", c.l1d},
+          {"l2", c.l2},
+          {"l3", c.l3},
+          {"llc_sharing_cpus", c.llc_sharing_cpus},
+          {"llc_sharing_source", c.llc_sharing_source},
+          {"source", c.source},
+          {"l1d_source", c.l1d_source},
+          {"l2_source", c.l2_source},
+          {"l3_source", c.l3_source},
+          {"note", c.note}};
+}
+
+/// stored_json's inverse; throws nlohmann::json's exception on a missing or mistyped field.
+CacheSizes from_stored_json(const nlohmann::json& j) {
+  CacheSizes c;
+  j.at("l1d").get_to(c.l1d);
+  j.at("l2").get_to(c.l2);
+  j.at("l3").get_to(c.l3);
+  j.at("llc_sharing_cpus").get_to(c.llc_sharing_cpus);
+  j.at("llc_sharing_source").get_to(c.llc_sharing_source);
+  j.at("source").get_to(c.source);
+  j.at("l1d_source").get_to(c.l1d_source);
+  j.at("l2_source").get_to(c.l2_source);
+  j.at("l3_source").get_to(c.l3_source);
+  j.at("note").get_to(c.note);
+  return c;
+}
+
 /// read_sysfs_cache_sizes once per sysfs root in a process (WACO_SYSFS_ROOT may point elsewhere
 /// between calls), shared by cache_sizes() and last_level_cache_bytes(): its 16 files took
 /// ~0.15 ms, which a process's first choice paid twice, once for each of them.
@@ -320,7 +352,12 @@ CacheSizes sysfs_cache_sizes_once(const std::string& root) {
   const std::lock_guard<std::mutex> lock(mutex);
   const auto it = read.find(root);
   if (it != read.end()) return it->second;
-  return read.emplace(root, read_sysfs_cache_sizes(root)).first->second;
+  if (root != "/sys") return read.emplace(root, read_sysfs_cache_sizes(root)).first->second;
+  // This machine's entries: kept for the boot in the user's cache (boot_facts.hpp).
+  const nlohmann::json kept = detail::boot_fact(
+      "sysfs_cache", [&] { return stored_json(read_sysfs_cache_sizes(root)); },
+      [](const nlohmann::json& j) { return from_stored_json(j).l1d >= 0; });
+  return read.emplace(root, from_stored_json(kept)).first->second;
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <vector>
 #include <string>
 
+#include "boot_facts.hpp"
 #include "waco/kernels/io.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -84,15 +85,26 @@ std::string cpuinfo_field(const std::string& key) {
 }
 
 const CpuinfoLines& cpuinfo_identity_lines() {
+  // Kept for the boot in the user's cache (boot_facts.hpp): the kernel makes /proc/cpuinfo at
+  // each read.
   static const CpuinfoLines lines = [] {
-    CpuinfoLines l;
-    scan_cpuinfo([&](std::string_view line) {
-      if (l.model.empty() && line.substr(0, 10) == "model name") l.model = line;
-      if (l.flags.empty() && (line.substr(0, 5) == "flags" || line.substr(0, 8) == "Features"))
-        l.flags = line;
-      return !l.model.empty() && !l.flags.empty();
-    });
-    return l;
+    const nlohmann::json kept = detail::boot_fact(
+        "cpuinfo_identity",
+        [] {
+          CpuinfoLines l;
+          scan_cpuinfo([&](std::string_view line) {
+            if (l.model.empty() && line.substr(0, 10) == "model name") l.model = line;
+            if (l.flags.empty() &&
+                (line.substr(0, 5) == "flags" || line.substr(0, 8) == "Features"))
+              l.flags = line;
+            return !l.model.empty() && !l.flags.empty();
+          });
+          return nlohmann::json{{"model", l.model}, {"flags", l.flags}};
+        },
+        [](const nlohmann::json& j) {
+          return j.at("model").is_string() && j.at("flags").is_string();
+        });
+    return CpuinfoLines{kept.at("model").get<std::string>(), kept.at("flags").get<std::string>()};
   }();
   return lines;
 }
