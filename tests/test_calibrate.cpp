@@ -231,7 +231,8 @@ TEST_CASE("calibrate: one begun at share 0.5 (the default before session 82) res
   const nlohmann::json first = parse(test::run_cli(args + " --admissible-share 0.5 --json", env));
   CHECK(first.at("admissible_share") == 0.5);
   const std::string db = first.at("db").get<std::string>();
-  const std::optional<std::string> settings = heuristics::ResultsDb(db).meta("calibrate_settings.spmv");
+  const std::optional<std::string> settings =
+      heuristics::ResultsDb(db).meta("calibrate_settings.spmv");
   REQUIRE(settings);
   CHECK_FALSE(nlohmann::json::parse(*settings).contains("admissible_share"));
   // Resumed without the option: its own share, not the new default.

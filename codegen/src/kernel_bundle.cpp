@@ -14,15 +14,17 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <fstream>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/io.hpp"
 
 namespace waco::codegen {
 
@@ -60,14 +62,6 @@ std::vector<std::string> folder_kernels(const std::string& dir) {
   return keys;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read '" + path + "'", "check the kernel folder");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 /// The wrapper that compiles `<source_path>` (a kernel's source, key `key`) as the bundle's part.
 std::string wrapper_source(const std::string& key, const std::string& source_path,
                            const std::string& source) {
@@ -100,14 +94,8 @@ class TempFolder {
  public:
   explicit TempFolder(std::string path) : path_(std::move(path)) {}
   ~TempFolder() {
-    if (DIR* d = ::opendir(path_.c_str())) {
-      while (const dirent* e = ::readdir(d)) {
-        const std::string name = e->d_name;
-        if (name != "." && name != "..") ::unlink(join_path(path_, name).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(path_.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
   }
   TempFolder(const TempFolder&) = delete;
   TempFolder& operator=(const TempFolder&) = delete;
@@ -176,8 +164,10 @@ BundleResult build_kernel_bundle(const std::string& dir, const CompilerOptions& 
         const std::string& key = keys[i];
         const std::string source_path = join_path(folder, key + ".cpp");
         const std::string wrapper = join_path(temp.path(), key + ".cc");
-        write_file_atomically(wrapper, wrapper_source(key, source_path, read_text(source_path)),
-                              0644);
+        const std::string source = kernels::read_text_file(source_path);
+        if (source.empty())
+          throw Error("cannot read '" + source_path + "'", "check the kernel folder");
+        write_file_atomically(wrapper, wrapper_source(key, source_path, source), 0644);
         objects[i] = join_path(temp.path(), key + ".o");
         std::vector<std::string> argv = {opts.compiler};
         argv.insert(argv.end(), object_flags.begin(), object_flags.end());

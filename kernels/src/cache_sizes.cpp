@@ -313,32 +313,19 @@ CacheSizes resolve_cache_sizes(const CacheSizes& sysfs, const CacheSizes& cpuid,
 
 namespace {
 
-/// Every field of `c`, as boot_fact keeps it (from_stored_json gives `c` back exactly).
-nlohmann::json stored_json(const CacheSizes& c) {
-  return {{"l1d", c.l1d},
-          {"l2", c.l2},
-          {"l3", c.l3},
-          {"llc_sharing_cpus", c.llc_sharing_cpus},
-          {"llc_sharing_source", c.llc_sharing_source},
-          {"source", c.source},
-          {"l1d_source", c.l1d_source},
-          {"l2_source", c.l2_source},
-          {"l3_source", c.l3_source},
-          {"note", c.note}};
-}
-
-/// stored_json's inverse; throws nlohmann::json's exception on a missing or mistyped field.
-CacheSizes from_stored_json(const nlohmann::json& j) {
+/// CacheSizes::to_json's inverse (what boot_fact keeps); throws nlohmann::json's exception on a
+/// missing or mistyped field.
+CacheSizes from_json(const nlohmann::json& j) {
   CacheSizes c;
   j.at("l1d").get_to(c.l1d);
   j.at("l2").get_to(c.l2);
   j.at("l3").get_to(c.l3);
+  j.at("source").get_to(c.source);
+  j.at("sources").at("l1d").get_to(c.l1d_source);
+  j.at("sources").at("l2").get_to(c.l2_source);
+  j.at("sources").at("l3").get_to(c.l3_source);
   j.at("llc_sharing_cpus").get_to(c.llc_sharing_cpus);
   j.at("llc_sharing_source").get_to(c.llc_sharing_source);
-  j.at("source").get_to(c.source);
-  j.at("l1d_source").get_to(c.l1d_source);
-  j.at("l2_source").get_to(c.l2_source);
-  j.at("l3_source").get_to(c.l3_source);
   j.at("note").get_to(c.note);
   return c;
 }
@@ -355,9 +342,9 @@ CacheSizes sysfs_cache_sizes_once(const std::string& root) {
   if (root != "/sys") return read.emplace(root, read_sysfs_cache_sizes(root)).first->second;
   // This machine's entries: kept for the boot in the user's cache (boot_facts.hpp).
   const nlohmann::json kept = detail::boot_fact(
-      "sysfs_cache", [&] { return stored_json(read_sysfs_cache_sizes(root)); },
-      [](const nlohmann::json& j) { return from_stored_json(j).l1d >= 0; });
-  return read.emplace(root, from_stored_json(kept)).first->second;
+      "sysfs_cache", [&] { return read_sysfs_cache_sizes(root).to_json(); },
+      [](const nlohmann::json& j) { return from_json(j).l1d >= 0; });
+  return read.emplace(root, from_json(kept)).first->second;
 }
 
 }  // namespace

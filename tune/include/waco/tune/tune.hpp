@@ -203,11 +203,12 @@ struct Nomination {
 };
 
 /// The best `count` admissible schedules of `request`'s model search (its passes, model, threads
-/// and dense size) for `operand`; `count` 0: the search's default (default_model_budget). Throws kernels::Error as run() does for a request it cannot
-/// serve; the request's search must rank with the model (ranks_with_model). With `among` (a
-/// short list, e.g. codegen::shipped_schedules), only the variants of its schedules the
-/// admissible set holds are ranked (none admitted: none): kernel_variants, the listed split
-/// sizes alone below request.shortlist_splits_min_nnz nonzeros.
+/// and dense size) for `operand`; `count` 0: the search's default (default_model_budget).
+/// Throws kernels::Error as run() does for a request it cannot serve; the request's search must
+/// rank with the model (ranks_with_model). With `among` (a short list, e.g.
+/// codegen::shipped_schedules), only the variants of its schedules the admissible set holds are
+/// ranked (none admitted: none): kernel_variants, the listed split sizes alone below
+/// request.shortlist_splits_min_nnz nonzeros.
 Nomination nominate(const TuneOperand& operand, const TuneRequest& request, std::size_t count,
                     TuneObserver& observer,
                     const std::vector<codegen::SuperSchedule>* among = nullptr);
