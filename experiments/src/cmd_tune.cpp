@@ -442,11 +442,20 @@ Command make_tune_command() {
                          "--adaptive: do not time csr alone on as many calls afterwards, nor a gain "
                          "again on fresh pairs (drive.check)")
                 ->needs(adaptive);
-            // Hidden (tests, ablations): the nominees in the short list's order, never the model's.
-            sub.add_flag("--prior-choice", o->drive.prior_only,
-                         "--adaptive: nominate the shipped short list's first schedules (its most "
-                         "frequent winners) instead of the model's choice")
+            // Hidden (tests, ablations): the nominees in the short list's order, never the model's
+            // (SpMV's default), or the model's choice (the others').
+            sub.add_flag_callback(
+                   "--prior-choice", [o] { o->drive.choice = tuning::NomineeChoice::List; },
+                   "--adaptive: nominate the shipped short list's first schedules (its most "
+                   "frequent winners) instead of the model's choice")
                 ->needs(adaptive)
+                ->group("");
+            sub.add_flag_callback(
+                   "--model-choice", [o] { o->drive.choice = tuning::NomineeChoice::Model; },
+                   "--adaptive: nominate by the model's choice (SpMV's plans take the short "
+                   "list's order by default)")
+                ->needs(adaptive)
+                ->excludes("--prior-choice")
                 ->group("");
             sub.add_option("--tuning-share", o->req.tuning_share,
                            "Share of the expected calls' csr time that tuning may take")

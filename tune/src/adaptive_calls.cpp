@@ -180,9 +180,13 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
       // nominees ran on a call (each left before: its format refused, its kernel not
       // compiled) is no verdict either: kept, it would answer later plans with csr unasked.
       const bool tried = policy_.exploring_calls() > 0;  // a nominee ran (verified) on a call
-      // Nor is a no-gain among the short list's first entries (prior_step): the model's
-      // nominees were not tried.
-      const bool prior_no_gain = prior_ && policy_.verdict() == "no-gain";
+      // Nor is a no-gain among the short list's first entries (prior_step) where the kernel's
+      // plans choose by the model: the model's nominees were not tried, and a later plan that
+      // affords them would find csr's decision in the cache. Where the list's order is the
+      // kernel's own way to choose (default_nominee_choice), it is that decision.
+      const bool prior_no_gain =
+          prior_ && policy_.verdict() == "no-gain" &&
+          default_nominee_choice(setup_.request.kind) != NomineeChoice::List;
       store = tried && (!cached_gain_ || policy_.judged()) && !prior_no_gain;
       if (!tried && policy_.verdict() == "no-gain")
         cache_result_ = {{"skipped", "no nominee ran on a call: no verdict to keep"}};

@@ -137,7 +137,8 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
     // winners (SpMM n=64 on 8 matrices at 1,000 calls: the model's first choice, 2.6-4.6 ms,
     // did not fit 2.5-4.7 ms budgets; the list's first kernel ran 1.30-1.84x csr on 7 of them).
     const double read = shortlist_ ? 0.0 : kListReadS;
-    prior = setup_.prior_only || policy_.chooses_by_list_order(estimate, read, then);
+    prior = setup_.choice == NomineeChoice::List ||
+            policy_.chooses_by_list_order(estimate, read, then);
     if (prior) estimate = read;
     if (policy_.affords(estimate + then)) {
       if (!shortlist_) {  // read once (a cached file read), its time charged to the choice

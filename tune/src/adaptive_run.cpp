@@ -201,8 +201,8 @@ void AdaptiveRun::prior_step() {
   prior_ = true;
   next_nominee_ = 0;
   nomination_ = {{"search", "prior"},
-                 {"note", setup_.prior_only
-                              ? "the short list's order (prior-only): its most frequent winners first"
+                 {"note", setup_.choice == NomineeChoice::List
+                              ? "the short list's order: its most frequent winners first"
                               : "the expected calls afford a nominee but not the model's choice: the "
                                 "short list's most frequent winners, in its order"},
                  {"shortlist", shortlist_->size()},

@@ -25,6 +25,10 @@ int dense_of(const TuneRequest& r) {
 
 }  // namespace
 
+NomineeChoice default_nominee_choice(kernels::KernelKind kind) {
+  return kind == kernels::KernelKind::SpMV ? NomineeChoice::List : NomineeChoice::Model;
+}
+
 AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const void> keep,
                              const TuneRequest& request, int nominees,
                              std::function<std::string()> fingerprint) {
@@ -47,6 +51,7 @@ AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const v
   // The plan's nominees share kernels by its own rule (kPerKernel, adaptive_run.cpp): the cap
   // on one loop structure was measured for a tune's side-by-side selection, not for a plan.
   setup.request.per_structure = 0;
+  setup.choice = default_nominee_choice(request.kind);
   setup.policy.expected_calls = request.expected_calls;
   setup.policy.share = request.tuning_share;
   // Without the caller's: computed once (the key and the report both ask for it).
@@ -84,7 +89,7 @@ nlohmann::json drive_adaptive(const TuneOperand& operand, const TuneRequest& giv
   // it first asks the tuning cache, as a library plan's is.
   const TuneOperand& op = operand;
   AdaptiveSetup setup = adaptive_setup(op, nullptr, request, drive.nominees);
-  setup.prior_only = drive.prior_only;
+  if (drive.choice) setup.choice = *drive.choice;
   // csr (csf) serves first, and whenever no nominee beats it: the hand-written baseline.
   const std::string reference = kernels::needs_tensor(kind) ? "csf" : "csr";
   const kernels::Problem sparse = sparse_problem(op, kind, request.dtype);

@@ -58,6 +58,24 @@ Arm make_arm(const kernels::Problem& sparse, const codegen::SuperSchedule& s, st
 /// Runs one call on an arm, writing the caller's output at `out` (values of the arm's dtype).
 using ArmCall = std::function<void(const Arm& arm, void* out)>;
 
+/// How an adaptive plan chooses its nominees.
+enum class NomineeChoice {
+  /// The model ranks the shipped kernels' short list (the admissible set without one), falling
+  /// back to the list's own order when the expected calls afford a nominee but not the model's
+  /// choice before it.
+  Model,
+  /// The short list's own order (its first entries: the committed dataset's most frequent
+  /// winners), never the model; the model ranks only where there is no list.
+  List,
+};
+
+/// The kernel's default (api/README.md, "SpMV: the short list's order by default"): List for
+/// SpMV, whose list's first entries gained as often and as much as the model's nominees on 16
+/// real matrices, the plans costing ~60% as many csr calls at the median (a process's first
+/// choice by the model is 0.3-1.9 thousand csr calls of a small matrix); Model for the others
+/// (SpMM's list order reached 0.85 of the hybrid tune's kernel at the median).
+NomineeChoice default_nominee_choice(kernels::KernelKind kind);
+
 /// What an adaptive plan is set up with.
 struct AdaptiveSetup {
   TuneOperand operand;                   ///< the sparse operand (its fingerprint may be unset)
@@ -76,11 +94,9 @@ struct AdaptiveSetup {
   /// The operand's fingerprint (kernels::fingerprint_hex), computed when first needed: for
   /// the tuning cache's key and the report (a serial hash of ~10 ns a nonzero).
   std::function<std::string()> fingerprint;
-  /// How nominees are chosen: by the model (the default), falling back to the short list's own
-  /// order (its most frequent winners first: prior_step) when the expected calls afford a
-  /// nominee but not the model's choice; or always by that order (`prior_only`: tests and
-  /// ablations, `tune --adaptive --prior-choice`).
-  bool prior_only = false;
+  /// How nominees are chosen (NomineeChoice): adaptive_setup sets the kernel's default
+  /// (default_nominee_choice); `tune --adaptive --prior-choice | --model-choice` set either.
+  NomineeChoice choice = NomineeChoice::Model;
 };
 
 /// The setup of an adaptive run for `request` (resolved threads; dense 0: the kernel's default):
@@ -223,8 +239,8 @@ struct AdaptiveDrive {
   /// `check_pairs` pairs of the chosen kernel and csr that took no part in the decision ("check").
   bool compare = true;
   int check_pairs = 48;
-  /// AdaptiveSetup::prior_only: nominees in the short list's order, never the model's.
-  bool prior_only = false;
+  /// AdaptiveSetup::choice, when set (else the kernel's default).
+  std::optional<NomineeChoice> choice;
 };
 
 /// Drives one adaptive run (above), after 3 untimed csr calls (the process's cold start), and
