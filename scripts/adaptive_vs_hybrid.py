@@ -12,8 +12,10 @@ Per matrix, three processes of the CLI, none reading or writing a tuning cache:
 Every command runs under WACO_LOCK (an exclusive flock: nothing else times or builds meanwhile).
 
 usage: scripts/adaptive_vs_hybrid.py [--kernel spmv|spmm] [--dense 64] [--expected-calls N]
-       [--threads 2] [--rounds 30] [--dtype f32] [--nominees K] [--waco build/experiments/waco-hybrid]
-       [--json OUT] MATRIX...
+       [--threads 2] [--rounds 30] [--dtype f32] [--nominees K] [--choice default|list|model]
+       [--waco build/experiments/waco-hybrid] [--json OUT] MATRIX...
+--choice: how the adaptive plan nominates (its kernel's default, or `tune --adaptive
+--prior-choice` / `--model-choice`: the short list's order or the model's ranking).
 Prints a row per matrix and the median of the ratio (hybrid's kernel time / adaptive's)."""
 
 import argparse
@@ -54,6 +56,7 @@ def main():
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--dtype", default="f32")
     p.add_argument("--nominees", type=int, help="tune --adaptive --nominees (default: its own)")
+    p.add_argument("--choice", default="default", choices=["default", "list", "model"])
     p.add_argument("--waco", default="build/experiments/waco-hybrid")
     p.add_argument("--json", help="write every row and report here")
     p.add_argument("files", nargs="+")
@@ -70,6 +73,7 @@ def main():
     for f in a.files:
         name = os.path.basename(f).split(".")[0]
         nominees = ["--nominees", str(a.nominees)] if a.nominees else []
+        nominees += {"default": [], "list": ["--prior-choice"], "model": ["--model-choice"]}[a.choice]
         ad = run([a.waco, "tune"] + common + nominees + ["--adaptive", "--expected-calls",
                                               str(a.expected_calls), "--no-plan-cache", "--json",
                                               "-q", f], lock)

@@ -485,11 +485,14 @@ TEST_CASE("storage: shortcuts are the formats they name") {
 }
 
 TEST_CASE("storage: the csr layout's fill (no scan) equals the reference in both value types") {
-  // build_storage fills unsplit row-major U C formats without its scan (fill_csr_pos): every
-  // csr-like schedule, every edge case (empty rows, a dense row, one column), f32 and f64.
+  // build_storage fills row-major U C formats without its scan (fill_csr_pos), unsplit or in
+  // blocks of rows (U U C: the rows padded to whole blocks): every csr-like schedule, every edge
+  // case (empty rows, a dense row, one column, rows not a multiple of the block), f32 and f64.
   std::vector<SuperSchedule> csr_like{*schedule_shortcut(KernelKind::SpMV, "csr")};
   for (const char* text : {"order=i,k format=UC parallel=i threads=2 chunk=static",
-                           "order=i,k format=UC parallel=i threads=1 chunk=8"})
+                           "order=i,k format=UC parallel=i threads=1 chunk=8",
+                           "split=i:128 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=4",
+                           "split=i:2 order=i1,i0,k format=UUC parallel=i1 threads=2 chunk=static"})
     csr_like.push_back(parse_schedule(KernelKind::SpMV, text));
   for (const auto& [name, A] : waco::test::edge_case_matrices())
     for (const Dtype dtype : {Dtype::F32, Dtype::F64}) {

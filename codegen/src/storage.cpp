@@ -506,15 +506,25 @@ StorageResult build_storage(const SuperSchedule& s, const kernels::Problem& p,
   // (3) fill, every array allocated at its exact size.
   const std::size_t n = static_cast<std::size_t>(nnz);
   // csr (the reference every tune is measured against, and every unsplit row-major U C
-  // schedule) needs no scan: a 1.4M-nonzero csr plan took ~13 ms, mostly in the scan.
-  if (!ord && L == 2 && st.levels[0].format == LevelFormat::U &&
-      st.levels[1].format == LevelFormat::C && loops[0].part == Loop::Part::Whole &&
-      loops[1].part == Loop::Part::Whole) {
-    Level& lv = st.levels[1];
-    kernels::resize_huge(lv.pos, static_cast<std::size_t>(st.levels[0].dim) + 1);
-    const bool canonical =
-        fill_csr_pos(c.level[0].x, c.level[1].x, n, st.levels[0].dim, lv.pos.data());
-    kernels::assign_huge(lv.crd, c.level[1].x, c.level[1].x + n);
+  // schedule) needs no scan: a 1.4M-nonzero csr plan took ~13 ms, mostly in the scan. Nor does
+  // csr in blocks of rows (i1, i0, k as U U C: SpMV's most frequent winners after csr): the
+  // leaf's parent i1 x dim(i0) + i0 is the row itself, among rows padded to whole blocks (a
+  // 12k-nonzero matrix's block formats took 150-190 us in an adaptive plan, ~15 ns a nonzero,
+  // most of it the scan).
+  const bool rows_over_leaf =
+      (L == 2 && loops[0].part == Loop::Part::Whole) ||
+      (L == 3 && loops[0].var == spec.sparse_vars[0] && loops[1].var == loops[0].var &&
+       loops[0].part == Loop::Part::Outer && loops[1].part == Loop::Part::Inner &&
+       st.levels[1].dim == (std::int64_t{1} << c.level[0].shift));
+  bool dense_above = true;
+  for (std::size_t l = 0; l + 1 < L; ++l) dense_above = dense_above && st.levels[l].format == LevelFormat::U;
+  if (!ord && rows_over_leaf && dense_above && st.levels[L - 1].format == LevelFormat::C &&
+      loops[L - 1].part == Loop::Part::Whole) {
+    Level& lv = st.levels[L - 1];
+    const std::int64_t rows = L == 2 ? st.levels[0].dim : st.levels[0].dim * st.levels[1].dim;
+    kernels::resize_huge(lv.pos, static_cast<std::size_t>(rows) + 1);
+    const bool canonical = fill_csr_pos(c.level[0].x, c.level[L - 1].x, n, rows, lv.pos.data());
+    kernels::assign_huge(lv.crd, c.level[L - 1].x, c.level[L - 1].x + n);
     WACO_ASSERT(canonical, "the sparse operand is not canonical");
     values_in_canonical_order(st, p.dtype(), values, opts.entry_positions);
     st.build_seconds = kernels::now_seconds() - t0;
