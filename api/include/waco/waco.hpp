@@ -12,8 +12,9 @@
 //
 // What tune does, by default: it returns at once with an adaptive plan that serves csr, and
 // between your calls, as far as they pay for it, asks the tuning cache, lets the learned cost
-// model choose a few nominees among the kernels compiled into the library, tries them on your own
-// calls (each verified against csr first) and settles on the fastest, or on csr
+// model choose a few nominees among the kernels compiled into the library (SpMV: their list's
+// most frequent winners, in its order), tries them on your own calls (each verified against csr
+// first) and settles on the fastest, or on csr
 // (Options::adaptive). With Options::adaptive = false (or a setting only a measured tune has:
 // another search, a budget, a results database, ...), the first call for a matrix searches the
 // formats and schedules of the kernel with the waco-hybrid pipeline (signature-driven passes, the
@@ -197,7 +198,8 @@ struct Options {
   /// that serves csr (nothing asked of the tuning cache yet). Between your calls, one step at a
   /// time and only once the calls have paid for it, the plan asks the tuning cache (a cached
   /// gain becomes its only nominee, a cached no-gain settles on csr), else prepares the cost
-  /// model's best `nominees` schedules; it tries them on your calls (each verified against csr
+  /// model's best `nominees` schedules (SpMV: the first `nominees` of the shipped kernels' list,
+  /// their most frequent winners, with no model); it tries them on your calls (each verified against csr
   /// on a real call before a result of it is returned), keeps the fastest if it beats csr by the
   /// decision rule of `waco-hybrid tune`, and stores that decision in the tuning cache. What it
   /// explores is bounded by `tuning_share` of the csr time of `expected_calls` (or, with none,
@@ -210,7 +212,7 @@ struct Options {
   /// true: adaptive (with a search that does not rank with the model, an Error); false: a tune
   /// measured before tune() returns.
   std::optional<bool> adaptive;
-  int nominees = 5;  ///< adaptive: the model's best schedules tried on your calls (at most 2 of one kernel)
+  int nominees = 5;  ///< adaptive: the schedules tried on your calls (at most 2 of one kernel)
   /// A measured tune (or a cached decision) whose verdict is a gain: before tune() returns, the
   /// chosen kernel is timed against csr in this process, in blocks of consecutive calls on
   /// operands made here (~25-60 ms; at most ~1 s for long calls), since a process can see the
