@@ -350,12 +350,24 @@ TEST_CASE("compiler: temporaries of a process that died compiling are removed, a
   for (const std::string& name : {key + ".so.tmp." + pid + ".AbCdEf", key + ".cpp.tmp." + pid + ".GhIjKl",
                                   key + ".so.tmp." + live + ".MnOpQr", "other.so.tmp." + pid + ".StUvWx"})
     std::ofstream(dir + "/" + name) << "half";
+  std::ofstream(dir + "/notes.tmp." + pid + ".txt") << "not a kernel's";
   const auto r = compile_and_load(source, options_in(dir));
   CHECK(call_f(r, 2) == 5);
   const std::vector<std::string> names = listing(dir);
-  CHECK(count_with(names, ".tmp." + pid) == 1);  // only the other key's
-  CHECK(count_with(names, "other.so.tmp.") == 1);
-  CHECK(count_with(names, ".tmp." + live) == 1);  // a live process's work
+  // The first compile of this process into the folder removes every kernel's (a kill may have cut
+  // short a compile that nothing repeats): this key's and the other's.
+  CHECK(count_with(names, key + ".so.tmp." + pid) == 0);
+  CHECK(count_with(names, key + ".cpp.tmp." + pid) == 0);
+  CHECK(count_with(names, "other.so.tmp.") == 0);
+  CHECK(count_with(names, ".tmp." + live) == 1);    // a live process's work
+  CHECK(count_with(names, "notes.tmp.") == 1);       // not a kernel's file
+  // Later compiles list only their own key's: another dead one stays until its key compiles.
+  std::ofstream(dir + "/later.so.tmp." + pid + ".YzAbCd") << "half";
+  std::ofstream(dir + "/" + key + ".so.tmp." + pid + ".EfGhIj") << "half";
+  const auto again = compile_and_load(kSource + "// stale, again\n", options_in(dir));
+  CHECK(call_f(again, 2) == 5);
+  CHECK(count_with(listing(dir), "later.so.tmp.") == 1);
+  CHECK(count_with(listing(dir), key + ".so.tmp." + pid) == 1);  // not the key compiled
 }
 
 TEST_CASE("compiler: default cache directory follows XDG_CACHE_HOME, then HOME") {

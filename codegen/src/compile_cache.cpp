@@ -28,6 +28,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -256,14 +257,28 @@ void check_tmp_fallback(const std::string& dir) {
 }
 
 void remove_stale_temporaries(const std::string& dir, const std::string& key) {
+  // Every key's the first time in this process (a folder of thousands of kernels is listed once).
+  static std::mutex swept_mutex;
+  static std::set<std::string> swept;
+  bool every_key = false;
+  {
+    const std::lock_guard<std::mutex> lock(swept_mutex);
+    every_key = swept.insert(dir).second;
+  }
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return;
   const std::string me = std::to_string(::getpid());
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (name.rfind(key + ".", 0) != 0) continue;
+    if (!every_key && name.rfind(key + ".", 0) != 0) continue;
     const auto tmp = name.find(".tmp.");
     if (tmp == std::string::npos) continue;
+    if (every_key && name.rfind(key + ".", 0) != 0) {
+      // Another key's: only a kernel's source or library (write_file_atomically's, the compiler's).
+      const bool so = tmp >= 3 && name.compare(tmp - 3, 3, ".so") == 0;
+      const bool cpp = tmp >= 4 && name.compare(tmp - 4, 4, ".cpp") == 0;
+      if (!so && !cpp) continue;
+    }
     const auto pid_end = name.find('.', tmp + 5);
     const std::string pid = name.substr(tmp + 5, pid_end == std::string::npos ? std::string::npos
                                                                             : pid_end - tmp - 5);

@@ -115,8 +115,10 @@ std::string resolve_cache_dir(const CompilerOptions& opts);
 void check_tmp_fallback(const std::string& dir);
 
 /// Removes the temporaries "<key>.<ext>.tmp.<pid>.XXXXXX" that a process which no longer runs left
-/// in the cache (a measuring child killed while compiling: its TempFileGuard never ran). Only this
-/// key's, and only of pids that do not exist; a temporary of a live process is its work.
+/// in the cache (a measuring child killed while compiling: its TempFileGuard never ran). This
+/// key's, and the first time this process compiles into `dir` every key's (a kernel whose compile
+/// a kill cut short may never be compiled again: a rerun that reuses its measurement); only of
+/// pids that do not exist: a temporary of a live process is its work.
 void remove_stale_temporaries(const std::string& dir, const std::string& key);
 
 /// <dir>/<key>.so of the first shipped folder holding the key, or "".
