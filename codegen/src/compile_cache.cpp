@@ -268,17 +268,17 @@ void remove_stale_temporaries(const std::string& dir, const std::string& key) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return;
   const std::string me = std::to_string(::getpid());
+  const std::string own = key + ".";
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (!every_key && name.rfind(key + ".", 0) != 0) continue;
+    const bool mine = name.rfind(own, 0) == 0;
+    if (!mine && !every_key) continue;
     const auto tmp = name.find(".tmp.");
     if (tmp == std::string::npos) continue;
-    if (every_key && name.rfind(key + ".", 0) != 0) {
-      // Another key's: only a kernel's source or library (write_file_atomically's, the compiler's).
-      const bool so = tmp >= 3 && name.compare(tmp - 3, 3, ".so") == 0;
-      const bool cpp = tmp >= 4 && name.compare(tmp - 4, 4, ".cpp") == 0;
-      if (!so && !cpp) continue;
-    }
+    // Another key's: only a kernel's source or library (write_file_atomically's, the compiler's).
+    if (!mine && !(tmp >= 3 && name.compare(tmp - 3, 3, ".so") == 0) &&
+        !(tmp >= 4 && name.compare(tmp - 4, 4, ".cpp") == 0))
+      continue;
     const auto pid_end = name.find('.', tmp + 5);
     const std::string pid = name.substr(tmp + 5, pid_end == std::string::npos ? std::string::npos
                                                                             : pid_end - tmp - 5);

@@ -313,8 +313,9 @@ Command make_tune_command() {
                 "pick the winner from those timings (0: trust the search's timings). With "
                 "--search model or anns the model's nominees (--budget, default 20, MTTKRP 40) "
                 "are measured side by side at once, no separate measurement first: N caps them; "
-                "0: the model "
-                "decides alone (its best, or the dia baseline where the diagonal rule admits it: the model cannot score it), guarded by one side-by-side run against csr")
+                "0: the model decides alone (its best, or the dia baseline where the diagonal "
+                "rule admits it: the model cannot score it), guarded by one side-by-side run "
+                "against csr")
                 ->check(CLI::Range(0, 1000))
                 ->capture_default_str();
             sub.add_flag("--measure-first", o->req.measure_first,
