@@ -837,6 +837,49 @@ TEST_CASE("tune: SpMV's adaptive plans take the short list's order and keep its 
   CHECK(mn.at("search") == "model");
   CHECK(mn.at("search_info").at("shortlist") == true);  // the model ranked the short list
   CHECK(cli("tune --kernel spmv --adaptive --model-choice --prior-choice " + example()).status != 0);
+  // The list's order reads the list only as far as its nominees need, and a damaged line (here
+  // the second) is left out, the lines after it kept (the model's choice too parses the rest without it).
+  {
+    std::vector<std::string> lines;
+    {
+      std::ifstream in(shipped + "/spmv.txt");
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+    }
+    REQUIRE(lines.size() == 4);  // the header comment, csr, UC chunk=1, CC chunk=1
+    lines.insert(lines.begin() + 2, "order=i,k format=XY parallel=i  # damaged");
+    {
+      std::ofstream out(shipped + "/spmv.txt");
+      for (const std::string& line : lines) out << line << "\n";
+    }
+    const auto read = [&](int nominees) {
+      const Result d = waco::test::run_cli(
+          "tune --kernel spmv --adaptive --expected-calls 100000000 --calls 50 --nominees " +
+              std::to_string(nominees) + " --no-compare --no-plan-cache --threads 2 --json --cache-dir " +
+              dir + "/cache " + example(),
+          "WACO_SHIPPED_KERNELS=" + shipped);
+      INFO(d.err);
+      REQUIRE(d.status == 0);
+      return nlohmann::json::parse(d.out).at("adaptive");
+    };
+    const nlohmann::json one = read(1);
+    CHECK(one.at("nomination").at("shortlist") == 4);
+    // csr and the damaged line (both left out), then the first nominee; not the last line
+    CHECK(one.at("nomination").at("read") == 3);
+    REQUIRE(one.at("arms").size() == 2);
+    CHECK(one.at("arms").at(1).at("schedule") == "order=i,k format=UC parallel=i threads=2 chunk=1");
+    const nlohmann::json two = read(2);
+    CHECK(two.at("nomination").at("read") == 4);
+    REQUIRE(two.at("arms").size() == 3);
+    CHECK(two.at("arms").at(2).at("schedule") == "order=i,k format=CC parallel=i threads=2 chunk=1");
+    const Result m = waco::test::run_cli(
+        "tune --kernel spmv --adaptive --model-choice --expected-calls 100000000 --calls 50 "
+        "--nominees 2 --no-compare --no-plan-cache --json --cache-dir " + dir + "/cache " + example(),
+        "WACO_SHIPPED_KERNELS=" + shipped);
+    INFO(m.err);
+    REQUIRE(m.status == 0);
+    CHECK(nlohmann::json::parse(m.out).at("adaptive").at("nomination").at("search_info").at("shortlist") ==
+          true);
+  }
   // SpMM's plans choose by the model: a no-gain of its list's order (--prior-choice) is no
   // verdict on the model's nominees, and is not kept. Each kernel here runs ~10x csr's time
   // (the dense loop outermost: A read once a column of C).

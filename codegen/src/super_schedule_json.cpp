@@ -215,10 +215,14 @@ SuperSchedule schedule_from_string(KernelKind k, const std::string& text) {
   return parse_schedule(k, text);
 }
 
-std::vector<SuperSchedule> read_schedule_list(KernelKind kind, const std::string& path) {
+namespace {
+
+/// A schedule list file's lines that hold a schedule: (line number, trimmed text), comments and
+/// blank lines dropped. Throws when the file cannot be read.
+std::vector<std::pair<int, std::string>> list_lines(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error("cannot read the schedule list " + path, "check the path given to --schedules");
-  std::vector<SuperSchedule> out;
+  std::vector<std::pair<int, std::string>> out;
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
@@ -227,7 +231,16 @@ std::vector<SuperSchedule> read_schedule_list(KernelKind kind, const std::string
     const auto first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos) continue;
     const auto last = line.find_last_not_of(" \t\r");
-    const std::string text = line.substr(first, last - first + 1);
+    out.emplace_back(number, line.substr(first, last - first + 1));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SuperSchedule> read_schedule_list(KernelKind kind, const std::string& path) {
+  std::vector<SuperSchedule> out;
+  for (const auto& [number, text] : list_lines(path)) {
     try {
       out.push_back(schedule_from_string(kind, text));
     } catch (const Error& e) {
@@ -245,18 +258,48 @@ std::string shipped_list_path(const std::string& dir, KernelKind k) {
   return dir + "/" + std::string(kernel_name(k)) + ".txt";
 }
 
-std::vector<SuperSchedule> shipped_list(const std::string& dir, KernelKind k) {
-  // Kept while the file stays: every adaptive plan's choice asks, and parsing the list costs
-  // ~0.1 ms (20 csr calls of a small SpMV).
-  static kernels::PerFileCache<std::vector<SuperSchedule>> kept;
+std::vector<std::string> shipped_list_texts(const std::string& dir, KernelKind k) {
+  // Kept while the file stays: every adaptive plan's choice asks.
+  static kernels::PerFileCache<std::vector<std::string>> kept;
   const std::string path = shipped_list_path(dir, k);
-  return kept.get(path, [&]() -> std::vector<SuperSchedule> {
+  return kept.get(path, [&] {
+    std::vector<std::string> texts;
     try {
-      return read_schedule_list(k, path);
+      for (auto& line : list_lines(path)) texts.push_back(std::move(line.second));
     } catch (const Error&) {
-      return {};  // a folder without a usable list: its kernels still serve compile_and_load
+      // Unreadable (gone since its stamp was taken): no list.
     }
+    return texts;
   });
+}
+
+std::vector<SuperSchedule> shipped_list(const std::string& dir, KernelKind k) {
+  // Kept while the file stays: parsing the whole list costs ~0.1-0.2 ms (20-40 csr calls of a
+  // small SpMV).
+  static kernels::PerFileCache<std::vector<SuperSchedule>> kept;
+  return kept.get(shipped_list_path(dir, k), [&] {
+    std::vector<SuperSchedule> out;
+    for (const std::string& text : shipped_list_texts(dir, k))
+      if (std::optional<SuperSchedule> s = shipped_schedule(k, text)) out.push_back(std::move(*s));
+    return out;
+  });
+}
+
+std::optional<SuperSchedule> shipped_schedule(KernelKind k, const std::string& text) {
+  try {
+    return schedule_from_string(k, text);
+  } catch (const Error&) {
+    return std::nullopt;  // a damaged line: not a schedule of the list; the others still serve
+  }
+}
+
+std::vector<std::string> shipped_schedule_texts(KernelKind k) {
+  std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
+  for (const std::string& dir : shipped_kernel_dirs())
+    for (std::string& text : shipped_list_texts(dir, k))
+      if (seen.insert(text).second) out.push_back(std::move(text));
+  return out;
 }
 
 std::vector<SuperSchedule> shipped_schedules(KernelKind k) {

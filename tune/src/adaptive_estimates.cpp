@@ -45,8 +45,10 @@ constexpr double kShortChoiceFixedS = 0.0006;
 constexpr double kShortChoiceFixedDenseS = 0.0012;
 constexpr double kShortChoicePerNonzeroS = 35e-9;
 constexpr double kFirstChoiceS = 0.0015;
-/// Reading the shipped lists, the first time in a process (0.2-0.36 ms, session 49).
-constexpr double kListReadS = 0.0004;
+/// Reading the shipped lists' texts, then parsing the first few for the list's order, the first
+/// time in a process (0.07 ms at the median over 8 small matrices, session 85, Intel Xeon VM;
+/// parsing all of them, as before, took 0.2-0.36 ms, session 49; the model's choice still does).
+constexpr double kListReadS = 0.0001;
 constexpr double kFormatFixedS = 0.00005;
 constexpr double kFormatPerNonzeroS = 20e-9;
 constexpr double kLoadS = 0.0001;
@@ -143,7 +145,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
     if (policy_.affords(estimate + then)) {
       if (!shortlist_) {  // read once (a cached file read), its time charged to the choice
         const double t0 = kernels::now_seconds();
-        shortlist_ = codegen::shipped_schedules(setup_.request.kind);
+        shortlist_ = codegen::shipped_schedule_texts(setup_.request.kind);
         policy_.charge(kernels::now_seconds() - t0, {}, Cost::Choice);
       }
       if (shortlist_->empty()) {  // no list: the model ranks the admissible set

@@ -148,37 +148,58 @@ void AdaptiveRun::dia_step() {
                "the dia baseline is the only nominee (" + dia.note + ")");
 }
 
-std::string AdaptiveRun::as_run(codegen::SuperSchedule s) const {
-  if (s.threads <= 0) s.threads = csr_->bound.args.threads;
-  return codegen::to_text(codegen::canonicalize(s));
-}
+namespace {
 
-std::vector<codegen::SuperSchedule> AdaptiveRun::trimmed(std::vector<codegen::SuperSchedule> v) const {
-  // csr's own schedule, in its fixed chunk (as the model ranks it) or its own (a list's `csr`
-  // entry, chunk=auto), can only tie.
-  const std::string csr = as_run(csr_->bound.schedule);
-  const std::string csr_fixed = as_run(codegen::fixed_chunk(csr_->bound.schedule));
-  v.erase(std::remove_if(v.begin(), v.end(),
-                         [&](const codegen::SuperSchedule& s) {
-                           const std::string t = as_run(s);
-                           return t == csr || t == csr_fixed;
-                         }),
-          v.end());
-  // The model scores a kernel's chunk variants alike: its best few are often one kernel in
-  // several chunks (SpMM n=64: four of `split=j:64|32 UC` dynamic, where the static twin the
-  // hybrid tune chose on 14 of 22 held-out-like matrices came sixth). At most kPerKernel of a
-  // kernel (its schedule but the dynamic chunk) go first, the rest of the ranking after them.
-  std::vector<codegen::SuperSchedule> diverse, rest;
-  std::map<std::string, std::size_t> per_kernel;
-  for (codegen::SuperSchedule& s : v) {
+/// The nominees of a ranked list, offered in its order (AdaptiveRun::trimmed): csr's own
+/// schedule left out in any chunk it runs in (its own, or the fixed one the model ranks: it can
+/// only tie), at most kPerKernel of a kernel first, the rest of the ranking after them, `wanted`
+/// in all.
+class NomineeTrim {
+ public:
+  NomineeTrim(const codegen::SuperSchedule& csr, std::size_t wanted)
+      : threads_(csr.threads), wanted_(wanted), csr_(as_run(csr)), csr_fixed_(as_run(codegen::fixed_chunk(csr))) {}
+
+  /// Takes the list's next schedule; false once no later one can be among the first `wanted`.
+  bool offer(codegen::SuperSchedule s) {
+    const std::string t = as_run(s);
+    if (t == csr_ || t == csr_fixed_) return !full();
+    // The model scores a kernel's chunk variants alike: its best few are often one kernel in
+    // several chunks (SpMM n=64: four of `split=j:64|32 UC` dynamic, where the static twin the
+    // hybrid tune chose on 14 of 22 held-out-like matrices came sixth).
     codegen::SuperSchedule k = s;
     if (k.chunk != codegen::kStaticChunk) k.chunk = 1;
-    (per_kernel[as_run(k)]++ < kPerKernel ? diverse : rest).push_back(std::move(s));
+    (per_kernel_[as_run(k)]++ < kPerKernel ? diverse_ : rest_).push_back(std::move(s));
+    return !full();
   }
-  diverse.insert(diverse.end(), rest.begin(), rest.end());
-  if (diverse.size() > static_cast<std::size_t>(setup_.nominees))
-    diverse.resize(static_cast<std::size_t>(setup_.nominees));
-  return diverse;
+
+  std::vector<codegen::SuperSchedule> take() && {
+    diverse_.insert(diverse_.end(), rest_.begin(), rest_.end());
+    if (diverse_.size() > wanted_) diverse_.resize(wanted_);
+    return std::move(diverse_);
+  }
+
+ private:
+  bool full() const { return diverse_.size() >= wanted_; }
+  /// `s` as the plan runs it (with csr's threads when it names none), canonical, as text.
+  std::string as_run(codegen::SuperSchedule s) const {
+    if (s.threads <= 0) s.threads = threads_;
+    return codegen::to_text(codegen::canonicalize(s));
+  }
+
+  int threads_;
+  std::size_t wanted_;
+  std::string csr_, csr_fixed_;
+  std::vector<codegen::SuperSchedule> diverse_, rest_;
+  std::map<std::string, std::size_t> per_kernel_;
+};
+
+}  // namespace
+
+std::vector<codegen::SuperSchedule> AdaptiveRun::trimmed(std::vector<codegen::SuperSchedule> v) const {
+  NomineeTrim trim(csr_->bound.schedule, static_cast<std::size_t>(setup_.nominees));
+  for (codegen::SuperSchedule& s : v)
+    if (!trim.offer(std::move(s))) break;
+  return std::move(trim).take();
 }
 
 void AdaptiveRun::prior_step() {
@@ -187,14 +208,19 @@ void AdaptiveRun::prior_step() {
   // machine that made them), as the model's nominees do (nominate: the request's), not csr's:
   // on a small matrix csr may run serially (chunk=auto), which is no reason to run the list's
   // parallel schedules on one thread. One the operand cannot store or run fails when it is
-  // prepared.
+  // prepared. The list is parsed only as far as the nominees need (its first ~7 of ~40 lines:
+  // parsing all of them cost 0.2-0.3 ms, ~50 calls of a 5-us csr).
   const int threads = setup_.request.threads > 0 ? setup_.request.threads : kernels::available_cpus();
-  std::vector<codegen::SuperSchedule> v;
-  for (codegen::SuperSchedule s : *shortlist_) {
-    if (s.threads > 0) s.threads = threads;
-    v.push_back(codegen::canonicalize(s));
+  NomineeTrim trim(csr_->bound.schedule, static_cast<std::size_t>(setup_.nominees));
+  std::size_t read = 0;
+  for (const std::string& text : *shortlist_) {
+    ++read;
+    std::optional<codegen::SuperSchedule> s = codegen::shipped_schedule(setup_.request.kind, text);
+    if (!s) continue;
+    if (s->threads > 0) s->threads = threads;
+    if (!trim.offer(codegen::canonicalize(*s))) break;
   }
-  v = trimmed(std::move(v));
+  std::vector<codegen::SuperSchedule> v = std::move(trim).take();
   const double seconds = kernels::now_seconds() - t0;
   std::lock_guard<std::mutex> lock(mu_);
   nominated_done_ = true;
@@ -206,6 +232,7 @@ void AdaptiveRun::prior_step() {
                               : "the expected calls afford a nominee but not the model's choice: the "
                                 "short list's most frequent winners, in its order"},
                  {"shortlist", shortlist_->size()},
+                 {"read", read},
                  {"seconds", seconds}};
   if (!dia_note_.empty()) nomination_["dia"] = dia_note_;
   policy_.charge(seconds, "choice (the short list's order)", Cost::Choice);
@@ -218,6 +245,7 @@ void AdaptiveRun::prior_step() {
 void AdaptiveRun::nominate_step() {
   Nomination nom;
   std::string error;
+  double parse_s = 0.0;  // the short list's schedules parsed (kept per file after a process's first)
   try {
     QuietObserver quiet;
     // The short list of the shipped kernels when there is one: ranking only what can run
@@ -228,8 +256,12 @@ void AdaptiveRun::nominate_step() {
     // kPerKernel nominees share a kernel (below).
     TuneOperand operand = setup_.operand;
     operand.diagonals = diagonals_;  // counted by the dia step: the space does not count again
+    const double t0 = kernels::now_seconds();
+    const std::vector<codegen::SuperSchedule> among =
+        shortlist_->empty() ? std::vector<codegen::SuperSchedule>() : codegen::shipped_schedules(setup_.request.kind);
+    parse_s = kernels::now_seconds() - t0;
     nom = nominate(operand, setup_.request, kPerKernel * static_cast<std::size_t>(setup_.nominees) * 2 + 1,
-                   quiet, shortlist_->empty() ? nullptr : &*shortlist_);
+                   quiet, among.empty() ? nullptr : &among);
     g_chose.store(true, std::memory_order_relaxed);
     nom.schedules = trimmed(std::move(nom.schedules));
   } catch (const std::exception& e) {
@@ -238,6 +270,7 @@ void AdaptiveRun::nominate_step() {
   std::lock_guard<std::mutex> lock(mu_);
   nominated_done_ = true;
   next_nominee_ = 0;
+  policy_.charge(parse_s, {}, Cost::Choice);
   if (!error.empty()) {
     nomination_ = {{"error", error}};
     for (int k = 1; k <= setup_.nominees; ++k) policy_.failed(k, "no nomination: " + error);

@@ -156,8 +156,17 @@ std::vector<SuperSchedule> read_schedule_list(kernels::KernelKind k, const std::
 /// shipped_kernel_dirs) for kernel k: <dir>/<kernel>.txt, written by `waco-hybrid precompile
 /// --out dir` (a schedule list file).
 std::string shipped_list_path(const std::string& dir, kernels::KernelKind k);
-/// The schedules of `dir`'s list for kernel k (none when it has none or it does not parse).
+/// The schedule texts of `dir`'s list for kernel k, unparsed, in order (none when it has none).
+std::vector<std::string> shipped_list_texts(const std::string& dir, kernels::KernelKind k);
+/// The schedules of `dir`'s list for kernel k (none when it has none); a line that does not
+/// parse (a damaged list) is left out, the others kept.
 std::vector<SuperSchedule> shipped_list(const std::string& dir, kernels::KernelKind k);
+/// One line of a shipped list parsed (schedule_from_string), or nothing when it does not parse.
+std::optional<SuperSchedule> shipped_schedule(kernels::KernelKind k, const std::string& text);
+/// The schedule texts of every shipped folder's list for kernel k, in order, without repeated
+/// texts, unparsed: a plan that takes the list's order parses only its first few
+/// (shipped_schedule), where parsing all of them cost more than the rest of its choice.
+std::vector<std::string> shipped_schedule_texts(kernels::KernelKind k);
 /// The schedules of every shipped folder's list for kernel k, in order, without repeats (none
 /// when no folder has a list or none is readable): an adaptive plan's short list (issue 35,
 /// "cheap choice"). Kernel templates: a schedule's kernel also serves its other chunks, thread

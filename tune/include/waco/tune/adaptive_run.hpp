@@ -146,8 +146,6 @@ class AdaptiveRun {
   /// Nominees in the short list's own order (the committed dataset's most frequent winners
   /// first), without the model: what the calls afford when the model's choice does not fit.
   void prior_step();
-  /// `s` as this plan runs it (with csr's threads when it names none), canonical, as text.
-  std::string as_run(codegen::SuperSchedule s) const;
   /// The nominees of a ranked list: csr's own schedule out (in any chunk it runs in: its own
   /// or the fixed one the model ranks), at most kPerKernel of a kernel
   /// first, setup_.nominees of them.
@@ -178,9 +176,10 @@ class AdaptiveRun {
   std::vector<kernels::Values> spare_;
   /// The formats of csr and the nominees, shared by the nominees that store alike.
   std::shared_ptr<codegen::StorageCache> storages_ = std::make_shared<codegen::StorageCache>();
-  /// The shipped kernels' schedules the choice ranks (codegen::shipped_schedules; empty: the
-  /// whole admissible set), read once the budget affords ranking a short list.
-  std::optional<std::vector<codegen::SuperSchedule>> shortlist_;
+  /// The shipped kernels' schedule texts (codegen::shipped_schedule_texts; empty: the model
+  /// ranks the whole admissible set), read once the budget affords ranking a short list; the
+  /// list's order parses its first few, the model's choice all of them.
+  std::optional<std::vector<std::string>> shortlist_;
   nlohmann::json nomination_ = nullptr;
   std::optional<heuristics::TuningKey> key_;  ///< setup_.cache_key(), once taken
   nlohmann::json lookup_ = nullptr;           ///< what the tuning cache answered
