@@ -198,7 +198,7 @@ KernelKind kernel_of_byte(std::uint8_t b) { return kernels::kAllKernels[b % 4]; 
 
 heuristics::TuningKey fuzz_key(KernelKind k) {
   heuristics::TuningKey key;
-  key.fingerprint = "0123456789abcdef";
+  key.content = "0123456789abcdef";
   key.kind = k;
   key.dense = k == KernelKind::SpMV ? 1 : 16;
   key.threads = 2;

@@ -23,7 +23,7 @@ namespace {
 
 TuningKey sample_key() {
   TuningKey k;
-  k.fingerprint = "0123456789abcdef";
+  k.content = "0123456789abcdef";
   k.kind = kernels::KernelKind::SpMM;
   k.dense = 256;
   k.threads = 2;
@@ -80,7 +80,7 @@ TEST_CASE("tuning cache: a change of any key part misses") {
   cache.store(key, sample_schedule(), nlohmann::json{{"verdict", "gain"}});
   REQUIRE(cache.find(key).hit);
   std::vector<TuningKey> changed(7, key);
-  changed[0].fingerprint = "fedcba9876543210";
+  changed[0].content = "fedcba9876543210";
   changed[1].kind = kernels::KernelKind::SpMV;
   changed[2].dense = 128;
   changed[3].threads = 1;

@@ -31,10 +31,17 @@ struct Matrix::Impl {
     });
     return fingerprint_;
   }
+  /// kernels::content_key_hex of the operand (the tuning cache's key), computed when first asked.
+  const std::string& content_key() const {
+    std::call_once(content_once_, [this] {
+      content_ = matrix ? kernels::content_key_hex(*matrix) : kernels::content_key_hex(*tensor);
+    });
+    return content_;
+  }
 
  private:
-  mutable std::once_flag fingerprint_once_;
-  mutable std::string fingerprint_;
+  mutable std::once_flag fingerprint_once_, content_once_;
+  mutable std::string fingerprint_, content_;
 };
 
 namespace api {

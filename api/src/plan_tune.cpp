@@ -141,7 +141,7 @@ Plan tune(const Matrix& A, Kernel k, const Options& o) {
     // schedules is measured, never a decision: tuning::run does not ask the cache for one).
     if (o.use_cache && !o.refresh && o.schedules.empty()) {
       const heuristics::TuningCache cache(o.cache_dir);
-      const heuristics::TuningKey key{A.fingerprint(), kind_of(k), dense, threads,
+      const heuristics::TuningKey key{A.impl().content_key(), kind_of(k), dense, threads,
                                       heuristics::machine_identity(generated_options(o).compiler),
                                       A.impl().dtype};
       const heuristics::CacheLookup found = cache.find(key);

@@ -466,7 +466,7 @@ Command make_tune_command() {
                 "--no-plan-cache", o->req.no_plan_cache,
                 "Neither read nor write the tuning cache");
             sub.add_option("--plan-cache", o->req.plan_cache,
-                           "Tuning cache folder: a decision is kept per matrix fingerprint, kernel, "
+                           "Tuning cache folder: a decision is kept per matrix content, kernel, "
                            "dense size, threads and machine (CPU, caches, compilers, version) and "
                            "returned by the next tune without searching (default: " +
                                heuristics::default_tuning_cache_dir() + ")")

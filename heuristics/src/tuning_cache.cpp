@@ -28,7 +28,7 @@ std::string tuning_cache_checksum(const nlohmann::json& key, const nlohmann::jso
 }
 
 nlohmann::json TuningKey::to_json() const {
-  nlohmann::json j = {{"fingerprint", fingerprint},
+  nlohmann::json j = {{"content", content},
                       {"kernel", std::string(kernels::kernel_name(kind))},
                       {"dense", dense},
                       {"threads", threads},

@@ -234,6 +234,76 @@ std::uint64_t fingerprint(const CooTensor& t) {
   return h.value();
 }
 
+namespace {
+
+/// content_key's lanes: a multiply-rotate round per word (xxHash64's), four chains side by side.
+class LaneHasher {
+ public:
+  static constexpr std::uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full;
+
+  static std::uint64_t round(std::uint64_t acc, std::uint64_t w) {
+    acc += w * kP2;
+    acc = (acc << 31) | (acc >> 33);
+    return acc * kP1;
+  }
+  /// Entry e's words go to lane e % 4.
+  void add(std::size_t e, std::uint64_t w0, std::uint64_t w1) {
+    std::uint64_t& l = lane_[e & 3];
+    l = round(round(l, w0), w1);
+  }
+  std::uint64_t value(std::uint64_t tag, const std::vector<std::uint64_t>& dims, std::uint64_t n) const {
+    std::uint64_t h = splitmix64(tag);
+    for (int k = 0; k < 4; ++k) h = splitmix64(h ^ lane_[k]);
+    for (std::uint64_t d : dims) h = splitmix64(h ^ d);
+    return splitmix64(h ^ n);
+  }
+
+ private:
+  std::uint64_t lane_[4] = {kP1, kP2, kP1 ^ kP2, ~kP1};
+};
+
+std::uint64_t float_bits(double v) {
+  const auto f = static_cast<float>(v);
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+}  // namespace
+
+std::uint64_t content_key(const CooMatrix& a) {
+  LaneHasher h;
+  const std::size_t n = a.val.size();
+  for (std::size_t e = 0; e < n; ++e)
+    h.add(e, (static_cast<std::uint64_t>(a.row[e]) << 32) | static_cast<std::uint32_t>(a.col[e]),
+          float_bits(a.val[e]));
+  return h.value(2, {static_cast<std::uint64_t>(a.rows), static_cast<std::uint64_t>(a.cols)}, n);
+}
+
+std::uint64_t content_key(const CooTensor& t) {
+  LaneHasher h;
+  const std::size_t n = t.val.size();
+  const std::size_t order = t.idx.size();
+  // An entry's 32-bit words (its coordinates, then its value's bits) two to a 64-bit word, two
+  // such words a round pair (order 3: one pair).
+  std::vector<std::uint64_t> words((order + 2) / 2 + 1, 0);
+  for (std::size_t e = 0; e < n; ++e) {
+    std::fill(words.begin(), words.end(), 0);
+    for (std::size_t m = 0; m <= order; ++m) {
+      const std::uint64_t v =
+          m < order ? static_cast<std::uint32_t>(t.idx[m][e]) : float_bits(t.val[e]);
+      words[m / 2] |= (m % 2 == 0) ? v << 32 : v;
+    }
+    for (std::size_t w = 0; w + 1 < words.size(); w += 2) h.add(e, words[w], words[w + 1]);
+  }
+  std::vector<std::uint64_t> dims;
+  for (index_t d : t.dims) dims.push_back(static_cast<std::uint64_t>(d));
+  return h.value(3 + order, dims, n);
+}
+
+std::string content_key_hex(const CooMatrix& a) { return hex16(content_key(a)); }
+std::string content_key_hex(const CooTensor& t) { return hex16(content_key(t)); }
+
 CooMatrix transpose(const CooMatrix& a) {
   CooMatrix t;
   t.rows = a.cols;

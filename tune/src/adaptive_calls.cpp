@@ -276,12 +276,7 @@ std::int64_t AdaptiveRun::exploring_calls() const {
 
 nlohmann::json AdaptiveRun::report() const {
   // The fingerprint outside the lock: computed the first time, it would hold up calls.
-  std::string fingerprint;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (key_) fingerprint = key_->fingerprint;
-  }
-  if (fingerprint.empty()) fingerprint = setup_.fingerprint();
+  const std::string fingerprint = setup_.fingerprint();
   std::lock_guard<std::mutex> lock(mu_);
   nlohmann::json a = policy_.to_json();
   for (nlohmann::json& arm : a["arms"])

@@ -61,10 +61,10 @@ constexpr double kDiaCountPerNonzeroS = 4e-9;
 /// first time in a process on the development VM: sysfs and /proc/cpuinfo; ~0.02 ms after) and
 /// reading the entry.
 constexpr double kLookupS = 0.0003;
-/// ... and the operand's fingerprint when the caller did not give it (AdaptiveSetup::fingerprint:
-/// a serial hash, 13 ns a nonzero on the development VM; 19 ms for 1.4M nonzeros, more than a
-/// 14-iteration CG solve's budget).
-constexpr double kFingerprintPerNonzeroS = 15e-9;
+/// ... and the operand's content key (AdaptiveSetup::cache_key, kernels::content_key:
+/// 1.4 ns a nonzero on 7k-704k-nonzero matrices, Intel Xeon VM, session 85, the fingerprint 11).
+/// Until session 85 the key held the fingerprint, a serial hash of 13 ns a nonzero.
+constexpr double kContentKeyPerNonzeroS = 2e-9;
 
 /// csr calls timed before the first preparation step.
 constexpr std::int64_t kMinCsrCalls = 8;
@@ -94,14 +94,14 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
   double then = 0.0;  // what the step after it is taken to cost, when the step pays only with it
   bool prior = false;  // the choice by the short list's order (prior_step)
   const double lookup_estimate =
-      kLookupS + (setup_.operand.fingerprint.empty() ? kFingerprintPerNonzeroS * nnz : 0.0);
+      kLookupS + kContentKeyPerNonzeroS * nnz;
   // The count pays only when the cheapest step after it does too: a format (dia's, the least a
   // nominee costs; stencil300 at 200 expected calls counted, 1-1.5 ms, then could not build it).
   const double count_estimate =
       kFormatFixedS + kDiaCountPerNonzeroS * nnz + kFormatFixedS + kFormatPerNonzeroS * nnz;
   // The tuning cache first (a decision there needs no count), unless the expected calls do not
-  // pay for asking it, counting and a format after: then the diagonals first, a quarter of the
-  // fingerprint's cost the cache's key needs (a matrix dia stores needs no model, nor the cache).
+  // pay for asking it, counting and a format after: then the diagonals first (a matrix dia
+  // stores needs no model, nor the cache).
   const bool count_pending = !nominated_done_ && dia_pending_;
   const bool lookup_pending = setup_.ask_cache && !looked_up_;
   const bool count_first =

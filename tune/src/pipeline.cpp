@@ -135,7 +135,9 @@ TuneOutcome run(const TuneOperand& operand, const TuneRequest& request, TuneObse
   if (o.schedules.empty() && !o.no_plan_cache) {
     plan_cache.emplace(o.plan_cache);
     const std::int64_t dense_key = kind == KernelKind::SpMV ? 1 : dense;
-    tuning_key = TuningKey{rec.fingerprint, kind, static_cast<int>(dense_key), threads,
+    const std::string content = operand.matrix ? kernels::content_key_hex(*operand.matrix)
+                                               : kernels::content_key_hex(*operand.tensor);
+    tuning_key = TuningKey{content, kind, static_cast<int>(dense_key), threads,
                            machine_identity(o.generated.compiler), o.dtype};
     if (!o.refresh) {
       const CacheLookup found = plan_cache->find(tuning_key);

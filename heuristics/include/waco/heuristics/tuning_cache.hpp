@@ -3,7 +3,8 @@
 // of everything the decision depends on, so that the next `tune` or `waco::tune` of the same
 // matrix on the same machine returns it without searching.
 //
-// The key: the matrix's content fingerprint, the kernel, the dense size, the thread count, and
+// The key: the matrix's content key (kernels::content_key: its content, as its fingerprint
+// names it, in a digest ~8x as fast to take), the kernel, the dense size, the thread count, and
 // the machine's identity (CPU model, cache sizes and the source they came from, the compiler and
 // flags of waco-hybrid and of its generated kernels, waco-hybrid's version and git revision).
 // A change of any part misses. One entry is one JSON file named by a hash of the key, written
@@ -25,10 +26,11 @@
 namespace waco::heuristics {
 
 /// Version of the entry layout; an entry of another version misses (is not corrupt).
-inline constexpr int kTuningCacheVersion = 1;
+/// 2 (session 85): filed under the content key, not the fingerprint.
+inline constexpr int kTuningCacheVersion = 2;
 
 struct TuningKey {
-  std::string fingerprint;  ///< of the sparse operand (kernels::fingerprint_hex)
+  std::string content;  ///< of the sparse operand (kernels::content_key_hex)
   kernels::KernelKind kind = kernels::KernelKind::SpMV;
   int dense = 1;            ///< J, K, or 1 for SpMV
   int threads = 1;

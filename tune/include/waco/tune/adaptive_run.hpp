@@ -84,7 +84,8 @@ struct AdaptiveSetup {
   int nominees = 5;
   AdaptiveOptions policy;
   /// The tuning cache's key of this plan (empty: no cache), taken when first needed (the machine's
-  /// identity costs ~0.3 ms the first time in a process: more than a short solve's every call).
+  /// identity costs ~0.1-0.3 ms the first time in a process, the operand's content key ~1-2 ns a
+  /// nonzero: more than a short solve's every call).
   std::function<heuristics::TuningKey()> cache_key;
   std::string cache_dir;
   /// Whether the plan asks the tuning cache before choosing (a step like the others, when the
@@ -92,7 +93,8 @@ struct AdaptiveSetup {
   /// decision is stored whenever cache_key is set.
   bool ask_cache = false;
   /// The operand's fingerprint (kernels::fingerprint_hex), computed when first needed: for
-  /// the tuning cache's key and the report (a serial hash of ~10 ns a nonzero).
+  /// the report (a serial hash of ~10 ns a nonzero; the tuning cache's key holds the faster
+  /// content key since session 85).
   std::function<std::string()> fingerprint;
   /// How nominees are chosen (NomineeChoice): adaptive_setup sets the kernel's default
   /// (default_nominee_choice); `tune --adaptive --prior-choice | --model-choice` set either.
