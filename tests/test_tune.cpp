@@ -838,7 +838,8 @@ TEST_CASE("tune: SpMV's adaptive plans take the short list's order and keep its 
   CHECK(mn.at("search_info").at("shortlist") == true);  // the model ranked the short list
   CHECK(cli("tune --kernel spmv --adaptive --model-choice --prior-choice " + example()).status != 0);
   // The list's order reads the list only as far as its nominees need, and a damaged line (here
-  // the second) is left out, the lines after it kept (the model's choice too parses the rest without it).
+  // the second) is left out, the lines after it kept (the model's choice too parses the rest
+  // without it).
   {
     std::vector<std::string> lines;
     {
@@ -854,8 +855,9 @@ TEST_CASE("tune: SpMV's adaptive plans take the short list's order and keep its 
     const auto read = [&](int nominees) {
       const Result d = waco::test::run_cli(
           "tune --kernel spmv --adaptive --expected-calls 100000000 --calls 50 --nominees " +
-              std::to_string(nominees) + " --no-compare --no-plan-cache --threads 2 --json --cache-dir " +
-              dir + "/cache " + example(),
+              std::to_string(nominees) +
+              " --no-compare --no-plan-cache --threads 2 --json --cache-dir " + dir + "/cache " +
+              example(),
           "WACO_SHIPPED_KERNELS=" + shipped);
       INFO(d.err);
       REQUIRE(d.status == 0);
@@ -866,19 +868,25 @@ TEST_CASE("tune: SpMV's adaptive plans take the short list's order and keep its 
     // csr and the damaged line (both left out), then the first nominee; not the last line
     CHECK(one.at("nomination").at("read") == 3);
     REQUIRE(one.at("arms").size() == 2);
-    CHECK(one.at("arms").at(1).at("schedule") == "order=i,k format=UC parallel=i threads=2 chunk=1");
+    CHECK(one.at("arms").at(1).at("schedule") ==
+          "order=i,k format=UC parallel=i threads=2 chunk=1");
     const nlohmann::json two = read(2);
     CHECK(two.at("nomination").at("read") == 4);
     REQUIRE(two.at("arms").size() == 3);
-    CHECK(two.at("arms").at(2).at("schedule") == "order=i,k format=CC parallel=i threads=2 chunk=1");
+    CHECK(two.at("arms").at(2).at("schedule") ==
+          "order=i,k format=CC parallel=i threads=2 chunk=1");
     const Result m = waco::test::run_cli(
         "tune --kernel spmv --adaptive --model-choice --expected-calls 100000000 --calls 50 "
-        "--nominees 2 --no-compare --no-plan-cache --json --cache-dir " + dir + "/cache " + example(),
+        "--nominees 2 --no-compare --no-plan-cache --json --cache-dir " +
+            dir + "/cache " + example(),
         "WACO_SHIPPED_KERNELS=" + shipped);
     INFO(m.err);
     REQUIRE(m.status == 0);
-    CHECK(nlohmann::json::parse(m.out).at("adaptive").at("nomination").at("search_info").at("shortlist") ==
-          true);
+    CHECK(nlohmann::json::parse(m.out)
+              .at("adaptive")
+              .at("nomination")
+              .at("search_info")
+              .at("shortlist") == true);
   }
   // SpMM's plans choose by the model: a no-gain of its list's order (--prior-choice) is no
   // verdict on the model's nominees, and is not kept. Each kernel here runs ~10x csr's time

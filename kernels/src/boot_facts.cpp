@@ -34,7 +34,8 @@ double boot_time() {
   timespec real{}, boot{};
   if (::clock_gettime(CLOCK_REALTIME, &real) != 0 || ::clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
     return 0.0;
-  return static_cast<double>(real.tv_sec - boot.tv_sec) + 1e-9 * static_cast<double>(real.tv_nsec - boot.tv_nsec);
+  return static_cast<double>(real.tv_sec - boot.tv_sec) +
+         1e-9 * static_cast<double>(real.tv_nsec - boot.tv_nsec);
 }
 
 namespace {
@@ -67,7 +68,8 @@ nlohmann::json boot_fact(const std::string& name, const std::function<nlohmann::
     if (boot > 0.0) {
       try {
         const nlohmann::json j = nlohmann::json::parse(read_text_file(path));
-        if (j.at("format") == kFormat && std::abs(j.at("boot_time").get<double>() - boot) < kBootTimeToleranceS &&
+        if (j.at("format") == kFormat &&
+            std::abs(j.at("boot_time").get<double>() - boot) < kBootTimeToleranceS &&
             j.at("facts").is_object())
           facts = j.at("facts");
       } catch (const std::exception&) {
@@ -87,8 +89,9 @@ nlohmann::json boot_fact(const std::string& name, const std::function<nlohmann::
   try {
     std::error_code ec;
     std::filesystem::create_directories(user_cache_dir(), ec);
-    write_text_file(path, nlohmann::json{{"format", kFormat}, {"boot_time", boot}, {"facts", facts}}
-                              .dump(1) + "\n");
+    write_text_file(
+        path,
+        nlohmann::json{{"format", kFormat}, {"boot_time", boot}, {"facts", facts}}.dump(1) + "\n");
   } catch (const std::exception&) {
     // An unwritable cache: the next process reads the machine again.
   }

@@ -251,7 +251,8 @@ class LaneHasher {
     std::uint64_t& l = lane_[e & 3];
     l = round(round(l, w0), w1);
   }
-  std::uint64_t value(std::uint64_t tag, const std::vector<std::uint64_t>& dims, std::uint64_t n) const {
+  std::uint64_t value(std::uint64_t tag, const std::vector<std::uint64_t>& dims,
+                      std::uint64_t n) const {
     std::uint64_t h = splitmix64(tag);
     for (int k = 0; k < 4; ++k) h = splitmix64(h ^ lane_[k]);
     for (std::uint64_t d : dims) h = splitmix64(h ^ d);

@@ -93,8 +93,7 @@ void AdaptiveRun::maybe_prepare(std::unique_lock<std::mutex>& lock) {
                     (dia_next ? 0.0 : g_loaded.load(std::memory_order_relaxed) ? kLoadS : kFirstLoadS);
   double then = 0.0;  // what the step after it is taken to cost, when the step pays only with it
   bool prior = false;  // the choice by the short list's order (prior_step)
-  const double lookup_estimate =
-      kLookupS + kContentKeyPerNonzeroS * nnz;
+  const double lookup_estimate = kLookupS + kContentKeyPerNonzeroS * nnz;
   // The count pays only when the cheapest step after it does too: a format (dia's, the least a
   // nominee costs; stencil300 at 200 expected calls counted, 1-1.5 ms, then could not build it).
   const double count_estimate =

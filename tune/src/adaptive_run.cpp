@@ -157,7 +157,10 @@ namespace {
 class NomineeTrim {
  public:
   NomineeTrim(const codegen::SuperSchedule& csr, std::size_t wanted)
-      : threads_(csr.threads), wanted_(wanted), csr_(as_run(csr)), csr_fixed_(as_run(codegen::fixed_chunk(csr))) {}
+      : threads_(csr.threads),
+        wanted_(wanted),
+        csr_(as_run(csr)),
+        csr_fixed_(as_run(codegen::fixed_chunk(csr))) {}
 
   /// Takes the list's next schedule; false once no later one can be among the first `wanted`.
   bool offer(codegen::SuperSchedule s) {
@@ -195,7 +198,8 @@ class NomineeTrim {
 
 }  // namespace
 
-std::vector<codegen::SuperSchedule> AdaptiveRun::trimmed(std::vector<codegen::SuperSchedule> v) const {
+std::vector<codegen::SuperSchedule> AdaptiveRun::trimmed(
+    std::vector<codegen::SuperSchedule> v) const {
   NomineeTrim trim(csr_->bound.schedule, static_cast<std::size_t>(setup_.nominees));
   for (codegen::SuperSchedule& s : v)
     if (!trim.offer(std::move(s))) break;
@@ -226,14 +230,15 @@ void AdaptiveRun::prior_step() {
   nominated_done_ = true;
   prior_ = true;
   next_nominee_ = 0;
-  nomination_ = {{"search", "prior"},
-                 {"note", setup_.choice == NomineeChoice::List
-                              ? "the short list's order: its most frequent winners first"
-                              : "the expected calls afford a nominee but not the model's choice: the "
-                                "short list's most frequent winners, in its order"},
-                 {"shortlist", shortlist_->size()},
-                 {"read", read},
-                 {"seconds", seconds}};
+  nomination_ = {
+      {"search", "prior"},
+      {"note", setup_.choice == NomineeChoice::List
+                   ? "the short list's order: its most frequent winners first"
+                   : "the expected calls afford a nominee but not the model's choice: the "
+                     "short list's most frequent winners, in its order"},
+      {"shortlist", shortlist_->size()},
+      {"read", read},
+      {"seconds", seconds}};
   if (!dia_note_.empty()) nomination_["dia"] = dia_note_;
   policy_.charge(seconds, "choice (the short list's order)", Cost::Choice);
   for (int k = static_cast<int>(v.size()) + 1; k <= setup_.nominees; ++k)
@@ -245,7 +250,8 @@ void AdaptiveRun::prior_step() {
 void AdaptiveRun::nominate_step() {
   Nomination nom;
   std::string error;
-  double parse_s = 0.0;  // the short list's schedules parsed (kept per file after a process's first)
+  // The short list's schedules parsed (kept per file after a process's first).
+  double parse_s = 0.0;
   try {
     QuietObserver quiet;
     // The short list of the shipped kernels when there is one: ranking only what can run
@@ -258,10 +264,12 @@ void AdaptiveRun::nominate_step() {
     operand.diagonals = diagonals_;  // counted by the dia step: the space does not count again
     const double t0 = kernels::now_seconds();
     const std::vector<codegen::SuperSchedule> among =
-        shortlist_->empty() ? std::vector<codegen::SuperSchedule>() : codegen::shipped_schedules(setup_.request.kind);
+        shortlist_->empty() ? std::vector<codegen::SuperSchedule>()
+                            : codegen::shipped_schedules(setup_.request.kind);
     parse_s = kernels::now_seconds() - t0;
-    nom = nominate(operand, setup_.request, kPerKernel * static_cast<std::size_t>(setup_.nominees) * 2 + 1,
-                   quiet, among.empty() ? nullptr : &among);
+    nom = nominate(operand, setup_.request,
+                   kPerKernel * static_cast<std::size_t>(setup_.nominees) * 2 + 1, quiet,
+                   among.empty() ? nullptr : &among);
     g_chose.store(true, std::memory_order_relaxed);
     nom.schedules = trimmed(std::move(nom.schedules));
   } catch (const std::exception& e) {

@@ -73,14 +73,15 @@ AdaptiveSetup adaptive_setup(const TuneOperand& operand, std::shared_ptr<const v
     // Under the operand's content key (kernels::content_key), taken once, when the plan first
     // asks the cache: not its fingerprint, whose serial hash was most of an adaptive plan's first
     // step (13-39 csr calls of SpMV on 1k-760k-nonzero matrices, session 85).
-    setup.cache_key = [operand, memo = std::make_shared<Memo>(), kind, dense, threads = request.threads,
-                       compiler = request.generated.compiler, dtype = request.dtype] {
+    setup.cache_key = [operand, memo = std::make_shared<Memo>(), kind, dense,
+                       threads = request.threads, compiler = request.generated.compiler,
+                       dtype = request.dtype] {
       std::call_once(memo->once, [&] {
         memo->value = operand.matrix ? kernels::content_key_hex(*operand.matrix)
                                      : kernels::content_key_hex(*operand.tensor);
       });
-      return heuristics::TuningKey{memo->value, kind, dense, threads,
-                                   heuristics::machine_identity(compiler), dtype};
+      return heuristics::TuningKey{
+          memo->value, kind, dense, threads, heuristics::machine_identity(compiler), dtype};
     };
     setup.ask_cache = !request.refresh;
   }
