@@ -4,7 +4,8 @@
 // sets whatever the THP mode, unless the kernel has no THP), reserve_huge / resize_huge /
 // huge_vector the new storage of a std::vector, CacheAligned (kernels::Values) its blocks; a
 // small block, a null pointer and a vector that already has room are left alone; a HugeBlock
-// (a cost model's weights) lies on whole advised 2 MiB pages from kHugeBlockMinBytes on.
+// (a cost model's weights) lies on whole advised 2 MiB pages from kHugeBlockMinBytes on where
+// small pages fault slowly (huge_blocks()), on plain memory where they fault cheaply.
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
@@ -128,36 +129,51 @@ TEST_CASE("huge_pages: vectors and aligned values ask for them when large and ne
   CHECK(huge_flag(a.val.data() + n / 2) == 1);
 }
 
-TEST_CASE("huge_pages: a HugeBlock from kHugeBlockMinBytes on lies on whole advised 2 MiB pages") {
-  // Sizes and alignment hold with or without THP.
-  const HugeBlock empty;
-  CHECK(empty.data() == nullptr);
-  CHECK(empty.size() == 0);
-  const HugeBlock none(0);
-  CHECK(none.data() == nullptr);
+TEST_CASE("huge_pages: a HugeBlock from kHugeBlockMinBytes on lies on whole advised 2 MiB pages "
+          "where small pages fault slowly, on plain memory where they fault cheaply") {
+  // This machine's small page faults, measured once a boot.
+  const double us = small_page_fault_us();
+  CHECK(us > 0.0);
+  CHECK(us == small_page_fault_us());
+  for (const char* setting : {"1", "0", ""}) {
+    INFO("WACO_HUGE_BLOCKS=" << setting);
+    ::setenv("WACO_HUGE_BLOCKS", setting, 1);
+    const bool huge = std::string(setting) == "1" ||
+                      (std::string(setting).empty() && us >= kCheapSmallPageFaultUs);
+    CHECK(huge_blocks() == huge);
+    // Sizes and alignment hold with or without THP.
+    const HugeBlock empty;
+    CHECK(empty.data() == nullptr);
+    CHECK(empty.size() == 0);
+    const HugeBlock none(0);
+    CHECK(none.data() == nullptr);
 
-  const HugeBlock small(1000);
-  REQUIRE(small.data() != nullptr);
-  CHECK(small.size() == 1000);
-  CHECK(reinterpret_cast<std::uintptr_t>(small.data()) % 64 == 0);
+    const HugeBlock small(1000);
+    REQUIRE(small.data() != nullptr);
+    CHECK(small.size() == 1000);
+    CHECK(reinterpret_cast<std::uintptr_t>(small.data()) % 64 == 0);
 
-  const std::size_t bytes = HugeBlock::kHugeBlockMinBytes + 12345;  // ~0.26 MiB: one 2 MiB page
-  HugeBlock large(bytes);
-  REQUIRE(large.data() != nullptr);
-  CHECK(large.size() == bytes);
-  CHECK(reinterpret_cast<std::uintptr_t>(large.data()) % (2 * kMiB) == 0);
-  // Written whole and read back.
-  auto* f = static_cast<float*>(large.data());
-  for (std::size_t i = 0; i < bytes / sizeof(float); ++i) f[i] = static_cast<float>(i);
-  CHECK(f[bytes / sizeof(float) - 1] == static_cast<float>(bytes / sizeof(float) - 1));
-  // Moved, the memory goes with it.
-  HugeBlock moved = std::move(large);
-  CHECK(moved.data() == f);
+    const std::size_t bytes = HugeBlock::kHugeBlockMinBytes + 12345;  // ~0.26 MiB: one 2 MiB page
+    HugeBlock large(bytes);
+    REQUIRE(large.data() != nullptr);
+    CHECK(large.size() == bytes);
+    CHECK(reinterpret_cast<std::uintptr_t>(large.data()) % (huge ? 2 * kMiB : 64) == 0);
+    // Written whole and read back.
+    auto* f = static_cast<float*>(large.data());
+    for (std::size_t i = 0; i < bytes / sizeof(float); ++i) f[i] = static_cast<float>(i);
+    CHECK(f[bytes / sizeof(float) - 1] == static_cast<float>(bytes / sizeof(float) - 1));
+    // Moved, the memory goes with it.
+    HugeBlock moved = std::move(large);
+    CHECK(moved.data() == f);
 
-  if (!thp_available()) {
-    WARN("no transparent huge pages in this kernel: the advice not checked");
-    return;
+    if (!thp_available()) {
+      WARN("no transparent huge pages in this kernel: the advice not checked");
+      continue;
+    }
+    if (huge) {
+      CHECK(huge_flag(f) == 1);
+      CHECK(huge_flag(f + bytes / sizeof(float) - 1) == 1);
+    }
   }
-  CHECK(huge_flag(f) == 1);
-  CHECK(huge_flag(f + bytes / sizeof(float) - 1) == 1);
+  ::unsetenv("WACO_HUGE_BLOCKS");
 }

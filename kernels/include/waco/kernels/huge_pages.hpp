@@ -55,13 +55,28 @@ std::vector<T> huge_vector(std::size_t n) {
   return v;
 }
 
+/// What faulting in a fresh 4 KiB page costs on this machine, in microseconds (64 pages of a
+/// fresh mapping touched once, measured once per boot and kept with the machine's facts in the
+/// user's cache; 0 when it could not be measured).
+double small_page_fault_us();
+/// Below this a small page's fault is cheap: ~1.5-2.5 us on the Intel Xeon VMs, ~10-16 us on the
+/// AMD EPYC Zen 5 VMs (paravirtualized page tables).
+inline constexpr double kCheapSmallPageFaultUs = 5.0;
+/// Whether HugeBlocks go on huge pages here: where small pages fault slowly
+/// (small_page_fault_us() >= kCheapSmallPageFaultUs, or unmeasured). Where they fault cheaply a
+/// fresh huge page costs as much as the small ones it replaces and now and then 5-13 ms (the
+/// host backing it: on the Intel Xeon VM, 9 of 20 processes' first SpMM choice took 4-14 ms
+/// with the model's weights and workspace on huge pages, 0 of 20 on small ones, median 3.8 ->
+/// 2.5 ms). `WACO_HUGE_BLOCKS=1` or `0` decides instead (experiments, tests).
+bool huge_blocks();
+
 /// A block of memory for a long-lived array of a few hundred KiB that is written whole at once
 /// (a cost model's weights: ~140 4-KiB pages, each ~16 us to read into on the Zen 5 VMs, 2.2 ms
 /// of a process's first choice, against ~0.25 ms on one huge page): from kHugeBlockMinBytes on,
-/// 2 MiB-aligned, its size rounded up to whole 2 MiB pages and advised (MADV_HUGEPAGE) before
-/// anything writes it, so that where THP is on it holds up to 2 MiB of resident memory beyond
-/// `bytes`; a smaller block is plain memory. Always 64-byte aligned; its bytes are not
-/// initialized.
+/// where huge_blocks(), 2 MiB-aligned, its size rounded up to whole 2 MiB pages and advised
+/// (MADV_HUGEPAGE) before anything writes it, so that where THP is on it holds up to 2 MiB of
+/// resident memory beyond `bytes`; a smaller block, or any where small pages fault cheaply, is
+/// plain memory. Always 64-byte aligned; its bytes are not initialized.
 class HugeBlock {
  public:
   static constexpr std::size_t kHugeBlockMinBytes = std::size_t{256} << 10;
