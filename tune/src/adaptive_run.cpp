@@ -156,8 +156,9 @@ namespace {
 /// in all.
 class NomineeTrim {
  public:
-  NomineeTrim(const codegen::SuperSchedule& csr, std::size_t wanted)
-      : threads_(csr.threads),
+  /// `threads`: what csr runs with (its binding's), which a schedule naming none runs with.
+  NomineeTrim(const codegen::SuperSchedule& csr, int threads, std::size_t wanted)
+      : threads_(threads),
         wanted_(wanted),
         csr_(as_run(csr)),
         csr_fixed_(as_run(codegen::fixed_chunk(csr))) {}
@@ -200,7 +201,8 @@ class NomineeTrim {
 
 std::vector<codegen::SuperSchedule> AdaptiveRun::trimmed(
     std::vector<codegen::SuperSchedule> v) const {
-  NomineeTrim trim(csr_->bound.schedule, static_cast<std::size_t>(setup_.nominees));
+  NomineeTrim trim(csr_->bound.schedule, csr_->bound.args.threads,
+                   static_cast<std::size_t>(setup_.nominees));
   for (codegen::SuperSchedule& s : v)
     if (!trim.offer(std::move(s))) break;
   return std::move(trim).take();
@@ -215,7 +217,8 @@ void AdaptiveRun::prior_step() {
   // prepared. The list is parsed only as far as the nominees need (its first ~7 of ~40 lines:
   // parsing all of them cost 0.2-0.3 ms, ~50 calls of a 5-us csr).
   const int threads = setup_.request.threads > 0 ? setup_.request.threads : kernels::available_cpus();
-  NomineeTrim trim(csr_->bound.schedule, static_cast<std::size_t>(setup_.nominees));
+  NomineeTrim trim(csr_->bound.schedule, csr_->bound.args.threads,
+                   static_cast<std::size_t>(setup_.nominees));
   std::size_t read = 0;
   for (const std::string& text : *shortlist_) {
     ++read;
