@@ -236,6 +236,22 @@ std::vector<std::pair<int, std::string>> list_lines(const std::string& path) {
   return out;
 }
 
+/// The schedule texts of `dir`'s list for kernel k, unparsed, in order (none when it has none).
+std::vector<std::string> shipped_list_texts(const std::string& dir, KernelKind k) {
+  // Kept while the file stays: every adaptive plan's choice asks.
+  static kernels::PerFileCache<std::vector<std::string>> kept;
+  const std::string path = shipped_list_path(dir, k);
+  return kept.get(path, [&] {
+    std::vector<std::string> texts;
+    try {
+      for (auto& line : list_lines(path)) texts.push_back(std::move(line.second));
+    } catch (const Error&) {
+      // Unreadable (gone since its stamp was taken): no list.
+    }
+    return texts;
+  });
+}
+
 }  // namespace
 
 std::vector<SuperSchedule> read_schedule_list(KernelKind kind, const std::string& path) {
@@ -256,21 +272,6 @@ std::vector<SuperSchedule> read_schedule_list(KernelKind kind, const std::string
 
 std::string shipped_list_path(const std::string& dir, KernelKind k) {
   return dir + "/" + std::string(kernel_name(k)) + ".txt";
-}
-
-std::vector<std::string> shipped_list_texts(const std::string& dir, KernelKind k) {
-  // Kept while the file stays: every adaptive plan's choice asks.
-  static kernels::PerFileCache<std::vector<std::string>> kept;
-  const std::string path = shipped_list_path(dir, k);
-  return kept.get(path, [&] {
-    std::vector<std::string> texts;
-    try {
-      for (auto& line : list_lines(path)) texts.push_back(std::move(line.second));
-    } catch (const Error&) {
-      // Unreadable (gone since its stamp was taken): no list.
-    }
-    return texts;
-  });
 }
 
 std::vector<SuperSchedule> shipped_list(const std::string& dir, KernelKind k) {

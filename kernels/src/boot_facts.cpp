@@ -25,20 +25,17 @@ constexpr const char* kFormat = "waco-hybrid machine facts 2";
 /// the very least.
 constexpr double kBootTimeToleranceS = 1.0;
 
-}  // namespace
-
+/// The wall-clock instant of this boot (seconds since the epoch); 0 when the clocks cannot be read.
 double boot_time() {
-  // The wall-clock instant of this boot: the wall clock less the time since the boot (suspend
-  // included). /proc/sys/kernel/random/boot_id names the boot too, but the kernel makes it at
-  // each read: ~35-45 us, a tenth of a small SpMV plan's first step, against two vDSO calls.
+  // The wall clock less the time since the boot (suspend included).
+  // /proc/sys/kernel/random/boot_id names the boot too, but the kernel makes it at each read:
+  // ~35-45 us, a tenth of a small SpMV plan's first step, against two vDSO calls.
   timespec real{}, boot{};
   if (::clock_gettime(CLOCK_REALTIME, &real) != 0 || ::clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
     return 0.0;
   return static_cast<double>(real.tv_sec - boot.tv_sec) +
          1e-9 * static_cast<double>(real.tv_nsec - boot.tv_nsec);
 }
-
-namespace {
 
 std::string facts_path() {
   char host[256] = {};

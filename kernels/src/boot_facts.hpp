@@ -5,7 +5,7 @@
 // than the rest of an adaptive plan's first step; read back from the cache they cost ~0.05 ms.
 //
 // The file, <user_cache_dir()>/machine-facts-<host>.json (a host's own, for homes shared by
-// several machines): {"format", "boot_time" (boot_time(): the boot's wall-clock instant),
+// several machines): {"format", "boot_time" (the boot's wall-clock instant: CLOCK_REALTIME less CLOCK_BOOTTIME),
 // "facts": {name: value}}. A file of another boot (its instant more than a second from this
 // one's), or one that does not parse, is written anew; a fact the file lacks is computed and
 // added. Writing is best effort (an unwritable cache only costs the reads). Without the clocks
@@ -18,10 +18,6 @@
 #include <nlohmann/json.hpp>
 
 namespace waco::kernels::detail {
-
-/// The wall-clock instant of this boot (seconds since the epoch, CLOCK_REALTIME less
-/// CLOCK_BOOTTIME); 0 when the clocks cannot be read.
-double boot_time();
 
 /// The fact `name` as kept for this boot, else compute() (kept for the next process). A value
 /// that `valid` refuses (or that throws in it) is computed again.

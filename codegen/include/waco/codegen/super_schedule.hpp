@@ -156,8 +156,6 @@ std::vector<SuperSchedule> read_schedule_list(kernels::KernelKind k, const std::
 /// shipped_kernel_dirs) for kernel k: <dir>/<kernel>.txt, written by `waco-hybrid precompile
 /// --out dir` (a schedule list file).
 std::string shipped_list_path(const std::string& dir, kernels::KernelKind k);
-/// The schedule texts of `dir`'s list for kernel k, unparsed, in order (none when it has none).
-std::vector<std::string> shipped_list_texts(const std::string& dir, kernels::KernelKind k);
 /// The schedules of `dir`'s list for kernel k (none when it has none); a line that does not
 /// parse (a damaged list) is left out, the others kept.
 std::vector<SuperSchedule> shipped_list(const std::string& dir, kernels::KernelKind k);
