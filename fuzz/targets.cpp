@@ -210,8 +210,9 @@ heuristics::TuningKey fuzz_key(KernelKind k) {
 
 void put_u32(std::string& out, std::uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
 
-/// A valid cost model file of the plain (torch-free) architecture with small widths, its weights
-/// deterministic and small (the layout of tensor_reader.hpp, the shapes of cost_model_plain.cpp).
+/// A valid cost model file (version 2, padded) of the plain (torch-free) architecture with small
+/// widths, its weights deterministic and small (the layout of tensor_reader.hpp, the shapes of
+/// cost_model_plain.cpp).
 std::string small_cost_model(KernelKind k, learned::EncoderKind e, int width, int table_width) {
   learned::CostModelConfig c;
   c.kind = k;
@@ -259,6 +260,10 @@ std::string small_cost_model(KernelKind k, learned::EncoderKind e, int width, in
       out.append(reinterpret_cast<const char*>(&s), 8);
       numel *= s;
     }
+    // Version 2: the values start on a 64-byte line of the file, after a pad length and zeros.
+    const std::size_t pad = (64 - (out.size() + 4) % 64) % 64;
+    put_u32(out, static_cast<std::uint32_t>(pad));
+    out.append(pad, '\0');
     for (std::int64_t i = 0; i < numel; ++i) {
       seed = seed * 1103515245u + 12345u;
       // feat_std divides: keep it positive.

@@ -350,7 +350,7 @@ TEST_CASE("cost model: fine-tuning the scoring head only leaves both encoders as
   CHECK(m.scores(data[0].input, data[0].schedules) != before);
   m.save(dir + "/after.model");
   const auto tensors = [](const std::string& path) {
-    learned::TensorFileReader r(path, learned::kCostModelMagic, learned::kCostModelFormatVersion,
+    learned::TensorFileReader r(path, learned::kCostModelMagic, learned::kCostModelVersions,
                                 "cost model");
     std::map<std::string, std::vector<float>> out;
     for (learned::TensorFileReader::Tensor& t : r.read_all()) out[t.name] = std::move(t.data);

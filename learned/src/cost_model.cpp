@@ -234,7 +234,7 @@ std::int64_t CostModel::parameter_count() const {
 }
 
 void CostModel::save(const std::string& path) const {
-  write_tensor_file(path, kCostModelMagic, kCostModelFormatVersion, impl_->header().dump(),
+  write_tensor_file(path, kCostModelMagic, kCostModelVersions, impl_->header().dump(),
                     module_tensors(*impl_->net));
 }
 
@@ -265,7 +265,7 @@ CostModel CostModel::with_dense_input() const {
 
 CostModel CostModel::load(const std::string& path, std::optional<kernels::KernelKind> expect_kind,
                           std::optional<EncoderKind> expect_encoder) {
-  TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");
+  TensorFileReader r(path, kCostModelMagic, kCostModelVersions, "cost model");
   ModelHeader h = parse_model_header(path, r.header(), expect_kind, expect_encoder);
   CostModel m = create(h.config);
   m.impl_->record = std::move(h.record);

@@ -475,7 +475,7 @@ void CostModel::check_backend(const std::string& path) {
   }
   std::optional<EncoderKind> encoder;
   try {
-    TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");
+    TensorFileReader r(path, kCostModelMagic, kCostModelVersions, "cost model");
     EncoderOfHeader sax;
     nlohmann::json::sax_parse(r.header(), &sax);
     encoder = !sax.encoder.empty() ? parse_encoder(sax.encoder)

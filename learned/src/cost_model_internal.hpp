@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensor_reader.hpp"
 #include "waco/codegen/super_schedule.hpp"
 #include "waco/kernels/timing.hpp"
 #include "waco/learned/cost_model.hpp"
@@ -21,6 +22,9 @@
 namespace waco::learned {
 
 inline constexpr char kCostModelMagic[8] = {'W', 'A', 'C', 'O', 'C', 'O', 'S', 'T'};
+/// Model files: version 2 written (each tensor's values padded to 64 bytes: read where they lie,
+/// tensor_reader.hpp), version 1 (unpadded: copied) still read.
+inline constexpr TensorFileVersions kCostModelVersions{kCostModelFormatVersion, 1, 2};
 
 inline bool uses_features(EncoderKind e) { return e != EncoderKind::WacoNet; }
 inline bool uses_waconet(EncoderKind e) {

@@ -70,15 +70,30 @@ struct Linear {
 Matrix relu(const Matrix& x) { return x.cwiseMax(0.0f); }
 void relu_in_place(MatrixMap& x) { x = x.cwiseMax(0.0f); }
 
-/// The model file's tensors by name, all read straight into one block of memory
-/// (kernels::HugeBlock: the weights of a model, ~0.5 MB, were ~20 matrices of their own whose
-/// ~140 fresh pages cost 2.2 ms of a process's first choice on the Zen 5 VMs, ~0.3 ms on one huge
-/// page), each 64-byte aligned, row-major in its shape (rows: the first size; columns: the
-/// product of the others); take() checks each one's shape and removes it, so that what is left
-/// at the end was not expected.
+/// Where a model's weights lie: the model file's read-only mapping (a padded file: the weights
+/// used where they lie, tensor_reader.hpp), or one block the values were read into (an older
+/// file).
+struct WeightStorage {
+  std::shared_ptr<const void> mapping;
+  kernels::HugeBlock block;
+};
+
+/// The model file's tensors by name, each 64-byte aligned, row-major in its shape (rows: the
+/// first size; columns: the product of the others): where they lie in the file's mapping (a
+/// padded file), else all read straight into one block of memory (kernels::HugeBlock: the
+/// weights of a model, ~0.5 MB, were ~20 matrices of their own whose ~140 fresh pages cost 2.2 ms
+/// of a process's first choice on the Zen 5 VMs, ~0.3 ms on one huge page); take() checks each
+/// one's shape and removes it, so that what is left at the end was not expected.
 class Tensors {
  public:
   explicit Tensors(TensorFileReader& r) : path_(r.path()) {
+    if (r.padded()) {
+      r.view_each([&](const std::string& name, const std::vector<std::int64_t>& sizes,
+                      std::int64_t numel,
+                      const float* values) { keep(name, sizes, numel, values); });
+      storage_.mapping = r.mapping();
+      return;
+    }
     std::size_t used = 0, capacity = 0;
     float* base = nullptr;
     r.read_each(
@@ -87,10 +102,7 @@ class Tensors {
           if (at + static_cast<std::size_t>(numel) > capacity)  // read_each checked the file
             throw kernels::InternalError(path_ + ": a tensor outside the weights' block");
           used = at + static_cast<std::size_t>(numel);
-          const std::int64_t rows = sizes.empty() ? 1 : sizes.front();
-          Stored& t = by_name_[name];  // a name given twice: the last one (as before)
-          t.sizes = sizes;
-          t.weights = {base + at, rows, rows > 0 ? numel / rows : 0};
+          keep(name, sizes, numel, base + at);
           return base + at;
         },
         [&](std::uint32_t count) {
@@ -98,8 +110,8 @@ class Tensors {
           // rounded up to 64 bytes.
           capacity = static_cast<std::size_t>(r.size()) / sizeof(float) +
                      std::size_t{count + 1} * kAlignFloats;
-          block_ = kernels::HugeBlock(capacity * sizeof(float));
-          base = static_cast<float*>(block_.data());
+          storage_.block = kernels::HugeBlock(capacity * sizeof(float));
+          base = static_cast<float*>(storage_.block.data());
         });
   }
   Weights matrix(const std::string& name, std::int64_t rows, std::int64_t cols) {
@@ -114,8 +126,8 @@ class Tensors {
       throw Error(path_ + ": unexpected tensor '" + by_name_.begin()->first + "'",
                   "the file is corrupt or was written by another version");
   }
-  /// The block that holds the weights taken.
-  kernels::HugeBlock release() { return std::move(block_); }
+  /// Where the weights taken lie.
+  WeightStorage release() { return std::move(storage_); }
 
  private:
   static constexpr std::size_t kAlignFloats = 64 / sizeof(float);
@@ -123,6 +135,13 @@ class Tensors {
     std::vector<std::int64_t> sizes;
     Weights weights;
   };
+  void keep(const std::string& name, const std::vector<std::int64_t>& sizes, std::int64_t numel,
+            const float* values) {
+    const std::int64_t rows = sizes.empty() ? 1 : sizes.front();
+    Stored& t = by_name_[name];  // a name given twice: the last one (as before)
+    t.sizes = sizes;
+    t.weights = {values, rows, rows > 0 ? numel / rows : 0};
+  }
   Weights take(const std::string& name, const std::vector<std::int64_t>& sizes) {
     auto it = by_name_.find(name);
     if (it == by_name_.end())
@@ -136,7 +155,7 @@ class Tensors {
     return w;
   }
   std::string path_;
-  kernels::HugeBlock block_;
+  WeightStorage storage_;
   std::map<std::string, Stored> by_name_;
 };
 
@@ -213,7 +232,7 @@ struct CostModel::Impl {
   CostModelConfig config;
   ModelRecord record;
   std::int64_t parameters = 0;
-  kernels::HugeBlock weights;  ///< every tensor below points into it (Tensors)
+  WeightStorage weights;  ///< every tensor below points into it (Tensors)
   Weights feat_mean, feat_std;
   Linear feat1, feat2;
   std::vector<Weights> tables;  ///< per categorical field: [cardinality x table width]
@@ -322,7 +341,7 @@ TrainSummary CostModel::train(const std::vector<RankingExample>&, const std::vec
 
 CostModel CostModel::load(const std::string& path, std::optional<kernels::KernelKind> expect_kind,
                           std::optional<EncoderKind> expect_encoder) {
-  TensorFileReader r(path, kCostModelMagic, kCostModelFormatVersion, "cost model");
+  TensorFileReader r(path, kCostModelMagic, kCostModelVersions, "cost model");
   ModelHeader h = parse_model_header(path, r.header(), expect_kind, expect_encoder);
   const CostModelConfig& c = h.config;
   if (uses_waconet(c.encoder))

@@ -26,7 +26,7 @@ std::vector<std::pair<std::string, torch::Tensor>> module_tensors(const torch::n
   return all;
 }
 
-void write_tensor_file(const std::string& path, const char (&magic)[8], std::uint32_t version,
+void write_tensor_file(const std::string& path, const char (&magic)[8], TensorFileVersions versions,
                        const std::string& header,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
   kernels::check_writable(path);
@@ -35,7 +35,7 @@ void write_tensor_file(const std::string& path, const char (&magic)[8], std::uin
     std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
     if (!os) throw Error("cannot write '" + tmp + "'", "check that the directory is writable");
     os.write(magic, 8);
-    write_u32(os, version);
+    write_u32(os, versions.version);
     write_str(os, header);
     write_u32(os, static_cast<std::uint32_t>(tensors.size()));
     for (const auto& [name, t] : tensors) {
@@ -44,6 +44,13 @@ void write_tensor_file(const std::string& path, const char (&magic)[8], std::uin
       for (auto s : t.sizes()) {
         const std::int64_t v = s;
         os.write(reinterpret_cast<const char*>(&v), 8);
+      }
+      if (versions.padded(versions.version)) {  // the values start on a 64-byte line
+        const auto at = static_cast<std::size_t>(os.tellp()) + 4;
+        const std::size_t pad = (kTensorAlignBytes - at % kTensorAlignBytes) % kTensorAlignBytes;
+        write_u32(os, static_cast<std::uint32_t>(pad));
+        const char zeros[kTensorAlignBytes] = {};
+        os.write(zeros, static_cast<std::streamsize>(pad));
       }
       const auto c = t.detach().to(torch::kFloat).contiguous();
       os.write(reinterpret_cast<const char*>(c.data_ptr<float>()),

@@ -19,8 +19,8 @@
 
 namespace waco::learned {
 
-/// Writes the file atomically. `what` names the kind of file in messages ("WACONet weights").
-void write_tensor_file(const std::string& path, const char (&magic)[8], std::uint32_t version,
+/// Writes the file atomically, in `versions.version` (padded where that version is).
+void write_tensor_file(const std::string& path, const char (&magic)[8], TensorFileVersions versions,
                        const std::string& header,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 

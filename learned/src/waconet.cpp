@@ -356,12 +356,12 @@ std::int64_t FeatureExtractor::parameter_count() const {
 // Weights file (tensor_file.hpp).
 
 void FeatureExtractor::save(const std::string& path) const {
-  write_tensor_file(path, kMagic, kFormatVersion, impl_->params.to_string(),
+  write_tensor_file(path, kMagic, {kFormatVersion, kFormatVersion}, impl_->params.to_string(),
                     module_tensors(*impl_->net));
 }
 
 FeatureExtractor FeatureExtractor::load(const std::string& path, const WacoNetParams* expected) {
-  TensorFileReader r(path, kMagic, kFormatVersion, "WACONet weights");
+  TensorFileReader r(path, kMagic, {kFormatVersion, kFormatVersion}, "WACONet weights");
   const WacoNetParams file_params = WacoNetParams::parse(r.header());
   if (expected && !expected->same_architecture(file_params))
     throw Error(path + ": weights are for WACONet architecture [" + file_params.to_string() +

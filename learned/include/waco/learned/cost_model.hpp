@@ -48,8 +48,8 @@ std::string encoder_name(EncoderKind e);
 EncoderKind parse_encoder(const std::string& name);
 std::vector<std::string> encoder_names();
 
-/// The model file's format version.
-inline constexpr int kCostModelFormatVersion = 1;
+/// The model file's format version (written; version 1, without padding, is still read).
+inline constexpr int kCostModelFormatVersion = 2;
 
 struct CostModelConfig {
   kernels::KernelKind kind = kernels::KernelKind::SpMV;
