@@ -232,10 +232,12 @@ void AdaptivePolicy::record(int arm, double seconds, bool warm) {
   }
 }
 
-void AdaptivePolicy::verified(int nominee, bool ok, double seconds, const std::string& reason) {
+void AdaptivePolicy::verified(int nominee, bool ok, double seconds, const std::string& reason,
+                              double check_seconds) {
   Arm& a = arms_.at(static_cast<std::size_t>(nominee));
-  extra_s_ += seconds;
-  charged_[static_cast<int>(Cost::Verify)] += seconds;
+  extra_s_ += seconds + check_seconds;
+  charged_[static_cast<int>(Cost::Verify)] += seconds + check_seconds;
+  overrun_s_ += seconds + check_seconds;  // spent either way (verified's comment)
   a.verifying = false;
   if (ok) {
     a.verified = true;

@@ -157,8 +157,7 @@ void AdaptiveRun::call(void* out, std::size_t out_size, const ArmCall& run) {
     std::lock_guard<std::mutex> lock(mu_);
     policy_.record(step.arm, t, step.warm);
     if (step.verify) {
-      policy_.verified(step.verify, ok, t_nominee, why);
-      policy_.charge(t_check, {}, Cost::Verify);
+      policy_.verified(step.verify, ok, t_nominee, why, t_check);
       if (!mine.empty()) spare_.push_back(std::move(mine));
     }
     if (exploring) {

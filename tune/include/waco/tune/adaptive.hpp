@@ -110,8 +110,16 @@ class AdaptivePolicy {
   /// call costs what it takes beyond csr, and is no sample).
   void record(int arm, double seconds, bool warm = false);
   /// The verification of `nominee`: it matched csr (its run took `seconds`, charged as cost and
-  /// not timed: a first run pays for cold caches), or not (`reason`), and it leaves.
-  void verified(int nominee, bool ok, double seconds, const std::string& reason = {});
+  /// not timed: a first run pays for cold caches), or not (`reason`), and it leaves;
+  /// `check_seconds`, copying and comparing beside it, is charged too. Both are spent either
+  /// way, as a preparation step's overrun (overran): a verification does not stop the plan
+  /// from timing what it verified. Without this, a nominee prepared within the budget and
+  /// verified could be left untimed, the plan settling not-worth-it on the verification's cost
+  /// (SpMM n=64, jagmesh7, 2,000 expected calls on the AMD EPYC Zen 5 VM: a 0.7-1.0 ms
+  /// verification, mostly the fresh pages of its 291 KB output, after a 2.5-3.0 ms choice, of a
+  /// 4.3 ms budget; the nominee ran 2.2-2.5x csr's speed in other runs).
+  void verified(int nominee, bool ok, double seconds, const std::string& reason = {},
+                double check_seconds = 0.0);
   /// A nominee that could not be prepared (its format refused, its kernel not compiled): it leaves.
   void failed(int nominee, const std::string& reason);
   /// The caller cannot afford what is left to prepare within the expected calls: settles on csr
@@ -245,7 +253,7 @@ class AdaptivePolicy {
   std::int64_t calls_ = 0;
   std::int64_t exploring_calls_ = 0;
   double extra_s_ = 0.0;           ///< charged work and verification runs
-  double overrun_s_ = 0.0;         ///< preparation beyond its estimates (overran)
+  double overrun_s_ = 0.0;         ///< preparation beyond its estimates, verifications (overran)
   double charged_[static_cast<int>(Cost::Other) + 1] = {};  ///< extra_s_ by Cost
   double rungs_s_ = 0.0, judge_s_ = 0.0;        ///< the nominees' timed calls, by phase
   std::int64_t rungs_n_ = 0, judge_n_ = 0;
