@@ -4,12 +4,12 @@
 //   u32 tensors, then per tensor: u32 n <name> u32 ndim i64 sizes[ndim] [pad] f32 data[numel]
 //   "END!"
 // [pad], in the versions that have it (TensorFileVersions::padded_since on: cost models from
-// version 2): u32 p (0-63) and p zero bytes, so that the values start 64 bytes into a 64-byte
-// line of the file. Such a file's values are used where they lie (view_each): the file is mapped
-// (read-only, private), and its pages are the page cache's, not fresh memory (a cost model's
-// ~0.6 MB copied into fresh memory took 0.55-4.3 ms of a process's first choice on the AMD EPYC
-// Zen 5 VMs, where a fresh 4 KiB page faults in ~10 us and a fresh huge page now and then in
-// milliseconds; mapped and read, 0.17-0.38 ms).
+// version 2): u32 p (0-63) and p zero bytes, so that the values start at a multiple of 64 bytes
+// from the file's start. Such a file's values are used where they lie (view_each): the file is
+// mapped (read-only, private), and its pages are the page cache's, not fresh memory (a cost
+// model's load in a process's first choice on the AMD EPYC Zen 5 VM, where a fresh 4 KiB page
+// faults in ~10 us and a fresh huge page now and then in milliseconds: copied into a HugeBlock
+// 0.85-4.46 ms, mapped 0.40-0.66 ms; learned/README.md).
 // The reader checks the magic and the version before the header, every tensor's rank, padding
 // and values (NaN or infinite values are refused), that every size it reads is backed by the
 // file's bytes before allocating for it, and the end marker; every failure is a kernels::Error
