@@ -1,30 +1,30 @@
 // Unit "compiler": compile once, cache on disk, load with dlopen (codegen/compiler.hpp).
 // Every test uses its own cache directory under the build tree's scratch area, and small sources
 // so that each compile takes well under a second.
-#include <catch2/catch.hpp>
-
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "compiler_internal.hpp"
 #include "support/cli_runner.hpp"
 #include "support/test_paths.hpp"
 #include "waco/codegen/compiler.hpp"
@@ -773,3 +773,27 @@ TEST_CASE("compiler: a generated row sum's loops of at most 32 bytes do not cros
   if (short_loops == 0) WARN("no loop of at most 32 bytes in the row-sum kernels: nothing checked");
 }
 #endif  // __x86_64__: objdump's x86 jumps, the row sums' size
+
+TEST_CASE(
+    "compiler: the cache key's SHA-256 is FIPS 180-4's, with and without the SHA extensions") {
+  using waco::codegen::detail::sha256_hex;
+  for (const bool accelerated : {false, true}) {
+    INFO("accelerated " << accelerated);
+    CHECK(sha256_hex("", accelerated) ==
+          "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    CHECK(sha256_hex("abc", accelerated) ==
+          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", accelerated) ==
+          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    CHECK(sha256_hex(std::string(1000000, 'a'), accelerated) ==
+          "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  }
+  // Every length across a few blocks, and bytes of every value: both ways alike.
+  std::string s;
+  for (int n = 0; n < 300; ++n) {
+    CHECK(sha256_hex(s, true) == sha256_hex(s, false));
+    s += static_cast<char>((n * 131 + 7) & 255);
+  }
+  if (!waco::codegen::detail::sha_ni_available())
+    WARN("this CPU has no SHA extensions: the accelerated path was the portable one");
+}

@@ -13,6 +13,9 @@
 #include "compiler_internal.hpp"
 
 #include <dirent.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -55,6 +58,8 @@ namespace {
 
 class Sha256 {
  public:
+  /// `accelerated`: with the SHA extensions where the CPU has them (the same digest).
+  explicit Sha256(bool accelerated = true) : accelerated_(accelerated) {}
   void update(const void* data, std::size_t n) {
     const auto* p = static_cast<const unsigned char*>(data);
     total_ += n;
@@ -91,6 +96,13 @@ class Sha256 {
   static std::uint32_t rotr(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
   void compress() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (accelerated_ && sha_ni_available()) return compress_sha_ni(h_.data(), block_.data());
+#endif
+    compress_portable();
+  }
+
+  void compress_portable() {
     static constexpr std::uint32_t k[64] = {
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
         0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
@@ -129,11 +141,61 @@ class Sha256 {
     h_[0] += a, h_[1] += b, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
   }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+  /// One block with the SHA extensions (SHA-NI; Intel's SHA-256 guide, the usual two-rounds-a-
+  /// step layout): the same digest as compress_portable, ~5x faster (a kernel source's key).
+  __attribute__((target("sha,sse4.1"))) static void compress_sha_ni(std::uint32_t* h,
+                                                                    const unsigned char* block) {
+    alignas(16) static constexpr std::uint32_t k[64] = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2};
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    // The state as the instructions hold it: ABEF and CDGH.
+    __m128i t = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)), 0xB1);
+    __m128i cdgh =
+        _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 4)), 0x1B);
+    __m128i abef = _mm_alignr_epi8(t, cdgh, 8);
+    cdgh = _mm_blend_epi16(cdgh, t, 0xF0);
+    const __m128i abef0 = abef, cdgh0 = cdgh;
+    __m128i w[16];  // the message schedule, four words each
+    for (int i = 0; i < 16; ++i) {
+      if (i < 4) {
+        w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * i)),
+                                bswap);
+      } else {
+        const __m128i m = _mm_sha256msg1_epu32(w[i - 4], w[i - 3]);
+        w[i] = _mm_sha256msg2_epu32(_mm_add_epi32(m, _mm_alignr_epi8(w[i - 1], w[i - 2], 4)),
+                                    w[i - 1]);
+      }
+      __m128i m = _mm_add_epi32(w[i], _mm_load_si128(reinterpret_cast<const __m128i*>(k + 4 * i)));
+      // Two rounds into cdgh (now the newer ABEF; abef the older, i.e. the CDGH), two back.
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, m);
+      m = _mm_shuffle_epi32(m, 0x0E);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, m);
+    }
+    abef = _mm_add_epi32(abef, abef0);
+    cdgh = _mm_add_epi32(cdgh, cdgh0);
+    t = _mm_shuffle_epi32(abef, 0x1B);                                                 // FEBA
+    cdgh = _mm_shuffle_epi32(cdgh, 0xB1);                                              // DCHG
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h), _mm_blend_epi16(t, cdgh, 0xF0));   // DCBA
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + 4), _mm_alignr_epi8(cdgh, t, 8));  // HGFE
+  }
+#endif
+
   std::array<std::uint32_t, 8> h_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   std::array<unsigned char, 64> block_{};
   std::size_t fill_ = 0;
   std::uint64_t total_ = 0;
+  bool accelerated_ = true;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -342,6 +404,28 @@ std::string compute_cache_key(const std::string& source, const CompilerOptions& 
 }
 
 }  // namespace
+
+bool detail::sha_ni_available() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool available = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+  return available;
+#else
+  return false;
+#endif
+}
+
+std::string detail::sha256_hex(const std::string& data, bool accelerated) {
+  Sha256 h(accelerated);
+  h.update(data);
+  const auto digest = h.finish();
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (const unsigned char b : digest) {
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
 
 std::string cache_key(const std::string& source, const CompilerOptions& opts) {
   // Once per process and (compiler, flags, source): the SHA-256 of a kernel's source (several

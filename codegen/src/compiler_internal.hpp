@@ -68,6 +68,12 @@ void write_file_atomically(const std::string& final_path, const std::string& con
 /// mkdir -p with an error naming the component that failed.
 void make_directories(const std::string& dir);
 
+/// Whether this CPU has the SHA extensions (SHA-NI) the cache key's SHA-256 uses when it can.
+bool sha_ni_available();
+/// SHA-256 of `data` in hex, as the cache key computes it; `accelerated` false: the portable
+/// code alone (tests compare the two).
+std::string sha256_hex(const std::string& data, bool accelerated = true);
+
 // ---------------------------------------------------------------------------------------------
 // Running a process without a shell.
 
