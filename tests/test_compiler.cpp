@@ -775,7 +775,7 @@ TEST_CASE("compiler: a generated row sum's loops of at most 32 bytes do not cros
 #endif  // __x86_64__: objdump's x86 jumps, the row sums' size
 
 TEST_CASE(
-    "compiler: the cache key's SHA-256 is FIPS 180-4's, with and without the SHA extensions") {
+    "compiler: the cache key's SHA-256 is FIPS 180-4's with and without the SHA extensions") {
   using waco::codegen::detail::sha256_hex;
   for (const bool accelerated : {false, true}) {
     INFO("accelerated " << accelerated);
