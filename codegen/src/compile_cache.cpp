@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #if defined(__x86_64__) && defined(__GNUC__)
+#define WACO_SHA_NI 1  // the SHA extensions' code is built (used where the CPU has them)
 #include <immintrin.h>
 #endif
 #include <fcntl.h>
@@ -59,7 +60,7 @@ namespace {
 class Sha256 {
  public:
   /// `accelerated`: with the SHA extensions where the CPU has them (the same digest).
-  explicit Sha256(bool accelerated = true) : accelerated_(accelerated) {}
+  explicit Sha256(bool accelerated = true) : accelerated_(accelerated && sha_ni_available()) {}
   void update(const void* data, std::size_t n) {
     const auto* p = static_cast<const unsigned char*>(data);
     total_ += n;
@@ -109,8 +110,8 @@ class Sha256 {
   static std::uint32_t rotr(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
   void compress() {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (accelerated_ && sha_ni_available()) return compress_sha_ni(h_.data(), block_.data());
+#ifdef WACO_SHA_NI
+    if (accelerated_) return compress_sha_ni(h_.data(), block_.data());
 #endif
     compress_portable();
   }
@@ -144,7 +145,7 @@ class Sha256 {
     h_[0] += a, h_[1] += b, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
   }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef WACO_SHA_NI
   /// One block with the SHA extensions (SHA-NI; Intel's SHA-256 guide, the usual two-rounds-a-
   /// step layout): the same digest as compress_portable, ~5x faster (a kernel source's key).
   __attribute__((target("sha,sse4.1"))) static void compress_sha_ni(std::uint32_t* h,
@@ -188,7 +189,7 @@ class Sha256 {
   std::array<unsigned char, 64> block_{};
   std::size_t fill_ = 0;
   std::uint64_t total_ = 0;
-  bool accelerated_ = true;
+  bool accelerated_ = false;  ///< the SHA extensions, asked for and present
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -206,6 +207,17 @@ const std::string& host_identity() {
     return machine + "\n" + cpu.model + "\n" + cpu.flags;
   }();
   return identity;
+}
+
+/// The first `bytes` bytes of a digest in lowercase hex.
+std::string hex(const std::array<unsigned char, 32>& digest, std::size_t bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    out += digits[digest[i] >> 4];
+    out += digits[digest[i] & 15];
+  }
+  return out;
 }
 
 void hash_field(Sha256& h, const std::string& name, const std::string& value) {
@@ -386,20 +398,13 @@ std::string compute_cache_key(const std::string& source, const CompilerOptions& 
   }
   if (native) hash_field(h, "host", host_identity());
   hash_field(h, "source", source);
-  const auto digest = h.finish();
-  static const char* hex = "0123456789abcdef";
-  std::string key;
-  for (int i = 0; i < 16; ++i) {  // 128 bits
-    key += hex[digest[i] >> 4];
-    key += hex[digest[i] & 15];
-  }
-  return key;
+  return hex(h.finish(), 16);  // 128 bits
 }
 
 }  // namespace
 
 bool detail::sha_ni_available() {
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef WACO_SHA_NI
   static const bool available = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
   return available;
 #else
@@ -410,14 +415,7 @@ bool detail::sha_ni_available() {
 std::string detail::sha256_hex(const std::string& data, bool accelerated) {
   Sha256 h(accelerated);
   h.update(data);
-  const auto digest = h.finish();
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (const unsigned char b : digest) {
-    out += hex[b >> 4];
-    out += hex[b & 15];
-  }
-  return out;
+  return hex(h.finish(), 32);
 }
 
 std::string cache_key(const std::string& source, const CompilerOptions& opts) {
