@@ -1,25 +1,26 @@
 // Unit "timing": summary statistics, the repeat loop, software counts and disturbed runs; the
 // roofline's peak probes (which vector ISA they run on).
-#include <catch2/catch.hpp>
-
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "waco/kernels/context.hpp"
-#include "waco/kernels/openmp_team.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/openmp_team.hpp"
 #include "waco/kernels/peaks.hpp"
 #include "waco/kernels/timing.hpp"
 
@@ -379,38 +380,89 @@ TEST_CASE("context: /proc/cpuinfo read as far as asked gives what the whole file
 
 namespace {
 
-/// Cpus_allowed_list of every thread of this process (/proc/self/task/*/status).
-std::vector<std::string> threads_allowed_cpus() {
-  std::vector<std::string> lists;
+/// The affinity of each thread of this process, by thread id.
+std::map<pid_t, cpu_set_t> thread_masks() {
+  std::map<pid_t, cpu_set_t> masks;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream in(task.path() / "status");
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind("Cpus_allowed_list:", 0) == 0) lists.push_back(line.substr(line.find(':') + 1));
+    const pid_t tid = std::stoi(task.path().filename().string());
+    cpu_set_t m;
+    if (sched_getaffinity(tid, sizeof m, &m) == 0) masks[tid] = m;
   }
-  return lists;
+  return masks;
+}
+
+/// `all` without CPU `cpu`.
+cpu_set_t without(cpu_set_t all, int cpu) {
+  CPU_CLR(cpu, &all);
+  return all;
 }
 
 }  // namespace
 
-TEST_CASE("context: place_openmp_team starts a team once per size and leaves every thread's "
-          "affinity as it was, and a released pool starts anew") {
+TEST_CASE(
+    "context: place_openmp_team starts a team once per size and keeps its workers off the "
+    "calling thread's CPU (confined anew when that thread moves) and a released pool starts "
+    "anew") {
   // On a thread of its own: its OpenMP pool is its own, started here (whatever ran before).
   int code = 0;
   std::thread([&] {
-    const std::vector<std::string> before = threads_allowed_cpus();
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+      code |= 1;
+      return;
+    }
+    const int cpus = CPU_COUNT(&allowed);
+    const std::map<pid_t, cpu_set_t> before = thread_masks();
     const double first = place_openmp_team(2);
     if (first <= 0.0) code |= 2;
     if (place_openmp_team(2) != 0.0 || place_openmp_team(1) != 0.0) code |= 4;  // placed already
-    const std::vector<std::string> after = threads_allowed_cpus();
-    if (after.size() < before.size() + 1) code |= 8;  // the team's thread runs (idle)
+    std::map<pid_t, cpu_set_t> after = thread_masks();
+    std::vector<pid_t> workers;
+    for (const auto& [tid, mask] : after)
+      if (before.count(tid) == 0) workers.push_back(tid);
+    if (workers.empty()) code |= 8;  // the team's thread runs (idle)
     // Every thread runs under the normal policy again (the start runs as SCHED_BATCH).
     for (const auto& task : std::filesystem::directory_iterator("/proc/self/task"))
       if (sched_getscheduler(std::stoi(task.path().filename().string())) != SCHED_OTHER)
         code |= 256;
-    for (const std::string& a : after)
-      if (a != before.front()) code |= 16;  // nobody pinned
+    const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+    for (const auto& [tid, mask] : after) {
+      if (std::find(workers.begin(), workers.end(), tid) != workers.end()) {
+        // With two CPUs or more: every CPU of the calling thread's mask but one.
+        const bool confined = cpus >= 2 ? CPU_COUNT(&mask) == cpus - 1 : CPU_EQUAL(&mask, &allowed);
+        cpu_set_t both;
+        CPU_AND(&both, &mask, &allowed);
+        if (!confined || !CPU_EQUAL(&both, &mask)) code |= 16;
+      } else if (!CPU_EQUAL(&mask, &before.at(tid))) {
+        code |= 32;  // no other thread's mask changed, the calling thread's either
+      }
+    }
+    // The calling thread moves (pinned here, to be sure where it runs): at its next call its
+    // workers are confined to the other CPUs.
+    std::vector<int> cpu_list;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) cpu_list.push_back(c);
+    for (int c : cpu_list) {
+      if (cpus < 2) break;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(c, &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0) code |= 1024;
+      keep_openmp_team_apart();
+      const std::map<pid_t, cpu_set_t> now = thread_masks();
+      const cpu_set_t want = without(allowed, c);
+      for (pid_t w : workers)
+        if (now.count(w) != 0 && !CPU_EQUAL(&now.at(w), &want)) code |= 2048;
+    }
+    sched_setaffinity(0, sizeof allowed, &allowed);
+    if (!CPU_EQUAL(&thread_masks().at(self), &allowed)) code |= 4096;
     release_idle_openmp_threads();
     if (place_openmp_team(2) <= 0.0) code |= 64;
+    // A team larger than the CPUs: its new workers keep their masks (they may share a CPU).
+    const std::map<pid_t, cpu_set_t> before_large = thread_masks();
+    place_openmp_team(cpus + 2);
+    for (const auto& [tid, mask] : thread_masks())
+      if (before_large.count(tid) == 0 && !CPU_EQUAL(&mask, &allowed)) code |= 128;
   }).join();
   CHECK(code == 0);
 }

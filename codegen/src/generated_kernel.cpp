@@ -391,6 +391,7 @@ void BoundKernel::run(const void* in0, const void* in1, void* out, std::int64_t 
   // writer finds its lines by whole values.)
   a.stream_out = stream_min_bytes > 0 && size * value > stream_min_bytes &&
                  reinterpret_cast<std::uintptr_t>(target) % static_cast<std::uintptr_t>(value) == 0;
+  if (a.threads > 1) kernels::keep_openmp_team_apart();  // the calling thread moved: confined anew
   if (fn(&a) != 0)
     throw kernels::Error(
         "the generated kernel could not allocate its " + std::to_string(a.threads - 1) +

@@ -12,9 +12,13 @@ namespace waco::kernels {
 void release_idle_openmp_threads();
 
 /// Starts the calling thread's OpenMP team of `threads` (once per thread and team size; again
-/// after release_idle_openmp_threads) and moves each new thread that the scheduler placed on
-/// the calling thread's CPU to another CPU it may run on: its affinity narrowed, then at once
-/// given back (it is not pinned). Returns the seconds it took (0 when already placed).
+/// after release_idle_openmp_threads) and keeps its workers off the calling thread's CPU: where
+/// the team fits the calling thread's CPUs (threads <= their count), each worker whose mask is
+/// the calling thread's is confined to that mask but the calling thread's CPU, and confined anew
+/// to the CPU the calling thread left when it moves (keep_openmp_team_apart: a mask the user
+/// set, `taskset` of a thread or `OMP_PROC_BIND`, is left as it is); a larger team's workers
+/// found on the calling thread's CPU are moved off it (narrowed, then given their mask back).
+/// Returns the seconds it took (0 when already placed; keep_openmp_team_apart then).
 /// Why: a new worker is woken onto the CPU of the thread that starts the region (wake-affine
 /// placement), where that thread spins at the region's barrier, and runs only when the
 /// scheduler moves it: on a 2-vCPU AMD EPYC Zen 5 guest the first two or three parallel regions
@@ -26,5 +30,16 @@ void release_idle_openmp_threads();
 /// and yields until every thread has moved: the placement took 5.9 ms at the median on a 2-vCPU
 /// Zen 4 guest before, 1.8 ms after (kernels/README.md).
 double place_openmp_team(int threads);
+
+/// Confines the workers place_openmp_team kept apart to the calling thread's CPUs but the one it
+/// runs on now, when it has moved since (a few nanoseconds when it has not: every call of a
+/// parallel kernel asks, codegen::BoundKernel::run). Why kept: on the 2-vCPU AMD EPYC Zen 5
+/// guests (a kernel that packs tasks onto few vCPUs, `kernel.sched_vcpu_pack`), a worker asleep
+/// after libgomp's spin (a few milliseconds without a region) is woken onto the calling
+/// thread's CPU, where that thread spins at the region's end until its spin runs out: a region
+/// after 20 ms of idleness took 7.8-7.9 ms in 11 of 12 (`/tmp/omp2.c` of session 87; 60-125 us
+/// with the worker confined, 21-24 us with OMP_WAIT_POLICY=passive), and the same 7.9 ms while
+/// the calling thread sat on the worker's CPU (confined anew: see the first).
+void keep_openmp_team_apart();
 
 }  // namespace waco::kernels
