@@ -15,8 +15,8 @@ void release_idle_openmp_threads();
 /// after release_idle_openmp_threads) and keeps its workers off the calling thread's CPU: where
 /// the team fits the calling thread's CPUs (threads <= their count), each worker whose mask is
 /// the calling thread's is confined to that mask but the calling thread's CPU, and confined anew
-/// to the CPU the calling thread left when it moves (keep_openmp_team_apart: a mask the user
-/// set, `taskset` of a thread or `OMP_PROC_BIND`, is left as it is); a larger team's workers
+/// when the calling thread moves (keep_openmp_team_apart; a mask the user set, `taskset` of a
+/// thread or `OMP_PROC_BIND`, is left as it is); a larger team's workers
 /// found on the calling thread's CPU are moved off it (narrowed, then given their mask back).
 /// Returns the seconds it took (0 when already placed; keep_openmp_team_apart then).
 /// Why: a new worker is woken onto the CPU of the thread that starts the region (wake-affine
@@ -38,8 +38,8 @@ double place_openmp_team(int threads);
 /// after libgomp's spin (a few milliseconds without a region) is woken onto the calling
 /// thread's CPU, where that thread spins at the region's end until its spin runs out: a region
 /// after 20 ms of idleness took 7.8-7.9 ms in 11 of 12 (`/tmp/omp2.c` of session 87; 60-125 us
-/// with the worker confined, 21-24 us with OMP_WAIT_POLICY=passive), and the same 7.9 ms while
-/// the calling thread sat on the worker's CPU (confined anew: see the first).
+/// with the worker confined, 21-24 us with OMP_WAIT_POLICY=passive), and 7.9 ms again once the
+/// calling thread had moved onto the confined worker's CPU: hence confined anew.
 void keep_openmp_team_apart();
 
 }  // namespace waco::kernels
