@@ -1,5 +1,7 @@
 // Unit "timing": summary statistics, the repeat loop, software counts and disturbed runs; the
 // roofline's peak probes (which vector ISA they run on).
+#include <catch2/catch.hpp>
+
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -8,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
