@@ -1,13 +1,14 @@
 // Unit "compiler": compile once, cache on disk, load with dlopen (codegen/compiler.hpp).
 // Every test uses its own cache directory under the build tree's scratch area, and small sources
 // so that each compile takes well under a second.
+#include <catch2/catch.hpp>
+
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cctype>
 #include <chrono>
 #include <cstdint>

@@ -417,7 +417,7 @@ TEST_CASE(
     const double first = place_openmp_team(2);
     if (first <= 0.0) code |= 2;
     if (place_openmp_team(2) != 0.0 || place_openmp_team(1) != 0.0) code |= 4;  // placed already
-    std::map<pid_t, cpu_set_t> after = thread_masks();
+    const std::map<pid_t, cpu_set_t> after = thread_masks();
     std::vector<pid_t> workers;
     for (const auto& [tid, mask] : after)
       if (before.count(tid) == 0) workers.push_back(tid);
@@ -440,11 +440,8 @@ TEST_CASE(
     }
     // The calling thread moves (pinned here, to be sure where it runs): at its next call its
     // workers are confined to the other CPUs.
-    std::vector<int> cpu_list;
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &allowed)) cpu_list.push_back(c);
-    for (int c : cpu_list) {
-      if (cpus < 2) break;
+    for (int c = 0; cpus >= 2 && c < CPU_SETSIZE; ++c) {
+      if (!CPU_ISSET(c, &allowed)) continue;
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(c, &one);

@@ -89,28 +89,24 @@ double place_openmp_team(int threads) {
     std::vector<pid_t> confined;
 #pragma omp parallel num_threads(threads)
     {
-      cpu_set_t mine, other;
       if (omp_get_thread_num() != 0) {
         if (batch) sched_setscheduler(0, SCHED_OTHER, &none);
-        const bool own_mask = pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0 &&
-                              CPU_EQUAL(&mine, &allowed);
-        if (own_mask && apart) {
-          // Confined, the worker moves at once and stays off the calling thread's CPU.
-          other = mine;
+        cpu_set_t mine;
+        if (pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0) {
+          cpu_set_t other = mine;
           CPU_CLR(master, &other);
-          if (pthread_setaffinity_np(pthread_self(), sizeof other, &other) == 0) {
-            const std::lock_guard<std::mutex> lock(confined_mutex);
-            confined.push_back(own_tid());
-          }
-        } else if (sched_getcpu() == master &&
-                   pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0 &&
-                   CPU_ISSET(master, &mine)) {
-          other = mine;
-          CPU_CLR(master, &other);
-          // Narrowed, the thread moves at once; given its mask back, it stays where it went.
-          if (CPU_COUNT(&other) > 0 &&
-              pthread_setaffinity_np(pthread_self(), sizeof other, &other) == 0)
+          if (apart && CPU_EQUAL(&mine, &allowed)) {
+            // Confined, the worker moves at once and stays off the calling thread's CPU.
+            if (pthread_setaffinity_np(pthread_self(), sizeof other, &other) == 0) {
+              const std::lock_guard<std::mutex> lock(confined_mutex);
+              confined.push_back(own_tid());
+            }
+          } else if (sched_getcpu() == master && CPU_ISSET(master, &mine) &&
+                     CPU_COUNT(&other) > 0 &&
+                     pthread_setaffinity_np(pthread_self(), sizeof other, &other) == 0) {
+            // Narrowed, the thread moves at once; given its mask back, it stays where it went.
             pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+          }
         }
         arrived.fetch_add(1, std::memory_order_release);
       } else {
