@@ -747,6 +747,39 @@ TEST_CASE("scripted tune: 20 equal kernels give no gain") {
     CHECK(result == j.at("csr_baseline").at("schedule"));
   CHECK(j.at("decision").at("faster_reference") == "tie");
   CHECK(j.at("decision").at("fresh") == false);  // no selection gain: nothing timed again
+  // The text report says why the baseline serves: a tie, not a faster run.
+  const waco::test::CliResult t = waco::test::run_cli(
+      "tune --kernel spmv --threads 2 --cache-bytes 1M --db " + dir + "/results.sqlite " +
+      "--plan-cache " + dir + "/plans --runner scripted:" + dir + "/script.json " + example());
+  INFO(t.err);
+  CHECK(t.status == 0);
+  CHECK(t.out.find("the result is the hand-written csr baseline (it tied with the csr schedule, "
+                   "and a tie goes to the baseline)") != std::string::npos);
+  CHECK(t.out.find("it ran faster than") == std::string::npos);
+}
+
+TEST_CASE(
+    "scripted tune: a nominee faster beyond the interval but by less than --min-gain is no gain "
+    "and the text says why") {
+  const std::string dir = waco::test::scratch_dir("scripted-min-gain");
+  // Every generated schedule on both threads 1% faster than csr, with little jitter: its
+  // interval lies below 1, its median above 1 - --min-gain (0.02 by default).
+  json script = equal_kernels("threads=2", 0.99e-4);
+  script["default"]["jitter"] = 0.001;
+  script["rules"][0]["jitter"] = 0.001;
+  const std::string path = write_script(dir, script);
+  const json j = parsed(tune(dir, path, ""));
+  CHECK(j.at("verdict") == "no-gain");
+  const json& d = j.at("verdict_detail");
+  CHECK(d.at("ratio_hi").get<double>() < 1.0);
+  CHECK(d.at("ratio_median").get<double>() > 0.98);
+  const waco::test::CliResult t = waco::test::run_cli(
+      "tune --kernel spmv --threads 2 --cache-bytes 1M --db " + dir + "/results.sqlite " +
+      "--plan-cache " + dir + "/plans --runner scripted:" + path + " " + example());
+  INFO(t.err);
+  INFO(t.out);
+  CHECK(t.status == 0);
+  CHECK(t.out.find("ratio at most 0.980x (--min-gain 0.02): ") != std::string::npos);
 }
 
 TEST_CASE("scripted tune: no gain returns the faster csr reference, the hand-written csr too") {

@@ -1,6 +1,7 @@
 // tune's text report, read off the JSON report (tune_report.hpp).
 #include "tune_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -175,11 +176,18 @@ void print_tune_text(const nlohmann::json& j) {
       best_is_baseline || (best.is_object() && best.at("schedule") == j.at("csr").at("schedule"));
   const std::string verdict = j.at("verdict").get<std::string>();
   const nlohmann::json& detail = j.at("verdict_detail");
-  const std::string result =
-      best_is_baseline ? "; the result is the hand-written " + shortcut +
-                             " baseline (it ran faster than the " + shortcut + " schedule)"
-                       : "; the result is the " + shortcut + " schedule";
   const nlohmann::json& decision = j.value("decision", nlohmann::json());
+  // Why the baseline serves: it ran faster, or the two tied and a tie goes to the baseline
+  // (decide.cpp's reference_result: it needs no compiled kernel).
+  const std::string faster_reference =
+      decision.is_object() ? decision.value("faster_reference", std::string()) : std::string();
+  const std::string result =
+      !best_is_baseline ? "; the result is the " + shortcut + " schedule"
+      : faster_reference == "tie"
+          ? "; the result is the hand-written " + shortcut + " baseline (it tied with the " +
+                shortcut + " schedule, and a tie goes to the baseline)"
+          : "; the result is the hand-written " + shortcut + " baseline (it ran faster than the " +
+                shortcut + " schedule)";
   const bool fresh = decision.is_object() && decision.value("fresh", false);
   const int fresh_runs = fresh ? decision.at("runs").get<int>() : 0;
   const char* const runs_s = fresh_runs == 1 ? "" : "s";  // "1 fresh run", "3 fresh runs"
@@ -193,12 +201,30 @@ void print_tune_text(const nlohmann::json& j) {
     // Old reports (cached decisions) have no interval.
     const double lo = detail.value("ratio_lo", detail.at("ratio_q25").get<double>());
     const double hi = detail.value("ratio_hi", detail.at("ratio_q75").get<double>());
-    std::printf("  verdict       %s: the best nominee ran %.3fx the time of the %s %s (%.0f%% "
-                "interval %.3f-%.3f, %d rounds)%s\n",
-                head.c_str(), detail.at("ratio_median").get<double>(),
-                detail.at("reference").get<std::string>().c_str(), where.c_str(),
-                100.0 * detail.value("level", 0.5), lo, hi, detail.at("rounds").get<int>(),
-                gain && verdict == "gain" ? "" : best_is_csr ? result.c_str() : "");
+    // A ratio whose interval lies below 1 but is no gain: the minimum gain asked of the pooled
+    // median and of every run's median (heuristics::judge_gain) was missed; say by which.
+    std::string why;
+    const double median = detail.at("ratio_median").get<double>();
+    if (!gain && hi < 1.0 && detail.contains("min_gain")) {
+      double worst = median;
+      for (const auto& m : detail.value("run_ratio_medians", nlohmann::json::array()))
+        worst = std::max(worst, m.get<double>());
+      const double min_gain = detail.at("min_gain").get<double>();
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "; a gain needs %s at most %.3fx (--min-gain %.3g): %s %.3fx",
+                    fresh_runs > 1 ? "every run's median ratio" : "the median ratio",
+                    1.0 - min_gain, min_gain,
+                    fresh_runs > 1 && worst > median ? "the slowest run's was" : "it was", worst);
+      why = buf;
+    }
+    std::printf(
+        "  verdict       %s: the best nominee ran %.3fx the time of the %s %s (%.0f%% "
+        "interval %.3f-%.3f, %d rounds)%s%s\n",
+        head.c_str(), median, detail.at("reference").get<std::string>().c_str(), where.c_str(),
+        100.0 * detail.value("level", 0.5), lo, hi, detail.at("rounds").get<int>(), why.c_str(),
+        gain && verdict == "gain" ? ""
+        : best_is_csr             ? result.c_str()
+                                  : "");
     const nlohmann::json& refs =
         decision.is_object() ? decision.value("references", nlohmann::json()) : nlohmann::json();
     if (refs.is_object()) {
