@@ -750,12 +750,23 @@ TEST_CASE("scripted tune: 20 equal kernels give no gain") {
   // The text report says why the baseline serves: a tie, not a faster run.
   const waco::test::CliResult t = waco::test::run_cli(
       "tune --kernel spmv --threads 2 --cache-bytes 1M --db " + dir + "/results.sqlite " +
-      "--plan-cache " + dir + "/plans --runner scripted:" + dir + "/script.json " + example());
+      "--plan-cache " + dir + "/plans --runner scripted:" + dir + "/script.json -o " + dir +
+      "/k.hpp " + example());
   INFO(t.err);
   CHECK(t.status == 0);
   CHECK(t.out.find("the result is the hand-written csr baseline (it tied with the csr schedule, "
                    "and a tie goes to the baseline)") != std::string::npos);
   CHECK(t.out.find("it ran faster than") == std::string::npos);
+  // So do the -o header and the note about it.
+  CHECK(t.err.find("hand-written csr baseline's (it tied with the csr schedule) kernel") !=
+        std::string::npos);
+  std::ifstream header(dir + "/k.hpp");
+  const std::string text((std::istreambuf_iterator<char>(header)),
+                         std::istreambuf_iterator<char>());
+  CHECK(
+      text.find("baseline tied with the csr schedule side by side (a tie goes to the baseline)") !=
+      std::string::npos);
+  CHECK(text.find("ran faster") == std::string::npos);
 }
 
 TEST_CASE(

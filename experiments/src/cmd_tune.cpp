@@ -104,23 +104,36 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
   // threads and chunks (emit_standalone_header's `baseline`).
   const std::string implementation = tuning::implementation_of(report);
   const bool baseline = !implementation.empty();
+  // Why the baseline serves: it ran faster than the schedule, or the two tied and a tie goes to
+  // the baseline (tune/src/decide.cpp).
+  const nlohmann::json& decision = report.value("decision", nlohmann::json());
+  const bool tie = implementation != codegen::kDiaBaseline && decision.is_object() &&
+                   decision.value("faster_reference", std::string()) == "tie";
   if (implementation == codegen::kDiaBaseline)
     note += "\nthe dia baseline (diagonal storage) ran fastest side by side: waco::Plan serves it; "
             "this header holds its builder and loop";
   else if (baseline)
-    note += "\nno schedule beat csr, and the hand-written " + implementation +
-            " baseline ran faster than the " + implementation +
-            " schedule side by side: waco::Plan serves that baseline; this header holds its loop, "
-            "generated from the " + implementation + " schedule, with the baseline's threads and "
+    note += "\nno schedule beat csr, and the hand-written " + implementation + " baseline " +
+            (tie ? "tied with the " + implementation +
+                       " schedule side by side (a tie goes to the baseline)"
+                 : "ran faster than the " + implementation + " schedule side by side") +
+            ": waco::Plan serves that baseline; this header holds its loop, "
+            "generated from the " +
+            implementation +
+            " schedule, with the baseline's threads and "
             "chunks";
   const nlohmann::json best = report.value("best", nlohmann::json());
   const std::string race = best.is_object() ? best.value("race", std::string()) : std::string();
   write_text_file(o.output, decided_source(schedule, race, shape, o, threads, note, implementation));
   if (!o.quiet)
-    std::fprintf(stderr, "tune: wrote the %s kernel to %s\n",
-                 baseline ? ("hand-written " + implementation + " baseline's (it ran fastest)").c_str()
-                          : "tuned",
-                 o.output.c_str());
+    std::fprintf(
+        stderr, "tune: wrote the %s kernel to %s\n",
+        baseline
+            ? ("hand-written " + implementation + " baseline's (" +
+               (tie ? "it tied with the " + implementation + " schedule" : "it ran fastest") + ")")
+                  .c_str()
+            : "tuned",
+        o.output.c_str());
 }
 
 /// The text form of `tune --adaptive`'s report (drive_adaptive).
