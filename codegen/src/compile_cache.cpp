@@ -15,6 +15,7 @@
 #include <dirent.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #define WACO_SHA_NI 1  // the SHA extensions' code is built (used where the CPU has them)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 #include <fcntl.h>
@@ -405,7 +406,15 @@ std::string compute_cache_key(const std::string& source, const CompilerOptions& 
 
 bool detail::sha_ni_available() {
 #ifdef WACO_SHA_NI
-  static const bool available = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+  // CPUID itself, not __builtin_cpu_supports("sha"): Clang (14) has no "sha" feature name
+  // there, and the project builds with it too (the fuzz targets, scripts/fuzz.sh). SHA: leaf 7,
+  // EBX bit 29; SSE4.1: leaf 1, ECX bit 19.
+  static const bool available = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19))) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return (b & (1u << 29)) != 0;
+  }();
   return available;
 #else
   return false;
