@@ -797,4 +797,18 @@ TEST_CASE(
   }
   if (!waco::codegen::detail::sha_ni_available())
     WARN("this CPU has no SHA extensions: the accelerated path was the portable one");
+#if defined(__x86_64__)
+  // The CPUID check agrees with the kernel's reading of the CPU (its "sha_ni" and "sse4_1"
+  // flags in /proc/cpuinfo), where there is one.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    const auto has = [&](const std::string& f) {
+      return (line + " ").find(" " + f + " ") != std::string::npos;
+    };
+    CHECK(waco::codegen::detail::sha_ni_available() == (has("sha_ni") && has("sse4_1")));
+    break;
+  }
+#endif
 }
