@@ -1,22 +1,23 @@
 // Unit "generators": the seeded synthetic matrices and tensors (generators.hpp). Checks
 // determinism, canonical output, the exact shapes each kind promises, and that every parameter
 // out of range is refused with an Error naming it.
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
-
-#include <unistd.h>
 
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/generators.hpp"
 #include "waco/kernels/sparse.hpp"
+#include "waco/kernels/timing.hpp"
 
 using namespace waco::kernels;
 
@@ -466,4 +467,51 @@ TEST_CASE("generators: a matrix scaled up is its copies on the block diagonal", 
   CooMatrix wide = a;
   wide.cols = 1 << 30;
   CHECK_THROWS_WITH(replicate_diagonal(wide, 2), Catch::Contains("columns") && Catch::Contains("32-bit"));
+}
+
+TEST_CASE(
+    "generators: the powerlaw estimate sums term by term and in closed form alike and at once",
+    "[generators]") {
+  // The sum term by term over every x (what the generator counted before the closed form).
+  const auto by_terms = [](std::int64_t rows, double alpha, double beta) {
+    const double n = static_cast<double>(rows);
+    const double cut = std::min(n, std::pow(beta / 2.0, 1.0 / alpha) + 1.0);
+    double extra = 0.0;
+    for (std::int64_t x = 1; x < static_cast<std::int64_t>(cut); ++x) {
+      const double deg = std::min(n - 1.0, beta * std::pow(static_cast<double>(x), -alpha));
+      if (deg > 1.0) extra += std::floor(deg) - 1.0;
+    }
+    return n + extra;
+  };
+  // Below 2^16 terms: exactly the sum.
+  CHECK(waco::kernels::powerlaw_expected_nnz(5000, 0.6, 200.0) == by_terms(5000, 0.6, 200.0));
+  CHECK(waco::kernels::powerlaw_expected_nnz(100, 0.3, 1e6) == by_terms(100, 0.3, 1e6));
+  // Beyond, by distinct degrees (0.47M, 2.9M and 2M terms; one with degrees capped at rows - 1,
+  // one with alpha 1): the same sum but for rounding.
+  for (const auto& [rows, alpha, beta] :
+       {std::tuple<std::int64_t, double, double>{10000000, 0.6, 5000.0},
+        {3000000, 1.0, 5e6},
+        {2000000, 0.5, 3000.0}}) {
+    INFO(rows << " " << alpha << " " << beta);
+    CHECK(waco::kernels::powerlaw_expected_nnz(rows, alpha, beta) ==
+          Approx(by_terms(rows, alpha, beta)).epsilon(1e-9));
+  }
+  // Degrees of 2^16 and more beyond x = 2^16 (up to 1.1M): the integral, within 10^-4.
+  CHECK(waco::kernels::powerlaw_expected_nnz(3000000, 0.2, 1e7) ==
+        Approx(by_terms(3000000, 0.2, 1e7)).epsilon(1e-4));
+  // A recipe file's 4.6 * 10^13 rows with alpha 0.37 (a fuzzer's: ~10^9 terms, a hang): at once,
+  // and far beyond what the generator makes (it refuses it).
+  const double t0 = waco::kernels::now_seconds();
+  CHECK(waco::kernels::powerlaw_expected_nnz(45852147483648, 0.37, 5016.0) > 1e9);
+  CHECK(waco::kernels::now_seconds() - t0 < 0.5);
+  waco::kernels::GeneratorSpec s;
+  s.kind = "powerlaw";
+  s.rows = 2000000000;
+  s.alpha = 0.37;
+  s.beta = 5016.0;
+  CHECK_THROWS_AS(waco::kernels::generate(s), waco::kernels::Error);
+  // Parameters the generator refuses: the baseline, no hang, no NaN.
+  CHECK(waco::kernels::powerlaw_expected_nnz(10, -1.0, 5.0) == 10.0);
+  CHECK(waco::kernels::powerlaw_expected_nnz(1, 0.5, 5.0) == 1.0);
+  CHECK(waco::kernels::powerlaw_expected_nnz(-3, 0.5, 5.0) == 0.0);
 }

@@ -3,8 +3,6 @@
 // contract and recipe_internal.hpp for the determinism of the random choices (default_mix draws
 // its parameters on integer grids, with IEEE +, -, *, / and sqrt only, never a * b + c in
 // doubles; only the powerlaw estimate uses std::pow, as the generator does).
-#include "waco/kernels/recipe.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,7 +13,9 @@
 #include "recipe_internal.hpp"
 #include "waco/kernels/dense.hpp"
 #include "waco/kernels/error.hpp"
+#include "waco/kernels/generators.hpp"
 #include "waco/kernels/io.hpp"
+#include "waco/kernels/recipe.hpp"
 
 namespace waco::kernels {
 
@@ -66,18 +66,6 @@ double augmented_estimate(double nnz, double rows, double cols, const Augmentati
   return nnz * b * b;
 }
 
-/// The generator's own expected count for powerlaw (gen_powerlaw in generators.cpp).
-double powerlaw_estimate(const GeneratorSpec& s) {
-  const std::int64_t n = s.rows;
-  const double cut = std::min(static_cast<double>(n), std::pow(s.beta / 2.0, 1.0 / s.alpha) + 1.0);
-  double extra = 0.0;
-  for (std::int64_t x = 1; x < static_cast<std::int64_t>(cut); ++x) {
-    const double deg = std::min(static_cast<double>(n - 1), s.beta * std::pow(x, -s.alpha));
-    if (deg > 1.0) extra += std::floor(deg) - 1.0;
-  }
-  return static_cast<double>(n) + extra;
-}
-
 /// Positions on the diagonals 0..D (D <= C - 1) of an R x C matrix: sum over d of min(R, C - d).
 double upper_diagonal_positions(double R, double C, double D) {
   if (R <= 0 || C <= 0 || D < 0) return 0.0;
@@ -119,7 +107,7 @@ double generator_estimate(const GeneratorSpec& s) {
     return nx * ny * nz * 7.0 - 2.0 * (nx * ny + ny * nz + nx * nz);
   }
   if (k == "rmat") return std::ldexp(static_cast<double>(s.edge_factor), s.scale);
-  if (k == "powerlaw") return powerlaw_estimate(s);
+  if (k == "powerlaw") return powerlaw_expected_nnz(s.rows, s.alpha, s.beta);
   if (k == "smallworld") return rows * s.neighbors;
   params_of(k, "generator.kind");  // throws for an unknown kind
   return 0.0;
