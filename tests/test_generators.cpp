@@ -1,11 +1,10 @@
 // Unit "generators": the seeded synthetic matrices and tensors (generators.hpp). Checks
 // determinism, canonical output, the exact shapes each kind promises, and that every parameter
 // out of range is refused with an Error naming it.
-#include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <array>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -13,6 +12,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <unistd.h>
 
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/generators.hpp"

@@ -564,9 +564,6 @@ CooMatrix symmetric_from_edges(const std::string& kind, It it, It end, std::int6
   return finish_unsorted(std::move(m), value_key);
 }
 
-/// Boost's PLOD (Palmer & Steffan, "Generating network topologies that obey power laws",
-/// GLOBECOM 2000): vertex degrees beta * x^-alpha with x uniform, clamped to [1, n - 1], then
-/// random pairing of degree credits. Undirected, no self loops; the matrix is symmetric.
 }  // namespace
 
 double powerlaw_expected_nnz(std::int64_t rows, double alpha, double beta) {
@@ -617,6 +614,9 @@ double powerlaw_expected_nnz(std::int64_t rows, double alpha, double beta) {
 
 namespace {
 
+/// Boost's PLOD (Palmer & Steffan, "Generating network topologies that obey power laws",
+/// GLOBECOM 2000): vertex degrees beta * x^-alpha with x uniform, clamped to [1, n - 1], then
+/// random pairing of degree credits. Undirected, no self loops; the matrix is symmetric.
 CooMatrix gen_powerlaw(const GeneratorSpec& s) {
   const std::string kind = "powerlaw";
   check_range(kind, "rows", s.rows, 2, kMaxIndex);

@@ -3,6 +3,8 @@
 // contract and recipe_internal.hpp for the determinism of the random choices (default_mix draws
 // its parameters on integer grids, with IEEE +, -, *, / and sqrt only, never a * b + c in
 // doubles; only the powerlaw estimate uses std::pow, as the generator does).
+#include "waco/kernels/recipe.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,7 +17,6 @@
 #include "waco/kernels/error.hpp"
 #include "waco/kernels/generators.hpp"
 #include "waco/kernels/io.hpp"
-#include "waco/kernels/recipe.hpp"
 
 namespace waco::kernels {
 

@@ -44,13 +44,12 @@ const std::vector<GeneratorKind>& generator_kinds();
 /// Generates a matrix. Throws Error for an unknown kind or parameters out of range (naming them).
 CooMatrix generate(const GeneratorSpec& spec);
 
-/// The powerlaw generator's expected stored entries for `rows` vertices, `alpha` and `beta`
-/// (what it refuses beyond its bounds, and what recipe estimates count; parameters it refuses
-/// give max(0, rows)): each vertex
-/// of degree max(1, min(rows - 1, beta * x^-alpha)), x drawn in [0, rows - 1]. The sum runs term
-/// by term up to x = 2^16 and beyond by distinct degrees (exactly; an integral where they are
-/// 2^16 or more: within a share of a term), so that a recipe of 10^13 rows is estimated at once
-/// instead of in 10^9 terms.
+/// The powerlaw generator's expected stored entries for `rows` vertices, `alpha` and `beta`, each
+/// vertex of degree max(1, min(rows - 1, beta * x^-alpha)) with x drawn in [0, rows - 1]: what
+/// the generator refuses beyond its bounds, and what recipe estimates count (parameters it
+/// refuses give max(0, rows)). The sum runs term by term up to x = 2^16 and beyond by distinct
+/// degrees (exactly; an integral where they are 2^16 or more: within a share of a term), so that
+/// a recipe of 10^13 rows is estimated at once instead of in 10^9 terms.
 double powerlaw_expected_nnz(std::int64_t rows, double alpha, double beta);
 
 /// A real matrix scaled up (the large-operand set of issue 36): `copies` copies of the canonical
