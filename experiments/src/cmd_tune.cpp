@@ -104,11 +104,8 @@ void write_decided_source(const Options& o, const nlohmann::json& report,
   // threads and chunks (emit_standalone_header's `baseline`).
   const std::string implementation = tuning::implementation_of(report);
   const bool baseline = !implementation.empty();
-  // Why the baseline serves: it ran faster than the schedule, or the two tied and a tie goes to
-  // the baseline (tune/src/decide.cpp).
-  const nlohmann::json& decision = report.value("decision", nlohmann::json());
-  const bool tie = implementation != codegen::kDiaBaseline && decision.is_object() &&
-                   decision.value("faster_reference", std::string()) == "tie";
+  // Why the csr baseline serves: it ran faster than the schedule, or the two tied.
+  const bool tie = implementation != codegen::kDiaBaseline && references_tied(report);
   if (implementation == codegen::kDiaBaseline)
     note += "\nthe dia baseline (diagonal storage) ran fastest side by side: waco::Plan serves it; "
             "this header holds its builder and loop";

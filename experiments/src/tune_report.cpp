@@ -103,6 +103,11 @@ void print_adaptive_text(const nlohmann::json& j) {
   std::printf("  schedule      %s\n", j.at("schedule").get<std::string>().c_str());
 }
 
+bool references_tied(const nlohmann::json& report) {
+  const nlohmann::json& decision = report.value("decision", nlohmann::json());
+  return decision.is_object() && decision.value("faster_reference", std::string()) == "tie";
+}
+
 void print_tune_text(const nlohmann::json& j) {
   if (j.value("mode", std::string()) == "adaptive") {
     print_adaptive_text(j);
@@ -177,13 +182,9 @@ void print_tune_text(const nlohmann::json& j) {
   const std::string verdict = j.at("verdict").get<std::string>();
   const nlohmann::json& detail = j.at("verdict_detail");
   const nlohmann::json& decision = j.value("decision", nlohmann::json());
-  // Why the baseline serves: it ran faster, or the two tied and a tie goes to the baseline
-  // (decide.cpp's reference_result: it needs no compiled kernel).
-  const std::string faster_reference =
-      decision.is_object() ? decision.value("faster_reference", std::string()) : std::string();
   const std::string result =
       !best_is_baseline ? "; the result is the " + shortcut + " schedule"
-      : faster_reference == "tie"
+      : references_tied(j)
           ? "; the result is the hand-written " + shortcut + " baseline (it tied with the " +
                 shortcut + " schedule, and a tie goes to the baseline)"
           : "; the result is the hand-written " + shortcut + " baseline (it ran faster than the " +

@@ -633,9 +633,7 @@ CooMatrix gen_powerlaw(const GeneratorSpec& s) {
     bad(kind, "beta must be in (0, 2^53] (got " + fmt(s.beta) + ")",
         "beta is the nominal degree of the highest-degree vertex");
   }
-  // Expected total degree (= expected stored entries): Boost draws x uniformly in [0, n - 1] per
-  // vertex; degree max(1, min(n - 1, beta * x^-alpha)), and 1 for x = 0. Only x up to
-  // (beta / 2)^(1/alpha) have a degree of 2 or more, i.e. contribute beyond the baseline 1.
+  // Expected total degree (= expected stored entries): powerlaw_expected_nnz.
   const std::int64_t n = s.rows;
   check_nnz_bound(kind, powerlaw_expected_nnz(n, s.alpha, s.beta), "the expected nnz",
                   kBytesUnsorted);
